@@ -1,0 +1,180 @@
+"""Applying BPE merges to one pre-token.
+
+Tokens are single characters here (see :class:`TokenAlphabet`), so a pre-token is a string, a pair
+of tokens a two-character string, and merging every occurrence of a pair is one ``str.replace``.
+Two merge rules exist in the wild, and they differ for some vocabularies:
+
+* :class:`PairRankMerger` -- GPT-2's ``bpe()``, also CS336's and Hugging Face's: repeatedly take
+  the adjacent pair whose *merge* has the lowest rank and merge all its occurrences left to right.
+* :class:`TokenRankMerger` -- tiktoken's: look the whole pre-token up first; then repeatedly merge
+  the leftmost adjacent pair whose *concatenation* is the lowest-ranked token (rank = token id).
+
+Each has a quadratic-free variant for long inputs (a heap of candidate merges over a linked list),
+so a megabyte without whitespace still encodes in time linear up to a log factor.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import add
+
+_NO_RANK = 1 << 62
+# Above this many tokens the heap-based variants win over rescanning the string each step.
+LONG_INPUT = 64
+
+
+def code_of(index: int) -> int:
+    """The character code of the ``index``-th multi-byte token: 256, 257, ..., skipping surrogates."""
+    code = 256 + index
+    return code if code < 0xD800 else code + 0x800
+
+
+class TokenAlphabet:
+    """One character per token: byte ``b`` is ``chr(b)``, longer tokens get codes from 256 up."""
+
+    def __init__(self, vocab: Mapping[int, bytes]):
+        self.id_of_bytes: dict[bytes, int] = {}
+        for token_id, token in vocab.items():
+            other = self.id_of_bytes.setdefault(token, token_id)
+            if other != token_id:
+                raise ValueError(f"ids {other} and {token_id} both stand for the token {token!r}")
+        missing = [b for b in range(256) if bytes([b]) not in self.id_of_bytes]
+        if missing:
+            shown = ", ".join(f"0x{b:02x}" for b in missing[:8]) + (" ..." if len(missing) > 8 else "")
+            raise ValueError(f"the vocab lacks {len(missing)} single-byte tokens ({shown}); byte-level BPE needs all 256")
+        self.char_of_bytes: dict[bytes, str] = {bytes([b]): chr(b) for b in range(256)}
+        longer = sorted((token_id, token) for token, token_id in self.id_of_bytes.items() if len(token) > 1)
+        for index, (_, token) in enumerate(longer):
+            self.char_of_bytes[token] = chr(code_of(index))
+        size = code_of(len(longer)) if longer else 256
+        self.id_of_code: list[int] = [-1] * size
+        for token, char in self.char_of_bytes.items():
+            self.id_of_code[ord(char)] = self.id_of_bytes[token]
+
+    def ids(self, chars: str) -> list[int]:
+        return list(map(self.id_of_code.__getitem__, map(ord, chars)))
+
+
+class PairRankMerger:
+    """GPT-2's rule: lowest merge rank first, all occurrences of that pair at once."""
+
+    def __init__(self, alphabet: TokenAlphabet, merges: Sequence[tuple[bytes, bytes]]):
+        self.rank: dict[str, int] = {}
+        self.pair_of_rank: list[str] = []
+        self.result_of_rank: list[str] = []
+        char = alphabet.char_of_bytes
+        for rank, (left, right) in enumerate(merges):
+            missing = [t for t in (left, right, left + right) if t not in char]
+            if missing:
+                raise ValueError(f"merge {rank} ({left!r}, {right!r}): {missing[0]!r} is not in the vocab")
+            pair = char[left] + char[right]
+            self.rank.setdefault(pair, rank)  # a repeated merge never applies twice
+            self.pair_of_rank.append(pair)
+            self.result_of_rank.append(char[left + right])
+
+    def __call__(self, word: str) -> str:
+        if len(word) > LONG_INPUT:
+            return self._merge_long(word)
+        rank_of = self.rank.get
+        pair_of_rank, result_of_rank = self.pair_of_rank, self.result_of_rank
+        while len(word) > 1:
+            best = min(map(rank_of, map(add, word, word[1:]), repeat(_NO_RANK)))
+            if best == _NO_RANK:
+                break
+            word = word.replace(pair_of_rank[best], result_of_rank[best])
+        return word
+
+    def _merge_long(self, word: str) -> str:
+        tokens = list(word)
+        n = len(tokens)
+        following = list(range(1, n + 1))  # index of the next live token (n: none)
+        preceding = list(range(-1, n - 1))
+        rank_of = self.rank.get
+        heap = [(rank, i) for i in range(n - 1) if (rank := rank_of(tokens[i] + tokens[i + 1])) is not None]
+        heapq.heapify(heap)
+        while heap:
+            rank = heap[0][0]
+            pair, result = self.pair_of_rank[rank], self.result_of_rank[rank]
+            merged_at = []
+            # All occurrences of this pair, left to right, before looking at what they form.
+            while heap and heap[0][0] == rank:
+                i = heapq.heappop(heap)[1]
+                j = following[i]
+                if tokens[i] is None or j >= n or tokens[i] + tokens[j] != pair:
+                    continue  # stale: a token of this pair was merged away
+                tokens[i] = result
+                tokens[j] = None
+                following[i] = following[j]
+                if following[j] < n:
+                    preceding[following[j]] = i
+                merged_at.append(i)
+            for i in merged_at:
+                if tokens[i] is None:
+                    continue
+                before, after = preceding[i], following[i]
+                if before >= 0 and (r := rank_of(tokens[before] + tokens[i])) is not None:
+                    heapq.heappush(heap, (r, before))
+                if after < n and (r := rank_of(tokens[i] + tokens[after])) is not None:
+                    heapq.heappush(heap, (r, i))
+        return "".join(t for t in tokens if t is not None)
+
+
+class TokenRankMerger:
+    """tiktoken's rule: the whole piece if it is a token, else lowest-ranked concatenation first."""
+
+    def __init__(self, alphabet: TokenAlphabet):
+        self.alphabet = alphabet
+        char = alphabet.char_of_bytes
+        rank_of = alphabet.id_of_bytes
+        self.rank: dict[str, int] = {}  # pair of token characters -> rank of their concatenation
+        self.result: dict[str, str] = {}
+        for token, token_rank in rank_of.items():
+            for cut in range(1, len(token)):
+                left, right = token[:cut], token[cut:]
+                if left in char and right in char:
+                    pair = char[left] + char[right]
+                    self.rank[pair] = token_rank
+                    self.result[pair] = char[token]
+
+    def __call__(self, word: str) -> str:
+        whole = self.alphabet.char_of_bytes.get(word.encode("latin-1")) if len(word) > 1 else None
+        if whole is not None:
+            return whole
+        if len(word) > LONG_INPUT:
+            return self._merge_long(word)
+        rank_of, result = self.rank.get, self.result
+        while len(word) > 1:
+            ranks = list(map(rank_of, map(add, word, word[1:]), repeat(_NO_RANK)))
+            best = min(ranks)
+            if best == _NO_RANK:
+                break
+            i = ranks.index(best)  # the leftmost pair of lowest rank
+            word = word[:i] + result[word[i : i + 2]] + word[i + 2 :]
+        return word
+
+    def _merge_long(self, word: str) -> str:
+        tokens = list(word)
+        n = len(tokens)
+        following = list(range(1, n + 1))
+        preceding = list(range(-1, n - 1))
+        rank_of = self.rank.get
+        heap = [(rank, i) for i in range(n - 1) if (rank := rank_of(tokens[i] + tokens[i + 1])) is not None]
+        heapq.heapify(heap)
+        while heap:
+            rank, i = heapq.heappop(heap)
+            j = following[i]
+            if tokens[i] is None or j >= n or rank_of(tokens[i] + tokens[j]) != rank:
+                continue  # stale
+            tokens[i] = self.result[tokens[i] + tokens[j]]
+            tokens[j] = None
+            following[i] = following[j]
+            if following[j] < n:
+                preceding[following[j]] = i
+            before, after = preceding[i], following[i]
+            if before >= 0 and (r := rank_of(tokens[before] + tokens[i])) is not None:
+                heapq.heappush(heap, (r, before))
+            if after < n and (r := rank_of(tokens[i] + tokens[after])) is not None:
+                heapq.heappush(heap, (r, i))
+        return "".join(t for t in tokens if t is not None)

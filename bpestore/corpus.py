@@ -1,0 +1,214 @@
+"""Reading a corpus file in chunks and counting its pre-tokens, in parallel, in bounded memory.
+
+Chunks are cut where the cut cannot change the result: at the start of a special token (the corpus is
+split there anyway), or else just before a space followed by a printable ASCII character (a safe
+cut for the pre-tokenizer, see :mod:`bpestore.pretokenize`). No process ever holds more than one
+chunk of text, and workers send back pre-token counts, never pre-tokens.
+"""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing
+import os
+import queue as queue_module
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .pretokenize import GPT2_PATTERN, SegmentCounter, SpecialSplitter
+
+DEFAULT_CHUNK_BYTES = 4 << 20
+_WINDOW_BYTES = 64 << 10
+
+ProgressCallback = Callable[[int], None]
+
+
+class CorpusDecodeError(ValueError):
+    """The corpus is not valid UTF-8; ``offset`` is the first bad byte's offset in the file."""
+
+    def __init__(self, path: str | os.PathLike, offset: int, reason: str):
+        self.path = str(path)
+        self.offset = offset
+        super().__init__(f"{self.path}: invalid UTF-8 at byte offset {offset} ({reason})")
+
+
+def check_corpus_path(path: str | os.PathLike) -> Path:
+    """The path as a Path, or FileNotFoundError naming it when it is missing or not a file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "No such corpus file", str(path))
+    if not path.is_file():
+        raise FileNotFoundError(errno.EISDIR, "Not a file (a directory?), cannot read a corpus", str(path))
+    return path
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def chunk_boundaries(
+    path: str | os.PathLike, special_tokens: Sequence[str], chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> list[int]:
+    """Offsets 0 = b0 < b1 < ... < bn = file size; each bi is a safe place to cut the file."""
+    size = os.path.getsize(path)
+    specials = [token.encode("utf-8") for token in special_tokens]
+    spaces_allowed = not any(b" " in token for token in specials)
+    boundaries = [0]
+    with open(path, "rb") as file:
+        target = chunk_bytes
+        while target < size:
+            cut = _find_cut(file, target, size, specials, spaces_allowed)
+            if cut >= size:
+                break
+            boundaries.append(cut)
+            target = max(cut + 1, target + chunk_bytes)
+    boundaries.append(size)
+    return boundaries
+
+
+def _find_cut(file, target: int, size: int, specials: list[bytes], spaces_allowed: bool) -> int:
+    """The first safe cut at or after ``target`` (``size`` if there is none)."""
+    longest = max((len(token) for token in specials), default=1)
+    position = target
+    while position < size:
+        start = max(position - longest, 0)
+        file.seek(start)
+        window = file.read(_WINDOW_BYTES + (position - start) + longest)
+        candidates = []
+        for token in specials:
+            found = window.find(token, position - start)
+            while found >= 0 and _overlaps_other_special(window, found, specials):
+                found = window.find(token, found + 1)
+            if found >= 0:
+                candidates.append(found)
+        if spaces_allowed:
+            found = _find_safe_space(window, position - start)
+            if found >= 0:
+                candidates.append(found)
+        if candidates:
+            return start + min(candidates)
+        position += _WINDOW_BYTES
+    return size
+
+
+def _find_safe_space(window: bytes, begin: int) -> int:
+    found = window.find(b" ", begin)
+    while found >= 0:
+        if found + 1 < len(window) and 0x21 <= window[found + 1] <= 0x7E:
+            return found
+        found = window.find(b" ", found + 1)
+    return -1
+
+
+def _overlaps_other_special(window: bytes, found: int, specials: list[bytes]) -> bool:
+    """Whether an occurrence of some special token starts before ``found`` and covers it."""
+    for token in specials:
+        for begin in range(max(found - len(token) + 1, 0), found):
+            if window.startswith(token, begin):
+                return True
+    return False
+
+
+def read_chunk(path: str | os.PathLike, start: int, end: int) -> str:
+    with open(path, "rb") as file:
+        file.seek(start)
+        data = file.read(end - start)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorpusDecodeError(path, start + error.start, error.reason) from None
+
+
+def _count_chunks(path, chunks, special_tokens, pattern, on_chunk) -> Counter[str]:
+    splitter = SpecialSplitter(special_tokens)
+    counter = SegmentCounter(pattern)
+    for start, end in chunks:
+        for piece in splitter.split(read_chunk(path, start, end)):
+            counter.add(piece)
+        on_chunk(end - start)
+    return counter.pretoken_counts()
+
+
+def _worker(path, special_tokens, pattern, tasks, results) -> None:
+    def next_chunks():
+        while (task := tasks.get()) is not None:
+            yield task
+
+    try:
+        counts = _count_chunks(path, next_chunks(), special_tokens, pattern, lambda n: results.put(("progress", n)))
+        results.put(("done", dict(counts)))
+    except BaseException as error:  # report every failure to the parent, which raises it
+        results.put(("error", error))
+
+
+def count_file_pretokens(
+    path: str | os.PathLike,
+    special_tokens: Sequence[str] = (),
+    *,
+    pattern: str = GPT2_PATTERN,
+    workers: int | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    on_progress: ProgressCallback | None = None,
+) -> Counter[str]:
+    """Pre-token counts of a UTF-8 file cut at ``special_tokens``, as text -> count.
+
+    ``workers`` processes (default: the usable CPUs) each read their own chunks; with one worker,
+    or a file of one chunk, everything happens in this process.
+    """
+    path = check_corpus_path(path)
+    on_progress = on_progress or (lambda n: None)
+    boundaries = chunk_boundaries(path, special_tokens, chunk_bytes)
+    chunks = list(zip(boundaries, boundaries[1:]))
+    workers = min(workers or default_workers(), len(chunks))
+    if workers <= 1:
+        return _count_chunks(path, chunks, special_tokens, pattern, on_progress)
+    return _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress)
+
+
+def _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress) -> Counter[str]:
+    # fork: workers start at once and need no importable __main__ (scripts without a main guard
+    # work); elsewhere spawn is the only choice.
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    tasks = context.Queue()
+    results = context.Queue()
+    for chunk in chunks:
+        tasks.put(chunk)
+    for _ in range(workers):
+        tasks.put(None)
+    processes = [
+        context.Process(target=_worker, args=(str(path), tuple(special_tokens), pattern, tasks, results), daemon=True)
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    partial_counts: list[dict[str, int]] = []
+    try:
+        while len(partial_counts) < workers:
+            try:
+                kind, payload = results.get(timeout=1.0)
+            except queue_module.Empty:
+                if any(process.exitcode not in (None, 0) for process in processes):
+                    raise RuntimeError("a pre-tokenization worker died unexpectedly") from None
+                continue
+            if kind == "progress":
+                on_progress(payload)
+            elif kind == "done":
+                partial_counts.append(payload)
+            else:
+                raise payload
+    finally:
+        for process in processes:
+            if process.is_alive() and len(partial_counts) < workers:
+                process.terminate()
+            process.join()
+    partial_counts.sort(key=len, reverse=True)
+    total = Counter(partial_counts[0])
+    for counts in partial_counts[1:]:
+        for token, count in counts.items():
+            total[token] += count
+    return total

@@ -1,0 +1,1 @@
+"""Reading and writing tokenizers in other tools' file formats."""

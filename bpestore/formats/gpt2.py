@@ -1,0 +1,95 @@
+"""GPT-2's ``vocab.json`` + ``merges.txt`` (tokens written with GPT-2's byte-to-unicode mapping)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+
+
+@lru_cache(maxsize=1)
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from each byte to a printable character."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+@lru_cache(maxsize=1)
+def unicode_to_byte() -> dict[str, int]:
+    return {c: b for b, c in byte_to_unicode().items()}
+
+
+def token_to_text(token: bytes) -> str:
+    """A token's bytes in GPT-2's printable form."""
+    table = byte_to_unicode()
+    return "".join(table[b] for b in token)
+
+
+def text_to_token(text: str, *, where: str = "") -> bytes:
+    """The bytes of a token written in GPT-2's printable form; ValueError for foreign characters."""
+    table = unicode_to_byte()
+    try:
+        return bytes(table[c] for c in text)
+    except KeyError as error:
+        raise ValueError(f"{where}character {error.args[0]!r} in {text!r} is not in GPT-2's byte-to-unicode alphabet") from None
+
+
+def read_vocab(path: str | os.PathLike, literal_tokens: Iterable[str] = ()) -> dict[int, bytes]:
+    """``vocab.json``: printable token -> id, returned as id -> bytes.
+
+    ``literal_tokens`` (special tokens) are taken as plain UTF-8 text when they are not written
+    in the byte-to-unicode alphabet.
+    """
+    literal = set(literal_tokens)
+    with open(path, encoding="utf-8") as file:
+        try:
+            data = json.load(file)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object mapping tokens to ids")
+    vocab: dict[int, bytes] = {}
+    for text, token_id in data.items():
+        if not isinstance(token_id, int) or token_id < 0:
+            raise ValueError(f"{path}: token {text!r} has id {token_id!r}, not a non-negative integer")
+        if token_id in vocab:
+            raise ValueError(f"{path}: id {token_id} is given to two tokens")
+        if text in literal and not all(c in unicode_to_byte() for c in text):
+            vocab[token_id] = text.encode("utf-8")
+        else:
+            vocab[token_id] = text_to_token(text, where=f"{path}: ")
+    return vocab
+
+
+def read_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
+    """``merges.txt``: one ``left right`` pair per line, an optional ``#version`` first line."""
+    merges: list[tuple[bytes, bytes]] = []
+    with open(path, encoding="utf-8") as file:
+        for line_number, line in enumerate(file, start=1):
+            line = line.rstrip("\r\n")
+            if (line_number == 1 and line.startswith("#version")) or not line.strip():
+                continue
+            fields = line.split(" ")
+            if len(fields) != 2 or not all(fields):
+                raise ValueError(f"{path}, line {line_number}: expected two tokens separated by one space, got {line!r}")
+            where = f"{path}, line {line_number}: "
+            merges.append((text_to_token(fields[0], where=where), text_to_token(fields[1], where=where)))
+    return merges
+
+
+def write_vocab(path: str | os.PathLike, vocab: dict[int, bytes]) -> None:
+    data = {token_to_text(token): token_id for token_id, token in sorted(vocab.items())}
+    Path(path).write_text(json.dumps(data, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+
+
+def write_merges(path: str | os.PathLike, merges: list[tuple[bytes, bytes]]) -> None:
+    lines = ["#version: 0.2"] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,0 +1,232 @@
+"""Pre-tokenization: special-token splitting and the pre-tokenizer regex, made fast.
+
+The GPT-2 regex runs at about 10-20 MB/s in Python, while ``str.split(" ")`` runs at about
+100 MB/s and natural text repeats its words endlessly. So text is cut with ``str.split(" ")`` into
+*segments*, distinct segments are counted (or looked up in a cache), and the regex only ever runs on
+distinct segments. This gives exactly the regex's result because of one property of the supported
+patterns, checked for each of them by the property tests:
+
+    A cut just before a space that is followed by a non-whitespace character is a token boundary,
+    and the tokens on either side of it are those of the two sides tokenized on their own.
+
+(Every match that contains such a space starts with it, no match continues a whitespace run across
+it, and the patterns have no look-behind.) ``text.split(" ")`` cuts before *every* space, so the
+parts after a space that is followed by whitespace, or that ends the text, are glued back to the
+part before them: those few stretches are the "irregular segments" below.
+
+For patterns without the property (anything not listed in ``SPLIT_SAFE_PATTERNS``) the plain regex
+is used on the whole text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+
+import regex
+
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+"""The GPT-2 pre-tokenizer pattern, as used by CS336 (r50k_base and p50k_base use the same)."""
+
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+# Patterns proven (by tests/test_pretokenize.py) to have the split property described above.
+SPLIT_SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})
+
+# Exactly the characters that the `regex` module's \s matches (it excludes \x1c-\x1f, which
+# Python's str.isspace() and the `re` module include). A test checks this against `regex`.
+REGEX_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# A space that does not start a regular segment: followed by whitespace, or ending the text.
+_IRREGULAR_SPACE = re.compile(" (?=[" + re.escape(REGEX_WHITESPACE) + r"]|\Z)")
+
+
+def irregular_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` that ``text.split(" ")`` would cut where the regex does not.
+
+    Each span runs from a safe cut (the start of the text, or a space followed by non-whitespace)
+    to the next safe cut and contains at least one space that is followed by whitespace or ends the
+    text. Outside these spans every part of ``text.split(" ")`` is one self-contained segment.
+    """
+    spans: list[tuple[int, int]] = []
+    end = -1
+    for match in _IRREGULAR_SPACE.finditer(text):
+        position = match.start()
+        if position < end:
+            continue  # inside the span already found
+        # The space before it is safe (an irregular one would have put us inside its span).
+        start = max(text.rfind(" ", 0, position), 0)
+        end = _next_safe_space(text, position + 1)
+        spans.append((start, end))
+    return spans
+
+
+def _next_safe_space(text: str, position: int) -> int:
+    """Index of the first space at or after ``position`` followed by non-whitespace, else len."""
+    length = len(text)
+    while True:
+        position = text.find(" ", position)
+        if position < 0:
+            return length
+        if position + 1 < length and text[position + 1] not in REGEX_WHITESPACE:
+            return position
+        position += 1
+
+
+class SpecialSplitter:
+    """Cuts text at special tokens, longest first (so a special token that contains another wins)."""
+
+    def __init__(self, special_tokens: Sequence[str]):
+        self.special_tokens = tuple(special_tokens)
+        ordered = sorted(set(self.special_tokens), key=len, reverse=True)
+        self._single = ordered[0] if len(ordered) == 1 else None
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def split(self, text: str) -> list[str]:
+        """The pieces of text between special tokens (the tokens themselves dropped)."""
+        if self._single is not None:
+            return text.split(self._single)
+        if self._pattern is None:
+            return [text]
+        return self._pattern.split(text)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        """The special tokens in ``text``, left to right."""
+        return self._pattern.finditer(text) if self._pattern is not None else iter(())
+
+    def split_keep(self, text: str) -> list[str]:
+        """Alternating pieces: text, special, text, special, ..., text (always odd length)."""
+        if self._pattern is None:
+            return [text]
+        return re.split(f"({self._pattern.pattern})", text)
+
+
+class SegmentCounter:
+    """Counts the pre-tokens of many texts, running the regex only on distinct segments.
+
+    Feed texts (pieces between special tokens) with :meth:`add`; :meth:`pretoken_counts` turns the
+    segment counts into pre-token counts. Memory grows with the number of distinct segments, which
+    :meth:`add` bounds by folding segments into pre-token counts every ``max_segments``.
+    """
+
+    def __init__(self, pattern: str = GPT2_PATTERN, max_segments: int = 2_000_000):
+        self.pattern = pattern
+        self._regex = regex.compile(pattern)
+        self._split_safe = pattern in SPLIT_SAFE_PATTERNS
+        self._max_segments = max_segments
+        self._spaced: Counter[str] = Counter()  # part p stands for the segment " " + p
+        self._raw: Counter[str] = Counter()  # segments counted verbatim
+        self._pretokens: Counter[str] = Counter()
+
+    def add(self, text: str) -> None:
+        """Count the pre-tokens of one text that holds no special token."""
+        if not self._split_safe:
+            self._pretokens.update(self._regex.findall(text))
+            return
+        spaced, raw = self._spaced, self._raw
+        parts = text.split(" ")
+        spaced.update(parts)  # C-level counting: the bulk of the work
+        first = parts[0]
+        spaced[first] -= 1
+        raw[first] += 1
+        for start, end in irregular_spans(text):
+            segment = text[start:end]
+            segment_parts = segment.split(" ")
+            if start == 0:
+                raw[segment_parts[0]] -= 1
+            for part in segment_parts[1:]:
+                spaced[part] -= 1
+            raw[segment] += 1
+        if len(spaced) + len(raw) > self._max_segments:
+            self._fold()
+
+    def _fold(self) -> None:
+        """Turn the segment counts into pre-token counts (bounded memory, same result)."""
+        pretokens = self._pretokens
+        findall = self._regex.findall
+        # The regex runs once over all spaced segments of equal count joined together: joined
+        # segments all start with a space followed by non-whitespace, so the joins are safe cuts.
+        by_count: dict[int, list[str]] = {}
+        for part, count in self._spaced.items():
+            if count > 0:
+                by_count.setdefault(count, []).append(part)
+        for count, parts in by_count.items():
+            tokens = Counter(findall(" " + " ".join(parts)))
+            if count == 1:
+                pretokens.update(tokens)
+            else:
+                for token, n in tokens.items():
+                    pretokens[token] += n * count
+        for segment, count in self._raw.items():
+            if count > 0:
+                for token in findall(segment):
+                    pretokens[token] += count
+        self._spaced.clear()
+        self._raw.clear()
+
+    def pretoken_counts(self) -> Counter[str]:
+        """All pre-tokens counted so far, as text."""
+        self._fold()
+        return self._pretokens
+
+
+def count_pretokens(
+    texts: Iterable[str], special_tokens: Sequence[str] = (), pattern: str = GPT2_PATTERN
+) -> Counter[str]:
+    """Pre-token counts of ``texts``, each cut at the special tokens first."""
+    splitter = SpecialSplitter(special_tokens)
+    counter = SegmentCounter(pattern)
+    for text in texts:
+        for piece in splitter.split(text):
+            counter.add(piece)
+    return counter.pretoken_counts()
+
+
+def iter_segments(text: str, split_safe: bool = True) -> Iterator[tuple[bool, list[str] | str]]:
+    """The segments of ``text`` in order, for encoding.
+
+    Yields ``(True, parts)`` for a run of regular segments (``" " + part`` each; the first part of
+    the text or of a run that follows an irregular span is excluded and yielded as verbatim text)
+    and ``(False, segment)`` for a segment to tokenize verbatim.
+    """
+    if not split_safe:
+        yield False, text
+        return
+    position = 0
+    for start, end in irregular_spans(text) or ():
+        if start > position:
+            yield from _regular_run(text[position:start], position == 0)
+        yield False, text[start:end]
+        position = end
+    if position < len(text) or position == 0:
+        yield from _regular_run(text[position:], position == 0)
+
+
+def _regular_run(run: str, at_text_start: bool) -> Iterator[tuple[bool, list[str] | str]]:
+    parts = run.split(" ")
+    if at_text_start:
+        yield False, parts[0]
+    # otherwise the run starts with a safe space and parts[0] is empty
+    if len(parts) > 1:
+        del parts[0]
+        yield True, parts

@@ -1,0 +1,237 @@
+"""``Tokenizer``: encode text to ids and back with a byte-level BPE vocabulary.
+
+Encoding cuts the text at special tokens, then into segments with ``str.split(" ")`` (see
+:mod:`bpestore.pretokenize`); each distinct segment is pre-tokenized and merged once and then served
+from a cache, so the per-byte work on natural text is a split and dictionary lookups done in C.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import chain
+from typing import Literal
+
+import regex
+
+from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger
+from .pretokenize import GPT2_PATTERN, REGEX_WHITESPACE, SPLIT_SAFE_PATTERNS, SpecialSplitter, iter_segments
+
+MergeRule = Literal["pair", "token"]
+
+# Distinct segments and pre-tokens remembered; each cache is emptied when it outgrows this.
+DEFAULT_CACHE_SIZE = 1 << 18
+# encode_iterable gathers about this many characters before encoding them.
+_STREAM_BLOCK = 1 << 16
+
+
+class _Cache(dict):
+    """A dict that computes missing values with ``compute`` and forgets everything when full."""
+
+    def __init__(self, compute, max_size: int):
+        super().__init__()
+        self._compute = compute
+        self._max_size = max_size
+
+    def __missing__(self, key):
+        value = self._compute(key)
+        if len(self) >= self._max_size:
+            self.clear()
+        self[key] = value
+        return value
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer.
+
+    Args:
+        vocab: id -> token bytes; must hold all 256 single bytes.
+        merges: the merges in rank order, each ``(left bytes, right bytes)``.
+        special_tokens: strings always encoded as one token, matched longest first; one missing
+            from the vocab gets the next free id.
+        pattern: the pre-tokenizer regex (GPT-2's by default).
+        merge_rule: ``"pair"`` (GPT-2, CS336, Hugging Face: lowest-ranked *merge* first) or
+            ``"token"`` (tiktoken: lowest-ranked resulting *token* first, whole pre-token looked up
+            first; ``merges`` is then unused and a token's rank is its id).
+        cache_size: how many distinct segments and pre-tokens to remember.
+    """
+
+    def __init__(
+        self,
+        vocab: Mapping[int, bytes],
+        merges: Sequence[tuple[bytes, bytes]],
+        special_tokens: Iterable[str] | None = None,
+        *,
+        pattern: str = GPT2_PATTERN,
+        merge_rule: MergeRule = "pair",
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ):
+        self.vocab: dict[int, bytes] = dict(vocab)
+        self.merges: list[tuple[bytes, bytes]] = list(merges)
+        self.pattern = pattern
+        self.merge_rule: MergeRule = merge_rule
+        self.special_tokens: list[str] = list(dict.fromkeys(special_tokens or ()))
+        self._alphabet = TokenAlphabet(self.vocab)
+        self.special_ids: dict[str, int] = {}
+        next_id = max(self.vocab, default=-1) + 1
+        for token in self.special_tokens:
+            token_id = self._alphabet.id_of_bytes.get(token.encode("utf-8"))
+            if token_id is None:
+                token_id, next_id = next_id, next_id + 1
+                self.vocab[token_id] = token.encode("utf-8")
+            self.special_ids[token] = token_id
+        if merge_rule == "pair":
+            self._merge = PairRankMerger(self._alphabet, self.merges)
+        elif merge_rule == "token":
+            self._merge = TokenRankMerger(self._alphabet)
+        else:
+            raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
+        self._regex = regex.compile(pattern)
+        self._split_safe = pattern in SPLIT_SAFE_PATTERNS
+        self._specials = SpecialSplitter(self.special_tokens)
+        self._longest_special = max(map(len, self.special_tokens), default=0)
+        self._specials_have_space = any(" " in token for token in self.special_tokens)
+        self._pretoken_ids = _Cache(self._encode_pretoken, cache_size)
+        self._spaced_ids = _Cache(self._encode_spaced_part, cache_size)
+
+    # -- construction from files --------------------------------------------------------------
+
+    @classmethod
+    def from_files(
+        cls,
+        vocab_filepath: str | os.PathLike,
+        merges_filepath: str | os.PathLike,
+        special_tokens: Iterable[str] | None = None,
+    ) -> Tokenizer:
+        """A tokenizer from GPT-2's ``vocab.json`` and ``merges.txt`` (byte-to-unicode encoded)."""
+        from .formats import gpt2
+
+        special_tokens = list(special_tokens or ())
+        vocab = gpt2.read_vocab(vocab_filepath, literal_tokens=special_tokens)
+        merges = gpt2.read_merges(merges_filepath)
+        return cls(vocab, merges, special_tokens)
+
+    @classmethod
+    def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
+        """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
+        from .store import Store
+
+        with Store(path_or_url) as store:
+            return store.load(name)
+
+    # -- encoding -------------------------------------------------------------------------------
+
+    def _encode_pretoken(self, pretoken: str) -> tuple[int, ...]:
+        return tuple(self._alphabet.ids(self._merge(pretoken.encode("utf-8").decode("latin-1"))))
+
+    def _encode_spaced_part(self, part: str) -> tuple[int, ...]:
+        if part.isascii() and part.isalpha():  # letters only: " " + part is one pre-token
+            return self._pretoken_ids[" " + part]
+        return tuple(chain.from_iterable(map(self._pretoken_ids.__getitem__, self._regex.findall(" " + part))))
+
+    def _encode_ordinary(self, text: str, out: list[int]) -> None:
+        """Append the ids of ``text``, which holds no special token, to ``out``."""
+        spaced, pretokens, findall = self._spaced_ids, self._pretoken_ids, self._regex.findall
+        for regular, value in iter_segments(text, self._split_safe):
+            if regular:
+                out.extend(chain.from_iterable(map(spaced.__getitem__, value)))
+            elif value:
+                out.extend(chain.from_iterable(map(pretokens.__getitem__, findall(value))))
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text``; special tokens become their own ids."""
+        out: list[int] = []
+        if not self._specials:
+            self._encode_ordinary(text, out)
+            return out
+        pieces = self._specials.split_keep(text)
+        special_ids = self.special_ids
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                out.append(special_ids[piece])
+            elif piece:
+                self._encode_ordinary(piece, out)
+        return out
+
+    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+        """Lazily encode a stream of text (for example a file object, line by line).
+
+        The result equals ``encode("".join(iterable))`` however the stream is cut; memory stays
+        bounded by the cache size and the longest stretch of text without a safe place to cut.
+        """
+        pending: list[str] = []
+        pending_length = 0
+        for chunk in iterable:
+            pending.append(chunk)
+            pending_length += len(chunk)
+            if pending_length < _STREAM_BLOCK:
+                continue
+            text = "".join(pending)
+            cut = self._last_safe_cut(text)
+            if cut > 0:
+                yield from self.encode(text[:cut])
+                text = text[cut:]
+            pending, pending_length = [text], len(text)
+        yield from self.encode("".join(pending))
+
+    def _last_safe_cut(self, text: str) -> int:
+        """The last index where ``text`` can be cut without changing its encoding, whatever
+        follows; 0 if there is none.
+
+        That is a space followed by non-whitespace (a pre-tokenizer boundary, see
+        :mod:`bpestore.pretokenize`) far enough from the end that no special token still being
+        received can reach back over it, and not inside a special token.
+        """
+        end = len(text) - max(self._longest_special, 1)
+        if not self._split_safe:  # only special tokens are known boundaries
+            starts = [m.start() for m in self._specials.finditer(text) if m.end() <= end]
+            return starts[-1] if starts else 0
+        while end > 0:
+            cut = text.rfind(" ", 0, end)
+            if cut <= 0:
+                return 0
+            if text[cut + 1] not in REGEX_WHITESPACE and not self._inside_special(text, cut):
+                return cut
+            end = cut
+        return 0
+
+    def _inside_special(self, text: str, cut: int) -> bool:
+        if not self._specials_have_space:
+            return False  # a special token covering the cut would contain the space there
+        reach = self._longest_special
+        window_start = max(cut - 2 * reach, 0)
+        window = text[window_start : cut + reach]
+        return any(
+            window_start + start < cut < window_start + end
+            for start, end in (m.span() for m in self._specials.finditer(window))
+        )
+
+    # -- decoding -------------------------------------------------------------------------------
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The bytes of ``ids`` joined; ValueError naming the first id outside the vocabulary."""
+        vocab = self.vocab
+        ids = ids if isinstance(ids, (list, tuple)) else list(ids)
+        try:
+            return b"".join(map(vocab.__getitem__, ids))
+        except (KeyError, TypeError):
+            for token_id in ids:
+                if token_id not in vocab:
+                    raise ValueError(f"id {token_id!r} is not in the vocabulary (ids go up to {max(vocab)})") from None
+            raise
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    # -- misc -----------------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
+            f"special_tokens={self.special_tokens!r}, merge_rule={self.merge_rule!r})"
+        )

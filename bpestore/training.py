@@ -1,0 +1,131 @@
+"""``train_bpe``: byte-level BPE training with the semantics of the Stanford CS336 reference."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from .corpus import check_corpus_path, count_file_pretokens
+from .merge import learn_merges
+from .pretokenize import GPT2_PATTERN
+from .progress import progress_bar
+
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
+
+
+def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
+    """The special tokens as a list; ValueError for duplicates, empty strings or non-strings."""
+    tokens = list(special_tokens or [])
+    for token in tokens:
+        if not isinstance(token, str) or not token:
+            raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
+    duplicates = sorted({token for token in tokens if tokens.count(token) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate special tokens: {', '.join(map(repr, duplicates))}")
+    return tokens
+
+
+def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
+    minimum = 256 + len(special_tokens)
+    if not isinstance(vocab_size, int) or vocab_size < minimum:
+        raise ValueError(
+            f"vocab_size must be at least {minimum} (256 byte tokens + {len(special_tokens)} special "
+            f"tokens), got {vocab_size!r}"
+        )
+
+
+def base_vocab(special_tokens: Sequence[str]) -> Vocab:
+    """Special tokens first (ids 0..k-1, in order), then the 256 single bytes."""
+    vocab = {i: token.encode("utf-8") for i, token in enumerate(special_tokens)}
+    offset = len(vocab)
+    vocab.update({offset + b: bytes([b]) for b in range(256)})
+    return vocab
+
+
+def pretokens_as_bytes(counts: Mapping[str, int]) -> dict[bytes, int]:
+    return {token.encode("utf-8"): count for token, count in counts.items()}
+
+
+def iter_merges(
+    pretoken_counts: Mapping[bytes, int], max_merges: int, *, progress: bool = False
+) -> Iterator[tuple[bytes, bytes]]:
+    """The merges learned from pre-token counts, one at a time, with an optional progress bar."""
+    with progress_bar(progress, max_merges, "merges", unit="merge") as bar:
+        for merge in learn_merges(pretoken_counts, max_merges):
+            yield merge
+            bar.update(1)
+
+
+def vocab_and_merges(special_tokens: Sequence[str], merges: Iterable[tuple[bytes, bytes]]) -> tuple[Vocab, Merges]:
+    vocab = base_vocab(special_tokens)
+    merges = list(merges)
+    next_id = len(vocab)
+    for left, right in merges:
+        vocab[next_id] = left + right
+        next_id += 1
+    return vocab, merges
+
+
+def train_from_counts(
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> tuple[Vocab, Merges]:
+    """Train on pre-token counts that are already known (for example, stored ones)."""
+    special_tokens = check_special_tokens(special_tokens)
+    check_vocab_size(vocab_size, special_tokens)
+    max_merges = vocab_size - 256 - len(special_tokens)
+    return vocab_and_merges(special_tokens, iter_merges(pretoken_counts, max_merges, progress=progress))
+
+
+def count_corpus(
+    input_path: str | os.PathLike,
+    special_tokens: Sequence[str] = (),
+    *,
+    pattern: str = GPT2_PATTERN,
+    workers: int | None = None,
+    progress: bool = False,
+) -> dict[bytes, int]:
+    """Pre-token counts of a corpus file (as bytes), with a progress bar over its bytes."""
+    path = check_corpus_path(input_path)
+    with progress_bar(progress, os.path.getsize(path), "pre-tokenizing", unit="B", unit_scale=True) as bar:
+        counts = count_file_pretokens(path, special_tokens, pattern=pattern, workers=workers, on_progress=bar.update)
+    return pretokens_as_bytes(counts)
+
+
+def train_bpe(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
+) -> tuple[Vocab, Merges]:
+    """Train a byte-level BPE tokenizer on a UTF-8 text file.
+
+    Args:
+        input_path: the corpus, UTF-8 text.
+        vocab_size: the size of the final vocabulary, special tokens and the 256 bytes included.
+        special_tokens: strings that cut the corpus and never take part in merges; they get ids
+            0..k-1 in the order given.
+        workers: processes for pre-tokenization (default: the usable CPUs). The result does not
+            depend on it.
+        progress: show progress bars on stderr.
+
+    Returns:
+        ``(vocab, merges)``: vocab maps ids to token bytes (special tokens, then the 256 single
+        bytes, then one token per merge in creation order); merges lists the merged pairs in order.
+        Training stops at ``vocab_size`` or when no pair of tokens is left.
+
+    Raises:
+        FileNotFoundError: ``input_path`` is missing or not a file.
+        CorpusDecodeError: (a ValueError) the file is not UTF-8; the message names the byte offset.
+        ValueError: ``vocab_size`` is too small or the special tokens repeat.
+    """
+    special_tokens = check_special_tokens(special_tokens)
+    check_vocab_size(vocab_size, special_tokens)
+    counts = count_corpus(input_path, special_tokens, workers=workers, progress=progress)
+    return train_from_counts(counts, vocab_size, special_tokens, progress=progress)
