@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from itertools import repeat
-from operator import add
+from operator import add, itemgetter
 
 _NO_RANK = 1 << 62
 # Above this many tokens the heap-based variants win over rescanning the string each step.
@@ -35,22 +35,26 @@ class TokenAlphabet:
     """One character per token: byte ``b`` is ``chr(b)``, longer tokens get codes from 256 up."""
 
     def __init__(self, vocab: Mapping[int, bytes]):
-        self.id_of_bytes: dict[bytes, int] = {}
-        for token_id, token in vocab.items():
-            other = self.id_of_bytes.setdefault(token, token_id)
-            if other != token_id:
-                raise ValueError(f"ids {other} and {token_id} both stand for the token {token!r}")
+        ids = sorted(vocab)
+        tokens = list(map(vocab.__getitem__, ids))
+        self.id_of_bytes: dict[bytes, int] = dict(zip(tokens, ids))
+        if len(self.id_of_bytes) != len(tokens):
+            first = {}
+            for token_id, token in zip(ids, tokens):
+                if first.setdefault(token, token_id) != token_id:
+                    raise ValueError(f"ids {first[token]} and {token_id} both stand for the token {token!r}")
         missing = [b for b in range(256) if bytes([b]) not in self.id_of_bytes]
         if missing:
             shown = ", ".join(f"0x{b:02x}" for b in missing[:8]) + (" ..." if len(missing) > 8 else "")
             raise ValueError(f"the vocab lacks {len(missing)} single-byte tokens ({shown}); byte-level BPE needs all 256")
-        self.char_of_bytes: dict[bytes, str] = {bytes([b]): chr(b) for b in range(256)}
-        longer = sorted((token_id, token) for token, token_id in self.id_of_bytes.items() if len(token) > 1)
-        for index, (_, token) in enumerate(longer):
-            self.char_of_bytes[token] = chr(code_of(index))
-        size = code_of(len(longer)) if longer else 256
-        self.id_of_code: list[int] = [-1] * size
-        for token, char in self.char_of_bytes.items():
+        singles = [bytes([b]) for b in range(256)]
+        longer = [token for token in tokens if len(token) > 1]  # in id order
+        codes = list(range(256, min(256 + len(longer), 0xD800)))
+        codes += range(0xE000, 0xE000 + len(longer) - len(codes))  # past the surrogates
+        chars = "".join(map(chr, range(256))) + "".join(map(chr, codes))
+        self.char_of_bytes: dict[bytes, str] = dict(zip(singles + longer, chars))
+        self.id_of_code: list[int] = [-1] * (codes[-1] + 1 if codes else 256)
+        for char, token in zip(chars, singles + longer):
             self.id_of_code[ord(char)] = self.id_of_bytes[token]
 
     def ids(self, chars: str) -> list[int]:
@@ -61,18 +65,20 @@ class PairRankMerger:
     """GPT-2's rule: lowest merge rank first, all occurrences of that pair at once."""
 
     def __init__(self, alphabet: TokenAlphabet, merges: Sequence[tuple[bytes, bytes]]):
-        self.rank: dict[str, int] = {}
-        self.pair_of_rank: list[str] = []
-        self.result_of_rank: list[str] = []
         char = alphabet.char_of_bytes
-        for rank, (left, right) in enumerate(merges):
-            missing = [t for t in (left, right, left + right) if t not in char]
-            if missing:
-                raise ValueError(f"merge {rank} ({left!r}, {right!r}): {missing[0]!r} is not in the vocab")
-            pair = char[left] + char[right]
-            self.rank.setdefault(pair, rank)  # a repeated merge never applies twice
-            self.pair_of_rank.append(pair)
-            self.result_of_rank.append(char[left + right])
+        lefts = list(map(itemgetter(0), merges))
+        rights = list(map(itemgetter(1), merges))
+        try:
+            self.pair_of_rank: list[str] = list(map(add, map(char.__getitem__, lefts), map(char.__getitem__, rights)))
+            self.result_of_rank: list[str] = list(map(char.__getitem__, map(add, lefts, rights)))
+        except KeyError:
+            for rank, (left, right) in enumerate(merges):
+                missing = [t for t in (left, right, left + right) if t not in char]
+                if missing:
+                    raise ValueError(f"merge {rank} ({left!r}, {right!r}): {missing[0]!r} is not in the vocab") from None
+            raise
+        # Where a pair is listed twice, its first rank counts (later entries overwrite earlier).
+        self.rank: dict[str, int] = dict(zip(reversed(self.pair_of_rank), range(len(merges) - 1, -1, -1)))
 
     def __call__(self, word: str) -> str:
         if len(word) > LONG_INPUT:

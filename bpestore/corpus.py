@@ -51,12 +51,20 @@ def default_workers() -> int:
 
 
 def chunk_boundaries(
-    path: str | os.PathLike, special_tokens: Sequence[str], chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    path: str | os.PathLike,
+    special_tokens: Sequence[str],
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    *,
+    space_cuts: bool = True,
 ) -> list[int]:
-    """Offsets 0 = b0 < b1 < ... < bn = file size; each bi is a safe place to cut the file."""
+    """Offsets 0 = b0 < b1 < ... < bn = file size; each bi is a safe place to cut the file.
+
+    ``space_cuts=False`` allows cuts only before special tokens (for pre-tokenizer patterns that
+    lack the split property of :mod:`bpestore.pretokenize`).
+    """
     size = os.path.getsize(path)
     specials = [token.encode("utf-8") for token in special_tokens]
-    spaces_allowed = not any(b" " in token for token in specials)
+    spaces_allowed = space_cuts and not any(b" " in token for token in specials)
     boundaries = [0]
     with open(path, "rb") as file:
         target = chunk_bytes

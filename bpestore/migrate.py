@@ -1,0 +1,98 @@
+"""Bringing a database to the schema this code expects, with the alembic migrations.
+
+A new (empty) database is created at the head revision and an older bpestore database is
+upgraded. Anything else is refused and left untouched: a file that is not SQLite, a database with
+tables of its own but no bpestore revision, or a revision newer than this code knows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import lru_cache
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection, Engine
+
+from .errors import DatabaseTooNewError, NotABpestoreDatabaseError
+
+BPESTORE_TABLES = frozenset({"corpora", "pretoken_counts", "tokenizers", "vocab", "merges"})
+
+
+def migrations_dir() -> Path:
+    """The alembic environment: inside the package when installed from a wheel, else the repo's."""
+    packaged = Path(__file__).resolve().parent / "migrations"
+    if (packaged / "env.py").is_file():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "migrations"
+
+
+@lru_cache(maxsize=1)
+def _script_directory() -> ScriptDirectory:
+    return ScriptDirectory(str(migrations_dir()))
+
+
+def head_revision() -> str:
+    return _script_directory().get_current_head()
+
+
+def known_revisions() -> set[str]:
+    return {script.revision for script in _script_directory().walk_revisions()}
+
+
+def _alembic_config(connection: Connection) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.attributes["connection"] = connection
+    return config
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse, without writing to it, a file that is not SQLite or not bpestore's database."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    if path.is_dir():
+        raise NotABpestoreDatabaseError(f"{path} is a directory, not a bpestore database")
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            revision = None
+            if "alembic_version" in tables:
+                revision = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as error:
+        raise NotABpestoreDatabaseError(f"{path} is not a bpestore database (SQLite says: {error})") from None
+    _check_contents(str(path), tables, revision[0] if revision else None)
+
+
+def _check_contents(where: str, tables: set[str], revision: str | None) -> None:
+    tables = tables - {"sqlite_sequence"}
+    if not tables:
+        return
+    if "alembic_version" not in tables or not (tables & BPESTORE_TABLES):
+        shown = ", ".join(sorted(tables)[:5])
+        raise NotABpestoreDatabaseError(f"{where} is not a bpestore database (it has other tables: {shown})")
+    if revision is not None and revision not in known_revisions():
+        raise DatabaseTooNewError(
+            f"{where} has schema revision {revision!r}, which this bpestore does not know (its newest is "
+            f"{head_revision()!r}); upgrade bpestore to use this database"
+        )
+
+
+def upgrade_to_head(engine: Engine) -> None:
+    """Create or upgrade the schema; checks the database first (see module docstring)."""
+    with engine.connect() as connection:
+        inspector = inspect(connection)
+        tables = set(inspector.get_table_names())
+        current = MigrationContext.configure(connection).get_current_revision()
+        _check_contents(engine.url.render_as_string(hide_password=True), tables, current)
+        if current == head_revision():
+            return
+        command.upgrade(_alembic_config(connection), "head")
+        connection.commit()

@@ -1,0 +1,114 @@
+"""The database schema, as SQLAlchemy Core tables.
+
+The migrations in ``migrations/`` own the schema: a change here needs a new revision there, and a
+test checks that the two agree (alembic's autogenerate comparison finds no difference).
+
+The readable views (``vocab_readable``, ``merges_readable``) are defined in the migrations only.
+
+Tokens are stored as bytes (BLOB); ``vocab.text`` repeats each token as UTF-8 text with invalid
+bytes replaced by U+FFFD, so that people at the ``sqlite3`` prompt can read and search tokens.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+TOKEN_KINDS = ("special", "byte", "merge", "other")
+MERGE_RULES = ("pair", "token")
+
+corpora = Table(
+    "corpora",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("sha256", String(64), nullable=False, comment="sha256 of the corpus bytes, hex"),
+    Column("pattern", Text, nullable=False, comment="pre-tokenizer regex"),
+    Column("special_tokens", Text, nullable=False, comment="JSON list of the special tokens that cut the corpus"),
+    Column("path", Text, nullable=False, comment="where the corpus was read from"),
+    Column("size_bytes", Integer, nullable=False),
+    Column("distinct_pretokens", Integer, nullable=False),
+    Column("total_pretokens", Integer, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    UniqueConstraint("sha256", "pattern", "special_tokens"),
+)
+
+pretoken_counts = Table(
+    "pretoken_counts",
+    metadata,
+    Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="CASCADE"), primary_key=True),
+    Column("pretoken", LargeBinary, primary_key=True),
+    Column("count", Integer, nullable=False),
+)
+
+tokenizers = Table(
+    "tokenizers",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("vocab_size", Integer, nullable=False),
+    Column("pattern", Text, nullable=False, comment="pre-tokenizer regex"),
+    Column("special_tokens", Text, nullable=False, comment="JSON list"),
+    Column("merge_rule", String(10), nullable=False, comment="pair: GPT-2/HF/CS336 merge ranks; token: tiktoken token ranks"),
+    Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="RESTRICT"), nullable=True),
+    Column("training_params", Text, nullable=True, comment="JSON object"),
+    Column("training_seconds", Float, nullable=True),
+    Column("source", Text, nullable=False, comment="'trained', or 'imported from <format> <path>'"),
+    UniqueConstraint("name", "version"),
+    CheckConstraint("version >= 1", name="version_positive"),
+    CheckConstraint("merge_rule IN ('pair', 'token')", name="merge_rule_known"),
+)
+
+vocab = Table(
+    "vocab",
+    metadata,
+    Column("tokenizer_id", Integer, ForeignKey("tokenizers.id", ondelete="CASCADE"), primary_key=True),
+    Column("token_id", Integer, primary_key=True),
+    Column("token", LargeBinary, nullable=False),
+    Column("kind", String(10), nullable=False),
+    Column("text", Text, nullable=False, comment="token as UTF-8 with errors='replace'"),
+    UniqueConstraint("tokenizer_id", "token"),
+    CheckConstraint("kind IN ('special', 'byte', 'merge', 'other')", name="kind_known"),
+)
+
+merges = Table(
+    "merges",
+    metadata,
+    Column("tokenizer_id", Integer, primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("left", LargeBinary, nullable=False),
+    Column("right", LargeBinary, nullable=False),
+    Column("result_id", Integer, nullable=False),
+    ForeignKeyConstraint(["tokenizer_id"], ["tokenizers.id"], ondelete="CASCADE"),
+    ForeignKeyConstraint(
+        ["tokenizer_id", "result_id"],
+        ["vocab.tokenizer_id", "vocab.token_id"],
+        name="fk_merges_result_vocab",
+        ondelete="CASCADE",
+    ),
+)
+

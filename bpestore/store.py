@@ -1,0 +1,450 @@
+"""``Store``: named, versioned tokenizers side by side in one database.
+
+A plain path means a SQLite file (created on first use); any SQLAlchemy URL is accepted. Every
+write is one transaction, so an error or Ctrl-C never leaves a partial tokenizer behind. On SQLite,
+write transactions start with ``BEGIN IMMEDIATE`` (so concurrent writers queue on the busy timeout
+instead of failing), and the database runs in WAL mode (so readers never wait for writers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, delete, event, func, insert, select
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from . import schema, training
+from .corpus import check_corpus_path
+from .errors import InvalidReferenceError, TokenizerNotFoundError
+from .migrate import check_sqlite_file, upgrade_to_head
+from .pretokenize import GPT2_PATTERN
+from .tokenizer import Tokenizer
+
+DEFAULT_BUSY_TIMEOUT_SECONDS = 120.0
+_NAME = re.compile(r"[^@\s]+")
+
+
+def parse_ref(ref: str) -> tuple[str, int | None]:
+    """``"name"`` -> (name, None) meaning the latest version; ``"name@3"`` -> (name, 3)."""
+    name, at, version = ref.partition("@")
+    if not _NAME.fullmatch(name) or (at and not version.isdigit()) or (at and int(version) < 1):
+        raise InvalidReferenceError(f"{ref!r} is not a tokenizer reference: expected NAME or NAME@VERSION (VERSION >= 1)")
+    return name, int(version) if at else None
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > 200:
+        raise InvalidReferenceError(f"invalid tokenizer name {name!r}: use up to 200 characters, no '@' and no spaces")
+    return name
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    """What the store knows about one stored tokenizer (everything but its vocab and merges)."""
+
+    name: str
+    version: int
+    vocab_size: int
+    num_merges: int
+    special_tokens: list[str]
+    pattern: str
+    merge_rule: str
+    created_at: datetime
+    source: str
+    training_seconds: float | None
+    training_params: dict[str, Any] | None
+    corpus_path: str | None
+    corpus_sha256: str | None
+    corpus_bytes: int | None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ref"] = self.ref
+        data["created_at"] = self.created_at.isoformat()
+        return data
+
+
+def _sha256_of_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _as_url(path_or_url: str | os.PathLike) -> str:
+    text = os.fspath(path_or_url)
+    return text if "://" in text else f"sqlite:///{Path(text).expanduser()}"
+
+
+def _token_kind(token_id: int, token: bytes, special_ids: set[int], merged: set[bytes]) -> str:
+    if token_id in special_ids:
+        return "special"
+    if len(token) == 1:
+        return "byte"
+    return "merge" if token in merged else "other"
+
+
+class Store:
+    """A database of tokenizers. Use as a context manager, or call :meth:`close`.
+
+    Example::
+
+        store = Store("tokenizers.db")
+        refs = store.train("corpus.txt", name="ts", vocab_sizes=[1000, 10000],
+                           special_tokens=["<|endoftext|>"])      # ["ts@1", "ts@2"]
+        tok = store.load("ts@2")
+    """
+
+    def __init__(self, path_or_url: str | os.PathLike = "bpestore.db", *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS):
+        self.url = _as_url(path_or_url)
+        url = make_url(self.url)
+        self.is_sqlite = url.get_backend_name() == "sqlite"
+        if self.is_sqlite and url.database and url.database != ":memory:":
+            database = Path(url.database)
+            check_sqlite_file(database)
+            if not database.parent.is_dir():
+                raise FileNotFoundError(f"cannot create {database}: directory {database.parent} does not exist")
+        self.engine: Engine = create_engine(
+            self.url, connect_args={"timeout": busy_timeout} if self.is_sqlite else {}
+        )
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _configure_sqlite_connection)
+            event.listen(self.engine, "begin", _begin_sqlite_transaction)
+        upgrade_to_head(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({make_url(self.url).render_as_string(hide_password=True)!r})"
+
+    @contextmanager
+    def _transaction(self, write: bool = False) -> Iterator[Connection]:
+        with self.engine.connect() as connection:
+            connection.execution_options(bpestore_write=write)
+            with connection.begin():
+                yield connection
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _resolve(self, connection: Connection, ref: str) -> Any:
+        """The ``tokenizers`` row of ``ref``, joined with its corpus; TokenizerNotFoundError if none."""
+        name, version = parse_ref(ref)
+        t, c = schema.tokenizers, schema.corpora
+        query = (
+            select(t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"))
+            .select_from(t.outerjoin(c, t.c.corpus_id == c.c.id))
+            .where(t.c.name == name)
+        )
+        query = query.where(t.c.version == version) if version else query.order_by(t.c.version.desc()).limit(1)
+        row = connection.execute(query).first()
+        if row is not None:
+            return row
+        if version is not None:
+            versions = connection.execute(select(t.c.version).where(t.c.name == name).order_by(t.c.version)).scalars().all()
+            if versions:
+                raise TokenizerNotFoundError(f"{name!r} has no version {version} (versions: {', '.join(map(str, versions))})")
+        names = connection.execute(select(t.c.name).distinct().order_by(t.c.name)).scalars().all()
+        known = ", ".join(names) if names else "none: the store is empty"
+        raise TokenizerNotFoundError(f"no tokenizer named {name!r} in {self} (names: {known})")
+
+    def _info(self, connection: Connection, row: Any) -> TokenizerInfo:
+        num_merges = connection.execute(
+            select(func.count()).select_from(schema.merges).where(schema.merges.c.tokenizer_id == row.id)
+        ).scalar_one()
+        return TokenizerInfo(
+            name=row.name,
+            version=row.version,
+            vocab_size=row.vocab_size,
+            num_merges=num_merges,
+            special_tokens=json.loads(row.special_tokens),
+            pattern=row.pattern,
+            merge_rule=row.merge_rule,
+            created_at=row.created_at.replace(tzinfo=timezone.utc),
+            source=row.source,
+            training_seconds=row.training_seconds,
+            training_params=json.loads(row.training_params) if row.training_params else None,
+            corpus_path=row.corpus_path,
+            corpus_sha256=row.corpus_sha256,
+            corpus_bytes=row.corpus_bytes,
+        )
+
+    def info(self, ref: str) -> TokenizerInfo:
+        """Metadata of one tokenizer (``name`` for the latest version or ``name@N``)."""
+        with self._transaction() as connection:
+            return self._info(connection, self._resolve(connection, ref))
+
+    def list(self, name: str | None = None) -> list[TokenizerInfo]:
+        """All tokenizers (or all versions of ``name``), by name then version."""
+        t, c = schema.tokenizers, schema.corpora
+        query = (
+            select(t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"))
+            .select_from(t.outerjoin(c, t.c.corpus_id == c.c.id))
+            .order_by(t.c.name, t.c.version)
+        )
+        if name is not None:
+            query = query.where(t.c.name == check_name(name))
+        with self._transaction() as connection:
+            return [self._info(connection, row) for row in connection.execute(query)]
+
+    def load(self, ref: str) -> Tokenizer:
+        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
+        with self._transaction() as connection:
+            row = self._resolve(connection, ref)
+            # Plain SQL: the rows need no type processing, and this is the hot path of from_db.
+            vocab = dict(
+                connection.exec_driver_sql(
+                    "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
+                    if self.is_sqlite else "SELECT token_id, token FROM vocab WHERE tokenizer_id = %(id)s",
+                    (row.id,) if self.is_sqlite else {"id": row.id},
+                ).fetchall()
+            )
+            merges = connection.exec_driver_sql(
+                'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
+                if self.is_sqlite else 'SELECT "left", "right" FROM merges WHERE tokenizer_id = %(id)s ORDER BY rank',
+                (row.id,) if self.is_sqlite else {"id": row.id},
+            ).fetchall()
+        return Tokenizer(
+            vocab, merges, json.loads(row.special_tokens), pattern=row.pattern, merge_rule=row.merge_rule
+        )
+
+    def refs(self) -> list[str]:
+        return [info.ref for info in self.list()]
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def save(
+        self,
+        name: str,
+        tokenizer: Tokenizer,
+        *,
+        source: str = "saved from Python",
+        training_params: dict[str, Any] | None = None,
+        training_seconds: float | None = None,
+    ) -> str:
+        """Store ``tokenizer`` as the next version of ``name``; returns ``"name@version"``."""
+        check_name(name)
+        with self._transaction(write=True) as connection:
+            return self._insert_tokenizer(
+                connection, name, tokenizer, corpus_id=None, source=source,
+                training_params=training_params, training_seconds=training_seconds,
+            )
+
+    def _insert_tokenizer(
+        self,
+        connection: Connection,
+        name: str,
+        tokenizer: Tokenizer,
+        *,
+        corpus_id: int | None,
+        source: str,
+        training_params: dict[str, Any] | None,
+        training_seconds: float | None,
+    ) -> str:
+        t = schema.tokenizers
+        latest = connection.execute(select(func.max(t.c.version)).where(t.c.name == name)).scalar()
+        version = (latest or 0) + 1
+        tokenizer_id = connection.execute(
+            insert(t).values(
+                name=name,
+                version=version,
+                created_at=datetime.now(timezone.utc).replace(tzinfo=None),
+                vocab_size=tokenizer.vocab_size,
+                pattern=tokenizer.pattern,
+                special_tokens=json.dumps(tokenizer.special_tokens, ensure_ascii=False),
+                merge_rule=tokenizer.merge_rule,
+                corpus_id=corpus_id,
+                training_params=json.dumps(training_params) if training_params is not None else None,
+                training_seconds=training_seconds,
+                source=source,
+            )
+        ).inserted_primary_key[0]
+        special_ids = set(tokenizer.special_ids.values())
+        merged = {left + right for left, right in tokenizer.merges}
+        connection.execute(
+            insert(schema.vocab),
+            [
+                {
+                    "tokenizer_id": tokenizer_id,
+                    "token_id": token_id,
+                    "token": token,
+                    "kind": _token_kind(token_id, token, special_ids, merged),
+                    "text": token.decode("utf-8", errors="replace"),
+                }
+                for token_id, token in sorted(tokenizer.vocab.items())
+            ],
+        )
+        id_of = {token: token_id for token_id, token in tokenizer.vocab.items()}
+        if tokenizer.merges:
+            connection.execute(
+                insert(schema.merges),
+                [
+                    {"tokenizer_id": tokenizer_id, "rank": rank, "left": left, "right": right, "result_id": id_of[left + right]}
+                    for rank, (left, right) in enumerate(tokenizer.merges)
+                ],
+            )
+        return f"{name}@{version}"
+
+    def delete(self, ref: str) -> str:
+        """Delete one tokenizer; its corpus and pre-token counts go too once no tokenizer uses them."""
+        with self._transaction(write=True) as connection:
+            row = self._resolve(connection, ref)
+            connection.execute(delete(schema.tokenizers).where(schema.tokenizers.c.id == row.id))
+            if row.corpus_id is not None:
+                still_used = connection.execute(
+                    select(func.count()).select_from(schema.tokenizers).where(schema.tokenizers.c.corpus_id == row.corpus_id)
+                ).scalar_one()
+                if not still_used:
+                    connection.execute(delete(schema.corpora).where(schema.corpora.c.id == row.corpus_id))
+            return f"{row.name}@{row.version}"
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def _find_corpus(self, connection: Connection, sha256: str, pattern: str, specials_json: str) -> int | None:
+        c = schema.corpora
+        return connection.execute(
+            select(c.c.id).where(c.c.sha256 == sha256, c.c.pattern == pattern, c.c.special_tokens == specials_json)
+        ).scalar()
+
+    def pretoken_counts(self, corpus_id: int) -> dict[bytes, int]:
+        p = schema.pretoken_counts
+        with self._transaction() as connection:
+            return dict(connection.execute(select(p.c.pretoken, p.c.count).where(p.c.corpus_id == corpus_id)).tuples().all())
+
+    def train(
+        self,
+        corpus: str | os.PathLike,
+        name: str,
+        vocab_sizes: int | Sequence[int],
+        special_tokens: Sequence[str] = (),
+        *,
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> list[str]:
+        """Train on ``corpus`` and store one version of ``name`` per vocab size.
+
+        One merge run serves every size (a smaller vocab's merges are a prefix of a larger one's).
+        The corpus's pre-token counts are stored too, and reused when the same content is trained
+        on again with the same special tokens, skipping pre-tokenization. Returns the new refs,
+        in the order of ``vocab_sizes``.
+        """
+        started = time.perf_counter()
+        check_name(name)
+        special_tokens = training.check_special_tokens(special_tokens)
+        sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
+        if not sizes:
+            raise ValueError("give at least one vocab size")
+        for size in sizes:
+            training.check_vocab_size(size, special_tokens)
+        path = check_corpus_path(corpus)
+        pattern = GPT2_PATTERN
+        specials_json = json.dumps(special_tokens, ensure_ascii=False)
+        sha256 = _sha256_of_file(path)
+        with self._transaction() as connection:
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+        counts = self.pretoken_counts(corpus_id) if corpus_id is not None else None
+        reused = counts is not None
+        if counts is None:
+            counts = training.count_corpus(path, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        pretokenize_seconds = time.perf_counter() - started
+        max_merges = max(sizes) - 256 - len(special_tokens)
+        merges: list[tuple[bytes, bytes]] = []
+        done_at: list[float] = []  # seconds since start when each merge was found
+        for merge in training.iter_merges(counts, max_merges, progress=progress):
+            merges.append(merge)
+            done_at.append(time.perf_counter() - started)
+        with self._transaction(write=True) as connection:
+            # Another process may have stored the same corpus since we looked.
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+            if corpus_id is None:
+                corpus_id = self._insert_corpus(connection, path, sha256, pattern, specials_json, counts)
+            refs = []
+            for size in sizes:
+                num_merges = min(size - 256 - len(special_tokens), len(merges))
+                vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
+                seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
+                refs.append(
+                    self._insert_tokenizer(
+                        connection,
+                        name,
+                        Tokenizer(vocab, size_merges, special_tokens),
+                        corpus_id=corpus_id,
+                        source="trained",
+                        training_params={
+                            "vocab_size": size,
+                            "workers": workers,
+                            "reused_pretoken_counts": reused,
+                            "pretokenize_seconds": round(pretokenize_seconds, 3),
+                        },
+                        training_seconds=round(seconds, 3),
+                    )
+                )
+        return refs
+
+    def _insert_corpus(
+        self, connection: Connection, path: Path, sha256: str, pattern: str, specials_json: str, counts: dict[bytes, int]
+    ) -> int:
+        corpus_id = connection.execute(
+            insert(schema.corpora).values(
+                sha256=sha256,
+                pattern=pattern,
+                special_tokens=specials_json,
+                path=str(path.resolve()),
+                size_bytes=path.stat().st_size,
+                distinct_pretokens=len(counts),
+                total_pretokens=sum(counts.values()),
+                created_at=datetime.now(timezone.utc).replace(tzinfo=None),
+            )
+        ).inserted_primary_key[0]
+        if counts:
+            connection.execute(
+                insert(schema.pretoken_counts),
+                [{"corpus_id": corpus_id, "pretoken": token, "count": count} for token, count in counts.items()],
+            )
+        return corpus_id
+
+    # -- comparing --------------------------------------------------------------------------------
+
+    def diff(self, ref_a: str, ref_b: str, corpus: str | os.PathLike | None = None, *, progress: bool = False):
+        """Compare two stored tokenizers; see :class:`bpestore.diff.TokenizerDiff`."""
+        from .diff import diff_tokenizers
+
+        info_a, info_b = self.info(ref_a), self.info(ref_b)
+        return diff_tokenizers(info_a.ref, self.load(info_a.ref), info_b.ref, self.load(info_b.ref), corpus, progress=progress)
+
+
+def _configure_sqlite_connection(dbapi_connection, _record) -> None:
+    # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite would otherwise defer it).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.close()
+
+
+def _begin_sqlite_transaction(connection: Connection) -> None:
+    # IMMEDIATE takes the write lock up front, so two writers queue instead of one failing on upgrade.
+    write = connection.get_execution_options().get("bpestore_write", False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
