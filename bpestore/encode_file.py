@@ -11,8 +11,9 @@ from __future__ import annotations
 import codecs
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -27,27 +28,38 @@ _NPY_HEADER_BYTES = 128
 
 
 def iter_text_blocks(
-    path: str | os.PathLike, *, block_bytes: int = _READ_BYTES, on_bytes: Callable[[int], None] | None = None
+    source: str | os.PathLike | BinaryIO,
+    *,
+    block_bytes: int = _READ_BYTES,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> Iterator[str]:
-    """The text of a UTF-8 file in blocks; CorpusDecodeError names the offset of a bad byte."""
+    """The text of a UTF-8 file (a path or a binary file object such as ``sys.stdin.buffer``) in
+    blocks; CorpusDecodeError names the offset of the first bad byte."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(check_corpus_path(source), "rb") as file:
+            yield from _decode_blocks(file, os.fspath(source), block_bytes, on_bytes)
+    else:
+        yield from _decode_blocks(source, getattr(source, "name", "<stream>"), block_bytes, on_bytes)
+
+
+def _decode_blocks(file: BinaryIO, name: str, block_bytes: int, on_bytes) -> Iterator[str]:
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0
-    with open(check_corpus_path(path), "rb") as file:
-        while True:
-            data = file.read(block_bytes)
-            try:
-                text = decoder.decode(data, final=not data)
-            except UnicodeDecodeError as error:
-                # error.start counts from the bytes the decoder held back plus this block
-                held = len(error.object) - len(data)
-                raise CorpusDecodeError(path, offset - held + error.start, error.reason) from None
-            if text:
-                yield text
-            if on_bytes is not None and data:
-                on_bytes(len(data))
-            if not data:
-                return
-            offset += len(data)
+    while True:
+        data = file.read(block_bytes)
+        try:
+            text = decoder.decode(data, final=not data)
+        except UnicodeDecodeError as error:
+            # error.object is what the decoder held back from the last block plus this one
+            held = len(error.object) - len(data)
+            raise CorpusDecodeError(name, offset - held + error.start, error.reason) from None
+        if text:
+            yield text
+        if on_bytes is not None and data:
+            on_bytes(len(data))
+        if not data:
+            return
+        offset += len(data)
 
 
 def id_dtype(tokenizer: Tokenizer) -> np.dtype:
@@ -102,14 +114,38 @@ def encode_file_chunks(
 
 
 def _npy_header(dtype: np.dtype, length: int) -> bytes:
-    header = {"descr": dtype.str, "fortran_order": False, "shape": (length,)}
-    text = "\x93NUMPY\x01\x00"
-    body = repr(header)
-    padding = _NPY_HEADER_BYTES - len(text) - 2 - len(body) - 1
+    """A fixed-size ``.npy`` (version 1.0) header, so that it can be rewritten once the length is known."""
+    magic = b"\x93NUMPY\x01\x00"
+    body = repr({"descr": dtype.str, "fortran_order": False, "shape": (length,)})
+    padding = _NPY_HEADER_BYTES - len(magic) - 2 - len(body) - 1
     if padding < 0:
         raise ValueError("npy header does not fit")
     body = body + " " * padding + "\n"
-    return text.encode("latin-1") + len(body).to_bytes(2, "little") + body.encode("latin-1")
+    return magic + len(body).to_bytes(2, "little") + body.encode("latin-1")
+
+
+def _write_npy(arrays: Iterable[np.ndarray], dtype: np.dtype, output_path: str | os.PathLike) -> int:
+    """Write arrays one after another as one 1-D ``.npy`` file; returns the number of elements.
+
+    The file is written to ``output_path`` + ``.partial`` and renamed when complete, so a failure
+    never leaves a truncated array under the requested name.
+    """
+    output_path = Path(output_path)
+    partial = output_path.with_name(output_path.name + ".partial")
+    total = 0
+    try:
+        with open(partial, "wb") as out:
+            out.write(_npy_header(dtype, 0))
+            for array in arrays:
+                out.write(array.astype(dtype, copy=False).tobytes())
+                total += len(array)
+            out.seek(0)
+            out.write(_npy_header(dtype, total))
+        os.replace(partial, output_path)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    return total
 
 
 def encode_file_to_npy(
@@ -121,27 +157,15 @@ def encode_file_to_npy(
     progress: bool = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> int:
-    """Encode a text file into a 1-D ``.npy`` array of ids; returns the number of ids.
+    """Encode a text file into a 1-D ``.npy`` array of ids, in parallel; returns the number of ids."""
+    size = os.path.getsize(check_corpus_path(input_path))
+    with progress_bar(progress, size, "encoding", unit="B", unit_scale=True) as bar:
+        chunks = encode_file_chunks(tokenizer, input_path, workers=workers, chunk_bytes=chunk_bytes, on_bytes=bar.update)
+        return _write_npy(chunks, id_dtype(tokenizer), output_path)
 
-    The file is written to ``output_path`` + ``.partial`` and renamed when complete, so a failure
-    never leaves a truncated array under the requested name.
-    """
+
+def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike) -> int:
+    """Encode a stream of text (in this process) into a 1-D ``.npy`` array; returns the number of ids."""
     dtype = id_dtype(tokenizer)
-    output_path = Path(output_path)
-    partial = output_path.with_name(output_path.name + ".partial")
-    total = 0
-    try:
-        with open(partial, "wb") as out, progress_bar(
-            progress, os.path.getsize(check_corpus_path(input_path)), "encoding", unit="B", unit_scale=True
-        ) as bar:
-            out.write(_npy_header(dtype, 0))
-            for ids in encode_file_chunks(tokenizer, input_path, workers=workers, chunk_bytes=chunk_bytes, on_bytes=bar.update):
-                out.write(ids.tobytes())
-                total += len(ids)
-            out.seek(0)
-            out.write(_npy_header(dtype, total))
-        os.replace(partial, output_path)
-    finally:
-        if partial.exists():
-            partial.unlink()
-    return total
+    arrays = (np.array(ids, dtype=dtype) for ids in tokenizer.encode_blocks(texts))
+    return _write_npy(arrays, dtype, output_path)

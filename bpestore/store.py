@@ -114,6 +114,8 @@ class Store:
         self.url = _as_url(path_or_url)
         url = make_url(self.url)
         self.is_sqlite = url.get_backend_name() == "sqlite"
+        # For messages: the file for SQLite, else the URL without its password.
+        self.location = url.database if self.is_sqlite and url.database else url.render_as_string(hide_password=True)
         if self.is_sqlite and url.database and url.database != ":memory:":
             database = Path(url.database)
             check_sqlite_file(database)
@@ -137,7 +139,7 @@ class Store:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Store({make_url(self.url).render_as_string(hide_password=True)!r})"
+        return f"Store({self.location!r})"
 
     @contextmanager
     def _transaction(self, write: bool = False) -> Iterator[Connection]:
@@ -167,7 +169,7 @@ class Store:
                 raise TokenizerNotFoundError(f"{name!r} has no version {version} (versions: {', '.join(map(str, versions))})")
         names = connection.execute(select(t.c.name).distinct().order_by(t.c.name)).scalars().all()
         known = ", ".join(names) if names else "none: the store is empty"
-        raise TokenizerNotFoundError(f"no tokenizer named {name!r} in {self} (names: {known})")
+        raise TokenizerNotFoundError(f"no tokenizer named {name!r} in {self.location} (names: {known})")
 
     def _info(self, connection: Connection, row: Any) -> TokenizerInfo:
         num_merges = connection.execute(

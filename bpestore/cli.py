@@ -1,0 +1,386 @@
+"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm.
+
+Every command takes ``--db PATH_OR_URL`` (environment variable ``BPESTORE_DB``, default
+``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases) print one
+line on stderr and exit with status 1 (set ``BPESTORE_DEBUG=1`` for the traceback); progress
+bars go to stderr, and only to a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import click
+
+from .errors import BpestoreError
+from .store import Store, TokenizerInfo
+
+EXIT_USER_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+class _Group(click.Group):
+    """Turns the errors a user can cause into one clean line on stderr."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (BpestoreError, ValueError, LookupError, OSError) as error:
+            if os.environ.get("BPESTORE_DEBUG"):
+                raise
+            if isinstance(error, OSError) and error.filename:
+                _fail(f"{error.strerror or error}: {error.filename}")
+            _fail(str(error))
+        except KeyboardInterrupt:
+            click.echo("Interrupted; nothing half-written was kept.", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(EXIT_USER_ERROR)
+
+
+def _db_option(function):
+    return click.option(
+        "--db",
+        "db",
+        envvar="BPESTORE_DB",
+        default="bpestore.db",
+        show_default=True,
+        metavar="PATH_OR_URL",
+        help="The store: a SQLite file path or a SQLAlchemy URL (env BPESTORE_DB).",
+    )(function)
+
+
+def _quiet_option(function):
+    return click.option("--quiet", "-q", is_flag=True, help="No progress bars.")(function)
+
+
+def _show_progress(quiet: bool) -> bool:
+    return not quiet and sys.stderr.isatty()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="bpestore")
+def main() -> None:
+    """bpestore: train, keep, compare and use byte-level BPE tokenizers.
+
+    Tokenizers live in one database (SQLite by default), as NAME@VERSION.
+    A bare NAME means its latest version.
+
+    \b
+    Example:
+      bpestore train corpus.txt --name ts --vocab-size 10000 --special-token '<|endoftext|>'
+      bpestore list
+      echo "Hello world" | bpestore encode ts
+    """
+
+
+# -- train ---------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("corpus", type=click.Path(path_type=Path))
+@click.option("--name", required=True, help="Name to store the tokenizer under; each run adds versions.")
+@click.option(
+    "--vocab-size", "vocab_sizes", type=int, required=True, multiple=True,
+    help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
+)
+@click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes for pre-tokenization [default: CPUs].")
+@_quiet_option
+@_db_option
+def train(corpus: Path, name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None, quiet: bool, db: str) -> None:
+    """Train a tokenizer on CORPUS (UTF-8 text) and store it.
+
+    Prints one line per tokenizer created, starting with NAME@VERSION. Pre-token counts of the
+    corpus are stored too: training again on the same content skips pre-tokenization.
+
+    \b
+    Example:
+      bpestore train corpus.txt --name ts --vocab-size 1000 --vocab-size 10000 \\
+          --special-token '<|endoftext|>'
+    """
+    started = time.perf_counter()
+    with Store(db) as store:
+        refs = store.train(corpus, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet))
+        for ref in refs:
+            info = store.info(ref)
+            click.echo(f"{ref}\tvocab_size={info.vocab_size}\tmerges={info.num_merges}\ttrained in {info.training_seconds:.2f}s")
+    click.echo(f"wall time {time.perf_counter() - started:.2f}s")
+
+
+# -- list / show -----------------------------------------------------------------------------------
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def _list_row(info: TokenizerInfo) -> list[str]:
+    return [
+        info.name,
+        str(info.version),
+        str(info.vocab_size),
+        " ".join(info.special_tokens) or "-",
+        Path(info.corpus_path).name if info.corpus_path else info.source,
+        info.created_at.strftime("%Y-%m-%d %H:%M"),
+        f"{info.training_seconds:.2f}s" if info.training_seconds is not None else "-",
+    ]
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
+@_db_option
+def list_(as_json: bool, db: str) -> None:
+    """List the stored tokenizers, one row per version.
+
+    \b
+    Example:
+      bpestore list
+      bpestore list --json | jq '.[].name'
+    """
+    with Store(db) as store:
+        infos = store.list()
+    if as_json:
+        click.echo(json.dumps([info.to_dict() for info in infos], indent=2, ensure_ascii=False))
+    elif infos:
+        headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING"]
+        click.echo(_table([_list_row(info) for info in infos], headers))
+    else:
+        click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)
+
+
+def _readable(token: bytes) -> str:
+    """Readable and unambiguous: valid UTF-8 as quoted text, other bytes escaped as \\xNN."""
+    return repr(token.decode("utf-8", errors="backslashreplace"))
+
+
+@main.command()
+@click.argument("ref")
+@click.option("--merges", "num_merges", type=click.IntRange(min=0), default=10, show_default=True, help="How many first/last merges and longest tokens to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_db_option
+def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
+    """Show a tokenizer: metadata, first and last merges, longest tokens.
+
+    REF is NAME (latest version) or NAME@VERSION. Bytes that are not valid UTF-8 are shown
+    escaped (\\xNN).
+
+    \b
+    Example:
+      bpestore show ts@2 --merges 20
+    """
+    with Store(db) as store:
+        info = store.info(ref)
+        tokenizer = store.load(info.ref)
+    merges = tokenizer.merges
+    first = list(enumerate(merges[:num_merges]))
+    last = list(enumerate(merges))[max(len(merges) - num_merges, num_merges):] if num_merges else []
+    longest = sorted(tokenizer.vocab.items(), key=lambda item: (-len(item[1]), item[0]))[:num_merges]
+    if as_json:
+        data = info.to_dict()
+        data["first_merges"] = [{"rank": r, "left": _readable(a), "right": _readable(b)} for r, (a, b) in first]
+        data["last_merges"] = [{"rank": r, "left": _readable(a), "right": _readable(b)} for r, (a, b) in last]
+        data["longest_tokens"] = [{"id": i, "token": _readable(t), "bytes": len(t)} for i, t in longest]
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    fields = [
+        ("tokenizer", info.ref),
+        ("vocab size", info.vocab_size),
+        ("merges", info.num_merges),
+        ("special tokens", ", ".join(info.special_tokens) or "-"),
+        ("merge rule", info.merge_rule),
+        ("pattern", info.pattern),
+        ("source", info.source),
+        ("created", info.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
+    ]
+    if info.corpus_path:
+        fields += [("corpus", info.corpus_path), ("corpus bytes", info.corpus_bytes), ("corpus sha256", info.corpus_sha256)]
+    if info.training_seconds is not None:
+        fields.append(("training time", f"{info.training_seconds:.2f}s"))
+    width = max(len(label) for label, _ in fields)
+    for label, value in fields:
+        click.echo(f"{label.ljust(width)}  {value}")
+    if first:
+        click.echo(f"\nfirst {len(first)} merges:")
+        for rank, (a, b) in first:
+            click.echo(f"  {rank:>7}  {_readable(a)!s:>16} + {_readable(b)}")
+    if last:
+        click.echo(f"\nlast {len(last)} merges:")
+        for rank, (a, b) in last:
+            click.echo(f"  {rank:>7}  {_readable(a)!s:>16} + {_readable(b)}")
+    if longest:
+        click.echo(f"\nlongest {len(longest)} tokens:")
+        for token_id, token in longest:
+            click.echo(f"  {token_id:>7}  {len(token):>4} bytes  {_readable(token)}")
+
+
+# -- diff ----------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("ref_a")
+@click.argument("ref_b")
+@click.option("--corpus", type=click.Path(path_type=Path), help="Also count tokens and bytes per token on this text file.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--show", "num_shown", type=click.IntRange(min=0), default=15, show_default=True, help="Tokens listed per side.")
+@_quiet_option
+@_db_option
+def diff(ref_a: str, ref_b: str, corpus: Path | None, as_json: bool, num_shown: int, quiet: bool, db: str) -> None:
+    """Compare two tokenizers: tokens, merges, special tokens, pattern, cost on a text.
+
+    \b
+    Example:
+      bpestore diff ts@1 ts@2 --corpus held_out.txt
+    """
+    with Store(db) as store:
+        result = store.diff(ref_a, ref_b, corpus, progress=_show_progress(quiet))
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return
+    a, b = result.a, result.b
+    lines = [
+        f"{'':24}{a:>18}{b:>18}",
+        f"{'vocab size':24}{result.vocab_size_a:>18}{result.vocab_size_b:>18}",
+        f"{'merges':24}{result.merges_a:>18}{result.merges_b:>18}",
+        f"{'tokens only here':24}{len(result.only_a):>18}{len(result.only_b):>18}",
+        f"shared tokens           {result.shared_tokens}",
+        f"shared merges           {result.shared_merges} (regardless of rank)",
+        f"common merge prefix     {result.common_merge_prefix}",
+    ]
+    if result.first_different_merge:
+        d = result.first_different_merge
+        show_merge = lambda m: " + ".join(map(repr, m)) if m else "(none)"  # noqa: E731
+        lines.append(f"first different merge   rank {d['rank']}: {show_merge(d['a'])}  vs  {show_merge(d['b'])}")
+    if result.special_tokens_only_a or result.special_tokens_only_b:
+        lines.append(f"special tokens only in {a}: {result.special_tokens_only_a}; only in {b}: {result.special_tokens_only_b}")
+    lines.append("same pattern" if result.same_pattern else f"patterns differ:\n  {a}: {result.pattern_a}\n  {b}: {result.pattern_b}")
+    if result.merge_rule_a != result.merge_rule_b:
+        lines.append(f"merge rules differ: {result.merge_rule_a} vs {result.merge_rule_b}")
+    if result.corpus is not None:
+        lines.append(f"\non {result.corpus} ({result.corpus_bytes} bytes):")
+        lines.append(f"{'tokens':24}{result.tokens_a:>18}{result.tokens_b:>18}")
+        lines.append(f"{'bytes per token':24}{result.bytes_per_token_a or 0:>18.3f}{result.bytes_per_token_b or 0:>18.3f}")
+    for label, tokens in ((a, result.only_a), (b, result.only_b)):
+        if tokens:
+            shown = ", ".join(_readable(t) for _, t in tokens[:num_shown])
+            more = f" ... (+{len(tokens) - num_shown})" if len(tokens) > num_shown else ""
+            lines.append(f"\nonly in {label} (by id): {shown}{more}")
+    click.echo("\n".join(lines))
+
+
+# -- encode / decode -------------------------------------------------------------------------------
+
+
+def _write_ids(blocks: Iterable[list[int]]) -> None:
+    out = sys.stdout
+    first = True
+    for ids in blocks:
+        if ids:
+            out.write(("" if first else " ") + " ".join(map(str, ids)))
+            first = False
+    out.write("\n")
+
+
+@main.command()
+@click.argument("ref")
+@click.argument("input_path", metavar="[INPUT]", required=False, type=click.Path(path_type=Path, allow_dash=True))
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Write ids here: a .npy file (uint16 if every id fits, else uint32), else text.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes for a file to .npy [default: CPUs].")
+@_quiet_option
+@_db_option
+def encode(ref: str, input_path: Path | None, output: Path | None, workers: int | None, quiet: bool, db: str) -> None:
+    """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
+
+    Without --output the ids are printed separated by spaces. With --output x.npy a file is
+    encoded in parallel, in bounded memory, into a NumPy array; the ids are exactly those of
+    encoding the whole text at once.
+
+    \b
+    Example:
+      echo "Hello world" | bpestore encode gpt2
+      bpestore encode gpt2 train.txt --output train.npy --workers 4
+    """
+    from .encode_file import encode_file_to_npy, iter_text_blocks, write_npy_stream
+
+    with Store(db) as store:
+        tokenizer = store.load(ref)
+    from_stdin = input_path is None or str(input_path) == "-"
+    source = sys.stdin.buffer if from_stdin else input_path
+    if output is not None and output.suffix == ".npy":
+        if from_stdin:
+            count = write_npy_stream(tokenizer, iter_text_blocks(source), output)
+        else:
+            count = encode_file_to_npy(tokenizer, source, output, workers=workers, progress=_show_progress(quiet))
+        click.echo(f"wrote {count} ids to {output}", err=True)
+        return
+    blocks = tokenizer.encode_blocks(iter_text_blocks(source))
+    if output is None:
+        _write_ids(blocks)
+    else:
+        with open(output, "w", encoding="ascii") as file:
+            sys.stdout, saved = file, sys.stdout
+            try:
+                _write_ids(blocks)
+            finally:
+                sys.stdout = saved
+
+
+def _parse_ids(words: Iterable[str]) -> Iterator[int]:
+    for word in words:
+        try:
+            yield int(word)
+        except ValueError:
+            raise ValueError(f"not a token id: {word!r} (ids are whitespace-separated integers)") from None
+
+
+@main.command()
+@click.argument("ref")
+@click.argument("ids", nargs=-1)
+@_db_option
+def decode(ref: str, ids: tuple[str, ...], db: str) -> None:
+    """Decode token ids (arguments, or whitespace-separated on stdin) to text.
+
+    \b
+    Example:
+      bpestore decode gpt2 15496 995
+      bpestore encode gpt2 notes.txt | bpestore decode gpt2
+    """
+    with Store(db) as store:
+        tokenizer = store.load(ref)
+    words = ids if ids else sys.stdin.read().split()
+    click.echo(tokenizer.decode(list(_parse_ids(words))), nl=False)
+    click.echo()
+
+
+# -- rm --------------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("ref")
+@_db_option
+def rm(ref: str, db: str) -> None:
+    """Delete one tokenizer version (REF is NAME for the latest, or NAME@VERSION).
+
+    Its corpus's pre-token counts are kept while another tokenizer still uses them.
+
+    \b
+    Example:
+      bpestore rm ts@1
+    """
+    with Store(db) as store:
+        click.echo(f"deleted {store.delete(ref)}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
