@@ -132,10 +132,20 @@ def _list_row(info: TokenizerInfo) -> list[str]:
         str(info.version),
         str(info.vocab_size),
         " ".join(info.special_tokens) or "-",
-        Path(info.corpus_path).name if info.corpus_path else info.source,
+        _short_source(info),
         info.created_at.strftime("%Y-%m-%d %H:%M"),
         f"{info.training_seconds:.2f}s" if info.training_seconds is not None else "-",
     ]
+
+
+def _short_source(info: TokenizerInfo) -> str:
+    """The corpus file name, or the format and file names an import came from."""
+    if info.corpus_path:
+        return Path(info.corpus_path).name
+    words = info.source.split()
+    if words[:2] == ["imported", "from"] and len(words) > 2:
+        return f"{words[2]}: " + " ".join(Path(word).name for word in words[3:])
+    return info.source
 
 
 @main.command("list")
@@ -361,6 +371,117 @@ def decode(ref: str, ids: tuple[str, ...], db: str) -> None:
     words = ids if ids else sys.stdin.read().split()
     click.echo(tokenizer.decode(list(_parse_ids(words))), nl=False)
     click.echo()
+
+
+# -- import / export -------------------------------------------------------------------------------
+
+
+def _save_import(db: str, name: str, report) -> None:
+    with Store(db) as store:
+        ref = store.save(name, report.tokenizer, source=report.source)
+    for note in report.notes:
+        click.echo(note, err=True)
+    tokenizer = report.tokenizer
+    click.echo(f"{ref}\tvocab_size={tokenizer.vocab_size}\tmerges={len(tokenizer.merges)}\tspecial_tokens={tokenizer.special_tokens}")
+
+
+@main.group("import")
+def import_() -> None:
+    """Import a tokenizer from GPT-2, Hugging Face or tiktoken files.
+
+    Nothing is stored unless the whole input is understood.
+    """
+
+
+@import_.command("gpt2")
+@click.argument("vocab_json", type=click.Path(path_type=Path))
+@click.argument("merges_txt", type=click.Path(path_type=Path))
+@click.option("--name", required=True, help="Name to store it under.")
+@click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
+@_db_option
+def import_gpt2(vocab_json: Path, merges_txt: Path, name: str, special_tokens: tuple[str, ...], db: str) -> None:
+    """GPT-2's vocab.json (encoder.json) and merges.txt (vocab.bpe).
+
+    \b
+    Example:
+      bpestore import gpt2 vocab.json merges.txt --name gpt2 --special-token '<|endoftext|>'
+    """
+    from .interop import import_gpt2 as read
+
+    _save_import(db, name, read(vocab_json, merges_txt, special_tokens))
+
+
+@import_.command("hf")
+@click.argument("tokenizer_json", type=click.Path(path_type=Path))
+@click.option("--name", required=True, help="Name to store it under.")
+@_db_option
+def import_hf(tokenizer_json: Path, name: str, db: str) -> None:
+    """A Hugging Face tokenizer.json (byte-level BPE; added tokens become special tokens).
+
+    \b
+    Example:
+      bpestore import hf tokenizer.json --name my-hf-bpe
+    """
+    from .interop import import_hf as read
+
+    _save_import(db, name, read(tokenizer_json))
+
+
+def _parse_special_assignments(values: tuple[str, ...]) -> dict[str, int] | None:
+    if not values:
+        return None
+    specials = {}
+    for value in values:
+        text, equals, token_id = value.rpartition("=")
+        if not equals or not text or not token_id.isdigit():
+            raise click.BadParameter(f"{value!r}: expected TOKEN=ID, e.g. '<|endoftext|>=100257'", param_hint="--special-token")
+        specials[text] = int(token_id)
+    return specials
+
+
+@import_.command("tiktoken")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--name", required=True, help="Name to store it under.")
+@click.option(
+    "--pattern", required=True, metavar="{r50k_base,p50k_base,cl100k_base,o200k_base}|REGEX",
+    help="The pre-tokenizer: a well-known encoding's name (which also brings its special tokens) or a regex.",
+)
+@click.option("--special-token", "special_tokens", multiple=True, metavar="TOK=ID", help="A special token and its id (repeatable); replaces the defaults.")
+@_db_option
+def import_tiktoken(file: Path, name: str, pattern: str, special_tokens: tuple[str, ...], db: str) -> None:
+    """A .tiktoken file (base64 token and rank per line; gzip'd or not).
+
+    tiktoken merges by the rank of the resulting token; the stored tokenizer does the same, and a
+    merges list is reconstructed for export, show and diff.
+
+    \b
+    Example:
+      bpestore import tiktoken cl100k_base.tiktoken --name cl100k --pattern cl100k_base
+    """
+    from .interop import import_tiktoken as read
+
+    _save_import(db, name, read(file, pattern, _parse_special_assignments(special_tokens)))
+
+
+@main.command()
+@click.argument("ref")
+@click.option("--format", "export_format", type=click.Choice(["gpt2", "hf", "tiktoken"]), required=True, help="The file format.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="A directory for gpt2 (vocab.json + merges.txt), else a file.")
+@_db_option
+def export(ref: str, export_format: str, output: Path, db: str) -> None:
+    """Export a tokenizer for another tool.
+
+    \b
+    Example:
+      bpestore export ts@2 --format hf --output tokenizer.json
+      bpestore export ts@2 --format gpt2 --output ts-gpt2/
+    """
+    from .interop import export_tokenizer
+
+    with Store(db) as store:
+        tokenizer = store.load(ref)
+    for note in export_tokenizer(tokenizer, export_format, output):
+        click.echo(note, err=True)
 
 
 # -- rm --------------------------------------------------------------------------------------------

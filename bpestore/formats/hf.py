@@ -1,0 +1,172 @@
+"""Hugging Face ``tokenizer.json`` with a BPE model over byte-level pre-tokenization.
+
+Supported: ``ByteLevel`` pre-tokenization (GPT-2's regex, no prefix space) or a ``Sequence`` of a
+``Split`` by a regex (behavior ``Isolated``) and ``ByteLevel`` without its own regex; no normalizer;
+merges as ``"a b"`` strings or ``["a", "b"]`` pairs; added tokens, which become special tokens.
+Anything that would make Hugging Face produce different ids (a normalizer, a prefix space,
+WordPiece or Unigram models, dropout, subword prefixes, byte fallback, whole-word lookup) is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import FormatError
+from ..pretokenize import GPT2_PATTERN
+from .gpt2 import token_to_text, unicode_to_byte
+
+
+@dataclass
+class HFTokenizer:
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    special_tokens: list[str]
+    pattern: str
+
+
+def _pattern_of(path, pre_tokenizer: dict[str, Any] | None) -> str:
+    def refuse(what: str) -> FormatError:
+        return FormatError(f"{path}: unsupported pre-tokenizer: {what}")
+
+    if not pre_tokenizer:
+        raise refuse("none (bpestore needs byte-level pre-tokenization)")
+    kind = pre_tokenizer.get("type")
+    if kind == "ByteLevel":
+        if pre_tokenizer.get("add_prefix_space"):
+            raise refuse("ByteLevel with add_prefix_space=true (it adds a space before the text)")
+        if not pre_tokenizer.get("use_regex", True):
+            raise refuse("ByteLevel without a splitting regex")
+        return GPT2_PATTERN
+    if kind == "Sequence":
+        steps = pre_tokenizer.get("pretokenizers") or []
+        if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel":
+            split, byte_level = steps
+            regex = (split.get("pattern") or {}).get("Regex")
+            if regex is None:
+                raise refuse("Split by a plain string (only Split by a Regex is supported)")
+            if split.get("behavior") != "Isolated" or split.get("invert"):
+                raise refuse(f"Split with behavior {split.get('behavior')!r}, invert={split.get('invert')!r}")
+            if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
+                raise refuse("ByteLevel after Split must have add_prefix_space=false and use_regex=false")
+            return regex
+        raise refuse(f"Sequence of {[step.get('type') for step in steps]}")
+    raise refuse(repr(kind))
+
+
+def _check_model(path, model: dict[str, Any]) -> None:
+    kind = model.get("type", "BPE" if "merges" in model else None)
+    if kind != "BPE":
+        raise FormatError(f"{path}: a {kind} model; only BPE tokenizers can be imported")
+    problems = {
+        "dropout": model.get("dropout") not in (None, 0, 0.0),
+        "continuing_subword_prefix": bool(model.get("continuing_subword_prefix")),
+        "end_of_word_suffix": bool(model.get("end_of_word_suffix")),
+        "byte_fallback": bool(model.get("byte_fallback")),
+        "ignore_merges (whole-word lookup)": bool(model.get("ignore_merges")),
+    }
+    unsupported = [name for name, present in problems.items() if present]
+    if unsupported:
+        raise FormatError(f"{path}: unsupported BPE options: {', '.join(unsupported)}")
+
+
+def read_tokenizer_json(path: str | os.PathLike) -> HFTokenizer:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise FormatError(f"{path}: not a tokenizer.json ({error})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise FormatError(f"{path}: not a tokenizer.json (no 'model' object)")
+    model = data["model"]
+    _check_model(path, model)
+    if data.get("normalizer"):
+        raise FormatError(f"{path}: unsupported normalizer {data['normalizer'].get('type')!r} (it changes the text)")
+    pattern = _pattern_of(path, data.get("pre_tokenizer"))
+    added = sorted(data.get("added_tokens") or [], key=lambda token: token["id"])
+    for token in added:
+        options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
+        if options:
+            raise FormatError(f"{path}: added token {token['content']!r} uses {', '.join(options)}, which is unsupported")
+    added_text = {token["content"]: token["id"] for token in added}
+    alphabet = unicode_to_byte()
+    vocab: dict[int, bytes] = {}
+    for text, token_id in model.get("vocab", {}).items():
+        if text in added_text:
+            vocab[token_id] = text.encode("utf-8")
+        elif all(c in alphabet for c in text):
+            vocab[token_id] = bytes(alphabet[c] for c in text)
+        else:
+            raise FormatError(f"{path}: vocab entry {text!r} is not byte-level (characters outside GPT-2's byte alphabet)")
+    for text, token_id in added_text.items():
+        if vocab.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8"):
+            raise FormatError(f"{path}: added token {text!r} has id {token_id}, which the vocab gives to another token")
+    merges = []
+    for rank, merge in enumerate(model.get("merges", [])):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+            raise FormatError(f"{path}: merge {rank} is {merge!r}, expected 'a b' or ['a', 'b']")
+        try:
+            merges.append((bytes(alphabet[c] for c in parts[0]), bytes(alphabet[c] for c in parts[1])))
+        except KeyError:
+            raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level") from None
+    return HFTokenizer(vocab, merges, list(added_text), pattern)
+
+
+def tokenizer_json(
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special_ids: dict[str, int],
+    pattern: str,
+    *,
+    whole_token_lookup: bool = False,
+) -> dict[str, Any]:
+    """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with."""
+    special_id_set = set(special_ids.values())
+    model_vocab = {
+        (token.decode("utf-8") if token_id in special_id_set else token_to_text(token)): token_id
+        for token_id, token in sorted(vocab.items())
+    }
+    if pattern == GPT2_PATTERN:
+        pre_tokenizer = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    else:
+        pre_tokenizer = {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+            ],
+        }
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": token_id, "content": text, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+            for text, token_id in sorted(special_ids.items(), key=lambda item: item[1])
+        ],
+        "normalizer": None,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": byte_level,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": whole_token_lookup,
+            "vocab": model_vocab,
+            "merges": [[token_to_text(a), token_to_text(b)] for a, b in merges],
+        },
+    }
+
+
+def write_tokenizer_json(path: str | os.PathLike, document: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
