@@ -20,9 +20,13 @@ from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import add, itemgetter
 
+from .batch_bpe import BatchBPE
+
 _NO_RANK = 1 << 62
 # Above this many tokens the heap-based variants win over rescanning the string each step.
 LONG_INPUT = 64
+# Below this many words, merging them one by one beats the NumPy batch's fixed cost.
+BATCH_MIN = 48
 
 
 def code_of(index: int) -> int:
@@ -65,6 +69,7 @@ class PairRankMerger:
     """GPT-2's rule: lowest merge rank first, all occurrences of that pair at once."""
 
     def __init__(self, alphabet: TokenAlphabet, merges: Sequence[tuple[bytes, bytes]]):
+        self.alphabet = alphabet
         char = alphabet.char_of_bytes
         lefts = list(map(itemgetter(0), merges))
         rights = list(map(itemgetter(1), merges))
@@ -79,6 +84,14 @@ class PairRankMerger:
             raise
         # Where a pair is listed twice, its first rank counts (later entries overwrite earlier).
         self.rank: dict[str, int] = dict(zip(reversed(self.pair_of_rank), range(len(merges) - 1, -1, -1)))
+        self._batch: BatchBPE | None = None
+
+    def encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
+        """The token ids of each word (a string of byte characters), in bulk."""
+        if self._batch is None:
+            rank_result = {rank: self.result_of_rank[rank] for rank in self.rank.values()}
+            self._batch = BatchBPE(self.rank, rank_result, "all", self.alphabet.id_of_code)
+        return _encode_many(self, self._batch, words)
 
     def __call__(self, word: str) -> str:
         if len(word) > LONG_INPUT:
@@ -143,6 +156,20 @@ class TokenRankMerger:
                     pair = char[left] + char[right]
                     self.rank[pair] = token_rank
                     self.result[pair] = char[token]
+        self._batch: BatchBPE | None = None
+
+    def encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
+        """The token ids of each word (a string of byte characters), in bulk."""
+        whole = self.alphabet.id_of_bytes.get
+        results = [(token_id,) if (token_id := whole(word.encode("latin-1"))) is not None else None for word in words]
+        rest = [i for i, result in enumerate(results) if result is None]
+        if rest:
+            if self._batch is None:
+                rank_result = {rank: self.result[pair] for pair, rank in self.rank.items()}
+                self._batch = BatchBPE(self.rank, rank_result, "leftmost", self.alphabet.id_of_code)
+            for i, ids in zip(rest, _encode_many(self, self._batch, [words[i] for i in rest])):
+                results[i] = ids
+        return results
 
     def __call__(self, word: str) -> str:
         whole = self.alphabet.char_of_bytes.get(word.encode("latin-1")) if len(word) > 1 else None
@@ -184,6 +211,18 @@ class TokenRankMerger:
             if after < n and (r := rank_of(tokens[i] + tokens[after])) is not None:
                 heapq.heappush(heap, (r, i))
         return "".join(t for t in tokens if t is not None)
+
+
+def _encode_many(merger, batch: BatchBPE, words: list[str]) -> list[tuple[int, ...]]:
+    """Short words through the NumPy batch, long ones (and small batches) one by one."""
+    ids = merger.alphabet.ids
+    if len(words) < BATCH_MIN:
+        return [tuple(ids(merger(word))) for word in words]
+    results = [tuple(ids(merger._merge_long(word))) if len(word) > LONG_INPUT else None for word in words]
+    short = [i for i, result in enumerate(results) if result is None]
+    for i, word_ids in zip(short, batch([words[i] for i in short])):
+        results[i] = word_ids
+    return results
 
 
 def pair_merges_from_ranks(ranks: Mapping[bytes, int]) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:

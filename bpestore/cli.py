@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from .diff import token_text
 from .errors import BpestoreError
 from .store import Store, TokenizerInfo
 
@@ -171,8 +172,8 @@ def list_(as_json: bool, db: str) -> None:
 
 
 def _readable(token: bytes) -> str:
-    """Readable and unambiguous: valid UTF-8 as quoted text, other bytes escaped as \\xNN."""
-    return repr(token.decode("utf-8", errors="backslashreplace"))
+    """Quoted and unambiguous (see :func:`bpestore.diff.token_text`)."""
+    return "'" + token_text(token).replace("'", "\\'") + "'"
 
 
 @main.command()
@@ -270,7 +271,7 @@ def diff(ref_a: str, ref_b: str, corpus: Path | None, as_json: bool, num_shown: 
     ]
     if result.first_different_merge:
         d = result.first_different_merge
-        show_merge = lambda m: " + ".join(map(repr, m)) if m else "(none)"  # noqa: E731
+        show_merge = lambda m: " + ".join(f"'{t}'" for t in m) if m else "(none)"  # noqa: E731
         lines.append(f"first different merge   rank {d['rank']}: {show_merge(d['a'])}  vs  {show_merge(d['b'])}")
     if result.special_tokens_only_a or result.special_tokens_only_b:
         lines.append(f"special tokens only in {a}: {result.special_tokens_only_a}; only in {b}: {result.special_tokens_only_b}")
@@ -390,6 +391,12 @@ def import_() -> None:
     """Import a tokenizer from GPT-2, Hugging Face or tiktoken files.
 
     Nothing is stored unless the whole input is understood.
+
+    \b
+    Example:
+      bpestore import gpt2 vocab.json merges.txt --name gpt2 --special-token '<|endoftext|>'
+      bpestore import hf tokenizer.json --name mine
+      bpestore import tiktoken cl100k_base.tiktoken --name cl100k --pattern cl100k_base
     """
 
 

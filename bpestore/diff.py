@@ -10,8 +10,20 @@ from .tokenizer import Tokenizer
 
 
 def token_text(token: bytes) -> str:
-    """A token for people: its UTF-8 text, bytes that are not UTF-8 shown as ``\\xNN``."""
-    return token.decode("utf-8", errors="backslashreplace")
+    """A token for people, unambiguous: its UTF-8 text with backslashes doubled, control and
+    non-printable characters escaped as Python does, and bytes that are not UTF-8 as ``\\xNN``."""
+    pieces = []
+    for char in token.decode("utf-8", errors="surrogateescape"):
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not part of valid UTF-8
+            pieces.append(f"\\x{code - 0xDC00:02x}")
+        elif char == "\\":
+            pieces.append("\\\\")
+        elif char.isprintable():
+            pieces.append(char)
+        else:
+            pieces.append(repr(char)[1:-1])
+    return "".join(pieces)
 
 
 @dataclass

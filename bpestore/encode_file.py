@@ -9,6 +9,7 @@ in order, so no process ever holds the ids of the whole file.
 from __future__ import annotations
 
 import codecs
+import errno
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -131,6 +132,8 @@ def _write_npy(arrays: Iterable[np.ndarray], dtype: np.dtype, output_path: str |
     never leaves a truncated array under the requested name.
     """
     output_path = Path(output_path)
+    if not output_path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"cannot write the output, no directory {output_path.parent}", str(output_path))
     partial = output_path.with_name(output_path.name + ".partial")
     total = 0
     try:

@@ -45,8 +45,10 @@ O200K_PATTERN = "|".join(
     ]
 )
 
-# Patterns proven (by tests/test_pretokenize.py) to have the split property described above.
+# Patterns proven (by the property tests) to have the split property described above.
 SPLIT_SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})
+# Patterns for which " " + ASCII letters is always one pre-token (o200k splits "CamelCase").
+LETTER_RUN_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN})
 
 # Exactly the characters that the `regex` module's \s matches (it excludes \x1c-\x1f, which
 # Python's str.isspace() and the `re` module include). A test checks this against `regex`.
@@ -133,6 +135,7 @@ class SegmentCounter:
         self.pattern = pattern
         self._regex = regex.compile(pattern)
         self._split_safe = pattern in SPLIT_SAFE_PATTERNS
+        self._letter_runs = pattern in LETTER_RUN_PATTERNS
         self._max_segments = max_segments
         self._spaced: Counter[str] = Counter()  # part p stands for the segment " " + p
         self._raw: Counter[str] = Counter()  # segments counted verbatim
@@ -167,9 +170,13 @@ class SegmentCounter:
         # The regex runs once over all spaced segments of equal count joined together: joined
         # segments all start with a space followed by non-whitespace, so the joins are safe cuts.
         by_count: dict[int, list[str]] = {}
+        letter_runs = self._letter_runs
         for part, count in self._spaced.items():
             if count > 0:
-                by_count.setdefault(count, []).append(part)
+                if letter_runs and part.isascii() and part.isalpha():
+                    pretokens[" " + part] += count  # one pre-token, no regex needed
+                else:
+                    by_count.setdefault(count, []).append(part)
         for count, parts in by_count.items():
             tokens = Counter(findall(" " + " ".join(parts)))
             if count == 1:

@@ -332,7 +332,7 @@ class Store:
     def pretoken_counts(self, corpus_id: int) -> dict[bytes, int]:
         p = schema.pretoken_counts
         with self._transaction() as connection:
-            return dict(connection.execute(select(p.c.pretoken, p.c.count).where(p.c.corpus_id == corpus_id)).tuples().all())
+            return dict(connection.execute(select(p.c.pretoken, p.c.count).where(p.c.corpus_id == corpus_id)).all())
 
     def train(
         self,

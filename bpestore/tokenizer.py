@@ -9,36 +9,30 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import chain
+from itertools import chain, compress, repeat
+from operator import is_
 from typing import Literal
 
 import regex
 
 from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger
-from .pretokenize import GPT2_PATTERN, REGEX_WHITESPACE, SPLIT_SAFE_PATTERNS, SpecialSplitter, iter_segments
+from .pretokenize import (
+    GPT2_PATTERN,
+    LETTER_RUN_PATTERNS,
+    REGEX_WHITESPACE,
+    SPLIT_SAFE_PATTERNS,
+    SpecialSplitter,
+    iter_segments,
+)
 
 MergeRule = Literal["pair", "token"]
 
 # Distinct segments and pre-tokens remembered; each cache is emptied when it outgrows this.
-DEFAULT_CACHE_SIZE = 1 << 18
+DEFAULT_CACHE_SIZE = 1 << 20
 # encode_iterable gathers about this many characters before encoding them.
 _STREAM_BLOCK = 1 << 16
-
-
-class _Cache(dict):
-    """A dict that computes missing values with ``compute`` and forgets everything when full."""
-
-    def __init__(self, compute, max_size: int):
-        super().__init__()
-        self._compute = compute
-        self._max_size = max_size
-
-    def __missing__(self, key):
-        value = self._compute(key)
-        if len(self) >= self._max_size:
-            self.clear()
-        self[key] = value
-        return value
+# encode works through long texts in blocks of about this many characters.
+_BLOCK_CHARS = 1 << 20
 
 
 class Tokenizer:
@@ -88,11 +82,15 @@ class Tokenizer:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
         self._regex = regex.compile(pattern)
         self._split_safe = pattern in SPLIT_SAFE_PATTERNS
+        self._letter_runs = pattern in LETTER_RUN_PATTERNS
         self._specials = SpecialSplitter(self.special_tokens)
         self._longest_special = max(map(len, self.special_tokens), default=0)
         self._specials_have_space = any(" " in token for token in self.special_tokens)
-        self._pretoken_ids = _Cache(self._encode_pretoken, cache_size)
-        self._spaced_ids = _Cache(self._encode_spaced_part, cache_size)
+        # ids of distinct pre-tokens, and of distinct parts p (standing for " " + p, see
+        # bpestore.pretokenize); each is emptied when it would outgrow cache_size
+        self._cache_size = cache_size
+        self._pretoken_ids: dict[str, tuple[int, ...]] = {}
+        self._spaced_ids: dict[str, tuple[int, ...]] = {}
 
     # -- construction from files --------------------------------------------------------------
 
@@ -121,37 +119,106 @@ class Tokenizer:
 
     # -- encoding -------------------------------------------------------------------------------
 
-    def _encode_pretoken(self, pretoken: str) -> tuple[int, ...]:
-        return tuple(self._alphabet.ids(self._merge(pretoken.encode("utf-8").decode("latin-1"))))
+    def _learn_pretokens(self, pretokens: set[str]) -> None:
+        """Merge every pre-token not in the cache yet, all in one batch; afterwards all of
+        ``pretokens`` are in the cache."""
+        cache = self._pretoken_ids
+        missing = pretokens.difference(cache)
+        if not missing:
+            return
+        if len(cache) + len(missing) > self._cache_size:
+            cache.clear()
+            missing = pretokens
+        missing_list = list(missing)
+        words = [pretoken.encode("utf-8").decode("latin-1") for pretoken in missing_list]
+        cache.update(zip(missing_list, self._merge.encode_many(words)))
 
-    def _encode_spaced_part(self, part: str) -> tuple[int, ...]:
-        if part.isascii() and part.isalpha():  # letters only: " " + part is one pre-token
-            return self._pretoken_ids[" " + part]
-        return tuple(chain.from_iterable(map(self._pretoken_ids.__getitem__, self._regex.findall(" " + part))))
+    def _learn(self, parts: set[str], pretokens: set[str]) -> None:
+        """Put the ids of the segments " " + p of ``parts`` and of ``pretokens`` in the caches,
+        pre-tokenizing and merging everything new in one batch."""
+        if self._letter_runs:  # then " " + ASCII letters is one pre-token
+            letters = [part for part in parts if part.isascii() and part.isalpha()]
+        else:
+            letters = []
+        others = list(parts.difference(letters))
+        groups: list[list[str]] = []
+        if others:
+            # A segment's first pre-token starts with its space, and no later one can.
+            for token in self._regex.findall(" " + " ".join(others)):
+                if token[0] == " ":
+                    groups.append([token])
+                else:
+                    groups[-1].append(token)
+            if len(groups) != len(others):
+                raise AssertionError("segment grouping went wrong: the pattern is not split-safe")
+        spaced_letters = [" " + part for part in letters]
+        self._learn_pretokens(pretokens.union(spaced_letters, chain.from_iterable(groups)))
+        pretoken_ids = self._pretoken_ids
+        cache = self._spaced_ids
+        cache.update(zip(letters, map(pretoken_ids.__getitem__, spaced_letters)))
+        for part, tokens in zip(others, groups):
+            cache[part] = tuple(chain.from_iterable(map(pretoken_ids.__getitem__, tokens)))
 
-    def _encode_ordinary(self, text: str, out: list[int]) -> None:
-        """Append the ids of ``text``, which holds no special token, to ``out``."""
-        spaced, pretokens, findall = self._spaced_ids, self._pretoken_ids, self._regex.findall
-        for regular, value in iter_segments(text, self._split_safe):
-            if regular:
-                out.extend(chain.from_iterable(map(spaced.__getitem__, value)))
-            elif value:
-                out.extend(chain.from_iterable(map(pretokens.__getitem__, findall(value))))
+    def _encode_block(self, text: str) -> list[int]:
+        """The ids of a text of moderate size, with one batch for everything not cached yet."""
+        spaced, pretoken_ids, findall = self._spaced_ids, self._pretoken_ids, self._regex.findall
+        runs: list[list[tuple[int, ...] | None]] = []  # the ids of each run, in order
+        regular_misses: list[tuple[int, list[str]]] = []  # (run index, parts) of runs with misses
+        verbatim_misses: list[tuple[int, list[str]]] = []  # (run index, pre-tokens)
+        pieces = self._specials.split_keep(text) if self._specials else [text]
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                runs.append([(self.special_ids[piece],)])
+                continue
+            for regular, value in iter_segments(piece, self._split_safe) if piece else ():
+                if regular:
+                    ids = list(map(spaced.get, value))
+                    if not all(ids):
+                        regular_misses.append((len(runs), value))
+                elif value:
+                    value = findall(value)
+                    ids = list(map(pretoken_ids.get, value))
+                    if not all(ids):
+                        verbatim_misses.append((len(runs), value))
+                else:
+                    continue
+                runs.append(ids)
+        if regular_misses or verbatim_misses:
+            parts = set(chain.from_iterable(parts for _, parts in regular_misses))
+            if len(spaced) + len(parts) > self._cache_size:
+                spaced.clear()
+            else:
+                parts.difference_update(spaced)
+            self._learn(parts, set(chain.from_iterable(tokens for _, tokens in verbatim_misses)))
+            for index, parts_of_run in regular_misses:
+                runs[index] = list(map(spaced.__getitem__, parts_of_run))
+            for index, tokens in verbatim_misses:
+                runs[index] = list(map(pretoken_ids.__getitem__, tokens))
+        return list(chain.from_iterable(chain.from_iterable(runs)))
 
     def encode(self, text: str) -> list[int]:
         """The ids of ``text``; special tokens become their own ids."""
+        if len(text) <= _BLOCK_CHARS:
+            return self._encode_block(text)
         out: list[int] = []
-        if not self._specials:
-            self._encode_ordinary(text, out)
-            return out
-        pieces = self._specials.split_keep(text)
-        special_ids = self.special_ids
-        for i, piece in enumerate(pieces):
-            if i % 2:
-                out.append(special_ids[piece])
-            elif piece:
-                self._encode_ordinary(piece, out)
+        for block in self._blocks(text):
+            out.extend(self._encode_block(block))
         return out
+
+    def _blocks(self, text: str) -> Iterator[str]:
+        """``text`` in blocks of about ``_BLOCK_CHARS``, cut where the encoding cannot change."""
+        start = 0
+        while len(text) - start > _BLOCK_CHARS:
+            window = _BLOCK_CHARS
+            cut = 0
+            while cut <= 0 and start + window < len(text):
+                cut = self._last_safe_cut(text[start : start + window])
+                window *= 2
+            if cut <= 0:
+                break
+            yield text[start : start + cut]
+            start += cut
+        yield text[start:]
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Lazily encode a stream of text (for example a file object, line by line).

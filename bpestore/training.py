@@ -55,6 +55,9 @@ def iter_merges(
         for merge in learn_merges(pretoken_counts, max_merges):
             yield merge
             bar.update(1)
+        if bar.n < max_merges:  # no pair left: say so rather than leave the bar unfinished
+            bar.total = bar.n
+            bar.set_postfix_str("no pairs left")
 
 
 def vocab_and_merges(special_tokens: Sequence[str], merges: Iterable[tuple[bytes, bytes]]) -> tuple[Vocab, Merges]:

@@ -11,13 +11,34 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
-from ..pretokenize import GPT2_PATTERN
+from ..pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
+
+
+# A bounded quantifier followed by "+": possessive in Python's `regex`, but in Oniguruma (the
+# engine of Hugging Face's Split) a second, unbounded repetition. The atom before it is a \p{..}
+# class, an escape, a bracket class or a plain character.
+_BOUNDED_THEN_PLUS = re.compile(r"(\\[pP]\{[^}]*\}|\\.|\[(?:\\.|[^\]\\])*\]|[^\\\[\]()|])(\{\d+(?:,\d*)?\})\+")
+_KNOWN_PATTERNS = (GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN)
+
+
+def pattern_for_hf(pattern: str) -> str:
+    """``pattern`` as Oniguruma reads it the same way: possessive ``X{m,n}+`` -> atomic ``(?>X{m,n})``."""
+    return _BOUNDED_THEN_PLUS.sub(r"(?>\1\2)", pattern)
+
+
+def pattern_from_hf(pattern: str) -> str:
+    """A Split regex from a tokenizer.json as Python's `regex` must read it to match the same."""
+    for known in _KNOWN_PATTERNS:
+        if pattern == pattern_for_hf(known):
+            return known
+    return _BOUNDED_THEN_PLUS.sub(r"(?:\1\2)+", pattern)
 
 
 @dataclass
@@ -52,7 +73,7 @@ def _pattern_of(path, pre_tokenizer: dict[str, Any] | None) -> str:
                 raise refuse(f"Split with behavior {split.get('behavior')!r}, invert={split.get('invert')!r}")
             if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
                 raise refuse("ByteLevel after Split must have add_prefix_space=false and use_regex=false")
-            return regex
+            return pattern_from_hf(regex)
         raise refuse(f"Sequence of {[step.get('type') for step in steps]}")
     raise refuse(repr(kind))
 
@@ -135,7 +156,7 @@ def tokenizer_json(
         pre_tokenizer = {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "Split", "pattern": {"Regex": pattern_for_hf(pattern)}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
             ],
         }
