@@ -14,12 +14,15 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from .diff import token_text
 from .errors import BpestoreError
-from .store import Store, TokenizerInfo
+
+if TYPE_CHECKING:
+    from .store import TokenizerInfo
 
 EXIT_USER_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -45,6 +48,12 @@ class _Group(click.Group):
 def _fail(message: str) -> None:
     click.echo(f"Error: {message}", err=True)
     sys.exit(EXIT_USER_ERROR)
+
+
+def Store(db: str):  # noqa: N802 - stands in for the class, imported late to keep --help fast
+    from .store import Store as StoreClass
+
+    return StoreClass(db)
 
 
 def _db_option(function):

@@ -11,14 +11,20 @@ import sqlite3
 from functools import lru_cache
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from typing import TYPE_CHECKING
+
 from sqlalchemy import inspect
-from sqlalchemy.engine import Connection, Engine
 
 from .errors import DatabaseTooNewError, NotABpestoreDatabaseError
+from .schema_revision import SCHEMA_REVISION
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from sqlalchemy.engine import Connection, Engine
+
+# alembic is imported only when a database needs creating or upgrading: opening a store that is
+# already at SCHEMA_REVISION should not pay for it.
 
 BPESTORE_TABLES = frozenset({"corpora", "pretoken_counts", "tokenizers", "vocab", "merges"})
 
@@ -33,6 +39,8 @@ def migrations_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def _script_directory() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory(str(migrations_dir()))
 
 
@@ -45,6 +53,8 @@ def known_revisions() -> set[str]:
 
 
 def _alembic_config(connection: Connection) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     config.attributes["connection"] = connection
@@ -78,21 +88,28 @@ def _check_contents(where: str, tables: set[str], revision: str | None) -> None:
     if "alembic_version" not in tables or not (tables & BPESTORE_TABLES):
         shown = ", ".join(sorted(tables)[:5])
         raise NotABpestoreDatabaseError(f"{where} is not a bpestore database (it has other tables: {shown})")
-    if revision is not None and revision not in known_revisions():
+    if revision is not None and revision != SCHEMA_REVISION and revision not in known_revisions():
         raise DatabaseTooNewError(
             f"{where} has schema revision {revision!r}, which this bpestore does not know (its newest is "
             f"{head_revision()!r}); upgrade bpestore to use this database"
         )
 
 
+def _current_revision(connection: Connection, tables: set[str]) -> str | None:
+    if "alembic_version" not in tables:
+        return None
+    return connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+
+
 def upgrade_to_head(engine: Engine) -> None:
     """Create or upgrade the schema; checks the database first (see module docstring)."""
     with engine.connect() as connection:
-        inspector = inspect(connection)
-        tables = set(inspector.get_table_names())
-        current = MigrationContext.configure(connection).get_current_revision()
+        tables = set(inspect(connection).get_table_names())
+        current = _current_revision(connection, tables)
         _check_contents(engine.url.render_as_string(hide_password=True), tables, current)
-        if current == head_revision():
+        if current == SCHEMA_REVISION:
             return
+        from alembic import command
+
         command.upgrade(_alembic_config(connection), "head")
         connection.commit()

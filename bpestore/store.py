@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,29 +24,14 @@ from sqlalchemy.engine import Connection, Engine, make_url
 
 from . import schema, training
 from .corpus import check_corpus_path
-from .errors import InvalidReferenceError, TokenizerNotFoundError
+from .errors import TokenizerNotFoundError
+from .fastload import MERGES_SQL, VOCAB_SQL
 from .migrate import check_sqlite_file, upgrade_to_head
 from .pretokenize import GPT2_PATTERN
+from .refs import check_name, parse_ref
 from .tokenizer import Tokenizer
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 120.0
-_NAME = re.compile(r"[^@\s]+")
-
-
-def parse_ref(ref: str) -> tuple[str, int | None]:
-    """``"name"`` -> (name, None) meaning the latest version; ``"name@3"`` -> (name, 3)."""
-    name, at, version = ref.partition("@")
-    if not _NAME.fullmatch(name) or (at and not version.isdigit()) or (at and int(version) < 1):
-        raise InvalidReferenceError(f"{ref!r} is not a tokenizer reference: expected NAME or NAME@VERSION (VERSION >= 1)")
-    return name, int(version) if at else None
-
-
-def check_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > 200:
-        raise InvalidReferenceError(f"invalid tokenizer name {name!r}: use up to 200 characters, no '@' and no spaces")
-    return name
-
-
 @dataclass(frozen=True)
 class TokenizerInfo:
     """What the store knows about one stored tokenizer (everything but its vocab and merges)."""
@@ -214,22 +198,21 @@ class Store:
         """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
         with self._transaction() as connection:
             row = self._resolve(connection, ref)
-            # Plain SQL: the rows need no type processing, and this is the hot path of from_db.
-            vocab = dict(
-                connection.exec_driver_sql(
-                    "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
-                    if self.is_sqlite else "SELECT token_id, token FROM vocab WHERE tokenizer_id = %(id)s",
-                    (row.id,) if self.is_sqlite else {"id": row.id},
-                ).fetchall()
-            )
-            merges = connection.exec_driver_sql(
-                'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
-                if self.is_sqlite else 'SELECT "left", "right" FROM merges WHERE tokenizer_id = %(id)s ORDER BY rank',
-                (row.id,) if self.is_sqlite else {"id": row.id},
-            ).fetchall()
+            vocab, merges = self._vocab_and_merges(connection, row.id)
         return Tokenizer(
             vocab, merges, json.loads(row.special_tokens), pattern=row.pattern, merge_rule=row.merge_rule
         )
+
+    def _vocab_and_merges(self, connection: Connection, tokenizer_id: int) -> tuple[dict[int, bytes], list]:
+        if self.is_sqlite:  # plain SQL: no per-row type processing on the hot path of from_db
+            vocab = dict(connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall())
+            return vocab, connection.exec_driver_sql(MERGES_SQL, (tokenizer_id,)).fetchall()
+        v, m = schema.vocab, schema.merges
+        vocab = dict(connection.execute(select(v.c.token_id, v.c.token).where(v.c.tokenizer_id == tokenizer_id)).all())
+        merges = connection.execute(
+            select(m.c.left, m.c.right).where(m.c.tokenizer_id == tokenizer_id).order_by(m.c.rank)
+        ).all()
+        return vocab, [tuple(merge) for merge in merges]
 
     def refs(self) -> list[str]:
         return [info.ref for info in self.list()]

@@ -112,7 +112,12 @@ class Tokenizer:
     @classmethod
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
-        from .store import Store
+        from .fastload import load_from_sqlite
+
+        tokenizer = load_from_sqlite(path_or_url, name)
+        if tokenizer is not None:
+            return tokenizer
+        from .store import Store  # upgrades an older schema, or explains what is wrong
 
         with Store(path_or_url) as store:
             return store.load(name)
