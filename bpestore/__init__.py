@@ -4,5 +4,14 @@ from .corpus import CorpusDecodeError
 from .tokenizer import Tokenizer
 from .training import train_bpe
 
-__all__ = ["CorpusDecodeError", "Tokenizer", "train_bpe"]
+__all__ = ["CorpusDecodeError", "Store", "Tokenizer", "train_bpe"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # The store pulls in SQLAlchemy; import it only when it is asked for.
+    if name == "Store":
+        from .store import Store
+
+        return Store
+    raise AttributeError(f"module 'bpestore' has no attribute {name!r}")

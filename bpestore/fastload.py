@@ -14,6 +14,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from .sqlite_uri import sqlite_uri
 from .refs import parse_ref
 from .schema_revision import SCHEMA_REVISION
 from .tokenizer import Tokenizer
@@ -30,7 +31,8 @@ def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> Tokenizer | No
         return None
     name, version = parse_ref(ref)
     try:
-        connection = sqlite3.connect(f"file:{Path(text).resolve()}?mode=ro", uri=True)
+        # Not read-only: only a writable connection removes the WAL files when it closes.
+        connection = sqlite3.connect(sqlite_uri(Path(text), mode="rw"), uri=True)
     except sqlite3.Error:
         return None
     try:

@@ -17,6 +17,7 @@ from sqlalchemy import inspect
 
 from .errors import DatabaseTooNewError, NotABpestoreDatabaseError
 from .schema_revision import SCHEMA_REVISION
+from .sqlite_uri import sqlite_uri
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -67,8 +68,12 @@ def check_sqlite_file(path: Path) -> None:
         return
     if path.is_dir():
         raise NotABpestoreDatabaseError(f"{path} is a directory, not a bpestore database")
+    # immutable=1: no -wal/-shm files appear next to a database we may refuse. A -wal file means
+    # someone is using it, and then only a plain read-only open sees everything in it.
+    wal_in_use = path.with_name(path.name + "-wal").exists()
+    parameters = {"mode": "ro"} if wal_in_use else {"mode": "ro", "immutable": "1"}
     try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        connection = sqlite3.connect(sqlite_uri(path, **parameters), uri=True)
         try:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             revision = None
@@ -83,8 +88,8 @@ def check_sqlite_file(path: Path) -> None:
 
 def _check_contents(where: str, tables: set[str], revision: str | None) -> None:
     tables = tables - {"sqlite_sequence"}
-    if not tables:
-        return
+    if not tables or (tables == {"alembic_version"} and revision is None):
+        return  # new, or downgraded to the base revision: to be created
     if "alembic_version" not in tables or not (tables & BPESTORE_TABLES):
         shown = ", ".join(sorted(tables)[:5])
         raise NotABpestoreDatabaseError(f"{where} is not a bpestore database (it has other tables: {shown})")
@@ -101,15 +106,24 @@ def _current_revision(connection: Connection, tables: set[str]) -> str | None:
     return connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
 
 
+def _needs_upgrade(connection: Connection, where: str) -> bool:
+    tables = set(inspect(connection).get_table_names())
+    current = _current_revision(connection, tables)
+    _check_contents(where, tables, current)
+    return current != SCHEMA_REVISION
+
+
 def upgrade_to_head(engine: Engine) -> None:
     """Create or upgrade the schema; checks the database first (see module docstring)."""
+    where = engine.url.render_as_string(hide_password=True)
     with engine.connect() as connection:
-        tables = set(inspect(connection).get_table_names())
-        current = _current_revision(connection, tables)
-        _check_contents(engine.url.render_as_string(hide_password=True), tables, current)
-        if current == SCHEMA_REVISION:
+        if not _needs_upgrade(connection, where):
             return
-        from alembic import command
+    with engine.connect() as connection:
+        # Take the write lock, then look again: another process may have done the work meanwhile.
+        connection.execution_options(bpestore_write=True)
+        with connection.begin():
+            if _needs_upgrade(connection, where):
+                from alembic import command
 
-        command.upgrade(_alembic_config(connection), "head")
-        connection.commit()
+                command.upgrade(_alembic_config(connection), "head")

@@ -12,7 +12,7 @@ _NAME = re.compile(r"[^@\s]+")
 def parse_ref(ref: str) -> tuple[str, int | None]:
     """``"name"`` -> (name, None) meaning the latest version; ``"name@3"`` -> (name, 3)."""
     name, at, version = ref.partition("@")
-    if not _NAME.fullmatch(name) or (at and not version.isdigit()) or (at and int(version) < 1):
+    if not _NAME.fullmatch(name) or (at and not (version.isascii() and version.isdigit())) or (at and int(version) < 1):
         raise InvalidReferenceError(f"{ref!r} is not a tokenizer reference: expected NAME or NAME@VERSION (VERSION >= 1)")
     return name, int(version) if at else None
 

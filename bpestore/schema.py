@@ -83,6 +83,13 @@ tokenizers = Table(
     CheckConstraint("merge_rule IN ('pair', 'token')", name="merge_rule_known"),
 )
 
+tokenizer_names = Table(
+    "tokenizer_names",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("last_version", Integer, nullable=False, comment="the highest version ever given: versions are never reused"),
+)
+
 vocab = Table(
     "vocab",
     metadata,

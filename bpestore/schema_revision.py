@@ -3,4 +3,4 @@
 Kept apart from the migrations so that reading a store needs no alembic import.
 """
 
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0002"

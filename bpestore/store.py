@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, delete, event, func, insert, select
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy import create_engine, delete, event, func, insert, select, update
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from . import schema, training
 from .corpus import check_corpus_path
@@ -70,9 +70,12 @@ def _sha256_of_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _as_url(path_or_url: str | os.PathLike) -> str:
+def _as_url(path_or_url: str | os.PathLike) -> URL:
+    """A SQLAlchemy URL as given, or a path (any characters, '?' and '#' included) as SQLite."""
     text = os.fspath(path_or_url)
-    return text if "://" in text else f"sqlite:///{Path(text).expanduser()}"
+    if "://" in text:
+        return make_url(text)
+    return URL.create("sqlite", database=str(Path(text).expanduser()))
 
 
 def _token_kind(token_id: int, token: bytes, special_ids: set[int], merged: set[bytes]) -> str:
@@ -95,8 +98,8 @@ class Store:
     """
 
     def __init__(self, path_or_url: str | os.PathLike = "bpestore.db", *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS):
-        self.url = _as_url(path_or_url)
-        url = make_url(self.url)
+        url = _as_url(path_or_url)
+        self.url = url.render_as_string(hide_password=False)
         self.is_sqlite = url.get_backend_name() == "sqlite"
         # For messages: the file for SQLite, else the URL without its password.
         self.location = url.database if self.is_sqlite and url.database else url.render_as_string(hide_password=True)
@@ -105,9 +108,7 @@ class Store:
             check_sqlite_file(database)
             if not database.parent.is_dir():
                 raise FileNotFoundError(f"cannot create {database}: directory {database.parent} does not exist")
-        self.engine: Engine = create_engine(
-            self.url, connect_args={"timeout": busy_timeout} if self.is_sqlite else {}
-        )
+        self.engine: Engine = create_engine(url, connect_args={"timeout": busy_timeout} if self.is_sqlite else {})
         if self.is_sqlite:
             event.listen(self.engine, "connect", _configure_sqlite_connection)
             event.listen(self.engine, "begin", _begin_sqlite_transaction)
@@ -247,9 +248,15 @@ class Store:
         training_params: dict[str, Any] | None,
         training_seconds: float | None,
     ) -> str:
-        t = schema.tokenizers
-        latest = connection.execute(select(func.max(t.c.version)).where(t.c.name == name)).scalar()
-        version = (latest or 0) + 1
+        t, names = schema.tokenizers, schema.tokenizer_names
+        # Versions are never reused, even after deletions: a ref always means one tokenizer.
+        last = connection.execute(select(names.c.last_version).where(names.c.name == name)).scalar()
+        existing = connection.execute(select(func.max(t.c.version)).where(t.c.name == name)).scalar()
+        version = max(last or 0, existing or 0) + 1
+        if last is None:
+            connection.execute(insert(names).values(name=name, last_version=version))
+        else:
+            connection.execute(update(names).where(names.c.name == name).values(last_version=version))
         tokenizer_id = connection.execute(
             insert(t).values(
                 name=name,

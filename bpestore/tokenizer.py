@@ -7,6 +7,7 @@ from a cache, so the per-byte work on natural text is a split and dictionary loo
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, compress, repeat
@@ -113,6 +114,10 @@ class Tokenizer:
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
         from .fastload import load_from_sqlite
+
+        location = os.fspath(path_or_url)
+        if "://" not in location and not os.path.exists(location):
+            raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", location)
 
         tokenizer = load_from_sqlite(path_or_url, name)
         if tokenizer is not None:

@@ -1,0 +1,382 @@
+"""Tests of the schema migrations: creating a store at head, upgrading an older database, refusing
+(and leaving byte-for-byte untouched) databases that are too new or not bpestore's, and agreement
+between the SQLAlchemy models and the alembic migrations.
+
+Revisions are read here with alembic's own ``ScriptDirectory`` and the plain ``sqlite3`` module,
+not with bpestore's helpers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import shutil
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Column, Integer, MetaData, create_engine
+
+import bpestore.fastload
+import bpestore.migrate
+from bpestore import Tokenizer, schema
+from bpestore.errors import DatabaseTooNewError, NotABpestoreDatabaseError
+from bpestore.migrate import migrations_dir
+from bpestore.store import Store
+from conftest import REPO_ROOT
+
+TABLES = {"corpora", "pretoken_counts", "tokenizers", "vocab", "merges"}
+VIEWS = {"vocab_readable", "merges_readable"}
+
+
+def head() -> str:
+    return ScriptDirectory(str(migrations_dir())).get_current_head()
+
+
+def alembic_config(db: Path, script_location: Path | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(script_location or migrations_dir()))
+    config.set_main_option("sqlalchemy.url", f"sqlite:///{db}")
+    return config
+
+
+def revision_of(db: Path) -> list[tuple]:
+    connection = sqlite3.connect(db)
+    try:
+        return connection.execute("SELECT version_num FROM alembic_version").fetchall()
+    finally:
+        connection.close()
+
+
+def objects(db: Path, kind: str) -> set[str]:
+    connection = sqlite3.connect(db)
+    try:
+        return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = ?", (kind,))}
+    finally:
+        connection.close()
+
+
+def schema_sql(db: Path) -> list[tuple]:
+    connection = sqlite3.connect(db)
+    try:
+        return sorted(connection.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall(), key=repr)
+    finally:
+        connection.close()
+
+
+def snapshot(directory: Path) -> dict[str, str]:
+    """Every file in ``directory`` by name, with the sha256 of its bytes."""
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(directory.iterdir()) if path.is_file()}
+
+
+def sample_tokenizer() -> Tokenizer:
+    vocab = {b: bytes([b]) for b in range(256)}
+    merges = [(b"t", b"h"), (b"th", b"e"), (b" ", b"the")]
+    for left, right in merges:
+        vocab[len(vocab)] = left + right
+    return Tokenizer(vocab, merges, ["<|endoftext|>"])
+
+
+def assert_same_tokenizer(a: Tokenizer, b: Tokenizer) -> None:
+    assert (a.vocab, a.merges, a.special_tokens, a.pattern, a.merge_rule) == (b.vocab, b.merges, b.special_tokens, b.pattern, b.merge_rule)
+
+
+# -- creating and upgrading -----------------------------------------------------------------------
+
+
+def test_the_migrations_have_one_head_and_the_code_knows_it():
+    script = ScriptDirectory(str(migrations_dir()))
+    assert len(script.get_heads()) == 1
+    assert bpestore.migrate.SCHEMA_REVISION == script.get_current_head()
+    assert migrations_dir() == REPO_ROOT / "migrations"  # in a checkout, the repository's
+
+
+def test_a_new_database_is_created_at_head(tmp_path):
+    db = tmp_path / "new.db"
+    with Store(db) as store:
+        assert store.refs() == []
+    assert revision_of(db) == [(head(),)]
+    assert TABLES <= objects(db, "table")
+    assert VIEWS <= objects(db, "view")
+
+
+def test_an_empty_file_becomes_a_new_database(tmp_path):
+    db = tmp_path / "empty.db"
+    db.touch()
+    with Store(db) as store:
+        store.save("t", sample_tokenizer())
+    assert revision_of(db) == [(head(),)]
+
+
+def test_models_and_migrations_agree(tmp_path):
+    db = tmp_path / "head.db"
+    command.upgrade(alembic_config(db), "head")  # alembic alone, not through bpestore
+    assert revision_of(db) == [(head(),)]
+    engine = create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"compare_type": True})
+            assert compare_metadata(context, schema.metadata) == []
+            # the comparison does see differences: the same models plus a column
+            changed = MetaData(naming_convention=schema.metadata.naming_convention)
+            for table in schema.metadata.tables.values():
+                table.to_metadata(changed)
+            changed.tables["tokenizers"].append_column(Column("extra", Integer))
+            differences = compare_metadata(context, changed)
+            assert [d[0] for d in differences] == ["add_column"]
+    finally:
+        engine.dispose()
+
+
+def test_a_store_and_alembic_create_the_same_schema(tmp_path):
+    by_store, by_alembic = tmp_path / "store.db", tmp_path / "alembic.db"
+    Store(by_store).close()
+    command.upgrade(alembic_config(by_alembic), "head")
+    assert schema_sql(by_store) == schema_sql(by_alembic)
+
+
+def test_downgrade_and_upgrade_round_trip(tmp_path):
+    db = tmp_path / "round.db"
+    Store(db).close()
+    created = schema_sql(db)
+    command.downgrade(alembic_config(db), "base")
+    assert not (TABLES | VIEWS) & (objects(db, "table") | objects(db, "view"))
+    command.upgrade(alembic_config(db), "head")
+    assert schema_sql(db) == created
+
+
+def test_upgrading_from_0001_keeps_versions_increasing(tmp_path):
+    """0002 adds tokenizer_names (versions are never reused); a store made by a 0001 release gets
+    it filled from its tokenizers, so that the next version follows the highest stored one."""
+    db = tmp_path / "old.db"
+    with Store(db) as store:
+        for _ in range(3):
+            store.save("t", sample_tokenizer())
+        store.save("u", sample_tokenizer())
+        store.delete("t@2")
+    command.downgrade(alembic_config(db), "0001")
+    assert revision_of(db) == [("0001",)] and "tokenizer_names" not in objects(db, "table")
+    with Store(db) as store:
+        assert revision_of(db) == [(head(),)]
+        assert store.refs() == ["t@1", "t@3", "u@1"]
+        assert store.save("t", sample_tokenizer()) == "t@4"
+        store.delete("u@1")
+        assert store.save("u", sample_tokenizer()) == "u@2"
+
+
+def test_a_database_downgraded_to_base_is_upgraded_when_opened(tmp_path):
+    """alembic_version exists (empty: the database is at base) and nothing else: bpestore's
+    database at its oldest revision, which opening must upgrade."""
+    db = tmp_path / "base.db"
+    Store(db).close()
+    created = schema_sql(db)
+    command.downgrade(alembic_config(db), "base")
+    assert revision_of(db) == []
+    with Store(db) as store:
+        assert store.save("t", sample_tokenizer()) == "t@1"
+    assert revision_of(db) == [(head(),)]
+    assert schema_sql(db) == created
+
+
+NEXT_REVISION = '''
+"""A later revision, for testing upgrades: a table and a column.
+
+Revision ID: {revision}
+Revises: {down}
+"""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "{revision}"
+down_revision = "{down}"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table("upgrade_test_notes", sa.Column("id", sa.Integer(), primary_key=True), sa.Column("note", sa.Text()))
+    op.add_column("tokenizers", sa.Column("upgrade_test_note", sa.Text(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("tokenizers") as batch:
+        batch.drop_column("upgrade_test_note")
+    op.drop_table("upgrade_test_notes")
+'''
+
+
+@pytest.fixture
+def newer_release(tmp_path, monkeypatch):
+    """A copy of the migrations with one more revision on top, and a function that makes bpestore
+    behave like the release that ships it (its migrations, its SCHEMA_REVISION)."""
+    current = head()
+    later = "9001_upgrade_test"
+    directory = tmp_path / "migrations_next"
+    shutil.copytree(migrations_dir(), directory, ignore=shutil.ignore_patterns("__pycache__"))
+    (directory / "versions" / f"{later}.py").write_text(textwrap.dedent(NEXT_REVISION.format(revision=later, down=current)))
+    assert ScriptDirectory(str(directory)).get_current_head() == later
+
+    def activate() -> None:
+        monkeypatch.setattr(bpestore.migrate, "migrations_dir", lambda: directory)
+        monkeypatch.setattr(bpestore.migrate, "SCHEMA_REVISION", later)
+        monkeypatch.setattr(bpestore.fastload, "SCHEMA_REVISION", later)
+        bpestore.migrate._script_directory.cache_clear()
+
+    yield later, activate
+    monkeypatch.undo()
+    bpestore.migrate._script_directory.cache_clear()
+
+
+@pytest.mark.parametrize("open_with", ["Store", "from_db"])
+def test_a_database_at_an_older_revision_is_upgraded_and_keeps_its_data(tmp_path, newer_release, open_with):
+    later, activate = newer_release
+    db = tmp_path / "old.db"
+    tokenizer = sample_tokenizer()
+    with Store(db) as store:
+        ref = store.save("t", tokenizer)
+    old_rows = sqlite3.connect(db).execute("SELECT * FROM vocab ORDER BY tokenizer_id, token_id").fetchall()
+    assert revision_of(db) == [(head(),)]
+
+    activate()
+    if open_with == "Store":
+        with Store(db) as store:
+            assert store.refs() == [ref]
+            loaded = store.load(ref)
+    else:
+        loaded = Tokenizer.from_db(db, ref)
+    assert_same_tokenizer(loaded, tokenizer)
+    assert revision_of(db) == [(later,)]
+    assert "upgrade_test_notes" in objects(db, "table")
+    connection = sqlite3.connect(db)
+    assert "upgrade_test_note" in {row[1] for row in connection.execute("PRAGMA table_info(tokenizers)")}
+    assert connection.execute("SELECT * FROM vocab ORDER BY tokenizer_id, token_id").fetchall() == old_rows
+    connection.close()
+
+
+def test_the_older_release_refuses_the_upgraded_database(tmp_path, newer_release, monkeypatch):
+    later, activate = newer_release
+    db = tmp_path / "old.db"
+    with Store(db) as store:
+        store.save("t", sample_tokenizer())
+    activate()
+    Store(db).close()
+    assert revision_of(db) == [(later,)]
+    monkeypatch.undo()  # back to this release, which does not know `later`
+    bpestore.migrate._script_directory.cache_clear()
+    _convert_to_rollback_journal(db)
+    before = snapshot(tmp_path)
+    with pytest.raises(DatabaseTooNewError, match=later):
+        Store(db)
+    assert snapshot(tmp_path) == before
+
+
+# -- refusing, untouched ------------------------------------------------------------------------
+
+
+def _convert_to_rollback_journal(db: Path) -> None:
+    connection = sqlite3.connect(db)
+    connection.execute("PRAGMA journal_mode = DELETE")
+    connection.close()
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_an_unknown_revision_is_refused_and_left_untouched(tmp_path, journal):
+    db = tmp_path / "future.db"
+    with Store(db) as store:
+        store.save("t", sample_tokenizer())
+    connection = sqlite3.connect(db)
+    connection.execute("UPDATE alembic_version SET version_num = 'ffff_from_the_future'")
+    connection.commit()
+    connection.execute(f"PRAGMA journal_mode = {journal}")
+    connection.close()
+    before = snapshot(tmp_path)
+    assert list(before) == ["future.db"]
+
+    with pytest.raises(DatabaseTooNewError, match="ffff_from_the_future"):
+        Store(db)
+    assert snapshot(tmp_path) == before, "refusing the database changed or created files"
+    with pytest.raises(DatabaseTooNewError):
+        Tokenizer.from_db(db, "t")
+    with pytest.raises(DatabaseTooNewError):
+        Store(f"sqlite:///{db}")
+    assert snapshot(tmp_path) == before, "refusing the database changed or created files"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(lambda: random.Random(1).randbytes(20_000), id="random-bytes"),
+        pytest.param(lambda: b"SQLite format 3\x00" + random.Random(2).randbytes(5000), id="sqlite-header-then-garbage"),
+        pytest.param(lambda: "the corpus, given as the database by mistake\n".encode() * 200, id="text"),
+    ],
+)
+def test_a_file_that_is_not_sqlite_is_refused_and_left_untouched(tmp_path, content):
+    db = tmp_path / "not_sqlite.db"
+    db.write_bytes(content())
+    before = snapshot(tmp_path)
+    with pytest.raises(NotABpestoreDatabaseError):
+        Store(db)
+    with pytest.raises(NotABpestoreDatabaseError):
+        Tokenizer.from_db(db, "t")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("name", ["h#x.db", "q?x.db", "p%41.db"])
+def test_a_file_that_is_not_sqlite_is_refused_whatever_its_name(tmp_path, name):
+    """Characters that mean something in a URI ('#', '?', '%') are part of a file name."""
+    db = tmp_path / name
+    db.write_bytes(random.Random(3).randbytes(20_000))
+    before = snapshot(tmp_path)
+    with pytest.raises(NotABpestoreDatabaseError):
+        Store(db)
+    with pytest.raises(NotABpestoreDatabaseError):
+        Tokenizer.from_db(db, "t")
+    assert snapshot(tmp_path) == before
+
+
+def _other_database(db: Path, journal: str, statements: list[str]) -> None:
+    connection = sqlite3.connect(db)
+    connection.execute(f"PRAGMA journal_mode = {journal}")
+    for statement in statements:
+        connection.execute(statement)
+    connection.commit()
+    connection.close()
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+@pytest.mark.parametrize(
+    "statements",
+    [
+        pytest.param(["CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)", "INSERT INTO customers (name) VALUES ('ada')"], id="unrelated"),
+        pytest.param(["CREATE TABLE tokenizers (id INTEGER PRIMARY KEY, name TEXT)", "INSERT INTO tokenizers (name) VALUES ('mine')"], id="same-table-name"),
+        pytest.param(
+            ["CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)", "INSERT INTO alembic_version VALUES ('abc123')",
+             "CREATE TABLE orders (id INTEGER PRIMARY KEY)"],
+            id="another-alembic-project",
+        ),
+    ],
+)
+def test_a_sqlite_database_with_other_tables_is_refused_and_left_untouched(tmp_path, statements, journal):
+    db = tmp_path / "other.db"
+    _other_database(db, journal, statements)
+    before = snapshot(tmp_path)
+    assert list(before) == ["other.db"]
+    with pytest.raises(NotABpestoreDatabaseError, match="other.db"):
+        Store(db)
+    with pytest.raises(NotABpestoreDatabaseError):
+        Tokenizer.from_db(db, "t")
+    assert snapshot(tmp_path) == before, "refusing the database changed or created files"
+
+
+def test_a_directory_is_refused(tmp_path):
+    directory = tmp_path / "dir.db"
+    directory.mkdir()
+    with pytest.raises(NotABpestoreDatabaseError):
+        Store(directory)
+    assert list(directory.iterdir()) == []
