@@ -331,7 +331,8 @@ def encode(ref: str, input_path: Path | None, output: Path | None, workers: int 
       echo "Hello world" | bpestore encode gpt2
       bpestore encode gpt2 train.txt --output train.npy --workers 4
     """
-    from .encode_file import encode_file_to_npy, iter_text_blocks, write_npy_stream
+    from .corpus import iter_text_blocks
+    from .encode_file import encode_file_to_npy, write_npy_stream
 
     with Store(db) as store:
         tokenizer = store.load(ref)

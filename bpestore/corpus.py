@@ -8,18 +8,21 @@ chunk of text, and workers send back pre-token counts, never pre-tokens.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import multiprocessing
 import os
 import queue as queue_module
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from .pretokenize import GPT2_PATTERN, SegmentCounter, SpecialSplitter
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 _WINDOW_BYTES = 64 << 10
+_READ_BYTES = 1 << 20
 
 ProgressCallback = Callable[[int], None]
 
@@ -30,7 +33,57 @@ class CorpusDecodeError(ValueError):
     def __init__(self, path: str | os.PathLike, offset: int, reason: str):
         self.path = str(path)
         self.offset = offset
+        self.reason = reason
         super().__init__(f"{self.path}: invalid UTF-8 at byte offset {offset} ({reason})")
+
+    def __reduce__(self):  # so that it crosses process boundaries intact
+        return type(self), (self.path, self.offset, self.reason)
+
+
+def first_decode_error(path: str | os.PathLike, end: int) -> CorpusDecodeError | None:
+    """The first invalid UTF-8 in the file's first ``end`` bytes, if any (a sequential scan)."""
+    with open(path, "rb") as file:
+        try:
+            for _ in _decode_blocks(file, os.fspath(path), _READ_BYTES, None, end=end):
+                pass
+        except CorpusDecodeError as error:
+            return error
+    return None
+
+
+def iter_text_blocks(
+    source: str | os.PathLike | BinaryIO,
+    *,
+    block_bytes: int = _READ_BYTES,
+    on_bytes: Callable[[int], None] | None = None,
+) -> Iterator[str]:
+    """The text of a UTF-8 file (a path or a binary file object such as ``sys.stdin.buffer``) in
+    blocks; CorpusDecodeError names the offset of the first bad byte."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(check_corpus_path(source), "rb") as file:
+            yield from _decode_blocks(file, os.fspath(source), block_bytes, on_bytes)
+    else:
+        yield from _decode_blocks(source, getattr(source, "name", "<stream>"), block_bytes, on_bytes)
+
+
+def _decode_blocks(file: BinaryIO, name: str, block_bytes: int, on_bytes, end: int | None = None) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    while True:
+        data = file.read(block_bytes if end is None else min(block_bytes, end - offset))
+        try:
+            text = decoder.decode(data, final=not data and end is None)
+        except UnicodeDecodeError as error:
+            # error.object is what the decoder held back from the last block plus this one
+            held = len(error.object) - len(data)
+            raise CorpusDecodeError(name, offset - held + error.start, error.reason) from None
+        if text:
+            yield text
+        if on_bytes is not None and data:
+            on_bytes(len(data))
+        if not data:
+            return
+        offset += len(data)
 
 
 def check_corpus_path(path: str | os.PathLike) -> Path:
@@ -94,7 +147,7 @@ def _find_cut(file, target: int, size: int, specials: list[bytes], spaces_allowe
             if found >= 0:
                 candidates.append(found)
         if spaces_allowed:
-            found = _find_safe_space(window, position - start)
+            found = _find_safe_space(window, position - start, specials)
             if found >= 0:
                 candidates.append(found)
         if candidates:
@@ -103,10 +156,16 @@ def _find_cut(file, target: int, size: int, specials: list[bytes], spaces_allowe
     return size
 
 
-def _find_safe_space(window: bytes, begin: int) -> int:
+def _find_safe_space(window: bytes, begin: int, specials: list[bytes]) -> int:
+    """A space followed by printable ASCII that does not start a special token (the special
+    token is cut out, so such a space would end its piece of text, inside a whitespace run)."""
     found = window.find(b" ", begin)
     while found >= 0:
-        if found + 1 < len(window) and 0x21 <= window[found + 1] <= 0x7E:
+        if (
+            found + 1 < len(window)
+            and 0x21 <= window[found + 1] <= 0x7E
+            and not any(window.startswith(token, found + 1) for token in specials)
+        ):
             return found
         found = window.find(b" ", found + 1)
     return -1
@@ -207,6 +266,9 @@ def _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progr
                 on_progress(payload)
             elif kind == "done":
                 partial_counts.append(payload)
+            elif isinstance(payload, CorpusDecodeError):
+                # Workers run ahead of each other: report the first bad byte of the file, always.
+                raise first_decode_error(path, payload.offset) or payload
             else:
                 raise payload
     finally:

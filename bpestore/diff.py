@@ -82,7 +82,7 @@ def _merge_dict(merge: tuple[bytes, bytes] | None) -> list[str] | None:
 
 
 def count_tokens(tokenizer: Tokenizer, path: str | os.PathLike, *, progress: bool = False, description: str = "") -> int:
-    from .encode_file import iter_text_blocks
+    from .corpus import iter_text_blocks
     from .progress import progress_bar
 
     with progress_bar(progress, os.path.getsize(path), description or "encoding", unit="B", unit_scale=True) as bar:

@@ -8,59 +8,21 @@ in order, so no process ever holds the ids of the whole file.
 
 from __future__ import annotations
 
-import codecs
 import errno
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
-from .corpus import CorpusDecodeError, check_corpus_path, chunk_boundaries, default_workers, read_chunk
+from .corpus import check_corpus_path, chunk_boundaries, default_workers, read_chunk
 from .pretokenize import SPLIT_SAFE_PATTERNS
 from .progress import progress_bar
 from .tokenizer import Tokenizer
 
 DEFAULT_CHUNK_BYTES = 1 << 22
-_READ_BYTES = 1 << 20
 _NPY_HEADER_BYTES = 128
-
-
-def iter_text_blocks(
-    source: str | os.PathLike | BinaryIO,
-    *,
-    block_bytes: int = _READ_BYTES,
-    on_bytes: Callable[[int], None] | None = None,
-) -> Iterator[str]:
-    """The text of a UTF-8 file (a path or a binary file object such as ``sys.stdin.buffer``) in
-    blocks; CorpusDecodeError names the offset of the first bad byte."""
-    if isinstance(source, (str, os.PathLike)):
-        with open(check_corpus_path(source), "rb") as file:
-            yield from _decode_blocks(file, os.fspath(source), block_bytes, on_bytes)
-    else:
-        yield from _decode_blocks(source, getattr(source, "name", "<stream>"), block_bytes, on_bytes)
-
-
-def _decode_blocks(file: BinaryIO, name: str, block_bytes: int, on_bytes) -> Iterator[str]:
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
-    while True:
-        data = file.read(block_bytes)
-        try:
-            text = decoder.decode(data, final=not data)
-        except UnicodeDecodeError as error:
-            # error.object is what the decoder held back from the last block plus this one
-            held = len(error.object) - len(data)
-            raise CorpusDecodeError(name, offset - held + error.start, error.reason) from None
-        if text:
-            yield text
-        if on_bytes is not None and data:
-            on_bytes(len(data))
-        if not data:
-            return
-        offset += len(data)
 
 
 def id_dtype(tokenizer: Tokenizer) -> np.dtype:

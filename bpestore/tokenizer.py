@@ -30,10 +30,26 @@ MergeRule = Literal["pair", "token"]
 
 # Distinct segments and pre-tokens remembered; each cache is emptied when it outgrows this.
 DEFAULT_CACHE_SIZE = 1 << 20
-# encode_iterable gathers about this many characters before encoding them.
-_STREAM_BLOCK = 1 << 16
+# encode_iterable gathers about this many characters before encoding them, and its caches hold
+# this many entries at most: together they keep its memory within about a megabyte.
+_STREAM_BLOCK = 1 << 14
+STREAM_CACHE_SIZE = 1 << 12
 # encode works through long texts in blocks of about this many characters.
 _BLOCK_CHARS = 1 << 20
+
+
+class _Caches:
+    """The ids of distinct parts p (standing for the segment " " + p, see bpestore.pretokenize)
+    and of distinct pre-tokens; each dict is emptied when it would outgrow ``size``. ``batch``
+    lets new pre-tokens be merged together with NumPy (fast, but with sizeable arrays)."""
+
+    __slots__ = ("parts", "pretokens", "size", "batch")
+
+    def __init__(self, size: int, batch: bool):
+        self.parts: dict[str, tuple[int, ...]] = {}
+        self.pretokens: dict[str, tuple[int, ...]] = {}
+        self.size = size
+        self.batch = batch
 
 
 class Tokenizer:
@@ -87,11 +103,7 @@ class Tokenizer:
         self._specials = SpecialSplitter(self.special_tokens)
         self._longest_special = max(map(len, self.special_tokens), default=0)
         self._specials_have_space = any(" " in token for token in self.special_tokens)
-        # ids of distinct pre-tokens, and of distinct parts p (standing for " " + p, see
-        # bpestore.pretokenize); each is emptied when it would outgrow cache_size
-        self._cache_size = cache_size
-        self._pretoken_ids: dict[str, tuple[int, ...]] = {}
-        self._spaced_ids: dict[str, tuple[int, ...]] = {}
+        self._caches = _Caches(cache_size, batch=True)
 
     # -- construction from files --------------------------------------------------------------
 
@@ -129,21 +141,25 @@ class Tokenizer:
 
     # -- encoding -------------------------------------------------------------------------------
 
-    def _learn_pretokens(self, pretokens: set[str]) -> None:
+    def _learn_pretokens(self, caches: _Caches, pretokens: set[str]) -> None:
         """Merge every pre-token not in the cache yet, all in one batch; afterwards all of
         ``pretokens`` are in the cache."""
-        cache = self._pretoken_ids
+        cache = caches.pretokens
         missing = pretokens.difference(cache)
         if not missing:
             return
-        if len(cache) + len(missing) > self._cache_size:
+        if len(cache) + len(missing) > caches.size:
             cache.clear()
             missing = pretokens
         missing_list = list(missing)
         words = [pretoken.encode("utf-8").decode("latin-1") for pretoken in missing_list]
-        cache.update(zip(missing_list, self._merge.encode_many(words)))
+        if caches.batch:
+            cache.update(zip(missing_list, self._merge.encode_many(words)))
+        else:
+            ids, merge = self._alphabet.ids, self._merge
+            cache.update(zip(missing_list, (tuple(ids(merge(word))) for word in words)))
 
-    def _learn(self, parts: set[str], pretokens: set[str]) -> None:
+    def _learn(self, caches: _Caches, parts: set[str], pretokens: set[str]) -> None:
         """Put the ids of the segments " " + p of ``parts`` and of ``pretokens`` in the caches,
         pre-tokenizing and merging everything new in one batch."""
         if self._letter_runs:  # then " " + ASCII letters is one pre-token
@@ -162,16 +178,16 @@ class Tokenizer:
             if len(groups) != len(others):
                 raise AssertionError("segment grouping went wrong: the pattern is not split-safe")
         spaced_letters = [" " + part for part in letters]
-        self._learn_pretokens(pretokens.union(spaced_letters, chain.from_iterable(groups)))
-        pretoken_ids = self._pretoken_ids
-        cache = self._spaced_ids
+        self._learn_pretokens(caches, pretokens.union(spaced_letters, chain.from_iterable(groups)))
+        pretoken_ids = caches.pretokens
+        cache = caches.parts
         cache.update(zip(letters, map(pretoken_ids.__getitem__, spaced_letters)))
         for part, tokens in zip(others, groups):
             cache[part] = tuple(chain.from_iterable(map(pretoken_ids.__getitem__, tokens)))
 
-    def _encode_block(self, text: str) -> list[int]:
+    def _encode_block(self, text: str, caches: _Caches) -> list[int]:
         """The ids of a text of moderate size, with one batch for everything not cached yet."""
-        spaced, pretoken_ids, findall = self._spaced_ids, self._pretoken_ids, self._regex.findall
+        spaced, pretoken_ids, findall = caches.parts, caches.pretokens, self._regex.findall
         runs: list[list[tuple[int, ...] | None]] = []  # the ids of each run, in order
         regular_misses: list[tuple[int, list[str]]] = []  # (run index, parts) of runs with misses
         verbatim_misses: list[tuple[int, list[str]]] = []  # (run index, pre-tokens)
@@ -195,11 +211,11 @@ class Tokenizer:
                 runs.append(ids)
         if regular_misses or verbatim_misses:
             parts = set(chain.from_iterable(parts for _, parts in regular_misses))
-            if len(spaced) + len(parts) > self._cache_size:
+            if len(spaced) + len(parts) > caches.size:
                 spaced.clear()
             else:
                 parts.difference_update(spaced)
-            self._learn(parts, set(chain.from_iterable(tokens for _, tokens in verbatim_misses)))
+            self._learn(caches, parts, set(chain.from_iterable(tokens for _, tokens in verbatim_misses)))
             for index, parts_of_run in regular_misses:
                 runs[index] = list(map(spaced.__getitem__, parts_of_run))
             for index, tokens in verbatim_misses:
@@ -209,10 +225,10 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """The ids of ``text``; special tokens become their own ids."""
         if len(text) <= _BLOCK_CHARS:
-            return self._encode_block(text)
+            return self._encode_block(text, self._caches)
         out: list[int] = []
         for block in self._blocks(text):
-            out.extend(self._encode_block(block))
+            out.extend(self._encode_block(block, self._caches))
         return out
 
     def _blocks(self, text: str) -> Iterator[str]:
@@ -233,32 +249,42 @@ class Tokenizer:
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Lazily encode a stream of text (for example a file object, line by line).
 
-        The result equals ``encode("".join(iterable))`` however the stream is cut; memory stays
-        bounded by the cache size and the longest stretch of text without a safe place to cut.
+        The result equals ``encode("".join(iterable))`` however the stream is cut. Memory stays
+        small and constant: text is encoded in blocks of about 16K characters with caches of its
+        own, bounded at ``STREAM_CACHE_SIZE`` entries (use :meth:`encode` or ``bpestore encode``
+        for speed on big files).
         """
-        for ids in self.encode_blocks(iterable):
+        caches = _Caches(STREAM_CACHE_SIZE, batch=False)
+        for ids in self._encode_stream(iterable, caches, _STREAM_BLOCK):
             yield from ids
 
-    def encode_blocks(self, iterable: Iterable[str], block_chars: int = _STREAM_BLOCK) -> Iterator[list[int]]:
-        """Like :meth:`encode_iterable`, but yields the ids a block at a time (faster in bulk).
+    def encode_blocks(self, iterable: Iterable[str], block_chars: int = _BLOCK_CHARS) -> Iterator[list[int]]:
+        """Like :meth:`encode_iterable`, but yields the ids a block at a time, with the
+        tokenizer's own (large) caches: the fast way through big streams."""
+        return self._encode_stream(iterable, self._caches, block_chars)
 
-        Text is gathered until there are ``block_chars`` characters, then encoded up to the last
-        place where a cut cannot change the result; the rest waits for more text.
-        """
+    def _encode_stream(self, iterable: Iterable[str], caches: _Caches, block_chars: int) -> Iterator[list[int]]:
+        """Text is gathered until there are ``block_chars`` characters, then encoded up to the
+        last place where a cut cannot change the result; the rest waits for more text."""
         pending: list[str] = []
         pending_length = 0
+        threshold = block_chars
         for chunk in iterable:
             pending.append(chunk)
             pending_length += len(chunk)
-            if pending_length < block_chars:
+            if pending_length < threshold:
                 continue
             text = "".join(pending)
             cut = self._last_safe_cut(text)
             if cut > 0:
-                yield self.encode(text[:cut])
+                yield self._encode_block(text[:cut], caches)
                 text = text[cut:]
+                threshold = block_chars
+            else:  # a long stretch without a safe cut: look again only when it has doubled
+                threshold = 2 * len(text)
             pending, pending_length = [text], len(text)
-        yield self.encode("".join(pending))
+        text = "".join(pending)
+        yield self.encode(text) if caches is self._caches else self._encode_block(text, caches)
 
     def _last_safe_cut(self, text: str) -> int:
         """The last index where ``text`` can be cut without changing its encoding, whatever
@@ -276,10 +302,19 @@ class Tokenizer:
             cut = text.rfind(" ", 0, end)
             if cut <= 0:
                 return 0
-            if text[cut + 1] not in REGEX_WHITESPACE and not self._inside_special(text, cut):
+            if (
+                text[cut + 1] not in REGEX_WHITESPACE
+                and not self._special_follows(text, cut + 1)
+                and not self._inside_special(text, cut)
+            ):
                 return cut
             end = cut
         return 0
+
+    def _special_follows(self, text: str, position: int) -> bool:
+        # A special token is cut out before pre-tokenization, so the space before it ends its
+        # piece of text: it belongs to the whitespace run before it, and a cut there is unsafe.
+        return any(text.startswith(token, position) for token in self.special_tokens)
 
     def _inside_special(self, text: str, cut: int) -> bool:
         if not self._specials_have_space:

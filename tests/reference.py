@@ -1,0 +1,150 @@
+"""A deliberately naive reference of byte-level BPE, to check bpestore against.
+
+Everything here is written for clarity, not speed (in the style of minbpe): training recounts every
+pair after every merge, and encoding is the original GPT-2 ``bpe()`` loop. It shares no code with
+bpestore, so a bug there cannot hide behind the same bug here. ``tests/test_reference.py`` checks
+this module against the CS336 reference training result and against tiktoken's GPT-2 encoder.
+
+Semantics (Stanford CS336 assignment 1):
+
+* ids: the special tokens first (0..k-1, in the order given), then the 256 single bytes, then one
+  id per merge in creation order;
+* the text is split at special tokens (longest first), each piece is pre-tokenized with the GPT-2
+  regex, and merges never cross a pre-token boundary;
+* each training step merges the most frequent adjacent pair, ties going to the lexicographically
+  greatest ``(left bytes, right bytes)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import regex
+
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
+
+
+def split_on_specials(text: str, special_tokens: list[str], keep: bool) -> list[str]:
+    """``text`` cut at the special tokens, longest first so that a special containing another wins.
+
+    With ``keep`` the special tokens stay in the result (at odd indices); otherwise they are dropped.
+    """
+    if not special_tokens:
+        return [text]
+    alternation = "|".join(re.escape(token) for token in sorted(special_tokens, key=len, reverse=True))
+    if keep:
+        alternation = f"({alternation})"
+    return re.split(alternation, text)
+
+
+def pretokenize(text: str) -> list[bytes]:
+    """The GPT-2 pre-tokens of a text without special tokens, as UTF-8 bytes."""
+    return [match.encode("utf-8") for match in regex.findall(GPT2_PATTERN, text)]
+
+
+def reference_pretoken_counts(text: str, special_tokens: list[str]) -> Counter[bytes]:
+    """How often each pre-token occurs in ``text``, special tokens left out."""
+    counts: Counter[bytes] = Counter()
+    for piece in split_on_specials(text, special_tokens, keep=False):
+        counts.update(pretokenize(piece))
+    return counts
+
+
+def merge_pair(tokens: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
+    """Replace each occurrence of ``pair`` in ``tokens`` by the merged token, left to right, no overlap."""
+    merged = []
+    i = 0
+    while i < len(tokens):
+        if i + 1 < len(tokens) and (tokens[i], tokens[i + 1]) == pair:
+            merged.append(tokens[i] + tokens[i + 1])
+            i += 2
+        else:
+            merged.append(tokens[i])
+            i += 1
+    return tuple(merged)
+
+
+def reference_train(text: str, vocab_size: int, special_tokens: list[str]) -> tuple[Vocab, Merges]:
+    """Train byte-level BPE on ``text`` (see the module docstring for the exact semantics)."""
+    vocab: Vocab = {}
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    for b in range(256):
+        vocab[len(vocab)] = bytes([b])
+
+    # Each distinct pre-token, as a tuple of single-byte tokens, with how often it occurs.
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for pretoken, count in reference_pretoken_counts(text, special_tokens).items():
+        words[tuple(bytes([b]) for b in pretoken)] = count
+
+    merges: Merges = []
+    while len(vocab) < vocab_size:
+        pair_counts: Counter[tuple[bytes, bytes]] = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:]):
+                pair_counts[pair] += count
+        if not pair_counts:
+            break
+        # Most frequent first; among equals, the greatest (left, right) by tuple comparison.
+        best = max(pair_counts, key=lambda pair: (pair_counts[pair], pair))
+        merges.append(best)
+        vocab[len(vocab)] = best[0] + best[1]
+        new_words: Counter[tuple[bytes, ...]] = Counter()
+        for word, count in words.items():
+            new_words[merge_pair(word, best)] += count
+        words = new_words
+    return vocab, merges
+
+
+def bpe(pretoken: bytes, ranks: dict[tuple[bytes, bytes], int]) -> list[bytes]:
+    """The original GPT-2 ``bpe()``: merge the lowest-ranked pair everywhere until none is ranked."""
+    tokens = [bytes([b]) for b in pretoken]
+    while len(tokens) > 1:
+        pairs = set(zip(tokens, tokens[1:]))
+        best = min(pairs, key=lambda pair: ranks.get(pair, float("inf")))
+        if best not in ranks:
+            break
+        tokens = list(merge_pair(tuple(tokens), best))
+    return tokens
+
+
+def reference_encode(text: str, vocab: Vocab, merges: Merges, special_tokens: list[str] | None) -> list[int]:
+    """Encode ``text`` with a trained ``vocab``/``merges``; special tokens become their own ids.
+
+    A special token missing from ``vocab`` gets the next free id (max id + 1, + 2, ... in the order
+    given).
+    """
+    special_tokens = list(special_tokens or [])
+    # Ascending ids, later ones winning: should a special token share its bytes with an ordinary
+    # token (say a one-byte special token), the ordinary token keeps the ordinary id.
+    token_to_id = {token: token_id for token_id, token in sorted(vocab.items())}
+    special_to_id: dict[bytes, int] = {}
+    next_id = max(vocab) + 1
+    for special in special_tokens:
+        encoded = special.encode("utf-8")
+        if encoded in special_to_id:
+            continue
+        if encoded in token_to_id:
+            special_to_id[encoded] = min(i for i, token in vocab.items() if token == encoded)
+        else:
+            special_to_id[encoded] = next_id
+            next_id += 1
+    ranks = {pair: rank for rank, pair in enumerate(merges)}
+
+    ids: list[int] = []
+    for index, piece in enumerate(split_on_specials(text, special_tokens, keep=True)):
+        if index % 2 == 1:  # the captured special tokens sit at the odd indices
+            ids.append(special_to_id[piece.encode("utf-8")])
+            continue
+        for pretoken in pretokenize(piece):
+            ids.extend(token_to_id[token] for token in bpe(pretoken, ranks))
+    return ids
+
+
+def reference_decode(ids: list[int], vocab: Vocab) -> str:
+    """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
+    return b"".join(vocab[token_id] for token_id in ids).decode("utf-8", errors="replace")

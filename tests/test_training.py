@@ -1,0 +1,325 @@
+"""Differential tests of ``bpestore.train_bpe`` against the naive reference in tests/reference.py.
+
+The reference recounts everything after every merge, so any result bpestore's incremental merge
+loop, its chunked parallel pre-tokenization or its pre-tokenizer shortcuts get wrong shows up as a
+difference. Expectations always come from the reference or from the CS336 reference files.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import random
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bpestore
+import bpestore.corpus
+import bpestore.training
+from bpestore.merge import learn_merges
+from conftest import shared_file
+from gpt2_tiktoken import ENDOFTEXT, cs336_reference_training
+from reference import reference_pretoken_counts, reference_train
+from strategies import SPACED_SPECIAL, SPECIAL_TOKEN_SETS, random_text, texts
+
+
+def write_corpus(path: Path, text: str) -> Path:
+    # Bytes, not text mode: "\r" and "\r\n" must reach the trainer unchanged.
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+@st.composite
+def training_cases(draw):
+    """(text, vocab_size, special_tokens) with vocab sizes from "no merges at all" to "runs out"."""
+    special_tokens = draw(st.sampled_from(SPECIAL_TOKEN_SETS))
+    vocab_size = draw(st.sampled_from([256 + len(special_tokens), 260, 300, 400, 1000]))
+    return draw(texts()), vocab_size, special_tokens
+
+
+@settings(max_examples=120, deadline=None)
+@given(training_cases())
+def test_train_bpe_matches_reference_on_generated_text(tmp_path_factory, case):
+    # tmp_path_factory, being session-scoped, may serve hypothesis examples (tmp_path may not).
+    text, vocab_size, special_tokens = case
+    path = write_corpus(tmp_path_factory.mktemp("corpus") / "text.txt", text)
+    expected = reference_train(text, vocab_size, special_tokens)
+    assert bpestore.train_bpe(path, vocab_size, special_tokens) == expected
+
+
+EDGE_CASES = [
+    ("", [ENDOFTEXT]),
+    (ENDOFTEXT, [ENDOFTEXT]),
+    (ENDOFTEXT * 3, [ENDOFTEXT, ENDOFTEXT * 2]),
+    (ENDOFTEXT * 3, [ENDOFTEXT * 2, ENDOFTEXT]),  # longest first, whatever the order given
+    (f"{ENDOFTEXT} a{ENDOFTEXT}\n{ENDOFTEXT}  \n\n{ENDOFTEXT}b{ENDOFTEXT}", [ENDOFTEXT]),
+    (f" {ENDOFTEXT}{ENDOFTEXT} the{ENDOFTEXT}", []),  # not special: ordinary text
+    ("<a><b><a> <b>\n<a>x<b>", ["<a>", "<b>"]),
+    ("aaaa aaa aa a aaaaa baaab", []),
+    ("a" * 500 + " " + "ab" * 300, []),
+    ("don't we'll 's 'S I'M it''s ' s y'all", []),
+    ("٣৩ 123 ²Ⅻ ٣٣٣ ৩৩ 1２3", []),
+    ("  \n  \n\t \u3000\u3000 x\x1c\x1d y  \x1c  z \x85\xa0 \u2028\n", []),
+    ("line one\r\nline two\r\n\r\n  line three \r\n", []),
+    ("e\u0301 e\u0301e\u0301 \u0301\u0301 中文 中文中文 😀😀 👍🏽👍🏽 👨‍👩‍👧", []),
+    (f"{SPACED_SPECIAL} x {SPACED_SPECIAL}{SPACED_SPECIAL}  <| sep", [SPACED_SPECIAL]),
+]
+
+
+@pytest.mark.parametrize("vocab_size_over_minimum", [0, 4, 40, 800])
+@pytest.mark.parametrize(("text", "special_tokens"), EDGE_CASES)
+def test_train_bpe_matches_reference_on_edge_cases(tmp_path, text, special_tokens, vocab_size_over_minimum):
+    vocab_size = 256 + len(special_tokens) + vocab_size_over_minimum
+    path = write_corpus(tmp_path / "text.txt", text)
+    assert bpestore.train_bpe(path, vocab_size, special_tokens) == reference_train(text, vocab_size, special_tokens)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_train_bpe_matches_cs336_reference(monkeypatch, workers):
+    expected_vocab, expected_merges = cs336_reference_training()
+    if workers > 1:
+        calls = force_chunks(monkeypatch, 8192)
+    vocab, merges = bpestore.train_bpe(shared_file("fixtures", "corpus.en"), 500, [ENDOFTEXT], workers=workers)
+    if workers > 1:
+        assert calls and calls[0][1] == workers
+    assert merges == expected_merges
+    assert set(vocab) == set(expected_vocab)
+    assert set(vocab.values()) == set(expected_vocab.values())
+
+
+# -- parallel and chunked pre-tokenization --------------------------------------------------------
+
+
+def force_chunks(monkeypatch, chunk_bytes: int) -> list[tuple[int, int]]:
+    """Make ``train_bpe`` cut its corpus into chunks of about ``chunk_bytes``.
+
+    ``count_file_pretokens`` binds its default chunk size when it is defined, so patching
+    ``DEFAULT_CHUNK_BYTES`` would change nothing; instead the name ``train_bpe`` calls is rebound
+    to a version with the chunk size filled in. Returns a list that records, for each use of worker
+    processes, ``(chunks, workers)``, to check that several processes really ran.
+    """
+    monkeypatch.setattr(
+        bpestore.training,
+        "count_file_pretokens",
+        functools.partial(bpestore.corpus.count_file_pretokens, chunk_bytes=chunk_bytes),
+    )
+    return spy_on_processes(monkeypatch)
+
+
+def spy_on_processes(monkeypatch) -> list[tuple[int, int]]:
+    """Record ``(chunks, workers)`` for each use of worker processes by bpestore.corpus."""
+    calls: list[tuple[int, int]] = []
+    in_processes = bpestore.corpus._count_in_processes
+    signature = inspect.signature(in_processes)
+
+    def spy(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        calls.append((len(arguments["chunks"]), arguments["workers"]))
+        return in_processes(*args, **kwargs)
+
+    monkeypatch.setattr(bpestore.corpus, "_count_in_processes", spy)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory) -> tuple[Path, str]:
+    """About 300 KB of awkward text, special tokens of all the sets included."""
+    text = random_text(random.Random(20240611), 300_000)
+    return write_corpus(tmp_path_factory.mktemp("big") / "big.txt", text), text
+
+
+@pytest.mark.parametrize("special_tokens", [[ENDOFTEXT], [SPACED_SPECIAL, ENDOFTEXT], []])
+def test_pretoken_counts_same_in_chunks_and_processes(big_corpus, special_tokens, monkeypatch):
+    path, text = big_corpus
+    calls = spy_on_processes(monkeypatch)
+    counts = bpestore.corpus.count_file_pretokens(path, special_tokens, workers=2, chunk_bytes=4096)
+    assert calls and calls[0][0] > 50 and calls[0][1] == 2
+    expected = reference_pretoken_counts(text, special_tokens)
+    assert Counter({token.encode("utf-8"): n for token, n in counts.items()}) == expected
+
+
+def test_train_bpe_same_for_any_workers_and_chunking(big_corpus, monkeypatch):
+    path, text = big_corpus
+    special_tokens = [ENDOFTEXT, ENDOFTEXT * 2, "<a>"]
+    expected = reference_train(text, 330, special_tokens)
+    assert bpestore.train_bpe(path, 330, special_tokens, workers=1) == expected
+    calls = force_chunks(monkeypatch, 8192)
+    assert bpestore.train_bpe(path, 330, special_tokens, workers=2) == expected
+    assert calls and calls[0][0] > 20 and calls[0][1] == 2
+
+
+@settings(max_examples=50, deadline=None)
+@given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), chunk_bytes=st.integers(1, 48))
+def test_pretoken_counts_same_for_tiny_chunks(tmp_path_factory, text, special_tokens, chunk_bytes):
+    """Cutting a text almost everywhere the chunker allows must not change a single count."""
+    path = write_corpus(tmp_path_factory.mktemp("corpus") / "text.txt", text)
+    counts = bpestore.corpus.count_file_pretokens(path, special_tokens, workers=1, chunk_bytes=chunk_bytes)
+    expected = reference_pretoken_counts(text, special_tokens)
+    assert Counter({token.encode("utf-8"): n for token, n in counts.items()}) == expected
+
+
+@pytest.mark.parametrize(
+    "special_tokens", [[ENDOFTEXT], ["<a>", "<b>"], [SPACED_SPECIAL, ENDOFTEXT]], ids=["endoftext", "a-b", "spaced"]
+)
+@pytest.mark.parametrize("whitespace", ["  ", "\n ", "\t ", " \u3000 ", "\n\n  "])
+def test_pretoken_counts_whitespace_before_a_special_token(tmp_path, special_tokens, whitespace):
+    """A run of whitespace right before a special token ends its piece of text, and so is one
+    pre-token however it ends: a space in it is no place to cut, although a non-space follows."""
+    text = "the cat sat" + "".join(f" on{whitespace}{special} the mat" for special in special_tokens)
+    path = write_corpus(tmp_path / "text.txt", text)
+    expected = reference_pretoken_counts(text, special_tokens)
+    for chunk_bytes in range(1, len(text.encode("utf-8")) + 1):
+        counts = bpestore.corpus.count_file_pretokens(path, special_tokens, workers=1, chunk_bytes=chunk_bytes)
+        assert Counter({token.encode("utf-8"): n for token, n in counts.items()}) == expected, chunk_bytes
+
+
+def test_pretoken_counts_tiny_chunks_in_processes(tmp_path, monkeypatch):
+    text = random_text(random.Random(7), 3000)
+    path = write_corpus(tmp_path / "text.txt", text)
+    calls = spy_on_processes(monkeypatch)
+    for special_tokens in SPECIAL_TOKEN_SETS:
+        counts = bpestore.corpus.count_file_pretokens(path, special_tokens, workers=2, chunk_bytes=5)
+        expected = reference_pretoken_counts(text, special_tokens)
+        assert Counter({token.encode("utf-8"): n for token, n in counts.items()}) == expected, special_tokens
+    assert len(calls) == len(SPECIAL_TOKEN_SETS) and all(workers == 2 for _, workers in calls)
+    # Special tokens with a space leave only themselves as places to cut; the others allow many.
+    assert all(chunks > 100 for (chunks, _), tokens in zip(calls, SPECIAL_TOKEN_SETS) if SPACED_SPECIAL not in tokens)
+
+
+# -- the merge loop's two code paths ----------------------------------------------------------------
+
+BULK_THRESHOLDS = [1, 10**9]  # every merge through the NumPy path / none
+
+
+@settings(max_examples=50, deadline=None)
+@given(text=texts(special_pieces=False), max_merges=st.sampled_from([1, 5, 40, 700]))
+def test_learn_merges_both_paths_match_reference(text, max_merges):
+    counts = dict(reference_pretoken_counts(text, []))
+    _, expected = reference_train(text, 256 + max_merges, [])
+    for threshold in BULK_THRESHOLDS:
+        assert list(learn_merges(counts, max_merges, bulk_threshold=threshold)) == expected, threshold
+    # The pre-token order (which differs between runs with several workers) must not matter.
+    reordered = dict(reversed(counts.items()))
+    assert list(learn_merges(reordered, max_merges, bulk_threshold=1)) == expected
+
+
+@pytest.mark.parametrize("threshold", BULK_THRESHOLDS)
+def test_learn_merges_both_paths_match_cs336_reference(threshold):
+    text = shared_file("fixtures", "corpus.en").read_bytes().decode("utf-8")
+    _, expected_merges = cs336_reference_training()
+    counts = dict(reference_pretoken_counts(text, [ENDOFTEXT]))
+    assert list(learn_merges(counts, 243, bulk_threshold=threshold)) == expected_merges
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "no such file.txt"
+    with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
+        bpestore.train_bpe(path, 300)
+
+
+def test_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path))):
+        bpestore.train_bpe(tmp_path, 300)
+
+
+def assert_names_offset(error: bpestore.CorpusDecodeError, path: Path, offset: int) -> None:
+    assert isinstance(error, ValueError)
+    # The path itself may hold digits; the offset must appear in the rest of the message.
+    message = str(error).replace(str(path), "")
+    assert re.search(rf"(?<!\d){offset}(?!\d)", message), (offset, str(error))
+
+
+def first_bad_offset(data: bytes) -> int:
+    """Where Python's own decoder says the UTF-8 first goes wrong: an independent expectation."""
+    with pytest.raises(UnicodeDecodeError) as error:
+        data.decode("utf-8")
+    return error.value.start
+
+
+BAD_UTF8 = [
+    b"\xff",  # never valid
+    b"\x80",  # continuation byte without a start
+    b"\xe4\xb8 next",  # truncated sequence, then a space where a chunk may be cut
+    b"\xed\xa0\x80",  # an encoded surrogate
+    b"\xc0\xaf",  # overlong
+    b"\xf4\x90\x80\x80",  # above U+10FFFF
+]
+
+
+@pytest.mark.parametrize("bad", BAD_UTF8)
+def test_invalid_utf8_names_the_offset(tmp_path, bad):
+    prefix = "Grüße, 世界! ".encode() * 100
+    path = tmp_path / "bad.txt"
+    path.write_bytes(prefix + bad + b" and more text")
+    assert first_bad_offset(path.read_bytes()) == len(prefix)
+    with pytest.raises(bpestore.CorpusDecodeError) as error:
+        bpestore.train_bpe(path, 300)
+    assert_names_offset(error.value, path, len(prefix))
+
+
+@pytest.mark.parametrize("bad", [BAD_UTF8[0], BAD_UTF8[2]])
+def test_invalid_utf8_far_into_a_file_read_by_two_processes(tmp_path, monkeypatch, bad):
+    rng = random.Random(3)
+    head = random_text(rng, 200_000).encode("utf-8")
+    path = tmp_path / "bad.txt"
+    path.write_bytes(head + bad + random_text(rng, 100_000).encode("utf-8"))
+    offset = first_bad_offset(path.read_bytes())
+    assert offset == len(head)
+    calls = force_chunks(monkeypatch, 4096)
+    with pytest.raises(bpestore.CorpusDecodeError) as error:
+        bpestore.train_bpe(path, 300, [ENDOFTEXT], workers=2)
+    assert calls and calls[0][1] == 2
+    assert_names_offset(error.value, path, offset)
+
+
+def test_invalid_utf8_first_offset_whichever_process_finds_it(tmp_path):
+    """With bad bytes in two chunks, the error names the first, as documented, whatever the race
+    between the processes (repeated: a wrong answer shows up in about a third of the runs)."""
+    chunk_bytes = 4096
+    data = bytearray(b"hello world " * chunk_bytes)
+    data[chunk_bytes - 100] = 0xFF  # near the end of the first chunk
+    data[chunk_bytes + 100] = 0xFE  # near the start of the second
+    path = tmp_path / "bad.txt"
+    path.write_bytes(data)
+    boundaries = bpestore.corpus.chunk_boundaries(path, [], chunk_bytes)
+    assert boundaries[1] in range(chunk_bytes - 99, chunk_bytes + 101)  # the two really are apart
+    offsets = []
+    for _ in range(20):
+        with pytest.raises(bpestore.CorpusDecodeError) as error:
+            bpestore.corpus.count_file_pretokens(path, [], workers=2, chunk_bytes=chunk_bytes)
+        offsets.append(error.value.offset)
+    assert offsets == [chunk_bytes - 100] * 20
+
+
+@pytest.mark.parametrize("special_tokens", [[], [ENDOFTEXT], ["<a>", "<b>"]])
+def test_vocab_size_below_minimum(tmp_path, special_tokens):
+    path = write_corpus(tmp_path / "text.txt", "some text")
+    minimum = 256 + len(special_tokens)
+    with pytest.raises(ValueError, match=rf"(?<!\d){minimum}(?!\d)"):
+        bpestore.train_bpe(path, minimum - 1, special_tokens)
+    vocab, merges = bpestore.train_bpe(path, minimum, special_tokens)  # the minimum itself is fine
+    assert len(vocab) == minimum and merges == []
+
+
+def test_duplicate_special_tokens(tmp_path):
+    path = write_corpus(tmp_path / "text.txt", "some text")
+    with pytest.raises(ValueError):
+        bpestore.train_bpe(path, 300, [ENDOFTEXT, "<a>", ENDOFTEXT])
+
+
+@pytest.mark.parametrize("special_tokens", [[], [ENDOFTEXT, "<a>"]])
+def test_empty_corpus(tmp_path, special_tokens):
+    path = write_corpus(tmp_path / "empty.txt", "")
+    vocab, merges = bpestore.train_bpe(path, 1000, special_tokens)
+    expected_vocab = {i: token.encode("utf-8") for i, token in enumerate(special_tokens)}
+    expected_vocab.update({len(special_tokens) + b: bytes([b]) for b in range(256)})
+    assert vocab == expected_vocab
+    assert merges == []
