@@ -1,0 +1,323 @@
+"""The sections: which measurements each runs, on which inputs, and what it checks.
+
+Each section returns ``{"name", "rows", "checks", "notes"}``: a row per tool with its runs and
+their summary (median seconds, max peak memory, the task's facts), checks that compare the tools'
+outputs (a failed check on bpestore's output makes the run exit non-zero), and notes on the setup.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gpt2
+from corpus import copy_prefix, detect_separator
+from harness import run_task
+
+SECTIONS = ("train", "encode", "encode-cli", "load", "pathological")
+DEFAULT_REPEAT = {"train": 3, "encode": 3, "encode-cli": 3, "load": 7, "pathological": 3}
+SINGLE_THREAD_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
+BPESTORE = "bpestore"
+
+
+@dataclass
+class Settings:
+    corpus: Path
+    fixtures: Path
+    workdir: Path
+    vocab_size: int = 10_000
+    special: str = gpt2.ENDOFTEXT
+    workers: int = 2
+    encode_bytes: int | None = None
+    repeat: int | None = None
+    timeout: float = 3600.0
+    pathological_timeout: float = 300.0
+    pathological_sizes: list[int] = field(default_factory=lambda: [125_000, 250_000, 500_000, 1_000_000])
+
+    def runs(self, section: str) -> int:
+        return self.repeat if self.repeat is not None else DEFAULT_REPEAT[section]
+
+    def gpt2_params(self) -> dict:
+        return {"vocab": str(self.fixtures / "gpt2_vocab.json"), "merges": str(self.fixtures / "gpt2_merges.txt"),
+                "special": gpt2.ENDOFTEXT, "name": "gpt2"}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- measuring and summarizing
+
+
+def outcome_line(outcome: dict) -> str:
+    if outcome["status"] == "ok":
+        return f"{outcome['seconds']:.3f} s, peak RSS {outcome['peak_rss_mb']:.0f} MiB"
+    return f"{outcome['status'].upper()}: {outcome.get('reason', '')}"
+
+
+def measure(section: str, tool: str, params: dict | Callable[[int], dict], runs: int, *,
+            timeout: float, env: dict | None = None) -> dict:
+    """Run ``section:tool`` ``runs`` times, each in a fresh process; stop at the first run that does
+    not succeed. ``params`` may be a function of the run's index (to save outputs on run 0 only)."""
+    task = f"{section}:{tool}"
+    outcomes = []
+    for index in range(runs):
+        outcome = run_task(task, params(index) if callable(params) else params, timeout=timeout, env=env)
+        outcomes.append(outcome)
+        log(f"  {task} run {index + 1}/{runs}: {outcome_line(outcome)}")
+        if outcome["status"] != "ok":
+            break
+    return summarize(tool, outcomes)
+
+
+def summarize(tool: str, outcomes: list[dict]) -> dict:
+    ok = [outcome for outcome in outcomes if outcome["status"] == "ok"]
+    failed = [outcome for outcome in outcomes if outcome["status"] != "ok"]
+    row = {"tool": tool, "status": failed[-1]["status"] if failed else "ok", "runs": outcomes}
+    if failed:
+        row["reason"] = failed[-1].get("reason", "")
+    if ok:
+        row["seconds"] = statistics.median(outcome["seconds"] for outcome in ok)
+        row["seconds_all"] = [round(outcome["seconds"], 4) for outcome in ok]
+        row["cpu_seconds"] = statistics.median(outcome["cpu_seconds"] for outcome in ok)
+        for key in ("peak_rss_mb", "rss_self_mb", "rss_children_mb", "tree_pss_peak_mb"):
+            values = [outcome[key] for outcome in ok if outcome.get(key) is not None]
+            row[key] = max(values) if values else None
+        row["info"] = ok[0]["info"]
+        if row["info"].get("bytes"):
+            row["mb_per_s"] = row["info"]["bytes"] / 1e6 / row["seconds"]
+    return row
+
+
+def add_ratios(rows: list[dict], reference: str = BPESTORE) -> None:
+    """``bpestore_over_peer``: bpestore's median time divided by each row's (above 1: bpestore is slower).
+    bpestore's row is ``reference``, or else the first timed row whose tool starts with it."""
+    timed = [row for row in rows if "seconds" in row and row["tool"].startswith(reference)]
+    base = next((row for row in timed if row["tool"] == reference), timed[0] if timed else None)
+    for row in rows:
+        if base and "seconds" in row and row is not base:
+            row["bpestore_over_peer"] = base["seconds"] / row["seconds"]
+
+
+def check(name: str, ok: bool, detail: str, *, fatal: bool = True) -> dict:
+    """A check of the tools' outputs; ``fatal`` ones (bpestore's) make the run fail."""
+    if not ok:
+        log(f"  {'MISMATCH' if fatal else 'warning'}: {name}: {detail}")
+    return {"check": name, "ok": ok, "detail": detail, "fatal": fatal}
+
+
+def compare_ids(name: str, reference: Path, other: Path, *, fatal: bool = True) -> dict:
+    """Whether two saved id arrays are identical; else where they first differ. Compared in a child
+    process: this process must stay small, since every child it starts inherits its peak RSS as the
+    floor of its own ``ru_maxrss``."""
+    outcome = run_task("compare:ids", {"expected": str(reference), "got": str(other)})
+    if outcome["status"] != "ok":
+        return check(name, False, f"could not compare: {outcome.get('reason', '')}", fatal=fatal)
+    return check(name, outcome["info"]["identical"], outcome["info"]["detail"], fatal=fatal)
+
+
+def ok_rows(rows: list[dict], *tools: str) -> bool:
+    return all(any(row["tool"] == tool and row["status"] == "ok" for row in rows) for tool in tools)
+
+
+def section(name: str, rows: list[dict], checks: list[dict] | None = None, notes: list[str] | None = None) -> dict:
+    add_ratios(rows)
+    return {"name": name, "rows": rows, "checks": checks or [], "notes": notes or []}
+
+
+# ---------------------------------------------------------------- train
+
+
+TRAIN_TOOLS = (BPESTORE, "hf", "rustbpe", "bpeasy")
+
+
+def train_section(settings: Settings) -> dict:
+    separator = detect_separator(settings.corpus, settings.special)
+    specials = 1 if settings.special else 0
+    base = {"corpus": str(settings.corpus), "vocab_size": settings.vocab_size, "special": settings.special,
+            "workers": settings.workers, "separator": separator}
+    tokens_out = {tool: settings.workdir / f"train-{tool}-tokens.json" for tool in TRAIN_TOOLS}
+    rows = []
+    for tool in TRAIN_TOOLS:
+        params = lambda index, tool=tool: {**base, "tokens_out": str(tokens_out[tool]) if index == 0 else None}
+        rows.append(measure("train", tool, params, settings.runs("train"), timeout=settings.timeout,
+                            env={"RAYON_NUM_THREADS": str(settings.workers)}))
+    notes = [
+        f"documents for the peers: separated by {'lines holding only ' + settings.special if separator == 'special' else 'blank lines'}",
+        f"rustbpe and bpeasy have no special tokens: asked for vocab_size - {specials} = {settings.vocab_size - specials} "
+        "tokens, so that they learn as many merges as the others",
+        f"parallelism: bpestore workers={settings.workers}; RAYON_NUM_THREADS={settings.workers} for HF and rustbpe",
+    ]
+    return section("train", rows, train_checks(settings, rows, tokens_out), notes)
+
+
+def train_checks(settings: Settings, rows: list[dict], tokens_out: dict[str, Path]) -> list[dict]:
+    import json
+
+    checks = []
+    specials = 1 if settings.special else 0
+    for row in rows:
+        if row["status"] != "ok":
+            continue
+        info = row["info"]
+        produced = info["vocab_size"] + (specials if info.get("special_tokens") == 0 else 0)
+        checks.append(check(f"{row['tool']} vocab size", produced == settings.vocab_size,
+                            f"{produced:,} tokens with the special ({info['merges']:,} merges), asked {settings.vocab_size:,}",
+                            fatal=row["tool"] == BPESTORE))
+    if ok_rows(rows, BPESTORE):
+        ours = set(json.loads(tokens_out[BPESTORE].read_text()))
+        for row in rows:
+            if row["tool"] != BPESTORE and row["status"] == "ok":
+                theirs = set(json.loads(tokens_out[row["tool"]].read_text()))
+                shared = len(ours & theirs)
+                row["info"]["learned_tokens_shared_with_bpestore"] = shared
+                checks.append(check(f"learned tokens shared by bpestore and {row['tool']}", True,
+                                    f"{shared:,} of {len(ours):,} ({shared / max(len(ours), 1):.1%})", fatal=False))
+    return checks
+
+
+# ---------------------------------------------------------------- encode
+
+
+def encode_section(settings: Settings) -> dict:
+    gpt = settings.gpt2_params()
+    base = {**gpt, "text": str(settings.corpus), "max_bytes": settings.encode_bytes}
+    ids_out = {tool: settings.workdir / f"encode-{tool}.npy" for tool in ("tiktoken", BPESTORE, "hf")}
+    rows = []
+    for tool in ("tiktoken", BPESTORE, "hf"):
+        params = lambda index, tool=tool: {**base, "ids_out": str(ids_out[tool]) if index == 0 else None}
+        rows.append(measure("encode", tool, params, settings.runs("encode"), timeout=settings.timeout, env=SINGLE_THREAD_ENV))
+    checks = [compare_ids(f"{tool} ids == tiktoken ids", ids_out["tiktoken"], ids_out[tool], fatal=tool == BPESTORE)
+              for tool in (BPESTORE, "hf") if ok_rows(rows, "tiktoken", tool)]
+    notes = [f"text: {describe_input(settings)}; single-threaded, <|endoftext|> allowed; MB = 10^6 bytes of UTF-8"]
+    return section("encode", rows, checks, notes)
+
+
+def describe_input(settings: Settings) -> str:
+    if settings.encode_bytes is None:
+        return f"all of {settings.corpus.name}"
+    return f"the first {settings.encode_bytes / 1e6:g} MB of {settings.corpus.name}"
+
+
+# ---------------------------------------------------------------- encode-cli
+
+
+def encode_cli_input(settings: Settings) -> Path:
+    """The corpus, or its first ``--encode-mb`` MB copied to the work directory (outside the repo)."""
+    if settings.encode_bytes is None:
+        return settings.corpus
+    path = settings.workdir / "encode-input.txt"
+    copy_prefix(settings.corpus, path, settings.encode_bytes)
+    return path
+
+
+def prepare(task: str, params: dict, timeout: float) -> dict:
+    outcome = run_task(task, params, timeout=timeout, env=SINGLE_THREAD_ENV)
+    log(f"  {task} (untimed preparation): {outcome_line(outcome)}")
+    return outcome
+
+
+def not_run(tool: str, because: dict) -> dict:
+    return {"tool": tool, "status": because["status"] if because["status"] != "ok" else "skipped",
+            "reason": f"preparation: {because.get('reason', '')}", "runs": []}
+
+
+def encode_cli_section(settings: Settings) -> dict:
+    gpt = settings.gpt2_params()
+    source = encode_cli_input(settings)
+    db = settings.workdir / "encode-cli.db"
+    npy = {tool: settings.workdir / f"encode-cli-{tool}.npy" for tool in ("tiktoken", BPESTORE)}
+    common = {**gpt, "input": str(source), "db": str(db), "workers": settings.workers}
+    rows = [measure("encode-cli", "tiktoken", {**common, "npy_out": str(npy["tiktoken"])}, settings.runs("encode-cli"),
+                    timeout=settings.timeout, env=SINGLE_THREAD_ENV)]
+    imported = prepare("prepare:bpestore-db", {**common, "via": "cli"}, settings.timeout)
+    if imported["status"] == "ok":
+        rows.append(measure("encode-cli", BPESTORE, {**common, "npy_out": str(npy[BPESTORE])},
+                            settings.runs("encode-cli"), timeout=settings.timeout))
+    else:
+        rows.append(not_run(BPESTORE, imported))
+    checks = [compare_ids("bpestore .npy == tiktoken ids", npy["tiktoken"], npy[BPESTORE])] if ok_rows(rows, "tiktoken", BPESTORE) else []
+    notes = [f"input: {describe_input(settings)}",
+             f"bpestore: `bpestore encode gpt2 INPUT --output OUT.npy --workers {settings.workers} --db DB`, a whole "
+             "process (interpreter start-up and imports included; see cli_help_seconds)",
+             "tiktoken: read the file, encode single-threaded, np.save (in process, imports excluded)"]
+    return section("encode-cli", rows, checks, notes)
+
+
+# ---------------------------------------------------------------- load
+
+
+def load_section(settings: Settings) -> dict:
+    gpt = settings.gpt2_params()
+    db, json_path = settings.workdir / "load.db", settings.workdir / "gpt2-tokenizer.json"
+    common = {**gpt, "db": str(db), "json": str(json_path), "sample": str(settings.fixtures / "tinystories_sample.txt")}
+    runs, timeout = settings.runs("load"), settings.timeout
+    stored = prepare("prepare:bpestore-db", {**common, "via": "store"}, timeout)
+    saved = prepare("prepare:hf-json", common, timeout)
+    rows = [
+        measure("load", BPESTORE, common, runs, timeout=timeout, env=SINGLE_THREAD_ENV) if stored["status"] == "ok"
+        else not_run(BPESTORE, stored),
+        measure("load", "bpestore-files", common, runs, timeout=timeout, env=SINGLE_THREAD_ENV),
+        measure("load", "tiktoken", common, runs, timeout=timeout, env=SINGLE_THREAD_ENV),
+        measure("load", "hf", common, runs, timeout=timeout, env=SINGLE_THREAD_ENV) if saved["status"] == "ok"
+        else not_run("hf", saved),
+    ]
+    checks = [check(f"{row['tool']} encodes the sample like tiktoken", row["info"]["sample_ids_match_tiktoken"],
+                    "tinystories_sample.txt", fatal=row["tool"].startswith(BPESTORE))
+              for row in rows if row["status"] == "ok" and row["tool"] != "tiktoken" and "sample_ids_match_tiktoken" in row["info"]]
+    notes = ["bpestore: Tokenizer.from_db(db, 'gpt2'); bpestore-files: Tokenizer.from_files(vocab, merges); "
+             "tiktoken: Encoding built from gpt2_vocab.json (file read included); hf: Tokenizer.from_file(tokenizer.json)"]
+    return section("load", rows, checks, notes)
+
+
+# ---------------------------------------------------------------- pathological
+
+
+PATHOLOGICAL_KINDS = {"repeat": '"a" * n', "random": "n random non-whitespace ASCII characters"}
+
+
+def pathological_section(settings: Settings) -> dict:
+    gpt = settings.gpt2_params()
+    rows = []
+    for kind in PATHOLOGICAL_KINDS:
+        for tool in (BPESTORE, "tiktoken"):
+            rows += pathological_series(settings, gpt, kind, tool)
+    for kind in PATHOLOGICAL_KINDS:
+        for n in settings.pathological_sizes:
+            add_ratios([row for row in rows if row["kind"] == kind and row["n"] == n])
+    checks = [check(f"bpestore ids == tiktoken ids ({kind}, n={n:,})", ours["info"]["ids_sha256"] == theirs["info"]["ids_sha256"],
+                    f"{ours['info']['tokens']:,} vs {theirs['info']['tokens']:,} ids")
+              for kind in PATHOLOGICAL_KINDS for n in settings.pathological_sizes
+              for ours in pick(rows, BPESTORE, kind, n) for theirs in pick(rows, "tiktoken", kind, n)]
+    notes = [f"inputs: {'; '.join(PATHOLOGICAL_KINDS.values())}; growth = time(n) / time(n/2), ~2 when linear",
+             f"each run has {settings.pathological_timeout:g} s; after a timeout the larger n are not tried"]
+    return {"name": "pathological", "rows": rows, "checks": checks, "notes": notes}
+
+
+def pathological_series(settings: Settings, gpt: dict, kind: str, tool: str) -> list[dict]:
+    rows, previous = [], None
+    for n in settings.pathological_sizes:
+        if previous is not None and previous["status"] != "ok":
+            row = {"tool": tool, "status": "skipped", "reason": f"{previous['status']} at a smaller n", "runs": []}
+        else:
+            row = measure("pathological", tool, {**gpt, "kind": kind, "n": n}, settings.runs("pathological"),
+                          timeout=settings.pathological_timeout, env=SINGLE_THREAD_ENV)
+        row.update(kind=kind, n=n)
+        if row.get("seconds") is not None:
+            row["us_per_char"] = row["seconds"] / n * 1e6
+            if previous is not None and previous.get("seconds") and n == 2 * previous["n"]:
+                row["growth"] = row["seconds"] / previous["seconds"]
+        rows.append(row)
+        previous = row
+    return rows
+
+
+def pick(rows: list[dict], tool: str, kind: str, n: int) -> list[dict]:
+    return [row for row in rows if row["tool"] == tool and row["kind"] == kind and row["n"] == n and row["status"] == "ok"]
+
+
+RUNNERS = {"train": train_section, "encode": encode_section, "encode-cli": encode_cli_section,
+           "load": load_section, "pathological": pathological_section}
