@@ -13,14 +13,13 @@ import errno
 import multiprocessing
 import os
 import queue as queue_module
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from .pretokenize import GPT2_PATTERN, SegmentCounter, SpecialSplitter
 
-DEFAULT_CHUNK_BYTES = 4 << 20
+DEFAULT_CHUNK_BYTES = 1 << 20
 _WINDOW_BYTES = 64 << 10
 _READ_BYTES = 1 << 20
 
@@ -190,14 +189,14 @@ def read_chunk(path: str | os.PathLike, start: int, end: int) -> str:
         raise CorpusDecodeError(path, start + error.start, error.reason) from None
 
 
-def _count_chunks(path, chunks, special_tokens, pattern, on_chunk) -> Counter[str]:
+def _count_chunks(path, chunks, special_tokens, pattern, on_chunk) -> dict[bytes, int]:
     splitter = SpecialSplitter(special_tokens)
     counter = SegmentCounter(pattern)
     for start, end in chunks:
         for piece in splitter.split(read_chunk(path, start, end)):
             counter.add(piece)
         on_chunk(end - start)
-    return counter.pretoken_counts()
+    return {token.encode("utf-8"): count for token, count in counter.pretoken_counts().items()}
 
 
 def _worker(path, special_tokens, pattern, tasks, results) -> None:
@@ -207,7 +206,7 @@ def _worker(path, special_tokens, pattern, tasks, results) -> None:
 
     try:
         counts = _count_chunks(path, next_chunks(), special_tokens, pattern, lambda n: results.put(("progress", n)))
-        results.put(("done", dict(counts)))
+        results.put(("done", counts))
     except BaseException as error:  # report every failure to the parent, which raises it
         results.put(("error", error))
 
@@ -220,8 +219,8 @@ def count_file_pretokens(
     workers: int | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     on_progress: ProgressCallback | None = None,
-) -> Counter[str]:
-    """Pre-token counts of a UTF-8 file cut at ``special_tokens``, as text -> count.
+) -> dict[bytes, int]:
+    """Pre-token counts of a UTF-8 file cut at ``special_tokens``, as UTF-8 bytes -> count.
 
     ``workers`` processes (default: the usable CPUs) each read their own chunks; with one worker,
     or a file of one chunk, everything happens in this process.
@@ -236,7 +235,7 @@ def count_file_pretokens(
     return _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress)
 
 
-def _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress) -> Counter[str]:
+def _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress) -> dict[bytes, int]:
     # fork: workers start at once and need no importable __main__ (scripts without a main guard
     # work); elsewhere spawn is the only choice.
     methods = multiprocessing.get_all_start_methods()
@@ -253,7 +252,7 @@ def _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progr
     ]
     for process in processes:
         process.start()
-    partial_counts: list[dict[str, int]] = []
+    partial_counts: list[dict[bytes, int]] = []
     try:
         while len(partial_counts) < workers:
             try:
@@ -277,8 +276,9 @@ def _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progr
                 process.terminate()
             process.join()
     partial_counts.sort(key=len, reverse=True)
-    total = Counter(partial_counts[0])
+    total = partial_counts[0]  # the biggest, so that the fewest entries are added one by one
+    get = total.get
     for counts in partial_counts[1:]:
         for token, count in counts.items():
-            total[token] += count
+            total[token] = get(token, 0) + count
     return total

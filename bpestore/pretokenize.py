@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import regex
 
@@ -131,7 +131,7 @@ class SegmentCounter:
     :meth:`add` bounds by folding segments into pre-token counts every ``max_segments``.
     """
 
-    def __init__(self, pattern: str = GPT2_PATTERN, max_segments: int = 2_000_000):
+    def __init__(self, pattern: str = GPT2_PATTERN, max_segments: int = 250_000):
         self.pattern = pattern
         self._regex = regex.compile(pattern)
         self._split_safe = pattern in SPLIT_SAFE_PATTERNS
@@ -195,18 +195,6 @@ class SegmentCounter:
         """All pre-tokens counted so far, as text."""
         self._fold()
         return self._pretokens
-
-
-def count_pretokens(
-    texts: Iterable[str], special_tokens: Sequence[str] = (), pattern: str = GPT2_PATTERN
-) -> Counter[str]:
-    """Pre-token counts of ``texts``, each cut at the special tokens first."""
-    splitter = SpecialSplitter(special_tokens)
-    counter = SegmentCounter(pattern)
-    for text in texts:
-        for piece in splitter.split(text):
-            counter.add(piece)
-    return counter.pretoken_counts()
 
 
 def iter_segments(text: str, split_safe: bool = True) -> Iterator[tuple[bool, list[str] | str]]:

@@ -43,16 +43,13 @@ def base_vocab(special_tokens: Sequence[str]) -> Vocab:
     return vocab
 
 
-def pretokens_as_bytes(counts: Mapping[str, int]) -> dict[bytes, int]:
-    return {token.encode("utf-8"): count for token, count in counts.items()}
-
-
 def iter_merges(
-    pretoken_counts: Mapping[bytes, int], max_merges: int, *, progress: bool = False
+    pretoken_counts: Mapping[bytes, int], max_merges: int, *, progress: bool = False, consume_counts: bool = False
 ) -> Iterator[tuple[bytes, bytes]]:
-    """The merges learned from pre-token counts, one at a time, with an optional progress bar."""
+    """The merges learned from pre-token counts, one at a time, with an optional progress bar.
+    ``consume_counts`` empties the counts once read (see :func:`bpestore.merge.learn_merges`)."""
     with progress_bar(progress, max_merges, "merges", unit="merge") as bar:
-        for merge in learn_merges(pretoken_counts, max_merges):
+        for merge in learn_merges(pretoken_counts, max_merges, consume_counts=consume_counts):
             yield merge
             bar.update(1)
         if bar.n < max_merges:  # no pair left: say so rather than leave the bar unfinished
@@ -76,12 +73,15 @@ def train_from_counts(
     special_tokens: Sequence[str] = (),
     *,
     progress: bool = False,
+    consume_counts: bool = False,
 ) -> tuple[Vocab, Merges]:
-    """Train on pre-token counts that are already known (for example, stored ones)."""
+    """Train on pre-token counts that are already known (for example, stored ones).
+    ``consume_counts`` empties the counts once read, to save memory."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
     max_merges = vocab_size - 256 - len(special_tokens)
-    return vocab_and_merges(special_tokens, iter_merges(pretoken_counts, max_merges, progress=progress))
+    merges = iter_merges(pretoken_counts, max_merges, progress=progress, consume_counts=consume_counts)
+    return vocab_and_merges(special_tokens, merges)
 
 
 def count_corpus(
@@ -95,8 +95,7 @@ def count_corpus(
     """Pre-token counts of a corpus file (as bytes), with a progress bar over its bytes."""
     path = check_corpus_path(input_path)
     with progress_bar(progress, os.path.getsize(path), "pre-tokenizing", unit="B", unit_scale=True) as bar:
-        counts = count_file_pretokens(path, special_tokens, pattern=pattern, workers=workers, on_progress=bar.update)
-    return pretokens_as_bytes(counts)
+        return count_file_pretokens(path, special_tokens, pattern=pattern, workers=workers, on_progress=bar.update)
 
 
 def train_bpe(
@@ -131,4 +130,4 @@ def train_bpe(
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
     counts = count_corpus(input_path, special_tokens, workers=workers, progress=progress)
-    return train_from_counts(counts, vocab_size, special_tokens, progress=progress)
+    return train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
