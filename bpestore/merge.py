@@ -77,9 +77,10 @@ class _MergeState:
         self.sort_key: dict[str, str] = {c: _descending_key(t) for c, t in self.token_bytes.items()}
         self.pair_counts: defaultdict[str, int] = defaultdict(int)
         self.byte_pair_words: dict[str, np.ndarray] = {}  # pair of two bytes -> words holding it
-        # merged token -> (neighbour codes, sorted; words) where it was made next to them
-        self.left_records: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self.right_records: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # merged token -> where it was made next to each left (right) neighbour, as keys
+        # neighbour << 32 | word, sorted and unique on first use (most are never used)
+        self.left_records: dict[str, np.ndarray] = {}
+        self.right_records: dict[str, np.ndarray] = {}
         self.twin_records: dict[str, np.ndarray] = {}  # merged token -> words where it was made twice in a row
         self.heap: list[tuple[int, str, str, str]] = []
         self.waiting: defaultdict[int, list[str]] = defaultdict(list)  # count.bit_length() -> pairs
@@ -151,19 +152,19 @@ class _MergeState:
             return self.byte_pair_words.pop(pair, _NO_WORDS)
         if a == b:
             return self.twin_records[a]
-        if b > a:  # b is newer: (a, b) arose where b was made after a
-            neighbours, words = self.left_records[b]
-            code = ord(a)
-        else:
-            neighbours, words = self.right_records[a]
-            code = ord(b)
-        return words[np.searchsorted(neighbours, code) : np.searchsorted(neighbours, code, side="right")]
+        records, token, code = (self.left_records, b, ord(a)) if b > a else (self.right_records, a, ord(b))
+        keys = records[token]  # b > a: b is newer, so (a, b) arose where b was made; else a is
+        if not keys.flags.writeable:  # first use: sort, and keep each (neighbour, word) once
+            keys = records[token] = np.unique(keys)
+        found = keys[np.searchsorted(keys, code << 32) : np.searchsorted(keys, (code + 1) << 32)]
+        return found & 0xFFFFFFFF
 
     @staticmethod
-    def _record(neighbour_codes, word_ids) -> tuple[np.ndarray, np.ndarray]:
-        """(neighbours, words) sorted by neighbour, each (neighbour, word) once."""
-        keys = np.unique((np.asarray(neighbour_codes, dtype=np.int64) << 32) | np.asarray(word_ids, dtype=np.int64))
-        return (keys >> 32).astype(np.uint32), (keys & 0xFFFFFFFF).astype(np.int32)
+    def _record(neighbour_codes, word_ids) -> np.ndarray:
+        """Keys neighbour << 32 | word, unsorted (marked read-only until sorted)."""
+        keys = (np.asarray(neighbour_codes, dtype=np.int64) << 32) | np.asarray(word_ids, dtype=np.int64)
+        keys.flags.writeable = False
+        return keys
 
     def merge(self, pair: str, new: str) -> None:
         a, b = pair[0], pair[1]
@@ -237,13 +238,13 @@ class _MergeState:
         new_code = ord(new)
         positions = np.flatnonzero(codes == new_code)
         owners = np.cumsum(codes == _SEPARATOR_CODE)[positions] - 1
-        freqs = self.freq_array[ids][owners]
-        pair_counts = self.pair_counts
         word_of = ids[owners]
+        freqs = self.freq_array[word_of]
+        pair_counts = self.pair_counts
         left, right = codes[positions - 1], codes[positions + 1]
         # Between two new tokens: (b, a) becomes (new, new); counted once, from the right one.
         twin = left == new_code
-        self.twin_records[new] = np.unique(word_of[twin])
+        self.twin_records[new] = np.unique(word_of[twin]) if twin.any() else _NO_WORDS
         if twin.any():
             total = int(freqs[twin].sum())
             pair_counts[b + a] -= total

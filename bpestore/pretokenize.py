@@ -131,7 +131,7 @@ class SegmentCounter:
     :meth:`add` bounds by folding segments into pre-token counts every ``max_segments``.
     """
 
-    def __init__(self, pattern: str = GPT2_PATTERN, max_segments: int = 250_000):
+    def __init__(self, pattern: str = GPT2_PATTERN, max_segments: int = 300_000):
         self.pattern = pattern
         self._regex = regex.compile(pattern)
         self._split_safe = pattern in SPLIT_SAFE_PATTERNS
@@ -139,7 +139,7 @@ class SegmentCounter:
         self._max_segments = max_segments
         self._spaced: Counter[str] = Counter()  # part p stands for the segment " " + p
         self._raw: Counter[str] = Counter()  # segments counted verbatim
-        self._pretokens: Counter[str] = Counter()
+        self._pretokens: Counter[str] = Counter()  # updated with dict.get/set: no __missing__ calls
 
     def add(self, text: str) -> None:
         """Count the pre-tokens of one text that holds no special token."""
@@ -166,6 +166,7 @@ class SegmentCounter:
     def _fold(self) -> None:
         """Turn the segment counts into pre-token counts (bounded memory, same result)."""
         pretokens = self._pretokens
+        get = pretokens.get
         findall = self._regex.findall
         # The regex runs once over all spaced segments of equal count joined together: joined
         # segments all start with a space followed by non-whitespace, so the joins are safe cuts.
@@ -173,21 +174,20 @@ class SegmentCounter:
         letter_runs = self._letter_runs
         for part, count in self._spaced.items():
             if count > 0:
-                if letter_runs and part.isascii() and part.isalpha():
-                    pretokens[" " + part] += count  # one pre-token, no regex needed
+                if letter_runs and part.isalpha() and part.isascii():
+                    token = " " + part  # one pre-token, no regex needed
+                    pretokens[token] = get(token, 0) + count
+                elif count in by_count:
+                    by_count[count].append(part)
                 else:
-                    by_count.setdefault(count, []).append(part)
+                    by_count[count] = [part]
         for count, parts in by_count.items():
-            tokens = Counter(findall(" " + " ".join(parts)))
-            if count == 1:
-                pretokens.update(tokens)
-            else:
-                for token, n in tokens.items():
-                    pretokens[token] += n * count
+            for token, n in Counter(findall(" " + " ".join(parts))).items():
+                pretokens[token] = get(token, 0) + n * count
         for segment, count in self._raw.items():
             if count > 0:
                 for token in findall(segment):
-                    pretokens[token] += count
+                    pretokens[token] = get(token, 0) + count
         self._spaced.clear()
         self._raw.clear()
 
