@@ -102,9 +102,10 @@ class BatchBPE:
     def _lookup(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         return self._table.lookup((left.astype(np.int64) << _CODE_BITS) | right)
 
-    def __call__(self, words: list[str]) -> list[tuple[int, ...]]:
-        """The token ids of each word (a string of byte characters, chr(0..255))."""
-        results: list[tuple[int, ...] | None] = [None] * len(words)
+    def __call__(self, words: list[str]) -> list[str]:
+        """The token ids of each word (a string of byte characters, chr(0..255)), each as a
+        string of chr(id)."""
+        results: list[str | None] = [None] * len(words)
         lens = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
         codes = _codes("".join(words))
         word_ids = np.arange(len(words))
@@ -120,7 +121,7 @@ class BatchBPE:
             else:
                 rank[:-1][inner[:-1]] = self._lookup(left, right)
         for word_id in np.flatnonzero(lens <= 1).tolist():
-            results[word_id] = tuple(self._id_of_code[_codes(words[word_id])].tolist())
+            results[word_id] = _id_chars(self._id_of_code[_codes(words[word_id])])
         keep_words = lens > 1
         codes, rank = codes[np.repeat(keep_words, lens)], rank[np.repeat(keep_words, lens)]
         lens, word_ids = lens[keep_words], word_ids[keep_words]
@@ -173,8 +174,12 @@ class BatchBPE:
         return positions[(np.arange(len(positions)) - first_of_run) % 2 == 0]
 
     def _emit(self, results, codes, lens, starts, word_ids, done) -> None:
-        ids = self._id_of_code[codes[np.repeat(done, lens)]].tolist()
+        ids = _id_chars(self._id_of_code[codes[np.repeat(done, lens)]])
         offset = 0
         for word_id, length in zip(word_ids[done].tolist(), lens[done].tolist()):
-            results[word_id] = tuple(ids[offset : offset + length])
+            results[word_id] = ids[offset : offset + length]
             offset += length
+
+
+def _id_chars(ids: np.ndarray) -> str:
+    return ids.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")

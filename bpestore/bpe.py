@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import add, itemgetter
 
+import numpy as np
+
 from .batch_bpe import BatchBPE
 
 _NO_RANK = 1 << 62
@@ -61,8 +63,21 @@ class TokenAlphabet:
         for char, token in zip(chars, singles + longer):
             self.id_of_code[ord(char)] = self.id_of_bytes[token]
 
+        # token character -> the character whose code is the token's id (see id_string)
+        self.id_char_of_code: list[str] = [chr(max(token_id, 0)) for token_id in self.id_of_code]
+
     def ids(self, chars: str) -> list[int]:
         return list(map(self.id_of_code.__getitem__, map(ord, chars)))
+
+    def id_string(self, chars: str) -> str:
+        """The token ids of ``chars`` as a string of ``chr(id)`` (see :func:`id_string_to_array`)."""
+        return chars.translate(self.id_char_of_code)
+
+
+def id_string_to_array(ids: str) -> np.ndarray:
+    """Token ids written as a string of ``chr(id)`` -> a uint32 array (ids in the surrogate range
+    are lone surrogates, which 'surrogatepass' lets through)."""
+    return np.frombuffer(ids.encode("utf-32-le", "surrogatepass"), dtype="<u4")
 
 
 class PairRankMerger:
@@ -86,8 +101,8 @@ class PairRankMerger:
         self.rank: dict[str, int] = dict(zip(reversed(self.pair_of_rank), range(len(merges) - 1, -1, -1)))
         self._batch: BatchBPE | None = None
 
-    def encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
-        """The token ids of each word (a string of byte characters), in bulk."""
+    def encode_many(self, words: list[str]) -> list[str]:
+        """The token ids of each word (a string of byte characters) as id strings, in bulk."""
         if self._batch is None:
             rank_result = {rank: self.result_of_rank[rank] for rank in self.rank.values()}
             self._batch = BatchBPE(self.rank, rank_result, "all", self.alphabet.id_of_code)
@@ -158,10 +173,10 @@ class TokenRankMerger:
                     self.result[pair] = char[token]
         self._batch: BatchBPE | None = None
 
-    def encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
-        """The token ids of each word (a string of byte characters), in bulk."""
+    def encode_many(self, words: list[str]) -> list[str]:
+        """The token ids of each word (a string of byte characters) as id strings, in bulk."""
         whole = self.alphabet.id_of_bytes.get
-        results = [(token_id,) if (token_id := whole(word.encode("latin-1"))) is not None else None for word in words]
+        results = [chr(token_id) if (token_id := whole(word.encode("latin-1"))) is not None else None for word in words]
         rest = [i for i, result in enumerate(results) if result is None]
         if rest:
             if self._batch is None:
@@ -213,12 +228,12 @@ class TokenRankMerger:
         return "".join(t for t in tokens if t is not None)
 
 
-def _encode_many(merger, batch: BatchBPE, words: list[str]) -> list[tuple[int, ...]]:
+def _encode_many(merger, batch: BatchBPE, words: list[str]) -> list[str]:
     """Short words through the NumPy batch, long ones (and small batches) one by one."""
-    ids = merger.alphabet.ids
+    id_string = merger.alphabet.id_string
     if len(words) < BATCH_MIN:
-        return [tuple(ids(merger(word))) for word in words]
-    results = [tuple(ids(merger._merge_long(word))) if len(word) > LONG_INPUT else None for word in words]
+        return [id_string(merger(word)) for word in words]
+    results = [id_string(merger._merge_long(word)) if len(word) > LONG_INPUT else None for word in words]
     short = [i for i, result in enumerate(results) if result is None]
     for i, word_ids in zip(short, batch([words[i] for i in short])):
         results[i] = word_ids

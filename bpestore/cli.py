@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+import numpy as np
 
 from .diff import token_text
 from .errors import BpestoreError
@@ -302,12 +303,12 @@ def diff(ref_a: str, ref_b: str, corpus: Path | None, as_json: bool, num_shown: 
 # -- encode / decode -------------------------------------------------------------------------------
 
 
-def _write_ids(blocks: Iterable[list[int]]) -> None:
+def _write_ids(blocks: Iterable[np.ndarray]) -> None:
     out = sys.stdout
     first = True
     for ids in blocks:
-        if ids:
-            out.write(("" if first else " ") + " ".join(map(str, ids)))
+        if len(ids):
+            out.write(("" if first else " ") + " ".join(map(str, ids.tolist())))
             first = False
     out.write("\n")
 

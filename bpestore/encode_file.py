@@ -40,8 +40,8 @@ def _init_worker(tokenizer: Tokenizer) -> None:
 
 def _encode_chunk(task: tuple[str, int, int, str]) -> tuple[int, bytes]:
     path, start, end, dtype = task
-    ids = _worker_tokenizer.encode(read_chunk(path, start, end))
-    return end - start, np.array(ids, dtype=dtype).tobytes()
+    ids = _worker_tokenizer.encode_to_array(read_chunk(path, start, end))
+    return end - start, ids.astype(dtype).tobytes()
 
 
 def encode_file_chunks(
@@ -132,5 +132,5 @@ def encode_file_to_npy(
 def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike) -> int:
     """Encode a stream of text (in this process) into a 1-D ``.npy`` array; returns the number of ids."""
     dtype = id_dtype(tokenizer)
-    arrays = (np.array(ids, dtype=dtype) for ids in tokenizer.encode_blocks(texts))
+    arrays = (ids.astype(dtype) for ids in tokenizer.encode_blocks(texts))
     return _write_npy(arrays, dtype, output_path)

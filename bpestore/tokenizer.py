@@ -10,13 +10,14 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import chain, compress, repeat
-from operator import is_
+from itertools import chain, compress
+from operator import not_
 from typing import Literal
 
+import numpy as np
 import regex
 
-from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger
+from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
 from .pretokenize import (
     GPT2_PATTERN,
     LETTER_RUN_PATTERNS,
@@ -41,13 +42,16 @@ _BLOCK_CHARS = 1 << 20
 class _Caches:
     """The ids of distinct parts p (standing for the segment " " + p, see bpestore.pretokenize)
     and of distinct pre-tokens; each dict is emptied when it would outgrow ``size``. ``batch``
-    lets new pre-tokens be merged together with NumPy (fast, but with sizeable arrays)."""
+    lets new pre-tokens be merged together with NumPy (fast, but with sizeable arrays).
+
+    Ids are kept as *id strings*, one character ``chr(id)`` per id: joining them is the fastest
+    way Python has to concatenate, and one conversion at the end gives a list or an array."""
 
     __slots__ = ("parts", "pretokens", "size", "batch")
 
     def __init__(self, size: int, batch: bool):
-        self.parts: dict[str, tuple[int, ...]] = {}
-        self.pretokens: dict[str, tuple[int, ...]] = {}
+        self.parts: dict[str, str] = {}
+        self.pretokens: dict[str, str] = {}
         self.size = size
         self.batch = batch
 
@@ -156,8 +160,7 @@ class Tokenizer:
         if caches.batch:
             cache.update(zip(missing_list, self._merge.encode_many(words)))
         else:
-            ids, merge = self._alphabet.ids, self._merge
-            cache.update(zip(missing_list, (tuple(ids(merge(word))) for word in words)))
+            cache.update(zip(missing_list, map(self._alphabet.id_string, map(self._merge, words))))
 
     def _learn(self, caches: _Caches, parts: set[str], pretokens: set[str]) -> None:
         """Put the ids of the segments " " + p of ``parts`` and of ``pretokens`` in the caches,
@@ -183,18 +186,18 @@ class Tokenizer:
         cache = caches.parts
         cache.update(zip(letters, map(pretoken_ids.__getitem__, spaced_letters)))
         for part, tokens in zip(others, groups):
-            cache[part] = tuple(chain.from_iterable(map(pretoken_ids.__getitem__, tokens)))
+            cache[part] = "".join(map(pretoken_ids.__getitem__, tokens))
 
-    def _encode_block(self, text: str, caches: _Caches) -> list[int]:
-        """The ids of a text of moderate size, with one batch for everything not cached yet."""
+    def _encode_block(self, text: str, caches: _Caches) -> str:
+        """The id string of a text of moderate size, with one batch for everything not cached yet."""
         spaced, pretoken_ids, findall = caches.parts, caches.pretokens, self._regex.findall
-        runs: list[list[tuple[int, ...] | None]] = []  # the ids of each run, in order
+        runs: list[list[str | None]] = []  # the ids of each run, in order
         regular_misses: list[tuple[int, list[str]]] = []  # (run index, parts) of runs with misses
         verbatim_misses: list[tuple[int, list[str]]] = []  # (run index, pre-tokens)
         pieces = self._specials.split_keep(text) if self._specials else [text]
         for i, piece in enumerate(pieces):
             if i % 2:
-                runs.append([(self.special_ids[piece],)])
+                runs.append([chr(self.special_ids[piece])])
                 continue
             for regular, value in iter_segments(piece, self._split_safe) if piece else ():
                 if regular:
@@ -210,26 +213,28 @@ class Tokenizer:
                     continue
                 runs.append(ids)
         if regular_misses or verbatim_misses:
-            parts = set(chain.from_iterable(parts for _, parts in regular_misses))
+            parts = set()
+            for index, parts_of_run in regular_misses:
+                parts.update(compress(parts_of_run, map(not_, runs[index])))
             if len(spaced) + len(parts) > caches.size:
-                spaced.clear()
-            else:
-                parts.difference_update(spaced)
+                spaced.clear()  # then every part of these runs is needed again
+                parts = set(chain.from_iterable(parts_of_run for _, parts_of_run in regular_misses))
             self._learn(caches, parts, set(chain.from_iterable(tokens for _, tokens in verbatim_misses)))
             for index, parts_of_run in regular_misses:
                 runs[index] = list(map(spaced.__getitem__, parts_of_run))
             for index, tokens in verbatim_misses:
                 runs[index] = list(map(pretoken_ids.__getitem__, tokens))
-        return list(chain.from_iterable(chain.from_iterable(runs)))
+        return "".join(chain.from_iterable(runs))
 
     def encode(self, text: str) -> list[int]:
         """The ids of ``text``; special tokens become their own ids."""
+        return self.encode_to_array(text).tolist()
+
+    def encode_to_array(self, text: str) -> np.ndarray:
+        """The ids of ``text`` as a NumPy array (uint32), skipping the list of Python ints."""
         if len(text) <= _BLOCK_CHARS:
-            return self._encode_block(text, self._caches)
-        out: list[int] = []
-        for block in self._blocks(text):
-            out.extend(self._encode_block(block, self._caches))
-        return out
+            return id_string_to_array(self._encode_block(text, self._caches))
+        return id_string_to_array("".join(self._encode_block(block, self._caches) for block in self._blocks(text)))
 
     def _blocks(self, text: str) -> Iterator[str]:
         """``text`` in blocks of about ``_BLOCK_CHARS``, cut where the encoding cannot change."""
@@ -256,14 +261,15 @@ class Tokenizer:
         """
         caches = _Caches(STREAM_CACHE_SIZE, batch=False)
         for ids in self._encode_stream(iterable, caches, _STREAM_BLOCK):
-            yield from ids
+            yield from map(ord, ids)
 
-    def encode_blocks(self, iterable: Iterable[str], block_chars: int = _BLOCK_CHARS) -> Iterator[list[int]]:
-        """Like :meth:`encode_iterable`, but yields the ids a block at a time, with the
+    def encode_blocks(self, iterable: Iterable[str], block_chars: int = _BLOCK_CHARS) -> Iterator[np.ndarray]:
+        """Like :meth:`encode_iterable`, but yields the ids a block at a time as arrays, with the
         tokenizer's own (large) caches: the fast way through big streams."""
-        return self._encode_stream(iterable, self._caches, block_chars)
+        for ids in self._encode_stream(iterable, self._caches, block_chars):
+            yield id_string_to_array(ids)
 
-    def _encode_stream(self, iterable: Iterable[str], caches: _Caches, block_chars: int) -> Iterator[list[int]]:
+    def _encode_stream(self, iterable: Iterable[str], caches: _Caches, block_chars: int) -> Iterator[str]:
         """Text is gathered until there are ``block_chars`` characters, then encoded up to the
         last place where a cut cannot change the result; the rest waits for more text."""
         pending: list[str] = []
@@ -284,7 +290,10 @@ class Tokenizer:
                 threshold = 2 * len(text)
             pending, pending_length = [text], len(text)
         text = "".join(pending)
-        yield self.encode(text) if caches is self._caches else self._encode_block(text, caches)
+        if len(text) > _BLOCK_CHARS:
+            yield from (self._encode_block(block, caches) for block in self._blocks(text))
+        else:
+            yield self._encode_block(text, caches)
 
     def _last_safe_cut(self, text: str) -> int:
         """The last index where ``text`` can be cut without changing its encoding, whatever
