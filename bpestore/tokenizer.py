@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from operator import not_
 from typing import Literal
 
@@ -54,6 +54,16 @@ class _Caches:
         self.pretokens: dict[str, str] = {}
         self.size = size
         self.batch = batch
+
+
+def _holes(ids: list[str | None]) -> list[int]:
+    """Where ``ids`` has None (a cache miss)."""
+    return list(compress(range(len(ids)), map(not_, ids)))
+
+
+def _fill(ids: list[str | None], holes: list[int], keys: list[str], cache: dict[str, str]) -> None:
+    for at in holes:
+        ids[at] = cache[keys[at]]
 
 
 class Tokenizer:
@@ -170,23 +180,20 @@ class Tokenizer:
         else:
             letters = []
         others = list(parts.difference(letters))
-        groups: list[list[str]] = []
-        if others:
-            # A segment's first pre-token starts with its space, and no later one can.
-            for token in self._regex.findall(" " + " ".join(others)):
-                if token[0] == " ":
-                    groups.append([token])
-                else:
-                    groups[-1].append(token)
-            if len(groups) != len(others):
-                raise AssertionError("segment grouping went wrong: the pattern is not split-safe")
         spaced_letters = [" " + part for part in letters]
-        self._learn_pretokens(caches, pretokens.union(spaced_letters, chain.from_iterable(groups)))
+        # One regex pass over all the other segments; each segment's first pre-token starts with
+        # its space, and no later one can, so the spaces mark where each segment's pre-tokens begin.
+        tokens = self._regex.findall(" " + " ".join(others)) if others else []
+        starts = list(compress(range(len(tokens)), map(str.startswith, tokens, repeat(" "))))
+        if len(starts) != len(others):
+            raise AssertionError("segment grouping went wrong: the pattern is not split-safe")
+        self._learn_pretokens(caches, pretokens.union(spaced_letters, tokens))
         pretoken_ids = caches.pretokens
         cache = caches.parts
         cache.update(zip(letters, map(pretoken_ids.__getitem__, spaced_letters)))
-        for part, tokens in zip(others, groups):
-            cache[part] = "".join(map(pretoken_ids.__getitem__, tokens))
+        token_ids = list(map(pretoken_ids.__getitem__, tokens))
+        ends = starts[1:] + [len(tokens)]
+        cache.update(zip(others, map("".join, map(token_ids.__getitem__, map(slice, starts, ends)))))
 
     def _encode_block(self, text: str, caches: _Caches) -> str:
         """The id string of a text of moderate size, with one batch for everything not cached yet."""
@@ -213,17 +220,18 @@ class Tokenizer:
                     continue
                 runs.append(ids)
         if regular_misses or verbatim_misses:
+            holes = [_holes(runs[index]) for index, _ in regular_misses]
             parts = set()
-            for index, parts_of_run in regular_misses:
-                parts.update(compress(parts_of_run, map(not_, runs[index])))
+            for (_, parts_of_run), at in zip(regular_misses, holes):
+                parts.update(map(parts_of_run.__getitem__, at))
             if len(spaced) + len(parts) > caches.size:
-                spaced.clear()  # then every part of these runs is needed again
-                parts = set(chain.from_iterable(parts_of_run for _, parts_of_run in regular_misses))
+                spaced.clear()  # the ids found so far are kept in runs: only the missing are needed
             self._learn(caches, parts, set(chain.from_iterable(tokens for _, tokens in verbatim_misses)))
-            for index, parts_of_run in regular_misses:
-                runs[index] = list(map(spaced.__getitem__, parts_of_run))
+            for (index, parts_of_run), at in zip(regular_misses, holes):
+                _fill(runs[index], at, parts_of_run, spaced)
             for index, tokens in verbatim_misses:
-                runs[index] = list(map(pretoken_ids.__getitem__, tokens))
+                ids = runs[index]
+                _fill(ids, _holes(ids), tokens, pretoken_ids)
         return "".join(chain.from_iterable(runs))
 
     def encode(self, text: str) -> list[int]:
