@@ -60,18 +60,20 @@ def encode_file_chunks(
     tasks = [(str(path), start, end, dtype.str) for start, end in zip(bounds, bounds[1:])]
     workers = min(workers or default_workers(), len(tasks))
     on_bytes = on_bytes or (lambda n: None)
-    if workers <= 1:
-        _init_worker(tokenizer)
-        results = map(_encode_chunk, tasks)
-        for size, data in results:
-            on_bytes(size)
-            yield np.frombuffer(data, dtype=dtype)
+    _init_worker(tokenizer)
+    # The first chunk is encoded here, before any worker starts: forked workers then begin with
+    # the caches it filled (the commonest words) instead of each learning them again.
+    first = 1 if workers > 1 else len(tasks)
+    for size, data in map(_encode_chunk, tasks[:first]):
+        on_bytes(size)
+        yield np.frombuffer(data, dtype=dtype)
+    if first == len(tasks):
         return
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with context.Pool(workers, initializer=_init_worker, initargs=(tokenizer,)) as pool:
         # imap keeps the order; a small chunksize keeps the progress bar moving
-        for size, data in pool.imap(_encode_chunk, tasks, chunksize=1):
+        for size, data in pool.imap(_encode_chunk, tasks[first:], chunksize=1):
             on_bytes(size)
             yield np.frombuffer(data, dtype=dtype)
 
