@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,12 @@ from .errors import TokenizerNotFoundError
 from .fastload import MERGES_SQL, VOCAB_SQL
 from .migrate import check_sqlite_file, upgrade_to_head
 from .pretokenize import GPT2_PATTERN
+from .progress import progress_bar
 from .refs import check_name, parse_ref
 from .tokenizer import Tokenizer
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 120.0
+_BATCH_ROWS = 50_000
 @dataclass(frozen=True)
 class TokenizerInfo:
     """What the store knows about one stored tokenizer (everything but its vocab and merges)."""
@@ -370,7 +373,7 @@ class Store:
             # Another process may have stored the same corpus since we looked.
             corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
             if corpus_id is None:
-                corpus_id = self._insert_corpus(connection, path, sha256, pattern, specials_json, counts)
+                corpus_id = self._insert_corpus(connection, path, sha256, pattern, specials_json, counts, progress)
             refs = []
             for size in sizes:
                 num_merges = min(size - 256 - len(special_tokens), len(merges))
@@ -395,7 +398,14 @@ class Store:
         return refs
 
     def _insert_corpus(
-        self, connection: Connection, path: Path, sha256: str, pattern: str, specials_json: str, counts: dict[bytes, int]
+        self,
+        connection: Connection,
+        path: Path,
+        sha256: str,
+        pattern: str,
+        specials_json: str,
+        counts: dict[bytes, int],
+        progress: bool,
     ) -> int:
         corpus_id = connection.execute(
             insert(schema.corpora).values(
@@ -409,11 +419,15 @@ class Store:
                 created_at=datetime.now(timezone.utc).replace(tzinfo=None),
             )
         ).inserted_primary_key[0]
-        if counts:
-            connection.execute(
-                insert(schema.pretoken_counts),
-                [{"corpus_id": corpus_id, "pretoken": token, "count": count} for token, count in counts.items()],
-            )
+        # In batches: a list of a million rows at once would cost hundreds of MB; the bar shows
+        # that saving a big corpus's counts is under way.
+        rows = iter(counts.items())
+        with progress_bar(progress, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
+            while batch := [
+                {"corpus_id": corpus_id, "pretoken": token, "count": count} for token, count in islice(rows, _BATCH_ROWS)
+            ]:
+                connection.execute(insert(schema.pretoken_counts), batch)
+                bar.update(len(batch))
         return corpus_id
 
     # -- comparing --------------------------------------------------------------------------------
