@@ -54,3 +54,14 @@ def hf_tokenizer(vocab_path: str | Path, merges_path: str | Path, special_tokens
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_special_tokens(list(special_tokens))
     return tokenizer
+
+
+def read_merges_file(merges_path: str | Path) -> list[tuple[bytes, bytes]]:
+    """A merges file in GPT-2's encoding (``left right`` per line, optional ``#version`` line)."""
+    table = unicode_to_byte()
+    merges = []
+    for line in Path(merges_path).read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#version"):
+            left, right = line.split(" ")
+            merges.append((bytes(table[c] for c in left), bytes(table[c] for c in right)))
+    return merges

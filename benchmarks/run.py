@@ -11,6 +11,7 @@ Sections (``--only``, comma-separated; default all):
 
 * ``train``: train a vocabulary (default 10,000 with ``<|endoftext|>``) with bpestore, Hugging Face
   ``tokenizers``, rustbpe and bpeasy; reading the corpus is timed for every tool.
+* ``train-small``: CS336's check, ``corpus.en`` with vocab 500, in process, against its reference merges.
 * ``encode``: GPT-2 (from the shared fixtures) encoding the corpus text single-threaded: bpestore vs
   tiktoken (and HF for reference); the ids must be identical.
 * ``encode-cli``: ``bpestore encode`` of the corpus file to ``.npy`` vs tiktoken + ``np.save``.

@@ -57,6 +57,22 @@ def train_bpestore(params: dict) -> Job:
     return Job(run, check)
 
 
+@task("train-small:bpestore")
+def train_small_bpestore(params: dict) -> Job:
+    bpestore = import_or_skip("bpestore")
+    from gpt2 import read_merges_file
+
+    def run():
+        return bpestore.train_bpe(params["corpus"], params["vocab_size"], specials(params), workers=1)
+
+    def check(result) -> dict:
+        vocab, merges = result
+        return {"vocab_size": len(vocab), "merges": len(merges),
+                "matches_reference": merges == read_merges_file(params["reference_merges"])}
+
+    return Job(run, check)
+
+
 @task("train:hf")
 def train_hf(params: dict) -> Job:
     import_or_skip("tokenizers")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import multiprocessing
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -72,8 +73,17 @@ def encode_file_chunks(
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with context.Pool(workers, initializer=_init_worker, initargs=(tokenizer,)) as pool:
-        # imap keeps the order; a small chunksize keeps the progress bar moving
-        for size, data in pool.imap(_encode_chunk, tasks[first:], chunksize=1):
+        # In order, and at most a few chunks ahead of the one being written, so that the ids
+        # waiting in memory stay bounded however fast the workers are.
+        pending: deque = deque()
+        for task in tasks[first:]:
+            pending.append(pool.apply_async(_encode_chunk, (task,)))
+            if len(pending) >= 2 * workers:
+                size, data = pending.popleft().get()
+                on_bytes(size)
+                yield np.frombuffer(data, dtype=dtype)
+        while pending:
+            size, data = pending.popleft().get()
             on_bytes(size)
             yield np.frombuffer(data, dtype=dtype)
 
