@@ -16,7 +16,7 @@ so a megabyte without whitespace still encodes in time linear up to a log factor
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import add, itemgetter
 
@@ -240,17 +240,22 @@ def _encode_many(merger, batch: BatchBPE, words: list[str]) -> list[str]:
     return results
 
 
-def pair_merges_from_ranks(ranks: Mapping[bytes, int]) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+def pair_merges_from_ranks(
+    ranks: Mapping[bytes, int], on_token: Callable[[], None] | None = None
+) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
     """Reconstruct a merges list from token ranks (a tiktoken vocabulary).
 
     For each multi-byte token, in rank order, apply tiktoken's rule to its bytes with only the
     tokens ranked below it; if that ends in exactly two tokens, they are the merge that makes it.
-    Returns the merges and the tokens that no pair merge reaches.
+    Returns the merges and the tokens that no pair merge reaches; ``on_token`` is called after
+    each token (for a progress bar).
     """
     merges: list[tuple[bytes, bytes]] = []
     unreachable: list[bytes] = []
     rank_of = ranks.get
+    on_token = on_token or (lambda: None)
     for token, rank in sorted(ranks.items(), key=itemgetter(1)):
+        on_token()
         if len(token) < 2:
             continue
         parts = [token[i : i + 1] for i in range(len(token))]

@@ -303,8 +303,7 @@ def diff(ref_a: str, ref_b: str, corpus: Path | None, as_json: bool, num_shown: 
 # -- encode / decode -------------------------------------------------------------------------------
 
 
-def _write_ids(blocks: Iterable[np.ndarray]) -> None:
-    out = sys.stdout
+def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
     first = True
     for ids in blocks:
         if len(ids):
@@ -334,28 +333,30 @@ def encode(ref: str, input_path: Path | None, output: Path | None, workers: int 
     """
     from .corpus import iter_text_blocks
     from .encode_file import encode_file_to_npy, write_npy_stream
+    from .progress import progress_bar
 
     with Store(db) as store:
         tokenizer = store.load(ref)
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path
-    if output is not None and output.suffix == ".npy":
-        if from_stdin:
-            count = write_npy_stream(tokenizer, iter_text_blocks(source), output)
-        else:
-            count = encode_file_to_npy(tokenizer, source, output, workers=workers, progress=_show_progress(quiet))
+    to_npy = output is not None and output.suffix == ".npy"
+    if to_npy and not from_stdin:
+        count = encode_file_to_npy(tokenizer, source, output, workers=workers, progress=_show_progress(quiet))
         click.echo(f"wrote {count} ids to {output}", err=True)
         return
-    blocks = tokenizer.encode_blocks(iter_text_blocks(source))
-    if output is None:
-        _write_ids(blocks)
-    else:
-        with open(output, "w", encoding="ascii") as file:
-            sys.stdout, saved = file, sys.stdout
-            try:
-                _write_ids(blocks)
-            finally:
-                sys.stdout = saved
+    total = None if from_stdin else input_path.stat().st_size
+    with progress_bar(_show_progress(quiet), total, "encoding", unit="B", unit_scale=True) as bar:
+        texts = iter_text_blocks(source, on_bytes=bar.update)
+        if to_npy:
+            count = write_npy_stream(tokenizer, texts, output)
+            click.echo(f"wrote {count} ids to {output}", err=True)
+            return
+        blocks = tokenizer.encode_blocks(texts)
+        if output is None:
+            _write_ids(blocks, sys.stdout)
+        else:
+            with open(output, "w", encoding="ascii") as file:
+                _write_ids(blocks, file)
 
 
 def _parse_ids(words: Iterable[str]) -> Iterator[int]:
@@ -414,10 +415,11 @@ def import_() -> None:
 @import_.command("gpt2")
 @click.argument("vocab_json", type=click.Path(path_type=Path))
 @click.argument("merges_txt", type=click.Path(path_type=Path))
+@_quiet_option
 @click.option("--name", required=True, help="Name to store it under.")
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
 @_db_option
-def import_gpt2(vocab_json: Path, merges_txt: Path, name: str, special_tokens: tuple[str, ...], db: str) -> None:
+def import_gpt2(vocab_json: Path, merges_txt: Path, name: str, special_tokens: tuple[str, ...], quiet: bool, db: str) -> None:
     """GPT-2's vocab.json (encoder.json) and merges.txt (vocab.bpe).
 
     \b
@@ -431,9 +433,10 @@ def import_gpt2(vocab_json: Path, merges_txt: Path, name: str, special_tokens: t
 
 @import_.command("hf")
 @click.argument("tokenizer_json", type=click.Path(path_type=Path))
+@_quiet_option
 @click.option("--name", required=True, help="Name to store it under.")
 @_db_option
-def import_hf(tokenizer_json: Path, name: str, db: str) -> None:
+def import_hf(tokenizer_json: Path, name: str, quiet: bool, db: str) -> None:
     """A Hugging Face tokenizer.json (byte-level BPE; added tokens become special tokens).
 
     \b
@@ -459,6 +462,7 @@ def _parse_special_assignments(values: tuple[str, ...]) -> dict[str, int] | None
 
 @import_.command("tiktoken")
 @click.argument("file", type=click.Path(path_type=Path))
+@_quiet_option
 @click.option("--name", required=True, help="Name to store it under.")
 @click.option(
     "--pattern", required=True, metavar="{r50k_base,p50k_base,cl100k_base,o200k_base}|REGEX",
@@ -466,7 +470,7 @@ def _parse_special_assignments(values: tuple[str, ...]) -> dict[str, int] | None
 )
 @click.option("--special-token", "special_tokens", multiple=True, metavar="TOK=ID", help="A special token and its id (repeatable); replaces the defaults.")
 @_db_option
-def import_tiktoken(file: Path, name: str, pattern: str, special_tokens: tuple[str, ...], db: str) -> None:
+def import_tiktoken(file: Path, name: str, pattern: str, special_tokens: tuple[str, ...], quiet: bool, db: str) -> None:
     """A .tiktoken file (base64 token and rank per line; gzip'd or not).
 
     tiktoken merges by the rank of the resulting token; the stored tokenizer does the same, and a
@@ -478,7 +482,8 @@ def import_tiktoken(file: Path, name: str, pattern: str, special_tokens: tuple[s
     """
     from .interop import import_tiktoken as read
 
-    _save_import(db, name, read(file, pattern, _parse_special_assignments(special_tokens)))
+    specials = _parse_special_assignments(special_tokens)
+    _save_import(db, name, read(file, pattern, specials, progress=_show_progress(quiet)))
 
 
 @main.command()

@@ -15,6 +15,7 @@ from .bpe import pair_merges_from_ranks
 from .errors import FormatError
 from .formats import gpt2, hf, tiktoken_bpe
 from .pretokenize import GPT2_PATTERN
+from .progress import progress_bar
 from .tokenizer import Tokenizer
 
 ExportFormat = Literal["gpt2", "hf", "tiktoken"]
@@ -73,10 +74,11 @@ def resolve_tiktoken_pattern(pattern: str) -> tuple[str, dict[str, int]]:
 
 
 def import_tiktoken(
-    path: str | os.PathLike, pattern: str, special_tokens: dict[str, int] | None = None
+    path: str | os.PathLike, pattern: str, special_tokens: dict[str, int] | None = None, *, progress: bool = False
 ) -> ImportReport:
     """A ``.tiktoken`` file. ``pattern`` is a well-known encoding name (which also brings its
-    special tokens, unless ``special_tokens`` is given) or a regex."""
+    special tokens, unless ``special_tokens`` is given) or a regex. Reconstructing the merges of a
+    big vocabulary takes seconds: ``progress`` shows a bar."""
     regex_pattern, default_specials = resolve_tiktoken_pattern(pattern)
     specials = default_specials if special_tokens is None else dict(special_tokens)
     ranks = tiktoken_bpe.read_ranks(path)
@@ -85,7 +87,8 @@ def import_tiktoken(
         if token_id in vocab and vocab[token_id] != text.encode("utf-8"):
             raise FormatError(f"{path}: special token {text!r} has id {token_id}, which the file gives to {vocab[token_id]!r}")
         vocab[token_id] = text.encode("utf-8")
-    merges, unreachable = pair_merges_from_ranks(ranks)
+    with progress_bar(progress, len(ranks), "reconstructing merges", unit="token", unit_scale=True) as bar:
+        merges, unreachable = pair_merges_from_ranks(ranks, lambda: bar.update(1))
     tokenizer = _build(
         path, vocab, merges, sorted(specials, key=specials.__getitem__), pattern=regex_pattern, merge_rule="token"
     )
