@@ -31,12 +31,6 @@ LONG_INPUT = 64
 BATCH_MIN = 48
 
 
-def code_of(index: int) -> int:
-    """The character code of the ``index``-th multi-byte token: 256, 257, ..., skipping surrogates."""
-    code = 256 + index
-    return code if code < 0xD800 else code + 0x800
-
-
 class TokenAlphabet:
     """One character per token: byte ``b`` is ``chr(b)``, longer tokens get codes from 256 up."""
 
@@ -65,9 +59,6 @@ class TokenAlphabet:
 
         # token character -> the character whose code is the token's id (see id_string)
         self.id_char_of_code: list[str] = [chr(max(token_id, 0)) for token_id in self.id_of_code]
-
-    def ids(self, chars: str) -> list[int]:
-        return list(map(self.id_of_code.__getitem__, map(ord, chars)))
 
     def id_string(self, chars: str) -> str:
         """The token ids of ``chars`` as a string of ``chr(id)`` (see :func:`id_string_to_array`)."""
