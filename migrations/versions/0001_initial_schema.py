@@ -20,7 +20,7 @@ def readable_views(dialect: str) -> dict[str, str]:
             SELECT t.name, t.version, v.token_id AS id, v.kind, v.text AS token, {hex_of.format('v.token')} AS token_hex
             FROM vocab v JOIN tokenizers t ON t.id = v.tokenizer_id
         """,
-        "merges_readable": f"""
+        "merges_readable": """
             CREATE VIEW merges_readable AS
             SELECT t.name, t.version, m.rank, l.text AS "left", r.text AS "right", res.text AS result,
                    m.result_id
