@@ -100,6 +100,7 @@ class SpecialSplitter:
         ordered = sorted(set(self.special_tokens), key=len, reverse=True)
         self._single = ordered[0] if len(ordered) == 1 else None
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._byte_pattern = re.compile(b"|".join(re.escape(token.encode("utf-8")) for token in ordered)) if ordered else None
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -116,11 +117,11 @@ class SpecialSplitter:
         """The special tokens in ``text``, left to right."""
         return self._pattern.finditer(text) if self._pattern is not None else iter(())
 
-    def split_keep(self, text: str) -> list[str]:
-        """Alternating pieces: text, special, text, special, ..., text (always odd length)."""
-        if self._pattern is None:
-            return [text]
-        return re.split(f"({self._pattern.pattern})", text)
+    def byte_spans(self, data: bytes) -> list[tuple[int, int]]:
+        """The byte spans of the special tokens in UTF-8 encoded text, left to right."""
+        if self._byte_pattern is None:
+            return []
+        return [match.span() for match in self._byte_pattern.finditer(data)]
 
 
 class SegmentCounter:
@@ -195,33 +196,3 @@ class SegmentCounter:
         """All pre-tokens counted so far, as text."""
         self._fold()
         return self._pretokens
-
-
-def iter_segments(text: str, split_safe: bool = True) -> Iterator[tuple[bool, list[str] | str]]:
-    """The segments of ``text`` in order, for encoding.
-
-    Yields ``(True, parts)`` for a run of regular segments (``" " + part`` each; the first part of
-    the text or of a run that follows an irregular span is excluded and yielded as verbatim text)
-    and ``(False, segment)`` for a segment to tokenize verbatim.
-    """
-    if not split_safe:
-        yield False, text
-        return
-    position = 0
-    for start, end in irregular_spans(text) or ():
-        if start > position:
-            yield from _regular_run(text[position:start], position == 0)
-        yield False, text[start:end]
-        position = end
-    if position < len(text) or position == 0:
-        yield from _regular_run(text[position:], position == 0)
-
-
-def _regular_run(run: str, at_text_start: bool) -> Iterator[tuple[bool, list[str] | str]]:
-    parts = run.split(" ")
-    if at_text_start:
-        yield False, parts[0]
-    # otherwise the run starts with a safe space and parts[0] is empty
-    if len(parts) > 1:
-        del parts[0]
-        yield True, parts

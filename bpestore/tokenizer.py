@@ -1,8 +1,10 @@
 """``Tokenizer``: encode text to ids and back with a byte-level BPE vocabulary.
 
-Encoding cuts the text at special tokens, then into segments with ``str.split(" ")`` (see
-:mod:`bpestore.pretokenize`); each distinct segment is pre-tokenized and merged once and then served
-from a cache, so the per-byte work on natural text is a split and dictionary lookups done in C.
+Encoding works on a block of text's UTF-8 bytes with NumPy: it cuts them at special tokens and
+before every space that starts a word (see :mod:`bpestore.byte_segments`), and looks all the
+segments up at once in a hash table of arrays (:mod:`bpestore.segment_table`). Only the distinct
+segments not seen before go through the regex and BPE, in one batch per block, so the per-byte
+work on natural text is a few array operations.
 """
 
 from __future__ import annotations
@@ -10,13 +12,12 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import chain, compress, repeat
-from operator import not_
 from typing import Literal
 
 import numpy as np
 import regex
 
+from .byte_segments import gather_text, segment_bounds, starts_at_safe_cut
 from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
 from .pretokenize import (
     GPT2_PATTERN,
@@ -24,8 +25,8 @@ from .pretokenize import (
     REGEX_WHITESPACE,
     SPLIT_SAFE_PATTERNS,
     SpecialSplitter,
-    iter_segments,
 )
+from .segment_table import KEY_PADDING, MAX_KEY_BYTES, SegmentTable, segment_keys
 
 MergeRule = Literal["pair", "token"]
 
@@ -33,37 +34,35 @@ MergeRule = Literal["pair", "token"]
 DEFAULT_CACHE_SIZE = 1 << 20
 # encode_iterable gathers about this many characters before encoding them, and its caches hold
 # this many entries at most: together they keep its memory within about a megabyte.
-_STREAM_BLOCK = 1 << 14
-STREAM_CACHE_SIZE = 1 << 12
+_STREAM_BLOCK = 1 << 13
+STREAM_CACHE_SIZE = 1 << 11
 # encode works through long texts in blocks of about this many characters.
 _BLOCK_CHARS = 1 << 20
 
 
 class _Caches:
-    """The ids of distinct parts p (standing for the segment " " + p, see bpestore.pretokenize)
-    and of distinct pre-tokens; each dict is emptied when it would outgrow ``size``. ``batch``
-    lets new pre-tokens be merged together with NumPy (fast, but with sizeable arrays).
+    """What a tokenizer remembers between blocks of text, each part emptied when it would outgrow
+    ``size`` entries: the ids of distinct short segments (a NumPy table, looked up a block at a
+    time), of long segments and of distinct pre-tokens. ``batch`` lets new pre-tokens be merged
+    together with NumPy (fast, but with sizeable arrays).
 
-    Ids are kept as *id strings*, one character ``chr(id)`` per id: joining them is the fastest
-    way Python has to concatenate, and one conversion at the end gives a list or an array."""
+    Pre-token ids are kept as *id strings*, one character ``chr(id)`` per id: joining them is the
+    fastest way Python has to concatenate, and one conversion gives an array."""
 
-    __slots__ = ("parts", "pretokens", "size", "batch")
+    __slots__ = ("segments", "long_segments", "pretokens", "size", "batch")
 
     def __init__(self, size: int, batch: bool):
-        self.parts: dict[str, str] = {}
+        self.segments = SegmentTable()
+        self.long_segments: dict[bytes, np.ndarray] = {}
         self.pretokens: dict[str, str] = {}
         self.size = size
         self.batch = batch
 
 
-def _holes(ids: list[str | None]) -> list[int]:
-    """Where ``ids`` has None (a cache miss)."""
-    return list(compress(range(len(ids)), map(not_, ids)))
-
-
-def _fill(ids: list[str | None], holes: list[int], keys: list[str], cache: dict[str, str]) -> None:
-    for at in holes:
-        ids[at] = cache[keys[at]]
+def _first_of_each(keys: np.ndarray) -> np.ndarray:
+    """The index of the first occurrence of each distinct row of ``keys``."""
+    rows = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1] * keys.itemsize))).ravel()
+    return np.unique(rows, return_index=True)[1]
 
 
 class Tokenizer:
@@ -172,67 +171,113 @@ class Tokenizer:
         else:
             cache.update(zip(missing_list, map(self._alphabet.id_string, map(self._merge, words))))
 
-    def _learn(self, caches: _Caches, parts: set[str], pretokens: set[str]) -> None:
-        """Put the ids of the segments " " + p of ``parts`` and of ``pretokens`` in the caches,
-        pre-tokenizing and merging everything new in one batch."""
-        if self._letter_runs:  # then " " + ASCII letters is one pre-token
-            letters = [part for part in parts if part.isascii() and part.isalpha()]
-        else:
-            letters = []
-        others = list(parts.difference(letters))
-        spaced_letters = [" " + part for part in letters]
-        # One regex pass over all the other segments; each segment's first pre-token starts with
-        # its space, and no later one can, so the spaces mark where each segment's pre-tokens begin.
-        tokens = self._regex.findall(" " + " ".join(others)) if others else []
-        starts = list(compress(range(len(tokens)), map(str.startswith, tokens, repeat(" "))))
-        if len(starts) != len(others):
-            raise AssertionError("segment grouping went wrong: the pattern is not split-safe")
-        self._learn_pretokens(caches, pretokens.union(spaced_letters, tokens))
-        pretoken_ids = caches.pretokens
-        cache = caches.parts
-        cache.update(zip(letters, map(pretoken_ids.__getitem__, spaced_letters)))
-        token_ids = list(map(pretoken_ids.__getitem__, tokens))
-        ends = starts[1:] + [len(tokens)]
-        cache.update(zip(others, map("".join, map(token_ids.__getitem__, map(slice, starts, ends)))))
+    def _learn_segments(
+        self, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray, caches: _Caches
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ids of the segments ``raw[start:start+length]`` (cut as by :func:`segment_bounds`),
+        pre-tokenizing and merging everything new in one batch.
 
-    def _encode_block(self, text: str, caches: _Caches) -> str:
-        """The id string of a text of moderate size, with one batch for everything not cached yet."""
-        spaced, pretoken_ids, findall = caches.parts, caches.pretokens, self._regex.findall
-        runs: list[list[str | None]] = []  # the ids of each run, in order
-        regular_misses: list[tuple[int, list[str]]] = []  # (run index, parts) of runs with misses
-        verbatim_misses: list[tuple[int, list[str]]] = []  # (run index, pre-tokens)
-        pieces = self._specials.split_keep(text) if self._specials else [text]
-        for i, piece in enumerate(pieces):
-            if i % 2:
-                runs.append([chr(self.special_ids[piece])])
-                continue
-            for regular, value in iter_segments(piece, self._split_safe) if piece else ():
-                if regular:
-                    ids = list(map(spaced.get, value))
-                    if not all(ids):
-                        regular_misses.append((len(runs), value))
-                elif value:
-                    value = findall(value)
-                    ids = list(map(pretoken_ids.get, value))
-                    if not all(ids):
-                        verbatim_misses.append((len(runs), value))
-                else:
-                    continue
-                runs.append(ids)
-        if regular_misses or verbatim_misses:
-            holes = [_holes(runs[index]) for index, _ in regular_misses]
-            parts = set()
-            for (_, parts_of_run), at in zip(regular_misses, holes):
-                parts.update(map(parts_of_run.__getitem__, at))
-            if len(spaced) + len(parts) > caches.size:
-                spaced.clear()  # the ids found so far are kept in runs: only the missing are needed
-            self._learn(caches, parts, set(chain.from_iterable(tokens for _, tokens in verbatim_misses)))
-            for (index, parts_of_run), at in zip(regular_misses, holes):
-                _fill(runs[index], at, parts_of_run, spaced)
-            for index, tokens in verbatim_misses:
-                ids = runs[index]
-                _fill(ids, _holes(ids), tokens, pretoken_ids)
-        return "".join(chain.from_iterable(runs))
+        Returns ``(order, ids, counts)``: the segments taken in ``order`` (a permutation), their
+        ids concatenated, and how many each has.
+        """
+        # Segments that start at a safe cut go side by side as one text to the regex (see
+        # bpestore.pretokenize): each one starts a pre-token, found from the lengths. Any other
+        # segment is a text of its own.
+        joinable = starts_at_safe_cut(raw, starts, lengths) if self._split_safe else np.zeros(len(starts), dtype=bool)
+        order = np.concatenate([np.flatnonzero(joinable), np.flatnonzero(~joinable)])
+        text, char_lengths = gather_text(raw, starts[order], lengths[order])
+        together = int(joinable.sum())
+        tokens = self._regex.findall(text[: int(char_lengths[:together].sum())]) if together else []
+        token_ends = np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)))
+        segment_ends = np.cumsum(char_lengths[:together])
+        tokens_before = np.searchsorted(token_ends, segment_ends, side="right")
+        if not np.array_equal(token_ends[tokens_before - 1], segment_ends):
+            raise AssertionError("segment grouping went wrong: the pattern is not split-safe")
+        token_counts = np.diff(tokens_before, prepend=0).tolist()
+        position = int(segment_ends[-1]) if together else 0
+        for length in char_lengths[together:].tolist():
+            alone = self._regex.findall(text[position : position + length])
+            tokens.extend(alone)
+            token_counts.append(len(alone))
+            position += length
+
+        self._learn_pretokens(caches, set(tokens))
+        id_strings = list(map(caches.pretokens.__getitem__, tokens))
+        ids_per_token = np.fromiter(map(len, id_strings), dtype=np.int64, count=len(id_strings))
+        first_token = np.cumsum(token_counts) - token_counts
+        return order, id_string_to_array("".join(id_strings)), np.add.reduceat(ids_per_token, first_token)
+
+    def _encode_block(self, text: str, caches: _Caches) -> np.ndarray:
+        """The ids of a text of moderate size, with one batch for everything not cached yet."""
+        data = text.encode("utf-8")
+        buffer = data + bytes(KEY_PADDING)
+        raw = np.frombuffer(buffer, dtype=np.uint8)
+        specials = self._specials.byte_spans(data) if self._specials else []
+        bounds = segment_bounds(raw, len(data), self._split_safe, specials, self._specials_have_space)
+        starts, lengths = bounds[:-1], np.diff(bounds)
+        special_at = np.searchsorted(starts, [start for start, _ in specials]).astype(np.int64)
+        is_short = lengths <= MAX_KEY_BYTES
+        is_short[special_at] = False
+        is_long = ~is_short
+        is_long[special_at] = False
+        id_start = np.empty(len(starts), dtype=np.int64)
+        id_count = np.empty(len(starts), dtype=np.int64)
+
+        short = np.flatnonzero(is_short)
+        id_start[short], id_count[short] = self._short_segment_ids(buffer, raw, starts[short], lengths[short], caches)
+
+        # Special tokens and long segments: their ids go to the segment table's scratch space.
+        long = np.flatnonzero(is_long)
+        if len(specials) or len(long):
+            special_ids = [self.special_ids[data[start:end].decode("utf-8")] for start, end in specials]
+            long_ids = self._long_segment_ids(raw, starts[long].tolist(), bounds[long + 1].tolist(), caches)
+            counts = np.array([1] * len(special_ids) + list(map(len, long_ids)), dtype=np.int64)
+            first = caches.segments.scratch(np.concatenate([np.array(special_ids, dtype=np.uint32), *long_ids]))
+            order = np.concatenate([special_at, long])
+            id_count[order] = counts
+            id_start[order] = first + np.cumsum(counts) - counts
+
+        # Every segment's ids are now somewhere in the table's id array: gather them in order.
+        out_start = np.cumsum(id_count) - id_count
+        total = int(out_start[-1] + id_count[-1]) if len(out_start) else 0
+        return caches.segments.ids[np.repeat(id_start - out_start, id_count) + np.arange(total)]
+
+    def _short_segment_ids(
+        self, buffer: bytes, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray, caches: _Caches
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Where the ids of each short segment are in the segment table (start, count), learning
+        the segments it does not hold yet."""
+        table = caches.segments
+        keys = segment_keys(buffer, starts, lengths)
+        id_start, id_count = table.lookup(keys)
+        missing = np.flatnonzero(id_count == 0)
+        if len(missing):
+            distinct = missing[_first_of_each(keys[missing])]
+            if len(table) + len(distinct) > caches.size:
+                table.clear()  # the ids found so far would be overwritten: look everything up again
+                missing = np.arange(len(keys))
+                distinct = _first_of_each(keys)
+            order, ids, counts = self._learn_segments(raw, starts[distinct], lengths[distinct], caches)
+            table.insert(keys[distinct[order]], ids, counts)
+            id_start[missing], id_count[missing] = table.lookup(keys[missing])
+        return id_start, id_count
+
+    def _long_segment_ids(self, raw: np.ndarray, starts: list[int], ends: list[int], caches: _Caches) -> list[np.ndarray]:
+        """The ids of each long segment ``raw[start:end]``, from a dict keyed by its bytes."""
+        cache = caches.long_segments
+        data = raw.data
+        segments = [bytes(data[start:end]) for start, end in zip(starts, ends)]
+        new = {segment: start for segment, start in zip(segments, starts) if segment not in cache}
+        if new:
+            if len(cache) + len(new) > caches.size:
+                cache.clear()
+                new = dict(zip(segments, starts))
+            new_starts = np.fromiter(new.values(), dtype=np.int64, count=len(new))
+            new_lengths = np.fromiter(map(len, new), dtype=np.int64, count=len(new))
+            order, ids, counts = self._learn_segments(raw, new_starts, new_lengths, caches)
+            keys = list(new)
+            cache.update(zip(map(keys.__getitem__, order.tolist()), np.split(ids, np.cumsum(counts)[:-1].tolist())))
+        return list(map(cache.__getitem__, segments))
 
     def encode(self, text: str) -> list[int]:
         """The ids of ``text``; special tokens become their own ids."""
@@ -241,8 +286,8 @@ class Tokenizer:
     def encode_to_array(self, text: str) -> np.ndarray:
         """The ids of ``text`` as a NumPy array (uint32), skipping the list of Python ints."""
         if len(text) <= _BLOCK_CHARS:
-            return id_string_to_array(self._encode_block(text, self._caches))
-        return id_string_to_array("".join(self._encode_block(block, self._caches) for block in self._blocks(text)))
+            return self._encode_block(text, self._caches)
+        return np.concatenate([self._encode_block(block, self._caches) for block in self._blocks(text)])
 
     def _blocks(self, text: str) -> Iterator[str]:
         """``text`` in blocks of about ``_BLOCK_CHARS``, cut where the encoding cannot change."""
@@ -263,21 +308,20 @@ class Tokenizer:
         """Lazily encode a stream of text (for example a file object, line by line).
 
         The result equals ``encode("".join(iterable))`` however the stream is cut. Memory stays
-        small and constant: text is encoded in blocks of about 16K characters with caches of its
+        small and constant: text is encoded in blocks of about 8K characters with caches of its
         own, bounded at ``STREAM_CACHE_SIZE`` entries (use :meth:`encode` or ``bpestore encode``
         for speed on big files).
         """
         caches = _Caches(STREAM_CACHE_SIZE, batch=False)
         for ids in self._encode_stream(iterable, caches, _STREAM_BLOCK):
-            yield from map(ord, ids)
+            yield from ids.tolist()
 
     def encode_blocks(self, iterable: Iterable[str], block_chars: int = _BLOCK_CHARS) -> Iterator[np.ndarray]:
         """Like :meth:`encode_iterable`, but yields the ids a block at a time as arrays, with the
         tokenizer's own (large) caches: the fast way through big streams."""
-        for ids in self._encode_stream(iterable, self._caches, block_chars):
-            yield id_string_to_array(ids)
+        return self._encode_stream(iterable, self._caches, block_chars)
 
-    def _encode_stream(self, iterable: Iterable[str], caches: _Caches, block_chars: int) -> Iterator[str]:
+    def _encode_stream(self, iterable: Iterable[str], caches: _Caches, block_chars: int) -> Iterator[np.ndarray]:
         """Text is gathered until there are ``block_chars`` characters, then encoded up to the
         last place where a cut cannot change the result; the rest waits for more text."""
         pending: list[str] = []

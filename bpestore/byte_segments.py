@@ -1,0 +1,111 @@
+"""Where a UTF-8 encoded text falls apart into segments that can be tokenized independently.
+
+This is :mod:`bpestore.pretokenize`'s split rule, applied with array operations to the bytes of a
+text: a segment starts at the text's start, at each space followed by a character that is not
+whitespace (for the split-safe patterns), and at each special token's start and end. Cutting at
+fewer places than the rule allows is always correct (a longer segment is tokenized by the regex
+as a whole), so where a byte alone cannot tell whether the next character is whitespace, the
+character is decoded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .pretokenize import REGEX_WHITESPACE
+
+_SPACE = 0x20
+
+
+def _byte_table(accepted) -> np.ndarray:
+    return np.array([accepted(byte) for byte in range(256)], dtype=bool)
+
+
+def _is_whitespace_lead(byte: int) -> bool:
+    """Whether some whitespace character's UTF-8 encoding starts with ``byte``."""
+    return any(char.encode("utf-8")[0] == byte for char in REGEX_WHITESPACE)
+
+
+# After a space, these bytes start a character that is surely not whitespace: ASCII other than
+# whitespace, and lead bytes that no whitespace character's encoding starts with. (Continuation
+# bytes cannot follow a space in valid UTF-8.)
+_SURELY_NOT_WHITESPACE = _byte_table(
+    lambda byte: (byte < 0x80 and chr(byte) not in REGEX_WHITESPACE) or (byte >= 0xC2 and not _is_whitespace_lead(byte))
+)
+# Lead bytes shared by whitespace and other characters (0xC2: U+00A0; 0xE2: U+2000 and "—"...).
+_AMBIGUOUS_LEAD = _byte_table(lambda byte: byte >= 0x80 and _is_whitespace_lead(byte))
+_WHITESPACE_CODES = np.array(sorted(map(ord, REGEX_WHITESPACE)), dtype=np.int64)
+
+
+def segment_bounds(
+    raw: np.ndarray,
+    length: int,
+    split_safe: bool,
+    specials: list[tuple[int, int]],
+    specials_have_space: bool,
+) -> np.ndarray:
+    """The sorted offsets where segments of ``raw[:length]`` start, followed by ``length``.
+
+    ``raw`` is the text's UTF-8 bytes followed by at least 3 spare bytes; ``specials`` are the
+    byte spans of its special tokens, in order and not overlapping. A special token is a segment
+    of its own.
+    """
+    is_bound = np.zeros(length + 1, dtype=bool)
+    is_bound[0] = is_bound[length] = True
+    if split_safe and length > 1:
+        spaces = np.flatnonzero(raw[: length - 1] == _SPACE)  # a space ending the text cuts nothing
+        is_bound[spaces[_followed_by_non_whitespace(raw, spaces)]] = True
+    if specials:
+        starts, ends = np.array(specials, dtype=np.int64).T
+        if split_safe:
+            # A special token is cut out before pre-tokenization, so a space just before it ends a
+            # piece of text: it is no boundary.
+            before = starts[starts > 0] - 1
+            is_bound[before[raw[before] == _SPACE]] = False
+            if specials_have_space:
+                depth = np.zeros(length + 2, dtype=np.int64)
+                np.add.at(depth, starts + 1, 1)
+                np.add.at(depth, ends, -1)
+                is_bound[np.cumsum(depth)[: length + 1] > 0] = False
+        is_bound[starts] = True
+        is_bound[ends] = True
+    return np.flatnonzero(is_bound)
+
+
+def starts_at_safe_cut(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Whether each segment ``raw[start:start+length]`` starts with a space followed by a
+    character that is not whitespace: a safe cut, so that it can follow any text."""
+    safe = (raw[starts] == _SPACE) & (lengths > 1)
+    safe[safe] = _followed_by_non_whitespace(raw, starts[safe])
+    return safe
+
+
+def _followed_by_non_whitespace(raw: np.ndarray, spaces: np.ndarray) -> np.ndarray:
+    """Whether the character after each of ``spaces`` (which must not end the text) is not
+    whitespace."""
+    following = raw[spaces + 1]
+    result = _SURELY_NOT_WHITESPACE[following]
+    unsure = np.flatnonzero(_AMBIGUOUS_LEAD[following])
+    if len(unsure):
+        result[unsure] = ~np.isin(_code_points_at(raw, spaces[unsure] + 1), _WHITESPACE_CODES)
+    return result
+
+
+def gather_text(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[str, np.ndarray]:
+    """The segments ``raw[start:start+length]`` (whole characters each) joined and decoded, and
+    the length of each in characters."""
+    total = int(lengths.sum())
+    offsets = np.cumsum(lengths) - lengths
+    gathered = raw[np.repeat(starts - offsets, lengths) + np.arange(total)]
+    continuation = (gathered & 0xC0) == 0x80
+    return gathered.tobytes().decode("utf-8"), lengths - np.add.reduceat(continuation, offsets).astype(np.int64)
+
+
+def _code_points_at(raw: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The code points of the 2- and 3-byte UTF-8 characters starting at ``positions``."""
+    lead = raw[positions].astype(np.int64)
+    second = raw[positions + 1].astype(np.int64) & 0x3F
+    third = raw[positions + 2].astype(np.int64) & 0x3F
+    two_bytes = ((lead & 0x1F) << 6) | second
+    three_bytes = ((lead & 0x0F) << 12) | (second << 6) | third
+    return np.where(lead < 0xE0, two_bytes, three_bytes)
