@@ -51,7 +51,6 @@ def segment_bounds(
     of its own.
     """
     is_bound = np.zeros(length + 1, dtype=bool)
-    is_bound[0] = is_bound[length] = True
     if split_safe and length > 1:
         spaces = np.flatnonzero(raw[: length - 1] == _SPACE)  # a space ending the text cuts nothing
         is_bound[spaces[_followed_by_non_whitespace(raw, spaces)]] = True
@@ -69,6 +68,7 @@ def segment_bounds(
                 is_bound[np.cumsum(depth)[: length + 1] > 0] = False
         is_bound[starts] = True
         is_bound[ends] = True
+    is_bound[0] = is_bound[length] = True  # last: a space that starts the text may precede a special
     return np.flatnonzero(is_bound)
 
 

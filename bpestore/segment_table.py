@@ -115,12 +115,15 @@ class SegmentTable:
 
     def _place(self, keys: np.ndarray, id_start: np.ndarray, id_count: np.ndarray) -> None:
         slots = self._slots(keys)
+        claimant = np.empty(self._mask + 1, dtype=np.int64)  # only read where just written
         pending = np.arange(len(keys))
         while len(pending):
             slot = slots[pending]
             free = np.flatnonzero(self._keys[slot, -1] == 0)
-            # several keys may want the same free slot: the first of each gets it, the rest probe on
-            winners = free[np.unique(slot[free], return_index=True)[1]]
+            # Several keys may want the same free slot: each writes its number there, and the one
+            # whose number stayed gets the slot; the others probe on, as do keys that met a full slot.
+            claimant[slot[free]] = free
+            winners = free[claimant[slot[free]] == free]
             chosen, placed = slot[winners], pending[winners]
             self._keys[chosen] = keys[placed]
             self._id_start[chosen] = id_start[placed]

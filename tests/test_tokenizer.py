@@ -114,6 +114,26 @@ def test_gpt2_generated_text_matches_tiktoken(text):
     assert gpt2_tokenizer(False).encode(text) == tiktoken_ids(text, False)
 
 
+@pytest.mark.parametrize(
+    "text", [" " + ENDOFTEXT, "  " + ENDOFTEXT + " x", ENDOFTEXT + " ", " \n" + ENDOFTEXT, "a " + ENDOFTEXT + " " + ENDOFTEXT]
+)
+def test_gpt2_space_before_special_at_text_start(text):
+    """A space before a special token is no segment boundary, not even when it starts the text."""
+    assert gpt2_tokenizer(True).encode(text) == tiktoken_ids(text, True)
+
+
+@pytest.mark.parametrize("cache_size", [1, 50, 5000])
+def test_gpt2_small_caches_are_emptied_and_refilled_exactly(cache_size):
+    """Caches far smaller than the text's vocabulary are emptied in the middle of blocks, many times."""
+    vocab, merges = gpt2_vocab_and_merges()
+    tokenizer = Tokenizer(dict(vocab), list(merges), [ENDOFTEXT], cache_size=cache_size)
+    text = read_text(shared_file("fixtures", "tinystories_sample.txt")) + random_text(random.Random(7), 20_000, assigned_only=True)
+    text += " " + "x" * 40 + " " + "y" * 40  # segments too long for the table's keys
+    expected = tiktoken_ids(text, True)
+    assert tokenizer.encode(text) == expected
+    assert tokenizer.encode(text) == expected  # with whatever the caches hold now
+
+
 # -- a small trained vocabulary: identical ids to the reference encoder --------------------------------
 
 
