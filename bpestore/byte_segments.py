@@ -34,7 +34,9 @@ _SURELY_NOT_WHITESPACE = _byte_table(
 )
 # Lead bytes shared by whitespace and other characters (0xC2: U+00A0; 0xE2: U+2000 and "—"...).
 _AMBIGUOUS_LEAD = _byte_table(lambda byte: byte >= 0x80 and _is_whitespace_lead(byte))
-_WHITESPACE_CODES = np.array(sorted(map(ord, REGEX_WHITESPACE)), dtype=np.int64)
+# Whitespace by code point, for the characters these lead bytes start (all below U+4000).
+_IS_WHITESPACE_CODE = np.zeros(0x4000, dtype=bool)
+_IS_WHITESPACE_CODE[[ord(char) for char in REGEX_WHITESPACE]] = True
 
 
 def segment_bounds(
@@ -87,7 +89,7 @@ def _followed_by_non_whitespace(raw: np.ndarray, spaces: np.ndarray) -> np.ndarr
     result = _SURELY_NOT_WHITESPACE[following]
     unsure = np.flatnonzero(_AMBIGUOUS_LEAD[following])
     if len(unsure):
-        result[unsure] = ~np.isin(_code_points_at(raw, spaces[unsure] + 1), _WHITESPACE_CODES)
+        result[unsure] = ~_IS_WHITESPACE_CODE[_code_points_at(raw, spaces[unsure] + 1)]
     return result
 
 

@@ -50,13 +50,14 @@ class SegmentTable:
     """Exact keys -> token ids, in an open-addressing hash table with linear probing.
 
     Each slot holds a key and where its ids are in ``ids`` (start and count). The table doubles
-    when half full. ``ids`` has spare room at its end that callers may use as scratch space with
-    :meth:`scratch`.
+    when half full, and keeps its size when cleared. ``ids`` has spare room at its end that
+    callers may use as scratch space with :meth:`scratch`.
     """
 
-    def __init__(self, capacity: int = 16):
-        self._allocate(max(capacity, 16))
-        self.ids = np.zeros(1 << 10, dtype=np.uint32)
+    def __init__(self, entries: int = 8):
+        """Room for ``entries`` keys to begin with (and about 4 ids each)."""
+        self._allocate(2 * max(entries, 8))
+        self.ids = np.zeros(4 * max(entries, 8), dtype=np.uint32)
         self.ids_used = 0
 
     def _allocate(self, capacity: int) -> None:
@@ -73,7 +74,9 @@ class SegmentTable:
         return self.count
 
     def clear(self) -> None:
-        self._allocate(16)
+        """Forget every key, keeping the room (a cache that was full once will be again)."""
+        self._keys.fill(0)
+        self.count = 0
         self.ids_used = 0
 
     def _slots(self, keys: np.ndarray) -> np.ndarray:
@@ -146,6 +149,12 @@ class SegmentTable:
             grown = np.zeros(max(needed, 2 * len(self.ids)), dtype=np.uint32)
             grown[: self.ids_used] = self.ids[: self.ids_used]
             self.ids = grown
+
+    def gather(self, id_start: np.ndarray, id_count: np.ndarray) -> np.ndarray:
+        """The ids at each ``(start, count)``, one after another."""
+        out_start = np.cumsum(id_count) - id_count
+        total = int(out_start[-1] + id_count[-1]) if len(out_start) else 0
+        return self.ids[np.repeat(id_start - out_start, id_count) + np.arange(total)]
 
     def scratch(self, ids: np.ndarray) -> int:
         """Copy ``ids`` past the stored ids, where the next :meth:`insert` will overwrite them, and

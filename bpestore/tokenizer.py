@@ -35,7 +35,7 @@ DEFAULT_CACHE_SIZE = 1 << 20
 # encode_iterable gathers about this many characters before encoding them, and its caches hold
 # this many entries at most: together they keep its memory within about a megabyte.
 _STREAM_BLOCK = 1 << 13
-STREAM_CACHE_SIZE = 1 << 11
+STREAM_CACHE_SIZE = 1 << 12
 # encode works through long texts in blocks of about this many characters.
 _BLOCK_CHARS = 1 << 20
 
@@ -52,7 +52,9 @@ class _Caches:
     __slots__ = ("segments", "long_segments", "pretokens", "size", "batch")
 
     def __init__(self, size: int, batch: bool):
-        self.segments = SegmentTable()
+        # A small cache gets all its room at once: growing it step by step costs more memory at
+        # the peak (old and new arrays) than it ever holds.
+        self.segments = SegmentTable(size if size <= STREAM_CACHE_SIZE else 8)
         self.long_segments: dict[bytes, np.ndarray] = {}
         self.pretokens: dict[str, str] = {}
         self.size = size
@@ -238,9 +240,7 @@ class Tokenizer:
             id_start[order] = first + np.cumsum(counts) - counts
 
         # Every segment's ids are now somewhere in the table's id array: gather them in order.
-        out_start = np.cumsum(id_count) - id_count
-        total = int(out_start[-1] + id_count[-1]) if len(out_start) else 0
-        return caches.segments.ids[np.repeat(id_start - out_start, id_count) + np.arange(total)]
+        return caches.segments.gather(id_start, id_count)
 
     def _short_segment_ids(
         self, buffer: bytes, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray, caches: _Caches
@@ -254,9 +254,13 @@ class Tokenizer:
         if len(missing):
             distinct = missing[_first_of_each(keys[missing])]
             if len(table) + len(distinct) > caches.size:
-                table.clear()  # the ids found so far would be overwritten: look everything up again
-                missing = np.arange(len(keys))
-                distinct = _first_of_each(keys)
+                # Start the table afresh with this block's known segments, ids copied out first.
+                known = np.flatnonzero(id_count)
+                known = known[_first_of_each(keys[known])]
+                known_ids = table.gather(id_start[known], id_count[known])
+                table.clear()
+                table.insert(keys[known], known_ids, id_count[known])
+                missing = np.arange(len(keys))  # the ids found so far are gone from the table
             order, ids, counts = self._learn_segments(raw, starts[distinct], lengths[distinct], caches)
             table.insert(keys[distinct[order]], ids, counts)
             id_start[missing], id_count[missing] = table.lookup(keys[missing])
