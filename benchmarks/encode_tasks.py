@@ -1,5 +1,6 @@
-"""The encoding measurements (sections ``encode``, ``encode-cli``, ``load``, ``pathological``) and
-the untimed preparations they need, all with GPT-2 built from the fixture files.
+"""The encoding measurements (sections ``encode``, ``encode-warm``, ``encode-cli``, ``load``,
+``pathological``) and the untimed preparations they need, all with GPT-2 built from the fixture
+files.
 
 Common params: ``vocab`` and ``merges`` (the fixture files), ``special`` (``<|endoftext|>``).
 """
@@ -99,6 +100,26 @@ def encode_tiktoken(params: dict) -> Job:
 def encode_hf(params: dict) -> Job:
     tokenizer = hf_gpt2(params)
     return encode_job(params, lambda text: tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+# ---------------------------------------------------------------- encode-warm: a second pass
+
+
+def second_pass_job(params: dict, encode) -> Job:
+    text = read_text(params["text"], params.get("max_bytes"))
+    encode(text)  # the first pass, untimed
+    return Job(lambda: encode(text), lambda ids: ids_facts(ids, text, params))
+
+
+@task("encode-warm:bpestore")
+def encode_warm_bpestore(params: dict) -> Job:
+    return second_pass_job(params, bpestore_from_files(params).encode)
+
+
+@task("encode-warm:tiktoken")
+def encode_warm_tiktoken(params: dict) -> Job:
+    encoding = tiktoken_gpt2(params)
+    return second_pass_job(params, lambda text: encoding.encode(text, allowed_special="all"))
 
 
 # ---------------------------------------------------------------- encode-cli: file -> .npy

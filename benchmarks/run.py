@@ -14,6 +14,8 @@ Sections (``--only``, comma-separated; default all):
 * ``train-small``: CS336's check, ``corpus.en`` with vocab 500, in process, against its reference merges.
 * ``encode``: GPT-2 (from the shared fixtures) encoding the corpus text single-threaded: bpestore vs
   tiktoken (and HF for reference); the ids must be identical.
+* ``encode-warm``: the same, timing a second pass of the same encoder (bpestore's caches then hold
+  the text's words; tiktoken keeps none).
 * ``encode-cli``: ``bpestore encode`` of the corpus file to ``.npy`` vs tiktoken + ``np.save``.
 * ``load``: ``Tokenizer.from_db`` vs building tiktoken's Encoding from the files vs HF's
   ``Tokenizer.from_file``.

@@ -17,8 +17,8 @@ import gpt2
 from corpus import copy_prefix, detect_separator
 from harness import run_task
 
-SECTIONS = ("train", "train-small", "encode", "encode-cli", "load", "pathological")
-DEFAULT_REPEAT = {"train": 3, "train-small": 7, "encode": 3, "encode-cli": 3, "load": 7, "pathological": 3}
+SECTIONS = ("train", "train-small", "encode", "encode-warm", "encode-cli", "load", "pathological")
+DEFAULT_REPEAT = {"train": 3, "train-small": 7, "encode": 3, "encode-warm": 3, "encode-cli": 3, "load": 7, "pathological": 3}
 SINGLE_THREAD_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
 BPESTORE = "bpestore"
 
@@ -207,6 +207,21 @@ def encode_section(settings: Settings) -> dict:
     return section("encode", rows, checks, notes)
 
 
+def encode_warm_section(settings: Settings) -> dict:
+    """The same text encoded a second time by the same encoder (the first pass untimed): the
+    steady state of a long job, once bpestore's caches hold the text's words."""
+    base = {**settings.gpt2_params(), "text": str(settings.corpus), "max_bytes": settings.encode_bytes}
+    ids_out = {tool: settings.workdir / f"encode-warm-{tool}.npy" for tool in ("tiktoken", BPESTORE)}
+    rows = []
+    for tool in ("tiktoken", BPESTORE):
+        params = lambda index, tool=tool: {**base, "ids_out": str(ids_out[tool]) if index == 0 else None}
+        rows.append(measure("encode-warm", tool, params, settings.runs("encode-warm"), timeout=settings.timeout, env=SINGLE_THREAD_ENV))
+    checks = [compare_ids(f"{BPESTORE} ids == tiktoken ids", ids_out["tiktoken"], ids_out[BPESTORE])] if ok_rows(rows, "tiktoken", BPESTORE) else []
+    notes = [f"text: {describe_input(settings)}, encoded once untimed, then timed a second time by the same encoder "
+             "(tiktoken keeps no cache: its two passes cost the same)"]
+    return section("encode-warm", rows, checks, notes)
+
+
 def describe_input(settings: Settings) -> str:
     if settings.encode_bytes is None:
         return f"all of {settings.corpus.name}"
@@ -330,5 +345,6 @@ def pick(rows: list[dict], tool: str, kind: str, n: int) -> list[dict]:
     return [row for row in rows if row["tool"] == tool and row["kind"] == kind and row["n"] == n and row["status"] == "ok"]
 
 
-RUNNERS = {"train": train_section, "train-small": train_small_section, "encode": encode_section, "encode-cli": encode_cli_section,
+RUNNERS = {"train": train_section, "train-small": train_small_section, "encode": encode_section,
+           "encode-warm": encode_warm_section, "encode-cli": encode_cli_section,
            "load": load_section, "pathological": pathological_section}
