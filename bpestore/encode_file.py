@@ -23,6 +23,8 @@ from .progress import progress_bar
 from .tokenizer import Tokenizer
 
 DEFAULT_CHUNK_BYTES = 1 << 22
+# The parent encodes the first this many bytes alone before the workers start (see below).
+WARM_UP_BYTES = 1 << 21
 _NPY_HEADER_BYTES = 128
 
 
@@ -57,13 +59,19 @@ def encode_file_chunks(
     path = check_corpus_path(path)
     dtype = id_dtype(tokenizer)
     space_cuts = tokenizer.pattern in SPLIT_SAFE_PATTERNS
-    bounds = chunk_boundaries(path, tokenizer.special_tokens, chunk_bytes, space_cuts=space_cuts)
+    # Pieces of WARM_UP_BYTES: the first is a task of its own (see below), the rest are grouped
+    # into chunks of about chunk_bytes.
+    warm_up = min(WARM_UP_BYTES, chunk_bytes)
+    bounds = chunk_boundaries(path, tokenizer.special_tokens, warm_up, space_cuts=space_cuts)
+    if len(bounds) > 2:
+        bounds = [bounds[0], *bounds[1:-1:max(chunk_bytes // warm_up, 1)], bounds[-1]]
     tasks = [(str(path), start, end, dtype.str) for start, end in zip(bounds, bounds[1:])]
     workers = min(workers or default_workers(), len(tasks))
     on_bytes = on_bytes or (lambda n: None)
     _init_worker(tokenizer)
-    # The first chunk is encoded here, before any worker starts: forked workers then begin with
-    # the caches it filled (the commonest words) instead of each learning them again.
+    # The first piece is encoded here, before any worker starts: forked workers then begin with
+    # the caches it filled (the commonest words) instead of each learning them again. It is small,
+    # because the other core waits meanwhile.
     first = 1 if workers > 1 else len(tasks)
     for size, data in map(_encode_chunk, tasks[:first]):
         on_bytes(size)
