@@ -41,9 +41,9 @@ def split_on_specials(text: str, special_tokens: list[str], keep: bool) -> list[
     return re.split(alternation, text)
 
 
-def pretokenize(text: str) -> list[bytes]:
-    """The GPT-2 pre-tokens of a text without special tokens, as UTF-8 bytes."""
-    return [match.encode("utf-8") for match in regex.findall(GPT2_PATTERN, text)]
+def pretokenize(text: str, pattern: str = GPT2_PATTERN) -> list[bytes]:
+    """The pre-tokens (GPT-2's by default) of a text without special tokens, as UTF-8 bytes."""
+    return [match.encode("utf-8") for match in regex.findall(pattern, text)]
 
 
 def reference_pretoken_counts(text: str, special_tokens: list[str]) -> Counter[bytes]:
@@ -112,7 +112,9 @@ def bpe(pretoken: bytes, ranks: dict[tuple[bytes, bytes], int]) -> list[bytes]:
     return tokens
 
 
-def reference_encode(text: str, vocab: Vocab, merges: Merges, special_tokens: list[str] | None) -> list[int]:
+def reference_encode(
+    text: str, vocab: Vocab, merges: Merges, special_tokens: list[str] | None, pattern: str = GPT2_PATTERN
+) -> list[int]:
     """Encode ``text`` with a trained ``vocab``/``merges``; special tokens become their own ids.
 
     A special token missing from ``vocab`` gets the next free id (max id + 1, + 2, ... in the order
@@ -140,7 +142,7 @@ def reference_encode(text: str, vocab: Vocab, merges: Merges, special_tokens: li
         if index % 2 == 1:  # the captured special tokens sit at the odd indices
             ids.append(special_to_id[piece.encode("utf-8")])
             continue
-        for pretoken in pretokenize(piece):
+        for pretoken in pretokenize(piece, pattern):
             ids.extend(token_to_id[token] for token in bpe(pretoken, ranks))
     return ids
 

@@ -145,6 +145,19 @@ def test_small_vocab_generated_text_matches_reference(text, special_tokens):
     assert small_tokenizer(tuple(special_tokens)).encode(text) == expected
 
 
+# Patterns without the split property: the text is cut only at special tokens, and pieces longer
+# than the segment table's keys go through its dict of long segments.
+OTHER_PATTERNS = [r"\S+|\s+", r"\w+|\W+", r" ?[a-z]+|\s+|."]
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(OTHER_PATTERNS))
+def test_small_vocab_other_patterns_match_reference(text, special_tokens, pattern):
+    vocab, merges = small_vocab()
+    tokenizer = Tokenizer(dict(vocab), list(merges), special_tokens, pattern=pattern)
+    assert tokenizer.encode(text) == reference_encode(text, vocab, merges, special_tokens, pattern)
+
+
 @pytest.mark.parametrize("name", ["address.txt", "german.txt", "tinystories_sample.txt"])
 def test_small_vocab_fixture_texts_match_reference(name):
     text = read_text(shared_file("fixtures", name))
