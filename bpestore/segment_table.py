@@ -86,8 +86,8 @@ class SegmentTable:
         return (mixed >> self._shift).astype(np.int64)
 
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(id_start, id_count)`` of each key; a key not in the table has count 0 (a stored key
-        always has at least one id) and start -1."""
+        """``(id_start, id_count)`` of each key; a key not in the table has start -1 (and count 0,
+        which a stored key may have too)."""
         n = len(keys)
         slots = self._slots(keys)
         found = np.full(n, -1, dtype=np.int64)

@@ -97,6 +97,9 @@ class Tokenizer:
         self.pattern = pattern
         self.merge_rule: MergeRule = merge_rule
         self.special_tokens: list[str] = list(dict.fromkeys(special_tokens or ()))
+        for token in self.special_tokens:
+            if not isinstance(token, str) or not token:
+                raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
         self._alphabet = TokenAlphabet(self.vocab)
         self.special_ids: dict[str, int] = {}
         next_id = max(self.vocab, default=-1) + 1
@@ -205,9 +208,12 @@ class Tokenizer:
 
         self._learn_pretokens(caches, set(tokens))
         id_strings = list(map(caches.pretokens.__getitem__, tokens))
-        ids_per_token = np.fromiter(map(len, id_strings), dtype=np.int64, count=len(id_strings))
-        first_token = np.cumsum(token_counts) - token_counts
-        return order, id_string_to_array("".join(id_strings)), np.add.reduceat(ids_per_token, first_token)
+        # ids before each token, then before each segment (one may have none: a pattern that
+        # leaves characters unmatched)
+        ids_before_token = np.zeros(len(id_strings) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, id_strings), dtype=np.int64, count=len(id_strings)), out=ids_before_token[1:])
+        ids_before_segment = ids_before_token[np.cumsum([0, *token_counts])]
+        return order, id_string_to_array("".join(id_strings)), np.diff(ids_before_segment)
 
     def _encode_block(self, text: str, caches: _Caches) -> np.ndarray:
         """The ids of a text of moderate size, with one batch for everything not cached yet."""
@@ -250,12 +256,12 @@ class Tokenizer:
         table = caches.segments
         keys = segment_keys(buffer, starts, lengths)
         id_start, id_count = table.lookup(keys)
-        missing = np.flatnonzero(id_count == 0)
+        missing = np.flatnonzero(id_start < 0)
         if len(missing):
             distinct = missing[_first_of_each(keys[missing])]
             if len(table) + len(distinct) > caches.size:
                 # Start the table afresh with this block's known segments, ids copied out first.
-                known = np.flatnonzero(id_count)
+                known = np.flatnonzero(id_start >= 0)
                 known = known[_first_of_each(keys[known])]
                 known_ids = table.gather(id_start[known], id_count[known])
                 table.clear()

@@ -97,7 +97,7 @@ def keys_of(segments: list[bytes]) -> np.ndarray:
 
 def stored_ids(table: SegmentTable, keys: np.ndarray) -> list[list[int] | None]:
     starts, counts = table.lookup(keys)
-    return [table.ids[s : s + c].tolist() if c else None for s, c in zip(starts.tolist(), counts.tolist())]
+    return [table.ids[s : s + c].tolist() if s >= 0 else None for s, c in zip(starts.tolist(), counts.tolist())]
 
 
 @settings(max_examples=100, deadline=None)

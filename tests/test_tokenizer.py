@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bpestore import Tokenizer
@@ -122,6 +122,12 @@ def test_gpt2_space_before_special_at_text_start(text):
     assert gpt2_tokenizer(True).encode(text) == tiktoken_ids(text, True)
 
 
+def test_empty_special_token_is_refused():
+    vocab, merges = small_vocab()
+    with pytest.raises(ValueError, match="non-empty"):
+        Tokenizer(dict(vocab), list(merges), [""])
+
+
 @pytest.mark.parametrize("cache_size", [1, 50, 5000])
 def test_gpt2_small_caches_are_emptied_and_refilled_exactly(cache_size):
     """Caches far smaller than the text's vocabulary are emptied in the middle of blocks, many times."""
@@ -146,11 +152,13 @@ def test_small_vocab_generated_text_matches_reference(text, special_tokens):
 
 
 # Patterns without the split property: the text is cut only at special tokens, and pieces longer
-# than the segment table's keys go through its dict of long segments.
-OTHER_PATTERNS = [r"\S+|\s+", r"\w+|\W+", r" ?[a-z]+|\s+|."]
+# than the segment table's keys go through its dict of long segments. Some leave characters out.
+OTHER_PATTERNS = [r"\S+|\s+", r"\w+|\W+", r" ?[a-z]+|\s+|.", r"\S+", r"[a-z]+"]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=200, deadline=None)
+@example(text="x<|endoftext|>\n", special_tokens=[ENDOFTEXT], pattern=r"\S+")
+@example(text="ab<|endoftext|>12<|endoftext|>cd", special_tokens=[ENDOFTEXT], pattern="[a-z]+")
 @given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(OTHER_PATTERNS))
 def test_small_vocab_other_patterns_match_reference(text, special_tokens, pattern):
     vocab, merges = small_vocab()
