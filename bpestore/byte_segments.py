@@ -1,11 +1,11 @@
 """Where a UTF-8 encoded text falls apart into segments that can be tokenized independently.
 
 This is :mod:`bpestore.pretokenize`'s split rule, applied with array operations to the bytes of a
-text: a segment starts at the text's start, at each space followed by a character that is not
+text: a segment starts at the text's start, at each space between two characters that are not
 whitespace (for the split-safe patterns), and at each special token's start and end. Cutting at
 fewer places than the rule allows is always correct (a longer segment is tokenized by the regex
-as a whole), so where a byte alone cannot tell whether the next character is whitespace, the
-character is decoded.
+as a whole), so where a byte alone cannot tell whether a neighbouring character is whitespace,
+the character is decoded.
 """
 
 from __future__ import annotations
@@ -34,6 +34,20 @@ _SURELY_NOT_WHITESPACE = _byte_table(
 )
 # Lead bytes shared by whitespace and other characters (0xC2: U+00A0; 0xE2: U+2000 and "—"...).
 _AMBIGUOUS_LEAD = _byte_table(lambda byte: byte >= 0x80 and _is_whitespace_lead(byte))
+
+
+def _is_whitespace_end(byte: int) -> bool:
+    """Whether some multi-byte whitespace character's UTF-8 encoding ends with ``byte``."""
+    return any(len(char.encode("utf-8")) > 1 and char.encode("utf-8")[-1] == byte for char in REGEX_WHITESPACE)
+
+
+# Before a space, these bytes end a character that is surely not whitespace: ASCII other than
+# whitespace, and continuation bytes that no whitespace character ends with. (A lead byte cannot
+# come before a space in valid UTF-8.)
+_SURELY_NOT_WHITESPACE_END = _byte_table(
+    lambda byte: (byte < 0x80 and chr(byte) not in REGEX_WHITESPACE) or (0x80 <= byte < 0xC0 and not _is_whitespace_end(byte))
+)
+_AMBIGUOUS_END = _byte_table(lambda byte: 0x80 <= byte < 0xC0 and _is_whitespace_end(byte))
 # Whitespace by code point, for the characters these lead bytes start (all below U+4000).
 _IS_WHITESPACE_CODE = np.zeros(0x4000, dtype=bool)
 _IS_WHITESPACE_CODE[[ord(char) for char in REGEX_WHITESPACE]] = True
@@ -54,8 +68,10 @@ def segment_bounds(
     """
     is_bound = np.zeros(length + 1, dtype=bool)
     if split_safe and length > 1:
-        spaces = np.flatnonzero(raw[: length - 1] == _SPACE)  # a space ending the text cuts nothing
-        is_bound[spaces[_followed_by_non_whitespace(raw, spaces)]] = True
+        spaces = np.flatnonzero(raw[1 : length - 1] == _SPACE) + 1  # at the ends it cuts nothing
+        safe = _followed_by_non_whitespace(raw, spaces)
+        safe[safe] = _preceded_by_non_whitespace(raw, spaces[safe])
+        is_bound[spaces[safe]] = True
     if specials:
         starts, ends = np.array(specials, dtype=np.int64).T
         if split_safe:
@@ -74,12 +90,14 @@ def segment_bounds(
     return np.flatnonzero(is_bound)
 
 
-def starts_at_safe_cut(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def joinable(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Whether each segment ``raw[start:start+length]`` starts with a space followed by a
-    character that is not whitespace: a safe cut, so that it can follow any text."""
-    safe = (raw[starts] == _SPACE) & (lengths > 1)
-    safe[safe] = _followed_by_non_whitespace(raw, starts[safe])
-    return safe
+    character that is not whitespace, and ends with a character that is not whitespace. Such
+    segments can be put side by side in any order: each meets the next at a safe cut."""
+    ok = (raw[starts] == _SPACE) & (lengths > 1)
+    ok[ok] = _followed_by_non_whitespace(raw, starts[ok])
+    ok[ok] = _preceded_by_non_whitespace(raw, (starts + lengths)[ok])
+    return ok
 
 
 def _followed_by_non_whitespace(raw: np.ndarray, spaces: np.ndarray) -> np.ndarray:
@@ -90,6 +108,22 @@ def _followed_by_non_whitespace(raw: np.ndarray, spaces: np.ndarray) -> np.ndarr
     unsure = np.flatnonzero(_AMBIGUOUS_LEAD[following])
     if len(unsure):
         result[unsure] = ~_IS_WHITESPACE_CODE[_code_points_at(raw, spaces[unsure] + 1)]
+    return result
+
+
+def _preceded_by_non_whitespace(raw: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Whether the character that ends just before each of ``positions`` (none is 0) is not
+    whitespace."""
+    previous = raw[positions - 1]
+    result = _SURELY_NOT_WHITESPACE_END[previous]
+    unsure = np.flatnonzero(_AMBIGUOUS_END[previous])
+    if len(unsure):
+        last = positions[unsure] - 1
+        # a 2-byte character starts one byte earlier, a 3-byte one two (4-byte ones are never
+        # whitespace: whatever they decode to here below U+4000 errs towards no cut)
+        first = np.maximum(np.where(raw[last - 1] >= 0xC0, last - 1, last - 2), 0)
+        code = np.minimum(_code_points_at(raw, first), len(_IS_WHITESPACE_CODE) - 1)
+        result[unsure] = ~_IS_WHITESPACE_CODE[code]
     return result
 
 

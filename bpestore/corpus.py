@@ -1,7 +1,7 @@
 """Reading a corpus file in chunks and counting its pre-tokens, in parallel, in bounded memory.
 
 Chunks are cut where the cut cannot change the result: at the start of a special token (the corpus is
-split there anyway), or else just before a space followed by a printable ASCII character (a safe
+split there anyway), or else just before a space between two printable ASCII characters (a safe
 cut for the pre-tokenizer, see :mod:`bpestore.pretokenize`). No process ever holds more than one
 chunk of text, and workers send back pre-token counts, never pre-tokens.
 """
@@ -156,13 +156,15 @@ def _find_cut(file, target: int, size: int, specials: list[bytes], spaces_allowe
 
 
 def _find_safe_space(window: bytes, begin: int, specials: list[bytes]) -> int:
-    """A space followed by printable ASCII that does not start a special token (the special
-    token is cut out, so such a space would end its piece of text, inside a whitespace run)."""
+    """A space between printable ASCII characters that does not start a special token (the
+    special token is cut out, so such a space would end its piece of text, inside a whitespace
+    run)."""
     found = window.find(b" ", begin)
     while found >= 0:
         if (
-            found + 1 < len(window)
+            0 < found < len(window) - 1
             and 0x21 <= window[found + 1] <= 0x7E
+            and 0x21 <= window[found - 1] <= 0x7E
             and not any(window.startswith(token, found + 1) for token in specials)
         ):
             return found

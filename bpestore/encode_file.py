@@ -1,7 +1,7 @@
 """Encoding whole files: streamed block by block, or in parallel over chunks into a ``.npy`` file.
 
-Chunks are cut where the encoding cannot change (before a special token, or before a space that is
-followed by a printable ASCII character), so the ids are exactly ``Tokenizer.encode(whole text)``.
+Chunks are cut where the encoding cannot change (before a special token, or before a space between
+two printable ASCII characters), so the ids are exactly ``Tokenizer.encode(whole text)``.
 Workers each hold one chunk's text and ids; the parent writes each chunk's ids as soon as it comes,
 in order, so no process ever holds the ids of the whole file.
 """

@@ -1,4 +1,4 @@
-"""Pre-tokenization: special-token splitting and the pre-tokenizer regex, made fast.
+r"""Pre-tokenization: special-token splitting and the pre-tokenizer regex, made fast.
 
 The GPT-2 regex runs at about 10-20 MB/s in Python, while ``str.split(" ")`` runs at about
 100 MB/s and natural text repeats its words endlessly. So text is cut with ``str.split(" ")`` into
@@ -6,13 +6,16 @@ The GPT-2 regex runs at about 10-20 MB/s in Python, while ``str.split(" ")`` run
 distinct segments. This gives exactly the regex's result because of one property of the supported
 patterns, checked for each of them by the property tests:
 
-    A cut just before a space that is followed by a non-whitespace character is a token boundary,
-    and the tokens on either side of it are those of the two sides tokenized on their own.
+    A cut just before a space that is preceded and followed by characters that are not whitespace
+    is a token boundary, and the tokens on either side of it are those of the two sides tokenized
+    on their own.
 
 (Every match that contains such a space starts with it, no match continues a whitespace run across
-it, and the patterns have no look-behind.) ``text.split(" ")`` cuts before *every* space, so the
-parts after a space that is followed by whitespace, or that ends the text, are glued back to the
-part before them: those few stretches are the "irregular segments" below.
+it, and the patterns have no look-behind. The character before the space matters to cl100k's
+``\s++$``: "\n " alone ends with whitespace at the end of the text, "\n  a" does not.)
+``text.split(" ")`` cuts before *every* space, so the parts after a space that is preceded or
+followed by whitespace, or that ends the text, are glued back to the part before them: those few
+stretches are the "irregular segments" below.
 
 For patterns without the property (anything not listed in ``SPLIT_SAFE_PATTERNS``) the plain regex
 is used on the whole text.
@@ -56,16 +59,19 @@ REGEX_WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-# A space that does not start a regular segment: followed by whitespace, or ending the text.
-_IRREGULAR_SPACE = re.compile(" (?=[" + re.escape(REGEX_WHITESPACE) + r"]|\Z)")
+# A space that does not start a regular segment: preceded or followed by whitespace, or ending the text.
+_IRREGULAR_SPACE = re.compile(
+    "(?<=[" + re.escape(REGEX_WHITESPACE) + "]) | (?=[" + re.escape(REGEX_WHITESPACE) + r"]|\Z)"
+)
 
 
 def irregular_spans(text: str) -> list[tuple[int, int]]:
     """Spans of ``text`` that ``text.split(" ")`` would cut where the regex does not.
 
-    Each span runs from a safe cut (the start of the text, or a space followed by non-whitespace)
-    to the next safe cut and contains at least one space that is followed by whitespace or ends the
-    text. Outside these spans every part of ``text.split(" ")`` is one self-contained segment.
+    Each span runs from a safe cut (the start of the text, or a space between non-whitespace) to
+    the next safe cut and contains at least one space that is preceded or followed by whitespace or
+    ends the text. Outside these spans every part of ``text.split(" ")`` is one self-contained
+    segment.
     """
     spans: list[tuple[int, int]] = []
     end = -1
@@ -81,13 +87,17 @@ def irregular_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _next_safe_space(text: str, position: int) -> int:
-    """Index of the first space at or after ``position`` followed by non-whitespace, else len."""
+    """Index of the first space at or after ``position`` (> 0) between non-whitespace, else len."""
     length = len(text)
     while True:
         position = text.find(" ", position)
         if position < 0:
             return length
-        if position + 1 < length and text[position + 1] not in REGEX_WHITESPACE:
+        if (
+            position + 1 < length
+            and text[position + 1] not in REGEX_WHITESPACE
+            and text[position - 1] not in REGEX_WHITESPACE
+        ):
             return position
         position += 1
 
@@ -170,7 +180,8 @@ class SegmentCounter:
         get = pretokens.get
         findall = self._regex.findall
         # The regex runs once over all spaced segments of equal count joined together: joined
-        # segments all start with a space followed by non-whitespace, so the joins are safe cuts.
+        # segments all start with a space followed by non-whitespace, and those in by_count end
+        # with non-whitespace, so the joins are safe cuts.
         by_count: dict[int, list[str]] = {}
         letter_runs = self._letter_runs
         for part, count in self._spaced.items():
@@ -178,6 +189,9 @@ class SegmentCounter:
                 if letter_runs and part.isalpha() and part.isascii():
                     token = " " + part  # one pre-token, no regex needed
                     pretokens[token] = get(token, 0) + count
+                elif part[-1:] in REGEX_WHITESPACE:  # (the last part of a text, or "")
+                    for token in findall(" " + part):
+                        pretokens[token] = get(token, 0) + count
                 elif count in by_count:
                     by_count[count].append(part)
                 else:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import errno
 import os
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
 import regex
 
-from .byte_segments import gather_text, segment_bounds, starts_at_safe_cut
+from .byte_segments import gather_text, joinable, segment_bounds
 from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
 from .pretokenize import (
     GPT2_PATTERN,
@@ -65,6 +66,12 @@ def _first_of_each(keys: np.ndarray) -> np.ndarray:
     """The index of the first occurrence of each distinct row of ``keys``."""
     rows = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1] * keys.itemsize))).ravel()
     return np.unique(rows, return_index=True)[1]
+
+
+def _strictly_inside(spans: list[tuple[int, int]], span_starts: list[int], position: int) -> bool:
+    """Whether one of ``spans`` (in order, not overlapping) has ``position`` strictly inside."""
+    index = bisect_right(span_starts, position) - 1
+    return index >= 0 and spans[index][0] < position < spans[index][1]
 
 
 class Tokenizer:
@@ -185,13 +192,13 @@ class Tokenizer:
         Returns ``(order, ids, counts)``: the segments taken in ``order`` (a permutation), their
         ids concatenated, and how many each has.
         """
-        # Segments that start at a safe cut go side by side as one text to the regex (see
-        # bpestore.pretokenize): each one starts a pre-token, found from the lengths. Any other
-        # segment is a text of its own.
-        joinable = starts_at_safe_cut(raw, starts, lengths) if self._split_safe else np.zeros(len(starts), dtype=bool)
-        order = np.concatenate([np.flatnonzero(joinable), np.flatnonzero(~joinable)])
+        # Joinable segments go side by side as one text to the regex: each meets the next at a
+        # safe cut (see bpestore.pretokenize), so each starts a pre-token, found from the
+        # lengths. Any other segment is a text of its own.
+        side_by_side = joinable(raw, starts, lengths) if self._split_safe else np.zeros(len(starts), dtype=bool)
+        order = np.concatenate([np.flatnonzero(side_by_side), np.flatnonzero(~side_by_side)])
         text, char_lengths = gather_text(raw, starts[order], lengths[order])
-        together = int(joinable.sum())
+        together = int(side_by_side.sum())
         tokens = self._regex.findall(text[: int(char_lengths[:together].sum())]) if together else []
         token_ends = np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)))
         segment_ends = np.cumsum(char_lengths[:together])
@@ -361,22 +368,28 @@ class Tokenizer:
         """The last index where ``text`` can be cut without changing its encoding, whatever
         follows; 0 if there is none.
 
-        That is a space followed by non-whitespace (a pre-tokenizer boundary, see
-        :mod:`bpestore.pretokenize`) far enough from the end that no special token still being
+        That is a space between two characters that are not whitespace (a pre-tokenizer boundary,
+        see :mod:`bpestore.pretokenize`) far enough from the end that no special token still being
         received can reach back over it, and not inside a special token.
         """
         end = len(text) - max(self._longest_special, 1)
         if not self._split_safe:  # only special tokens are known boundaries
             starts = [m.start() for m in self._specials.finditer(text) if m.end() <= end]
             return starts[-1] if starts else 0
+        # Special tokens found from the start of the text (a place no special token covers), so
+        # that overlapping ones pair up as they do when encoding; one that ends after `end` may
+        # still grow into a longer one, but cannot cover a cut before `end`.
+        spans = [match.span() for match in self._specials.finditer(text)] if self._specials_have_space else []
+        span_starts = [start for start, _ in spans]
         while end > 0:
             cut = text.rfind(" ", 0, end)
             if cut <= 0:
                 return 0
             if (
                 text[cut + 1] not in REGEX_WHITESPACE
+                and text[cut - 1] not in REGEX_WHITESPACE
                 and not self._special_follows(text, cut + 1)
-                and not self._inside_special(text, cut)
+                and not _strictly_inside(spans, span_starts, cut)
             ):
                 return cut
             end = cut
@@ -386,17 +399,6 @@ class Tokenizer:
         # A special token is cut out before pre-tokenization, so the space before it ends its
         # piece of text: it belongs to the whitespace run before it, and a cut there is unsafe.
         return any(text.startswith(token, position) for token in self.special_tokens)
-
-    def _inside_special(self, text: str, cut: int) -> bool:
-        if not self._specials_have_space:
-            return False  # a special token covering the cut would contain the space there
-        reach = self._longest_special
-        window_start = max(cut - 2 * reach, 0)
-        window = text[window_start : cut + reach]
-        return any(
-            window_start + start < cut < window_start + end
-            for start, end in (m.span() for m in self._specials.finditer(window))
-        )
 
     # -- decoding -------------------------------------------------------------------------------
 

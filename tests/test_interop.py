@@ -223,6 +223,16 @@ def test_special_tokens_in_text(openai):
     assert openai.tokenizer.decode(ids) == text
 
 
+@pytest.mark.parametrize("text", ["\n  a", " a\n  b", "x\n\t a", "a \n b", "\t\t b c", "end\n\n"])
+def test_whitespace_before_a_space_encodes_like_tiktoken(openai, text):
+    """Ids match tiktoken where whitespace comes before a space, the edge of the split rule
+    (cl100k's \\s++$ makes the character before the space matter there)."""
+    tokenizer = openai.tokenizer
+    for context in ("", " the", " b"):  # also once the caches hold the segments
+        tokenizer.encode(context)
+        assert tokenizer.encode(text) == openai.expected(text)
+
+
 def test_generated_text_encodes_like_tiktoken(openai):
     @HYPOTHESIS
     @given(text=texts(openai.specials))

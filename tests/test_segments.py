@@ -7,11 +7,15 @@ slowdown (a missed cut) or in rare texts (a key that compares equal to another).
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
-from hypothesis import given, settings
+import regex
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bpestore.byte_segments import gather_text, segment_bounds, starts_at_safe_cut
+from bpestore.byte_segments import gather_text, joinable, segment_bounds
+from bpestore.pretokenize import SPLIT_SAFE_PATTERNS, SegmentCounter
 from bpestore.segment_table import KEY_PADDING, MAX_KEY_BYTES, SegmentTable, segment_keys
 from strategies import REGEX_WHITESPACE, SPECIAL_TOKEN_SETS, texts
 
@@ -36,10 +40,11 @@ def expected_bounds(text: str, special_tokens: list[str]) -> list[int]:
     inside = {i for start, end in spans for i in range(start + 1, end)}
     special_starts = {start for start, _ in spans}
     cuts = {0, len(text)} | special_starts | {end for _, end in spans}
-    for i in range(len(text) - 1):
+    for i in range(1, len(text) - 1):
         if (
             text[i] == " "
             and text[i + 1] not in REGEX_WHITESPACE
+            and text[i - 1] not in REGEX_WHITESPACE
             and i not in inside
             and i + 1 not in special_starts  # the space before a special token ends its piece
         ):
@@ -74,8 +79,43 @@ def test_gather_text_and_safe_starts(text):
     segments = [data[s:e].decode("utf-8") for s, e in zip(bounds[:-1].tolist(), bounds[1:].tolist())][::-1]
     assert joined == "".join(segments)
     assert char_lengths.tolist() == list(map(len, segments))
-    safe = starts_at_safe_cut(raw, starts, lengths).tolist()
-    assert safe == [s[:1] == " " and len(s) > 1 and s[1] not in REGEX_WHITESPACE for s in segments[::-1]]
+    side_by_side = joinable(raw, starts, lengths).tolist()
+    assert side_by_side == [
+        s[:1] == " " and len(s) > 1 and s[1] not in REGEX_WHITESPACE and s[-1] not in REGEX_WHITESPACE for s in segments[::-1]
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@example(text="\n  a")  # cl100k's \s++$: "\n " alone ends the text, in "\n  a" it does not
+@example(text=" a\n  b")
+@example(text="x\n\t a")
+@given(text=texts(special_pieces=False))
+def test_split_rule_holds_for_each_split_safe_pattern(text):
+    """A cut before a space between two non-whitespace characters changes no pre-token."""
+    cuts = [i for i in range(1, len(text) - 1)
+            if text[i] == " " and text[i + 1] not in REGEX_WHITESPACE and text[i - 1] not in REGEX_WHITESPACE]
+    for pattern in SPLIT_SAFE_PATTERNS:
+        compiled = regex.compile(pattern)
+        whole = compiled.findall(text)
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        assert [t for piece in pieces for t in compiled.findall(piece)] == whole, pattern
+        # and segments that end with non-whitespace can be joined in any order
+        joined = [p for p in pieces if p[:1] == " " and len(p) > 1 and p[1] not in REGEX_WHITESPACE and p[-1] not in REGEX_WHITESPACE]
+        joined.reverse()
+        assert compiled.findall("".join(joined)) == [t for p in joined for t in compiled.findall(p)], pattern
+
+
+@settings(max_examples=200, deadline=None)
+@example(texts_=["\n  a", "x\n\t", " b c\n"])
+@given(texts_=st.lists(texts(special_pieces=False), max_size=4))
+def test_segment_counter_counts_like_the_regex(texts_):
+    """Training's counter (str.split and irregular spans) against plain findall, each pattern."""
+    for pattern in SPLIT_SAFE_PATTERNS:
+        counter = SegmentCounter(pattern, max_segments=3)  # folds often
+        for text in texts_:
+            counter.add(text)
+        expected = Counter(token for text in texts_ for token in regex.findall(pattern, text))
+        assert +counter.pretoken_counts() == expected, pattern
 
 
 keys_and_ids = st.lists(

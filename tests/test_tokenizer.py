@@ -19,6 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bpestore import Tokenizer
+from bpestore.pretokenize import CL100K_PATTERN, SPLIT_SAFE_PATTERNS
 from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, ENDOFTEXT_ID, gpt2_encoding, gpt2_vocab_and_merges
 from reference import reference_encode, reference_train
@@ -151,6 +152,18 @@ def test_small_vocab_generated_text_matches_reference(text, special_tokens):
     assert small_tokenizer(tuple(special_tokens)).encode(text) == expected
 
 
+@settings(max_examples=150, deadline=None)
+@example(text="\n  a", special_tokens=[], pattern=CL100K_PATTERN)  # cl100k's \\s++$ (see pretokenize)
+@example(text=" a\n  b", special_tokens=[], pattern=CL100K_PATTERN)
+@given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(sorted(SPLIT_SAFE_PATTERNS)))
+def test_small_vocab_split_safe_patterns_match_reference(text, special_tokens, pattern):
+    vocab, merges = small_vocab()
+    tokenizer = Tokenizer(dict(vocab), list(merges), special_tokens, pattern=pattern)
+    expected = reference_encode(text, vocab, merges, special_tokens, pattern)
+    assert tokenizer.encode(text) == expected
+    assert tokenizer.encode(text) == expected  # with its segments cached
+
+
 # Patterns without the split property: the text is cut only at special tokens, and pieces longer
 # than the segment table's keys go through its dict of long segments. Some leave characters out.
 OTHER_PATTERNS = [r"\S+|\s+", r"\w+|\W+", r" ?[a-z]+|\s+|.", r"\S+", r"[a-z]+"]
@@ -221,6 +234,17 @@ def cut(text: str, points: list[int]) -> list[str]:
 # there is glued to a filler longer than a block. test_encode_iterable_cuts_after_one_filler checks
 # that this keeps working, so that the tests below never pass by never cutting.
 FILLER = "the cat sat on the mat, " * 3000  # 72,000 characters
+
+
+def test_encode_iterable_self_overlapping_special_token_with_spaces():
+    """Blocks must not be cut inside a special token, even one that overlaps itself: the special
+    tokens are found from the start of the text, as encoding finds them."""
+    vocab, merges = small_vocab()
+    tokenizer = Tokenizer(dict(vocab), list(merges), ["  "])
+    text = " w" * 10_000 + "x      bcd"
+    expected = reference_encode(text, vocab, merges, ["  "])
+    assert list(tokenizer.encode_iterable([text])) == expected
+    assert tokenizer.encode(text) == expected
 
 
 def test_encode_iterable_cuts_after_one_filler():
