@@ -87,6 +87,8 @@ class Tokenizer:
             ``"token"`` (tiktoken: lowest-ranked resulting *token* first, whole pre-token looked up
             first; ``merges`` is then unused and a token's rank is its id).
         cache_size: how many distinct segments and pre-tokens to remember.
+
+    Encoding fills caches that are not locked: a tokenizer must not encode in two threads at once.
     """
 
     def __init__(
