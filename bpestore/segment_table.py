@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-KEY_WORDS = 4
+KEY_WORDS = 4  # 1, 2, 4 or 8: a row of KEY_WORDS booleans is read as one integer
 MAX_KEY_BYTES = 8 * KEY_WORDS - 1
 # The padding a byte buffer needs after its text so that keys can be read past its end.
 KEY_PADDING = 8 * KEY_WORDS
@@ -38,6 +38,12 @@ def segment_keys(buffer: bytes, starts: np.ndarray, lengths: np.ndarray) -> np.n
         np.bitwise_and(windows[starts + 8 * word], _LOW_BYTES[in_word], out=keys[:, word])
     keys[:, -1] |= lengths.astype(np.uint64) << np.uint64(56)
     return keys
+
+
+def first_of_each_key(keys: np.ndarray) -> np.ndarray:
+    """The index of the first occurrence of each distinct key (row) of ``keys``."""
+    whole_keys = np.ascontiguousarray(keys).view(np.dtype((np.void, 8 * KEY_WORDS))).ravel()
+    return np.unique(whole_keys, return_index=True)[1]
 
 
 def _rows_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:

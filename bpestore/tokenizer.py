@@ -27,7 +27,7 @@ from .pretokenize import (
     SPLIT_SAFE_PATTERNS,
     SpecialSplitter,
 )
-from .segment_table import KEY_PADDING, MAX_KEY_BYTES, SegmentTable, segment_keys
+from .segment_table import KEY_PADDING, MAX_KEY_BYTES, SegmentTable, first_of_each_key, segment_keys
 
 MergeRule = Literal["pair", "token"]
 
@@ -60,12 +60,6 @@ class _Caches:
         self.pretokens: dict[str, str] = {}
         self.size = size
         self.batch = batch
-
-
-def _first_of_each(keys: np.ndarray) -> np.ndarray:
-    """The index of the first occurrence of each distinct row of ``keys``."""
-    rows = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1] * keys.itemsize))).ravel()
-    return np.unique(rows, return_index=True)[1]
 
 
 def _strictly_inside(spans: list[tuple[int, int]], span_starts: list[int], position: int) -> bool:
@@ -267,11 +261,11 @@ class Tokenizer:
         id_start, id_count = table.lookup(keys)
         missing = np.flatnonzero(id_start < 0)
         if len(missing):
-            distinct = missing[_first_of_each(keys[missing])]
+            distinct = missing[first_of_each_key(keys[missing])]
             if len(table) + len(distinct) > caches.size:
                 # Start the table afresh with this block's known segments, ids copied out first.
                 known = np.flatnonzero(id_start >= 0)
-                known = known[_first_of_each(keys[known])]
+                known = known[first_of_each_key(keys[known])]
                 known_ids = table.gather(id_start[known], id_count[known])
                 table.clear()
                 table.insert(keys[known], known_ids, id_count[known])
