@@ -77,8 +77,10 @@ def ids_facts(ids, text: str, params: dict) -> dict:
     return {"tokens": int(array.size), "bytes": len(text.encode("utf-8")), "ids_sha256": hashlib.sha256(array.tobytes()).hexdigest()}
 
 
-def encode_job(params: dict, encode) -> Job:
+def encode_job(params: dict, encode, *, second_pass: bool = False) -> Job:
     text = read_text(params["text"], params.get("max_bytes"))
+    if second_pass:
+        encode(text)  # the first pass, untimed
     return Job(lambda: encode(text), lambda ids: ids_facts(ids, text, params))
 
 
@@ -105,21 +107,15 @@ def encode_hf(params: dict) -> Job:
 # ---------------------------------------------------------------- encode-warm: a second pass
 
 
-def second_pass_job(params: dict, encode) -> Job:
-    text = read_text(params["text"], params.get("max_bytes"))
-    encode(text)  # the first pass, untimed
-    return Job(lambda: encode(text), lambda ids: ids_facts(ids, text, params))
-
-
 @task("encode-warm:bpestore")
 def encode_warm_bpestore(params: dict) -> Job:
-    return second_pass_job(params, bpestore_from_files(params).encode)
+    return encode_job(params, bpestore_from_files(params).encode, second_pass=True)
 
 
 @task("encode-warm:tiktoken")
 def encode_warm_tiktoken(params: dict) -> Job:
     encoding = tiktoken_gpt2(params)
-    return second_pass_job(params, lambda text: encoding.encode(text, allowed_special="all"))
+    return encode_job(params, lambda text: encoding.encode(text, allowed_special="all"), second_pass=True)
 
 
 # ---------------------------------------------------------------- encode-cli: file -> .npy
