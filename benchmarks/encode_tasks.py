@@ -7,6 +7,7 @@ Common params: ``vocab`` and ``merges`` (the fixture files), ``special`` (``<|en
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import random
@@ -41,6 +42,11 @@ def bpestore_from_files(params: dict):
 def tiktoken_gpt2(params: dict):
     import_or_skip("tiktoken")
     return gpt2.tiktoken_encoding(params["vocab"], {params["special"]: gpt2.ENDOFTEXT_ID})
+
+
+def tiktoken_gpt2_encode(params: dict):
+    """tiktoken's GPT-2 ``encode``, special tokens allowed (as bpestore encodes them)."""
+    return functools.partial(tiktoken_gpt2(params).encode, allowed_special="all")
 
 
 def hf_gpt2(params: dict):
@@ -94,8 +100,7 @@ def encode_bpestore(params: dict) -> Job:
 
 @task("encode:tiktoken")
 def encode_tiktoken(params: dict) -> Job:
-    encoding = tiktoken_gpt2(params)
-    return encode_job(params, lambda text: encoding.encode(text, allowed_special="all"))
+    return encode_job(params, tiktoken_gpt2_encode(params))
 
 
 @task("encode:hf")
@@ -114,8 +119,7 @@ def encode_warm_bpestore(params: dict) -> Job:
 
 @task("encode-warm:tiktoken")
 def encode_warm_tiktoken(params: dict) -> Job:
-    encoding = tiktoken_gpt2(params)
-    return encode_job(params, lambda text: encoding.encode(text, allowed_special="all"), second_pass=True)
+    return encode_job(params, tiktoken_gpt2_encode(params), second_pass=True)
 
 
 # ---------------------------------------------------------------- encode-cli: file -> .npy
@@ -194,7 +198,7 @@ def sample_check(params: dict, tokenizer) -> dict:
     if not params.get("sample"):
         return {}
     text = read_text(params["sample"])
-    expected = tiktoken_gpt2(params).encode(text, allowed_special="all")
+    expected = tiktoken_gpt2_encode(params)(text)
     ids = tokenizer.encode(text)
     ids = getattr(ids, "ids", ids)  # an HF Encoding
     return {"sample_ids_match_tiktoken": list(ids) == expected}
@@ -269,8 +273,7 @@ def pathological_bpestore(params: dict) -> Job:
 
 @task("pathological:tiktoken")
 def pathological_tiktoken(params: dict) -> Job:
-    encoding = tiktoken_gpt2(params)
-    return pathological_job(params, lambda text: encoding.encode(text, allowed_special="all"))
+    return pathological_job(params, tiktoken_gpt2_encode(params))
 
 
 # ---------------------------------------------------------------- comparing saved ids (in a child, see sections.compare_ids)
