@@ -1,6 +1,6 @@
 """bpestore: byte-level BPE tokenizer trainer, encoder and persistent tokenizer store."""
 
-from .corpus import CorpusDecodeError
+from .errors import CorpusDecodeError
 from .tokenizer import Tokenizer
 from .training import train_bpe
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from .errors import CorpusDecodeError
 from .pretokenize import GPT2_PATTERN, SegmentCounter, SpecialSplitter
 
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -24,19 +25,6 @@ _WINDOW_BYTES = 64 << 10
 _READ_BYTES = 1 << 20
 
 ProgressCallback = Callable[[int], None]
-
-
-class CorpusDecodeError(ValueError):
-    """The corpus is not valid UTF-8; ``offset`` is the first bad byte's offset in the file."""
-
-    def __init__(self, path: str | os.PathLike, offset: int, reason: str):
-        self.path = str(path)
-        self.offset = offset
-        self.reason = reason
-        super().__init__(f"{self.path}: invalid UTF-8 at byte offset {offset} ({reason})")
-
-    def __reduce__(self):  # so that it crosses process boundaries intact
-        return type(self), (self.path, self.offset, self.reason)
 
 
 def first_decode_error(path: str | os.PathLike, end: int) -> CorpusDecodeError | None:

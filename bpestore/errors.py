@@ -1,4 +1,11 @@
-"""Exceptions that carry a message meant for the user (the CLI prints them without a traceback)."""
+"""Exceptions that carry a message meant for the user (the CLI prints them without a traceback).
+
+The Rust engine raises these same classes (it looks them up here), with the same messages.
+"""
+
+from __future__ import annotations
+
+import os
 
 
 class BpestoreError(Exception):
@@ -27,3 +34,16 @@ class InvalidReferenceError(StoreError, ValueError):
 
 class FormatError(BpestoreError, ValueError):
     """A tokenizer file that cannot be imported (malformed or unsupported); nothing was stored."""
+
+
+class CorpusDecodeError(BpestoreError, ValueError):
+    """The corpus is not valid UTF-8; ``offset`` is the first bad byte's offset in the file."""
+
+    def __init__(self, path: str | os.PathLike, offset: int, reason: str):
+        self.path = str(path)
+        self.offset = offset
+        self.reason = reason
+        super().__init__(f"{self.path}: invalid UTF-8 at byte offset {offset} ({reason})")
+
+    def __reduce__(self):  # so that it crosses process boundaries intact
+        return type(self), (self.path, self.offset, self.reason)

@@ -31,11 +31,8 @@ BPESTORE_TABLES = frozenset({"corpora", "pretoken_counts", "tokenizers", "vocab"
 
 
 def migrations_dir() -> Path:
-    """The alembic environment: inside the package when installed from a wheel, else the repo's."""
-    packaged = Path(__file__).resolve().parent / "migrations"
-    if (packaged / "env.py").is_file():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "migrations"
+    """The alembic environment, which lives inside the package (a checkout and a wheel alike)."""
+    return Path(__file__).resolve().parent / "migrations"
 
 
 @lru_cache(maxsize=1)

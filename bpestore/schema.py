@@ -1,6 +1,6 @@
 """The database schema, as SQLAlchemy Core tables.
 
-The migrations in ``migrations/`` own the schema: a change here needs a new revision there, and a
+The migrations in ``bpestore/migrations/`` own the schema: a change here needs a new revision there, and a
 test checks that the two agree (alembic's autogenerate comparison finds no difference).
 
 The readable views (``vocab_readable``, ``merges_readable``) are defined in the migrations only.

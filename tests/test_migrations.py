@@ -94,7 +94,7 @@ def test_the_migrations_have_one_head_and_the_code_knows_it():
     script = ScriptDirectory(str(migrations_dir()))
     assert len(script.get_heads()) == 1
     assert bpestore.migrate.SCHEMA_REVISION == script.get_current_head()
-    assert migrations_dir() == REPO_ROOT / "migrations"  # in a checkout, the repository's
+    assert migrations_dir() == REPO_ROOT / "bpestore" / "migrations"  # in a checkout, the repository's
 
 
 def test_a_new_database_is_created_at_head(tmp_path):

@@ -1,6 +1,6 @@
 """The wheel carries everything an installed bpestore needs, the migrations above all.
 
-The wheel is built from the repository (``pip wheel``, hatchling through build isolation), then
+The wheel is built from the repository (``pip wheel``: maturin, through build isolation, compiles the Rust engine), then
 installed into a fresh virtual environment outside the repository. That environment sees the
 current environment's dependencies (SQLAlchemy, alembic, ...) through a ``.pth`` file naming a
 directory of links to them, from which bpestore itself (its editable install, its metadata) is left
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import sysconfig
@@ -45,7 +46,7 @@ def outside_repo(path: Path) -> bool:
 
 
 def repo_head() -> str:
-    return ScriptDirectory(str(REPO_ROOT / "migrations")).get_current_head()
+    return ScriptDirectory(str(REPO_ROOT / "bpestore" / "migrations")).get_current_head()
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +106,14 @@ def test_the_wheel_carries_the_package_the_migrations_and_the_script(wheel):
         names = set(archive.namelist())
         entry_points = next((archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")), "")
     assert "bpestore/__init__.py" in names and "bpestore/store.py" in names
-    migrations = REPO_ROOT / "migrations"
+    migrations = REPO_ROOT / "bpestore" / "migrations"
     for path in [migrations / "env.py", migrations / "script.py.mako", *sorted((migrations / "versions").glob("*.py"))]:
         assert f"bpestore/migrations/{path.relative_to(migrations).as_posix()}" in names, path
     assert not any(name.startswith("tests/") for name in names)
-    assert "bpestore = bpestore.cli:main" in entry_points
+    assert re.search(r"^bpestore\s*=\s*bpestore\.cli:main$", entry_points, re.MULTILINE), entry_points
+    # the Rust engine is inside the package, as the extension module bpestore._engine
+    assert any(re.fullmatch(r"bpestore/_engine\.[\w.-]*(so|pyd)", name) for name in names), sorted(names)
+    assert "bpestore/_engine.pyi" in names and "bpestore/py.typed" in names
 
 
 STORE_SCRIPT = """

@@ -1,0 +1,19 @@
+//! `bpestore._engine`: the Rust engine as a Python extension module.
+//!
+//! One file per pipeline stage registers that stage's functions and classes; the typed Python
+//! face of every one of them is `bpestore/_engine.pyi`.
+
+use pyo3::prelude::*;
+
+mod encode;
+mod pretokenize;
+mod train;
+
+#[pymodule]
+fn _engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    pretokenize::register(module)?;
+    train::register(module)?;
+    encode::register(module)?;
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! The pretokenize stage's Python bindings.
+
+use pyo3::prelude::*;
+
+pub fn register(_module: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}
