@@ -51,19 +51,6 @@ struct PairInfo {
     raised_in: usize,
 }
 
-impl PairInfo {
-    fn note_word(&mut self, word: WordId) {
-        match self.words.last() {
-            Some(&last) if last == word => {}
-            Some(&last) => {
-                self.unsorted |= last > word;
-                self.words.push(word);
-            }
-            None => self.words.push(word),
-        }
-    }
-}
-
 #[derive(Clone, Copy)]
 struct HeapEntry {
     count: u64,
@@ -174,23 +161,24 @@ impl Tokens {
     }
 }
 
-/// The words: each one's tokens at `symbols[starts[w]..starts[w] + lens[w]]`.
+/// Where one word's tokens are, and how often the word occurs: one record, so that visiting a
+/// word costs one cache miss here (and one for its tokens).
+#[derive(Clone, Copy)]
+struct WordHead {
+    start: usize,
+    count: u64,
+    len: u32,
+}
+
+/// The words: word `w`'s tokens are `symbols[heads[w].start..][..heads[w].len]`.
 struct Words {
     symbols: Vec<TokenId>,
-    starts: Vec<usize>,
-    lens: Vec<u32>,
-    counts: Vec<u64>,
+    heads: Vec<WordHead>,
 }
 
 impl Words {
     /// Words of at least two bytes (shorter ones never hold a pair).
     fn from_counts(counts: &PretokenCounts) -> Words {
-        let mut words = Words {
-            symbols: Vec::new(),
-            starts: Vec::new(),
-            lens: Vec::new(),
-            counts: Vec::new(),
-        };
         let (mut distinct, mut symbols) = (0usize, 0usize);
         for (pretoken, _) in counts.iter() {
             if pretoken.len() >= 2 {
@@ -198,28 +186,44 @@ impl Words {
                 symbols += pretoken.len();
             }
         }
-        words.symbols.reserve_exact(symbols);
-        words.starts.reserve_exact(distinct);
-        words.lens.reserve_exact(distinct);
-        words.counts.reserve_exact(distinct);
+        let mut words = Words { symbols: Vec::with_capacity(symbols), heads: Vec::with_capacity(distinct) };
         for (pretoken, count) in counts.iter() {
             if pretoken.len() < 2 || count == 0 {
                 continue;
             }
             let len = u32::try_from(pretoken.len()).expect("a pre-token of 4 GiB or more");
-            words.starts.push(words.symbols.len());
-            words.lens.push(len);
-            words.counts.push(count);
-            words
-                .symbols
-                .extend(pretoken.iter().map(|&b| TokenId::from(b)));
+            words.heads.push(WordHead { start: words.symbols.len(), count, len });
+            words.symbols.extend(pretoken.iter().map(|&b| TokenId::from(b)));
         }
-        assert!(
-            words.counts.len() <= WordId::MAX as usize,
-            "more than 2^32 distinct pre-tokens"
-        );
+        assert!(words.heads.len() <= WordId::MAX as usize, "more than 2^32 distinct pre-tokens");
         words
     }
+
+    /// Asks the CPU to start loading a word's record: the words a merge visits are scattered
+    /// over memory, and waiting for each in turn would be most of the merge loop's time.
+    #[inline]
+    fn prefetch_head(&self, word: WordId) {
+        prefetch(&self.heads[word as usize]);
+    }
+
+    /// Asks the CPU to start loading a word's tokens (its record should be loaded by now).
+    #[inline]
+    fn prefetch_symbols(&self, word: WordId) {
+        prefetch(&self.symbols[self.heads[word as usize].start]);
+    }
+}
+
+#[inline]
+fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is only a hint; it reads nothing and cannot fault, and the pointer
+        // comes from a reference, so it is valid anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 /// The state of the merge loop between merges.
@@ -231,6 +235,9 @@ struct Trainer {
     merges_done: usize,
     /// Pairs counted up during the current merge (pushed onto the heap at its end).
     raised: Vec<PairKey>,
+    /// The changes next to the current merge's new tokens, on their left and on their right.
+    left: Neighbours,
+    right: Neighbours,
 }
 
 impl Trainer {
@@ -240,15 +247,18 @@ impl Trainer {
         // All first pairs are of two bytes: count them in flat tables, not in the hash map.
         let mut byte_pair_counts = vec![0u64; 1 << 16];
         let mut byte_pair_words: Vec<Vec<WordId>> = vec![Vec::new(); 1 << 16];
-        for (word, (&start, &len)) in words.starts.iter().zip(&words.lens).enumerate() {
+        // The last word noted for each pair, in a small table: reading the end of each pair's
+        // list instead would miss the cache every time.
+        let mut last_word = vec![WordId::MAX; 1 << 16];
+        for (word, head) in words.heads.iter().enumerate() {
             let word_id = word as WordId;
-            let count = words.counts[word];
-            for window in words.symbols[start..start + len as usize].windows(2) {
+            let count = head.count;
+            for window in words.symbols[head.start..head.start + head.len as usize].windows(2) {
                 let index = (window[0] as usize) << 8 | window[1] as usize;
                 byte_pair_counts[index] += count;
-                let list = &mut byte_pair_words[index];
-                if list.last() != Some(&word_id) {
-                    list.push(word_id);
+                if last_word[index] != word_id {
+                    last_word[index] = word_id;
+                    byte_pair_words[index].push(word_id);
                 }
             }
         }
@@ -281,6 +291,8 @@ impl Trainer {
             heap,
             merges_done: 0,
             raised: Vec::new(),
+            left: Neighbours::default(),
+            right: Neighbours::default(),
         }
     }
 
@@ -301,8 +313,8 @@ impl Trainer {
         }
     }
 
-    fn lower(&mut self, left: TokenId, right: TokenId, by: u64) {
-        let key = pair_key(left, right);
+    /// Lowers a pair's count by `by` (occurrences that a merge took away).
+    fn lower(&mut self, key: PairKey, by: u64) {
         let info = self
             .pairs
             .get_mut(&key)
@@ -314,11 +326,17 @@ impl Trainer {
         }
     }
 
-    fn raise(&mut self, left: TokenId, right: TokenId, by: u64, word: WordId) {
-        let key = pair_key(left, right);
+    /// Raises a pair's count by `by` (occurrences that a merge made, in `words`, ascending).
+    fn raise(&mut self, key: PairKey, by: u64, words: Vec<WordId>) {
         let info = self.pairs.entry(key).or_default();
         info.count += by;
-        info.note_word(word);
+        if info.words.is_empty() {
+            info.words = words;
+        } else {
+            // Only when a merge makes bytes that were already a token (never, in practice).
+            info.unsorted = true;
+            info.words.extend(words);
+        }
         if info.raised_in != self.merges_done + 1 {
             info.raised_in = self.merges_done + 1;
             self.raised.push(key);
@@ -329,25 +347,51 @@ impl Trainer {
     fn merge(&mut self, pair: PairKey) {
         let (a, b) = split_key(pair);
         let new = self.tokens.join(a, b);
-        let mut candidates = std::mem::take(
-            &mut self
-                .pairs
-                .get_mut(&pair)
-                .expect("the best pair is counted")
-                .words,
-        );
-        if self.pairs[&pair].unsorted {
+        self.left.grow(self.tokens.bytes.len());
+        self.right.grow(self.tokens.bytes.len());
+        let info = self.pairs.remove(&pair).expect("the best pair is counted");
+        let mut candidates = info.words;
+        if info.unsorted {
             candidates.sort_unstable();
             candidates.dedup();
         }
-        for &word in &candidates {
-            self.merge_in_word(word, a, b, new);
+        let mut twins = Twins::default();
+        // Prefetch distances, in words ahead: records first, then (once they are in) tokens.
+        const HEAD_AHEAD: usize = 16;
+        const SYMBOLS_AHEAD: usize = 8;
+        for (index, &word) in candidates.iter().enumerate() {
+            if let Some(&ahead) = candidates.get(index + HEAD_AHEAD) {
+                self.words.prefetch_head(ahead);
+            }
+            if let Some(&ahead) = candidates.get(index + SYMBOLS_AHEAD) {
+                self.words.prefetch_symbols(ahead);
+            }
+            self.merge_in_word(word, a, b, new, &mut twins);
+        }
+        drop(candidates);
+        // Hand the changes to the pair table: a few hash lookups per neighbour, not per word.
+        for (neighbour, count, words) in self.left.drain() {
+            if neighbour != a || a != b {
+                self.lower(pair_key(neighbour, a), count);
+            }
+            self.raise(pair_key(neighbour, new), count, words);
+        }
+        for (neighbour, count, words) in self.right.drain() {
+            if neighbour != b || a != b {
+                self.lower(pair_key(b, neighbour), count);
+            }
+            self.raise(pair_key(new, neighbour), count, words);
+        }
+        if twins.count > 0 {
+            if pair_key(b, a) != pair {
+                self.lower(pair_key(b, a), twins.count);
+            }
+            self.raise(pair_key(new, new), twins.count, twins.words);
         }
         debug_assert!(
             !self.pairs.contains_key(&pair),
             "a merged pair is left nowhere"
         );
-        self.pairs.remove(&pair);
         for key in std::mem::take(&mut self.raised) {
             let count = self.pairs[&key].count;
             self.heap.push(HeapEntry { count, pair: key }, &self.tokens);
@@ -355,54 +399,108 @@ impl Trainer {
         self.merges_done += 1;
     }
 
-    /// Merges `(a, b)` into `new` in one word (which may no longer hold the pair), in place.
-    fn merge_in_word(&mut self, word: WordId, a: TokenId, b: TokenId, new: TokenId) {
-        let start = self.words.starts[word as usize];
-        let len = self.words.lens[word as usize] as usize;
-        let symbols = &self.words.symbols[start..start + len];
+    /// Merges `(a, b)` into `new` in one word (which may no longer hold the pair), in place,
+    /// noting the pairs that change in `self.left`, `self.right` and `twins`.
+    fn merge_in_word(
+        &mut self,
+        word: WordId,
+        a: TokenId,
+        b: TokenId,
+        new: TokenId,
+        twins: &mut Twins,
+    ) {
+        let WordHead { start, count, len } = self.words.heads[word as usize];
+        let len = len as usize;
+        let symbols = &mut self.words.symbols[start..start + len];
         let Some(first) = symbols.windows(2).position(|w| w[0] == a && w[1] == b) else {
             return;
         };
-        let count = self.words.counts[word as usize];
         let mut read = first;
         let mut write = first;
-        // Whether the token just written was made by this merge (a pre-existing `new` token is
-        // not: should `new` already exist elsewhere, the pair before it is unchanged).
+        // Whether the token just written was made by this merge (a `new` token that was there
+        // before is not: the pair it starts with is then unchanged).
         let mut wrote_new = false;
         while read < len {
-            let symbols = &self.words.symbols[start..start + len];
             if read + 1 < len && symbols[read] == a && symbols[read + 1] == b {
-                self.lower(a, b, count);
                 if write > 0 {
-                    let before = self.words.symbols[start + write - 1];
                     if wrote_new {
-                        self.lower(b, a, count);
-                        self.raise(new, new, count, word);
+                        // (b, a) between two merged pairs becomes (new, new).
+                        twins.count += count;
+                        if twins.words.last() != Some(&word) {
+                            twins.words.push(word);
+                        }
                     } else {
-                        self.lower(before, a, count);
-                        self.raise(before, new, count, word);
+                        self.left.note(symbols[write - 1], count, word);
                     }
                 }
-                let symbols = &self.words.symbols[start..start + len];
                 if read + 2 < len {
                     let after = symbols[read + 2];
                     let next_merges_too = after == a && read + 3 < len && symbols[read + 3] == b;
                     if !next_merges_too {
-                        self.lower(b, after, count);
-                        self.raise(new, after, count, word);
+                        self.right.note(after, count, word);
                     }
                 }
-                self.words.symbols[start + write] = new;
+                symbols[write] = new;
                 wrote_new = true;
                 read += 2;
             } else {
-                self.words.symbols[start + write] = symbols[read];
+                symbols[write] = symbols[read];
                 wrote_new = false;
                 read += 1;
             }
             write += 1;
         }
-        self.words.lens[word as usize] = write as u32;
+        self.words.heads[word as usize].len = write as u32;
+    }
+}
+
+/// The occurrences of `(new, new)` that one merge makes, and where.
+#[derive(Default)]
+struct Twins {
+    count: u64,
+    words: Vec<WordId>,
+}
+
+/// The neighbours of one side of a merge's new tokens: per neighbour token, how many occurrences
+/// (weighted) and in which words; dense tables indexed by token, so that noting one is cheap.
+#[derive(Default)]
+struct Neighbours {
+    counts: Vec<u64>,
+    words: Vec<Vec<WordId>>,
+    seen: Vec<TokenId>,
+}
+
+impl Neighbours {
+    fn grow(&mut self, tokens: usize) {
+        self.counts.resize(tokens, 0);
+        self.words.resize_with(tokens, Vec::new);
+    }
+
+    #[inline]
+    fn note(&mut self, neighbour: TokenId, count: u64, word: WordId) {
+        let index = neighbour as usize;
+        if self.counts[index] == 0 {
+            self.seen.push(neighbour);
+        }
+        self.counts[index] += count;
+        let words = &mut self.words[index];
+        if words.last() != Some(&word) {
+            words.push(word);
+        }
+    }
+
+    /// Every neighbour noted, with its count and words, leaving the tables empty.
+    fn drain(&mut self) -> Vec<(TokenId, u64, Vec<WordId>)> {
+        let mut seen = std::mem::take(&mut self.seen);
+        // Neighbour order does not change the result; sorted, it does not depend on word order.
+        seen.sort_unstable();
+        seen.into_iter()
+            .map(|neighbour| {
+                let index = neighbour as usize;
+                let count = std::mem::take(&mut self.counts[index]);
+                (neighbour, count, std::mem::take(&mut self.words[index]))
+            })
+            .collect()
     }
 }
 
