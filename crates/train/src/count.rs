@@ -10,6 +10,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -30,6 +31,8 @@ const CUT_WINDOW_BYTES: usize = 64 << 10;
 pub enum CountError {
     /// Reading the file failed.
     Io(io::Error),
+    /// The progress callback asked to stop.
+    Stopped,
     /// The file is not UTF-8: the offset of its first bad byte, and Python's reason words
     /// (`"invalid start byte"`, `"invalid continuation byte"`, `"unexpected end of data"`).
     Decode {
@@ -44,6 +47,7 @@ impl fmt::Display for CountError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CountError::Io(error) => error.fmt(f),
+            CountError::Stopped => f.write_str("stopped"),
             CountError::Decode { offset, reason } => {
                 write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
             }
@@ -55,7 +59,7 @@ impl std::error::Error for CountError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CountError::Io(error) => Some(error),
-            CountError::Decode { .. } => None,
+            CountError::Decode { .. } | CountError::Stopped => None,
         }
     }
 }
@@ -98,21 +102,40 @@ pub fn count_file(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PretokenCounts, CountError> {
-    count_file_in_chunks(path, pretokenizer, specials, threads, DEFAULT_CHUNK_BYTES, progress)
+    let progress = |bytes| {
+        progress(bytes);
+        ControlFlow::Continue(())
+    };
+    count_file_in_chunks(
+        path,
+        pretokenizer,
+        specials,
+        threads,
+        DEFAULT_CHUNK_BYTES,
+        &progress,
+    )
 }
 
-/// [`count_file`] with chunks of about `chunk_bytes` (at least 1); the counts do not depend on it.
+/// [`count_file`] with chunks of about `chunk_bytes` (at least 1; the counts do not depend on
+/// it), and a progress callback that can stop the counting: once it returns `Break`, the threads
+/// take no further chunk and the result is [`CountError::Stopped`].
 pub fn count_file_in_chunks(
     path: &Path,
     pretokenizer: &Pretokenizer,
     specials: &SpecialTokens,
     threads: usize,
     chunk_bytes: usize,
-    progress: &(dyn Fn(u64) + Sync),
+    progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
 ) -> Result<PretokenCounts, CountError> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
-    let boundaries = chunk_boundaries(&file, size, pretokenizer, specials, chunk_bytes.max(1) as u64)?;
+    let boundaries = chunk_boundaries(
+        &file,
+        size,
+        pretokenizer,
+        specials,
+        chunk_bytes.max(1) as u64,
+    )?;
     let chunks: Vec<(u64, u64)> = boundaries.windows(2).map(|w| (w[0], w[1])).collect();
     let threads = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -146,20 +169,34 @@ pub fn count_file_in_chunks(
             });
             if let Err(error) = result {
                 first_bad_chunk.fetch_min(index, Ordering::Relaxed);
-                failures.lock().unwrap_or_else(|e| e.into_inner()).push((index, error));
+                failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((index, error));
                 return counts;
             }
-            progress(end - start);
+            if progress(end - start).is_break() {
+                first_bad_chunk.fetch_min(index, Ordering::Relaxed);
+                failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((index, CountError::Stopped));
+                return counts;
+            }
         }
     };
     let partial: Vec<PretokenCounts> = if threads == 1 {
         vec![work()]
     } else {
         std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(&work)).collect();
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
             handles
                 .into_iter()
-                .map(|handle| handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
                 .collect()
         })
     };
@@ -170,7 +207,10 @@ pub fn count_file_in_chunks(
             other => other,
         });
     }
-    Ok(partial.into_iter().reduce(PretokenCounts::merged).unwrap_or_default())
+    Ok(partial
+        .into_iter()
+        .reduce(PretokenCounts::merged)
+        .unwrap_or_default())
 }
 
 /// The decode error of a file whose first bad byte is at `offset`, with the reason Python's
@@ -184,7 +224,9 @@ fn first_bad_byte(
 ) -> Result<CountError, CountError> {
     let mut bytes = Vec::new();
     read_chunk(file, offset, (offset + 4).min(size), &mut bytes)?;
-    let reason = check_utf8(&bytes).err().map_or(reason_in_chunk, |error| error.reason);
+    let reason = check_utf8(&bytes)
+        .err()
+        .map_or(reason_in_chunk, |error| error.reason);
     Ok(CountError::Decode { offset, reason })
 }
 
@@ -244,7 +286,8 @@ fn find_cut(
 
 /// Reads bytes `start..end` of `file` into `buffer` (replacing what it held).
 fn read_chunk(file: &File, start: u64, end: u64, buffer: &mut Vec<u8>) -> Result<(), CountError> {
-    let len = usize::try_from(end - start).map_err(|_| io::Error::other("a chunk too big for memory"))?;
+    let len =
+        usize::try_from(end - start).map_err(|_| io::Error::other("a chunk too big for memory"))?;
     buffer.clear();
     buffer.resize(len, 0);
     read_exact_at(file, buffer, start)?;
@@ -283,14 +326,19 @@ mod tests {
         counts.iter().map(|(k, v)| (k.to_vec(), v)).collect()
     }
 
-    fn whole_text_counts(text: &str, pretokenizer: &Pretokenizer, specials: &SpecialTokens) -> HashMap<Vec<u8>, u64> {
+    fn whole_text_counts(
+        text: &str,
+        pretokenizer: &Pretokenizer,
+        specials: &SpecialTokens,
+    ) -> HashMap<Vec<u8>, u64> {
         let mut counts = PretokenCounts::new();
         count_text(text, pretokenizer, specials, &mut counts);
         as_map(&counts)
     }
 
     fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
-        let path = std::env::temp_dir().join(format!("bpestore-train-{}-{name}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("bpestore-train-{}-{name}", std::process::id()));
         File::create(&path).unwrap().write_all(bytes).unwrap();
         path
     }
@@ -304,7 +352,9 @@ mod tests {
         let specials = SpecialTokens::new(&["<|endoftext|>".to_string()]);
         let counts = whole_text_counts("a b<|endoftext|> a<|endoftext|>", &pretokenizer, &specials);
         let expected: HashMap<Vec<u8>, u64> =
-            [(b"a".to_vec(), 1), (b" b".to_vec(), 1), (b" a".to_vec(), 1)].into_iter().collect();
+            [(b"a".to_vec(), 1), (b" b".to_vec(), 1), (b" a".to_vec(), 1)]
+                .into_iter()
+                .collect();
         assert_eq!(counts, expected);
     }
 
@@ -312,21 +362,37 @@ mod tests {
     fn file_counts_equal_text_counts_for_every_chunk_size_and_thread_count() {
         let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
         let path = temp_file("chunks", TEXT.as_bytes());
-        let token_sets: [&[&str]; 4] =
-            [&[], &["<|endoftext|>"], &["<a>", "<b>"], &["<| sep |>", "<|endoftext|>"]];
+        let token_sets: [&[&str]; 4] = [
+            &[],
+            &["<|endoftext|>"],
+            &["<a>", "<b>"],
+            &["<| sep |>", "<|endoftext|>"],
+        ];
         for tokens in token_sets {
-            let specials = SpecialTokens::new(&tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>());
+            let specials =
+                SpecialTokens::new(&tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>());
             let expected = whole_text_counts(TEXT, &pretokenizer, &specials);
             for chunk_bytes in 1..=TEXT.len() + 1 {
                 for threads in [1, 2, 3] {
                     let done = std::sync::atomic::AtomicU64::new(0);
                     let progress = |n: u64| {
                         done.fetch_add(n, Ordering::Relaxed);
+                        ControlFlow::Continue(())
                     };
-                    let counts =
-                        count_file_in_chunks(&path, &pretokenizer, &specials, threads, chunk_bytes, &progress)
-                            .unwrap();
-                    assert_eq!(as_map(&counts), expected, "{tokens:?} {chunk_bytes} {threads}");
+                    let counts = count_file_in_chunks(
+                        &path,
+                        &pretokenizer,
+                        &specials,
+                        threads,
+                        chunk_bytes,
+                        &progress,
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        as_map(&counts),
+                        expected,
+                        "{tokens:?} {chunk_bytes} {threads}"
+                    );
                     assert_eq!(done.into_inner(), TEXT.len() as u64);
                 }
             }
@@ -346,11 +412,23 @@ mod tests {
         let path = temp_file("bad", &bytes);
         for chunk_bytes in [1, 7, 16, 64, 1000, 1 << 20] {
             for threads in [1, 2] {
-                let error =
-                    count_file_in_chunks(&path, &pretokenizer, &specials, threads, chunk_bytes, &|_| {}).unwrap_err();
+                let go_on = |_| ControlFlow::Continue(());
+                let error = count_file_in_chunks(
+                    &path,
+                    &pretokenizer,
+                    &specials,
+                    threads,
+                    chunk_bytes,
+                    &go_on,
+                )
+                .unwrap_err();
                 match error {
                     CountError::Decode { offset, reason } => {
-                        assert_eq!((offset, reason), (first_bad, "invalid continuation byte"), "{chunk_bytes}");
+                        assert_eq!(
+                            (offset, reason),
+                            (first_bad, "invalid continuation byte"),
+                            "{chunk_bytes}"
+                        );
                     }
                     other => panic!("{other}"),
                 }
@@ -359,7 +437,9 @@ mod tests {
         // Cut short by the end of the file: Python's words for it.
         let path_end = temp_file("bad-end", b"abc \xe2\x82");
         match count_file(&path_end, &pretokenizer, &specials, 1, &|_| {}).unwrap_err() {
-            CountError::Decode { offset, reason } => assert_eq!((offset, reason), (4, "unexpected end of data")),
+            CountError::Decode { offset, reason } => {
+                assert_eq!((offset, reason), (4, "unexpected end of data"))
+            }
             other => panic!("{other}"),
         }
         std::fs::remove_file(path).unwrap();
@@ -367,18 +447,58 @@ mod tests {
     }
 
     #[test]
+    fn progress_can_stop_the_counting() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let path = temp_file("stop", &b"some words ".repeat(1000));
+        let calls = AtomicUsize::new(0);
+        let stop_at_third = |_| {
+            if calls.fetch_add(1, Ordering::Relaxed) == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let error = count_file_in_chunks(
+            &path,
+            &pretokenizer,
+            &SpecialTokens::new(&[]),
+            2,
+            100,
+            &stop_at_third,
+        )
+        .unwrap_err();
+        assert!(matches!(error, CountError::Stopped), "{error}");
+        assert!(
+            calls.into_inner() < 10,
+            "the threads went on after the stop"
+        );
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
     fn a_missing_file_is_an_io_error() {
         let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
         let missing = std::env::temp_dir().join("bpestore-train-no-such-file");
-        let error = count_file(&missing, &pretokenizer, &SpecialTokens::new(&[]), 1, &|_| {}).unwrap_err();
-        assert!(matches!(error, CountError::Io(ref e) if e.kind() == io::ErrorKind::NotFound), "{error}");
+        let error = count_file(
+            &missing,
+            &pretokenizer,
+            &SpecialTokens::new(&[]),
+            1,
+            &|_| {},
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, CountError::Io(ref e) if e.kind() == io::ErrorKind::NotFound),
+            "{error}"
+        );
     }
 
     #[test]
     fn an_empty_file_has_no_pretokens() {
         let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
         let path = temp_file("empty", b"");
-        let counts = count_file(&path, &pretokenizer, &SpecialTokens::new(&[]), 2, &|_| {}).unwrap();
+        let counts =
+            count_file(&path, &pretokenizer, &SpecialTokens::new(&[]), 2, &|_| {}).unwrap();
         assert!(counts.is_empty());
         std::fs::remove_file(path).unwrap();
     }

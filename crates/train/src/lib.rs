@@ -9,4 +9,4 @@ mod merge;
 
 pub use count::{count_file, count_file_in_chunks, count_text, CountError, DEFAULT_CHUNK_BYTES};
 pub use counts::PretokenCounts;
-pub use merge::{learn_merges, Merge};
+pub use merge::{learn_merges, Merge, MergeLoop};

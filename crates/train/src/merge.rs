@@ -186,16 +186,28 @@ impl Words {
                 symbols += pretoken.len();
             }
         }
-        let mut words = Words { symbols: Vec::with_capacity(symbols), heads: Vec::with_capacity(distinct) };
+        let mut words = Words {
+            symbols: Vec::with_capacity(symbols),
+            heads: Vec::with_capacity(distinct),
+        };
         for (pretoken, count) in counts.iter() {
             if pretoken.len() < 2 || count == 0 {
                 continue;
             }
             let len = u32::try_from(pretoken.len()).expect("a pre-token of 4 GiB or more");
-            words.heads.push(WordHead { start: words.symbols.len(), count, len });
-            words.symbols.extend(pretoken.iter().map(|&b| TokenId::from(b)));
+            words.heads.push(WordHead {
+                start: words.symbols.len(),
+                count,
+                len,
+            });
+            words
+                .symbols
+                .extend(pretoken.iter().map(|&b| TokenId::from(b)));
         }
-        assert!(words.heads.len() <= WordId::MAX as usize, "more than 2^32 distinct pre-tokens");
+        assert!(
+            words.heads.len() <= WordId::MAX as usize,
+            "more than 2^32 distinct pre-tokens"
+        );
         words
     }
 
@@ -504,6 +516,39 @@ impl Neighbours {
     }
 }
 
+/// The merge loop, one merge at a time: an iterator of the merges in order, best first.
+///
+/// It keeps no reference to the counts it was made from, so they can be freed before merging.
+pub struct MergeLoop {
+    trainer: Trainer,
+}
+
+impl MergeLoop {
+    /// Prepares the merge loop on pre-token counts (the result does not depend on their order).
+    pub fn new(counts: &PretokenCounts) -> MergeLoop {
+        MergeLoop {
+            trainer: Trainer::new(counts),
+        }
+    }
+}
+
+impl Iterator for MergeLoop {
+    type Item = Merge;
+
+    /// The next merge, or None when no pair of tokens is left.
+    fn next(&mut self) -> Option<Merge> {
+        let trainer = &mut self.trainer;
+        let pair = trainer.best_pair()?;
+        let (a, b) = split_key(pair);
+        let merge = (
+            trainer.tokens.bytes[a as usize].clone(),
+            trainer.tokens.bytes[b as usize].clone(),
+        );
+        trainer.merge(pair);
+        Some(merge)
+    }
+}
+
 /// Learns up to `max_merges` merges from pre-token counts, in order, with CS336's semantics (see
 /// the module documentation). `on_merge` is called after each merge with the number done so far.
 ///
@@ -514,18 +559,9 @@ pub fn learn_merges(
     max_merges: usize,
     mut on_merge: impl FnMut(usize),
 ) -> Vec<Merge> {
-    let mut trainer = Trainer::new(counts);
     let mut merges = Vec::new();
-    while merges.len() < max_merges {
-        let Some(pair) = trainer.best_pair() else {
-            break;
-        };
-        let (a, b) = split_key(pair);
-        merges.push((
-            trainer.tokens.bytes[a as usize].clone(),
-            trainer.tokens.bytes[b as usize].clone(),
-        ));
-        trainer.merge(pair);
+    for merge in MergeLoop::new(counts).take(max_merges) {
+        merges.push(merge);
         on_merge(merges.len());
     }
     merges
