@@ -1,0 +1,154 @@
+//! The cut rule: where a text may be split into parts pre-tokenized on their own.
+//!
+//! For the split-safe patterns (see [`Pretokenizer::is_split_safe`]) a space between two
+//! characters that are not whitespace is a piece boundary. Special tokens add two conditions: the
+//! space must not be followed by a special token (the token is cut out before pre-tokenization,
+//! so the space would end its piece of text and join the whitespace run before it), and must not
+//! lie inside one. The start of a special token is always a safe cut, for any pattern.
+
+use crate::{Pretokenizer, SpecialTokens};
+
+/// Whether `c` is whitespace to Python's `regex` module's `\s` (Unicode `White_Space`): unlike
+/// `str.isspace()` and the `re` module it excludes the separators `\x1c`-`\x1f`.
+#[inline]
+pub fn is_regex_whitespace(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\x0b' | '\x0c' | '\r' | ' ' | '\u{85}' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}'
+    )
+}
+
+/// The last byte offset at which `text`, a prefix of a longer stream, can be cut without changing
+/// its pre-tokens and special tokens, whatever follows; 0 if there is none.
+///
+/// For a split-safe pattern that is a space between two characters that are not whitespace, not
+/// followed by a special token, not inside one, and at least `max(longest special, 1)` bytes
+/// before the end, so that a special token still arriving cannot reach back over it. For other
+/// patterns only the start of a special token (ending that far from the end) is a known
+/// boundary. (Python's `Tokenizer._last_safe_cut`.)
+pub fn last_safe_cut(text: &str, pretokenizer: &Pretokenizer, specials: &SpecialTokens) -> usize {
+    let bytes = text.as_bytes();
+    let reserve = specials.longest_len().max(1);
+    if bytes.len() <= reserve {
+        return 0;
+    }
+    let mut end = bytes.len() - reserve;
+    if !pretokenizer.is_split_safe() {
+        return specials
+            .find_iter(bytes)
+            .take_while(|&(_, start, _)| start < end)
+            .filter(|&(_, _, stop)| stop <= end)
+            .last()
+            .map_or(0, |(_, start, _)| start);
+    }
+    // Special tokens found from the start of the text (a place no special token covers), so that
+    // overlapping ones pair up as they do when encoding; one that ends after `end` may still grow
+    // into a longer one, but cannot cover a cut before `end`.
+    let spans: Vec<(usize, usize)> = if specials.any_has_space() {
+        specials
+            .find_iter(bytes)
+            .map(|(_, start, stop)| (start, stop))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    while end > 0 {
+        let cut = match memchr::memrchr(b' ', &bytes[..end]) {
+            Some(cut) if cut > 0 => cut,
+            _ => return 0,
+        };
+        if is_safe_space(text, cut)
+            && !specials.starts_at(bytes, cut + 1)
+            && !strictly_inside(&spans, cut)
+        {
+            return cut;
+        }
+        end = cut;
+    }
+    0
+}
+
+/// Whether the space at byte `cut` (0 < cut < len - 1) lies between characters that are not
+/// whitespace.
+fn is_safe_space(text: &str, cut: usize) -> bool {
+    let after = text[cut + 1..].chars().next();
+    let before = text[..cut].chars().next_back();
+    matches!((before, after), (Some(b), Some(a)) if !is_regex_whitespace(b) && !is_regex_whitespace(a))
+}
+
+/// Whether one of `spans` (in order, not overlapping) has `position` strictly inside.
+fn strictly_inside(spans: &[(usize, usize)], position: usize) -> bool {
+    let index = spans.partition_point(|&(start, _)| start <= position);
+    index > 0 && {
+        let (start, stop) = spans[index - 1];
+        start < position && position < stop
+    }
+}
+
+/// The first safe cut at or after byte `from` in `bytes` (a window of a file, possibly not valid
+/// UTF-8 at its ends), for splitting a corpus into chunks; `None` if the window has none.
+///
+/// Candidates are the start of a special token that no other occurrence of a special token
+/// starting before it covers, and, for a split-safe pattern when no special token contains a
+/// space, a space between two printable ASCII characters that is not followed by a special token.
+/// (Python's `corpus._find_cut`.) A cut is only reported when at least `max(longest special, 1)`
+/// bytes follow it in the window, so that what follows the window cannot change the verdict;
+/// and a special token's occurrence can only be seen to be covered by one that starts inside the
+/// window, so a window should start `longest special - 1` bytes before `from` where it can.
+/// Consecutive windows should therefore overlap by at least `2 * longest special` bytes.
+pub fn next_safe_cut(
+    bytes: &[u8],
+    from: usize,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+) -> Option<usize> {
+    let reserve = specials.longest_len().max(1);
+    if bytes.len() <= reserve || from >= bytes.len() - reserve {
+        return None;
+    }
+    // Cuts must lie before `limit`.
+    let mut limit = bytes.len() - reserve;
+    let mut best = None;
+    for token in specials.tokens().iter().filter(|token| !token.is_empty()) {
+        let finder = memchr::memmem::Finder::new(token.as_bytes());
+        let mut position = from;
+        while position < limit {
+            let Some(found) = finder.find(&bytes[position..limit + token.len() - 1]) else {
+                break;
+            };
+            let found = position + found;
+            if !covered_by_other_special(bytes, found, specials) {
+                limit = found;
+                best = Some(found);
+                break;
+            }
+            position = found + 1;
+        }
+    }
+    if pretokenizer.is_split_safe() && !specials.any_has_space() {
+        let printable = |byte: u8| (0x21..=0x7E).contains(&byte);
+        let mut position = from;
+        while let Some(found) = memchr::memchr(b' ', &bytes[position..limit]) {
+            let found = position + found;
+            if found > 0
+                && printable(bytes[found - 1])
+                && printable(bytes[found + 1])
+                && !specials.starts_at(bytes, found + 1)
+            {
+                return Some(found);
+            }
+            position = found + 1;
+        }
+    }
+    best
+}
+
+/// Whether an occurrence of some special token starts before `found` and covers it.
+fn covered_by_other_special(bytes: &[u8], found: usize, specials: &SpecialTokens) -> bool {
+    specials.tokens().iter().any(|token| {
+        let token = token.as_bytes();
+        (found.saturating_sub(token.len().saturating_sub(1))..found)
+            .any(|begin| !token.is_empty() && bytes[begin..].starts_with(token))
+    })
+}

@@ -1,0 +1,504 @@
+//! Unit tests. Expected pieces below are worked out by hand from the patterns' definitions (and
+//! agree with Python's `regex.findall`); the property tests check the cut rule on generated text.
+
+use super::*;
+
+fn pieces(pattern: &str, text: &str) -> Vec<String> {
+    let pretokenizer = Pretokenizer::new(pattern).unwrap();
+    pretokenizer
+        .pieces(text)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|item| item.to_string()).collect()
+}
+
+/// The pre-tokens of `text` with special tokens cut out first, each special token a piece.
+fn all_pieces<'t>(
+    text: &'t str,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+) -> Vec<&'t str> {
+    let mut result = Vec::new();
+    for part in specials.split(text) {
+        match part {
+            Part::Text(text) => pretokenizer.for_each_piece(text, |piece| result.push(piece)),
+            Part::Special { text, .. } => result.push(text),
+        }
+    }
+    result
+}
+
+#[test]
+fn gpt2_pieces() {
+    assert_eq!(
+        pieces(GPT2_PATTERN, "Hello world's  test\n\n"),
+        strings(&["Hello", " world", "'s", " ", " test", "\n\n"])
+    );
+    // Contractions are case-sensitive in GPT-2: "'S" is punctuation then a letter.
+    assert_eq!(pieces(GPT2_PATTERN, "IT'S"), strings(&["IT", "'", "S"]));
+    assert_eq!(pieces(GPT2_PATTERN, " 123abc"), strings(&[" 123", "abc"]));
+    // \x1c-\x1f are not whitespace to `regex` (nor letters or numbers): punctuation.
+    assert_eq!(
+        pieces(GPT2_PATTERN, "a\x1cb \x1f"),
+        strings(&["a", "\x1c", "b", " \x1f"])
+    );
+    // A run of whitespace gives its last space to the word after it.
+    assert_eq!(
+        pieces(GPT2_PATTERN, "a \u{3000} b"),
+        strings(&["a", " \u{3000}", " b"])
+    );
+    assert_eq!(
+        pieces(GPT2_PATTERN, "a\n\n b"),
+        strings(&["a", "\n\n", " b"])
+    );
+    assert_eq!(pieces(GPT2_PATTERN, "   "), strings(&["   "]));
+    assert_eq!(pieces(GPT2_PATTERN, ""), Vec::<String>::new());
+}
+
+#[test]
+fn cl100k_pieces() {
+    // "\n " at the end of the text is one piece (\s++$); before a word the space goes to it.
+    assert_eq!(pieces(CL100K_PATTERN, "a\n "), strings(&["a", "\n "]));
+    assert_eq!(pieces(CL100K_PATTERN, "a\n b"), strings(&["a", "\n", " b"]));
+    assert_eq!(pieces(CL100K_PATTERN, "12345"), strings(&["123", "45"]));
+    assert_eq!(pieces(CL100K_PATTERN, "DON'T"), strings(&["DON", "'T"]));
+    // Any one character that is not a letter, digit or newline may lead a word.
+    assert_eq!(pieces(CL100K_PATTERN, "$hello"), strings(&["$hello"]));
+    assert_eq!(
+        pieces(CL100K_PATTERN, "x !!\n\ny"),
+        strings(&["x", " !!\n\n", "y"])
+    );
+    assert_eq!(
+        pieces(CL100K_PATTERN, "a  \tb"),
+        strings(&["a", "  ", "\tb"])
+    );
+}
+
+#[test]
+fn o200k_pieces() {
+    assert_eq!(
+        pieces(O200K_PATTERN, "CamelCase"),
+        strings(&["Camel", "Case"])
+    );
+    assert_eq!(
+        pieces(O200K_PATTERN, "I'M here"),
+        strings(&["I'M", " here"])
+    );
+    assert_eq!(pieces(O200K_PATTERN, "1234"), strings(&["123", "4"]));
+    assert_eq!(
+        pieces(O200K_PATTERN, "a/b //\n"),
+        strings(&["a", "/b", " //\n"])
+    );
+}
+
+#[test]
+fn other_patterns_and_errors() {
+    assert_eq!(
+        pieces(r"\w+|\s+|.", "ab, c"),
+        strings(&["ab", ",", " ", "c"])
+    );
+    // Empty matches make no pre-token.
+    assert_eq!(pieces(r"a*", "baab"), strings(&["aa"]));
+    let error = Pretokenizer::new("(").unwrap_err();
+    assert!(
+        matches!(error, PretokenizeError::InvalidPattern { ref pattern, .. } if pattern == "(")
+    );
+    assert!(error.to_string().contains("invalid pre-tokenizer pattern"));
+    assert!(Pretokenizer::new(GPT2_PATTERN).unwrap().is_split_safe());
+    assert!(!Pretokenizer::new(r"\w+|\s+|.").unwrap().is_split_safe());
+    assert_eq!(
+        Pretokenizer::new(O200K_PATTERN).unwrap().pattern(),
+        O200K_PATTERN
+    );
+}
+
+#[test]
+fn whitespace_is_regex_modules_backslash_s() {
+    for c in [
+        '\t', '\n', '\x0b', '\x0c', '\r', ' ', '\u{85}', '\u{a0}', '\u{2007}', '\u{3000}',
+    ] {
+        assert!(is_regex_whitespace(c), "{c:?}");
+    }
+    for c in [
+        '\x1c', '\x1d', '\x1e', '\x1f', '\u{200b}', '\u{180e}', 'a', '\u{feff}',
+    ] {
+        assert!(!is_regex_whitespace(c), "{c:?}");
+    }
+    // The same set as the regex engine's \s, over all of Unicode.
+    let regex = fancy_regex::Regex::new(r"^\s$").unwrap();
+    for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+        assert_eq!(
+            is_regex_whitespace(c),
+            regex.is_match(c.encode_utf8(&mut [0; 4])).unwrap(),
+            "{c:?}"
+        );
+    }
+}
+
+#[test]
+fn special_tokens_longest_first() {
+    let specials = SpecialTokens::new(&strings(&["<|endoftext|>", "<|endoftext|><|endoftext|>"]));
+    let parts: Vec<Part> = specials
+        .split("a<|endoftext|><|endoftext|><|endoftext|>b")
+        .collect();
+    assert_eq!(
+        parts,
+        vec![
+            Part::Text("a"),
+            Part::Special {
+                index: 1,
+                text: "<|endoftext|><|endoftext|>"
+            },
+            Part::Special {
+                index: 0,
+                text: "<|endoftext|>"
+            },
+            Part::Text("b"),
+        ]
+    );
+    assert_eq!(specials.longest_len(), 26);
+    assert!(!specials.is_empty());
+    assert!(!specials.any_has_space());
+    let parts: Vec<Part> = specials.split("<|endoftext|").collect();
+    assert_eq!(parts, vec![Part::Text("<|endoftext|")]);
+    assert_eq!(specials.split("").count(), 0);
+}
+
+#[test]
+fn special_tokens_edge_cases() {
+    // Duplicates report the first index; empty tokens are ignored.
+    let specials = SpecialTokens::new(&strings(&["", "<s>", "<s>", "s> x"]));
+    assert_eq!(specials.tokens().len(), 4);
+    assert!(specials.any_has_space());
+    let parts: Vec<Part> = specials.split("<s> x<s>").collect();
+    assert_eq!(
+        parts,
+        vec![
+            Part::Special {
+                index: 1,
+                text: "<s>"
+            },
+            Part::Text(" x"),
+            Part::Special {
+                index: 1,
+                text: "<s>"
+            },
+        ]
+    );
+    let none = SpecialTokens::none();
+    assert!(none.is_empty());
+    assert_eq!(none.longest_len(), 0);
+    assert_eq!(
+        none.split("abc").collect::<Vec<_>>(),
+        vec![Part::Text("abc")]
+    );
+    assert!(SpecialTokens::new(&strings(&[""])).is_empty());
+}
+
+#[test]
+fn last_safe_cut_examples() {
+    let gpt2 = Pretokenizer::new(GPT2_PATTERN).unwrap();
+    let none = SpecialTokens::none();
+    assert_eq!(last_safe_cut("hello world foo", &gpt2, &none), 11);
+    // Spaces next to whitespace are no cut.
+    assert_eq!(last_safe_cut("hello world  foo", &gpt2, &none), 5);
+    assert_eq!(last_safe_cut("hello world\u{a0} foo", &gpt2, &none), 5);
+    // "\x1c" is not whitespace, so a space beside it is a cut.
+    assert_eq!(last_safe_cut("hello \x1c foo", &gpt2, &none), 7);
+    // A space ending the text may be followed by more whitespace.
+    assert_eq!(last_safe_cut("hello world ", &gpt2, &none), 5);
+    assert_eq!(last_safe_cut("hello", &gpt2, &none), 0);
+    assert_eq!(last_safe_cut(" hello", &gpt2, &none), 0);
+    assert_eq!(last_safe_cut("", &gpt2, &none), 0);
+
+    let eot = SpecialTokens::new(&strings(&["<|endoftext|>"]));
+    // A special token may still arrive within the last 13 bytes: "hi <|endof" + "text|>".
+    assert_eq!(last_safe_cut("aaa hi <|endof", &gpt2, &eot), 0);
+    let text = "aaa hi <|endoftext|>the end of it";
+    // The space before the special token ends its piece of text: no cut; the one after it is.
+    assert_eq!(last_safe_cut(text, &gpt2, &eot), 3);
+    let text = "aaa hi <|endoftext|> the end of the text";
+    assert_eq!(last_safe_cut(text, &gpt2, &eot), 24);
+
+    // A special token that contains spaces: no cut inside it.
+    let spaced = SpecialTokens::new(&strings(&["<| a b |>"]));
+    let text = "xx <| a b |>yy";
+    assert_eq!(
+        last_safe_cut(&format!("{text}0123456789"), &gpt2, &spaced),
+        0
+    );
+    let text = "xx yy<| a b |>zz0123456789";
+    assert_eq!(last_safe_cut(text, &gpt2, &spaced), 2);
+
+    // Other patterns: only special tokens' starts, ending far enough from the end.
+    let words = Pretokenizer::new(r"\w+|\s+|.").unwrap();
+    assert_eq!(
+        last_safe_cut("a b c d e f g h i j k l m n o p", &words, &eot),
+        0
+    );
+    let text = "a b<|endoftext|>c d<|endoftext|>0123456789ab";
+    assert_eq!(last_safe_cut(text, &words, &eot), 3);
+    let text = "a b<|endoftext|>c d<|endoftext|>0123456789abc";
+    assert_eq!(last_safe_cut(text, &words, &eot), 19);
+}
+
+#[test]
+fn next_safe_cut_examples() {
+    let gpt2 = Pretokenizer::new(GPT2_PATTERN).unwrap();
+    let none = SpecialTokens::none();
+    let text = b"hello world  again. ok";
+    assert_eq!(next_safe_cut(text, 0, &gpt2, &none), Some(5));
+    assert_eq!(next_safe_cut(text, 6, &gpt2, &none), Some(19));
+    assert_eq!(next_safe_cut(text, 20, &gpt2, &none), None);
+    // Only printable ASCII beside the space (the window may cut characters in half).
+    assert_eq!(
+        next_safe_cut("é é a b".as_bytes(), 0, &gpt2, &none),
+        Some(7)
+    );
+
+    let tokens = SpecialTokens::new(&strings(&["<|endoftext|>", "text"]));
+    let window = b"xx<|endoftext|>yy text and more padding here";
+    assert_eq!(next_safe_cut(window, 0, &gpt2, &tokens), Some(2));
+    // "text" inside "<|endoftext|>" is covered by it; the later one is a cut (no space after
+    // "yy" precedes it: the space is followed by the special token).
+    assert_eq!(next_safe_cut(window, 5, &gpt2, &tokens), Some(18));
+    assert_eq!(next_safe_cut(b"xx yy", 0, &gpt2, &tokens), None);
+
+    // Overlapping specials: the second "<|endoftext|>" of a pair is covered by the pair.
+    let pair = SpecialTokens::new(&strings(&["<|endoftext|>", "<|endoftext|><|endoftext|>"]));
+    let window = b"a<|endoftext|><|endoftext|>bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    assert_eq!(next_safe_cut(window, 2, &gpt2, &pair), None);
+    assert_eq!(next_safe_cut(window, 1, &gpt2, &pair), Some(1));
+
+    // Not split-safe: special tokens only; with a spaced special token: special tokens only.
+    let words = Pretokenizer::new(r"\w+|\s+|.").unwrap();
+    let window = b"a b c <|endoftext|> d e f g h i j k l m n";
+    assert_eq!(next_safe_cut(window, 0, &words, &tokens), Some(6));
+    let spaced = SpecialTokens::new(&strings(&["<| a b |>"]));
+    let window = b"a b c <| a b |> d e f g h i j k l m n";
+    assert_eq!(next_safe_cut(window, 0, &gpt2, &spaced), Some(6));
+}
+
+#[test]
+fn check_utf8_reasons_like_python() {
+    assert_eq!(check_utf8("héllo".as_bytes()), Ok("héllo"));
+    let error = |bytes: &[u8]| check_utf8(bytes).unwrap_err();
+    let at = |offset, reason| Utf8Error { offset, reason };
+    assert_eq!(error(b"ab\x80"), at(2, "invalid start byte"));
+    assert_eq!(error(b"ab\xc0\x80"), at(2, "invalid start byte"));
+    assert_eq!(error(b"ab\xff"), at(2, "invalid start byte"));
+    assert_eq!(error(b"ab\xc3("), at(2, "invalid continuation byte"));
+    assert_eq!(error(b"\xe0\x80\x80"), at(0, "invalid continuation byte")); // overlong
+    assert_eq!(error(b"x\xed\xa0\x80"), at(1, "invalid continuation byte")); // surrogate
+    assert_eq!(
+        error(b"\xf4\x90\x80\x80"),
+        at(0, "invalid continuation byte")
+    ); // > U+10FFFF
+    assert_eq!(error(b"ab\xe2\x82"), at(2, "unexpected end of data"));
+    assert_eq!(error(b"\xf0\x9f\x98"), at(0, "unexpected end of data"));
+    assert_eq!(error(b"\xf0\x9f\x98x"), at(0, "invalid continuation byte"));
+}
+
+/// A small deterministic generator of nasty text (xorshift), for the property tests.
+pub(crate) struct Nasty(u64);
+
+/// Characters and strings that exercise every branch of the three patterns.
+pub(crate) const ATOMS: &[&str] = &[
+    "a",
+    "Z",
+    "x",
+    "é",
+    "ß",
+    "Я",
+    "中",
+    "ǅ",
+    "ʰ",
+    "\u{301}",
+    "ſ",
+    "\u{212a}",
+    "\u{130}",
+    "٣",
+    "1",
+    "12",
+    "Ⅻ",
+    "'",
+    "'s",
+    "'S",
+    "'ll",
+    "'Re",
+    " ",
+    " ",
+    "  ",
+    "\n",
+    "\r\n",
+    "\r",
+    "\t",
+    "\x0b",
+    "\u{85}",
+    "\u{a0}",
+    "\u{3000}",
+    "\u{2028}",
+    "\x1c",
+    "\x1f",
+    "!",
+    "?!",
+    "/",
+    "\u{200b}",
+    "😀",
+    "\u{e000}",
+    "\u{378}",
+    "<|endoftext|>",
+    "<|endoftext|><|endoftext|>",
+    "<| sp |>",
+    "<|",
+    "|>",
+    "don't",
+    "Hello",
+    " world",
+];
+
+impl Nasty {
+    pub(crate) fn new(seed: u64) -> Nasty {
+        Nasty(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// A text of up to `atoms` atoms, also using random code points now and then.
+    pub(crate) fn text(&mut self, atoms: usize) -> String {
+        let mut text = String::new();
+        for _ in 0..self.below(atoms + 1) {
+            if self.below(8) == 0 {
+                let code = match self.below(3) {
+                    0 => self.below(0x80) as u32,
+                    1 => self.below(0x3400) as u32,
+                    _ => self.below(0x110000) as u32,
+                };
+                text.extend(char::from_u32(code));
+            } else {
+                text.push_str(ATOMS[self.below(ATOMS.len())]);
+            }
+        }
+        text
+    }
+}
+
+const SPECIAL_SETS: &[&[&str]] = &[
+    &[],
+    &["<|endoftext|>"],
+    &["<|endoftext|>", "<|endoftext|><|endoftext|>"],
+    &["<| sp |>", "<|endoftext|>"],
+];
+
+#[test]
+fn split_safe_property_holds_for_the_known_patterns() {
+    // A cut before a space between non-whitespace characters gives the same pieces.
+    let mut nasty = Nasty::new(1);
+    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+        let pretokenizer = Pretokenizer::new(pattern).unwrap();
+        for _ in 0..1500 {
+            let text = nasty.text(12);
+            let whole = pretokenizer.pieces(&text);
+            for (cut, _) in text.match_indices(' ') {
+                let before = text[..cut].chars().next_back();
+                let after = text[cut + 1..].chars().next();
+                if let (Some(b), Some(a)) = (before, after) {
+                    if !is_regex_whitespace(a) && !is_regex_whitespace(b) {
+                        let mut parts = pretokenizer.pieces(&text[..cut]);
+                        parts.extend(pretokenizer.pieces(&text[cut..]));
+                        assert_eq!(parts, whole, "{pattern}: {text:?} cut at {cut}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn last_safe_cut_is_safe_for_any_continuation() {
+    let mut nasty = Nasty::new(2);
+    let patterns = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, r"\w+|\s+|."];
+    let mut cuts = 0;
+    for pattern in patterns {
+        let pretokenizer = Pretokenizer::new(pattern).unwrap();
+        for tokens in SPECIAL_SETS {
+            let specials = SpecialTokens::new(&strings(tokens));
+            for _ in 0..400 {
+                let text = nasty.text(16);
+                let cut = last_safe_cut(&text, &pretokenizer, &specials);
+                assert!(text.is_char_boundary(cut));
+                if cut == 0 {
+                    continue;
+                }
+                cuts += 1;
+                for _ in 0..4 {
+                    let whole = format!("{text}{}", nasty.text(4));
+                    let mut parts = all_pieces(&whole[..cut], &pretokenizer, &specials);
+                    parts.extend(all_pieces(&whole[cut..], &pretokenizer, &specials));
+                    assert_eq!(
+                        parts,
+                        all_pieces(&whole, &pretokenizer, &specials),
+                        "{pattern} {tokens:?}: {whole:?} cut at {cut}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(cuts > 600, "too few cuts tested: {cuts}");
+}
+
+#[test]
+fn next_safe_cut_is_safe() {
+    let mut nasty = Nasty::new(3);
+    let patterns = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, r"\w+|\s+|."];
+    let mut cuts = 0;
+    for pattern in patterns {
+        let pretokenizer = Pretokenizer::new(pattern).unwrap();
+        for tokens in SPECIAL_SETS {
+            let specials = SpecialTokens::new(&strings(tokens));
+            for _ in 0..400 {
+                let text = nasty.text(16);
+                let from = nasty.below(text.len() + 1);
+                let Some(cut) = next_safe_cut(text.as_bytes(), from, &pretokenizer, &specials)
+                else {
+                    continue;
+                };
+                cuts += 1;
+                assert!(
+                    cut >= from && text.is_char_boundary(cut),
+                    "{text:?} {from} {cut}"
+                );
+                // The window is the whole text here; continuations cannot matter either.
+                let whole = format!("{text}{}", nasty.text(4));
+                let mut parts = all_pieces(&whole[..cut], &pretokenizer, &specials);
+                parts.extend(all_pieces(&whole[cut..], &pretokenizer, &specials));
+                assert_eq!(
+                    parts,
+                    all_pieces(&whole, &pretokenizer, &specials),
+                    "{pattern} {tokens:?}: {whole:?} cut at {cut}"
+                );
+            }
+        }
+    }
+    assert!(cuts > 500, "too few cuts tested: {cuts}");
+}
+
+#[test]
+fn shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync + Clone>() {}
+    assert_send_sync::<Pretokenizer>();
+    assert_send_sync::<SpecialTokens>();
+}

@@ -1,0 +1,41 @@
+//! UTF-8 validation that names the first bad byte the way Python's decoder does.
+
+use std::fmt;
+
+/// Where and why bytes are not valid UTF-8: the offset of the first bad byte (the start of the
+/// bad sequence, as Python's `UnicodeDecodeError.start`) and Python's reason words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Utf8Error {
+    /// Offset of the first byte of the invalid (or truncated) sequence.
+    pub offset: usize,
+    /// `"invalid start byte"`, `"invalid continuation byte"` or `"unexpected end of data"`.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for Utf8Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid UTF-8 at byte offset {} ({})",
+            self.offset, self.reason
+        )
+    }
+}
+
+impl std::error::Error for Utf8Error {}
+
+/// `bytes` as text, or the first invalid byte with Python's reason for it.
+pub fn check_utf8(bytes: &[u8]) -> Result<&str, Utf8Error> {
+    std::str::from_utf8(bytes).map_err(|error| {
+        let offset = error.valid_up_to();
+        let reason = match error.error_len() {
+            None => "unexpected end of data",
+            // Python calls a byte that cannot start a sequence an invalid start byte; anything
+            // else that fails (a bad second, third or fourth byte, overlong forms, surrogates,
+            // code points past U+10FFFF) is an invalid continuation byte.
+            Some(_) if matches!(bytes[offset], 0x80..=0xC1 | 0xF5..=0xFF) => "invalid start byte",
+            Some(_) => "invalid continuation byte",
+        };
+        Utf8Error { offset, reason }
+    })
+}
