@@ -58,6 +58,8 @@ pub enum FileError {
         /// Why it is bad.
         reason: &'static str,
     },
+    /// The progress callback asked to stop.
+    Cancelled,
 }
 
 impl fmt::Display for FileError {
@@ -67,6 +69,7 @@ impl fmt::Display for FileError {
             FileError::Decode { offset, reason } => {
                 write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
             }
+            FileError::Cancelled => f.write_str("cancelled"),
         }
     }
 }
@@ -99,14 +102,15 @@ impl Encoder {
 
     /// Encodes the UTF-8 file `path` (all special tokens allowed) on `threads` threads into the
     /// `.npy` file `output`; returns the number of ids. `progress` is called on this thread with
-    /// the number of input bytes done, after each chunk written. On error no file is left at
-    /// `output` (nor its `.partial`).
+    /// the number of input bytes done, after each chunk written; if it returns false, encoding
+    /// stops with [`FileError::Cancelled`]. On error no file is left at `output` (nor its
+    /// `.partial`).
     pub fn encode_file_to_npy(
         &self,
         path: &Path,
         output: &Path,
         threads: usize,
-        progress: &mut dyn FnMut(u64),
+        progress: &mut dyn FnMut(u64) -> bool,
     ) -> Result<u64, FileError> {
         self.encode_file_in_chunks(path, output, threads, progress, CHUNK_BYTES)
     }
@@ -117,7 +121,7 @@ impl Encoder {
         path: &Path,
         output: &Path,
         threads: usize,
-        progress: &mut dyn FnMut(u64),
+        progress: &mut dyn FnMut(u64) -> bool,
         chunk_bytes: usize,
     ) -> Result<u64, FileError> {
         let mut partial = output.as_os_str().to_owned();
@@ -144,7 +148,7 @@ impl Encoder {
         path: &Path,
         partial: &Path,
         threads: usize,
-        progress: &mut dyn FnMut(u64),
+        progress: &mut dyn FnMut(u64) -> bool,
         chunk_bytes: usize,
     ) -> Result<u64, FileError> {
         let mut input = File::open(path)?;
@@ -233,17 +237,19 @@ struct OrderedWriter<'a, W: Write> {
     waiting: BTreeMap<usize, Encoded>,
     next: usize,
     ids: u64,
-    progress: &'a mut dyn FnMut(u64),
+    progress: &'a mut dyn FnMut(u64) -> bool,
 }
 
 impl<W: Write> OrderedWriter<'_, W> {
-    fn add(&mut self, encoded: Encoded) -> io::Result<()> {
+    fn add(&mut self, encoded: Encoded) -> Result<(), FileError> {
         self.waiting.insert(encoded.index, encoded);
         while let Some(encoded) = self.waiting.remove(&self.next) {
             self.out.write_all(&encoded.data)?;
             self.ids += encoded.ids as u64;
             self.next += 1;
-            (self.progress)(encoded.text_bytes as u64);
+            if !(self.progress)(encoded.text_bytes as u64) {
+                return Err(FileError::Cancelled);
+            }
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use file::{FileError, NpyDtype};
 use std::fmt;
-pub use stream::{StreamEncoder, StreamState};
+pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
 pub use vocab::py_bytes_repr;
 use vocab::Vocab;
 

@@ -4,7 +4,7 @@ use crate::{AllowedSpecial, Encoder, TokenId};
 use bpestore_pretokenize::last_safe_cut;
 
 /// Text is gathered until about this many bytes wait, then encoded up to the last safe cut.
-const BLOCK_BYTES: usize = 1 << 16;
+pub const DEFAULT_STREAM_BLOCK: usize = 1 << 16;
 
 /// The state of a stream being encoded, apart from its encoder (so that an owner of the encoder,
 /// such as the Python bindings' `Arc`, can keep both).
@@ -25,11 +25,12 @@ impl Default for StreamState {
 impl StreamState {
     /// An empty stream.
     pub fn new() -> StreamState {
-        StreamState::with_block(BLOCK_BYTES)
+        StreamState::with_block(DEFAULT_STREAM_BLOCK)
     }
 
     /// An empty stream that encodes once `block` bytes wait (small in tests, to cut often).
-    pub(crate) fn with_block(block: usize) -> StreamState {
+    pub fn with_block(block: usize) -> StreamState {
+        let block = block.max(1);
         StreamState {
             pending: String::new(),
             block,

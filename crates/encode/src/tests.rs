@@ -254,7 +254,16 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     for (threads, chunk_bytes) in [(1, 1 << 20), (1, 37), (2, 100), (3, 1)] {
         let mut done = 0;
         let count = encoder
-            .encode_file_in_chunks(&input, &output, threads, &mut |n| done += n, chunk_bytes)
+            .encode_file_in_chunks(
+                &input,
+                &output,
+                threads,
+                &mut |n| {
+                    done += n;
+                    true
+                },
+                chunk_bytes,
+            )
             .unwrap();
         assert_eq!(count, expected.len() as u64);
         assert_eq!(done, text.len() as u64);
@@ -279,7 +288,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     bad[first + 50] = 0xc3;
     std::fs::write(&input, &bad).unwrap();
     let error = encoder
-        .encode_file_in_chunks(&input, &output, 2, &mut |_| {}, 64)
+        .encode_file_in_chunks(&input, &output, 2, &mut |_| true, 64)
         .unwrap_err();
     assert!(
         matches!(error, FileError::Decode { offset, reason: "invalid start byte" } if offset == first as u64),
@@ -290,7 +299,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     // A sequence cut short just before a space is a bad continuation, as Python says, not the end.
     std::fs::write(&input, b"ab ab\xe4 cd ab ab ab").unwrap();
     let error = encoder
-        .encode_file_in_chunks(&input, &output, 1, &mut |_| {}, 3)
+        .encode_file_in_chunks(&input, &output, 1, &mut |_| true, 3)
         .unwrap_err();
     assert!(
         matches!(
@@ -304,7 +313,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     );
     std::fs::write(&input, b"ab ab\xe4").unwrap();
     let error = encoder
-        .encode_file_in_chunks(&input, &output, 1, &mut |_| {}, 3)
+        .encode_file_in_chunks(&input, &output, 1, &mut |_| true, 3)
         .unwrap_err();
     assert!(
         matches!(
