@@ -6,10 +6,97 @@ Users do not import this module: the public API (``bpestore.Tokenizer``, ``bpest
 
 __version__: str
 
-# ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
+# -- pretokenize (crates/pretokenize, crates/python/src/pretokenize.rs) ---------------------------
 
-from collections.abc import Callable, Iterable
+GPT2_PATTERN: str
+"""The GPT-2 pattern, byte for byte ``bpestore.pretokenize.GPT2_PATTERN``."""
+CL100K_PATTERN: str
+O200K_PATTERN: str
+
+class Pretokenizer:
+    """A pre-tokenizer with its special tokens: ``regex.findall(pattern, text)`` on the text
+    between special tokens (found longest first), each special token a piece of its own.
+    Hand-written scanners run the three known patterns; any other runs on fancy_regex.
+    ValueError for an invalid pattern or an empty special token."""
+
+    def __init__(self, pattern: str, special_tokens: list[str] = ...) -> None: ...
+    @property
+    def pattern(self) -> str: ...
+    @property
+    def special_tokens(self) -> list[str]: ...
+    @property
+    def split_safe(self) -> bool:
+        """Whether a space between two non-whitespace characters is a safe cut."""
+    def pretokenize(self, text: str) -> list[str]:
+        """The pre-tokens of ``text``, special tokens as pieces of their own."""
+    def last_safe_cut(self, text: str) -> int:
+        """The last str index where ``text``, the start of a longer stream, can be cut without
+        changing its pieces whatever follows; 0 if there is none."""
+    def next_safe_cut(self, window: bytes, start: int) -> int | None:
+        """The first safe cut (byte offset) at or after ``start`` in ``window``, UTF-8 bytes of a
+        file (possibly cut mid-character at its ends); None if there is none."""
+
+def utf8_error(data: bytes) -> tuple[int, str] | None:
+    """``(offset, reason)`` of the first invalid UTF-8 in ``data`` as Python's decoder names it
+    ("invalid start byte", "invalid continuation byte", "unexpected end of data"); None if valid."""
+
+
+# -- train: counting pre-tokens and the merge loop (crates/train, crates/python/src/train.rs) --------
+
+from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
+
+class PretokenCounts:
+    """How often each pre-token occurs (pre-token bytes -> count, 64-bit); special tokens are
+    never counted."""
+
+    def __init__(self) -> None: ...
+    @staticmethod
+    def from_dict(counts: Mapping[bytes, int]) -> PretokenCounts: ...
+    def __len__(self) -> int: ...
+    @property
+    def total(self) -> int:
+        """The number of pre-token occurrences (the sum of the counts)."""
+    def get(self, pretoken: bytes) -> int: ...
+    def items(self) -> list[tuple[bytes, int]]:
+        """Every (pre-token, count), in no particular order."""
+    def to_dict(self) -> dict[bytes, int]: ...
+    def merge(self, other: PretokenCounts) -> None:
+        """Adds ``other``'s counts to these."""
+    def clear(self) -> None:
+        """Forgets every count, freeing their memory."""
+
+def count_file(
+    path: str | PathLike[str],
+    pattern: str,
+    special_tokens: list[str],
+    threads: int | None = None,
+    progress: Callable[[int], object] | None = None,
+    *,
+    chunk_bytes: int | None = None,
+) -> PretokenCounts:
+    """The pre-token counts of a UTF-8 file, cut at ``special_tokens`` (not counted), counted by
+    ``threads`` threads (None: one per CPU) over chunks of about ``chunk_bytes`` (default 4 MiB)
+    cut where a cut changes nothing. ``progress(n)`` gets the bytes counted since its last call
+    (at most every 0.1 s). Raises FileNotFoundError, ``bpestore.errors.CorpusDecodeError`` (the
+    first bad byte's offset), ValueError (bad pattern, empty special token)."""
+
+def count_texts(texts: Iterable[str], pattern: str, special_tokens: list[str]) -> PretokenCounts:
+    """The pre-token counts of some texts, each cut at ``special_tokens`` (not counted)."""
+
+def learn_merges(
+    counts: PretokenCounts,
+    max_merges: int,
+    progress: Callable[[int], object] | None = None,
+    *,
+    consume: bool = False,
+) -> list[tuple[bytes, bytes]]:
+    """Up to ``max_merges`` merges, best first: CS336's merge loop (the most frequent pair, ties to
+    the lexicographically greatest (left bytes, right bytes)); stops early when no pair is left.
+    Fewer merges give a prefix. ``progress(n)`` gets the merges done since its last call (at most
+    every 0.1 s); ``consume=True`` empties ``counts`` once read, to free their memory."""
+
+# ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
 
 class Encoder:
     """A byte-level BPE encoder: ids from text and bytes from ids, thread-safe, GIL released.

@@ -1,7 +1,115 @@
-//! The pretokenize stage's Python bindings.
+//! The pretokenize stage's Python bindings: `Pretokenizer` (pieces and safe cuts, special tokens
+//! included), the known patterns, and Python-style UTF-8 errors.
 
+use bpestore_pretokenize::{
+    check_utf8, last_safe_cut, next_safe_cut, Part, Pretokenizer, SpecialTokens, CL100K_PATTERN,
+    GPT2_PATTERN, O200K_PATTERN,
+};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-pub fn register(_module: &Bound<'_, PyModule>) -> PyResult<()> {
+/// A pre-tokenizer with its special tokens: `regex.findall(pattern, text)` on the text between
+/// special tokens (found longest first), each special token a piece of its own.
+#[pyclass(name = "Pretokenizer", module = "bpestore._engine", frozen)]
+pub struct PyPretokenizer {
+    pretokenizer: Pretokenizer,
+    specials: SpecialTokens,
+}
+
+impl PyPretokenizer {
+    /// The byte spans of the pieces of `text`, special tokens included.
+    fn spans(&self, text: &str) -> Vec<(usize, usize)> {
+        let mut spans = Vec::new();
+        let base = text.as_ptr() as usize;
+        let mut push = |piece: &str| {
+            let start = piece.as_ptr() as usize - base;
+            spans.push((start, start + piece.len()));
+        };
+        for part in self.specials.split(text) {
+            match part {
+                Part::Text(text) => self.pretokenizer.for_each_piece(text, &mut push),
+                Part::Special { text, .. } => push(text),
+            }
+        }
+        spans
+    }
+}
+
+#[pymethods]
+impl PyPretokenizer {
+    #[new]
+    #[pyo3(signature = (pattern, special_tokens = Vec::new()))]
+    fn new(pattern: &str, special_tokens: Vec<String>) -> PyResult<Self> {
+        if special_tokens.iter().any(String::is_empty) {
+            return Err(PyValueError::new_err(
+                "a special token cannot be the empty string",
+            ));
+        }
+        let pretokenizer =
+            Pretokenizer::new(pattern).map_err(|error| PyValueError::new_err(error.to_string()))?;
+        Ok(PyPretokenizer {
+            pretokenizer,
+            specials: SpecialTokens::new(&special_tokens),
+        })
+    }
+
+    /// The pre-tokenizer pattern.
+    #[getter]
+    fn pattern(&self) -> &str {
+        self.pretokenizer.pattern()
+    }
+
+    /// The special tokens, as given.
+    #[getter]
+    fn special_tokens(&self) -> Vec<String> {
+        self.specials.tokens().to_vec()
+    }
+
+    /// Whether a space between two characters that are not whitespace is a safe cut.
+    #[getter]
+    fn split_safe(&self) -> bool {
+        self.pretokenizer.is_split_safe()
+    }
+
+    /// The pre-tokens of `text`, special tokens as pieces of their own.
+    fn pretokenize<'t>(&self, py: Python<'_>, text: &'t str) -> Vec<&'t str> {
+        let spans = py.detach(|| self.spans(text));
+        spans
+            .into_iter()
+            .map(|(start, end)| &text[start..end])
+            .collect()
+    }
+
+    /// The last index (in characters) at which `text`, the start of a longer stream, can be cut
+    /// without changing its pre-tokens, whatever follows; 0 if none.
+    fn last_safe_cut(&self, py: Python<'_>, text: &str) -> usize {
+        let cut = py.detach(|| last_safe_cut(text, &self.pretokenizer, &self.specials));
+        text[..cut].chars().count()
+    }
+
+    /// The first safe cut (a byte offset) at or after byte `start` of `window`, a piece of a
+    /// UTF-8 file; None if the window has none.
+    fn next_safe_cut(&self, py: Python<'_>, window: &[u8], start: usize) -> Option<usize> {
+        py.detach(|| next_safe_cut(window, start, &self.pretokenizer, &self.specials))
+    }
+}
+
+/// `(offset, reason)` of the first invalid UTF-8 in `data`, as Python's decoder names it; None if
+/// it is valid.
+#[pyfunction]
+fn utf8_error(py: Python<'_>, data: &[u8]) -> Option<(usize, &'static str)> {
+    py.detach(|| {
+        check_utf8(data)
+            .err()
+            .map(|error| (error.offset, error.reason))
+    })
+}
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<PyPretokenizer>()?;
+    module.add_function(wrap_pyfunction!(utf8_error, module)?)?;
+    module.add("GPT2_PATTERN", GPT2_PATTERN)?;
+    module.add("CL100K_PATTERN", CL100K_PATTERN)?;
+    module.add("O200K_PATTERN", O200K_PATTERN)?;
     Ok(())
 }
