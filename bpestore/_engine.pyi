@@ -45,3 +45,115 @@ class Pretokenizer:
 def utf8_error(data: bytes) -> tuple[int, str] | None:
     """``(offset, reason)`` of the first invalid UTF-8 in ``data`` as Python's decoder names it
     ("invalid start byte", "invalid continuation byte", "unexpected end of data"); None if valid."""
+
+
+# -- train: counting pre-tokens and the merge loop (crates/train, crates/python/src/train.rs) --------
+
+from collections.abc import Callable, Iterable, Mapping
+from os import PathLike
+
+class PretokenCounts:
+    """How often each pre-token occurs (pre-token bytes -> count, 64-bit); special tokens are
+    never counted."""
+
+    def __init__(self) -> None: ...
+    @staticmethod
+    def from_dict(counts: Mapping[bytes, int]) -> PretokenCounts: ...
+    def __len__(self) -> int: ...
+    @property
+    def total(self) -> int:
+        """The number of pre-token occurrences (the sum of the counts)."""
+    def get(self, pretoken: bytes) -> int: ...
+    def items(self) -> list[tuple[bytes, int]]:
+        """Every (pre-token, count), in no particular order."""
+    def to_dict(self) -> dict[bytes, int]: ...
+    def merge(self, other: PretokenCounts) -> None:
+        """Adds ``other``'s counts to these."""
+    def clear(self) -> None:
+        """Forgets every count, freeing their memory."""
+
+def count_file(
+    path: str | PathLike[str],
+    pattern: str,
+    special_tokens: list[str],
+    threads: int | None = None,
+    progress: Callable[[int], object] | None = None,
+    *,
+    chunk_bytes: int | None = None,
+) -> PretokenCounts:
+    """The pre-token counts of a UTF-8 file, cut at ``special_tokens`` (not counted), counted by
+    ``threads`` threads (None: one per CPU) over chunks of about ``chunk_bytes`` (default 4 MiB)
+    cut where a cut changes nothing. ``progress(n)`` gets the bytes counted since its last call
+    (at most every 0.1 s). Raises FileNotFoundError, ``bpestore.errors.CorpusDecodeError`` (the
+    first bad byte's offset), ValueError (bad pattern, empty special token)."""
+
+def count_texts(texts: Iterable[str], pattern: str, special_tokens: list[str]) -> PretokenCounts:
+    """The pre-token counts of some texts, each cut at ``special_tokens`` (not counted)."""
+
+def learn_merges(
+    counts: PretokenCounts,
+    max_merges: int,
+    progress: Callable[[int], object] | None = None,
+    *,
+    consume: bool = False,
+) -> list[tuple[bytes, bytes]]:
+    """Up to ``max_merges`` merges, best first: CS336's merge loop (the most frequent pair, ties to
+    the lexicographically greatest (left bytes, right bytes)); stops early when no pair is left.
+    Fewer merges give a prefix. ``progress(n)`` gets the merges done since its last call (at most
+    every 0.1 s); ``consume=True`` empties ``counts`` once read, to free their memory."""
+
+# ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
+
+class Encoder:
+    """A byte-level BPE encoder: ids from text and bytes from ids, thread-safe, GIL released.
+
+    ``vocab``: id -> bytes, every single byte among them, no token twice (special tokens that have
+    ids of their own left out); ``merges`` in rank order (unused by the token rule);
+    ``special_tokens``: token -> id; ``merge_rule``: ``"pair"`` (GPT-2, CS336, Hugging Face) or
+    ``"token"`` (tiktoken). Bad input raises ValueError with bpestore's messages.
+    """
+
+    def __init__(
+        self,
+        vocab: dict[int, bytes],
+        merges: Iterable[tuple[bytes, bytes]],
+        special_tokens: dict[str, int],
+        pattern: str,
+        merge_rule: str = "pair",
+    ) -> None: ...
+    def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
+        """The ids of ``text``; ``allowed_special`` None or "all": every special token is
+        recognised; a collection: only those (the others are ordinary text)."""
+    def encode_to_bytes(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytes:
+        """The ids as uint32 little-endian bytes (``numpy.frombuffer(b, dtype="<u4")``)."""
+    def encode_batch(self, texts: Iterable[str], num_threads: int | None = None) -> list[list[int]]:
+        """The ids of each text, on ``num_threads`` threads (default: the CPUs), in order."""
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The tokens' bytes joined; ValueError naming the first id not in the vocabulary."""
+    def stream(self, block_bytes: int = 65536) -> StreamEncoder:
+        """An encoder for a stream of text pieces, in constant memory."""
+    def encode_file_to_npy(
+        self,
+        path: str | PathLike[str],
+        output: str | PathLike[str],
+        threads: int | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> int:
+        """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via ``output.partial``
+        and a rename; returns the number of ids. ``progress(n)``: n more input bytes done.
+        Invalid UTF-8: ``bpestore.errors.CorpusDecodeError``."""
+    @property
+    def max_id(self) -> int:
+        """The highest id, special tokens included."""
+    @property
+    def npy_dtype(self) -> str:
+        """``"uint16"`` when every id fits, else ``"uint32"``."""
+
+class StreamEncoder:
+    """Feeds text to an :class:`Encoder` piece by piece; all the ids returned equal those of the
+    whole text, however it is cut."""
+
+    def feed(self, text: str) -> list[int]:
+        """The ids of the text up to the last place that what follows cannot change."""
+    def finish(self) -> list[int]:
+        """The ids of the rest: the end of the stream."""

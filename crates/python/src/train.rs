@@ -1,7 +1,378 @@
-//! The train stage's Python bindings.
+//! The train stage's Python bindings: pre-token counts, counting a file or texts, and the merge
+//! loop, with the GIL released around the work and progress reported back to a Python callable.
 
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bpestore_pretokenize::{Pretokenizer, SpecialTokens};
+use bpestore_train::{
+    count_file_in_chunks, count_text, CountError, MergeLoop, DEFAULT_CHUNK_BYTES,
+};
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-pub fn register(_module: &Bound<'_, PyModule>) -> PyResult<()> {
+/// How often, at most, progress reaches Python (each report takes the GIL).
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Texts handed to the engine at once by `count_texts`: enough to make releasing the GIL worth
+/// it, few enough to keep memory small.
+const TEXT_BATCH_BYTES: usize = 1 << 20;
+
+/// How often each pre-token occurs (pre-token bytes -> count, 64-bit); special tokens are never
+/// counted.
+#[pyclass(module = "bpestore._engine", name = "PretokenCounts")]
+#[derive(Default)]
+pub struct PyPretokenCounts {
+    pub inner: bpestore_train::PretokenCounts,
+}
+
+#[pymethods]
+impl PyPretokenCounts {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts from a mapping of pre-token bytes to counts.
+    #[staticmethod]
+    fn from_dict(counts: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let mut inner = bpestore_train::PretokenCounts::new();
+        for (pretoken, count) in counts.iter() {
+            let pretoken = pretoken.cast::<PyBytes>().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "pre-tokens must be bytes, got {}",
+                    pretoken
+                        .repr()
+                        .map_or_else(|_| "?".into(), |r| r.to_string())
+                ))
+            })?;
+            let count: u64 = count.extract().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "counts must be non-negative integers below 2**64, got {count}"
+                ))
+            })?;
+            inner.add(pretoken.as_bytes(), count);
+        }
+        Ok(Self { inner })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<PretokenCounts: {} distinct, {} in all>",
+            self.inner.len(),
+            self.inner.total()
+        )
+    }
+
+    /// The number of pre-token occurrences (the sum of the counts).
+    #[getter]
+    fn total(&self) -> u64 {
+        self.inner.total()
+    }
+
+    /// How often `pretoken` occurs (0 if never).
+    fn get(&self, pretoken: &[u8]) -> u64 {
+        self.inner.get(pretoken)
+    }
+
+    /// Every (pre-token, count), in no particular order.
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self
+            .inner
+            .iter()
+            .map(|(pretoken, count)| (PyBytes::new(py, pretoken), count).into_pyobject(py))
+            .collect::<PyResult<Vec<Bound<'py, PyTuple>>>>()?;
+        PyList::new(py, items)
+    }
+
+    /// The counts as a dict of pre-token bytes to count.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (pretoken, count) in self.inner.iter() {
+            dict.set_item(PyBytes::new(py, pretoken), count)?;
+        }
+        Ok(dict)
+    }
+
+    /// Adds `other`'s counts to these.
+    fn merge(&mut self, other: PyRef<'_, PyPretokenCounts>) {
+        self.inner.merge(&other.inner);
+    }
+
+    /// Forgets every count, freeing their memory.
+    fn clear(&mut self) {
+        self.inner.clear();
+    }
+}
+
+/// A pre-tokenizer and special tokens from Python's arguments, or ValueError.
+fn pretokenizer_and_specials(
+    pattern: &str,
+    special_tokens: Vec<String>,
+) -> PyResult<(Pretokenizer, SpecialTokens)> {
+    let pretokenizer =
+        Pretokenizer::new(pattern).map_err(|error| PyValueError::new_err(error.to_string()))?;
+    if let Some(token) = special_tokens.iter().find(|token| token.is_empty()) {
+        return Err(PyValueError::new_err(format!(
+            "special tokens must be non-empty strings, got {token:?}"
+        )));
+    }
+    Ok((pretokenizer, SpecialTokens::new(&special_tokens)))
+}
+
+/// FileNotFoundError for a missing corpus or a directory, with the words of Python's
+/// `bpestore.corpus.check_corpus_path`.
+fn check_corpus_path(py: Python<'_>, path: &std::path::Path) -> PyResult<()> {
+    let errno = py.import("errno")?;
+    let shown = path.display().to_string();
+    if !path.exists() {
+        let code: i32 = errno.getattr("ENOENT")?.extract()?;
+        return Err(PyFileNotFoundError::new_err((
+            code,
+            "No such corpus file",
+            shown,
+        )));
+    }
+    if !path.is_file() {
+        let code: i32 = errno.getattr("EISDIR")?.extract()?;
+        return Err(PyFileNotFoundError::new_err((
+            code,
+            "Not a file (a directory?), cannot read a corpus",
+            shown,
+        )));
+    }
+    Ok(())
+}
+
+/// Reports progress to a Python callable from any thread, at most every [`PROGRESS_INTERVAL`],
+/// with the amount done since the last report; it also lets Python's signal handlers run (so
+/// that Ctrl-C stops the work), and remembers the first exception, which stops the work.
+struct Reporter {
+    callback: Option<Py<PyAny>>,
+    pending: AtomicU64,
+    last: Mutex<Instant>,
+    error: Mutex<Option<PyErr>>,
+}
+
+impl Reporter {
+    fn new(callback: Option<Py<PyAny>>) -> Reporter {
+        Reporter {
+            callback,
+            pending: AtomicU64::new(0),
+            last: Mutex::new(Instant::now()),
+            error: Mutex::new(None),
+        }
+    }
+
+    /// Notes `amount` more done; reports it if it is time. Break once Python raised.
+    fn add(&self, amount: u64) -> ControlFlow<()> {
+        self.pending.fetch_add(amount, Ordering::Relaxed);
+        let due = {
+            let Ok(mut last) = self.last.try_lock() else {
+                return ControlFlow::Continue(()); // another thread is reporting
+            };
+            let now = Instant::now();
+            if now.duration_since(*last) < PROGRESS_INTERVAL {
+                false
+            } else {
+                *last = now;
+                true
+            }
+        };
+        if due {
+            self.report()
+        } else if self.failed() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Hands Python what is pending now (needs the GIL: taken here).
+    fn report(&self) -> ControlFlow<()> {
+        if self.failed() {
+            return ControlFlow::Break(());
+        }
+        let result = Python::attach(|py| -> PyResult<()> {
+            py.check_signals()?;
+            let amount = self.pending.swap(0, Ordering::Relaxed);
+            if let (Some(callback), true) = (&self.callback, amount > 0) {
+                callback.call1(py, (amount,))?;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(error) => {
+                self.error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(error);
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    /// The exception Python raised during the work, if any; else reports what is left.
+    fn finish(self) -> PyResult<()> {
+        if let ControlFlow::Break(()) = self.report() {
+            let error = self.error.into_inner().unwrap_or_else(|e| e.into_inner());
+            return Err(error.unwrap_or_else(|| PyKeyboardInterrupt::new_err(())));
+        }
+        Ok(())
+    }
+}
+
+/// The pre-token counts of a UTF-8 corpus file (special tokens cut out, never counted), counted
+/// in parallel by `threads` threads (None: one per CPU) over chunks of about `chunk_bytes`.
+/// `progress(n)` is called with the number of bytes counted since its last call.
+#[pyfunction]
+#[pyo3(signature = (path, pattern, special_tokens, threads=None, progress=None, *, chunk_bytes=None))]
+fn count_file(
+    py: Python<'_>,
+    path: PathBuf,
+    pattern: &str,
+    special_tokens: Vec<String>,
+    threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+    chunk_bytes: Option<usize>,
+) -> PyResult<PyPretokenCounts> {
+    check_corpus_path(py, &path)?;
+    let (pretokenizer, specials) = pretokenizer_and_specials(pattern, special_tokens)?;
+    let chunk_bytes = chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
+    if chunk_bytes == 0 {
+        return Err(PyValueError::new_err("chunk_bytes must be at least 1"));
+    }
+    let reporter = Reporter::new(progress);
+    let result = py.detach(|| {
+        let progress = |bytes| reporter.add(bytes);
+        count_file_in_chunks(
+            &path,
+            &pretokenizer,
+            &specials,
+            threads.unwrap_or(0),
+            chunk_bytes,
+            &progress,
+        )
+    });
+    let stopped = matches!(result, Err(CountError::Stopped));
+    let finished = reporter.finish();
+    if stopped {
+        finished?;
+        return Err(PyKeyboardInterrupt::new_err(()));
+    }
+    match result {
+        Ok(inner) => {
+            finished?;
+            Ok(PyPretokenCounts { inner })
+        }
+        Err(CountError::Decode { offset, reason }) => {
+            let class = py.import("bpestore.errors")?.getattr("CorpusDecodeError")?;
+            Err(PyErr::from_value(class.call1((
+                path.display().to_string(),
+                offset,
+                reason,
+            ))?))
+        }
+        Err(CountError::Io(error)) => Err(error.into()),
+        Err(CountError::Stopped) => unreachable!("handled above"),
+    }
+}
+
+/// The pre-token counts of some texts (each cut at its special tokens, which are not counted).
+#[pyfunction]
+fn count_texts(
+    py: Python<'_>,
+    texts: &Bound<'_, PyAny>,
+    pattern: &str,
+    special_tokens: Vec<String>,
+) -> PyResult<PyPretokenCounts> {
+    let (pretokenizer, specials) = pretokenizer_and_specials(pattern, special_tokens)?;
+    let mut counts = bpestore_train::PretokenCounts::new();
+    let mut batch: Vec<PyBackedStr> = Vec::new();
+    let mut batch_bytes = 0;
+    let count_batch = |batch: &mut Vec<PyBackedStr>,
+                       counts: &mut bpestore_train::PretokenCounts| {
+        py.detach(|| {
+            for text in batch.iter() {
+                count_text(text, &pretokenizer, &specials, counts);
+            }
+        });
+        batch.clear();
+    };
+    for text in texts.try_iter()? {
+        let text: PyBackedStr = text?.extract()?;
+        batch_bytes += text.len();
+        batch.push(text);
+        if batch_bytes >= TEXT_BATCH_BYTES {
+            count_batch(&mut batch, &mut counts);
+            batch_bytes = 0;
+        }
+    }
+    count_batch(&mut batch, &mut counts);
+    Ok(PyPretokenCounts { inner: counts })
+}
+
+/// Up to `max_merges` merges learned from pre-token counts, best first, as (left bytes, right
+/// bytes): CS336's merge loop (most frequent pair; ties to the greatest pair of bytes). Stops
+/// early when no pair is left. `progress(n)` is called with the number of merges done since its
+/// last call. `consume=True` empties `counts` once read, to free their memory for the merges.
+#[pyfunction]
+#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false))]
+fn learn_merges<'py>(
+    py: Python<'py>,
+    mut counts: PyRefMut<'_, PyPretokenCounts>,
+    max_merges: usize,
+    progress: Option<Py<PyAny>>,
+    consume: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let reporter = Reporter::new(progress);
+    let merges = {
+        let counts = &mut counts.inner;
+        let reporter = &reporter;
+        py.detach(move || {
+            let merge_loop = MergeLoop::new(counts);
+            if consume {
+                counts.clear();
+            }
+            let mut merges = Vec::new();
+            for merge in merge_loop.take(max_merges) {
+                merges.push(merge);
+                if reporter.add(1).is_break() {
+                    break;
+                }
+            }
+            merges
+        })
+    };
+    reporter.finish()?;
+    let merges = merges
+        .iter()
+        .map(|(left, right)| (PyBytes::new(py, left), PyBytes::new(py, right)).into_pyobject(py))
+        .collect::<PyResult<Vec<Bound<'py, PyTuple>>>>()?;
+    PyList::new(py, merges)
+}
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<PyPretokenCounts>()?;
+    module.add_function(wrap_pyfunction!(count_file, module)?)?;
+    module.add_function(wrap_pyfunction!(count_texts, module)?)?;
+    module.add_function(wrap_pyfunction!(learn_merges, module)?)?;
     Ok(())
 }

@@ -1,1 +1,12 @@
-//! placeholder
+//! Training byte-level BPE: counting the pre-tokens of a corpus, and the CS336 merge loop.
+//!
+//! [`count_file`] and [`count_text`] give [`PretokenCounts`], how often each pre-token occurs
+//! (special tokens cut out); [`learn_merges`] turns counts into the ordered list of merges.
+
+mod count;
+mod counts;
+mod merge;
+
+pub use count::{count_file, count_file_in_chunks, count_text, CountError, DEFAULT_CHUNK_BYTES};
+pub use counts::PretokenCounts;
+pub use merge::{learn_merges, Merge, MergeLoop};

@@ -1,0 +1,505 @@
+//! Counting the pre-tokens of a text or of a corpus file (in parallel, in bounded memory).
+//!
+//! A file is cut into chunks of about `chunk_bytes` at safe cuts (see
+//! [`bpestore_pretokenize::next_safe_cut`]), where a cut cannot change a pre-token or a special
+//! token, so the counts are those of the whole text. The cuts are found first, reading a small
+//! window of the file around each target offset; then each worker thread reads one chunk at a
+//! time into its own buffer and counts into its own table, and the tables are added up at the
+//! end. No thread holds more than one chunk of text.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use bpestore_pretokenize::{check_utf8, next_safe_cut, Part, Pretokenizer, SpecialTokens};
+
+use crate::PretokenCounts;
+
+/// How big chunks of a file are, by default: big enough that cutting costs nothing, small enough
+/// that a thread's chunk is a few MB of memory and progress moves often.
+pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
+
+/// How much of the file is read at once when looking for a cut.
+const CUT_WINDOW_BYTES: usize = 64 << 10;
+
+/// Why a file's pre-tokens could not be counted.
+#[derive(Debug)]
+pub enum CountError {
+    /// Reading the file failed.
+    Io(io::Error),
+    /// The progress callback asked to stop.
+    Stopped,
+    /// The file is not UTF-8: the offset of its first bad byte, and Python's reason words
+    /// (`"invalid start byte"`, `"invalid continuation byte"`, `"unexpected end of data"`).
+    Decode {
+        /// Offset of the first bad byte in the file.
+        offset: u64,
+        /// Python's words for what is wrong there.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for CountError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CountError::Io(error) => error.fmt(f),
+            CountError::Stopped => f.write_str("stopped"),
+            CountError::Decode { offset, reason } => {
+                write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CountError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CountError::Io(error) => Some(error),
+            CountError::Decode { .. } | CountError::Stopped => None,
+        }
+    }
+}
+
+impl From<io::Error> for CountError {
+    fn from(error: io::Error) -> CountError {
+        CountError::Io(error)
+    }
+}
+
+/// Counts the pre-tokens of `text` into `into`: the text is cut at its special tokens (which are
+/// not counted), and each part between them is pre-tokenized on its own.
+pub fn count_text(
+    text: &str,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    into: &mut PretokenCounts,
+) {
+    let mut count_part = |part: &str| {
+        pretokenizer.for_each_piece(part, |piece| into.add(piece.as_bytes(), 1));
+    };
+    if specials.is_empty() {
+        count_part(text);
+        return;
+    }
+    for part in specials.split(text) {
+        if let Part::Text(part) = part {
+            count_part(part);
+        }
+    }
+}
+
+/// Counts the pre-tokens of a UTF-8 file (see [`count_text`]), with `threads` threads (0: one per
+/// CPU) over chunks of about [`DEFAULT_CHUNK_BYTES`]. `progress` is called with the number of
+/// bytes of each chunk counted (from the worker threads).
+pub fn count_file(
+    path: &Path,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<PretokenCounts, CountError> {
+    let progress = |bytes| {
+        progress(bytes);
+        ControlFlow::Continue(())
+    };
+    count_file_in_chunks(
+        path,
+        pretokenizer,
+        specials,
+        threads,
+        DEFAULT_CHUNK_BYTES,
+        &progress,
+    )
+}
+
+/// [`count_file`] with chunks of about `chunk_bytes` (at least 1; the counts do not depend on
+/// it), and a progress callback that can stop the counting: once it returns `Break`, the threads
+/// take no further chunk and the result is [`CountError::Stopped`].
+pub fn count_file_in_chunks(
+    path: &Path,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    threads: usize,
+    chunk_bytes: usize,
+    progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
+) -> Result<PretokenCounts, CountError> {
+    let file = File::open(path)?;
+    let size = file.metadata()?.len();
+    let boundaries = chunk_boundaries(
+        &file,
+        size,
+        pretokenizer,
+        specials,
+        chunk_bytes.max(1) as u64,
+    )?;
+    let chunks: Vec<(u64, u64)> = boundaries.windows(2).map(|w| (w[0], w[1])).collect();
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    }
+    .min(chunks.len())
+    .max(1);
+
+    let next_chunk = AtomicUsize::new(0);
+    // The lowest chunk in which bad UTF-8 was found: chunks after it need no counting, but all
+    // before it do, since one of them may hold an earlier bad byte.
+    let first_bad_chunk = AtomicUsize::new(usize::MAX);
+    let failures: Mutex<Vec<(usize, CountError)>> = Mutex::new(Vec::new());
+    let work = || -> PretokenCounts {
+        let mut counts = PretokenCounts::new();
+        let mut buffer = Vec::new();
+        loop {
+            let index = next_chunk.fetch_add(1, Ordering::Relaxed);
+            if index >= chunks.len() || index > first_bad_chunk.load(Ordering::Relaxed) {
+                return counts;
+            }
+            let (start, end) = chunks[index];
+            let result = read_chunk(&file, start, end, &mut buffer).and_then(|()| {
+                let text = check_utf8(&buffer).map_err(|error| CountError::Decode {
+                    offset: start + error.offset as u64,
+                    reason: error.reason,
+                })?;
+                count_text(text, pretokenizer, specials, &mut counts);
+                Ok(())
+            });
+            if let Err(error) = result {
+                first_bad_chunk.fetch_min(index, Ordering::Relaxed);
+                failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((index, error));
+                return counts;
+            }
+            if progress(end - start).is_break() {
+                first_bad_chunk.fetch_min(index, Ordering::Relaxed);
+                failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((index, CountError::Stopped));
+                return counts;
+            }
+        }
+    };
+    let partial: Vec<PretokenCounts> = if threads == 1 {
+        vec![work()]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
+    };
+    let failures = failures.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, error)) = failures.into_iter().min_by_key(|(index, _)| *index) {
+        return Err(match error {
+            CountError::Decode { offset, reason } => first_bad_byte(&file, size, offset, reason)?,
+            other => other,
+        });
+    }
+    Ok(partial
+        .into_iter()
+        .reduce(PretokenCounts::merged)
+        .unwrap_or_default())
+}
+
+/// The decode error of a file whose first bad byte is at `offset`, with the reason Python's
+/// decoder gives when it reads on: a chunk ends at a cut, so a sequence cut short by the end of
+/// its chunk may, in the whole file, be followed by a byte that makes it an invalid one instead.
+fn first_bad_byte(
+    file: &File,
+    size: u64,
+    offset: u64,
+    reason_in_chunk: &'static str,
+) -> Result<CountError, CountError> {
+    let mut bytes = Vec::new();
+    read_chunk(file, offset, (offset + 4).min(size), &mut bytes)?;
+    let reason = check_utf8(&bytes)
+        .err()
+        .map_or(reason_in_chunk, |error| error.reason);
+    Ok(CountError::Decode { offset, reason })
+}
+
+/// Offsets `0 = b0 < b1 < ... < bn = size` (just `[0, 0]` for an empty file), each a safe cut,
+/// about `chunk_bytes` apart where the text allows: each one the first cut at or after the last
+/// one + 1 and at or after the next multiple of `chunk_bytes` (the rule of Python's
+/// `corpus.chunk_boundaries`).
+fn chunk_boundaries(
+    file: &File,
+    size: u64,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    chunk_bytes: u64,
+) -> Result<Vec<u64>, CountError> {
+    let mut boundaries = vec![0];
+    let mut target = chunk_bytes;
+    let mut window = Vec::new();
+    while target < size {
+        let cut = find_cut(file, size, target, pretokenizer, specials, &mut window)?;
+        if cut >= size {
+            break;
+        }
+        boundaries.push(cut);
+        target = (cut + 1).max(target + chunk_bytes);
+    }
+    boundaries.push(size);
+    Ok(boundaries)
+}
+
+/// The first safe cut at or after `target` (0 < target < size), or `size` if there is none.
+fn find_cut(
+    file: &File,
+    size: u64,
+    target: u64,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    window: &mut Vec<u8>,
+) -> Result<u64, CountError> {
+    // next_safe_cut wants to see, before the place it starts looking, as much as a special token
+    // covering that place could start earlier; and it decides nothing in the last `reserve` bytes
+    // of a window, so consecutive windows overlap by that much more.
+    let reserve = specials.longest_len().max(1) as u64;
+    let mut from = target;
+    loop {
+        let start = from.saturating_sub(reserve);
+        let end = (from + CUT_WINDOW_BYTES as u64 + reserve).min(size);
+        read_chunk(file, start, end, window)?;
+        if let Some(cut) = next_safe_cut(window, (from - start) as usize, pretokenizer, specials) {
+            return Ok(start + cut as u64);
+        }
+        if end >= size {
+            return Ok(size);
+        }
+        from = end - reserve;
+    }
+}
+
+/// Reads bytes `start..end` of `file` into `buffer` (replacing what it held).
+fn read_chunk(file: &File, start: u64, end: u64, buffer: &mut Vec<u8>) -> Result<(), CountError> {
+    let len =
+        usize::try_from(end - start).map_err(|_| io::Error::other("a chunk too big for memory"))?;
+    buffer.clear();
+    buffer.resize(len, 0);
+    read_exact_at(file, buffer, start)?;
+    Ok(())
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buffer: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buffer, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buffer: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buffer.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buffer, offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buffer = &mut buffer[n..];
+                offset += n as u64;
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bpestore_pretokenize::GPT2_PATTERN;
+    use std::collections::HashMap;
+    use std::io::Write;
+
+    fn as_map(counts: &PretokenCounts) -> HashMap<Vec<u8>, u64> {
+        counts.iter().map(|(k, v)| (k.to_vec(), v)).collect()
+    }
+
+    fn whole_text_counts(
+        text: &str,
+        pretokenizer: &Pretokenizer,
+        specials: &SpecialTokens,
+    ) -> HashMap<Vec<u8>, u64> {
+        let mut counts = PretokenCounts::new();
+        count_text(text, pretokenizer, specials, &mut counts);
+        as_map(&counts)
+    }
+
+    fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("bpestore-train-{}-{name}", std::process::id()));
+        File::create(&path).unwrap().write_all(bytes).unwrap();
+        path
+    }
+
+    const TEXT: &str = "the cat sat  on\tthe mat<|endoftext|> the  dog<|endoftext|><|endoftext|>ran\n\n  \
+                        away<a> x <b><a>y  don't 'll 中文 日本語 😀😀 1234 ٣৩ ...!! \r\n end<| sep |> q ";
+
+    #[test]
+    fn special_tokens_are_cut_out_and_not_counted() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let specials = SpecialTokens::new(&["<|endoftext|>".to_string()]);
+        let counts = whole_text_counts("a b<|endoftext|> a<|endoftext|>", &pretokenizer, &specials);
+        let expected: HashMap<Vec<u8>, u64> =
+            [(b"a".to_vec(), 1), (b" b".to_vec(), 1), (b" a".to_vec(), 1)]
+                .into_iter()
+                .collect();
+        assert_eq!(counts, expected);
+    }
+
+    #[test]
+    fn file_counts_equal_text_counts_for_every_chunk_size_and_thread_count() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let path = temp_file("chunks", TEXT.as_bytes());
+        let token_sets: [&[&str]; 4] = [
+            &[],
+            &["<|endoftext|>"],
+            &["<a>", "<b>"],
+            &["<| sep |>", "<|endoftext|>"],
+        ];
+        for tokens in token_sets {
+            let specials =
+                SpecialTokens::new(&tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>());
+            let expected = whole_text_counts(TEXT, &pretokenizer, &specials);
+            for chunk_bytes in 1..=TEXT.len() + 1 {
+                for threads in [1, 2, 3] {
+                    let done = std::sync::atomic::AtomicU64::new(0);
+                    let progress = |n: u64| {
+                        done.fetch_add(n, Ordering::Relaxed);
+                        ControlFlow::Continue(())
+                    };
+                    let counts = count_file_in_chunks(
+                        &path,
+                        &pretokenizer,
+                        &specials,
+                        threads,
+                        chunk_bytes,
+                        &progress,
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        as_map(&counts),
+                        expected,
+                        "{tokens:?} {chunk_bytes} {threads}"
+                    );
+                    assert_eq!(done.into_inner(), TEXT.len() as u64);
+                }
+            }
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn the_first_bad_byte_is_reported_whichever_chunk_fails_first() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let specials = SpecialTokens::new(&[]);
+        let mut bytes = b"good words here ".repeat(50);
+        let first_bad = bytes.len() as u64;
+        bytes.extend_from_slice(b"\xe2\x82 more words ");
+        bytes.extend_from_slice(&b"other words ".repeat(40));
+        bytes.extend_from_slice(b"\xff later");
+        let path = temp_file("bad", &bytes);
+        for chunk_bytes in [1, 7, 16, 64, 1000, 1 << 20] {
+            for threads in [1, 2] {
+                let go_on = |_| ControlFlow::Continue(());
+                let error = count_file_in_chunks(
+                    &path,
+                    &pretokenizer,
+                    &specials,
+                    threads,
+                    chunk_bytes,
+                    &go_on,
+                )
+                .unwrap_err();
+                match error {
+                    CountError::Decode { offset, reason } => {
+                        assert_eq!(
+                            (offset, reason),
+                            (first_bad, "invalid continuation byte"),
+                            "{chunk_bytes}"
+                        );
+                    }
+                    other => panic!("{other}"),
+                }
+            }
+        }
+        // Cut short by the end of the file: Python's words for it.
+        let path_end = temp_file("bad-end", b"abc \xe2\x82");
+        match count_file(&path_end, &pretokenizer, &specials, 1, &|_| {}).unwrap_err() {
+            CountError::Decode { offset, reason } => {
+                assert_eq!((offset, reason), (4, "unexpected end of data"))
+            }
+            other => panic!("{other}"),
+        }
+        std::fs::remove_file(path).unwrap();
+        std::fs::remove_file(path_end).unwrap();
+    }
+
+    #[test]
+    fn progress_can_stop_the_counting() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let path = temp_file("stop", &b"some words ".repeat(1000));
+        let calls = AtomicUsize::new(0);
+        let stop_at_third = |_| {
+            if calls.fetch_add(1, Ordering::Relaxed) == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let error = count_file_in_chunks(
+            &path,
+            &pretokenizer,
+            &SpecialTokens::new(&[]),
+            2,
+            100,
+            &stop_at_third,
+        )
+        .unwrap_err();
+        assert!(matches!(error, CountError::Stopped), "{error}");
+        assert!(
+            calls.into_inner() < 10,
+            "the threads went on after the stop"
+        );
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn a_missing_file_is_an_io_error() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let missing = std::env::temp_dir().join("bpestore-train-no-such-file");
+        let error = count_file(
+            &missing,
+            &pretokenizer,
+            &SpecialTokens::new(&[]),
+            1,
+            &|_| {},
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, CountError::Io(ref e) if e.kind() == io::ErrorKind::NotFound),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_empty_file_has_no_pretokens() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let path = temp_file("empty", b"");
+        let counts =
+            count_file(&path, &pretokenizer, &SpecialTokens::new(&[]), 2, &|_| {}).unwrap();
+        assert!(counts.is_empty());
+        std::fs::remove_file(path).unwrap();
+    }
+}

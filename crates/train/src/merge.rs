@@ -1,0 +1,747 @@
+//! The merge loop of byte-level BPE training, with the semantics of Stanford CS336's reference.
+//!
+//! Every distinct pre-token ("word") starts as its bytes; each step merges the most frequent
+//! adjacent pair of tokens (occurrences within words, weighted by the words' counts), ties going
+//! to the lexicographically greatest `(left bytes, right bytes)`, everywhere, left to right
+//! without overlap; training stops after `max_merges` merges or when no pair is left.
+//!
+//! A token is its bytes: should two merges make the same bytes (`(a, bc)` and later `(ab, c)`),
+//! both give the same token, as they do in the reference, where words are tuples of bytes.
+//!
+//! How it stays fast:
+//! * each word's tokens live in one shared arena of `u32` token ids, merged in place;
+//! * each pair knows its count and the words where it was made (a list that may hold words that
+//!   lost the pair since; merging skips those);
+//! * the best pair comes from a max-heap with lazy invalidation: a pair's count only falls
+//!   between the times it is pushed, so an entry's count is an upper bound of the pair's, and an
+//!   entry whose count is out of date is refreshed when it reaches the top;
+//! * a merge of `(a, b)` into `n` changes only the pairs next to each new `n`: `(x, a)` becomes
+//!   `(x, n)`, `(b, y)` becomes `(n, y)`, and between two new `n`, `(b, a)` becomes `(n, n)`.
+
+use rustc_hash::FxHashMap;
+use std::cmp::Ordering;
+
+use crate::PretokenCounts;
+
+/// A merge: the left and the right token's bytes.
+pub type Merge = (Vec<u8>, Vec<u8>);
+
+type TokenId = u32;
+type WordId = u32;
+
+/// A pair of token ids as one key: left in the high half.
+type PairKey = u64;
+
+fn pair_key(left: TokenId, right: TokenId) -> PairKey {
+    (u64::from(left) << 32) | u64::from(right)
+}
+
+fn split_key(key: PairKey) -> (TokenId, TokenId) {
+    ((key >> 32) as TokenId, key as TokenId)
+}
+
+/// A pair's count and the words where it was made (ascending ids unless `unsorted`).
+#[derive(Default)]
+struct PairInfo {
+    count: u64,
+    words: Vec<WordId>,
+    unsorted: bool,
+    /// 1 + the number of the merge during which it was last counted up (0: never), so that it is
+    /// pushed onto the heap once per merge.
+    raised_in: usize,
+}
+
+#[derive(Clone, Copy)]
+struct HeapEntry {
+    count: u64,
+    pair: PairKey,
+}
+
+/// A binary max-heap ordered by count, then by the pair's bytes (a comparison that needs the
+/// token table, hence not `std`'s `BinaryHeap`).
+struct PairHeap {
+    entries: Vec<HeapEntry>,
+}
+
+impl PairHeap {
+    fn push(&mut self, entry: HeapEntry, tokens: &Tokens) {
+        self.entries.push(entry);
+        let mut child = self.entries.len() - 1;
+        while child > 0 {
+            let parent = (child - 1) / 2;
+            if tokens.compare(&self.entries[child], &self.entries[parent]) != Ordering::Greater {
+                break;
+            }
+            self.entries.swap(child, parent);
+            child = parent;
+        }
+    }
+
+    fn sift_down(&mut self, mut parent: usize, tokens: &Tokens) {
+        let len = self.entries.len();
+        loop {
+            let left = 2 * parent + 1;
+            if left >= len {
+                return;
+            }
+            let right = left + 1;
+            let child = if right < len
+                && tokens.compare(&self.entries[right], &self.entries[left]) == Ordering::Greater
+            {
+                right
+            } else {
+                left
+            };
+            if tokens.compare(&self.entries[child], &self.entries[parent]) != Ordering::Greater {
+                return;
+            }
+            self.entries.swap(child, parent);
+            parent = child;
+        }
+    }
+
+    fn heapify(&mut self, tokens: &Tokens) {
+        for index in (0..self.entries.len() / 2).rev() {
+            self.sift_down(index, tokens);
+        }
+    }
+
+    fn pop(&mut self, tokens: &Tokens) {
+        let last = self.entries.pop().expect("pop from an empty heap");
+        if !self.entries.is_empty() {
+            self.entries[0] = last;
+            self.sift_down(0, tokens);
+        }
+    }
+
+    fn replace_top_count(&mut self, count: u64, tokens: &Tokens) {
+        self.entries[0].count = count;
+        self.sift_down(0, tokens);
+    }
+}
+
+/// Every token's bytes, and the token of given bytes.
+struct Tokens {
+    bytes: Vec<Vec<u8>>,
+    ids: FxHashMap<Vec<u8>, TokenId>,
+}
+
+impl Tokens {
+    fn new() -> Tokens {
+        let bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let ids = bytes
+            .iter()
+            .zip(0..)
+            .map(|(b, id)| (b.clone(), id))
+            .collect();
+        Tokens { bytes, ids }
+    }
+
+    /// The token of `left` followed by `right`: an existing one with the same bytes, or a new one.
+    fn join(&mut self, left: TokenId, right: TokenId) -> TokenId {
+        let mut joined = self.bytes[left as usize].clone();
+        joined.extend_from_slice(&self.bytes[right as usize]);
+        let next = self.bytes.len() as TokenId;
+        let id = *self.ids.entry(joined.clone()).or_insert(next);
+        if id == next {
+            self.bytes.push(joined);
+        }
+        id
+    }
+
+    /// Heap order: higher count first; among equal counts, the greater `(left bytes, right bytes)`.
+    fn compare(&self, x: &HeapEntry, y: &HeapEntry) -> Ordering {
+        x.count.cmp(&y.count).then_with(|| {
+            let (xl, xr) = split_key(x.pair);
+            let (yl, yr) = split_key(y.pair);
+            let x_bytes = (&self.bytes[xl as usize], &self.bytes[xr as usize]);
+            let y_bytes = (&self.bytes[yl as usize], &self.bytes[yr as usize]);
+            x_bytes.cmp(&y_bytes)
+        })
+    }
+}
+
+/// Where one word's tokens are, and how often the word occurs: one record, so that visiting a
+/// word costs one cache miss here (and one for its tokens).
+#[derive(Clone, Copy)]
+struct WordHead {
+    start: usize,
+    count: u64,
+    len: u32,
+}
+
+/// The words: word `w`'s tokens are `symbols[heads[w].start..][..heads[w].len]`.
+struct Words {
+    symbols: Vec<TokenId>,
+    heads: Vec<WordHead>,
+}
+
+impl Words {
+    /// Words of at least two bytes (shorter ones never hold a pair).
+    fn from_counts(counts: &PretokenCounts) -> Words {
+        let (mut distinct, mut symbols) = (0usize, 0usize);
+        for (pretoken, _) in counts.iter() {
+            if pretoken.len() >= 2 {
+                distinct += 1;
+                symbols += pretoken.len();
+            }
+        }
+        let mut words = Words {
+            symbols: Vec::with_capacity(symbols),
+            heads: Vec::with_capacity(distinct),
+        };
+        for (pretoken, count) in counts.iter() {
+            if pretoken.len() < 2 || count == 0 {
+                continue;
+            }
+            let len = u32::try_from(pretoken.len()).expect("a pre-token of 4 GiB or more");
+            words.heads.push(WordHead {
+                start: words.symbols.len(),
+                count,
+                len,
+            });
+            words
+                .symbols
+                .extend(pretoken.iter().map(|&b| TokenId::from(b)));
+        }
+        assert!(
+            words.heads.len() <= WordId::MAX as usize,
+            "more than 2^32 distinct pre-tokens"
+        );
+        words
+    }
+
+    /// Asks the CPU to start loading a word's record: the words a merge visits are scattered
+    /// over memory, and waiting for each in turn would be most of the merge loop's time.
+    #[inline]
+    fn prefetch_head(&self, word: WordId) {
+        prefetch(&self.heads[word as usize]);
+    }
+
+    /// Asks the CPU to start loading a word's tokens (its record should be loaded by now).
+    #[inline]
+    fn prefetch_symbols(&self, word: WordId) {
+        prefetch(&self.symbols[self.heads[word as usize].start]);
+    }
+}
+
+#[inline]
+fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is only a hint; it reads nothing and cannot fault, and the pointer
+        // comes from a reference, so it is valid anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
+/// The state of the merge loop between merges.
+struct Trainer {
+    words: Words,
+    tokens: Tokens,
+    pairs: FxHashMap<PairKey, PairInfo>,
+    heap: PairHeap,
+    merges_done: usize,
+    /// Pairs counted up during the current merge (pushed onto the heap at its end).
+    raised: Vec<PairKey>,
+    /// The changes next to the current merge's new tokens, on their left and on their right.
+    left: Neighbours,
+    right: Neighbours,
+}
+
+impl Trainer {
+    fn new(counts: &PretokenCounts) -> Trainer {
+        let words = Words::from_counts(counts);
+        let tokens = Tokens::new();
+        // All first pairs are of two bytes: count them in flat tables, not in the hash map.
+        let mut byte_pair_counts = vec![0u64; 1 << 16];
+        let mut byte_pair_words: Vec<Vec<WordId>> = vec![Vec::new(); 1 << 16];
+        // The last word noted for each pair, in a small table: reading the end of each pair's
+        // list instead would miss the cache every time.
+        let mut last_word = vec![WordId::MAX; 1 << 16];
+        for (word, head) in words.heads.iter().enumerate() {
+            let word_id = word as WordId;
+            let count = head.count;
+            for window in words.symbols[head.start..head.start + head.len as usize].windows(2) {
+                let index = (window[0] as usize) << 8 | window[1] as usize;
+                byte_pair_counts[index] += count;
+                if last_word[index] != word_id {
+                    last_word[index] = word_id;
+                    byte_pair_words[index].push(word_id);
+                }
+            }
+        }
+        let mut pairs = FxHashMap::default();
+        let mut heap = PairHeap {
+            entries: Vec::new(),
+        };
+        for (index, list) in byte_pair_words.into_iter().enumerate() {
+            let count = byte_pair_counts[index];
+            if count == 0 {
+                continue;
+            }
+            let key = pair_key((index >> 8) as TokenId, (index & 0xFF) as TokenId);
+            pairs.insert(
+                key,
+                PairInfo {
+                    count,
+                    words: list,
+                    unsorted: false,
+                    raised_in: 0,
+                },
+            );
+            heap.entries.push(HeapEntry { count, pair: key });
+        }
+        heap.heapify(&tokens);
+        Trainer {
+            words,
+            tokens,
+            pairs,
+            heap,
+            merges_done: 0,
+            raised: Vec::new(),
+            left: Neighbours::default(),
+            right: Neighbours::default(),
+        }
+    }
+
+    /// The best pair, or None when no pair is left.
+    fn best_pair(&mut self) -> Option<PairKey> {
+        loop {
+            let top = *self.heap.entries.first()?;
+            let current = self.pairs.get(&top.pair).map_or(0, |info| info.count);
+            if current == top.count {
+                return Some(top.pair);
+            }
+            if current > 0 {
+                // The count fell since this entry was pushed; the entry goes back at its true place.
+                self.heap.replace_top_count(current, &self.tokens);
+            } else {
+                self.heap.pop(&self.tokens);
+            }
+        }
+    }
+
+    /// Lowers a pair's count by `by` (occurrences that a merge took away).
+    fn lower(&mut self, key: PairKey, by: u64) {
+        let info = self
+            .pairs
+            .get_mut(&key)
+            .expect("a pair that occurs is counted");
+        info.count -= by;
+        if info.count == 0 {
+            // No word holds it any more: drop its word list now.
+            self.pairs.remove(&key);
+        }
+    }
+
+    /// Raises a pair's count by `by` (occurrences that a merge made, in `words`, ascending).
+    fn raise(&mut self, key: PairKey, by: u64, words: Vec<WordId>) {
+        let info = self.pairs.entry(key).or_default();
+        info.count += by;
+        if info.words.is_empty() {
+            info.words = words;
+        } else {
+            // Only when a merge makes bytes that were already a token (never, in practice).
+            info.unsorted = true;
+            info.words.extend(words);
+        }
+        if info.raised_in != self.merges_done + 1 {
+            info.raised_in = self.merges_done + 1;
+            self.raised.push(key);
+        }
+    }
+
+    /// Merges `pair` everywhere.
+    fn merge(&mut self, pair: PairKey) {
+        let (a, b) = split_key(pair);
+        let new = self.tokens.join(a, b);
+        self.left.grow(self.tokens.bytes.len());
+        self.right.grow(self.tokens.bytes.len());
+        let info = self.pairs.remove(&pair).expect("the best pair is counted");
+        let mut candidates = info.words;
+        if info.unsorted {
+            candidates.sort_unstable();
+            candidates.dedup();
+        }
+        let mut twins = Twins::default();
+        // Prefetch distances, in words ahead: records first, then (once they are in) tokens.
+        const HEAD_AHEAD: usize = 16;
+        const SYMBOLS_AHEAD: usize = 8;
+        for (index, &word) in candidates.iter().enumerate() {
+            if let Some(&ahead) = candidates.get(index + HEAD_AHEAD) {
+                self.words.prefetch_head(ahead);
+            }
+            if let Some(&ahead) = candidates.get(index + SYMBOLS_AHEAD) {
+                self.words.prefetch_symbols(ahead);
+            }
+            self.merge_in_word(word, a, b, new, &mut twins);
+        }
+        drop(candidates);
+        // Hand the changes to the pair table: a few hash lookups per neighbour, not per word.
+        for (neighbour, count, words) in self.left.drain() {
+            if neighbour != a || a != b {
+                self.lower(pair_key(neighbour, a), count);
+            }
+            self.raise(pair_key(neighbour, new), count, words);
+        }
+        for (neighbour, count, words) in self.right.drain() {
+            if neighbour != b || a != b {
+                self.lower(pair_key(b, neighbour), count);
+            }
+            self.raise(pair_key(new, neighbour), count, words);
+        }
+        if twins.count > 0 {
+            if pair_key(b, a) != pair {
+                self.lower(pair_key(b, a), twins.count);
+            }
+            self.raise(pair_key(new, new), twins.count, twins.words);
+        }
+        debug_assert!(
+            !self.pairs.contains_key(&pair),
+            "a merged pair is left nowhere"
+        );
+        for key in std::mem::take(&mut self.raised) {
+            let count = self.pairs[&key].count;
+            self.heap.push(HeapEntry { count, pair: key }, &self.tokens);
+        }
+        self.merges_done += 1;
+    }
+
+    /// Merges `(a, b)` into `new` in one word (which may no longer hold the pair), in place,
+    /// noting the pairs that change in `self.left`, `self.right` and `twins`.
+    fn merge_in_word(
+        &mut self,
+        word: WordId,
+        a: TokenId,
+        b: TokenId,
+        new: TokenId,
+        twins: &mut Twins,
+    ) {
+        let WordHead { start, count, len } = self.words.heads[word as usize];
+        let len = len as usize;
+        let symbols = &mut self.words.symbols[start..start + len];
+        let Some(first) = symbols.windows(2).position(|w| w[0] == a && w[1] == b) else {
+            return;
+        };
+        let mut read = first;
+        let mut write = first;
+        // Whether the token just written was made by this merge (a `new` token that was there
+        // before is not: the pair it starts with is then unchanged).
+        let mut wrote_new = false;
+        while read < len {
+            if read + 1 < len && symbols[read] == a && symbols[read + 1] == b {
+                if write > 0 {
+                    if wrote_new {
+                        // (b, a) between two merged pairs becomes (new, new).
+                        twins.count += count;
+                        if twins.words.last() != Some(&word) {
+                            twins.words.push(word);
+                        }
+                    } else {
+                        self.left.note(symbols[write - 1], count, word);
+                    }
+                }
+                if read + 2 < len {
+                    let after = symbols[read + 2];
+                    let next_merges_too = after == a && read + 3 < len && symbols[read + 3] == b;
+                    if !next_merges_too {
+                        self.right.note(after, count, word);
+                    }
+                }
+                symbols[write] = new;
+                wrote_new = true;
+                read += 2;
+            } else {
+                symbols[write] = symbols[read];
+                wrote_new = false;
+                read += 1;
+            }
+            write += 1;
+        }
+        self.words.heads[word as usize].len = write as u32;
+    }
+}
+
+/// The occurrences of `(new, new)` that one merge makes, and where.
+#[derive(Default)]
+struct Twins {
+    count: u64,
+    words: Vec<WordId>,
+}
+
+/// The neighbours of one side of a merge's new tokens: per neighbour token, how many occurrences
+/// (weighted) and in which words; dense tables indexed by token, so that noting one is cheap.
+#[derive(Default)]
+struct Neighbours {
+    counts: Vec<u64>,
+    words: Vec<Vec<WordId>>,
+    seen: Vec<TokenId>,
+}
+
+impl Neighbours {
+    fn grow(&mut self, tokens: usize) {
+        self.counts.resize(tokens, 0);
+        self.words.resize_with(tokens, Vec::new);
+    }
+
+    #[inline]
+    fn note(&mut self, neighbour: TokenId, count: u64, word: WordId) {
+        let index = neighbour as usize;
+        if self.counts[index] == 0 {
+            self.seen.push(neighbour);
+        }
+        self.counts[index] += count;
+        let words = &mut self.words[index];
+        if words.last() != Some(&word) {
+            words.push(word);
+        }
+    }
+
+    /// Every neighbour noted, with its count and words, leaving the tables empty.
+    fn drain(&mut self) -> Vec<(TokenId, u64, Vec<WordId>)> {
+        let mut seen = std::mem::take(&mut self.seen);
+        // Neighbour order does not change the result; sorted, it does not depend on word order.
+        seen.sort_unstable();
+        seen.into_iter()
+            .map(|neighbour| {
+                let index = neighbour as usize;
+                let count = std::mem::take(&mut self.counts[index]);
+                (neighbour, count, std::mem::take(&mut self.words[index]))
+            })
+            .collect()
+    }
+}
+
+/// The merge loop, one merge at a time: an iterator of the merges in order, best first.
+///
+/// It keeps no reference to the counts it was made from, so they can be freed before merging.
+pub struct MergeLoop {
+    trainer: Trainer,
+}
+
+impl MergeLoop {
+    /// Prepares the merge loop on pre-token counts (the result does not depend on their order).
+    pub fn new(counts: &PretokenCounts) -> MergeLoop {
+        MergeLoop {
+            trainer: Trainer::new(counts),
+        }
+    }
+}
+
+impl Iterator for MergeLoop {
+    type Item = Merge;
+
+    /// The next merge, or None when no pair of tokens is left.
+    fn next(&mut self) -> Option<Merge> {
+        let trainer = &mut self.trainer;
+        let pair = trainer.best_pair()?;
+        let (a, b) = split_key(pair);
+        let merge = (
+            trainer.tokens.bytes[a as usize].clone(),
+            trainer.tokens.bytes[b as usize].clone(),
+        );
+        trainer.merge(pair);
+        Some(merge)
+    }
+}
+
+/// Learns up to `max_merges` merges from pre-token counts, in order, with CS336's semantics (see
+/// the module documentation). `on_merge` is called after each merge with the number done so far.
+///
+/// The result does not depend on the order of the counts; a run with fewer merges gives a prefix
+/// of this one's merges.
+pub fn learn_merges(
+    counts: &PretokenCounts,
+    max_merges: usize,
+    mut on_merge: impl FnMut(usize),
+) -> Vec<Merge> {
+    let mut merges = Vec::new();
+    for merge in MergeLoop::new(counts).take(max_merges) {
+        merges.push(merge);
+        on_merge(merges.len());
+    }
+    merges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// The naive reference: words as lists of byte strings, every pair recounted after every merge.
+    fn brute_force(counts: &[(Vec<u8>, u64)], max_merges: usize) -> Vec<Merge> {
+        let mut words: Vec<(Vec<Vec<u8>>, u64)> = counts
+            .iter()
+            .map(|(w, c)| (w.iter().map(|&b| vec![b]).collect(), *c))
+            .collect();
+        let mut merges = Vec::new();
+        while merges.len() < max_merges {
+            let mut pair_counts: HashMap<(Vec<u8>, Vec<u8>), u64> = HashMap::new();
+            for (word, count) in &words {
+                for pair in word.windows(2) {
+                    *pair_counts
+                        .entry((pair[0].clone(), pair[1].clone()))
+                        .or_default() += count;
+                }
+            }
+            let Some(best) = pair_counts
+                .into_iter()
+                .max_by(|x, y| (x.1, &x.0).cmp(&(y.1, &y.0)))
+            else {
+                break;
+            };
+            let (left, right) = best.0;
+            for (word, _) in &mut words {
+                let mut merged = Vec::new();
+                let mut i = 0;
+                while i < word.len() {
+                    if i + 1 < word.len() && word[i] == left && word[i + 1] == right {
+                        merged.push([left.clone(), right.clone()].concat());
+                        i += 2;
+                    } else {
+                        merged.push(word[i].clone());
+                        i += 1;
+                    }
+                }
+                *word = merged;
+            }
+            merges.push((left, right));
+        }
+        merges
+    }
+
+    /// A small deterministic generator (xorshift), so that the tests need no extra crate.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn random_counts(rng: &mut Rng) -> Vec<(Vec<u8>, u64)> {
+        // Few letters, so that pairs tie and overlap ("aaa"); sometimes high bytes and long words.
+        let alphabet: Vec<u8> = match rng.below(4) {
+            0 => b"ab".to_vec(),
+            1 => b"abc ".to_vec(),
+            2 => vec![b'a', 0x00, 0xff, 0x80, b'z'],
+            _ => (0..=255).collect(),
+        };
+        let mut map: HashMap<Vec<u8>, u64> = HashMap::new();
+        for _ in 0..rng.below(40) {
+            let len = if rng.below(8) == 0 {
+                rng.below(60)
+            } else {
+                rng.below(7)
+            } as usize;
+            let word: Vec<u8> = (0..len)
+                .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+                .collect();
+            let count = if rng.below(10) == 0 {
+                1 + rng.below(1 << 40)
+            } else {
+                1 + rng.below(5)
+            };
+            *map.entry(word).or_default() += count;
+        }
+        map.into_iter().collect()
+    }
+
+    fn ours(counts: &[(Vec<u8>, u64)], max_merges: usize) -> Vec<Merge> {
+        let counts: PretokenCounts = counts.iter().map(|(w, c)| (w.as_slice(), *c)).collect();
+        learn_merges(&counts, max_merges, |_| {})
+    }
+
+    #[test]
+    fn matches_brute_force_on_generated_counts() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..400 {
+            let counts = random_counts(&mut rng);
+            let max_merges = [0, 1, 3, 20, 1000][rng.below(5) as usize];
+            assert_eq!(
+                ours(&counts, max_merges),
+                brute_force(&counts, max_merges),
+                "{counts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ties_go_to_the_greatest_pair_of_bytes() {
+        // (b"b", b"a") and (b"a", b"b") both occur twice; then (b"ba", b"b") beats ...
+        let counts = vec![(b"abab".to_vec(), 1), (b"ba".to_vec(), 1)];
+        let merges = ours(&counts, 10);
+        assert_eq!(merges[0], (b"b".to_vec(), b"a".to_vec()));
+        assert_eq!(merges, brute_force(&counts, 10));
+        // Bytes compare as unsigned, a prefix before its extensions.
+        let counts = vec![
+            (vec![0x00, 0x01], 3),
+            (vec![0xff, 0x00], 3),
+            (vec![0x7f, 0x80], 3),
+        ];
+        assert_eq!(ours(&counts, 1), vec![(vec![0xff], vec![0x00])]);
+    }
+
+    #[test]
+    fn runs_of_one_byte_merge_left_to_right_without_overlap() {
+        for len in 2..12 {
+            let counts = vec![(vec![b'a'; len], 1), (b"ab".to_vec(), 1)];
+            assert_eq!(ours(&counts, 10), brute_force(&counts, 10), "{len}");
+        }
+    }
+
+    #[test]
+    fn fewer_merges_give_a_prefix() {
+        let mut rng = Rng(777);
+        for _ in 0..50 {
+            let counts = random_counts(&mut rng);
+            let all = ours(&counts, 500);
+            for n in [0, 1, 5, 50] {
+                assert_eq!(ours(&counts, n), all[..n.min(all.len())]);
+            }
+        }
+    }
+
+    #[test]
+    fn stops_when_no_pair_is_left() {
+        let counts = vec![(b"abc".to_vec(), 1), (b"d".to_vec(), 9), (b"".to_vec(), 2)];
+        assert_eq!(
+            ours(&counts, 100),
+            vec![
+                (b"b".to_vec(), b"c".to_vec()),
+                (b"a".to_vec(), b"bc".to_vec())
+            ]
+        );
+        assert!(ours(&[], 100).is_empty());
+    }
+
+    #[test]
+    fn counts_above_32_bits_are_summed_exactly() {
+        let big = 3u64 << 33;
+        let counts = vec![
+            (b"ab".to_vec(), big),
+            (b"cd".to_vec(), big - 1),
+            (b"cdcd".to_vec(), 1),
+        ];
+        // (c, d): big - 1 + 2 > big.
+        assert_eq!(ours(&counts, 1), vec![(b"c".to_vec(), b"d".to_vec())]);
+    }
+
+    #[test]
+    fn reports_each_merge() {
+        let mut seen = Vec::new();
+        let counts: PretokenCounts = [(&b"abcdef"[..], 2)].into_iter().collect();
+        let merges = learn_merges(&counts, 3, |n| seen.push(n));
+        assert_eq!(merges.len(), 3);
+        assert_eq!(seen, vec![1, 2, 3]);
+    }
+}
