@@ -1,1 +1,392 @@
-//! placeholder
+//! Encoding text to token ids with a byte-level BPE vocabulary, and back.
+//!
+//! [`Encoder`] cuts text at special tokens, pre-tokenizes the rest (`bpestore_pretokenize`) and
+//! merges each pre-token by one of two rules ([`MergeRule`]), remembering the ids of the pre-tokens
+//! it has seen. It is `Send + Sync`: [`Encoder::encode_batch`] and [`Encoder::encode_file_to_npy`]
+//! encode on several threads, and a [`StreamEncoder`] encodes a stream piece by piece in constant
+//! memory with the same ids as the whole text.
+
+mod bpe;
+mod cache;
+mod file;
+mod stream;
+mod vocab;
+
+use bpe::PairRanks;
+pub use bpe::TokenId;
+use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
+pub use cache::DEFAULT_CACHE_ENTRIES;
+use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
+pub use file::{FileError, NpyDtype};
+use std::fmt;
+pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
+pub use vocab::py_bytes_repr;
+use vocab::Vocab;
+
+/// Which of two published rules merges a pre-token's bytes into tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MergeRule {
+    /// GPT-2's `bpe()` (also CS336's and Hugging Face's): the adjacent pair whose *merge* has the
+    /// lowest rank first, all its occurrences at once, left to right.
+    Pair,
+    /// tiktoken's: the whole pre-token if it is a token; else the leftmost adjacent pair whose
+    /// *concatenation* is the lowest-ranked token (rank = id), one at a time. Merges are unused.
+    Token,
+}
+
+/// Which special tokens found in the text are encoded as such; the others are ordinary text.
+#[derive(Clone, Copy, Debug)]
+pub enum AllowedSpecial<'a> {
+    /// Every special token the encoder was built with (CS336's behaviour; the default).
+    All,
+    /// None: the whole text is ordinary text.
+    None,
+    /// Only these (each must be one of the encoder's special tokens; others are ignored).
+    Only(&'a [&'a str]),
+}
+
+/// What can go wrong building an encoder or decoding.
+#[derive(Debug)]
+pub enum EncodeError {
+    /// The vocabulary or merges cannot be used (the message says why, as bpestore's Python did).
+    InvalidVocab(String),
+    /// The pre-tokenizer pattern does not compile.
+    Pattern(PretokenizeError),
+    /// An id to decode that no token has.
+    UnknownId {
+        /// The id.
+        id: u64,
+        /// The highest id of the vocabulary.
+        max_id: TokenId,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::InvalidVocab(message) => f.write_str(message),
+            EncodeError::Pattern(error) => write!(f, "{error}"),
+            EncodeError::UnknownId { id, max_id } => {
+                write!(
+                    f,
+                    "id {id} is not in the vocabulary (ids go up to {max_id})"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// A byte-level BPE encoder and decoder. Cheap to share between threads (`&Encoder`).
+pub struct Encoder {
+    vocab: Vocab,
+    rule: MergeRule,
+    pairs: PairRanks,
+    pretokenizer: Pretokenizer,
+    specials: SpecialTokens,
+    /// `special_ids[i]` is the id of `specials.tokens()[i]`.
+    special_ids: Vec<TokenId>,
+    caches: CachePool,
+}
+
+impl Encoder {
+    /// An encoder for `vocab` (id, bytes; every single byte among them, no token twice) and
+    /// `merges` in rank order (unused by [`MergeRule::Token`]), with `special_tokens` and their
+    /// ids (a special token missing from the vocabulary has an id of its own; one that is also an
+    /// ordinary token has that token's id), pre-tokenizing with the regex `pattern`.
+    pub fn new(
+        vocab: Vec<(TokenId, Vec<u8>)>,
+        merges: Vec<(Vec<u8>, Vec<u8>)>,
+        special_tokens: Vec<(String, TokenId)>,
+        pattern: &str,
+        rule: MergeRule,
+    ) -> Result<Encoder, EncodeError> {
+        Encoder::with_cache_entries(
+            vocab,
+            merges,
+            special_tokens,
+            pattern,
+            rule,
+            DEFAULT_CACHE_ENTRIES,
+        )
+    }
+
+    /// [`Encoder::new`] with caches of at most `cache_entries` distinct pre-tokens each.
+    pub fn with_cache_entries(
+        vocab: Vec<(TokenId, Vec<u8>)>,
+        merges: Vec<(Vec<u8>, Vec<u8>)>,
+        special_tokens: Vec<(String, TokenId)>,
+        pattern: &str,
+        rule: MergeRule,
+        cache_entries: usize,
+    ) -> Result<Encoder, EncodeError> {
+        for (token, _) in &special_tokens {
+            if token.is_empty() {
+                return Err(EncodeError::InvalidVocab(
+                    "special tokens must be non-empty strings, got ''".into(),
+                ));
+            }
+        }
+        let vocab = Vocab::new(vocab, &special_tokens)?;
+        let pairs = match rule {
+            MergeRule::Pair => pair_ranks(&vocab, &merges)?,
+            MergeRule::Token => PairRanks::new(std::iter::empty::<(TokenId, TokenId, TokenId)>()),
+        };
+        let pretokenizer = Pretokenizer::new(pattern).map_err(EncodeError::Pattern)?;
+        // Each special token once, in the order given.
+        let mut unique: Vec<(String, TokenId)> = Vec::with_capacity(special_tokens.len());
+        for (token, id) in special_tokens {
+            if !unique.iter().any(|(seen, _)| *seen == token) {
+                unique.push((token, id));
+            }
+        }
+        let names: Vec<String> = unique.iter().map(|(token, _)| token.clone()).collect();
+        let specials = SpecialTokens::new(&names);
+        let special_ids = specials
+            .tokens()
+            .iter()
+            .map(|token| {
+                unique
+                    .iter()
+                    .find(|(t, _)| t == token)
+                    .map(|&(_, id)| id)
+                    .expect("a given token")
+            })
+            .collect();
+        Ok(Encoder {
+            vocab,
+            rule,
+            pairs,
+            pretokenizer,
+            specials,
+            special_ids,
+            caches: CachePool::new(cache_entries.max(1)),
+        })
+    }
+
+    /// The merge rule.
+    pub fn rule(&self) -> MergeRule {
+        self.rule
+    }
+
+    /// The pre-tokenizer.
+    pub fn pretokenizer(&self) -> &Pretokenizer {
+        &self.pretokenizer
+    }
+
+    /// The special tokens.
+    pub fn special_tokens(&self) -> &SpecialTokens {
+        &self.specials
+    }
+
+    /// The highest id of any token, special tokens included.
+    pub fn max_id(&self) -> TokenId {
+        self.vocab.max_id
+    }
+
+    /// How many tokens there are, special tokens included.
+    pub fn vocab_len(&self) -> usize {
+        self.vocab.len
+    }
+
+    /// The ids of `text`; the special tokens `allowed` become their own ids.
+    pub fn encode(&self, text: &str, allowed: AllowedSpecial<'_>) -> Vec<TokenId> {
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        self.caches
+            .with(|cache| self.encode_into(text, allowed, cache, &mut out));
+        out
+    }
+
+    /// The ids of each text, encoded on `threads` threads (at least one), in order.
+    pub fn encode_batch(&self, texts: &[&str], threads: usize) -> Vec<Vec<TokenId>> {
+        let threads = threads.clamp(1, texts.len().max(1));
+        if threads == 1 {
+            return self.caches.with(|cache| {
+                texts
+                    .iter()
+                    .map(|text| {
+                        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+                        self.encode_into(text, AllowedSpecial::All, cache, &mut out);
+                        out
+                    })
+                    .collect()
+            });
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut results: Vec<Vec<TokenId>> = vec![Vec::new(); texts.len()];
+        let parts: Vec<Vec<(usize, Vec<TokenId>)>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        self.caches.with(|cache| {
+                            let mut done = Vec::new();
+                            loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(text) = texts.get(i) else { break };
+                                let mut out = Vec::with_capacity(text.len() / 4 + 1);
+                                self.encode_into(text, AllowedSpecial::All, cache, &mut out);
+                                done.push((i, out));
+                            }
+                            done
+                        })
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("an encoding thread panicked"))
+                .collect()
+        });
+        for (i, ids) in parts.into_iter().flatten() {
+            results[i] = ids;
+        }
+        results
+    }
+
+    /// An encoder for a stream of text pieces (see [`StreamEncoder`]).
+    pub fn stream(&self) -> StreamEncoder<'_> {
+        StreamEncoder::new(self)
+    }
+
+    /// The bytes of the tokens `ids`, joined; the first id that no token has is the error.
+    pub fn decode_bytes(&self, ids: &[TokenId]) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            match self.vocab.get(id) {
+                Some(bytes) => out.extend_from_slice(bytes),
+                None => {
+                    return Err(EncodeError::UnknownId {
+                        id: id.into(),
+                        max_id: self.vocab.max_id,
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The bytes of one token, if there is one with that id.
+    pub fn token_bytes(&self, id: TokenId) -> Option<&[u8]> {
+        self.vocab.get(id)
+    }
+
+    /// Appends the ids of `text` to `out`, using `cache`.
+    fn encode_into(
+        &self,
+        text: &str,
+        allowed: AllowedSpecial<'_>,
+        cache: &mut PieceCache,
+        out: &mut Vec<TokenId>,
+    ) {
+        match allowed {
+            AllowedSpecial::All if !self.specials.is_empty() => {
+                for part in self.specials.split(text) {
+                    match part {
+                        Part::Text(text) => self.encode_ordinary_into(text, cache, out),
+                        Part::Special { index, .. } => out.push(self.special_ids[index]),
+                    }
+                }
+            }
+            AllowedSpecial::All | AllowedSpecial::None => {
+                self.encode_ordinary_into(text, cache, out)
+            }
+            AllowedSpecial::Only(allowed) => {
+                let chosen: Vec<String> = self
+                    .specials
+                    .tokens()
+                    .iter()
+                    .filter(|t| allowed.contains(&t.as_str()))
+                    .cloned()
+                    .collect();
+                if chosen.is_empty() {
+                    return self.encode_ordinary_into(text, cache, out);
+                }
+                let subset = SpecialTokens::new(&chosen);
+                for part in subset.split(text) {
+                    match part {
+                        Part::Text(text) => self.encode_ordinary_into(text, cache, out),
+                        Part::Special { text, .. } => out.push(self.special_id(text)),
+                    }
+                }
+            }
+        }
+    }
+
+    fn special_id(&self, token: &str) -> TokenId {
+        let index = self
+            .specials
+            .tokens()
+            .iter()
+            .position(|t| t == token)
+            .expect("one of the special tokens");
+        self.special_ids[index]
+    }
+
+    /// Appends the ids of `text`, which holds no special token, to `out`.
+    fn encode_ordinary_into(&self, text: &str, cache: &mut PieceCache, out: &mut Vec<TokenId>) {
+        let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
+        self.pretokenizer.for_each_piece(text, |piece| {
+            let bytes = piece.as_bytes();
+            if let [byte] = bytes {
+                out.push(self.vocab.byte_ids[*byte as usize]);
+                return;
+            }
+            if bytes.len() <= MAX_CACHED_PIECE {
+                if let Some(ids) = cache.get(bytes) {
+                    out.extend_from_slice(ids);
+                    return;
+                }
+            }
+            self.merge_piece(bytes, &mut scratch);
+            if bytes.len() <= MAX_CACHED_PIECE {
+                cache.insert(bytes, &scratch);
+            }
+            out.extend_from_slice(&scratch);
+        });
+    }
+
+    /// The ids of one pre-token, by the encoder's rule, into `tokens`.
+    fn merge_piece(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
+        tokens.clear();
+        tokens.extend(piece.iter().map(|&b| self.vocab.byte_ids[b as usize]));
+        match self.rule {
+            MergeRule::Pair => self.pairs.merge(tokens),
+            MergeRule::Token => bpe::TokenRanks { vocab: &self.vocab }.merge(piece, tokens),
+        }
+    }
+}
+
+/// The pair rule's table from merges given as bytes, with bpestore's messages for a merge that
+/// names a token the vocabulary lacks.
+fn pair_ranks(vocab: &Vocab, merges: &[(Vec<u8>, Vec<u8>)]) -> Result<PairRanks, EncodeError> {
+    let mut ids = Vec::with_capacity(merges.len());
+    let mut joined = Vec::with_capacity(64);
+    for (rank, (left, right)) in merges.iter().enumerate() {
+        joined.clear();
+        joined.extend_from_slice(left);
+        joined.extend_from_slice(right);
+        match (vocab.id(left), vocab.id(right), vocab.id(&joined)) {
+            (Some(l), Some(r), Some(m)) => ids.push((l, r, m)),
+            (l, r, _) => {
+                let missing = if l.is_none() {
+                    left.as_slice()
+                } else if r.is_none() {
+                    right.as_slice()
+                } else {
+                    joined.as_slice()
+                };
+                return Err(EncodeError::InvalidVocab(format!(
+                    "merge {rank} ({}, {}): {} is not in the vocab",
+                    py_bytes_repr(left),
+                    py_bytes_repr(right),
+                    py_bytes_repr(missing)
+                )));
+            }
+        }
+    }
+    Ok(PairRanks::new(ids.into_iter()))
+}
+
+#[cfg(test)]
+mod tests;

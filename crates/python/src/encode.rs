@@ -1,7 +1,380 @@
-//! The encode stage's Python bindings.
+//! The encode stage's Python bindings: `Encoder` and its `StreamEncoder`.
+//!
+//! Long work runs with the GIL released; errors become bpestore's exception types
+//! (`ValueError`, `bpestore.errors.CorpusDecodeError`, `OSError`) with the Python code's messages.
 
+use bpestore_encode::{
+    AllowedSpecial, EncodeError, Encoder, FileError, MergeRule, StreamState, TokenId,
+    DEFAULT_STREAM_BLOCK,
+};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use std::sync::Arc;
 
-pub fn register(_module: &Bound<'_, PyModule>) -> PyResult<()> {
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<PyEncoder>()?;
+    module.add_class::<PyStreamEncoder>()?;
     Ok(())
+}
+
+fn value_error(error: EncodeError) -> PyErr {
+    PyValueError::new_err(error.to_string())
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Which special tokens to recognise: `None` or `"all"` (all of them), or a collection of them
+/// (empty: none).
+enum Allowed {
+    All,
+    Only(Vec<String>),
+}
+
+impl Allowed {
+    fn from_py(allowed: Option<&Bound<'_, PyAny>>) -> PyResult<Allowed> {
+        let Some(allowed) = allowed else {
+            return Ok(Allowed::All);
+        };
+        if allowed.is_none() {
+            return Ok(Allowed::All);
+        }
+        if let Ok(text) = allowed.cast::<PyString>() {
+            if text.to_str()? == "all" {
+                return Ok(Allowed::All);
+            }
+            return Err(PyValueError::new_err(format!(
+                "allowed_special must be 'all' or a collection of special tokens, not {}",
+                allowed.repr()?
+            )));
+        }
+        let mut tokens = Vec::new();
+        for token in allowed.try_iter()? {
+            tokens.push(token?.extract::<String>()?);
+        }
+        Ok(Allowed::Only(tokens))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(AllowedSpecial<'_>) -> R) -> R {
+        match self {
+            Allowed::All => f(AllowedSpecial::All),
+            Allowed::Only(tokens) if tokens.is_empty() => f(AllowedSpecial::None),
+            Allowed::Only(tokens) => {
+                let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+                f(AllowedSpecial::Only(&refs))
+            }
+        }
+    }
+}
+
+/// A byte-level BPE encoder (Rust): ids from text and bytes from ids.
+///
+/// Thread-safe: encoding releases the GIL, and `encode_batch` / `encode_file_to_npy` use threads.
+#[pyclass(frozen, module = "bpestore._engine", name = "Encoder")]
+pub struct PyEncoder {
+    inner: Arc<Encoder>,
+}
+
+#[pymethods]
+impl PyEncoder {
+    /// `vocab`: id -> bytes (all 256 single bytes, no token twice; without the special tokens
+    /// that have ids of their own); `merges` in rank order; `special_tokens`: token -> id;
+    /// `merge_rule`: "pair" or "token".
+    #[new]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair"))]
+    fn new(
+        py: Python<'_>,
+        vocab: &Bound<'_, PyDict>,
+        merges: &Bound<'_, PyAny>,
+        special_tokens: &Bound<'_, PyDict>,
+        pattern: &str,
+        merge_rule: &str,
+    ) -> PyResult<PyEncoder> {
+        let rule = match merge_rule {
+            "pair" => MergeRule::Pair,
+            "token" => MergeRule::Token,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "merge_rule must be 'pair' or 'token', not {}",
+                    PyString::new(py, other).repr()?
+                )))
+            }
+        };
+        let mut tokens = Vec::with_capacity(vocab.len());
+        for (id, token) in vocab.iter() {
+            let id: TokenId = id.extract().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "token ids must be integers from 0 to 2**32-1, got {}",
+                    repr(&id)
+                ))
+            })?;
+            let token = token.cast::<PyBytes>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "the token of id {id} must be bytes, got {}",
+                    repr(&token)
+                ))
+            })?;
+            tokens.push((id, token.as_bytes().to_vec()));
+        }
+        let mut pairs = Vec::new();
+        for merge in merges.try_iter()? {
+            let merge = merge?;
+            let pair = merge
+                .cast::<PyTuple>()
+                .ok()
+                .filter(|pair| pair.len() == 2)
+                .ok_or_else(|| {
+                    PyTypeError::new_err(format!(
+                        "each merge must be a pair of bytes, got {}",
+                        repr(&merge)
+                    ))
+                })?;
+            let part = |i: usize| -> PyResult<Vec<u8>> {
+                let item = pair.get_item(i)?;
+                let bytes = item.cast::<PyBytes>().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "each merge must be a pair of bytes, got {}",
+                        repr(&merge)
+                    ))
+                })?;
+                Ok(bytes.as_bytes().to_vec())
+            };
+            pairs.push((part(0)?, part(1)?));
+        }
+        let mut specials = Vec::with_capacity(special_tokens.len());
+        for (token, id) in special_tokens.iter() {
+            specials.push((token.extract::<String>()?, id.extract::<TokenId>()?));
+        }
+        let pattern = pattern.to_owned();
+        let encoder = py
+            .detach(move || Encoder::new(tokens, pairs, specials, &pattern, rule))
+            .map_err(value_error)?;
+        Ok(PyEncoder {
+            inner: Arc::new(encoder),
+        })
+    }
+
+    /// The ids of `text`. `allowed_special`: None or "all" (every special token is recognised),
+    /// or a collection of special tokens (the others are encoded as ordinary text).
+    #[pyo3(signature = (text, allowed_special = None))]
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        text: PyBackedStr,
+        allowed_special: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let ids = self.ids(py, text, allowed_special)?;
+        PyList::new(py, ids)
+    }
+
+    /// Like `encode`, the ids as uint32 little-endian bytes (for `numpy.frombuffer`).
+    #[pyo3(signature = (text, allowed_special = None))]
+    fn encode_to_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        text: PyBackedStr,
+        allowed_special: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let ids = self.ids(py, text, allowed_special)?;
+        ids_to_bytes(py, &ids)
+    }
+
+    /// The ids of each text, encoded on `num_threads` threads (default: the CPUs), in order.
+    #[pyo3(signature = (texts, num_threads = None))]
+    fn encode_batch<'py>(
+        &self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let texts: Vec<PyBackedStr> = texts
+            .try_iter()?
+            .map(|t| t?.extract())
+            .collect::<PyResult<_>>()?;
+        let threads = num_threads.unwrap_or_else(default_threads);
+        if threads == 0 {
+            return Err(PyValueError::new_err("num_threads must be at least 1"));
+        }
+        let encoder = Arc::clone(&self.inner);
+        let batches = py.detach(move || {
+            let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+            encoder.encode_batch(&refs, threads)
+        });
+        let lists = batches
+            .into_iter()
+            .map(|ids| PyList::new(py, ids))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, lists)
+    }
+
+    /// The bytes of `ids` joined; ValueError naming the first id that is not in the vocabulary.
+    fn decode_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let mut out = Vec::new();
+        for item in ids.try_iter()? {
+            let item = item?;
+            let bytes = item
+                .extract::<TokenId>()
+                .ok()
+                .and_then(|id| self.inner.token_bytes(id));
+            match bytes {
+                Some(bytes) => out.extend_from_slice(bytes),
+                None => {
+                    return Err(PyValueError::new_err(format!(
+                        "id {} is not in the vocabulary (ids go up to {})",
+                        repr(&item),
+                        self.inner.max_id()
+                    )))
+                }
+            }
+        }
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// A stream encoder: `feed(text)` returns the ids up to the last safe cut, `finish()` the
+    /// rest; together they give the ids of the whole text, however it was cut. Text is encoded
+    /// once about `block_bytes` wait (tests make it small, to cut often).
+    #[pyo3(signature = (block_bytes = DEFAULT_STREAM_BLOCK))]
+    fn stream(&self, block_bytes: usize) -> PyStreamEncoder {
+        PyStreamEncoder {
+            encoder: Arc::clone(&self.inner),
+            state: StreamState::with_block(block_bytes),
+        }
+    }
+
+    /// Encodes the UTF-8 file `path` into the `.npy` file `output` (uint16 if every id fits,
+    /// else uint32) on `threads` threads (default: the CPUs); returns the number of ids.
+    /// `progress(n)` is called with the number of input bytes done. Invalid UTF-8 raises
+    /// `bpestore.errors.CorpusDecodeError`; nothing is left at `output` on failure.
+    #[pyo3(signature = (path, output, threads = None, progress = None))]
+    fn encode_file_to_npy(
+        &self,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        output: std::path::PathBuf,
+        threads: Option<usize>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<u64> {
+        let threads = threads.unwrap_or_else(default_threads);
+        if threads == 0 {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        let encoder = Arc::clone(&self.inner);
+        let input = path.clone();
+        let (result, stopped) = py.detach(move || {
+            let mut stopped: Option<PyErr> = None;
+            // After each chunk: report progress, and stop on Ctrl-C or an error in the callback.
+            let mut on_chunk = |done: u64| {
+                Python::attach(|py| {
+                    let outcome = match &progress {
+                        Some(progress) => progress.call1(py, (done,)).map(|_| ()),
+                        None => Ok(()),
+                    };
+                    match outcome.and_then(|()| py.check_signals()) {
+                        Ok(()) => true,
+                        Err(error) => {
+                            stopped = Some(error);
+                            false
+                        }
+                    }
+                })
+            };
+            let result = encoder.encode_file_to_npy(&input, &output, threads, &mut on_chunk);
+            (result, stopped)
+        });
+        match result {
+            Ok(count) => Ok(count),
+            Err(FileError::Cancelled) => {
+                Err(stopped
+                    .unwrap_or_else(|| PyKeyboardInterrupt::new_err("encoding was cancelled")))
+            }
+            Err(FileError::Decode { offset, reason }) => {
+                let errors = py.import("bpestore.errors")?;
+                let error = errors
+                    .getattr("CorpusDecodeError")?
+                    .call1((path, offset, reason))?;
+                Err(PyErr::from_value(error))
+            }
+            Err(FileError::Io(error)) => Err(error.into()),
+        }
+    }
+
+    /// The highest id, special tokens included.
+    #[getter]
+    fn max_id(&self) -> TokenId {
+        self.inner.max_id()
+    }
+
+    /// The `.npy` element type of `encode_file_to_npy`: "uint16" or "uint32".
+    #[getter]
+    fn npy_dtype(&self) -> &'static str {
+        match self.inner.npy_dtype() {
+            bpestore_encode::NpyDtype::U16 => "uint16",
+            bpestore_encode::NpyDtype::U32 => "uint32",
+        }
+    }
+}
+
+impl PyEncoder {
+    fn ids(
+        &self,
+        py: Python<'_>,
+        text: PyBackedStr,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<TokenId>> {
+        let allowed = Allowed::from_py(allowed_special)?;
+        let encoder = Arc::clone(&self.inner);
+        // Releasing the GIL costs about a microsecond: not worth it for a few words.
+        if text.len() < 4096 {
+            return Ok(allowed.with(|allowed| encoder.encode(&text, allowed)));
+        }
+        Ok(py.detach(move || allowed.with(|allowed| encoder.encode(&text, allowed))))
+    }
+}
+
+/// Feeds a stream of text to an encoder in constant memory (see `Encoder.stream`).
+#[pyclass(module = "bpestore._engine", name = "StreamEncoder")]
+pub struct PyStreamEncoder {
+    encoder: Arc<Encoder>,
+    state: StreamState,
+}
+
+#[pymethods]
+impl PyStreamEncoder {
+    /// The ids of the text fed so far, up to the last place that what follows cannot change.
+    fn feed<'py>(&mut self, py: Python<'py>, text: PyBackedStr) -> PyResult<Bound<'py, PyList>> {
+        let encoder = Arc::clone(&self.encoder);
+        let state = &mut self.state;
+        let ids = py.detach(move || state.feed(&encoder, &text));
+        PyList::new(py, ids)
+    }
+
+    /// The ids of the rest of the text: the end of the stream (the encoder can then start anew).
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let encoder = Arc::clone(&self.encoder);
+        let state = &mut self.state;
+        let ids = py.detach(move || state.finish(&encoder));
+        PyList::new(py, ids)
+    }
+}
+
+fn ids_to_bytes<'py>(py: Python<'py>, ids: &[TokenId]) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, ids.len() * 4, |buffer| {
+        for (chunk, id) in buffer.chunks_exact_mut(4).zip(ids) {
+            chunk.copy_from_slice(&id.to_le_bytes());
+        }
+        Ok(())
+    })
+}
+
+fn repr(object: &Bound<'_, PyAny>) -> String {
+    object
+        .repr()
+        .map_or_else(|_| "<unprintable>".to_string(), |r| r.to_string())
 }

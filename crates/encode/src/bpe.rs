@@ -1,0 +1,587 @@
+//! The two BPE merge rules on one pre-token, each exact for any vocabulary.
+//!
+//! * [`PairRanks`] -- GPT-2's `bpe()` (also CS336's and Hugging Face's): repeatedly take the
+//!   adjacent pair whose *merge* has the lowest rank and merge all its occurrences, left to right.
+//! * [`TokenRanks`] -- tiktoken's: the whole piece if it is a token; else repeatedly merge the
+//!   leftmost adjacent pair whose *concatenation* is the lowest-ranked token (rank = id).
+//!
+//! Short pieces (almost every piece of natural text) are merged by rescanning a small vector, which
+//! is quadratic in the piece but has tiny constants; longer ones go through a heap of candidate
+//! merges over a linked list, O(n log n) whatever the vocabulary, so that a megabyte without
+//! whitespace stays fast. Both paths give exactly the rule's result (the tests check each against
+//! a brute-force version of the rule on generated vocabularies).
+
+use crate::vocab::Vocab;
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Pieces of more than this many bytes take the heap path.
+pub(crate) const LONG_PIECE: usize = 48;
+
+const NONE: u32 = u32::MAX;
+
+/// A token id. Ranks are `u32` too: a merge's position in the merges list (pair rule) or the
+/// resulting token's id (token rule).
+pub type TokenId = u32;
+
+#[inline]
+fn pair_key(left: TokenId, right: TokenId) -> u64 {
+    (u64::from(left) << 32) | u64::from(right)
+}
+
+/// The merges of the pair rule: `(left id, right id) -> (rank, merged id)`.
+pub(crate) struct PairRanks {
+    map: FxHashMap<u64, (u32, TokenId)>,
+}
+
+impl PairRanks {
+    /// `merges` as `(left, right, merged)` ids in rank order; where a pair is listed twice, its
+    /// first rank counts (as in GPT-2's `dict(zip(merges, range(len(merges))))` read backwards,
+    /// and bpestore's Python code).
+    pub(crate) fn new(
+        merges: impl ExactSizeIterator<Item = (TokenId, TokenId, TokenId)>,
+    ) -> PairRanks {
+        let mut map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
+        for (rank, (left, right, merged)) in merges.enumerate() {
+            map.entry(pair_key(left, right))
+                .or_insert((rank as u32, merged));
+        }
+        PairRanks { map }
+    }
+
+    #[inline]
+    fn get(&self, left: TokenId, right: TokenId) -> Option<(u32, TokenId)> {
+        self.map.get(&pair_key(left, right)).copied()
+    }
+
+    /// Merges `tokens` (initially the piece's byte ids) in place by GPT-2's rule.
+    pub(crate) fn merge(&self, tokens: &mut Vec<TokenId>) {
+        if tokens.len() <= LONG_PIECE {
+            self.merge_short(tokens);
+        } else {
+            self.merge_long(tokens);
+        }
+    }
+
+    pub(crate) fn merge_short(&self, tokens: &mut Vec<TokenId>) {
+        while tokens.len() > 1 {
+            // The lowest-ranked pair present; a rank names exactly one pair, so it is unique.
+            let mut best: Option<(u32, TokenId, TokenId, TokenId)> = None;
+            for window in tokens.windows(2) {
+                if let Some((rank, merged)) = self.get(window[0], window[1]) {
+                    if !matches!(best, Some((best_rank, ..)) if best_rank <= rank) {
+                        best = Some((rank, window[0], window[1], merged));
+                    }
+                }
+            }
+            let Some((_, left, right, merged)) = best else {
+                break;
+            };
+            // Every occurrence, left to right, without overlap.
+            let n = tokens.len();
+            let (mut read, mut write) = (0, 0);
+            while read < n {
+                if read + 1 < n && tokens[read] == left && tokens[read + 1] == right {
+                    tokens[write] = merged;
+                    read += 2;
+                } else {
+                    tokens[write] = tokens[read];
+                    read += 1;
+                }
+                write += 1;
+            }
+            tokens.truncate(write);
+        }
+    }
+
+    pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
+        let mut list = Linked::new(tokens);
+        let mut heap: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(tokens.len());
+        for i in 0..tokens.len().saturating_sub(1) {
+            if let Some((rank, _)) = self.get(tokens[i], tokens[i + 1]) {
+                heap.push(Reverse(pair_key(rank, i as u32)));
+            }
+        }
+        let mut merged_at: Vec<u32> = Vec::new();
+        while let Some(&Reverse(top)) = heap.peek() {
+            let rank = (top >> 32) as u32;
+            // One round: every occurrence of this rank's pair, left to right (the heap yields
+            // equal ranks by position), before any pair they form is considered -- a pair formed
+            // by the first occurrence may rank lower, and GPT-2 still merges the others first.
+            merged_at.clear();
+            while let Some(&Reverse(entry)) = heap.peek() {
+                if (entry >> 32) as u32 != rank {
+                    break;
+                }
+                heap.pop();
+                let i = entry as u32;
+                let Some(j) = list.live_next(i) else { continue };
+                match self.get(list.tokens[i as usize], list.tokens[j as usize]) {
+                    Some((current, merged)) if current == rank => {
+                        list.merge(i, j, merged);
+                        merged_at.push(i);
+                    }
+                    _ => {} // stale: a token of this pair was merged away meanwhile
+                }
+            }
+            // A merged token stays alive through its round (no pair of this rank contains it).
+            for &i in &merged_at {
+                let before = list.prev[i as usize];
+                if before != NONE {
+                    if let Some((r, _)) =
+                        self.get(list.tokens[before as usize], list.tokens[i as usize])
+                    {
+                        heap.push(Reverse(pair_key(r, before)));
+                    }
+                }
+                let after = list.next[i as usize];
+                if after != NONE {
+                    if let Some((r, _)) =
+                        self.get(list.tokens[i as usize], list.tokens[after as usize])
+                    {
+                        heap.push(Reverse(pair_key(r, i)));
+                    }
+                }
+            }
+        }
+        list.collect(tokens);
+    }
+}
+
+/// The token rule over a vocabulary: whole-token lookup, and the rank of a pair is the id of its
+/// concatenation, looked up by bytes.
+pub(crate) struct TokenRanks<'v> {
+    pub(crate) vocab: &'v Vocab,
+}
+
+impl TokenRanks<'_> {
+    #[inline]
+    fn rank(&self, left: TokenId, right: TokenId, scratch: &mut Vec<u8>) -> Option<u32> {
+        scratch.clear();
+        scratch.extend_from_slice(self.vocab.bytes(left));
+        scratch.extend_from_slice(self.vocab.bytes(right));
+        self.vocab.id(scratch)
+    }
+
+    /// Merges `tokens` (the piece's byte ids; `piece` its bytes) in place by tiktoken's rule.
+    pub(crate) fn merge(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
+        if tokens.len() > 1 {
+            if let Some(whole) = self.vocab.id(piece) {
+                tokens.clear();
+                tokens.push(whole);
+                return;
+            }
+        }
+        if tokens.len() <= LONG_PIECE {
+            self.merge_short(tokens);
+        } else {
+            self.merge_long(tokens);
+        }
+    }
+
+    pub(crate) fn merge_short(&self, tokens: &mut Vec<TokenId>) {
+        let mut scratch = Vec::with_capacity(64);
+        // ranks[i]: the rank of the pair (tokens[i], tokens[i + 1]), NONE if it makes no token.
+        let mut ranks: Vec<u32> = tokens
+            .windows(2)
+            .map(|w| self.rank(w[0], w[1], &mut scratch).unwrap_or(NONE))
+            .collect();
+        loop {
+            // The leftmost pair of lowest rank.
+            let mut best = NONE;
+            let mut at = 0;
+            for (i, &rank) in ranks.iter().enumerate() {
+                if rank < best {
+                    best = rank;
+                    at = i;
+                }
+            }
+            if best == NONE {
+                break;
+            }
+            tokens[at] = best;
+            tokens.remove(at + 1);
+            ranks.remove(at);
+            if at + 1 < tokens.len() {
+                ranks[at] = self
+                    .rank(tokens[at], tokens[at + 1], &mut scratch)
+                    .unwrap_or(NONE);
+            }
+            if at > 0 {
+                ranks[at - 1] = self
+                    .rank(tokens[at - 1], tokens[at], &mut scratch)
+                    .unwrap_or(NONE);
+            }
+        }
+    }
+
+    pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
+        let mut scratch = Vec::with_capacity(64);
+        let mut list = Linked::new(tokens);
+        let mut heap: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(tokens.len());
+        for i in 0..tokens.len().saturating_sub(1) {
+            if let Some(rank) = self.rank(tokens[i], tokens[i + 1], &mut scratch) {
+                heap.push(Reverse(pair_key(rank, i as u32)));
+            }
+        }
+        // One merge at a time, always the lowest (rank, position): positions keep the order of
+        // the tokens, so that is the leftmost pair of lowest rank.
+        while let Some(Reverse(entry)) = heap.pop() {
+            let (rank, i) = ((entry >> 32) as u32, entry as u32);
+            let Some(j) = list.live_next(i) else { continue };
+            // A rank is a token: the pair at i is current if it still makes that token.
+            if self.rank(
+                list.tokens[i as usize],
+                list.tokens[j as usize],
+                &mut scratch,
+            ) != Some(rank)
+            {
+                continue;
+            }
+            list.merge(i, j, rank);
+            let before = list.prev[i as usize];
+            if before != NONE {
+                if let Some(r) = self.rank(
+                    list.tokens[before as usize],
+                    list.tokens[i as usize],
+                    &mut scratch,
+                ) {
+                    heap.push(Reverse(pair_key(r, before)));
+                }
+            }
+            let after = list.next[i as usize];
+            if after != NONE {
+                if let Some(r) = self.rank(
+                    list.tokens[i as usize],
+                    list.tokens[after as usize],
+                    &mut scratch,
+                ) {
+                    heap.push(Reverse(pair_key(r, i)));
+                }
+            }
+        }
+        list.collect(tokens);
+    }
+}
+
+/// Tokens at their first byte's position, linked to their live neighbours.
+struct Linked {
+    tokens: Vec<TokenId>,
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    alive: Vec<bool>,
+}
+
+impl Linked {
+    fn new(tokens: &[TokenId]) -> Linked {
+        let n = tokens.len() as u32;
+        Linked {
+            tokens: tokens.to_vec(),
+            next: (1..=n).map(|i| if i == n { NONE } else { i }).collect(),
+            prev: (0..n).map(|i| if i == 0 { NONE } else { i - 1 }).collect(),
+            alive: vec![true; n as usize],
+        }
+    }
+
+    /// The token after the live token at `i`, if `i` is live and has one.
+    #[inline]
+    fn live_next(&self, i: u32) -> Option<u32> {
+        if !self.alive[i as usize] {
+            return None;
+        }
+        let j = self.next[i as usize];
+        (j != NONE).then_some(j)
+    }
+
+    /// Token `i` becomes `merged`; its neighbour `j` goes.
+    #[inline]
+    fn merge(&mut self, i: u32, j: u32, merged: TokenId) {
+        self.tokens[i as usize] = merged;
+        self.alive[j as usize] = false;
+        let after = self.next[j as usize];
+        self.next[i as usize] = after;
+        if after != NONE {
+            self.prev[after as usize] = i;
+        }
+    }
+
+    fn collect(&self, out: &mut Vec<TokenId>) {
+        out.clear();
+        if self.tokens.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i != NONE {
+            out.push(self.tokens[i as usize]);
+            i = self.next[i as usize];
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! Both paths of both rules against a brute-force transcription of each rule, on generated
+    //! vocabularies: merges listed in any order (parts created after the merge that uses them,
+    //! pairs listed twice), tokens no merge reaches, single bytes with high ids.
+    use super::*;
+    use std::collections::HashMap;
+
+    /// xorshift64*: the tests need no dependency for randomness.
+    pub(crate) struct Rng(pub(crate) u64);
+    impl Rng {
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        pub(crate) fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    type Bytes = Vec<u8>;
+    pub(crate) type Generated = (Vec<(u32, Bytes)>, Vec<(Bytes, Bytes)>);
+
+    /// GPT-2's `bpe()` as written in tests/reference.py.
+    pub(crate) fn brute_pair(piece: &[u8], rank: &HashMap<(Bytes, Bytes), usize>) -> Vec<Bytes> {
+        let mut tokens: Vec<Bytes> = piece.iter().map(|&b| vec![b]).collect();
+        loop {
+            let best = tokens
+                .windows(2)
+                .filter_map(|w| {
+                    rank.get(&(w[0].clone(), w[1].clone()))
+                        .map(|&r| (r, w[0].clone(), w[1].clone()))
+                })
+                .min();
+            let Some((_, left, right)) = best else {
+                return tokens;
+            };
+            let mut merged = Vec::new();
+            let mut i = 0;
+            while i < tokens.len() {
+                if i + 1 < tokens.len() && tokens[i] == left && tokens[i + 1] == right {
+                    merged.push([left.clone(), right.clone()].concat());
+                    i += 2;
+                } else {
+                    merged.push(tokens[i].clone());
+                    i += 1;
+                }
+            }
+            tokens = merged;
+        }
+    }
+
+    /// tiktoken's rule, naively.
+    pub(crate) fn brute_token(piece: &[u8], ids: &HashMap<Bytes, u32>) -> Vec<Bytes> {
+        if ids.contains_key(piece) {
+            return vec![piece.to_vec()];
+        }
+        let mut tokens: Vec<Bytes> = piece.iter().map(|&b| vec![b]).collect();
+        loop {
+            let mut best: Option<(u32, usize)> = None;
+            for i in 0..tokens.len().saturating_sub(1) {
+                if let Some(&r) = ids.get(&[tokens[i].clone(), tokens[i + 1].clone()].concat()) {
+                    if !matches!(best, Some((b, _)) if b <= r) {
+                        best = Some((r, i));
+                    }
+                }
+            }
+            let Some((_, i)) = best else { return tokens };
+            let right = tokens.remove(i + 1);
+            tokens[i].extend(right);
+        }
+    }
+
+    /// A vocabulary over the bytes `alphabet` and merges: `n_merges` merges of random tokens
+    /// (listed in random order, some twice), and `n_extra` random tokens that no merge makes.
+    pub(crate) fn generate(
+        rng: &mut Rng,
+        alphabet: &[u8],
+        n_merges: usize,
+        n_extra: usize,
+    ) -> Generated {
+        let mut tokens: Vec<Bytes> = (0..=255u8).map(|b| vec![b]).collect();
+        let mut known: std::collections::HashSet<Bytes> = tokens.iter().cloned().collect();
+        let mut pool: Vec<Bytes> = alphabet.iter().map(|&b| vec![b]).collect();
+        let mut merges = Vec::new();
+        for _ in 0..n_merges {
+            let left = pool[rng.below(pool.len())].clone();
+            let right = pool[rng.below(pool.len())].clone();
+            let joined = [left.clone(), right.clone()].concat();
+            if joined.len() > 12 {
+                continue;
+            }
+            if known.insert(joined.clone()) {
+                tokens.push(joined.clone());
+                pool.push(joined);
+            }
+            merges.push((left, right));
+        }
+        for _ in 0..n_extra {
+            let len = 2 + rng.below(5);
+            let token: Bytes = (0..len)
+                .map(|_| alphabet[rng.below(alphabet.len())])
+                .collect();
+            if known.insert(token.clone()) {
+                tokens.push(token);
+            }
+        }
+        // Shuffle the merges (parts may now be made after their use) and the ids.
+        for i in (1..merges.len()).rev() {
+            merges.swap(i, rng.below(i + 1));
+        }
+        let mut ids: Vec<u32> = (0..tokens.len() as u32).collect();
+        for i in (1..ids.len()).rev() {
+            ids.swap(i, rng.below(i + 1));
+        }
+        (ids.into_iter().zip(tokens).collect(), merges)
+    }
+
+    fn vocab_of(tokens: &[(u32, Bytes)]) -> Vocab {
+        Vocab::new(tokens.to_vec(), &[]).expect("a valid generated vocabulary")
+    }
+
+    fn pair_ranks(vocab: &Vocab, merges: &[(Bytes, Bytes)]) -> PairRanks {
+        let ids: Vec<_> = merges
+            .iter()
+            .map(|(l, r)| {
+                (
+                    vocab.id(l).unwrap(),
+                    vocab.id(r).unwrap(),
+                    vocab.id(&[l.clone(), r.clone()].concat()).unwrap(),
+                )
+            })
+            .collect();
+        PairRanks::new(ids.into_iter())
+    }
+
+    fn piece(rng: &mut Rng, alphabet: &[u8], max_len: usize) -> Bytes {
+        let len = rng.below(max_len + 1);
+        if rng.below(4) == 0 {
+            // runs of one byte or two: overlapping pairs, the case "all occurrences" is about
+            let unit: Bytes = (0..1 + rng.below(2))
+                .map(|_| alphabet[rng.below(alphabet.len())])
+                .collect();
+            return unit.iter().copied().cycle().take(len).collect();
+        }
+        (0..len)
+            .map(|_| alphabet[rng.below(alphabet.len())])
+            .collect()
+    }
+
+    fn as_bytes(vocab: &Vocab, ids: &[TokenId]) -> Vec<Bytes> {
+        ids.iter().map(|&id| vocab.bytes(id).to_vec()).collect()
+    }
+
+    #[test]
+    fn both_rules_and_both_paths_match_brute_force() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let alphabets: [&[u8]; 3] = [b"ab", b"abc", b"abcd\xe4"];
+        let mut differ = 0;
+        let rounds = if cfg!(debug_assertions) { 15 } else { 400 };
+        for round in 0..rounds {
+            let alphabet = alphabets[round % alphabets.len()];
+            let (n_merges, n_extra) = (5 + rng.below(40), rng.below(15));
+            let (tokens, merges) = generate(&mut rng, alphabet, n_merges, n_extra);
+            let vocab = vocab_of(&tokens);
+            let pairs = pair_ranks(&vocab, &merges);
+            let token_rule = TokenRanks { vocab: &vocab };
+            let ids: HashMap<Bytes, u32> = tokens.iter().map(|(id, t)| (t.clone(), *id)).collect();
+            let mut rank: HashMap<(Bytes, Bytes), usize> = HashMap::new();
+            for (r, pair) in merges.iter().enumerate() {
+                rank.entry(pair.clone()).or_insert(r); // a pair listed twice: its first rank
+            }
+            for _ in 0..30 {
+                let piece = piece(&mut rng, alphabet, 120);
+                let start: Vec<TokenId> =
+                    piece.iter().map(|&b| vocab.byte_ids[b as usize]).collect();
+                let expected_pair = brute_pair(&piece, &rank);
+                let expected_token = brute_token(&piece, &ids);
+                differ += usize::from(expected_pair != expected_token);
+
+                let mut tokens = start.clone();
+                pairs.merge_short(&mut tokens);
+                assert_eq!(
+                    as_bytes(&vocab, &tokens),
+                    expected_pair,
+                    "pair rule, short path, {piece:?}"
+                );
+                let mut tokens = start.clone();
+                pairs.merge_long(&mut tokens);
+                assert_eq!(
+                    as_bytes(&vocab, &tokens),
+                    expected_pair,
+                    "pair rule, heap path, {piece:?}"
+                );
+                let mut tokens = start.clone();
+                pairs.merge(&mut tokens);
+                assert_eq!(
+                    as_bytes(&vocab, &tokens),
+                    expected_pair,
+                    "pair rule, {piece:?}"
+                );
+
+                let mut tokens = start.clone();
+                token_rule.merge(&piece, &mut tokens);
+                assert_eq!(
+                    as_bytes(&vocab, &tokens),
+                    expected_token,
+                    "token rule, {piece:?}"
+                );
+                if piece.len() > 1 && ids.contains_key(&piece) {
+                    continue; // the whole-piece lookup answered; the paths below skip it
+                }
+                let mut tokens = start.clone();
+                token_rule.merge_short(&mut tokens);
+                assert_eq!(
+                    as_bytes(&vocab, &tokens),
+                    expected_token,
+                    "token rule, short path, {piece:?}"
+                );
+                let mut tokens = start.clone();
+                token_rule.merge_long(&mut tokens);
+                assert_eq!(
+                    as_bytes(&vocab, &tokens),
+                    expected_token,
+                    "token rule, heap path, {piece:?}"
+                );
+            }
+        }
+        // The generated vocabularies must exercise the cases where the rules disagree.
+        assert!(
+            differ > rounds,
+            "only {differ} pieces where the rules differ"
+        );
+    }
+
+    #[test]
+    fn a_megabyte_of_one_byte_is_not_quadratic() {
+        // "a" * 10**6 with merges a+a, aa+aa, ...: a quadratic merge would take minutes.
+        let mut tokens: Vec<(u32, Bytes)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        let mut merges = Vec::new();
+        let mut unit = b"a".to_vec();
+        for _ in 0..10 {
+            merges.push((unit.clone(), unit.clone()));
+            unit = [unit.clone(), unit].concat();
+            tokens.push((tokens.len() as u32, unit.clone()));
+        }
+        let vocab = vocab_of(&tokens);
+        let pairs = pair_ranks(&vocab, &merges);
+        // (an unoptimised build is some 30 times slower: a fifth of the size still shows n^2)
+        let n = if cfg!(debug_assertions) {
+            200_000
+        } else {
+            1_000_000
+        };
+        let start = std::time::Instant::now();
+        let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
+        pairs.merge(&mut ids);
+        assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);
+        let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
+        TokenRanks { vocab: &vocab }.merge(&vec![b'a'; n], &mut ids);
+        assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);
+        assert!(start.elapsed().as_secs() < 20, "took {:?}", start.elapsed());
+    }
+}

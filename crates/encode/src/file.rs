@@ -1,0 +1,363 @@
+//! A UTF-8 file encoded on several threads into a 1-D `.npy` array, in bounded memory.
+//!
+//! This thread reads the file in chunks cut at safe places (`next_safe_cut`: the ids of a chunk
+//! do not depend on its neighbours), checks each chunk's UTF-8 in file order (so the error names
+//! the file's first bad byte), and hands chunks to the workers; it writes their ids in order as
+//! they come, at most `2 * threads` chunks ahead of the one being written. The array goes to
+//! `OUTPUT.partial` and is renamed to `OUTPUT` once complete.
+
+use crate::{AllowedSpecial, Encoder, TokenId};
+use bpestore_pretokenize::{check_utf8, next_safe_cut};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Mutex};
+
+/// Chunks hold about this many bytes of text.
+const CHUNK_BYTES: usize = 1 << 20;
+/// The `.npy` header's fixed size (rewritten with the length at the end).
+const NPY_HEADER_BYTES: usize = 128;
+
+/// The element type of the `.npy` array: the smallest that holds every id, as bpestore writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NpyDtype {
+    /// `<u2`: every id is below 65,536.
+    U16,
+    /// `<u4`.
+    U32,
+}
+
+impl NpyDtype {
+    fn descr(self) -> &'static str {
+        match self {
+            NpyDtype::U16 => "<u2",
+            NpyDtype::U32 => "<u4",
+        }
+    }
+
+    fn append(self, ids: &[TokenId], out: &mut Vec<u8>) {
+        match self {
+            NpyDtype::U16 => out.extend(ids.iter().flat_map(|&id| (id as u16).to_le_bytes())),
+            NpyDtype::U32 => out.extend(ids.iter().flat_map(|&id| id.to_le_bytes())),
+        }
+    }
+}
+
+/// What can stop a file from being encoded.
+#[derive(Debug)]
+pub enum FileError {
+    /// Reading the input or writing the output failed.
+    Io(io::Error),
+    /// The input is not valid UTF-8: the first bad byte's offset in the file, and Python's words
+    /// for what is wrong ("invalid start byte", ...).
+    Decode {
+        /// Offset of the first bad byte.
+        offset: u64,
+        /// Why it is bad.
+        reason: &'static str,
+    },
+    /// The progress callback asked to stop.
+    Cancelled,
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileError::Io(error) => write!(f, "{error}"),
+            FileError::Decode { offset, reason } => {
+                write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
+            }
+            FileError::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for FileError {}
+
+impl From<io::Error> for FileError {
+    fn from(error: io::Error) -> FileError {
+        FileError::Io(error)
+    }
+}
+
+/// One chunk's ids, already as the array's bytes, and the number of text bytes it covered.
+struct Encoded {
+    index: usize,
+    text_bytes: usize,
+    ids: usize,
+    data: Vec<u8>,
+}
+
+impl Encoder {
+    /// The `.npy` element type for this vocabulary's ids.
+    pub fn npy_dtype(&self) -> NpyDtype {
+        if self.max_id() < 1 << 16 {
+            NpyDtype::U16
+        } else {
+            NpyDtype::U32
+        }
+    }
+
+    /// Encodes the UTF-8 file `path` (all special tokens allowed) on `threads` threads into the
+    /// `.npy` file `output`; returns the number of ids. `progress` is called on this thread with
+    /// the number of input bytes done, after each chunk written; if it returns false, encoding
+    /// stops with [`FileError::Cancelled`]. On error no file is left at `output` (nor its
+    /// `.partial`).
+    pub fn encode_file_to_npy(
+        &self,
+        path: &Path,
+        output: &Path,
+        threads: usize,
+        progress: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<u64, FileError> {
+        self.encode_file_in_chunks(path, output, threads, progress, CHUNK_BYTES)
+    }
+
+    /// [`Encoder::encode_file_to_npy`] with chunks of about `chunk_bytes`.
+    pub(crate) fn encode_file_in_chunks(
+        &self,
+        path: &Path,
+        output: &Path,
+        threads: usize,
+        progress: &mut dyn FnMut(u64) -> bool,
+        chunk_bytes: usize,
+    ) -> Result<u64, FileError> {
+        let mut partial = output.as_os_str().to_owned();
+        partial.push(".partial");
+        let partial = PathBuf::from(partial);
+        let result = self.write_npy(path, &partial, threads.max(1), progress, chunk_bytes.max(1));
+        match result {
+            Ok(count) => match std::fs::rename(&partial, output) {
+                Ok(()) => Ok(count),
+                Err(error) => {
+                    let _ = std::fs::remove_file(&partial);
+                    Err(error.into())
+                }
+            },
+            Err(error) => {
+                let _ = std::fs::remove_file(&partial);
+                Err(error)
+            }
+        }
+    }
+
+    fn write_npy(
+        &self,
+        path: &Path,
+        partial: &Path,
+        threads: usize,
+        progress: &mut dyn FnMut(u64) -> bool,
+        chunk_bytes: usize,
+    ) -> Result<u64, FileError> {
+        let mut input = File::open(path)?;
+        let dtype = self.npy_dtype();
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(partial)?);
+        out.write_all(&npy_header(dtype, 0))?;
+        let job_slots = threads;
+        let (job_tx, job_rx) = mpsc::sync_channel::<(usize, String)>(job_slots);
+        let job_rx = Mutex::new(job_rx);
+        let (done_tx, done_rx) = mpsc::channel::<Encoded>();
+        let total_ids = std::thread::scope(|scope| -> Result<u64, FileError> {
+            for _ in 0..threads {
+                let done_tx = done_tx.clone();
+                let job_rx = &job_rx;
+                scope.spawn(move || {
+                    self.caches.with(|cache| loop {
+                        let job = job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                        let Ok((index, text)) = job else { break };
+                        let mut ids = Vec::with_capacity(text.len() / 4 + 16);
+                        self.encode_into(&text, AllowedSpecial::All, cache, &mut ids);
+                        let mut data = Vec::with_capacity(ids.len() * 4);
+                        dtype.append(&ids, &mut data);
+                        let encoded = Encoded {
+                            index,
+                            text_bytes: text.len(),
+                            ids: ids.len(),
+                            data,
+                        };
+                        if done_tx.send(encoded).is_err() {
+                            break;
+                        }
+                    })
+                });
+            }
+            drop(done_tx);
+            let mut writer = OrderedWriter {
+                out: &mut out,
+                waiting: BTreeMap::new(),
+                next: 0,
+                ids: 0,
+                progress,
+            };
+            let mut sent = 0;
+            let mut chunks = Chunks::new(&mut input, self, chunk_bytes);
+            let outcome = loop {
+                let chunk = match chunks.next_chunk() {
+                    Ok(Some(chunk)) => chunk,
+                    Ok(None) => break Ok(()),
+                    Err(error) => break Err(error),
+                };
+                // Bounded look-ahead: wait for the writing to catch up before reading on.
+                while sent - writer.next >= 2 * threads {
+                    match done_rx.recv() {
+                        Ok(encoded) => writer.add(encoded)?,
+                        Err(_) => return Err(io::Error::other("an encoding thread stopped").into()),
+                    }
+                }
+                if job_tx.send((sent, chunk)).is_err() {
+                    return Err(io::Error::other("the encoding threads stopped").into());
+                }
+                sent += 1;
+                while let Ok(encoded) = done_rx.try_recv() {
+                    writer.add(encoded)?;
+                }
+            };
+            drop(job_tx); // the workers end once the queue is empty
+            outcome?;
+            while writer.next < sent {
+                match done_rx.recv() {
+                    Ok(encoded) => writer.add(encoded)?,
+                    Err(_) => return Err(io::Error::other("an encoding thread stopped").into()),
+                }
+            }
+            Ok(writer.ids)
+        })?;
+        out.seek(SeekFrom::Start(0))?;
+        out.write_all(&npy_header(dtype, total_ids))?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_data()?;
+        Ok(total_ids)
+    }
+}
+
+/// Writes chunks' ids in chunk order, whatever order they arrive in.
+struct OrderedWriter<'a, W: Write> {
+    out: &'a mut W,
+    waiting: BTreeMap<usize, Encoded>,
+    next: usize,
+    ids: u64,
+    progress: &'a mut dyn FnMut(u64) -> bool,
+}
+
+impl<W: Write> OrderedWriter<'_, W> {
+    fn add(&mut self, encoded: Encoded) -> Result<(), FileError> {
+        self.waiting.insert(encoded.index, encoded);
+        while let Some(encoded) = self.waiting.remove(&self.next) {
+            self.out.write_all(&encoded.data)?;
+            self.ids += encoded.ids as u64;
+            self.next += 1;
+            if !(self.progress)(encoded.text_bytes as u64) {
+                return Err(FileError::Cancelled);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The file's text in chunks cut at safe places, checked for UTF-8 in file order.
+struct Chunks<'a, R: Read> {
+    input: &'a mut R,
+    encoder: &'a Encoder,
+    /// Bytes read but not yet handed out, starting at file offset `offset`.
+    buffer: Vec<u8>,
+    offset: u64,
+    end_of_file: bool,
+    chunk_bytes: usize,
+}
+
+impl<'a, R: Read> Chunks<'a, R> {
+    fn new(input: &'a mut R, encoder: &'a Encoder, chunk_bytes: usize) -> Chunks<'a, R> {
+        Chunks {
+            input,
+            encoder,
+            buffer: Vec::new(),
+            offset: 0,
+            end_of_file: false,
+            chunk_bytes,
+        }
+    }
+
+    /// Reads until `want` bytes wait or the file ends.
+    fn fill(&mut self, want: usize) -> io::Result<()> {
+        while !self.end_of_file && self.buffer.len() < want {
+            let start = self.buffer.len();
+            self.buffer.resize(want, 0);
+            let read = loop {
+                match self.input.read(&mut self.buffer[start..]) {
+                    Ok(n) => break n,
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(error) => {
+                        self.buffer.truncate(start);
+                        return Err(error);
+                    }
+                }
+            };
+            self.buffer.truncate(start + read);
+            self.end_of_file = read == 0;
+        }
+        Ok(())
+    }
+
+    fn next_chunk(&mut self) -> Result<Option<String>, FileError> {
+        // Room past the chunk's end, so that the cut can see what follows it.
+        let chunk_bytes = self.chunk_bytes;
+        let mut want = chunk_bytes + (chunk_bytes >> 4) + 64;
+        let cut = loop {
+            self.fill(want)?;
+            if self.buffer.is_empty() {
+                return Ok(None);
+            }
+            if self.end_of_file && self.buffer.len() <= chunk_bytes {
+                break self.buffer.len();
+            }
+            let from = chunk_bytes.min(self.buffer.len());
+            match next_safe_cut(
+                &self.buffer,
+                from,
+                &self.encoder.pretokenizer,
+                &self.encoder.specials,
+            ) {
+                Some(cut) if cut > 0 => break cut,
+                _ if self.end_of_file => break self.buffer.len(),
+                _ => want = 2 * self.buffer.len().max(want / 2), // no cut in sight: read more
+            }
+        };
+        // The bytes after the cut too, so that a sequence cut short by it is judged as the whole
+        // file's decoder judges it.
+        let context = &self.buffer[..(cut + 4).min(self.buffer.len())];
+        if let Err(error) = check_utf8(context) {
+            if error.offset < cut {
+                return Err(FileError::Decode {
+                    offset: self.offset + error.offset as u64,
+                    reason: error.reason,
+                });
+            }
+        }
+        let rest = self.buffer.split_off(cut);
+        let chunk = std::mem::replace(&mut self.buffer, rest);
+        self.offset += cut as u64;
+        // Checked just above.
+        Ok(Some(
+            String::from_utf8(chunk).map_err(|e| io::Error::other(e.to_string()))?,
+        ))
+    }
+}
+
+/// A fixed-size `.npy` (version 1.0) header for a 1-D array of `length` elements, as NumPy and
+/// bpestore's Python writer lay it out.
+fn npy_header(dtype: NpyDtype, length: u64) -> Vec<u8> {
+    let magic = b"\x93NUMPY\x01\x00";
+    let body = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': ({length},)}}",
+        dtype.descr()
+    );
+    let padding = NPY_HEADER_BYTES - magic.len() - 2 - body.len() - 1;
+    let mut header = Vec::with_capacity(NPY_HEADER_BYTES);
+    header.extend_from_slice(magic);
+    header.extend_from_slice(&((body.len() + padding + 1) as u16).to_le_bytes());
+    header.extend_from_slice(body.as_bytes());
+    header.resize(header.len() + padding, b' ');
+    header.push(b'\n');
+    header
+}

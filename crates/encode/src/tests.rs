@@ -1,0 +1,329 @@
+//! The encoder as a whole: special tokens, streams cut anywhere, batches, files, decoding and the
+//! messages for bad vocabularies. (The merge rules themselves are tested in `bpe.rs`; the
+//! differential tests against the Python reference and tiktoken are in
+//! tests/test_engine_encode.py.)
+
+use super::*;
+use crate::bpe::tests::{brute_pair, brute_token, generate, Rng};
+use std::collections::HashMap;
+
+const EOT: &str = "<|endoftext|>";
+
+type Bytes = Vec<u8>;
+
+struct Fixture {
+    tokens: Vec<(u32, Bytes)>,
+    merges: Vec<(Bytes, Bytes)>,
+    specials: Vec<(String, u32)>,
+}
+
+/// A vocabulary over letters, space and a few multi-byte characters' bytes, with `<|endoftext|>`
+/// and `<a>` as special tokens (new ids).
+fn fixture(seed: u64) -> Fixture {
+    let mut rng = Rng(seed);
+    let (tokens, merges) = generate(&mut rng, b" abc\n\xc3\xa9", 60, 10);
+    let next = tokens.iter().map(|&(id, _)| id).max().unwrap() + 1;
+    Fixture {
+        tokens,
+        merges,
+        specials: vec![(EOT.into(), next), ("<a>".into(), next + 1)],
+    }
+}
+
+fn encoder(fixture: &Fixture, rule: MergeRule) -> Encoder {
+    Encoder::new(
+        fixture.tokens.clone(),
+        fixture.merges.clone(),
+        fixture.specials.clone(),
+        bpestore_pretokenize::GPT2_PATTERN,
+        rule,
+    )
+    .unwrap()
+}
+
+fn random_text(rng: &mut Rng, pieces: usize) -> String {
+    const PARTS: [&str; 16] = [
+        " ab", "a", "b", "cab", " ", "  ", "\n", " \n ", "é", "éa", EOT, "<a>", "<|endof",
+        "text|>", "ccc", "'s",
+    ];
+    (0..pieces).map(|_| PARTS[rng.below(PARTS.len())]).collect()
+}
+
+/// The expected ids: specials cut out (longest first), pieces by the regex, each merged by the
+/// brute-force rule.
+fn expected(fixture: &Fixture, rule: MergeRule, text: &str, allowed: &[&str]) -> Vec<u32> {
+    let ids: HashMap<Bytes, u32> = fixture
+        .tokens
+        .iter()
+        .map(|(id, t)| (t.clone(), *id))
+        .collect();
+    let mut rank = HashMap::new();
+    for (r, pair) in fixture.merges.iter().enumerate() {
+        rank.entry(pair.clone()).or_insert(r);
+    }
+    thread_local! {
+        static REGEX: fancy_regex::Regex = fancy_regex::Regex::new(bpestore_pretokenize::GPT2_PATTERN).unwrap();
+    }
+    let mut out = Vec::new();
+    let ordinary = |text: &str, out: &mut Vec<u32>| {
+        let pieces: Vec<String> = REGEX.with(|regex| {
+            regex
+                .find_iter(text)
+                .map(|m| m.unwrap().as_str().to_owned())
+                .collect()
+        });
+        for piece in &pieces {
+            let piece = piece.as_bytes();
+            let tokens = match rule {
+                MergeRule::Pair => brute_pair(piece, &rank),
+                MergeRule::Token => brute_token(piece, &ids),
+            };
+            out.extend(tokens.iter().map(|t| ids[t]));
+        }
+    };
+    let mut rest = text;
+    loop {
+        // the leftmost allowed special token, the longest at that place
+        let found = allowed
+            .iter()
+            .filter_map(|s| rest.find(s).map(|at| (at, std::cmp::Reverse(s.len()), *s)))
+            .min();
+        let Some((at, _, special)) = found else { break };
+        ordinary(&rest[..at], &mut out);
+        out.push(
+            fixture
+                .specials
+                .iter()
+                .find(|(s, _)| s == special)
+                .unwrap()
+                .1,
+        );
+        rest = &rest[at + special.len()..];
+    }
+    ordinary(rest, &mut out);
+    out
+}
+
+#[test]
+fn encode_matches_brute_force_with_each_special_token_policy() {
+    // (an unoptimised build is many times slower: fewer vocabularies there)
+    let seeds = if cfg!(debug_assertions) { 3 } else { 20 };
+    for seed in 1..=seeds {
+        let fixture = fixture(seed);
+        for rule in [MergeRule::Pair, MergeRule::Token] {
+            let encoder = encoder(&fixture, rule);
+            let mut rng = Rng(seed * 7919);
+            for _ in 0..20 {
+                let text = random_text(&mut rng, 30);
+                assert_eq!(
+                    encoder.encode(&text, AllowedSpecial::All),
+                    expected(&fixture, rule, &text, &[EOT, "<a>"])
+                );
+                assert_eq!(
+                    encoder.encode(&text, AllowedSpecial::None),
+                    expected(&fixture, rule, &text, &[])
+                );
+                assert_eq!(
+                    encoder.encode(&text, AllowedSpecial::Only(&["<a>"])),
+                    expected(&fixture, rule, &text, &["<a>"])
+                );
+                // once more, now from the cache
+                assert_eq!(
+                    encoder.encode(&text, AllowedSpecial::All),
+                    expected(&fixture, rule, &text, &[EOT, "<a>"])
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stream_gives_the_same_ids_however_it_is_cut() {
+    let fixture = fixture(99);
+    let encoder = encoder(&fixture, MergeRule::Pair);
+    let mut rng = Rng(4242);
+    for _ in 0..40 {
+        let text = random_text(&mut rng, 200);
+        let whole = encoder.encode(&text, AllowedSpecial::All);
+        let mut state = StreamState::with_block(1 + rng.below(40));
+        let mut ids = Vec::new();
+        let mut position = 0;
+        while position < text.len() {
+            let mut end = (position + 1 + rng.below(12)).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            ids.extend(state.feed(&encoder, &text[position..end]));
+            position = end;
+        }
+        ids.extend(state.finish(&encoder));
+        assert_eq!(ids, whole, "{text:?}");
+    }
+}
+
+#[test]
+fn batches_on_several_threads_keep_their_order() {
+    let fixture = fixture(5);
+    let encoder = encoder(&fixture, MergeRule::Token);
+    let mut rng = Rng(77);
+    let texts: Vec<String> = (0..50).map(|i| random_text(&mut rng, i)).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let one_by_one: Vec<Vec<u32>> = refs
+        .iter()
+        .map(|t| encoder.encode(t, AllowedSpecial::All))
+        .collect();
+    for threads in [1, 2, 3, 64] {
+        assert_eq!(encoder.encode_batch(&refs, threads), one_by_one);
+    }
+    assert!(encoder.encode_batch(&[], 2).is_empty());
+}
+
+#[test]
+fn decoding_gives_the_bytes_back_and_names_an_unknown_id() {
+    let fixture = fixture(3);
+    let encoder = encoder(&fixture, MergeRule::Pair);
+    let text = "cab é<|endoftext|> a<a>\n";
+    assert_eq!(
+        encoder
+            .decode_bytes(&encoder.encode(text, AllowedSpecial::All))
+            .unwrap(),
+        text.as_bytes()
+    );
+    let max = encoder.max_id();
+    let error = encoder.decode_bytes(&[0, max + 1, max + 7]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "id {} is not in the vocabulary (ids go up to {max})",
+            max + 1
+        )
+    );
+}
+
+#[test]
+fn a_bad_vocabulary_is_refused_with_bpestores_messages() {
+    let bytes: Vec<(u32, Bytes)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+    let build = |tokens: Vec<(u32, Bytes)>, merges: Vec<(Bytes, Bytes)>| {
+        Encoder::new(
+            tokens,
+            merges,
+            vec![],
+            bpestore_pretokenize::GPT2_PATTERN,
+            MergeRule::Pair,
+        )
+        .err()
+        .map(|e| e.to_string())
+    };
+    assert_eq!(
+        build(bytes[2..].to_vec(), vec![]).as_deref(),
+        Some("the vocab lacks 2 single-byte tokens (0x00, 0x01); byte-level BPE needs all 256")
+    );
+    assert_eq!(
+        build(bytes[10..].to_vec(), vec![]).as_deref(),
+        Some("the vocab lacks 10 single-byte tokens (0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07 ...); byte-level BPE needs all 256")
+    );
+    let mut twice = bytes.clone();
+    twice.push((300, b"'a".to_vec()));
+    twice.push((301, b"'a".to_vec()));
+    assert_eq!(
+        build(twice, vec![]).as_deref(),
+        Some("ids 300 and 301 both stand for the token b\"'a\"")
+    );
+    assert_eq!(
+        build(bytes.clone(), vec![(b"a".to_vec(), b"\xff\n".to_vec())]).as_deref(),
+        Some("merge 0 (b'a', b'\\xff\\n'): b'\\xff\\n' is not in the vocab")
+    );
+    assert_eq!(
+        build(bytes.clone(), vec![(b"a".to_vec(), b"b".to_vec())]).as_deref(),
+        Some("merge 0 (b'a', b'b'): b'ab' is not in the vocab")
+    );
+}
+
+#[test]
+fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
+    let fixture = fixture(11);
+    let encoder = encoder(&fixture, MergeRule::Pair);
+    let dir = std::env::temp_dir().join(format!("bpestore-encode-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("input.txt");
+    let output = dir.join("ids.npy");
+    let mut rng = Rng(12345);
+    let text = random_text(&mut rng, 3000);
+    std::fs::write(&input, &text).unwrap();
+    let expected = encoder.encode(&text, AllowedSpecial::All);
+    for (threads, chunk_bytes) in [(1, 1 << 20), (1, 37), (2, 100), (3, 1)] {
+        let mut done = 0;
+        let count = encoder
+            .encode_file_in_chunks(
+                &input,
+                &output,
+                threads,
+                &mut |n| {
+                    done += n;
+                    true
+                },
+                chunk_bytes,
+            )
+            .unwrap();
+        assert_eq!(count, expected.len() as u64);
+        assert_eq!(done, text.len() as u64);
+        let data = std::fs::read(&output).unwrap();
+        assert_eq!(&data[..8], b"\x93NUMPY\x01\x00");
+        let header = std::str::from_utf8(&data[10..128]).unwrap();
+        assert!(header.starts_with(&format!(
+            "{{'descr': '<u2', 'fortran_order': False, 'shape': ({count},)}}"
+        )));
+        let ids: Vec<u32> = data[128..]
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]) as u32)
+            .collect();
+        assert_eq!(ids, expected, "{threads} threads, chunks of {chunk_bytes}");
+    }
+
+    // Invalid UTF-8: the first bad byte of the file, whichever chunk holds it; nothing written.
+    std::fs::remove_file(&output).unwrap();
+    let mut bad = text.clone().into_bytes();
+    let first = bad.len() / 2;
+    bad[first] = 0xff;
+    bad[first + 50] = 0xc3;
+    std::fs::write(&input, &bad).unwrap();
+    let error = encoder
+        .encode_file_in_chunks(&input, &output, 2, &mut |_| true, 64)
+        .unwrap_err();
+    assert!(
+        matches!(error, FileError::Decode { offset, reason: "invalid start byte" } if offset == first as u64),
+        "{error}"
+    );
+    assert!(!output.exists());
+    assert!(!dir.join("ids.npy.partial").exists());
+    // A sequence cut short just before a space is a bad continuation, as Python says, not the end.
+    std::fs::write(&input, b"ab ab\xe4 cd ab ab ab").unwrap();
+    let error = encoder
+        .encode_file_in_chunks(&input, &output, 1, &mut |_| true, 3)
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            FileError::Decode {
+                offset: 5,
+                reason: "invalid continuation byte"
+            }
+        ),
+        "{error}"
+    );
+    std::fs::write(&input, b"ab ab\xe4").unwrap();
+    let error = encoder
+        .encode_file_in_chunks(&input, &output, 1, &mut |_| true, 3)
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            FileError::Decode {
+                offset: 5,
+                reason: "unexpected end of data"
+            }
+        ),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

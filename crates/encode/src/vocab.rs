@@ -1,0 +1,189 @@
+//! The token table: id -> bytes (every id, special tokens included, for decoding and the token
+//! rule's concatenations) and bytes -> id (ordinary tokens only).
+
+use crate::bpe::TokenId;
+use crate::EncodeError;
+use rustc_hash::FxHashMap;
+
+const ABSENT: (u32, u32) = (u32::MAX, 0);
+
+/// Every token's bytes in one arena.
+pub(crate) struct Vocab {
+    arena: Vec<u8>,
+    /// `(start, len)` in `arena` by id when the ids are dense enough, else empty.
+    dense: Vec<(u32, u32)>,
+    /// The same for sparse ids.
+    sparse: FxHashMap<TokenId, (u32, u32)>,
+    /// Ordinary tokens (not the special tokens the encoder added) by their bytes.
+    id_of: FxHashMap<Box<[u8]>, TokenId>,
+    /// The id of each single byte.
+    pub(crate) byte_ids: [TokenId; 256],
+    pub(crate) max_id: TokenId,
+    pub(crate) len: usize,
+}
+
+impl Vocab {
+    /// The ordinary tokens `vocab` (all 256 single bytes among them, no token twice) and the
+    /// special tokens with their ids: a special token's id is either a new id or that of the
+    /// ordinary token with its bytes.
+    pub(crate) fn new(
+        mut vocab: Vec<(TokenId, Vec<u8>)>,
+        specials: &[(String, TokenId)],
+    ) -> Result<Vocab, EncodeError> {
+        vocab.sort_unstable_by_key(|&(id, _)| id);
+        let mut id_of: FxHashMap<Box<[u8]>, TokenId> =
+            FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
+        for window in vocab.windows(2) {
+            if window[0].0 == window[1].0 {
+                return Err(EncodeError::InvalidVocab(format!(
+                    "id {} is given twice",
+                    window[0].0
+                )));
+            }
+        }
+        for (id, token) in &vocab {
+            if let Some(&first) = id_of.get(token.as_slice()) {
+                return Err(EncodeError::InvalidVocab(format!(
+                    "ids {first} and {id} both stand for the token {}",
+                    py_bytes_repr(token)
+                )));
+            }
+            id_of.insert(token.clone().into_boxed_slice(), *id);
+        }
+        let mut byte_ids = [0; 256];
+        let mut missing = Vec::new();
+        for b in 0..=255u8 {
+            match id_of.get([b].as_slice()) {
+                Some(&id) => byte_ids[b as usize] = id,
+                None => missing.push(b),
+            }
+        }
+        if !missing.is_empty() {
+            let shown: Vec<String> = missing
+                .iter()
+                .take(8)
+                .map(|b| format!("0x{b:02x}"))
+                .collect();
+            let more = if missing.len() > 8 { " ..." } else { "" };
+            return Err(EncodeError::InvalidVocab(format!(
+                "the vocab lacks {} single-byte tokens ({}{more}); byte-level BPE needs all 256",
+                missing.len(),
+                shown.join(", ")
+            )));
+        }
+
+        let mut entries: Vec<(TokenId, &[u8])> = vocab
+            .iter()
+            .map(|(id, token)| (*id, token.as_slice()))
+            .collect();
+        for (special, id) in specials {
+            let bytes = special.as_bytes();
+            match id_of.get(bytes) {
+                Some(existing) if existing == id => {}
+                Some(existing) => {
+                    return Err(EncodeError::InvalidVocab(format!(
+                        "special token {special:?} has id {id}, but the vocab gives its bytes the id {existing}"
+                    )))
+                }
+                None => {
+                    if let Ok(at) = vocab.binary_search_by_key(id, |&(i, _)| i) {
+                        return Err(EncodeError::InvalidVocab(format!(
+                            "special token {special:?} has id {id}, which the vocab gives to {}",
+                            py_bytes_repr(&vocab[at].1)
+                        )));
+                    }
+                    entries.push((*id, bytes));
+                }
+            }
+        }
+        entries.sort_unstable_by_key(|&(id, _)| id);
+        entries.dedup_by_key(|&mut (id, _)| id); // a special token listed twice
+
+        let max_id = entries.last().map_or(0, |&(id, _)| id);
+        let total: usize = entries.iter().map(|(_, t)| t.len()).sum();
+        if total >= u32::MAX as usize {
+            return Err(EncodeError::InvalidVocab(
+                "the vocab's tokens hold more than 4 GB".into(),
+            ));
+        }
+        let mut arena = Vec::with_capacity(total);
+        let dense_enough = (max_id as usize) < 2 * entries.len() + 65_536;
+        let mut dense = Vec::new();
+        let mut sparse = FxHashMap::default();
+        if dense_enough {
+            dense = vec![ABSENT; max_id as usize + 1];
+        }
+        for &(id, token) in &entries {
+            let span = (arena.len() as u32, token.len() as u32);
+            arena.extend_from_slice(token);
+            if dense_enough {
+                dense[id as usize] = span;
+            } else {
+                sparse.insert(id, span);
+            }
+        }
+        Ok(Vocab {
+            arena,
+            dense,
+            sparse,
+            id_of,
+            byte_ids,
+            max_id,
+            len: entries.len(),
+        })
+    }
+
+    /// The bytes of a token of the vocabulary (special tokens included), if there is one.
+    #[inline]
+    pub(crate) fn get(&self, id: TokenId) -> Option<&[u8]> {
+        let (start, len) = if self.dense.is_empty() {
+            *self.sparse.get(&id)?
+        } else {
+            *self.dense.get(id as usize)?
+        };
+        if start == u32::MAX {
+            return None;
+        }
+        Some(&self.arena[start as usize..(start + len) as usize])
+    }
+
+    /// The bytes of a token known to exist.
+    #[inline]
+    pub(crate) fn bytes(&self, id: TokenId) -> &[u8] {
+        self.get(id).expect("a token id from the vocabulary")
+    }
+
+    /// The id of an ordinary token.
+    #[inline]
+    pub(crate) fn id(&self, bytes: &[u8]) -> Option<TokenId> {
+        self.id_of.get(bytes).copied()
+    }
+}
+
+/// Python's `repr()` of a bytes object, for messages that must read as the Python code's did.
+pub fn py_bytes_repr(bytes: &[u8]) -> String {
+    let quote = if bytes.contains(&b'\'') && !bytes.contains(&b'"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(bytes.len() + 3);
+    out.push('b');
+    out.push(quote);
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'\t' => out.push_str("\\t"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            _ if b == quote as u8 => {
+                out.push('\\');
+                out.push(quote);
+            }
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push(quote);
+    out
+}
