@@ -144,11 +144,12 @@ impl<'p> Counter<'p> {
         let mut start = 0;
         for space in memchr::memchr_iter(b' ', bytes) {
             if space > start && is_safe_space(part, space) {
-                self.hot.add_one(&mut self.segments, &bytes[start..space]);
+                self.hot.add_one(&mut self.segments, bytes, start, space);
                 start = space;
             }
         }
-        self.hot.add_one(&mut self.segments, &bytes[start..]);
+        self.hot
+            .add_one(&mut self.segments, bytes, start, bytes.len());
         if self.segments.len() >= MAX_SEGMENTS {
             self.fold();
         }

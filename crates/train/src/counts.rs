@@ -156,20 +156,35 @@ const HOT_SLOTS: usize = 1 << 14;
 /// The longest key a [`HotCache`] slot holds.
 const HOT_KEY_BYTES: usize = 16;
 
+/// One cached key (at most 16 bytes, zero-padded, as two words) and its pending count.
 #[derive(Clone, Copy)]
+#[repr(align(32))] // one slot never straddles two cache lines
 struct HotSlot {
-    key: [u8; HOT_KEY_BYTES],
-    len: u8,
+    low: u64,
+    high: u64,
     id: u32,
     pending: u32,
+    len: u8,
 }
 
 const EMPTY_SLOT: HotSlot = HotSlot {
-    key: [0; HOT_KEY_BYTES],
-    len: u8::MAX,
+    low: 0,
+    high: 0,
     id: 0,
     pending: 0,
+    len: u8::MAX,
 };
+
+/// The first `len` (at most 8) bytes of `bytes` (which holds 8) as a little-endian word.
+#[inline]
+fn word(bytes: &[u8], len: usize) -> u64 {
+    let value = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    if len >= 8 {
+        value
+    } else {
+        value & ((1u64 << (8 * len)) - 1)
+    }
+}
 
 /// A small direct-mapped cache in front of [`PretokenCounts`], for counting many short keys one
 /// at a time: a key found in its slot is counted there (no hash-table probe, no cache miss), and
@@ -186,35 +201,59 @@ impl HotCache {
         }
     }
 
-    /// Counts `key` once into `counts`, through the cache.
+    /// Counts `text[start..end]` once into `counts`, through the cache. (The key is read as two
+    /// words straight from `text` when 16 bytes follow `start`, so the whole text is passed.)
     #[inline]
-    pub(crate) fn add_one(&mut self, counts: &mut PretokenCounts, key: &[u8]) {
-        if key.len() > HOT_KEY_BYTES {
-            counts.add(key, 1);
+    pub(crate) fn add_one(
+        &mut self,
+        counts: &mut PretokenCounts,
+        text: &[u8],
+        start: usize,
+        end: usize,
+    ) {
+        let len = end - start;
+        if len > HOT_KEY_BYTES {
+            counts.add(&text[start..end], 1);
             return;
         }
-        let mut padded = [0u8; HOT_KEY_BYTES];
-        padded[..key.len()].copy_from_slice(key);
-        let (low, high) = (
-            u64::from_le_bytes(padded[..8].try_into().unwrap()),
-            u64::from_le_bytes(padded[8..].try_into().unwrap()),
-        );
-        let mixed =
-            (low ^ high.rotate_left(29) ^ key.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let (low, high) = if start + HOT_KEY_BYTES <= text.len() {
+            let bytes = &text[start..start + HOT_KEY_BYTES];
+            (
+                word(bytes, len),
+                if len > 8 {
+                    word(&bytes[8..], len - 8)
+                } else {
+                    0
+                },
+            )
+        } else {
+            let mut padded = [0u8; HOT_KEY_BYTES];
+            padded[..len].copy_from_slice(&text[start..end]);
+            (
+                word(&padded, len),
+                word(&padded[8..], len.saturating_sub(8)),
+            )
+        };
+        let mixed = (low ^ high.rotate_left(29) ^ len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let slot = &mut self.slots[(mixed >> (64 - HOT_SLOTS.trailing_zeros())) as usize];
-        if slot.len as usize == key.len() && slot.key == padded && slot.pending < u32::MAX {
+        if slot.low == low
+            && slot.high == high
+            && usize::from(slot.len) == len
+            && slot.pending < u32::MAX
+        {
             slot.pending += 1;
             return;
         }
         if slot.len != u8::MAX && slot.pending > 0 {
             counts.add_to_id(slot.id, u64::from(slot.pending));
         }
-        let id = counts.add_get_id(key, 1);
+        let id = counts.add_get_id(&text[start..end], 1);
         *slot = HotSlot {
-            key: padded,
-            len: key.len() as u8,
+            low,
+            high,
             id,
             pending: 0,
+            len: len as u8,
         };
     }
 
