@@ -342,6 +342,25 @@ fn first_bad_byte(
     Ok(CountError::Decode { offset, reason })
 }
 
+/// The offsets at which [`count_file_in_chunks`] cuts a file into chunks (see
+/// `chunk_boundaries`): `[0, ..., size]`.
+pub fn file_chunk_boundaries(
+    path: &Path,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    chunk_bytes: usize,
+) -> Result<Vec<u64>, CountError> {
+    let file = File::open(path)?;
+    let size = file.metadata()?.len();
+    chunk_boundaries(
+        &file,
+        size,
+        pretokenizer,
+        specials,
+        chunk_bytes.max(1) as u64,
+    )
+}
+
 /// Offsets `0 = b0 < b1 < ... < bn = size` (just `[0, 0]` for an empty file), each a safe cut,
 /// about `chunk_bytes` apart where the text allows: each one the first cut at or after the last
 /// one + 1 and at or after the next multiple of `chunk_bytes` (the rule of Python's
