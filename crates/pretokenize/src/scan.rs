@@ -105,7 +105,7 @@ impl Scan<'_> {
         const TOP: u64 = ONES * 0x80;
         while let Some(chunk) = self.bytes.get(i..i + 8) {
             let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-            let seven_bits = (word | ONES * fold as u64) & !TOP;
+            let seven_bits = (word | (ONES * fold as u64)) & !TOP;
             let at_least_low = seven_bits + ONES * (0x80 - low) as u64;
             let above_high = seven_bits + ONES * (0x7F - high) as u64;
             let outside = !(at_least_low & !above_high & !word) & TOP;
