@@ -392,7 +392,9 @@ mod tests {
     /// The eight-at-a-time run against a byte loop, for every byte value at every position.
     #[test]
     fn ascii_run_stops_at_the_first_byte_outside() {
-        let cases: [(u8, u8, u8, u8, fn(u8) -> bool); 4] = [
+        // (low, high, fold, the class `run` takes, whether a byte is inside)
+        type Case = (u8, u8, u8, u8, fn(u8) -> bool);
+        let cases: [Case; 4] = [
             (b'a', b'z', 0x20, LETTER, |byte| byte.is_ascii_alphabetic()),
             (b'a', b'z', 0, LOWER, |byte| byte.is_ascii_lowercase()),
             (b'A', b'Z', 0, UPPER, |byte| byte.is_ascii_uppercase()),
