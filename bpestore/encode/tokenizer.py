@@ -9,17 +9,16 @@ work on natural text is a few array operations.
 
 from __future__ import annotations
 
-import errno
 import os
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 import regex
 
 from .byte_segments import gather_text, joinable, segment_bounds
-from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
+from .bpe import Merger, PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
+from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import (
     GPT2_PATTERN,
     LETTER_RUN_PATTERNS,
@@ -28,8 +27,6 @@ from ..pretokenize.patterns import (
     SpecialSplitter,
 )
 from .segment_table import KEY_PADDING, MAX_KEY_BYTES, SegmentTable, first_of_each_key, segment_keys
-
-MergeRule = Literal["pair", "token"]
 
 # Distinct segments and pre-tokens remembered; each cache is emptied when it outgrows this.
 DEFAULT_CACHE_SIZE = 1 << 20
@@ -95,29 +92,33 @@ class Tokenizer:
         merge_rule: MergeRule = "pair",
         cache_size: int = DEFAULT_CACHE_SIZE,
     ):
-        self.vocab: dict[int, bytes] = dict(vocab)
-        self.merges: list[tuple[bytes, bytes]] = list(merges)
-        self.pattern = pattern
-        self.merge_rule: MergeRule = merge_rule
-        self.special_tokens: list[str] = list(dict.fromkeys(special_tokens or ()))
-        for token in self.special_tokens:
-            if not isinstance(token, str) or not token:
-                raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
+        self._start(BPEModel(vocab, merges, special_tokens, pattern, merge_rule), cache_size)
+
+    @classmethod
+    def from_model(cls, model: BPEModel, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Tokenizer:
+        """A tokenizer that encodes with ``model`` (checked when it was made, not again).
+
+        >>> from bpestore import BPEModel, Tokenizer
+        >>> model = BPEModel({i: bytes([i]) for i in range(256)} | {256: b"hi"}, [(b"h", b"i")])
+        >>> Tokenizer.from_model(model).encode("hi hi")
+        [256, 32, 256]
+        """
+        tokenizer = cls.__new__(cls)
+        tokenizer._start(model, cache_size)
+        return tokenizer
+
+    def _start(self, model: BPEModel, cache_size: int) -> None:
+        self.model = model
+        self.vocab: dict[int, bytes] = model.vocab
+        self.merges: list[tuple[bytes, bytes]] = model.merges
+        self.pattern = model.pattern
+        self.merge_rule: MergeRule = model.merge_rule
+        self.special_tokens: list[str] = model.special_tokens
+        self.special_ids: dict[str, int] = model.special_ids
         self._alphabet = TokenAlphabet(self.vocab)
-        self.special_ids: dict[str, int] = {}
-        next_id = max(self.vocab, default=-1) + 1
-        for token in self.special_tokens:
-            token_id = self._alphabet.id_of_bytes.get(token.encode("utf-8"))
-            if token_id is None:
-                token_id, next_id = next_id, next_id + 1
-                self.vocab[token_id] = token.encode("utf-8")
-            self.special_ids[token] = token_id
-        if merge_rule == "pair":
-            self._merge = PairRankMerger(self._alphabet, self.merges)
-        elif merge_rule == "token":
-            self._merge = TokenRankMerger(self._alphabet)
-        else:
-            raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
+        # The encoder's BPE (see bpestore.encode.bpe.Merger): one merge rule each.
+        self._merge: Merger = PairRankMerger(self._alphabet, self.merges) if self.merge_rule == "pair" else TokenRankMerger(self._alphabet)
+        pattern = self.pattern
         self._regex = regex.compile(pattern)
         self._split_safe = pattern in SPLIT_SAFE_PATTERNS
         self._letter_runs = pattern in LETTER_RUN_PATTERNS
@@ -146,20 +147,9 @@ class Tokenizer:
     @classmethod
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
-        from ..store.loader import load_from_sqlite
+        from ..store.loader import load_model
 
-        location = os.fspath(path_or_url)
-        if "://" not in location and not os.path.exists(location):
-            raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", location)
-
-        parts = load_from_sqlite(path_or_url, name)
-        if parts is None:
-            from ..store.database import ModelStore  # upgrades an older schema, or explains what is wrong
-
-            with ModelStore(path_or_url) as store:
-                parts = store.load_parts(name)
-        vocab, merges, special_tokens, pattern, merge_rule = parts
-        return cls(vocab, merges, special_tokens, pattern=pattern, merge_rule=merge_rule)
+        return cls.from_model(load_model(path_or_url, name))
 
     # -- encoding -------------------------------------------------------------------------------
 
