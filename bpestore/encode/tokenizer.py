@@ -10,7 +10,6 @@ work on natural text is a few array operations.
 from __future__ import annotations
 
 import os
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -19,10 +18,10 @@ import regex
 from .byte_segments import gather_text, joinable, segment_bounds
 from .bpe import Merger, PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
 from ..model import BPEModel, MergeRule
+from ..pretokenize.cuts import last_safe_cut
 from ..pretokenize.patterns import (
     GPT2_PATTERN,
     LETTER_RUN_PATTERNS,
-    REGEX_WHITESPACE,
     SPLIT_SAFE_PATTERNS,
     SpecialSplitter,
 )
@@ -57,12 +56,6 @@ class _Caches:
         self.pretokens: dict[str, str] = {}
         self.size = size
         self.batch = batch
-
-
-def _strictly_inside(spans: list[tuple[int, int]], span_starts: list[int], position: int) -> bool:
-    """Whether one of ``spans`` (in order, not overlapping) has ``position`` strictly inside."""
-    index = bisect_right(span_starts, position) - 1
-    return index >= 0 and spans[index][0] < position < spans[index][1]
 
 
 class Tokenizer:
@@ -123,7 +116,6 @@ class Tokenizer:
         self._split_safe = pattern in SPLIT_SAFE_PATTERNS
         self._letter_runs = pattern in LETTER_RUN_PATTERNS
         self._specials = SpecialSplitter(self.special_tokens)
-        self._longest_special = max(map(len, self.special_tokens), default=0)
         self._specials_have_space = any(" " in token for token in self.special_tokens)
         self._caches = _Caches(cache_size, batch=True)
 
@@ -353,39 +345,8 @@ class Tokenizer:
 
     def _last_safe_cut(self, text: str) -> int:
         """The last index where ``text`` can be cut without changing its encoding, whatever
-        follows; 0 if there is none.
-
-        That is a space between two characters that are not whitespace (a pre-tokenizer boundary,
-        see :mod:`bpestore.pretokenize.patterns`) far enough from the end that no special token still being
-        received can reach back over it, and not inside a special token.
-        """
-        end = len(text) - max(self._longest_special, 1)
-        if not self._split_safe:  # only special tokens are known boundaries
-            starts = [m.start() for m in self._specials.finditer(text) if m.end() <= end]
-            return starts[-1] if starts else 0
-        # Special tokens found from the start of the text (a place no special token covers), so
-        # that overlapping ones pair up as they do when encoding; one that ends after `end` may
-        # still grow into a longer one, but cannot cover a cut before `end`.
-        spans = [match.span() for match in self._specials.finditer(text)] if self._specials_have_space else []
-        span_starts = [start for start, _ in spans]
-        while end > 0:
-            cut = text.rfind(" ", 0, end)
-            if cut <= 0:
-                return 0
-            if (
-                text[cut + 1] not in REGEX_WHITESPACE
-                and text[cut - 1] not in REGEX_WHITESPACE
-                and not self._special_follows(text, cut + 1)
-                and not _strictly_inside(spans, span_starts, cut)
-            ):
-                return cut
-            end = cut
-        return 0
-
-    def _special_follows(self, text: str, position: int) -> bool:
-        # A special token is cut out before pre-tokenization, so the space before it ends its
-        # piece of text: it belongs to the whitespace run before it, and a cut there is unsafe.
-        return any(text.startswith(token, position) for token in self.special_tokens)
+        follows; 0 if there is none (see :func:`bpestore.pretokenize.cuts.last_safe_cut`)."""
+        return last_safe_cut(text, self._specials, self._split_safe)
 
     # -- decoding -------------------------------------------------------------------------------
 
