@@ -16,9 +16,10 @@ so a megabyte without whitespace still encodes in time linear up to a log factor
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import add, itemgetter
+from typing import Protocol
 
 import numpy as np
 
@@ -29,6 +30,23 @@ _NO_RANK = 1 << 62
 LONG_INPUT = 64
 # Below this many words, merging them one by one beats the NumPy batch's fixed cost.
 BATCH_MIN = 48
+
+
+class Merger(Protocol):
+    """The seam of the encoder's BPE: a pre-token in, its tokens out, under one merge rule.
+
+    Contract: a *word* is one pre-token's UTF-8 bytes as a str of ``chr(byte)`` characters;
+    ``merger(word)`` returns its tokens as characters of the :class:`TokenAlphabet` and
+    ``encode_many(words)`` the token ids of each word as id strings (one ``chr(id)`` per id, see
+    :func:`id_string_to_array`). The result depends on the word alone (callers cache it), and the
+    ids are exactly those of ``tests/reference.py``'s BPE for the rule: :class:`PairRankMerger`
+    (lowest merge rank first) or :class:`TokenRankMerger` (lowest resulting-token rank first).
+    A compiled encoder replaces the implementations, not this contract.
+    """
+
+    def __call__(self, word: str) -> str: ...
+
+    def encode_many(self, words: list[str]) -> list[str]: ...
 
 
 class TokenAlphabet:
@@ -229,38 +247,3 @@ def _encode_many(merger, batch: BatchBPE, words: list[str]) -> list[str]:
     for i, word_ids in zip(short, batch([words[i] for i in short])):
         results[i] = word_ids
     return results
-
-
-def pair_merges_from_ranks(
-    ranks: Mapping[bytes, int], on_token: Callable[[], None] | None = None
-) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
-    """Reconstruct a merges list from token ranks (a tiktoken vocabulary).
-
-    For each multi-byte token, in rank order, apply tiktoken's rule to its bytes with only the
-    tokens ranked below it; if that ends in exactly two tokens, they are the merge that makes it.
-    Returns the merges and the tokens that no pair merge reaches; ``on_token`` is called after
-    each token (for a progress bar).
-    """
-    merges: list[tuple[bytes, bytes]] = []
-    unreachable: list[bytes] = []
-    rank_of = ranks.get
-    on_token = on_token or (lambda: None)
-    for token, rank in sorted(ranks.items(), key=itemgetter(1)):
-        on_token()
-        if len(token) < 2:
-            continue
-        parts = [token[i : i + 1] for i in range(len(token))]
-        while len(parts) > 2:
-            best_rank, best_at = rank, -1
-            for i in range(len(parts) - 1):
-                candidate = rank_of(parts[i] + parts[i + 1])
-                if candidate is not None and candidate < best_rank:
-                    best_rank, best_at = candidate, i
-            if best_at < 0:
-                break
-            parts[best_at : best_at + 2] = [parts[best_at] + parts[best_at + 1]]
-        if len(parts) == 2:
-            merges.append((parts[0], parts[1]))
-        else:
-            unreachable.append(token)
-    return merges, unreachable

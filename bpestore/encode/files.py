@@ -9,7 +9,6 @@ in order, so no process ever holds the ids of the whole file.
 from __future__ import annotations
 
 import errno
-import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -17,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..pretokenize.corpus import check_corpus_path, chunk_boundaries, default_workers, read_chunk
+from ..pretokenize.corpus import check_corpus_path, chunk_boundaries, read_chunk
 from ..pretokenize.patterns import SPLIT_SAFE_PATTERNS
 from ..progress import progress_bar
+from ..workers import default_workers, process_context
 from .tokenizer import Tokenizer
 
 DEFAULT_CHUNK_BYTES = 1 << 22
@@ -78,9 +78,7 @@ def encode_file_chunks(
         yield np.frombuffer(data, dtype=dtype)
     if first == len(tasks):
         return
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(tokenizer,)) as pool:
+    with process_context().Pool(workers, initializer=_init_worker, initargs=(tokenizer,)) as pool:
         # In order, and at most a few chunks ahead of the one being written, so that the ids
         # waiting in memory stay bounded however fast the workers are.
         pending: deque = deque()

@@ -9,27 +9,23 @@ work on natural text is a few array operations.
 
 from __future__ import annotations
 
-import errno
 import os
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 import regex
 
 from .byte_segments import gather_text, joinable, segment_bounds
-from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
+from .bpe import Merger, PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
+from ..model import BPEModel, MergeRule
+from ..pretokenize.cuts import last_safe_cut
 from ..pretokenize.patterns import (
     GPT2_PATTERN,
     LETTER_RUN_PATTERNS,
-    REGEX_WHITESPACE,
     SPLIT_SAFE_PATTERNS,
     SpecialSplitter,
 )
 from .segment_table import KEY_PADDING, MAX_KEY_BYTES, SegmentTable, first_of_each_key, segment_keys
-
-MergeRule = Literal["pair", "token"]
 
 # Distinct segments and pre-tokens remembered; each cache is emptied when it outgrows this.
 DEFAULT_CACHE_SIZE = 1 << 20
@@ -62,12 +58,6 @@ class _Caches:
         self.batch = batch
 
 
-def _strictly_inside(spans: list[tuple[int, int]], span_starts: list[int], position: int) -> bool:
-    """Whether one of ``spans`` (in order, not overlapping) has ``position`` strictly inside."""
-    index = bisect_right(span_starts, position) - 1
-    return index >= 0 and spans[index][0] < position < spans[index][1]
-
-
 class Tokenizer:
     """A byte-level BPE tokenizer.
 
@@ -95,34 +85,37 @@ class Tokenizer:
         merge_rule: MergeRule = "pair",
         cache_size: int = DEFAULT_CACHE_SIZE,
     ):
-        self.vocab: dict[int, bytes] = dict(vocab)
-        self.merges: list[tuple[bytes, bytes]] = list(merges)
-        self.pattern = pattern
-        self.merge_rule: MergeRule = merge_rule
-        self.special_tokens: list[str] = list(dict.fromkeys(special_tokens or ()))
-        for token in self.special_tokens:
-            if not isinstance(token, str) or not token:
-                raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
+        self._start(BPEModel(vocab, merges, special_tokens, pattern, merge_rule), cache_size)
+
+    @classmethod
+    def from_model(cls, model: BPEModel, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Tokenizer:
+        """A tokenizer that encodes with ``model`` (checked when it was made, not again).
+
+        >>> from bpestore import BPEModel, Tokenizer
+        >>> model = BPEModel({i: bytes([i]) for i in range(256)} | {256: b"hi"}, [(b"h", b"i")])
+        >>> Tokenizer.from_model(model).encode("hi hi")
+        [256, 32, 256]
+        """
+        tokenizer = cls.__new__(cls)
+        tokenizer._start(model, cache_size)
+        return tokenizer
+
+    def _start(self, model: BPEModel, cache_size: int) -> None:
+        self.model = model
+        self.vocab: dict[int, bytes] = model.vocab
+        self.merges: list[tuple[bytes, bytes]] = model.merges
+        self.pattern = model.pattern
+        self.merge_rule: MergeRule = model.merge_rule
+        self.special_tokens: list[str] = model.special_tokens
+        self.special_ids: dict[str, int] = model.special_ids
         self._alphabet = TokenAlphabet(self.vocab)
-        self.special_ids: dict[str, int] = {}
-        next_id = max(self.vocab, default=-1) + 1
-        for token in self.special_tokens:
-            token_id = self._alphabet.id_of_bytes.get(token.encode("utf-8"))
-            if token_id is None:
-                token_id, next_id = next_id, next_id + 1
-                self.vocab[token_id] = token.encode("utf-8")
-            self.special_ids[token] = token_id
-        if merge_rule == "pair":
-            self._merge = PairRankMerger(self._alphabet, self.merges)
-        elif merge_rule == "token":
-            self._merge = TokenRankMerger(self._alphabet)
-        else:
-            raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
+        # The encoder's BPE (see bpestore.encode.bpe.Merger): one merge rule each.
+        self._merge: Merger = PairRankMerger(self._alphabet, self.merges) if self.merge_rule == "pair" else TokenRankMerger(self._alphabet)
+        pattern = self.pattern
         self._regex = regex.compile(pattern)
         self._split_safe = pattern in SPLIT_SAFE_PATTERNS
         self._letter_runs = pattern in LETTER_RUN_PATTERNS
         self._specials = SpecialSplitter(self.special_tokens)
-        self._longest_special = max(map(len, self.special_tokens), default=0)
         self._specials_have_space = any(" " in token for token in self.special_tokens)
         self._caches = _Caches(cache_size, batch=True)
 
@@ -146,20 +139,9 @@ class Tokenizer:
     @classmethod
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
-        from ..store.loader import load_from_sqlite
+        from ..store.loader import load_model
 
-        location = os.fspath(path_or_url)
-        if "://" not in location and not os.path.exists(location):
-            raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", location)
-
-        parts = load_from_sqlite(path_or_url, name)
-        if parts is None:
-            from ..store.database import ModelStore  # upgrades an older schema, or explains what is wrong
-
-            with ModelStore(path_or_url) as store:
-                parts = store.load_parts(name)
-        vocab, merges, special_tokens, pattern, merge_rule = parts
-        return cls(vocab, merges, special_tokens, pattern=pattern, merge_rule=merge_rule)
+        return cls.from_model(load_model(path_or_url, name))
 
     # -- encoding -------------------------------------------------------------------------------
 
@@ -363,39 +345,8 @@ class Tokenizer:
 
     def _last_safe_cut(self, text: str) -> int:
         """The last index where ``text`` can be cut without changing its encoding, whatever
-        follows; 0 if there is none.
-
-        That is a space between two characters that are not whitespace (a pre-tokenizer boundary,
-        see :mod:`bpestore.pretokenize.patterns`) far enough from the end that no special token still being
-        received can reach back over it, and not inside a special token.
-        """
-        end = len(text) - max(self._longest_special, 1)
-        if not self._split_safe:  # only special tokens are known boundaries
-            starts = [m.start() for m in self._specials.finditer(text) if m.end() <= end]
-            return starts[-1] if starts else 0
-        # Special tokens found from the start of the text (a place no special token covers), so
-        # that overlapping ones pair up as they do when encoding; one that ends after `end` may
-        # still grow into a longer one, but cannot cover a cut before `end`.
-        spans = [match.span() for match in self._specials.finditer(text)] if self._specials_have_space else []
-        span_starts = [start for start, _ in spans]
-        while end > 0:
-            cut = text.rfind(" ", 0, end)
-            if cut <= 0:
-                return 0
-            if (
-                text[cut + 1] not in REGEX_WHITESPACE
-                and text[cut - 1] not in REGEX_WHITESPACE
-                and not self._special_follows(text, cut + 1)
-                and not _strictly_inside(spans, span_starts, cut)
-            ):
-                return cut
-            end = cut
-        return 0
-
-    def _special_follows(self, text: str, position: int) -> bool:
-        # A special token is cut out before pre-tokenization, so the space before it ends its
-        # piece of text: it belongs to the whitespace run before it, and a cut there is unsafe.
-        return any(text.startswith(token, position) for token in self.special_tokens)
+        follows; 0 if there is none (see :func:`bpestore.pretokenize.cuts.last_safe_cut`)."""
+        return last_safe_cut(text, self._specials, self._split_safe)
 
     # -- decoding -------------------------------------------------------------------------------
 

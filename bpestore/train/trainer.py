@@ -1,8 +1,8 @@
 """``train_bpe``: byte-level BPE training with the semantics of the Stanford CS336 reference.
 
 The work happens in the Rust engine (``bpestore._engine``, crates/train): counting a corpus's
-pre-tokens with threads, then the merge loop. This module checks the arguments, drives the progress
-bars and builds the vocabulary.
+pre-tokens with threads (:func:`count_corpus`), then the merge loop (:func:`learn_merges`). This
+module checks the arguments, drives the progress bars and builds the vocabulary.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from .. import _engine
+from ..model import BPEModel
 from ..pretokenize.corpus import check_corpus_path
 from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
@@ -46,6 +47,11 @@ def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
         )
 
 
+def max_merges(vocab_size: int, special_tokens: Sequence[str]) -> int:
+    """How many merges fill a vocab of ``vocab_size``: the rest after the special tokens and the 256 bytes."""
+    return vocab_size - 256 - len(special_tokens)
+
+
 def base_vocab(special_tokens: Sequence[str]) -> Vocab:
     """Special tokens first (ids 0..k-1, in order), then the 256 single bytes."""
     vocab = {i: token.encode("utf-8") for i, token in enumerate(special_tokens)}
@@ -67,10 +73,17 @@ def learn_merges(
     consume_counts: bool = False,
     done_at: list[float] | None = None,
 ) -> Merges:
-    """Up to ``max_merges`` merges learned from pre-token counts, best first (the engine's merge
-    loop), with an optional progress bar. ``consume_counts`` empties engine counts once read, to
-    save memory. ``done_at``, if given, receives for each merge the ``time.perf_counter()`` at which
-    it was known (to within the 0.1 s between progress reports)."""
+    """The merges learned from pre-token counts (a mapping of bytes to counts, or the engine's
+    :data:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
+    engine counts once read, to save memory. ``done_at``, if given, receives for each merge the
+    ``time.perf_counter()`` at which it was known (to within the 0.1 s between progress reports).
+
+    The seam of the merge loop, one function from counts to merges. Contract: up to
+    ``max_merges`` merges, each the most frequent adjacent pair of tokens within the pre-tokens
+    (weighted by their counts), ties to the lexicographically greatest ``(left bytes, right
+    bytes)``, stopping early when no pair is left: exactly ``reference_train`` of tests/reference.py
+    (computed by the engine's merge loop, crates/train/src/merge.rs).
+    """
     counts = as_pretoken_counts(pretoken_counts)
     checkpoints: list[tuple[int, float]] = []  # (merges done, time)
     with progress_bar(progress, max_merges, "merges", unit="merge") as bar:
@@ -118,8 +131,7 @@ def train_from_counts(
     engine counts once read, to save memory."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
-    max_merges = vocab_size - 256 - len(special_tokens)
-    merges = learn_merges(pretoken_counts, max_merges, progress=progress, consume_counts=consume_counts)
+    merges = learn_merges(pretoken_counts, max_merges(vocab_size, special_tokens), progress=progress, consume_counts=consume_counts)
     return vocab_and_merges(special_tokens, merges)
 
 
@@ -132,7 +144,11 @@ def count_corpus(
     progress: bool = False,
 ) -> PretokenCounts:
     """Pre-token counts of a corpus file, counted by the engine with ``workers`` threads (default:
-    one per CPU), with a progress bar over its bytes."""
+    one per CPU), with a progress bar over its bytes.
+
+    The seam of counting. Contract: exactly ``reference_pretoken_counts`` of tests/reference.py
+    (the file cut at the special tokens, which are not counted, and each part pre-tokenized with
+    ``pattern``), whatever ``workers``; CorpusDecodeError names the first bad byte of the file."""
     path = check_corpus_path(input_path)
     with progress_bar(progress, os.path.getsize(path), "pre-tokenizing", unit="B", unit_scale=True) as bar:
         return _engine.count_file(path, pattern, list(special_tokens), workers, bar.update)
@@ -167,7 +183,22 @@ def train_bpe(
         CorpusDecodeError: (a ValueError) the file is not UTF-8; the message names the byte offset.
         ValueError: ``vocab_size`` is too small or the special tokens repeat.
     """
+    model = train_model(input_path, vocab_size, special_tokens, workers=workers, progress=progress)
+    return model.vocab, model.merges
+
+
+def train_model(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
+) -> BPEModel:
+    """:func:`train_bpe` (same arguments, same errors), its result as a :class:`BPEModel` (GPT-2's
+    pattern, the pair merge rule)."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
     counts = count_corpus(input_path, special_tokens, workers=workers, progress=progress)
-    return train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
+    vocab, merges = train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
+    return BPEModel(vocab, merges, special_tokens)
