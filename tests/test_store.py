@@ -610,7 +610,7 @@ def test_interrupt_while_learning_merges(store_with_data, corpus_a, monkeypatch)
 
         return original(counts, max_merges, interrupt, **kwargs)
 
-    monkeypatch.setattr(_engine, "learn_merges", interrupted)
+    monkeypatch.setattr(bpestore.train.trainer, "engine_learn_merges", interrupted)
     with pytest.raises(KeyboardInterrupt):
         store.train(corpus_a, "new", [300, 310], SPECIALS, workers=1)
     monkeypatch.undo()

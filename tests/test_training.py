@@ -110,7 +110,7 @@ def force_chunks(monkeypatch, chunk_bytes: int) -> list[tuple[int | None, int]]:
         calls.append((threads, chunk_bytes))
         return count_file(path, pattern, special_tokens, threads, progress, chunk_bytes=chunk_bytes)
 
-    monkeypatch.setattr(_engine, "count_file", counting)
+    monkeypatch.setattr(bpestore.train.trainer, "engine_count_file", counting)
     return calls
 
 

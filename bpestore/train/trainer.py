@@ -11,7 +11,9 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from .. import _engine
+from .._engine import PretokenCounts
+from .._engine import count_file as engine_count_file
+from .._engine import learn_merges as engine_learn_merges
 from ..model import BPEModel
 from ..pretokenize.corpus import check_corpus_path
 from ..pretokenize.patterns import GPT2_PATTERN
@@ -20,9 +22,8 @@ from ..progress import progress_bar
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
 
-#: Pre-token bytes -> count, held by the engine (a read-only Mapping: ``len``, ``[]``, ``items()``,
-#: ``total``, ``to_dict()``).
-PretokenCounts = _engine.PretokenCounts
+# PretokenCounts: pre-token bytes -> count, held by the engine; a read-only Mapping (``len``,
+# ``[]``, ``items()``), with ``total`` and ``to_dict()``.
 Mapping.register(PretokenCounts)
 
 
@@ -74,7 +75,7 @@ def learn_merges(
     done_at: list[float] | None = None,
 ) -> Merges:
     """The merges learned from pre-token counts (a mapping of bytes to counts, or the engine's
-    :data:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
+    :class:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
     engine counts once read, to save memory. ``done_at``, if given, receives for each merge the
     ``time.perf_counter()`` at which it was known (to within the 0.1 s between progress reports).
 
@@ -93,7 +94,7 @@ def learn_merges(
             done = checkpoints[-1][0] + more if checkpoints else more
             checkpoints.append((done, time.perf_counter()))
 
-        merges = _engine.learn_merges(counts, max_merges, report, consume=consume_counts)
+        merges = engine_learn_merges(counts, max_merges, report, consume=consume_counts)
         if len(merges) < max_merges:  # no pair left: say so rather than leave the bar unfinished
             bar.total = bar.n
             bar.set_postfix_str("no pairs left")
@@ -127,7 +128,7 @@ def train_from_counts(
     consume_counts: bool = False,
 ) -> tuple[Vocab, Merges]:
     """Train on pre-token counts that are already known (for example, stored ones): a mapping of
-    pre-token bytes to counts, or the engine's :data:`PretokenCounts`. ``consume_counts`` empties
+    pre-token bytes to counts, or the engine's :class:`PretokenCounts`. ``consume_counts`` empties
     engine counts once read, to save memory."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
@@ -151,7 +152,7 @@ def count_corpus(
     ``pattern``), whatever ``workers``; CorpusDecodeError names the first bad byte of the file."""
     path = check_corpus_path(input_path)
     with progress_bar(progress, os.path.getsize(path), "pre-tokenizing", unit="B", unit_scale=True) as bar:
-        return _engine.count_file(path, pattern, list(special_tokens), workers, bar.update)
+        return engine_count_file(path, pattern, list(special_tokens), workers, bar.update)
 
 
 def train_bpe(
