@@ -15,9 +15,57 @@ pub(crate) const MAX_CACHED_PIECE: usize = 64;
 /// Distinct pre-tokens remembered by one cache by default.
 pub const DEFAULT_CACHE_ENTRIES: usize = 1 << 19;
 
-/// Pre-token bytes -> ids, the ids of all entries in one vector.
+/// Pre-tokens of at most this many bytes are keyed by their bytes packed in a `u128`.
+const SHORT_BYTES: usize = 15;
+/// A short piece with at most this many ids keeps them in its slot.
+const INLINE_IDS: usize = 3;
+/// The short table starts with this many slots and doubles when half full.
+const FIRST_SLOTS: usize = 1 << 12;
+
+/// One slot of the short-piece table: the piece's bytes zero-padded, its length in the last byte
+/// (so the key compares as one integer; 0 marks an empty slot, since no piece is empty), and its
+/// ids inline, or where they are in `ids` (`[start, len]`) when there are more.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Slot {
+    key: u128,
+    ids: [TokenId; INLINE_IDS],
+    count: u32,
+}
+
+const EMPTY: Slot = Slot {
+    key: 0,
+    ids: [0; INLINE_IDS],
+    count: 0,
+};
+
+/// The short-table key of a piece, if it is short.
+#[inline]
+pub(crate) fn short_key(piece: &[u8]) -> Option<u128> {
+    if piece.is_empty() || piece.len() > SHORT_BYTES {
+        return None;
+    }
+    let mut key = [0u8; 16];
+    key[..piece.len()].copy_from_slice(piece);
+    key[15] = piece.len() as u8;
+    Some(u128::from_le_bytes(key))
+}
+
+#[inline]
+fn hash(key: u128) -> u64 {
+    // (a 64-bit finalizer: every bit of the key reaches the low bits used as the index)
+    let h = ((key as u64) ^ ((key >> 64) as u64).rotate_left(32)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    let h = (h ^ (h >> 29)).wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    h ^ (h >> 32)
+}
+
+/// Pre-token bytes -> ids. Almost every piece of natural text is short: those live in an
+/// open-addressing table whose slot holds the key and the ids, so that a lookup costs one cache
+/// miss at most; longer pieces go to a hash map. Ids that do not fit a slot sit in one vector.
 pub(crate) struct PieceCache {
-    map: FxHashMap<Box<[u8]>, (u32, u32)>,
+    slots: Box<[Slot]>,
+    short_len: usize,
+    long: FxHashMap<Box<[u8]>, (u32, u32)>,
     ids: Vec<TokenId>,
     capacity: usize,
 }
@@ -25,31 +73,96 @@ pub(crate) struct PieceCache {
 impl PieceCache {
     fn new(capacity: usize) -> PieceCache {
         PieceCache {
-            map: FxHashMap::default(),
+            slots: vec![EMPTY; FIRST_SLOTS].into_boxed_slice(),
+            short_len: 0,
+            long: FxHashMap::default(),
             ids: Vec::new(),
             capacity,
         }
     }
 
     #[inline]
-    pub(crate) fn get(&self, piece: &[u8]) -> Option<&[TokenId]> {
-        let &(start, len) = self.map.get(piece)?;
+    fn find(&self, key: u128) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut at = hash(key) as usize & mask;
+        loop {
+            let slot_key = self.slots[at].key;
+            if slot_key == key || slot_key == 0 {
+                return at;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// The ids of a short piece (`key` from [`short_key`]), if known.
+    #[inline]
+    pub(crate) fn get_short(&self, key: u128) -> Option<&[TokenId]> {
+        let slot = &self.slots[self.find(key)];
+        if slot.key == 0 {
+            return None;
+        }
+        Some(if slot.count as usize <= INLINE_IDS {
+            &slot.ids[..slot.count as usize]
+        } else {
+            &self.ids[slot.ids[0] as usize..(slot.ids[0] + slot.ids[1]) as usize]
+        })
+    }
+
+    /// The ids of a long piece, if known.
+    #[inline]
+    pub(crate) fn get_long(&self, piece: &[u8]) -> Option<&[TokenId]> {
+        let &(start, len) = self.long.get(piece)?;
         Some(&self.ids[start as usize..(start + len) as usize])
     }
 
-    #[inline]
-    pub(crate) fn insert(&mut self, piece: &[u8], ids: &[TokenId]) {
-        if self.map.len() >= self.capacity || self.ids.len() + ids.len() >= u32::MAX as usize {
-            self.map.clear();
+    /// Remembers the ids of a piece (`key`: its short key, if it has one); when the cache holds
+    /// its capacity, it starts afresh.
+    pub(crate) fn insert(&mut self, piece: &[u8], key: Option<u128>, ids: &[TokenId]) {
+        if self.len() >= self.capacity || self.ids.len() + ids.len() >= u32::MAX as usize {
+            self.slots.fill(EMPTY);
+            self.short_len = 0;
+            self.long.clear();
             self.ids.clear();
         }
-        let start = self.ids.len() as u32;
-        self.ids.extend_from_slice(ids);
-        self.map.insert(piece.into(), (start, ids.len() as u32));
+        let Some(key) = key else {
+            let start = self.ids.len() as u32;
+            self.ids.extend_from_slice(ids);
+            self.long.insert(piece.into(), (start, ids.len() as u32));
+            return;
+        };
+        if 2 * (self.short_len + 1) > self.slots.len() {
+            self.grow();
+        }
+        let at = self.find(key);
+        let mut slot = Slot {
+            key,
+            ids: [0; INLINE_IDS],
+            count: ids.len() as u32,
+        };
+        if ids.len() <= INLINE_IDS {
+            slot.ids[..ids.len()].copy_from_slice(ids);
+        } else {
+            slot.ids[0] = self.ids.len() as u32;
+            slot.ids[1] = ids.len() as u32;
+            self.ids.extend_from_slice(ids);
+        }
+        if self.slots[at].key == 0 {
+            self.short_len += 1;
+        }
+        self.slots[at] = slot;
+    }
+
+    fn grow(&mut self) {
+        let doubled = vec![EMPTY; 2 * self.slots.len()].into_boxed_slice();
+        let old = std::mem::replace(&mut self.slots, doubled);
+        for slot in old.iter().filter(|slot| slot.key != 0) {
+            let at = self.find(slot.key);
+            self.slots[at] = *slot;
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.short_len + self.long.len()
     }
 }
 

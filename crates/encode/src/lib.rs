@@ -326,24 +326,44 @@ impl Encoder {
     /// Appends the ids of `text`, which holds no special token, to `out`.
     fn encode_ordinary_into(&self, text: &str, cache: &mut PieceCache, out: &mut Vec<TokenId>) {
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
-        self.pretokenizer.for_each_piece(text, |piece| {
-            let bytes = piece.as_bytes();
-            if let [byte] = bytes {
-                out.push(self.vocab.byte_ids[*byte as usize]);
-                return;
+        self.pretokenizer
+            .for_each_piece(text, |piece| self.encode_piece(piece.as_bytes(), cache, &mut scratch, out));
+    }
+
+    #[doc(hidden)]
+    pub fn bench_pieces(&self, pieces: &[&str]) -> Vec<TokenId> {
+        let mut out = Vec::new();
+        let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
+        self.caches.with(|cache| {
+            for piece in pieces {
+                self.encode_piece(piece.as_bytes(), cache, &mut scratch, &mut out);
             }
-            if bytes.len() <= MAX_CACHED_PIECE {
-                if let Some(ids) = cache.get(bytes) {
-                    out.extend_from_slice(ids);
-                    return;
-                }
-            }
-            self.merge_piece(bytes, &mut scratch);
-            if bytes.len() <= MAX_CACHED_PIECE {
-                cache.insert(bytes, &scratch);
-            }
-            out.extend_from_slice(&scratch);
         });
+        out
+    }
+
+    /// Appends the ids of one pre-token to `out`: from the cache, or merged and cached.
+    #[inline]
+    fn encode_piece(&self, bytes: &[u8], cache: &mut PieceCache, scratch: &mut Vec<TokenId>, out: &mut Vec<TokenId>) {
+        if let [byte] = bytes {
+            out.push(self.vocab.byte_ids[*byte as usize]);
+            return;
+        }
+        let key = cache::short_key(bytes);
+        let known = match key {
+            Some(key) => cache.get_short(key),
+            None if bytes.len() <= MAX_CACHED_PIECE => cache.get_long(bytes),
+            None => None,
+        };
+        if let Some(ids) = known {
+            out.extend_from_slice(ids);
+            return;
+        }
+        self.merge_piece(bytes, scratch);
+        if bytes.len() <= MAX_CACHED_PIECE {
+            cache.insert(bytes, key, scratch);
+        }
+        out.extend_from_slice(scratch);
     }
 
     /// The ids of one pre-token, by the encoder's rule, into `tokens`.
