@@ -30,7 +30,7 @@ def bpestore_tokenizer_class():
     bpestore = import_or_skip("bpestore")
     tokenizer_class = getattr(bpestore, "Tokenizer", None)
     if tokenizer_class is None:
-        raise Skip("bpestore.Tokenizer does not exist yet (bpestore/tokenizer.py)")
+        raise Skip("bpestore.Tokenizer does not exist yet (bpestore/encode/tokenizer.py)")
     return tokenizer_class
 
 
@@ -126,7 +126,7 @@ def encode_warm_tiktoken(params: dict) -> Job:
 
 
 def bpestore_store_class():
-    """``bpestore.Store`` (or ``bpestore.store.Store``), or None."""
+    """``bpestore.Store`` (or ``bpestore.store.Store`` in older layouts), or None."""
     bpestore = import_or_skip("bpestore")
     try:
         from bpestore import store

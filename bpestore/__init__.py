@@ -1,8 +1,8 @@
 """bpestore: byte-level BPE tokenizer trainer, encoder and persistent tokenizer store."""
 
 from .errors import CorpusDecodeError
-from .tokenizer import Tokenizer
-from .training import train_bpe
+from .encode.tokenizer import Tokenizer
+from .train.trainer import train_bpe
 
 __all__ = ["CorpusDecodeError", "Store", "Tokenizer", "train_bpe"]
 __version__ = "0.1.0"
@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str):
     # The store pulls in SQLAlchemy; import it only when it is asked for.
     if name == "Store":
-        from .store import Store
+        from .workflow import Store
 
         return Store
     raise AttributeError(f"module 'bpestore' has no attribute {name!r}")

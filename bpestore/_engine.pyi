@@ -19,7 +19,13 @@ class Pretokenizer:
     Hand-written scanners run the three known patterns; any other runs on fancy_regex.
     ValueError for an invalid pattern or an empty special token."""
 
-    def __init__(self, pattern: str, special_tokens: list[str] = ...) -> None: ...
+    def __init__(self, pattern: str, special_tokens: list[str] = ..., *, regex_engine: bool = False) -> None:
+        """``regex_engine=True`` runs fancy_regex even for the three known patterns (tests, benchmarks)."""
+    @property
+    def uses_scanner(self) -> bool:
+        """Whether a hand-written scanner (not the regex engine) splits the text."""
+    def piece_count(self, text: str) -> int:
+        """``len(self.pretokenize(text))`` without building the pieces (for benchmarks)."""
     @property
     def pattern(self) -> str: ...
     @property

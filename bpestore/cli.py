@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 import click
 import numpy as np
 
-from .diff import token_text
+from .workflow import token_text
 from .errors import BpestoreError
 
 if TYPE_CHECKING:
-    from .store import TokenizerInfo
+    from .store.database import TokenizerInfo
 
 EXIT_USER_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -52,7 +52,7 @@ def _fail(message: str) -> None:
 
 
 def Store(db: str):  # noqa: N802 - stands in for the class, imported late to keep --help fast
-    from .store import Store as StoreClass
+    from .workflow import Store as StoreClass
 
     return StoreClass(db)
 
@@ -182,7 +182,7 @@ def list_(as_json: bool, db: str) -> None:
 
 
 def _readable(token: bytes) -> str:
-    """Quoted and unambiguous (see :func:`bpestore.diff.token_text`)."""
+    """Quoted and unambiguous (see :func:`bpestore.workflow.token_text`)."""
     return "'" + token_text(token).replace("'", "\\'") + "'"
 
 
@@ -331,8 +331,8 @@ def encode(ref: str, input_path: Path | None, output: Path | None, workers: int 
       echo "Hello world" | bpestore encode gpt2
       bpestore encode gpt2 train.txt --output train.npy --workers 4
     """
-    from .corpus import iter_text_blocks
-    from .encode_file import encode_file_to_npy, write_npy_stream
+    from .pretokenize.corpus import iter_text_blocks
+    from .encode.files import encode_file_to_npy, write_npy_stream
     from .progress import progress_bar
 
     with Store(db) as store:
@@ -426,7 +426,7 @@ def import_gpt2(vocab_json: Path, merges_txt: Path, name: str, special_tokens: t
     Example:
       bpestore import gpt2 vocab.json merges.txt --name gpt2 --special-token '<|endoftext|>'
     """
-    from .interop import import_gpt2 as read
+    from .formats.interop import import_gpt2 as read
 
     _save_import(db, name, read(vocab_json, merges_txt, special_tokens))
 
@@ -443,7 +443,7 @@ def import_hf(tokenizer_json: Path, name: str, quiet: bool, db: str) -> None:
     Example:
       bpestore import hf tokenizer.json --name my-hf-bpe
     """
-    from .interop import import_hf as read
+    from .formats.interop import import_hf as read
 
     _save_import(db, name, read(tokenizer_json))
 
@@ -480,7 +480,7 @@ def import_tiktoken(file: Path, name: str, pattern: str, special_tokens: tuple[s
     Example:
       bpestore import tiktoken cl100k_base.tiktoken --name cl100k --pattern cl100k_base
     """
-    from .interop import import_tiktoken as read
+    from .formats.interop import import_tiktoken as read
 
     specials = _parse_special_assignments(special_tokens)
     _save_import(db, name, read(file, pattern, specials, progress=_show_progress(quiet)))
@@ -499,7 +499,7 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
       bpestore export ts@2 --format hf --output tokenizer.json
       bpestore export ts@2 --format gpt2 --output ts-gpt2/
     """
-    from .interop import export_tokenizer
+    from .formats.interop import export_tokenizer
 
     with Store(db) as store:
         tokenizer = store.load(ref)

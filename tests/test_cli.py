@@ -24,9 +24,9 @@ from click.testing import CliRunner
 
 from bpestore import Tokenizer, train_bpe
 from bpestore.cli import main
-from bpestore.corpus import chunk_boundaries
-from bpestore.encode_file import DEFAULT_CHUNK_BYTES, encode_file_to_npy
-from bpestore.store import Store
+from bpestore.pretokenize.corpus import chunk_boundaries
+from bpestore.encode.files import DEFAULT_CHUNK_BYTES, encode_file_to_npy
+from bpestore import Store
 from conftest import shared_file
 
 ENDOFTEXT = "<|endoftext|>"

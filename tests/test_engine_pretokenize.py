@@ -72,15 +72,20 @@ def test_known_patterns_are_pythons_byte_for_byte():
     assert _engine.O200K_PATTERN == O200K_PATTERN
     for pattern in KNOWN_PATTERNS:
         assert _engine.Pretokenizer(pattern, []).split_safe
+        assert _engine.Pretokenizer(pattern, []).uses_scanner
+        assert not _engine.Pretokenizer(pattern, [], regex_engine=True).uses_scanner
     for pattern in OTHER_PATTERNS:
         assert not _engine.Pretokenizer(pattern, []).split_safe
+        assert not _engine.Pretokenizer(pattern, []).uses_scanner
 
 
 @pytest.mark.parametrize("pattern", ALL_PATTERNS, ids=PATTERN_IDS)
 @FAST
 @given(text=texts(assigned_only=True).map(comparable))
 def test_pieces_equal_regex_findall(pattern, text):
-    assert _engine.Pretokenizer(pattern, []).pretokenize(text) == regex.findall(pattern, text)
+    engine = _engine.Pretokenizer(pattern, [])
+    assert engine.pretokenize(text) == regex.findall(pattern, text)
+    assert engine.piece_count(text) == len(engine.pretokenize(text))
 
 
 @pytest.mark.parametrize("pattern", KNOWN_PATTERNS, ids=PATTERN_IDS[:3])
@@ -98,6 +103,8 @@ def test_pieces_equal_regex_findall_for_every_character(pattern):
     chars = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) not in ("Cn", "Cs") and chr(c) not in CATEGORY_CHANGED]
     text = "".join(c + rng.choice(context) + rng.choice(context) for c in chars)
     assert _engine.Pretokenizer(pattern, []).pretokenize(text) == regex.findall(pattern, text)
+    # The regex engine path too: it is what other patterns run on.
+    assert _engine.Pretokenizer(pattern, [], regex_engine=True).pretokenize(text) == regex.findall(pattern, text)
 
 
 def test_unicode_tables_differ_only_on_newly_assigned_code_points():

@@ -32,9 +32,9 @@ from hypothesis import strategies as st
 from bpestore import Tokenizer, train_bpe
 from bpestore.cli import main
 from bpestore.errors import FormatError
-from bpestore.interop import export_tokenizer, import_gpt2, import_hf, import_tiktoken
+from bpestore.formats.interop import export_tokenizer, import_gpt2, import_hf, import_tiktoken
 from bpestore.pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
-from bpestore.store import Store
+from bpestore import Store
 from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, ENDOFTEXT_ID, R50K_PATTERN, gpt2_vocab_and_merges, read_merges_txt, read_vocab_json
 

@@ -23,12 +23,13 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Integer, MetaData, create_engine
 
-import bpestore.fastload
-import bpestore.migrate
-from bpestore import Tokenizer, schema
+import bpestore.store.loader
+import bpestore.store.migrate
+from bpestore import Tokenizer
+from bpestore.store import schema
 from bpestore.errors import DatabaseTooNewError, NotABpestoreDatabaseError
-from bpestore.migrate import migrations_dir
-from bpestore.store import Store
+from bpestore.store.migrate import migrations_dir
+from bpestore import Store
 from conftest import REPO_ROOT
 
 TABLES = {"corpora", "pretoken_counts", "tokenizers", "vocab", "merges"}
@@ -93,8 +94,8 @@ def assert_same_tokenizer(a: Tokenizer, b: Tokenizer) -> None:
 def test_the_migrations_have_one_head_and_the_code_knows_it():
     script = ScriptDirectory(str(migrations_dir()))
     assert len(script.get_heads()) == 1
-    assert bpestore.migrate.SCHEMA_REVISION == script.get_current_head()
-    assert migrations_dir() == REPO_ROOT / "bpestore" / "migrations"  # in a checkout, the repository's
+    assert bpestore.store.migrate.SCHEMA_REVISION == script.get_current_head()
+    assert migrations_dir() == REPO_ROOT / "bpestore" / "store" / "migrations"  # in a checkout, the repository's
 
 
 def test_a_new_database_is_created_at_head(tmp_path):
@@ -223,14 +224,14 @@ def newer_release(tmp_path, monkeypatch):
     assert ScriptDirectory(str(directory)).get_current_head() == later
 
     def activate() -> None:
-        monkeypatch.setattr(bpestore.migrate, "migrations_dir", lambda: directory)
-        monkeypatch.setattr(bpestore.migrate, "SCHEMA_REVISION", later)
-        monkeypatch.setattr(bpestore.fastload, "SCHEMA_REVISION", later)
-        bpestore.migrate._script_directory.cache_clear()
+        monkeypatch.setattr(bpestore.store.migrate, "migrations_dir", lambda: directory)
+        monkeypatch.setattr(bpestore.store.migrate, "SCHEMA_REVISION", later)
+        monkeypatch.setattr(bpestore.store.loader, "SCHEMA_REVISION", later)
+        bpestore.store.migrate._script_directory.cache_clear()
 
     yield later, activate
     monkeypatch.undo()
-    bpestore.migrate._script_directory.cache_clear()
+    bpestore.store.migrate._script_directory.cache_clear()
 
 
 @pytest.mark.parametrize("open_with", ["Store", "from_db"])
@@ -268,7 +269,7 @@ def test_the_older_release_refuses_the_upgraded_database(tmp_path, newer_release
     Store(db).close()
     assert revision_of(db) == [(later,)]
     monkeypatch.undo()  # back to this release, which does not know `later`
-    bpestore.migrate._script_directory.cache_clear()
+    bpestore.store.migrate._script_directory.cache_clear()
     _convert_to_rollback_journal(db)
     before = snapshot(tmp_path)
     with pytest.raises(DatabaseTooNewError, match=later):

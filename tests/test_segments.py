@@ -14,9 +14,10 @@ import regex
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bpestore.byte_segments import gather_text, joinable, segment_bounds
-from bpestore.pretokenize import SPLIT_SAFE_PATTERNS, SegmentCounter
-from bpestore.segment_table import KEY_PADDING, MAX_KEY_BYTES, SegmentTable, segment_keys
+from bpestore.encode.byte_segments import gather_text, joinable, segment_bounds
+from bpestore.pretokenize import SPLIT_SAFE_PATTERNS
+from bpestore.train.counting import SegmentCounter
+from bpestore.encode.segment_table import KEY_PADDING, MAX_KEY_BYTES, SegmentTable, segment_keys
 from strategies import REGEX_WHITESPACE, SPECIAL_TOKEN_SETS, texts
 
 
@@ -35,7 +36,7 @@ def special_spans(text: str, special_tokens: list[str]) -> list[tuple[int, int]]
 
 
 def expected_bounds(text: str, special_tokens: list[str]) -> list[int]:
-    """The split rule of bpestore.pretokenize, in characters, then in bytes."""
+    """The split rule of bpestore.pretokenize.patterns, in characters, then in bytes."""
     spans = special_spans(text, special_tokens)
     inside = {i for start, end in spans for i in range(start + 1, end)}
     special_starts = {start for start, _ in spans}

@@ -1,4 +1,4 @@
-"""Tests of ``bpestore.store.Store``: schema and readable views, versions and references, training
+"""Tests of ``bpestore.Store``: schema and readable views, versions and references, training
 into the store (one transaction, reuse of pre-token counts), loading, diff, concurrency, and URLs.
 
 Expected values are computed here, independently of the code under test: pre-token counts with the
@@ -27,11 +27,11 @@ from sqlalchemy import text as sql
 from sqlalchemy.engine import Connection
 
 import bpestore
-import bpestore.store
-import bpestore.training
+import bpestore.workflow
+import bpestore.train.trainer
 from bpestore import Tokenizer, train_bpe
 from bpestore.errors import InvalidReferenceError, TokenizerNotFoundError
-from bpestore.store import Store
+from bpestore.workflow import Store
 from conftest import REPO_ROOT, shared_file
 from reference import reference_pretoken_counts
 from strategies import texts
@@ -151,7 +151,7 @@ def assert_same_tokenizer(loaded: Tokenizer, original: Tokenizer) -> None:
 
 
 def test_store_is_exported_from_the_package():
-    assert getattr(bpestore, "Store", None) is Store, "bpestore.Store should be the store class (bpestore.store.Store)"
+    assert getattr(bpestore, "Store", None) is Store, "bpestore.Store should be the store class (bpestore.workflow.Store)"
 
 
 def test_new_store_has_the_tables_with_their_columns(db):
@@ -489,13 +489,13 @@ def test_several_vocab_sizes_from_one_run(store, corpus_a):
 def test_training_on_the_same_content_reuses_the_pretoken_counts(store, db, corpus_a, tmp_path, monkeypatch):
     expected = {specials: train_bpe(corpus_a, 330, list(specials), workers=1) for specials in [(ENDOFTEXT,), (ENDOFTEXT, "<pad>"), ()]}
     calls = []
-    original = bpestore.training.count_corpus
+    original = bpestore.train.trainer.count_corpus
 
     def counting(*args, **kwargs):
         calls.append(args)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(bpestore.training, "count_corpus", counting)
+    monkeypatch.setattr(bpestore.train.trainer, "count_corpus", counting)
     store.train(corpus_a, "a", 300, SPECIALS, workers=1)
     assert len(calls) == 1  # the wrapper does intercept the store's pre-tokenization
 
@@ -600,7 +600,7 @@ def test_failure_at_every_statement_of_the_write(store_with_data, corpus_a, monk
 
 def test_interrupt_while_learning_merges(store_with_data, corpus_a, monkeypatch):
     store, db, before = store_with_data
-    original = bpestore.training.iter_merges
+    original = bpestore.train.trainer.iter_merges
 
     def interrupted(*args, **kwargs):
         for i, merge in enumerate(original(*args, **kwargs)):
@@ -608,7 +608,7 @@ def test_interrupt_while_learning_merges(store_with_data, corpus_a, monkeypatch)
                 raise KeyboardInterrupt
             yield merge
 
-    monkeypatch.setattr(bpestore.training, "iter_merges", interrupted)
+    monkeypatch.setattr(bpestore.train.trainer, "iter_merges", interrupted)
     with pytest.raises(KeyboardInterrupt):
         store.train(corpus_a, "new", [300, 310], SPECIALS, workers=1)
     monkeypatch.undo()
@@ -651,7 +651,7 @@ def saved_and_loaded(tmp_path_factory):
     original = Tokenizer(vocab, merges, specials)
     with Store(db) as store:
         store.save("older", byte_tokenizer())
-        store.save("tok", Tokenizer(*bpestore.training.vocab_and_merges(specials, merges[:10]), specials))
+        store.save("tok", Tokenizer(*bpestore.train.trainer.vocab_and_merges(specials, merges[:10]), specials))
         ref = store.save("tok", original)
         via_store = store.load("tok")
     via_db = Tokenizer.from_db(db, "tok")
@@ -823,7 +823,7 @@ def barrier(directory, me, count):
 """
 
 TRAINER = BARRIER + """
-from bpestore.store import Store
+from bpestore import Store
 db, corpus, me, count, rounds, open_first = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
 store = Store(db) if open_first else None
 barrier(Path(db).parent / "barrier", me, count)
@@ -882,7 +882,7 @@ def test_two_processes_create_a_new_database_at_once(tmp_path, corpus_b):
 
 WRITER = BARRIER + """
 from bpestore import Tokenizer
-from bpestore.store import Store
+from bpestore import Store
 db, rounds = sys.argv[1], int(sys.argv[2])
 vocab = {b: bytes([b]) for b in range(256)}
 merges, last = [], [bytes([65 + c]) for c in range(26)]
@@ -897,7 +897,7 @@ print(json.dumps(refs))
 """
 
 READER = BARRIER + """
-from bpestore.store import Store
+from bpestore import Store
 db = sys.argv[1]
 store = Store(db, busy_timeout=0)  # readers must never wait for the writer: no retrying on a lock
 barrier(Path(db).parent / "barrier", "reader", 2)

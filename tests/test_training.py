@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpestore
-import bpestore.corpus
-import bpestore.training
-from bpestore.merge import learn_merges
+import bpestore.pretokenize.corpus
+import bpestore.train.counting
+import bpestore.train.trainer
+from bpestore.train.merge import learn_merges
 from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, cs336_reference_training
 from reference import reference_pretoken_counts, reference_train
@@ -104,17 +105,17 @@ def force_chunks(monkeypatch, chunk_bytes: int) -> list[tuple[int, int]]:
     processes, ``(chunks, workers)``, to check that several processes really ran.
     """
     monkeypatch.setattr(
-        bpestore.training,
+        bpestore.train.trainer,
         "count_file_pretokens",
-        functools.partial(bpestore.corpus.count_file_pretokens, chunk_bytes=chunk_bytes),
+        functools.partial(bpestore.train.counting.count_file_pretokens, chunk_bytes=chunk_bytes),
     )
     return spy_on_processes(monkeypatch)
 
 
 def spy_on_processes(monkeypatch) -> list[tuple[int, int]]:
-    """Record ``(chunks, workers)`` for each use of worker processes by bpestore.corpus."""
+    """Record ``(chunks, workers)`` for each use of worker processes by bpestore.train.counting."""
     calls: list[tuple[int, int]] = []
-    in_processes = bpestore.corpus._count_in_processes
+    in_processes = bpestore.train.counting._count_in_processes
     signature = inspect.signature(in_processes)
 
     def spy(*args, **kwargs):
@@ -122,7 +123,7 @@ def spy_on_processes(monkeypatch) -> list[tuple[int, int]]:
         calls.append((len(arguments["chunks"]), arguments["workers"]))
         return in_processes(*args, **kwargs)
 
-    monkeypatch.setattr(bpestore.corpus, "_count_in_processes", spy)
+    monkeypatch.setattr(bpestore.train.counting, "_count_in_processes", spy)
     return calls
 
 
@@ -137,7 +138,7 @@ def big_corpus(tmp_path_factory) -> tuple[Path, str]:
 def test_pretoken_counts_same_in_chunks_and_processes(big_corpus, special_tokens, monkeypatch):
     path, text = big_corpus
     calls = spy_on_processes(monkeypatch)
-    counts = bpestore.corpus.count_file_pretokens(path, special_tokens, workers=2, chunk_bytes=4096)
+    counts = bpestore.train.counting.count_file_pretokens(path, special_tokens, workers=2, chunk_bytes=4096)
     assert calls and calls[0][0] > 50 and calls[0][1] == 2
     expected = reference_pretoken_counts(text, special_tokens)
     assert Counter(counts) == expected
@@ -158,7 +159,7 @@ def test_train_bpe_same_for_any_workers_and_chunking(big_corpus, monkeypatch):
 def test_pretoken_counts_same_for_tiny_chunks(tmp_path_factory, text, special_tokens, chunk_bytes):
     """Cutting a text almost everywhere the chunker allows must not change a single count."""
     path = write_corpus(tmp_path_factory.mktemp("corpus") / "text.txt", text)
-    counts = bpestore.corpus.count_file_pretokens(path, special_tokens, workers=1, chunk_bytes=chunk_bytes)
+    counts = bpestore.train.counting.count_file_pretokens(path, special_tokens, workers=1, chunk_bytes=chunk_bytes)
     expected = reference_pretoken_counts(text, special_tokens)
     assert Counter(counts) == expected
 
@@ -174,7 +175,7 @@ def test_pretoken_counts_whitespace_before_a_special_token(tmp_path, special_tok
     path = write_corpus(tmp_path / "text.txt", text)
     expected = reference_pretoken_counts(text, special_tokens)
     for chunk_bytes in range(1, len(text.encode("utf-8")) + 1):
-        counts = bpestore.corpus.count_file_pretokens(path, special_tokens, workers=1, chunk_bytes=chunk_bytes)
+        counts = bpestore.train.counting.count_file_pretokens(path, special_tokens, workers=1, chunk_bytes=chunk_bytes)
         assert Counter(counts) == expected, chunk_bytes
 
 
@@ -183,7 +184,7 @@ def test_pretoken_counts_tiny_chunks_in_processes(tmp_path, monkeypatch):
     path = write_corpus(tmp_path / "text.txt", text)
     calls = spy_on_processes(monkeypatch)
     for special_tokens in SPECIAL_TOKEN_SETS:
-        counts = bpestore.corpus.count_file_pretokens(path, special_tokens, workers=2, chunk_bytes=5)
+        counts = bpestore.train.counting.count_file_pretokens(path, special_tokens, workers=2, chunk_bytes=5)
         expected = reference_pretoken_counts(text, special_tokens)
         assert Counter(counts) == expected, special_tokens
     assert len(calls) == len(SPECIAL_TOKEN_SETS) and all(workers == 2 for _, workers in calls)
@@ -289,12 +290,12 @@ def test_invalid_utf8_first_offset_whichever_process_finds_it(tmp_path):
     data[chunk_bytes + 100] = 0xFE  # near the start of the second
     path = tmp_path / "bad.txt"
     path.write_bytes(data)
-    boundaries = bpestore.corpus.chunk_boundaries(path, [], chunk_bytes)
+    boundaries = bpestore.pretokenize.corpus.chunk_boundaries(path, [], chunk_bytes)
     assert boundaries[1] in range(chunk_bytes - 99, chunk_bytes + 101)  # the two really are apart
     offsets = []
     for _ in range(20):
         with pytest.raises(bpestore.CorpusDecodeError) as error:
-            bpestore.corpus.count_file_pretokens(path, [], workers=2, chunk_bytes=chunk_bytes)
+            bpestore.train.counting.count_file_pretokens(path, [], workers=2, chunk_bytes=chunk_bytes)
         offsets.append(error.value.offset)
     assert offsets == [chunk_bytes - 100] * 20
 

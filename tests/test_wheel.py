@@ -46,7 +46,7 @@ def outside_repo(path: Path) -> bool:
 
 
 def repo_head() -> str:
-    return ScriptDirectory(str(REPO_ROOT / "bpestore" / "migrations")).get_current_head()
+    return ScriptDirectory(str(REPO_ROOT / "bpestore" / "store" / "migrations")).get_current_head()
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +105,10 @@ def test_the_wheel_carries_the_package_the_migrations_and_the_script(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         entry_points = next((archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")), "")
-    assert "bpestore/__init__.py" in names and "bpestore/store.py" in names
-    migrations = REPO_ROOT / "bpestore" / "migrations"
+    assert "bpestore/__init__.py" in names and "bpestore/store/database.py" in names
+    migrations = REPO_ROOT / "bpestore" / "store" / "migrations"
     for path in [migrations / "env.py", migrations / "script.py.mako", *sorted((migrations / "versions").glob("*.py"))]:
-        assert f"bpestore/migrations/{path.relative_to(migrations).as_posix()}" in names, path
+        assert f"bpestore/store/migrations/{path.relative_to(migrations).as_posix()}" in names, path
     assert not any(name.startswith("tests/") for name in names)
     assert re.search(r"^bpestore\s*=\s*bpestore\.cli:main$", entry_points, re.MULTILINE), entry_points
     # the Rust engine is inside the package, as the extension module bpestore._engine
@@ -121,8 +121,8 @@ import json, sqlite3, sys
 from pathlib import Path
 import bpestore
 from bpestore import Tokenizer
-from bpestore.migrate import migrations_dir
-from bpestore.store import Store
+from bpestore.store.migrate import migrations_dir
+from bpestore import Store
 
 db, corpus = sys.argv[1], sys.argv[2]
 vocab = {b: bytes([b]) for b in range(256)}

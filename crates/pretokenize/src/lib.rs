@@ -5,7 +5,9 @@
 //! lets text be split into independently pre-tokenized chunks lives here in one place
 //! ([`last_safe_cut`] for streams, [`next_safe_cut`] for files).
 
+mod classes;
 mod cut;
+mod scan;
 mod special;
 mod utf8;
 
@@ -85,12 +87,16 @@ enum Known {
 struct Inner {
     pattern: String,
     known: Option<Known>,
+    /// Whether the hand-written scanner for `known` runs (else the regex does).
+    scanner: bool,
     regex: fancy_regex::Regex,
 }
 
 /// Splits text that holds no special token into pre-tokens: exactly the pieces that Python's
 /// `regex.findall(pattern, text)` gives (for a pattern without capture groups; empty matches are
-/// left out, as they make no pre-token).
+/// left out, as they make no pre-token). The three known patterns run on hand-written scanners
+/// (no regex engine, an ASCII fast path, Unicode classes from a table built from the regex
+/// engine's own data); any other pattern runs on fancy_regex.
 ///
 /// Cheap to clone (the compiled pattern is shared), `Send` and `Sync`.
 #[derive(Debug, Clone)]
@@ -102,6 +108,16 @@ impl Pretokenizer {
     /// A pre-tokenizer for `pattern` (a regex in the syntax of Python's `regex` module, as far as
     /// fancy_regex shares it: possessive quantifiers, look-around, `\p{..}` classes).
     pub fn new(pattern: &str) -> Result<Pretokenizer, PretokenizeError> {
+        Pretokenizer::build(pattern, true)
+    }
+
+    /// A pre-tokenizer for `pattern` that always runs the regex engine, even for the three
+    /// known patterns (for differential tests and benchmarks of the scanners).
+    pub fn with_regex_engine(pattern: &str) -> Result<Pretokenizer, PretokenizeError> {
+        Pretokenizer::build(pattern, false)
+    }
+
+    fn build(pattern: &str, scanner: bool) -> Result<Pretokenizer, PretokenizeError> {
         let regex = fancy_regex::RegexBuilder::new(pattern)
             .backtrack_limit(BACKTRACK_LIMIT)
             .build()
@@ -119,9 +135,15 @@ impl Pretokenizer {
             inner: Arc::new(Inner {
                 pattern: pattern.to_string(),
                 known,
+                scanner: scanner && known.is_some(),
                 regex,
             }),
         })
+    }
+
+    /// Whether a hand-written scanner (not the regex engine) splits the text.
+    pub fn uses_scanner(&self) -> bool {
+        self.inner.scanner
     }
 
     /// The pattern this pre-tokenizer was made from.
@@ -143,6 +165,14 @@ impl Pretokenizer {
     /// If an arbitrary (not one of the three known) pattern backtracks catastrophically, past a
     /// limit of 10^8 steps for one match.
     pub fn for_each_piece<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) {
+        if self.inner.scanner {
+            match self.inner.known {
+                Some(Known::Gpt2) => return scan::gpt2(text, f),
+                Some(Known::Cl100k) => return scan::cl100k(text, f),
+                Some(Known::O200k) => return scan::o200k(text, f),
+                None => {}
+            }
+        }
         for found in self.inner.regex.find_iter(text) {
             match found {
                 Ok(piece) if !piece.as_str().is_empty() => f(piece.as_str()),

@@ -359,6 +359,19 @@ pub(crate) const ATOMS: &[&str] = &[
     "don't",
     "Hello",
     " world",
+    "'ſ",
+    "'ve",
+    "'D",
+    "'m",
+    "'LL",
+    "'re",
+    "ⅰ",
+    "\r\n/",
+    " /",
+    "A",
+    "ǈ",
+    "ᵃ",
+    "\u{903}",
 ];
 
 impl Nasty {
@@ -501,4 +514,33 @@ fn shareable_across_threads() {
     fn assert_send_sync<T: Send + Sync + Clone>() {}
     assert_send_sync::<Pretokenizer>();
     assert_send_sync::<SpecialTokens>();
+}
+
+/// The scanners against fancy_regex on many generated texts and a sample of all code points.
+/// (The Python tests check every assigned code point against `regex`; fancy_regex is too slow
+/// for that in a debug build.)
+#[test]
+fn scanners_equal_the_regex() {
+    let mut nasty = Nasty::new(4);
+    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+        let scanner = Pretokenizer::new(pattern).unwrap();
+        let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
+        assert!(scanner.uses_scanner() && !regex.uses_scanner());
+        for _ in 0..10_000 {
+            let text = nasty.text(10);
+            assert_eq!(
+                scanner.pieces(&text),
+                regex.pieces(&text),
+                "{pattern}: {text:?}"
+            );
+        }
+        // One code point in 50 (a different sample for each pattern), each followed by an atom.
+        let mut text = String::new();
+        let offset = nasty.below(50) as u32;
+        for c in (offset..0x110000u32).step_by(50).filter_map(char::from_u32) {
+            text.push(c);
+            text.push_str(ATOMS[nasty.below(ATOMS.len())]);
+        }
+        assert_eq!(scanner.pieces(&text), regex.pieces(&text), "{pattern}");
+    }
 }

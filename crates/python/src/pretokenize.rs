@@ -37,16 +37,22 @@ impl PyPretokenizer {
 
 #[pymethods]
 impl PyPretokenizer {
+    /// `regex_engine=True` runs the regex engine even for the three known patterns (for tests
+    /// and benchmarks of the scanners).
     #[new]
-    #[pyo3(signature = (pattern, special_tokens = Vec::new()))]
-    fn new(pattern: &str, special_tokens: Vec<String>) -> PyResult<Self> {
+    #[pyo3(signature = (pattern, special_tokens = Vec::new(), *, regex_engine = false))]
+    fn new(pattern: &str, special_tokens: Vec<String>, regex_engine: bool) -> PyResult<Self> {
         if special_tokens.iter().any(String::is_empty) {
             return Err(PyValueError::new_err(
                 "a special token cannot be the empty string",
             ));
         }
-        let pretokenizer =
-            Pretokenizer::new(pattern).map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let pretokenizer = if regex_engine {
+            Pretokenizer::with_regex_engine(pattern)
+        } else {
+            Pretokenizer::new(pattern)
+        }
+        .map_err(|error| PyValueError::new_err(error.to_string()))?;
         Ok(PyPretokenizer {
             pretokenizer,
             specials: SpecialTokens::new(&special_tokens),
@@ -69,6 +75,26 @@ impl PyPretokenizer {
     #[getter]
     fn split_safe(&self) -> bool {
         self.pretokenizer.is_split_safe()
+    }
+
+    /// Whether a hand-written scanner (rather than the regex engine) splits the text.
+    #[getter]
+    fn uses_scanner(&self) -> bool {
+        self.pretokenizer.uses_scanner()
+    }
+
+    /// How many pieces `pretokenize(text)` would give, without building them (for benchmarks).
+    fn piece_count(&self, py: Python<'_>, text: &str) -> usize {
+        py.detach(|| {
+            let mut count = 0;
+            for part in self.specials.split(text) {
+                match part {
+                    Part::Text(text) => self.pretokenizer.for_each_piece(text, |_| count += 1),
+                    Part::Special { .. } => count += 1,
+                }
+            }
+            count
+        })
     }
 
     /// The pre-tokens of `text`, special tokens as pieces of their own.

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from .corpus import check_corpus_path, count_file_pretokens
+from ..pretokenize.corpus import check_corpus_path
+from .counting import count_file_pretokens
 from .merge import learn_merges
-from .pretokenize import GPT2_PATTERN
-from .progress import progress_bar
+from ..pretokenize.patterns import GPT2_PATTERN
+from ..progress import progress_bar
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
@@ -47,7 +48,7 @@ def iter_merges(
     pretoken_counts: Mapping[bytes, int], max_merges: int, *, progress: bool = False, consume_counts: bool = False
 ) -> Iterator[tuple[bytes, bytes]]:
     """The merges learned from pre-token counts, one at a time, with an optional progress bar.
-    ``consume_counts`` empties the counts once read (see :func:`bpestore.merge.learn_merges`)."""
+    ``consume_counts`` empties the counts once read (see :func:`bpestore.train.merge.learn_merges`)."""
     with progress_bar(progress, max_merges, "merges", unit="merge") as bar:
         for merge in learn_merges(pretoken_counts, max_merges, consume_counts=consume_counts):
             yield merge

@@ -3,7 +3,7 @@
 ``Tokenizer.from_db`` on a SQLite file at the current schema revision takes this path: it needs
 neither SQLAlchemy nor alembic (whose imports alone cost more than the load), opens the file
 read-only and runs three queries. Anything unusual (another database, an older schema, an unknown
-name) returns None, and the caller goes through :class:`bpestore.store.Store`, which upgrades the
+name) returns None, and the caller goes through :class:`bpestore.store.database.ModelStore`, which upgrades the
 schema or explains the problem.
 """
 
@@ -17,15 +17,18 @@ from pathlib import Path
 from .sqlite_uri import sqlite_uri
 from .refs import parse_ref
 from .schema_revision import SCHEMA_REVISION
-from .tokenizer import Tokenizer
 
 VOCAB_SQL = "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
 MERGES_SQL = 'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
 _TOKENIZER_SQL = "SELECT id, special_tokens, pattern, merge_rule FROM tokenizers WHERE name = ?"
 
 
-def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> Tokenizer | None:
-    """The tokenizer ``ref`` from a SQLite file at the current revision, else None."""
+StoredParts = tuple[dict[int, bytes], list[tuple[bytes, bytes]], list[str], str, str]
+
+
+def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> StoredParts | None:
+    """The tokenizer ``ref`` from a SQLite file at the current revision as ``(vocab, merges,
+    special_tokens, pattern, merge_rule)``, else None."""
     text = os.fspath(path_or_url)
     if "://" in text or not Path(text).is_file():
         return None
@@ -49,4 +52,4 @@ def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> Tokenizer | No
         return None
     finally:
         connection.close()
-    return Tokenizer(vocab, merges, json.loads(special_tokens), pattern=pattern, merge_rule=merge_rule)
+    return vocab, merges, json.loads(special_tokens), pattern, merge_rule

@@ -1,24 +1,21 @@
-"""Reading a corpus file in chunks and counting its pre-tokens, in parallel, in bounded memory.
+"""Reading a corpus file: checked, decoded block by block, or cut into chunks at safe places.
 
 Chunks are cut where the cut cannot change the result: at the start of a special token (the corpus is
 split there anyway), or else just before a space between two printable ASCII characters (a safe
-cut for the pre-tokenizer, see :mod:`bpestore.pretokenize`). No process ever holds more than one
-chunk of text, and workers send back pre-token counts, never pre-tokens.
+cut for the pre-tokenizer, see :mod:`bpestore.pretokenize.patterns`). Counting the chunks'
+pre-tokens is training's business (:mod:`bpestore.train.counting`).
 """
 
 from __future__ import annotations
 
 import codecs
 import errno
-import multiprocessing
 import os
-import queue as queue_module
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import CorpusDecodeError
-from .pretokenize import GPT2_PATTERN, SegmentCounter, SpecialSplitter
+from ..errors import CorpusDecodeError
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 _WINDOW_BYTES = 64 << 10
@@ -100,7 +97,7 @@ def chunk_boundaries(
     """Offsets 0 = b0 < b1 < ... < bn = file size; each bi is a safe place to cut the file.
 
     ``space_cuts=False`` allows cuts only before special tokens (for pre-tokenizer patterns that
-    lack the split property of :mod:`bpestore.pretokenize`).
+    lack the split property of :mod:`bpestore.pretokenize.patterns`).
     """
     size = os.path.getsize(path)
     specials = [token.encode("utf-8") for token in special_tokens]
@@ -177,98 +174,3 @@ def read_chunk(path: str | os.PathLike, start: int, end: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise CorpusDecodeError(path, start + error.start, error.reason) from None
-
-
-def _count_chunks(path, chunks, special_tokens, pattern, on_chunk) -> dict[bytes, int]:
-    splitter = SpecialSplitter(special_tokens)
-    counter = SegmentCounter(pattern)
-    for start, end in chunks:
-        for piece in splitter.split(read_chunk(path, start, end)):
-            counter.add(piece)
-        on_chunk(end - start)
-    return {token.encode("utf-8"): count for token, count in counter.pretoken_counts().items()}
-
-
-def _worker(path, special_tokens, pattern, tasks, results) -> None:
-    def next_chunks():
-        while (task := tasks.get()) is not None:
-            yield task
-
-    try:
-        counts = _count_chunks(path, next_chunks(), special_tokens, pattern, lambda n: results.put(("progress", n)))
-        results.put(("done", counts))
-    except BaseException as error:  # report every failure to the parent, which raises it
-        results.put(("error", error))
-
-
-def count_file_pretokens(
-    path: str | os.PathLike,
-    special_tokens: Sequence[str] = (),
-    *,
-    pattern: str = GPT2_PATTERN,
-    workers: int | None = None,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    on_progress: ProgressCallback | None = None,
-) -> dict[bytes, int]:
-    """Pre-token counts of a UTF-8 file cut at ``special_tokens``, as UTF-8 bytes -> count.
-
-    ``workers`` processes (default: the usable CPUs) each read their own chunks; with one worker,
-    or a file of one chunk, everything happens in this process.
-    """
-    path = check_corpus_path(path)
-    on_progress = on_progress or (lambda n: None)
-    boundaries = chunk_boundaries(path, special_tokens, chunk_bytes)
-    chunks = list(zip(boundaries, boundaries[1:]))
-    workers = min(workers or default_workers(), len(chunks))
-    if workers <= 1:
-        return _count_chunks(path, chunks, special_tokens, pattern, on_progress)
-    return _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress)
-
-
-def _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress) -> dict[bytes, int]:
-    # fork: workers start at once and need no importable __main__ (scripts without a main guard
-    # work); elsewhere spawn is the only choice.
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    tasks = context.Queue()
-    results = context.Queue()
-    for chunk in chunks:
-        tasks.put(chunk)
-    for _ in range(workers):
-        tasks.put(None)
-    processes = [
-        context.Process(target=_worker, args=(str(path), tuple(special_tokens), pattern, tasks, results), daemon=True)
-        for _ in range(workers)
-    ]
-    for process in processes:
-        process.start()
-    partial_counts: list[dict[bytes, int]] = []
-    try:
-        while len(partial_counts) < workers:
-            try:
-                kind, payload = results.get(timeout=1.0)
-            except queue_module.Empty:
-                if any(process.exitcode not in (None, 0) for process in processes):
-                    raise RuntimeError("a pre-tokenization worker died unexpectedly") from None
-                continue
-            if kind == "progress":
-                on_progress(payload)
-            elif kind == "done":
-                partial_counts.append(payload)
-            elif isinstance(payload, CorpusDecodeError):
-                # Workers run ahead of each other: report the first bad byte of the file, always.
-                raise first_decode_error(path, payload.offset) or payload
-            else:
-                raise payload
-    finally:
-        for process in processes:
-            if process.is_alive() and len(partial_counts) < workers:
-                process.terminate()
-            process.join()
-    partial_counts.sort(key=len, reverse=True)
-    total = partial_counts[0]  # the biggest, so that the fewest entries are added one by one
-    get = total.get
-    for counts in partial_counts[1:]:
-        for token, count in counts.items():
-            total[token] = get(token, 0) + count
-    return total

@@ -1,6 +1,6 @@
 """Alembic environment for bpestore's schema.
 
-bpestore runs migrations in-process (bpestore/migrate.py) and hands over its own connection in
+bpestore runs migrations in-process (bpestore/store/migrate.py) and hands over its own connection in
 ``config.attributes["connection"]``; the alembic command line (with migrations/alembic.ini) gets a
 fresh engine from the ini file's URL instead.
 """
@@ -8,7 +8,7 @@ fresh engine from the ini file's URL instead.
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from bpestore.schema import metadata
+from bpestore.store.schema import metadata
 
 config = context.config
 

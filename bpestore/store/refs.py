@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidReferenceError
+from ..errors import InvalidReferenceError
 
 _NAME = re.compile(r"[^@\s]+")
 

@@ -1,6 +1,6 @@
 """Where a UTF-8 encoded text falls apart into segments that can be tokenized independently.
 
-This is :mod:`bpestore.pretokenize`'s split rule, applied with array operations to the bytes of a
+This is :mod:`bpestore.pretokenize.patterns`'s split rule, applied with array operations to the bytes of a
 text: a segment starts at the text's start, at each space between two characters that are not
 whitespace (for the split-safe patterns), and at each special token's start and end. Cutting at
 fewer places than the rule allows is always correct (a longer segment is tokenized by the regex
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pretokenize import REGEX_WHITESPACE
+from ..pretokenize.patterns import REGEX_WHITESPACE
 
 _SPACE = 0x20
 

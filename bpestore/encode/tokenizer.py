@@ -1,8 +1,8 @@
 """``Tokenizer``: encode text to ids and back with a byte-level BPE vocabulary.
 
 Encoding works on a block of text's UTF-8 bytes with NumPy: it cuts them at special tokens and
-before every space that starts a word (see :mod:`bpestore.byte_segments`), and looks all the
-segments up at once in a hash table of arrays (:mod:`bpestore.segment_table`). Only the distinct
+before every space that starts a word (see :mod:`bpestore.encode.byte_segments`), and looks all the
+segments up at once in a hash table of arrays (:mod:`bpestore.encode.segment_table`). Only the distinct
 segments not seen before go through the regex and BPE, in one batch per block, so the per-byte
 work on natural text is a few array operations.
 """
@@ -20,7 +20,7 @@ import regex
 
 from .byte_segments import gather_text, joinable, segment_bounds
 from .bpe import PairRankMerger, TokenAlphabet, TokenRankMerger, id_string_to_array
-from .pretokenize import (
+from ..pretokenize.patterns import (
     GPT2_PATTERN,
     LETTER_RUN_PATTERNS,
     REGEX_WHITESPACE,
@@ -136,7 +136,7 @@ class Tokenizer:
         special_tokens: Iterable[str] | None = None,
     ) -> Tokenizer:
         """A tokenizer from GPT-2's ``vocab.json`` and ``merges.txt`` (byte-to-unicode encoded)."""
-        from .formats import gpt2
+        from ..formats import gpt2
 
         special_tokens = list(special_tokens or ())
         vocab = gpt2.read_vocab(vocab_filepath, literal_tokens=special_tokens)
@@ -146,19 +146,20 @@ class Tokenizer:
     @classmethod
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
-        from .fastload import load_from_sqlite
+        from ..store.loader import load_from_sqlite
 
         location = os.fspath(path_or_url)
         if "://" not in location and not os.path.exists(location):
             raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", location)
 
-        tokenizer = load_from_sqlite(path_or_url, name)
-        if tokenizer is not None:
-            return tokenizer
-        from .store import Store  # upgrades an older schema, or explains what is wrong
+        parts = load_from_sqlite(path_or_url, name)
+        if parts is None:
+            from ..store.database import ModelStore  # upgrades an older schema, or explains what is wrong
 
-        with Store(path_or_url) as store:
-            return store.load(name)
+            with ModelStore(path_or_url) as store:
+                parts = store.load_parts(name)
+        vocab, merges, special_tokens, pattern, merge_rule = parts
+        return cls(vocab, merges, special_tokens, pattern=pattern, merge_rule=merge_rule)
 
     # -- encoding -------------------------------------------------------------------------------
 
@@ -365,7 +366,7 @@ class Tokenizer:
         follows; 0 if there is none.
 
         That is a space between two characters that are not whitespace (a pre-tokenizer boundary,
-        see :mod:`bpestore.pretokenize`) far enough from the end that no special token still being
+        see :mod:`bpestore.pretokenize.patterns`) far enough from the end that no special token still being
         received can reach back over it, and not inside a special token.
         """
         end = len(text) - max(self._longest_special, 1)

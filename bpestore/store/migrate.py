@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect
 
-from .errors import DatabaseTooNewError, NotABpestoreDatabaseError
+from ..errors import DatabaseTooNewError, NotABpestoreDatabaseError
 from .schema_revision import SCHEMA_REVISION
 from .sqlite_uri import sqlite_uri
 

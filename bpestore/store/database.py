@@ -8,33 +8,44 @@ instead of failing), and the database runs in WAL mode (so readers never wait fo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from . import schema, training
-from .corpus import check_corpus_path
-from .errors import TokenizerNotFoundError
-from .fastload import MERGES_SQL, VOCAB_SQL
+from . import schema
+from ..errors import TokenizerNotFoundError
+from .loader import MERGES_SQL, VOCAB_SQL
 from .migrate import check_sqlite_file, upgrade_to_head
-from .pretokenize import GPT2_PATTERN
-from .progress import progress_bar
+from ..progress import progress_bar
 from .refs import check_name, parse_ref
-from .tokenizer import Tokenizer
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 120.0
 _BATCH_ROWS = 50_000
+
+
+class SavableTokenizer(Protocol):
+    """What the store reads from a tokenizer to save it (a ``bpestore.Tokenizer`` has it all)."""
+
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    special_tokens: list[str]
+    special_ids: dict[str, int]
+    pattern: str
+    merge_rule: str
+
+    @property
+    def vocab_size(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class TokenizerInfo:
     """What the store knows about one stored tokenizer (everything but its vocab and merges)."""
@@ -65,14 +76,6 @@ class TokenizerInfo:
         return data
 
 
-def _sha256_of_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while block := file.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _as_url(path_or_url: str | os.PathLike) -> URL:
     """A SQLAlchemy URL as given, or a path (any characters, '?' and '#' included) as SQLite."""
     text = os.fspath(path_or_url)
@@ -89,15 +92,12 @@ def _token_kind(token_id: int, token: bytes, special_ids: set[int], merged: set[
     return "merge" if token in merged else "other"
 
 
-class Store:
-    """A database of tokenizers. Use as a context manager, or call :meth:`close`.
+class ModelStore:
+    """A database of tokenizers (their vocab, merges and settings), corpora and pre-token counts.
+    Use as a context manager, or call :meth:`close`.
 
-    Example::
-
-        store = Store("tokenizers.db")
-        refs = store.train("corpus.txt", name="ts", vocab_sizes=[1000, 10000],
-                           special_tokens=["<|endoftext|>"])      # ["ts@1", "ts@2"]
-        tok = store.load("ts@2")
+    It stores and reads; it neither trains nor encodes. :class:`bpestore.Store`
+    (:mod:`bpestore.workflow`) adds training into the store, loading as a ``Tokenizer`` and diffs.
     """
 
     def __init__(self, path_or_url: str | os.PathLike = "bpestore.db", *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS):
@@ -120,7 +120,7 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> ModelStore:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -198,14 +198,12 @@ class Store:
         with self._transaction() as connection:
             return [self._info(connection, row) for row in connection.execute(query)]
 
-    def load(self, ref: str) -> Tokenizer:
-        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
+    def load_parts(self, ref: str) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], list[str], str, str]:
+        """The stored tokenizer ``ref`` as ``(vocab, merges, special_tokens, pattern, merge_rule)``."""
         with self._transaction() as connection:
             row = self._resolve(connection, ref)
             vocab, merges = self._vocab_and_merges(connection, row.id)
-        return Tokenizer(
-            vocab, merges, json.loads(row.special_tokens), pattern=row.pattern, merge_rule=row.merge_rule
-        )
+        return vocab, merges, json.loads(row.special_tokens), row.pattern, row.merge_rule
 
     def _vocab_and_merges(self, connection: Connection, tokenizer_id: int) -> tuple[dict[int, bytes], list]:
         if self.is_sqlite:  # plain SQL: no per-row type processing on the hot path of from_db
@@ -226,7 +224,7 @@ class Store:
     def save(
         self,
         name: str,
-        tokenizer: Tokenizer,
+        tokenizer: SavableTokenizer,
         *,
         source: str = "saved from Python",
         training_params: dict[str, Any] | None = None,
@@ -244,7 +242,7 @@ class Store:
         self,
         connection: Connection,
         name: str,
-        tokenizer: Tokenizer,
+        tokenizer: SavableTokenizer,
         *,
         corpus_id: int | None,
         source: str,
@@ -314,7 +312,7 @@ class Store:
                     connection.execute(delete(schema.corpora).where(schema.corpora.c.id == row.corpus_id))
             return f"{row.name}@{row.version}"
 
-    # -- training ---------------------------------------------------------------------------------
+    # -- corpora and their pre-token counts ----------------------------------------------------------
 
     def _find_corpus(self, connection: Connection, sha256: str, pattern: str, specials_json: str) -> int | None:
         c = schema.corpora
@@ -326,76 +324,6 @@ class Store:
         p = schema.pretoken_counts
         with self._transaction() as connection:
             return dict(connection.execute(select(p.c.pretoken, p.c.count).where(p.c.corpus_id == corpus_id)).all())
-
-    def train(
-        self,
-        corpus: str | os.PathLike,
-        name: str,
-        vocab_sizes: int | Sequence[int],
-        special_tokens: Sequence[str] = (),
-        *,
-        workers: int | None = None,
-        progress: bool = False,
-    ) -> list[str]:
-        """Train on ``corpus`` and store one version of ``name`` per vocab size.
-
-        One merge run serves every size (a smaller vocab's merges are a prefix of a larger one's).
-        The corpus's pre-token counts are stored too, and reused when the same content is trained
-        on again with the same special tokens, skipping pre-tokenization. Returns the new refs,
-        in the order of ``vocab_sizes``.
-        """
-        started = time.perf_counter()
-        check_name(name)
-        special_tokens = training.check_special_tokens(special_tokens)
-        sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
-        if not sizes:
-            raise ValueError("give at least one vocab size")
-        for size in sizes:
-            training.check_vocab_size(size, special_tokens)
-        path = check_corpus_path(corpus)
-        pattern = GPT2_PATTERN
-        specials_json = json.dumps(special_tokens, ensure_ascii=False)
-        sha256 = _sha256_of_file(path)
-        with self._transaction() as connection:
-            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
-        counts = self.pretoken_counts(corpus_id) if corpus_id is not None else None
-        reused = counts is not None
-        if counts is None:
-            counts = training.count_corpus(path, special_tokens, pattern=pattern, workers=workers, progress=progress)
-        pretokenize_seconds = time.perf_counter() - started
-        max_merges = max(sizes) - 256 - len(special_tokens)
-        merges: list[tuple[bytes, bytes]] = []
-        done_at: list[float] = []  # seconds since start when each merge was found
-        for merge in training.iter_merges(counts, max_merges, progress=progress):
-            merges.append(merge)
-            done_at.append(time.perf_counter() - started)
-        with self._transaction(write=True) as connection:
-            # Another process may have stored the same corpus since we looked.
-            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
-            if corpus_id is None:
-                corpus_id = self._insert_corpus(connection, path, sha256, pattern, specials_json, counts, progress)
-            refs = []
-            for size in sizes:
-                num_merges = min(size - 256 - len(special_tokens), len(merges))
-                vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
-                seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
-                refs.append(
-                    self._insert_tokenizer(
-                        connection,
-                        name,
-                        Tokenizer(vocab, size_merges, special_tokens),
-                        corpus_id=corpus_id,
-                        source="trained",
-                        training_params={
-                            "vocab_size": size,
-                            "workers": workers,
-                            "reused_pretoken_counts": reused,
-                            "pretokenize_seconds": round(pretokenize_seconds, 3),
-                        },
-                        training_seconds=round(seconds, 3),
-                    )
-                )
-        return refs
 
     def _insert_corpus(
         self,
@@ -429,15 +357,6 @@ class Store:
                 connection.execute(insert(schema.pretoken_counts), batch)
                 bar.update(len(batch))
         return corpus_id
-
-    # -- comparing --------------------------------------------------------------------------------
-
-    def diff(self, ref_a: str, ref_b: str, corpus: str | os.PathLike | None = None, *, progress: bool = False):
-        """Compare two stored tokenizers; see :class:`bpestore.diff.TokenizerDiff`."""
-        from .diff import diff_tokenizers
-
-        info_a, info_b = self.info(ref_a), self.info(ref_b)
-        return diff_tokenizers(info_a.ref, self.load(info_a.ref), info_b.ref, self.load(info_b.ref), corpus, progress=progress)
 
 
 def _configure_sqlite_connection(dbapi_connection, _record) -> None:

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .bpe import pair_merges_from_ranks
-from .errors import FormatError
-from .formats import gpt2, hf, tiktoken_bpe
-from .pretokenize import GPT2_PATTERN
-from .progress import progress_bar
-from .tokenizer import Tokenizer
+from ..encode.bpe import pair_merges_from_ranks
+from ..errors import FormatError
+from . import gpt2, hf, tiktoken_bpe
+from ..pretokenize.patterns import GPT2_PATTERN
+from ..progress import progress_bar
+from ..encode.tokenizer import Tokenizer
 
 ExportFormat = Literal["gpt2", "hf", "tiktoken"]
 EXPORT_FORMATS: tuple[str, ...] = ("gpt2", "hf", "tiktoken")

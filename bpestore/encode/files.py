@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .corpus import check_corpus_path, chunk_boundaries, default_workers, read_chunk
-from .pretokenize import SPLIT_SAFE_PATTERNS
-from .progress import progress_bar
+from ..pretokenize.corpus import check_corpus_path, chunk_boundaries, default_workers, read_chunk
+from ..pretokenize.patterns import SPLIT_SAFE_PATTERNS
+from ..progress import progress_bar
 from .tokenizer import Tokenizer
 
 DEFAULT_CHUNK_BYTES = 1 << 22

@@ -24,10 +24,8 @@ is used on the whole text.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterator, Sequence
 
-import regex
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 """The GPT-2 pre-tokenizer pattern, as used by CS336 (r50k_base and p50k_base use the same)."""
@@ -132,81 +130,3 @@ class SpecialSplitter:
         if self._byte_pattern is None:
             return []
         return [match.span() for match in self._byte_pattern.finditer(data)]
-
-
-class SegmentCounter:
-    """Counts the pre-tokens of many texts, running the regex only on distinct segments.
-
-    Feed texts (pieces between special tokens) with :meth:`add`; :meth:`pretoken_counts` turns the
-    segment counts into pre-token counts. Memory grows with the number of distinct segments, which
-    :meth:`add` bounds by folding segments into pre-token counts every ``max_segments``.
-    """
-
-    def __init__(self, pattern: str = GPT2_PATTERN, max_segments: int = 300_000):
-        self.pattern = pattern
-        self._regex = regex.compile(pattern)
-        self._split_safe = pattern in SPLIT_SAFE_PATTERNS
-        self._letter_runs = pattern in LETTER_RUN_PATTERNS
-        self._max_segments = max_segments
-        self._spaced: Counter[str] = Counter()  # part p stands for the segment " " + p
-        self._raw: Counter[str] = Counter()  # segments counted verbatim
-        self._pretokens: Counter[str] = Counter()  # updated with dict.get/set: no __missing__ calls
-
-    def add(self, text: str) -> None:
-        """Count the pre-tokens of one text that holds no special token."""
-        if not self._split_safe:
-            self._pretokens.update(self._regex.findall(text))
-            return
-        spaced, raw = self._spaced, self._raw
-        parts = text.split(" ")
-        spaced.update(parts)  # C-level counting: the bulk of the work
-        first = parts[0]
-        spaced[first] -= 1
-        raw[first] += 1
-        for start, end in irregular_spans(text):
-            segment = text[start:end]
-            segment_parts = segment.split(" ")
-            if start == 0:
-                raw[segment_parts[0]] -= 1
-            for part in segment_parts[1:]:
-                spaced[part] -= 1
-            raw[segment] += 1
-        if len(spaced) + len(raw) > self._max_segments:
-            self._fold()
-
-    def _fold(self) -> None:
-        """Turn the segment counts into pre-token counts (bounded memory, same result)."""
-        pretokens = self._pretokens
-        get = pretokens.get
-        findall = self._regex.findall
-        # The regex runs once over all spaced segments of equal count joined together: joined
-        # segments all start with a space followed by non-whitespace, and those in by_count end
-        # with non-whitespace, so the joins are safe cuts.
-        by_count: dict[int, list[str]] = {}
-        letter_runs = self._letter_runs
-        for part, count in self._spaced.items():
-            if count > 0:
-                if letter_runs and part.isalpha() and part.isascii():
-                    token = " " + part  # one pre-token, no regex needed
-                    pretokens[token] = get(token, 0) + count
-                elif part[-1:] in REGEX_WHITESPACE:  # (the last part of a text, or "")
-                    for token in findall(" " + part):
-                        pretokens[token] = get(token, 0) + count
-                elif count in by_count:
-                    by_count[count].append(part)
-                else:
-                    by_count[count] = [part]
-        for count, parts in by_count.items():
-            for token, n in Counter(findall(" " + " ".join(parts))).items():
-                pretokens[token] = get(token, 0) + n * count
-        for segment, count in self._raw.items():
-            if count > 0:
-                for token in findall(segment):
-                    pretokens[token] = get(token, 0) + count
-        self._spaced.clear()
-        self._raw.clear()
-
-    def pretoken_counts(self) -> Counter[str]:
-        """All pre-tokens counted so far, as text."""
-        self._fold()
-        return self._pretokens

@@ -1,0 +1,263 @@
+"""The workflows that join the store and the algorithms: training into the store, loading a stored
+tokenizer as a ``Tokenizer``, comparing two tokenizers.
+
+This is the one module that knows both :mod:`bpestore.store` and the pipeline's algorithms
+(:mod:`bpestore.train`, :mod:`bpestore.encode`); the store itself knows neither.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .encode.tokenizer import Tokenizer
+from .pretokenize.corpus import check_corpus_path, iter_text_blocks
+from .pretokenize.patterns import GPT2_PATTERN
+from .progress import progress_bar
+from .store.database import ModelStore
+from .store.refs import check_name
+from .train import trainer as training
+
+
+def token_text(token: bytes) -> str:
+    """A token for people, unambiguous: its UTF-8 text with backslashes doubled, control and
+    non-printable characters escaped as Python does, and bytes that are not UTF-8 as ``\\xNN``."""
+    pieces = []
+    for char in token.decode("utf-8", errors="surrogateescape"):
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not part of valid UTF-8
+            pieces.append(f"\\x{code - 0xDC00:02x}")
+        elif char == "\\":
+            pieces.append("\\\\")
+        elif char.isprintable():
+            pieces.append(char)
+        else:
+            pieces.append(repr(char)[1:-1])
+    return "".join(pieces)
+
+
+@dataclass
+class TokenizerDiff:
+    """What differs between tokenizer ``a`` and tokenizer ``b``.
+
+    Tokens are compared by their bytes; ``only_a`` and ``only_b`` list ``(id, token)`` ordered by
+    id, which for trained tokenizers is the order the tokens were learned in.
+    """
+
+    a: str
+    b: str
+    vocab_size_a: int
+    vocab_size_b: int
+    shared_tokens: int
+    only_a: list[tuple[int, bytes]]
+    only_b: list[tuple[int, bytes]]
+    merges_a: int
+    merges_b: int
+    common_merge_prefix: int
+    first_different_merge: dict[str, Any] | None
+    shared_merges: int
+    special_tokens_only_a: list[str]
+    special_tokens_only_b: list[str]
+    same_pattern: bool
+    pattern_a: str
+    pattern_b: str
+    merge_rule_a: str
+    merge_rule_b: str
+    corpus: str | None = None
+    corpus_bytes: int | None = None
+    tokens_a: int | None = None
+    tokens_b: int | None = None
+
+    @property
+    def bytes_per_token_a(self) -> float | None:
+        return self.corpus_bytes / self.tokens_a if self.tokens_a else None
+
+    @property
+    def bytes_per_token_b(self) -> float | None:
+        return self.corpus_bytes / self.tokens_b if self.tokens_b else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: tokens as readable text (see :func:`token_text`)."""
+        data = {key: value for key, value in self.__dict__.items() if key not in {"only_a", "only_b"}}
+        data["only_a"] = [{"id": i, "token": token_text(t)} for i, t in self.only_a]
+        data["only_b"] = [{"id": i, "token": token_text(t)} for i, t in self.only_b]
+        if self.corpus is not None:
+            data["bytes_per_token_a"] = self.bytes_per_token_a
+            data["bytes_per_token_b"] = self.bytes_per_token_b
+        return data
+
+
+def _merge_dict(merge: tuple[bytes, bytes] | None) -> list[str] | None:
+    return None if merge is None else [token_text(merge[0]), token_text(merge[1])]
+
+
+def count_tokens(tokenizer: Tokenizer, path: str | os.PathLike, *, progress: bool = False, description: str = "") -> int:
+    with progress_bar(progress, os.path.getsize(path), description or "encoding", unit="B", unit_scale=True) as bar:
+        total = 0
+        for ids in tokenizer.encode_blocks(iter_text_blocks(path, on_bytes=bar.update)):
+            total += len(ids)
+    return total
+
+
+def diff_tokenizers(
+    name_a: str,
+    a: Tokenizer,
+    name_b: str,
+    b: Tokenizer,
+    corpus: str | os.PathLike | None = None,
+    *,
+    progress: bool = False,
+) -> TokenizerDiff:
+    ids_a = {token: token_id for token_id, token in a.vocab.items()}
+    ids_b = {token: token_id for token_id, token in b.vocab.items()}
+    prefix = 0
+    for merge_a, merge_b in zip(a.merges, b.merges):
+        if merge_a != merge_b:
+            break
+        prefix += 1
+    first_different = None
+    if prefix < max(len(a.merges), len(b.merges)):
+        first_different = {
+            "rank": prefix,
+            "a": _merge_dict(a.merges[prefix] if prefix < len(a.merges) else None),
+            "b": _merge_dict(b.merges[prefix] if prefix < len(b.merges) else None),
+        }
+    result = TokenizerDiff(
+        a=name_a,
+        b=name_b,
+        vocab_size_a=a.vocab_size,
+        vocab_size_b=b.vocab_size,
+        shared_tokens=len(ids_a.keys() & ids_b.keys()),
+        only_a=sorted((i, t) for t, i in ids_a.items() if t not in ids_b),
+        only_b=sorted((i, t) for t, i in ids_b.items() if t not in ids_a),
+        merges_a=len(a.merges),
+        merges_b=len(b.merges),
+        common_merge_prefix=prefix,
+        first_different_merge=first_different,
+        shared_merges=len(set(a.merges) & set(b.merges)),
+        special_tokens_only_a=[t for t in a.special_tokens if t not in b.special_tokens],
+        special_tokens_only_b=[t for t in b.special_tokens if t not in a.special_tokens],
+        same_pattern=a.pattern == b.pattern,
+        pattern_a=a.pattern,
+        pattern_b=b.pattern,
+        merge_rule_a=a.merge_rule,
+        merge_rule_b=b.merge_rule,
+    )
+    if corpus is not None:
+        result.corpus = os.fspath(corpus)
+        result.corpus_bytes = os.path.getsize(corpus)
+        result.tokens_a = count_tokens(a, corpus, progress=progress, description=f"encoding with {name_a}")
+        result.tokens_b = count_tokens(b, corpus, progress=progress, description=f"encoding with {name_b}")
+    return result
+
+
+def _sha256_of_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Store(ModelStore):
+    """A database of tokenizers: named and versioned, trained into it or saved, loaded as
+    :class:`~bpestore.Tokenizer`. Use as a context manager, or call :meth:`close`.
+
+    A plain path means a SQLite file (created on first use); any SQLAlchemy URL is accepted. The
+    storage itself is :class:`bpestore.store.database.ModelStore`; this class adds what needs the
+    algorithms.
+
+    Example::
+
+        store = Store("tokenizers.db")
+        refs = store.train("corpus.txt", name="ts", vocab_sizes=[1000, 10000],
+                           special_tokens=["<|endoftext|>"])      # ["ts@1", "ts@2"]
+        tok = store.load("ts@2")
+    """
+
+    def load(self, ref: str) -> Tokenizer:
+        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
+        vocab, merges, special_tokens, pattern, merge_rule = self.load_parts(ref)
+        return Tokenizer(vocab, merges, special_tokens, pattern=pattern, merge_rule=merge_rule)
+
+    def train(
+        self,
+        corpus: str | os.PathLike,
+        name: str,
+        vocab_sizes: int | Sequence[int],
+        special_tokens: Sequence[str] = (),
+        *,
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> list[str]:
+        """Train on ``corpus`` and store one version of ``name`` per vocab size.
+
+        One merge run serves every size (a smaller vocab's merges are a prefix of a larger one's).
+        The corpus's pre-token counts are stored too, and reused when the same content is trained
+        on again with the same special tokens, skipping pre-tokenization. Returns the new refs,
+        in the order of ``vocab_sizes``.
+        """
+        started = time.perf_counter()
+        check_name(name)
+        special_tokens = training.check_special_tokens(special_tokens)
+        sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
+        if not sizes:
+            raise ValueError("give at least one vocab size")
+        for size in sizes:
+            training.check_vocab_size(size, special_tokens)
+        path = check_corpus_path(corpus)
+        pattern = GPT2_PATTERN
+        specials_json = json.dumps(special_tokens, ensure_ascii=False)
+        sha256 = _sha256_of_file(path)
+        with self._transaction() as connection:
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+        counts = self.pretoken_counts(corpus_id) if corpus_id is not None else None
+        reused = counts is not None
+        if counts is None:
+            counts = training.count_corpus(path, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        pretokenize_seconds = time.perf_counter() - started
+        max_merges = max(sizes) - 256 - len(special_tokens)
+        merges: list[tuple[bytes, bytes]] = []
+        done_at: list[float] = []  # seconds since start when each merge was found
+        for merge in training.iter_merges(counts, max_merges, progress=progress):
+            merges.append(merge)
+            done_at.append(time.perf_counter() - started)
+        with self._transaction(write=True) as connection:
+            # Another process may have stored the same corpus since we looked.
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+            if corpus_id is None:
+                corpus_id = self._insert_corpus(connection, path, sha256, pattern, specials_json, counts, progress)
+            refs = []
+            for size in sizes:
+                num_merges = min(size - 256 - len(special_tokens), len(merges))
+                vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
+                seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
+                refs.append(
+                    self._insert_tokenizer(
+                        connection,
+                        name,
+                        Tokenizer(vocab, size_merges, special_tokens),
+                        corpus_id=corpus_id,
+                        source="trained",
+                        training_params={
+                            "vocab_size": size,
+                            "workers": workers,
+                            "reused_pretoken_counts": reused,
+                            "pretokenize_seconds": round(pretokenize_seconds, 3),
+                        },
+                        training_seconds=round(seconds, 3),
+                    )
+                )
+        return refs
+
+
+    def diff(self, ref_a: str, ref_b: str, corpus: str | os.PathLike | None = None, *, progress: bool = False) -> TokenizerDiff:
+        """Compare two stored tokenizers; see :class:`TokenizerDiff`."""
+        info_a, info_b = self.info(ref_a), self.info(ref_b)
+        return diff_tokenizers(info_a.ref, self.load(info_a.ref), info_b.ref, self.load(info_b.ref), corpus, progress=progress)

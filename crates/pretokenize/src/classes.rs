@@ -1,0 +1,154 @@
+//! The character classes the scanners need, one byte per code point, looked up in two levels.
+//!
+//! The table is built once, from regex-syntax's Unicode tables: the very data fancy_regex uses
+//! for `\p{L}`, `\p{N}`, `\s` and friends, so the scanners and the regex path cannot disagree.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// `\p{L}`.
+pub(crate) const LETTER: u8 = 1;
+/// `\p{N}`.
+pub(crate) const NUMBER: u8 = 2;
+/// `\s` (Unicode White_Space).
+pub(crate) const SPACE: u8 = 4;
+/// o200k's "upper" class `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
+pub(crate) const UPPER: u8 = 8;
+/// o200k's "lower" class `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
+pub(crate) const LOWER: u8 = 16;
+/// `[^\s\p{L}\p{N}]`: neither whitespace, nor a letter, nor a number.
+pub(crate) const OTHER: u8 = 32;
+/// In [`BYTES`] only: a byte of a multi-byte character, to be decoded.
+pub(crate) const NON_ASCII: u8 = 128;
+
+/// Code points per block of the second level.
+const BLOCK_BITS: u32 = 7;
+const BLOCK: usize = 1 << BLOCK_BITS;
+
+/// The classes of ASCII characters, known by heart (a test checks them against the Unicode-built
+/// table), and `NON_ASCII` for the other bytes: the scanners' fast path needs no table lookup.
+pub(crate) const BYTES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = match byte as u8 {
+            b'A'..=b'Z' => LETTER | UPPER,
+            b'a'..=b'z' => LETTER | LOWER,
+            b'0'..=b'9' => NUMBER,
+            b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => SPACE,
+            0x80..=0xFF => NON_ASCII,
+            _ => OTHER,
+        };
+        byte += 1;
+    }
+    table
+};
+
+/// The classes of every code point.
+pub(crate) struct Table {
+    /// Block number of each run of `BLOCK` code points.
+    index: Vec<u16>,
+    /// The distinct blocks, back to back.
+    blocks: Vec<u8>,
+}
+
+impl Table {
+    /// The classes of `c` (bits `LETTER`, `NUMBER`, `SPACE`, `UPPER`, `LOWER`, `OTHER`).
+    #[inline]
+    pub(crate) fn get(&self, c: u32) -> u8 {
+        let block = self.index[(c >> BLOCK_BITS) as usize] as usize;
+        self.blocks[block * BLOCK + (c as usize & (BLOCK - 1))]
+    }
+}
+
+/// The table, built on first use.
+pub(crate) fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(build)
+}
+
+/// The code point ranges of a regex class such as `\p{Lu}`, as regex-syntax defines it.
+fn ranges(class: &str) -> Vec<(u32, u32)> {
+    let hir = regex_syntax::parse(class).expect("a valid Unicode class");
+    match hir.kind() {
+        regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(class)) => class
+            .ranges()
+            .iter()
+            .map(|range| (range.start() as u32, range.end() as u32))
+            .collect(),
+        other => panic!("{class} is not a Unicode class: {other:?}"),
+    }
+}
+
+fn build() -> Table {
+    let mut flat = vec![0u8; 0x110000];
+    let classes: [(&str, u8); 9] = [
+        (r"\p{L}", LETTER),
+        (r"\p{N}", NUMBER),
+        (r"\s", SPACE),
+        (r"\p{Lu}", UPPER),
+        (r"\p{Lt}", UPPER),
+        (r"\p{Lm}", UPPER | LOWER),
+        (r"\p{Lo}", UPPER | LOWER),
+        (r"\p{M}", UPPER | LOWER),
+        (r"\p{Ll}", LOWER),
+    ];
+    for (class, bits) in classes {
+        for (start, end) in ranges(class) {
+            for code in start..=end {
+                flat[code as usize] |= bits;
+            }
+        }
+    }
+    for classes in flat.iter_mut() {
+        if *classes & (LETTER | NUMBER | SPACE) == 0 {
+            *classes |= OTHER;
+        }
+    }
+    let mut index = Vec::with_capacity(flat.len() / BLOCK);
+    let mut blocks = Vec::new();
+    let mut seen: HashMap<&[u8], u16> = HashMap::new();
+    for block in flat.chunks(BLOCK) {
+        let next = seen.len() as u16;
+        let number = *seen.entry(block).or_insert_with(|| {
+            blocks.extend_from_slice(block);
+            next
+        });
+        index.push(number);
+    }
+    Table { index, blocks }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ascii_by_heart_is_the_unicode_table() {
+        for byte in 0..128u32 {
+            assert_eq!(BYTES[byte as usize], table().get(byte), "{byte:#x}");
+        }
+        assert!(BYTES[128..].iter().all(|&classes| classes == NON_ASCII));
+    }
+
+    #[test]
+    fn table_is_compact_and_agrees_with_fancy_regex() {
+        let table = table();
+        assert!(table.blocks.len() < 200_000, "{} bytes", table.blocks.len());
+        let checks = [
+            (r"^\p{L}$", LETTER),
+            (r"^\p{N}$", NUMBER),
+            (r"^\s$", SPACE),
+            (r"^[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]$", UPPER),
+            (r"^[\p{Ll}\p{Lm}\p{Lo}\p{M}]$", LOWER),
+            (r"^[^\s\p{L}\p{N}]$", OTHER),
+        ];
+        for (pattern, bit) in checks {
+            let regex = fancy_regex::Regex::new(pattern).unwrap();
+            for c in (0..0x110000u32).step_by(7).filter_map(char::from_u32) {
+                let expected = regex.is_match(c.encode_utf8(&mut [0; 4])).unwrap();
+                assert_eq!(table.get(c as u32) & bit != 0, expected, "{pattern} {c:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! Hand-written scanners for the GPT-2, cl100k_base and o200k_base patterns.
+//!
+//! Each gives exactly the pieces of its regex (a backtracking, leftmost-first match at each
+//! position in turn). Every character is matched by some alternative of these patterns, so the
+//! pieces tile the text and each scanner only decides where the piece starting at `i` ends,
+//! taking the alternatives in the pattern's order. ASCII is classified by a constant table, other
+//! characters by [`crate::classes`], which is built from the regex engine's own Unicode data.
+//! The reasoning for each alternative is written beside it; the differential tests compare every
+//! scanner with fancy_regex on generated text.
+
+use crate::classes::{table, Table, BYTES, LETTER, LOWER, NON_ASCII, NUMBER, OTHER, SPACE, UPPER};
+
+/// A text and its classifier.
+struct Scan<'t> {
+    bytes: &'t [u8],
+    table: &'static Table,
+}
+
+impl Scan<'_> {
+    /// The classes and the UTF-8 length of the character whose first byte is `bytes[i]`.
+    #[inline(always)]
+    fn at(&self, i: usize) -> (u8, usize) {
+        let classes = BYTES[self.bytes[i] as usize];
+        if classes & NON_ASCII == 0 {
+            return (classes, 1);
+        }
+        self.decode(i)
+    }
+
+    #[inline(never)]
+    fn decode(&self, i: usize) -> (u8, usize) {
+        // The text is a `str`, so this is the start of a well-formed sequence.
+        let bytes = self.bytes;
+        let lead = bytes[i] as u32;
+        let (code, len) = if lead < 0xE0 {
+            (((lead & 0x1F) << 6) | (bytes[i + 1] as u32 & 0x3F), 2)
+        } else if lead < 0xF0 {
+            (
+                ((lead & 0x0F) << 12)
+                    | ((bytes[i + 1] as u32 & 0x3F) << 6)
+                    | (bytes[i + 2] as u32 & 0x3F),
+                3,
+            )
+        } else {
+            (
+                ((lead & 0x07) << 18)
+                    | ((bytes[i + 1] as u32 & 0x3F) << 12)
+                    | ((bytes[i + 2] as u32 & 0x3F) << 6)
+                    | (bytes[i + 3] as u32 & 0x3F),
+                4,
+            )
+        };
+        (self.table.get(code), len)
+    }
+
+    /// The classes of the character at `i`, or 0 (no class) at the end of the text.
+    #[inline(always)]
+    fn class_at(&self, i: usize) -> u8 {
+        if i < self.bytes.len() {
+            self.at(i).0
+        } else {
+            0
+        }
+    }
+
+    /// The end of the longest run from `i` of characters having any of the classes `bits`.
+    #[inline(always)]
+    fn run(&self, mut i: usize, bits: u8) -> usize {
+        let bytes = self.bytes;
+        while let Some(&byte) = bytes.get(i) {
+            let classes = BYTES[byte as usize];
+            if classes & bits != 0 {
+                i += 1;
+                continue;
+            }
+            if classes & NON_ASCII == 0 {
+                return i;
+            }
+            let (classes, len) = self.decode(i);
+            if classes & bits == 0 {
+                return i;
+            }
+            i += len;
+        }
+        i
+    }
+
+    /// The end of up to three numbers from `i` (`\p{N}{1,3}`; the first is known to be one).
+    #[inline(always)]
+    fn three_numbers(&self, mut i: usize) -> usize {
+        for _ in 0..3 {
+            if i >= self.bytes.len() {
+                break;
+            }
+            let (class, len) = self.at(i);
+            if class & NUMBER == 0 {
+                break;
+            }
+            i += len;
+        }
+        i
+    }
+
+    /// The end of the longest run of the bytes in `set` from `i`.
+    #[inline(always)]
+    fn run_bytes(&self, mut i: usize, set: &[u8]) -> usize {
+        while i < self.bytes.len() && set.contains(&self.bytes[i]) {
+            i += 1;
+        }
+        i
+    }
+
+    /// A run of whitespace from `i` (which is whitespace): its end, the start of its last
+    /// character, and the end of its last `\r` or `\n` if it has one.
+    #[inline(always)]
+    fn whitespace(&self, mut i: usize) -> (usize, usize, Option<usize>) {
+        let mut last = i;
+        let mut newline_end = None;
+        while i < self.bytes.len() {
+            let (class, len) = self.at(i);
+            if class & SPACE == 0 {
+                break;
+            }
+            if matches!(self.bytes[i], b'\r' | b'\n') {
+                newline_end = Some(i + 1);
+            }
+            last = i;
+            i += len;
+        }
+        (i, last, newline_end)
+    }
+
+    /// GPT-2's contraction at `i` (an apostrophe): `'(?:[sdmt]|ll|ve|re)`, case-sensitive.
+    #[inline(always)]
+    fn gpt2_contraction(&self, i: usize) -> Option<usize> {
+        let bytes = self.bytes;
+        match bytes.get(i + 1)? {
+            b's' | b'd' | b'm' | b't' => Some(i + 2),
+            b'l' if bytes.get(i + 2) == Some(&b'l') => Some(i + 3),
+            b'v' | b'r' if bytes.get(i + 2) == Some(&b'e') => Some(i + 3),
+            _ => None,
+        }
+    }
+
+    /// The case-insensitive contraction at `i` of cl100k (`'(?i:[sdmt]|ll|ve|re)`) and o200k
+    /// (`(?i:'s|'t|'re|'ve|'m|'ll|'d)`), which are the same set: its end, if `i` starts one.
+    /// Case-insensitive means Unicode simple case folding, under which only U+017F (long s)
+    /// joins the ASCII letters (as `s`).
+    #[inline(always)]
+    fn contraction(&self, i: usize) -> Option<usize> {
+        let bytes = self.bytes;
+        if bytes.get(i) != Some(&b'\'') {
+            return None;
+        }
+        let lower = |j: usize| bytes.get(j).map(u8::to_ascii_lowercase);
+        match lower(i + 1)? {
+            b's' | b'd' | b'm' | b't' => Some(i + 2),
+            b'l' if lower(i + 2) == Some(b'l') => Some(i + 3),
+            b'v' | b'r' if lower(i + 2) == Some(b'e') => Some(i + 3),
+            // U+017F is 0xC5 0xBF
+            0xC5 if bytes.get(i + 2) == Some(&0xBF) => Some(i + 3),
+            _ => None,
+        }
+    }
+}
+
+fn scan(text: &str) -> Scan<'_> {
+    Scan {
+        bytes: text.as_bytes(),
+        table: table(),
+    }
+}
+
+/// Calls `f` on each piece of `text` ending at the offsets that `end_of_piece` gives.
+#[inline(always)]
+fn tile<'t>(
+    text: &'t str,
+    mut f: impl FnMut(&'t str),
+    end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
+) {
+    let scan = scan(text);
+    let mut i = 0;
+    while i < text.len() {
+        let end = end_of_piece(&scan, i);
+        debug_assert!(end > i && text.is_char_boundary(end));
+        f(&text[i..end]);
+        i = end;
+    }
+}
+
+/// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str)) {
+    tile(text, f, |scan, i| {
+        let lead = scan.bytes[i];
+        if lead == b'\'' {
+            if let Some(end) = scan.gpt2_contraction(i) {
+                return end;
+            }
+        }
+        let (class, len) = scan.at(i);
+        if class & (LETTER | NUMBER | OTHER) != 0 {
+            return scan.run(i + len, class & (LETTER | NUMBER | OTHER));
+        }
+        // A space then a letter, number or other character: the space leads that run.
+        if lead == b' ' {
+            let next = scan.class_at(i + 1);
+            if next & (LETTER | NUMBER | OTHER) != 0 {
+                return scan.run(i + 1, next & (LETTER | NUMBER | OTHER));
+            }
+        }
+        // `\s+(?!\S)`: the whole run at the end of the text; else the run but its last
+        // character, which then precedes whitespace. A single whitespace character before
+        // non-whitespace is `\s+` on its own.
+        let (end, last, _) = scan.whitespace(i);
+        if end == scan.bytes.len() || last == i {
+            end
+        } else {
+            last
+        }
+    })
+}
+
+/// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+`
+/// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
+pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
+    tile(text, f, |scan, i| {
+        let lead = scan.bytes[i];
+        if let Some(end) = scan.contraction(i) {
+            return end;
+        }
+        let (class, len) = scan.at(i);
+        if class & LETTER != 0 {
+            return scan.run(i + len, LETTER);
+        }
+        if class & NUMBER != 0 {
+            return scan.three_numbers(i);
+        }
+        // Any other character but \r and \n may lead a run of letters (possessively: if no
+        // letter follows, the alternative fails; without the leader there is no letter either).
+        if lead != b'\r' && lead != b'\n' && scan.class_at(i + len) & LETTER != 0 {
+            return scan.run(i + len, LETTER);
+        }
+        if class & SPACE == 0 {
+            let end = scan.run(i + len, OTHER);
+            return scan.run_bytes(end, b"\r\n");
+        }
+        if lead == b' ' && scan.class_at(i + 1) & OTHER != 0 {
+            let end = scan.run(i + 1, OTHER);
+            return scan.run_bytes(end, b"\r\n");
+        }
+        let (end, last, newline_end) = scan.whitespace(i);
+        if end == scan.bytes.len() {
+            end // \s++$
+        } else if let Some(newline_end) = newline_end {
+            newline_end // \s*[\r\n]: up to the run's last newline
+        } else if last > i {
+            last // \s+(?!\S)
+        } else {
+            end // \s
+        }
+    })
+}
+
+/// `[^\r\n\p{L}\p{N}]?[UPPER]*[LOWER]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?`
+/// `|[^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?`
+/// `|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+/// where UPPER is `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and LOWER is `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
+pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
+    tile(text, f, |scan, i| {
+        let lead = scan.bytes[i];
+        let (class, len) = scan.at(i);
+        if let Some(end) = o200k_word(scan, i, class, len) {
+            return scan.contraction(end).unwrap_or(end);
+        }
+        if class & NUMBER != 0 {
+            return scan.three_numbers(i);
+        }
+        if class & SPACE == 0 {
+            let end = scan.run(i + len, OTHER);
+            return scan.run_bytes(end, b"\r\n/");
+        }
+        if lead == b' ' && scan.class_at(i + 1) & OTHER != 0 {
+            let end = scan.run(i + 1, OTHER);
+            return scan.run_bytes(end, b"\r\n/");
+        }
+        let (end, last, newline_end) = scan.whitespace(i);
+        if let Some(newline_end) = newline_end {
+            newline_end // \s*[\r\n]+: up to the run's last newline
+        } else if end == scan.bytes.len() || last == i {
+            end // \s+(?!\S) at the end of the text, or \s+ of one character
+        } else {
+            last // \s+(?!\S)
+        }
+    })
+}
+
+/// The end of o200k's first or second alternative at `i` (before the optional contraction), in
+/// the regex's order of trying: the first alternative with the optional leading character, then
+/// without it, then the second alternative likewise.
+#[inline(always)]
+fn o200k_word(scan: &Scan<'_>, i: usize, class: u8, len: usize) -> Option<usize> {
+    let may_lead = class & (LETTER | NUMBER) == 0 && !matches!(scan.bytes[i], b'\r' | b'\n');
+    if class & LETTER == 0 && !may_lead {
+        return None; // a number, \r or \n
+    }
+    if may_lead {
+        if let Some(end) = upper_then_lower(scan, i + len) {
+            return Some(end);
+        }
+    }
+    // Without the leader: only a letter or a mark (which is UPPER and LOWER) can start a word.
+    if class & (UPPER | LOWER) != 0 {
+        if let Some(end) = upper_then_lower(scan, i) {
+            return Some(end);
+        }
+    }
+    if may_lead && scan.class_at(i + len) & UPPER != 0 {
+        return Some(upper_run_then_lower(scan, i + len));
+    }
+    if class & UPPER != 0 {
+        return Some(upper_run_then_lower(scan, i));
+    }
+    None
+}
+
+/// `[UPPER]*[LOWER]+` at `s`: the greedy UPPER run gives back characters until a LOWER one can
+/// start the LOWER run. Past the UPPER run the next character is LOWER only if it is `Ll`;
+/// inside it, the last character that is also LOWER (`Lm`, `Lo`, `M`) ends the match (every
+/// character after it in the UPPER run is `Lu` or `Lt`, so the LOWER run is that one character).
+#[inline(always)]
+fn upper_then_lower(scan: &Scan<'_>, mut s: usize) -> Option<usize> {
+    let mut last_lower_end = None;
+    while s < scan.bytes.len() {
+        let (class, len) = scan.at(s);
+        if class & UPPER == 0 {
+            if class & LOWER != 0 {
+                return Some(scan.run(s + len, LOWER));
+            }
+            break;
+        }
+        s += len;
+        if class & LOWER != 0 {
+            last_lower_end = Some(s);
+        }
+    }
+    last_lower_end
+}
+
+/// `[UPPER]+[LOWER]*` at `s`, where an UPPER character is known to start.
+#[inline(always)]
+fn upper_run_then_lower(scan: &Scan<'_>, s: usize) -> usize {
+    let end = scan.run(s, UPPER);
+    scan.run(end, LOWER)
+}
