@@ -1,5 +1,5 @@
-"""Encoding: ``Tokenizer`` (:mod:`.tokenizer`), its BPE (:mod:`.bpe`) and whole files
-(:mod:`.files`).
+"""Encoding: ``Tokenizer`` (:mod:`.tokenizer`, over the Rust engine's ``Encoder``), whole files
+(:mod:`.files`), and the merges of a ranked vocabulary (:mod:`.bpe`).
 
 The last stage of the pipeline. Uses pre-tokenizing; knows nothing of training.
 """

@@ -54,7 +54,8 @@ pub(crate) fn short_key(piece: &[u8]) -> Option<u128> {
 #[inline]
 fn hash(key: u128) -> u64 {
     // (a 64-bit finalizer: every bit of the key reaches the low bits used as the index)
-    let h = ((key as u64) ^ ((key >> 64) as u64).rotate_left(32)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    let h =
+        ((key as u64) ^ ((key >> 64) as u64).rotate_left(32)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
     let h = (h ^ (h >> 29)).wrapping_mul(0xC4CE_B9FE_1A85_EC53);
     h ^ (h >> 32)
 }
@@ -71,7 +72,7 @@ pub(crate) struct PieceCache {
 }
 
 impl PieceCache {
-    fn new(capacity: usize) -> PieceCache {
+    pub(crate) fn new(capacity: usize) -> PieceCache {
         PieceCache {
             slots: vec![EMPTY; FIRST_SLOTS].into_boxed_slice(),
             short_len: 0,
@@ -211,5 +212,69 @@ impl CachePool {
         let result = f(&mut cache);
         self.give(cache);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The cache must give back exactly what was put in: keys are packed bytes, so pieces that
+    //! differ only in trailing zero bytes or in length must stay apart.
+    use super::*;
+
+    fn put(cache: &mut PieceCache, piece: &[u8], ids: &[TokenId]) {
+        cache.insert(piece, short_key(piece), ids);
+    }
+
+    fn get<'c>(cache: &'c PieceCache, piece: &[u8]) -> Option<&'c [TokenId]> {
+        match short_key(piece) {
+            Some(key) => cache.get_short(key),
+            None => cache.get_long(piece),
+        }
+    }
+
+    #[test]
+    fn pieces_that_pack_alike_stay_apart() {
+        let mut cache = PieceCache::new(1000);
+        let pieces: Vec<Vec<u8>> = vec![
+            b"a".to_vec(),
+            b"a\0".to_vec(),
+            b"\0a".to_vec(),
+            b"\0".to_vec(),
+            b"\0\0".to_vec(),
+            vec![b'x'; 15],
+            vec![b'x'; 16],
+            [vec![b'x'; 15], vec![0]].concat(),
+            vec![0xff; 15],
+            vec![7; 64],
+        ];
+        for (i, piece) in pieces.iter().enumerate() {
+            assert_eq!(get(&cache, piece), None);
+            let ids: Vec<TokenId> = (0..=i as u32).collect(); // 1 to 10 ids: inline and not
+            put(&mut cache, piece, &ids);
+        }
+        for (i, piece) in pieces.iter().enumerate() {
+            let ids: Vec<TokenId> = (0..=i as u32).collect();
+            assert_eq!(get(&cache, piece), Some(ids.as_slice()), "{piece:?}");
+        }
+        assert_eq!(get(&cache, b"b"), None);
+        assert_eq!(get(&cache, &[b'x'; 14]), None);
+    }
+
+    #[test]
+    fn growing_keeps_every_entry_and_a_full_cache_starts_afresh() {
+        let capacity = 3 * FIRST_SLOTS; // grows twice before it is full
+        let mut cache = PieceCache::new(capacity);
+        let piece = |i: usize| format!("w{i}").into_bytes();
+        for i in 0..capacity {
+            put(&mut cache, &piece(i), &[i as u32, 1, 2, 3]);
+        }
+        assert_eq!(cache.len(), capacity);
+        for i in 0..capacity {
+            assert_eq!(get(&cache, &piece(i)), Some([i as u32, 1, 2, 3].as_slice()));
+        }
+        put(&mut cache, b"one more", &[9]);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(get(&cache, b"one more"), Some([9].as_slice()));
+        assert_eq!(get(&cache, &piece(0)), None);
     }
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Mutex};
 
 /// Chunks hold about this many bytes of text.
-const CHUNK_BYTES: usize = 1 << 20;
+pub const DEFAULT_CHUNK_BYTES: usize = 1 << 20;
 /// The `.npy` header's fixed size (rewritten with the length at the end).
 const NPY_HEADER_BYTES: usize = 128;
 
@@ -112,11 +112,11 @@ impl Encoder {
         threads: usize,
         progress: &mut dyn FnMut(u64) -> bool,
     ) -> Result<u64, FileError> {
-        self.encode_file_in_chunks(path, output, threads, progress, CHUNK_BYTES)
+        self.encode_file_in_chunks(path, output, threads, progress, DEFAULT_CHUNK_BYTES)
     }
 
-    /// [`Encoder::encode_file_to_npy`] with chunks of about `chunk_bytes`.
-    pub(crate) fn encode_file_in_chunks(
+    /// [`Encoder::encode_file_to_npy`] with chunks of about `chunk_bytes` (1 MB there).
+    pub fn encode_file_in_chunks(
         &self,
         path: &Path,
         output: &Path,

@@ -17,6 +17,7 @@ pub use bpe::TokenId;
 use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
+pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{FileError, NpyDtype};
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
@@ -326,25 +327,20 @@ impl Encoder {
     /// Appends the ids of `text`, which holds no special token, to `out`.
     fn encode_ordinary_into(&self, text: &str, cache: &mut PieceCache, out: &mut Vec<TokenId>) {
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
-        self.pretokenizer
-            .for_each_piece(text, |piece| self.encode_piece(piece.as_bytes(), cache, &mut scratch, out));
-    }
-
-    #[doc(hidden)]
-    pub fn bench_pieces(&self, pieces: &[&str]) -> Vec<TokenId> {
-        let mut out = Vec::new();
-        let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
-        self.caches.with(|cache| {
-            for piece in pieces {
-                self.encode_piece(piece.as_bytes(), cache, &mut scratch, &mut out);
-            }
+        self.pretokenizer.for_each_piece(text, |piece| {
+            self.encode_piece(piece.as_bytes(), cache, &mut scratch, out)
         });
-        out
     }
 
     /// Appends the ids of one pre-token to `out`: from the cache, or merged and cached.
     #[inline]
-    fn encode_piece(&self, bytes: &[u8], cache: &mut PieceCache, scratch: &mut Vec<TokenId>, out: &mut Vec<TokenId>) {
+    fn encode_piece(
+        &self,
+        bytes: &[u8],
+        cache: &mut PieceCache,
+        scratch: &mut Vec<TokenId>,
+        out: &mut Vec<TokenId>,
+    ) {
         if let [byte] = bytes {
             out.push(self.vocab.byte_ids[*byte as usize]);
             return;

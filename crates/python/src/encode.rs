@@ -5,7 +5,7 @@
 
 use bpestore_encode::{
     AllowedSpecial, EncodeError, Encoder, FileError, MergeRule, StreamState, TokenId,
-    DEFAULT_STREAM_BLOCK,
+    DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK,
 };
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -84,7 +84,7 @@ impl PyEncoder {
     /// that have ids of their own); `merges` in rank order; `special_tokens`: token -> id;
     /// `merge_rule`: "pair" or "token".
     #[new]
-    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair"))]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES))]
     fn new(
         py: Python<'_>,
         vocab: &Bound<'_, PyDict>,
@@ -92,6 +92,7 @@ impl PyEncoder {
         special_tokens: &Bound<'_, PyDict>,
         pattern: &str,
         merge_rule: &str,
+        cache_entries: usize,
     ) -> PyResult<PyEncoder> {
         let rule = match merge_rule {
             "pair" => MergeRule::Pair,
@@ -122,24 +123,25 @@ impl PyEncoder {
         let mut pairs = Vec::new();
         for merge in merges.try_iter()? {
             let merge = merge?;
-            let pair = merge
-                .cast::<PyTuple>()
-                .ok()
-                .filter(|pair| pair.len() == 2)
-                .ok_or_else(|| {
-                    PyTypeError::new_err(format!(
-                        "each merge must be a pair of bytes, got {}",
-                        repr(&merge)
-                    ))
-                })?;
+            let bad = || {
+                PyTypeError::new_err(format!(
+                    "each merge must be a pair of bytes, got {}",
+                    repr(&merge)
+                ))
+            };
+            // A tuple, or any pair-like row (a database row, a list).
+            let parts: Vec<Bound<'_, PyAny>> = match merge.cast::<PyTuple>() {
+                Ok(pair) => pair.iter().collect(),
+                Err(_) => merge
+                    .try_iter()
+                    .map_err(|_| bad())?
+                    .collect::<PyResult<_>>()?,
+            };
+            if parts.len() != 2 {
+                return Err(bad());
+            }
             let part = |i: usize| -> PyResult<Vec<u8>> {
-                let item = pair.get_item(i)?;
-                let bytes = item.cast::<PyBytes>().map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "each merge must be a pair of bytes, got {}",
-                        repr(&merge)
-                    ))
-                })?;
+                let bytes = parts[i].cast::<PyBytes>().map_err(|_| bad())?;
                 Ok(bytes.as_bytes().to_vec())
             };
             pairs.push((part(0)?, part(1)?));
@@ -150,7 +152,9 @@ impl PyEncoder {
         }
         let pattern = pattern.to_owned();
         let encoder = py
-            .detach(move || Encoder::new(tokens, pairs, specials, &pattern, rule))
+            .detach(move || {
+                Encoder::with_cache_entries(tokens, pairs, specials, &pattern, rule, cache_entries)
+            })
             .map_err(value_error)?;
         Ok(PyEncoder {
             inner: Arc::new(encoder),
@@ -252,7 +256,7 @@ impl PyEncoder {
     /// else uint32) on `threads` threads (default: the CPUs); returns the number of ids.
     /// `progress(n)` is called with the number of input bytes done. Invalid UTF-8 raises
     /// `bpestore.errors.CorpusDecodeError`; nothing is left at `output` on failure.
-    #[pyo3(signature = (path, output, threads = None, progress = None))]
+    #[pyo3(signature = (path, output, threads = None, progress = None, chunk_bytes = DEFAULT_CHUNK_BYTES))]
     fn encode_file_to_npy(
         &self,
         py: Python<'_>,
@@ -260,6 +264,7 @@ impl PyEncoder {
         output: std::path::PathBuf,
         threads: Option<usize>,
         progress: Option<Py<PyAny>>,
+        chunk_bytes: usize,
     ) -> PyResult<u64> {
         let threads = threads.unwrap_or_else(default_threads);
         if threads == 0 {
@@ -285,7 +290,8 @@ impl PyEncoder {
                     }
                 })
             };
-            let result = encoder.encode_file_to_npy(&input, &output, threads, &mut on_chunk);
+            let result =
+                encoder.encode_file_in_chunks(&input, &output, threads, &mut on_chunk, chunk_bytes);
             (result, stopped)
         });
         match result {
