@@ -2,8 +2,12 @@
 
 Every command takes ``--db PATH_OR_URL`` (environment variable ``BPESTORE_DB``, default
 ``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases) print one
-line on stderr and exit with status 1 (set ``BPESTORE_DEBUG=1`` for the traceback); progress
-bars go to stderr, and only to a terminal.
+line on stderr and exit with status 1; anything else is a bug in bpestore and says so in one line
+(exit status 70). ``BPESTORE_DEBUG=1`` shows the traceback of either. Progress bars go to stderr,
+and only to a terminal.
+
+This module parses arguments and prints; the work is done by the public API and
+:mod:`bpestore.workflow`, the only parts of bpestore it imports.
 """
 
 from __future__ import annotations
@@ -19,23 +23,30 @@ from typing import TYPE_CHECKING
 import click
 import numpy as np
 
-from .workflow import token_text
+from . import formats
 from .errors import BpestoreError
 
 if TYPE_CHECKING:
-    from .store.database import TokenizerInfo
+    from .workflow import TokenizerInfo
 
 EXIT_USER_ERROR = 1
+EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE
 EXIT_INTERRUPTED = 130
+# The errors a user can cause: bpestore's own, bad arguments (ValueError, by the API's convention)
+# and files (OSError). Anything else, a KeyError included, is a bug.
+USER_ERRORS = (BpestoreError, ValueError, OSError)
 
 
 class _Group(click.Group):
-    """Turns the errors a user can cause into one clean line on stderr."""
+    """Turns the errors a user can cause into one clean line on stderr, and any other into one
+    line that says it is a bug."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (BpestoreError, ValueError, LookupError, OSError) as error:
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: usage errors and exits
+        except USER_ERRORS as error:
             if os.environ.get("BPESTORE_DEBUG"):
                 raise
             if isinstance(error, OSError) and error.filename:
@@ -44,6 +55,15 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted; nothing half-written was kept.", err=True)
             sys.exit(EXIT_INTERRUPTED)
+        except Exception as error:
+            if os.environ.get("BPESTORE_DEBUG"):
+                raise
+            click.echo(
+                f"Internal error (a bug in bpestore): {type(error).__name__}: {error}. "
+                "Run again with BPESTORE_DEBUG=1 to see the traceback.",
+                err=True,
+            )
+            sys.exit(EXIT_INTERNAL_ERROR)
 
 
 def _fail(message: str) -> None:
@@ -51,10 +71,16 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
-def Store(db: str):  # noqa: N802 - stands in for the class, imported late to keep --help fast
-    from .workflow import Store as StoreClass
+def _workflow():
+    """:mod:`bpestore.workflow`, imported when a command runs (it pulls in SQLAlchemy and NumPy;
+    ``--help`` should not wait for them)."""
+    from . import workflow
 
-    return StoreClass(db)
+    return workflow
+
+
+def Store(db: str):  # noqa: N802 - stands in for the class, imported late to keep --help fast
+    return _workflow().Store(db)
 
 
 def _db_option(function):
@@ -183,7 +209,7 @@ def list_(as_json: bool, db: str) -> None:
 
 def _readable(token: bytes) -> str:
     """Quoted and unambiguous (see :func:`bpestore.workflow.token_text`)."""
-    return "'" + token_text(token).replace("'", "\\'") + "'"
+    return "'" + _workflow().token_text(token).replace("'", "\\'") + "'"
 
 
 @main.command()
@@ -201,13 +227,8 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     Example:
       bpestore show ts@2 --merges 20
     """
-    with Store(db) as store:
-        info = store.info(ref)
-        tokenizer = store.load(info.ref)
-    merges = tokenizer.merges
-    first = list(enumerate(merges[:num_merges]))
-    last = list(enumerate(merges))[max(len(merges) - num_merges, num_merges):] if num_merges else []
-    longest = sorted(tokenizer.vocab.items(), key=lambda item: (-len(item[1]), item[0]))[:num_merges]
+    summary = _workflow().describe(db, ref, num_merges)
+    info, first, last, longest = summary.info, summary.first_merges, summary.last_merges, summary.longest_tokens
     if as_json:
         data = info.to_dict()
         data["first_merges"] = [{"rank": r, "left": _readable(a), "right": _readable(b)} for r, (a, b) in first]
@@ -331,32 +352,20 @@ def encode(ref: str, input_path: Path | None, output: Path | None, workers: int 
       echo "Hello world" | bpestore encode gpt2
       bpestore encode gpt2 train.txt --output train.npy --workers 4
     """
-    from .pretokenize.corpus import iter_text_blocks
-    from .encode.files import encode_file_to_npy, write_npy_stream
-    from .progress import progress_bar
-
-    with Store(db) as store:
-        tokenizer = store.load(ref)
+    tokenizer = _workflow().load_tokenizer(db, ref)
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path
-    to_npy = output is not None and output.suffix == ".npy"
-    if to_npy and not from_stdin:
-        count = encode_file_to_npy(tokenizer, source, output, workers=workers, progress=_show_progress(quiet))
-        click.echo(f"wrote {count} ids to {output}", err=True)
-        return
-    total = None if from_stdin else input_path.stat().st_size
-    with progress_bar(_show_progress(quiet), total, "encoding", unit="B", unit_scale=True) as bar:
-        texts = iter_text_blocks(source, on_bytes=bar.update)
-        if to_npy:
-            count = write_npy_stream(tokenizer, texts, output)
-            click.echo(f"wrote {count} ids to {output}", err=True)
-            return
-        blocks = tokenizer.encode_blocks(texts)
+
+    def write_text(blocks: Iterable[np.ndarray]) -> None:
         if output is None:
             _write_ids(blocks, sys.stdout)
         else:
             with open(output, "w", encoding="ascii") as file:
                 _write_ids(blocks, file)
+
+    count = _workflow().encode_to(tokenizer, source, output, workers=workers, progress=_show_progress(quiet), write_text=write_text)
+    if count is not None:
+        click.echo(f"wrote {count} ids to {output}", err=True)
 
 
 def _parse_ids(words: Iterable[str]) -> Iterator[int]:
@@ -379,8 +388,7 @@ def decode(ref: str, ids: tuple[str, ...], db: str) -> None:
       bpestore decode gpt2 15496 995
       bpestore encode gpt2 notes.txt | bpestore decode gpt2
     """
-    with Store(db) as store:
-        tokenizer = store.load(ref)
+    tokenizer = _workflow().load_tokenizer(db, ref)
     words = ids if ids else sys.stdin.read().split()
     click.echo(tokenizer.decode(list(_parse_ids(words))), nl=False)
     click.echo()
@@ -389,13 +397,12 @@ def decode(ref: str, ids: tuple[str, ...], db: str) -> None:
 # -- import / export -------------------------------------------------------------------------------
 
 
-def _save_import(db: str, name: str, report) -> None:
-    with Store(db) as store:
-        ref = store.save(name, report.tokenizer, source=report.source)
-    for note in report.notes:
+def _import(db: str, name: str, format: str, *paths: Path, **options) -> None:
+    ref, imported = _workflow().import_into_store(db, name, format, *paths, **options)
+    for note in imported.notes:
         click.echo(note, err=True)
-    tokenizer = report.tokenizer
-    click.echo(f"{ref}\tvocab_size={tokenizer.vocab_size}\tmerges={len(tokenizer.merges)}\tspecial_tokens={tokenizer.special_tokens}")
+    model = imported.model
+    click.echo(f"{ref}\tvocab_size={model.vocab_size}\tmerges={len(model.merges)}\tspecial_tokens={model.special_tokens}")
 
 
 @main.group("import")
@@ -426,9 +433,7 @@ def import_gpt2(vocab_json: Path, merges_txt: Path, name: str, special_tokens: t
     Example:
       bpestore import gpt2 vocab.json merges.txt --name gpt2 --special-token '<|endoftext|>'
     """
-    from .formats.interop import import_gpt2 as read
-
-    _save_import(db, name, read(vocab_json, merges_txt, special_tokens))
+    _import(db, name, "gpt2", vocab_json, merges_txt, special_tokens=special_tokens)
 
 
 @import_.command("hf")
@@ -443,9 +448,7 @@ def import_hf(tokenizer_json: Path, name: str, quiet: bool, db: str) -> None:
     Example:
       bpestore import hf tokenizer.json --name my-hf-bpe
     """
-    from .formats.interop import import_hf as read
-
-    _save_import(db, name, read(tokenizer_json))
+    _import(db, name, "hf", tokenizer_json)
 
 
 def _parse_special_assignments(values: tuple[str, ...]) -> dict[str, int] | None:
@@ -480,15 +483,13 @@ def import_tiktoken(file: Path, name: str, pattern: str, special_tokens: tuple[s
     Example:
       bpestore import tiktoken cl100k_base.tiktoken --name cl100k --pattern cl100k_base
     """
-    from .formats.interop import import_tiktoken as read
-
     specials = _parse_special_assignments(special_tokens)
-    _save_import(db, name, read(file, pattern, specials, progress=_show_progress(quiet)))
+    _import(db, name, "tiktoken", file, pattern, special_tokens=specials, progress=_show_progress(quiet))
 
 
 @main.command()
 @click.argument("ref")
-@click.option("--format", "export_format", type=click.Choice(["gpt2", "hf", "tiktoken"]), required=True, help="The file format.")
+@click.option("--format", "export_format", type=click.Choice(formats.names()), required=True, help="The file format.")
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="A directory for gpt2 (vocab.json + merges.txt), else a file.")
 @_db_option
 def export(ref: str, export_format: str, output: Path, db: str) -> None:
@@ -499,11 +500,7 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
       bpestore export ts@2 --format hf --output tokenizer.json
       bpestore export ts@2 --format gpt2 --output ts-gpt2/
     """
-    from .formats.interop import export_tokenizer
-
-    with Store(db) as store:
-        tokenizer = store.load(ref)
-    for note in export_tokenizer(tokenizer, export_format, output):
+    for note in _workflow().export_from_store(db, ref, export_format, output):
         click.echo(note, err=True)
 
 

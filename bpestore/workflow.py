@@ -1,5 +1,6 @@
 """The workflows that join the store and the algorithms: training into the store, loading a stored
-tokenizer as a ``Tokenizer``, comparing two tokenizers.
+tokenizer as a ``Tokenizer``, encoding a file with it, importing and exporting through the formats,
+describing and comparing tokenizers. The command line is a thin layer over these.
 
 This is the one module that knows both :mod:`bpestore.store` and the pipeline's algorithms
 (:mod:`bpestore.train`, :mod:`bpestore.encode`); the store itself knows neither.
@@ -11,18 +12,29 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import numpy as np
+
+from . import formats
+from .encode.files import encode_file_to_npy, write_npy_stream
 from .encode.tokenizer import Tokenizer
+from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import ModelStore
+from .store.database import ModelStore, TokenizerInfo
+from .store.loader import load_model
 from .store.refs import check_name
 from .train import trainer as training
+
+__all__ = [
+    "Store", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "describe", "diff_tokenizers", "encode_to",
+    "export_from_store", "import_into_store", "load_tokenizer", "token_text",
+]
 
 
 def token_text(token: bytes) -> str:
@@ -183,8 +195,7 @@ class Store(ModelStore):
 
     def load(self, ref: str) -> Tokenizer:
         """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
-        vocab, merges, special_tokens, pattern, merge_rule = self.load_parts(ref)
-        return Tokenizer(vocab, merges, special_tokens, pattern=pattern, merge_rule=merge_rule)
+        return Tokenizer.from_model(self.load_model(ref))
 
     def train(
         self,
@@ -242,7 +253,7 @@ class Store(ModelStore):
                     self._insert_tokenizer(
                         connection,
                         name,
-                        Tokenizer(vocab, size_merges, special_tokens),
+                        BPEModel(vocab, size_merges, special_tokens),
                         corpus_id=corpus_id,
                         source="trained",
                         training_params={
@@ -261,3 +272,78 @@ class Store(ModelStore):
         """Compare two stored tokenizers; see :class:`TokenizerDiff`."""
         info_a, info_b = self.info(ref_a), self.info(ref_b)
         return diff_tokenizers(info_a.ref, self.load(info_a.ref), info_b.ref, self.load(info_b.ref), corpus, progress=progress)
+
+
+def load_tokenizer(store: str | os.PathLike, ref: str) -> Tokenizer:
+    """The tokenizer ``ref`` from the store at ``store``, by the one loader (the fast SQLite path
+    first); a store that does not exist is an error, never created."""
+    return Tokenizer.from_model(load_model(store, ref))
+
+
+def import_into_store(store: str | os.PathLike, name: str, format: str, *paths: str | os.PathLike, **options: Any) -> tuple[str, formats.Imported]:
+    """Read ``format``'s files (see :func:`bpestore.formats.read`) and store the tokenizer as the
+    next version of ``name``; returns the new ref and what the import found. Nothing is stored
+    unless the whole input is understood."""
+    imported = formats.read(format, *paths, **options)
+    with Store(store) as opened:
+        ref = opened.save(name, imported.model, source=f"imported from {imported.format} {' '.join(imported.paths)}")
+    return ref, imported
+
+
+def export_from_store(store: str | os.PathLike, ref: str, format: str, output: str | os.PathLike) -> list[str]:
+    """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`); returns notes."""
+    formats.get(format)  # an unknown format is refused before anything is read
+    return formats.export(load_model(store, ref), format, output)
+
+
+def encode_to(
+    tokenizer: Tokenizer,
+    source: str | os.PathLike | BinaryIO,
+    output: str | os.PathLike | None,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
+    write_text: Callable[[Iterator[np.ndarray]], None] | None = None,
+) -> int | None:
+    """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin).
+
+    With ``output`` ending in ``.npy`` the ids go into a NumPy array file (a file path is encoded
+    in parallel by ``workers`` processes, in bounded memory) and the number of ids is returned;
+    otherwise the blocks of ids are handed to ``write_text`` and None is returned.
+    """
+    from_file = isinstance(source, (str, os.PathLike))
+    to_npy = output is not None and Path(output).suffix == ".npy"
+    if to_npy and from_file:
+        return encode_file_to_npy(tokenizer, source, output, workers=workers, progress=progress)
+    total = os.path.getsize(check_corpus_path(source)) if from_file else None
+    with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
+        texts = iter_text_blocks(source, on_bytes=bar.update)
+        if to_npy:
+            return write_npy_stream(tokenizer, texts, output)
+        assert write_text is not None, "give write_text for output that is not .npy"
+        write_text(tokenizer.encode_blocks(texts))
+    return None
+
+
+@dataclass
+class TokenizerSummary:
+    """What ``bpestore show`` prints: the stored metadata, the first and last merges (with their
+    ranks) and the longest tokens (longest first, then by id)."""
+
+    info: TokenizerInfo
+    first_merges: list[tuple[int, tuple[bytes, bytes]]]
+    last_merges: list[tuple[int, tuple[bytes, bytes]]]
+    longest_tokens: list[tuple[int, bytes]]
+
+
+def describe(store: str | os.PathLike, ref: str, count: int = 10) -> TokenizerSummary:
+    """A summary of the stored tokenizer ``ref``: its first and last ``count`` merges (never
+    listing one twice) and its ``count`` longest tokens."""
+    with Store(store) as opened:
+        info = opened.info(ref)
+        model = opened.load_model(info.ref)
+    merges = model.merges
+    first = list(enumerate(merges[:count]))
+    last = list(enumerate(merges))[max(len(merges) - count, count):] if count else []
+    longest = sorted(model.vocab.items(), key=lambda item: (-len(item[1]), item[0]))[:count]
+    return TokenizerSummary(info, first, last, longest)

@@ -1,4 +1,4 @@
-"""Import and export (``bpestore.interop``), checked against the tools the files belong to.
+"""Import and export (``bpestore.formats``), checked against the tools the files belong to.
 
 * ``cl100k_base`` and ``o200k_base`` from the files shipped in ``bpe-openai`` give the ids of
   tiktoken's own Encoding, built from the same file with tiktoken's own constructor (its pattern
@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from bpestore import Tokenizer, train_bpe
 from bpestore.cli import main
 from bpestore.errors import FormatError
-from bpestore.formats.interop import export_tokenizer, import_gpt2, import_hf, import_tiktoken
+from bpestore import formats
 from bpestore.pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from bpestore import Store
 from conftest import shared_file
@@ -168,7 +168,7 @@ class OpenAIEncoding:
         self.path = path
         self.encoding: tiktoken.Encoding = encoding
         self.report = report
-        self.tokenizer: Tokenizer = report.tokenizer
+        self.tokenizer: Tokenizer = Tokenizer.from_model(report.model)
         self.specials = sorted(encoding.special_tokens_set)
 
     def expected(self, text: str) -> list[int]:
@@ -180,7 +180,7 @@ def openai(request, tmp_path_factory) -> OpenAIEncoding:
     name = request.param
     path = bpe_openai_file(name)
     encoding = tiktoken_encoding(name, path, tmp_path_factory.mktemp("tiktoken-cache"))
-    return OpenAIEncoding(name, path, encoding, import_tiktoken(path, name))
+    return OpenAIEncoding(name, path, encoding, formats.read("tiktoken", path, name))
 
 
 def test_imported_vocab_and_special_tokens(openai):
@@ -285,16 +285,16 @@ def test_unreachable_tokens_are_counted(tmp_path):
     ranks.update({b"abc": 256, b"ab": 257, b"xy": 258, b"xyz": 259, b"abcxyz": 260})
     path = tmp_path / "tiny.tiktoken"
     path.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items()))
-    report = import_tiktoken(path, GPT2_PATTERN, {})
+    report = formats.read("tiktoken", path, GPT2_PATTERN, {})
     merge_ids, unreachable = independent_pair_merges(ranks)
     token_of = {rank: token for token, rank in ranks.items()}
     assert unreachable == [b"abc"]
-    assert report.tokenizer.merges == [(token_of[a], token_of[b]) for a, b in merge_ids] == [(b"a", b"b"), (b"x", b"y"), (b"xy", b"z"), (b"abc", b"xyz")]
+    assert report.model.merges == [(token_of[a], token_of[b]) for a, b in merge_ids] == [(b"a", b"b"), (b"x", b"y"), (b"xy", b"z"), (b"abc", b"xyz")]
     assert any("1 tokens are not reached" in note or "1 token is not reached" in note for note in report.notes), report.notes
     # tiktoken still encodes 'abc' as one token (whole pre-token lookup), and so does bpestore
     encoding = tiktoken.Encoding(name="tiny", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
     for text in ["abc", "abcxyz", " abcab", "xyzabc abc"]:
-        assert report.tokenizer.encode(text) == encoding.encode(text)
+        assert Tokenizer.from_model(report.model).encode(text) == encoding.encode(text)
 
 
 def test_cli_import_of_cl100k(tmp_path):
@@ -321,8 +321,8 @@ def test_cli_import_of_cl100k(tmp_path):
 
 @pytest.fixture(scope="module")
 def gpt2():
-    report = import_gpt2(shared_file("fixtures", "gpt2_vocab.json"), shared_file("fixtures", "gpt2_merges.txt"), [ENDOFTEXT])
-    return report.tokenizer
+    report = formats.read("gpt2", shared_file("fixtures", "gpt2_vocab.json"), shared_file("fixtures", "gpt2_merges.txt"), [ENDOFTEXT])
+    return Tokenizer.from_model(report.model)
 
 
 @pytest.fixture(scope="module")
@@ -330,7 +330,7 @@ def gpt2_exports(gpt2, tmp_path_factory) -> dict[str, Path]:
     directory = tmp_path_factory.mktemp("gpt2-exports")
     paths = {"gpt2": directory / "gpt2-files", "hf": directory / "tokenizer.json", "tiktoken": directory / "gpt2.tiktoken"}
     for export_format, path in paths.items():
-        notes = export_tokenizer(gpt2, export_format, path)
+        notes = formats.export(gpt2, export_format, path)
         assert all(isinstance(note, str) for note in notes)
     return paths
 
@@ -352,15 +352,15 @@ def test_gpt2_import_reads_the_files_exactly(gpt2):
 
 def reimport(export_format: str, path: Path):
     if export_format == "gpt2":
-        return import_gpt2(path / "vocab.json", path / "merges.txt", [ENDOFTEXT])
+        return formats.read("gpt2", path / "vocab.json", path / "merges.txt", [ENDOFTEXT])
     if export_format == "hf":
-        return import_hf(path)
-    return import_tiktoken(path, "r50k_base")
+        return formats.read("hf", path)
+    return formats.read("tiktoken", path, "r50k_base")
 
 
 @pytest.mark.parametrize("export_format", ["gpt2", "hf", "tiktoken"])
 def test_gpt2_export_and_import_again(gpt2, gpt2_exports, export_format):
-    again = reimport(export_format, gpt2_exports[export_format]).tokenizer
+    again = Tokenizer.from_model(reimport(export_format, gpt2_exports[export_format]).model)
     assert again.vocab == gpt2.vocab
     assert again.merges == gpt2.merges
     assert again.special_ids == gpt2.special_ids
@@ -382,8 +382,8 @@ def test_gpt2_files_written_are_gpt2s(gpt2_exports):
 
 
 def test_merges_reconstructed_from_the_tiktoken_export_are_gpt2s(gpt2_exports):
-    report = import_tiktoken(gpt2_exports["tiktoken"], "r50k_base")
-    assert report.tokenizer.merges == read_merges_txt(shared_file("fixtures", "gpt2_merges.txt"))
+    report = formats.read("tiktoken", gpt2_exports["tiktoken"], "r50k_base")
+    assert report.model.merges == read_merges_txt(shared_file("fixtures", "gpt2_merges.txt"))
     assert any("0 tokens are not reached" in note for note in report.notes), report.notes
 
 
@@ -455,7 +455,7 @@ def test_trained_tokenizer_exported_to_hf_encodes_the_same(trained, tmp_path, hf
     vocab, merges = trained
     tokenizer = Tokenizer(vocab, merges, [ENDOFTEXT], pattern=pattern)
     path = tmp_path / "tokenizer.json"
-    export_tokenizer(tokenizer, "hf", path)
+    formats.export(tokenizer, "hf", path)
     loaded = hf_tokenizers.Tokenizer.from_file(str(path))
     for text in gpt2_texts():
         # The pattern means the same to tokenizers' regex engine (Oniguruma) as to `regex`...
@@ -465,7 +465,7 @@ def test_trained_tokenizer_exported_to_hf_encodes_the_same(trained, tmp_path, hf
         assert loaded.encode(text).ids == tokenizer.encode(text)
         assert loaded.decode(tokenizer.encode(text), skip_special_tokens=False) == text
 
-    again = import_hf(path).tokenizer
+    again = Tokenizer.from_model(formats.read("hf", path).model)
     assert (again.vocab, again.merges, again.special_ids, again.pattern) == (
         tokenizer.vocab, tokenizer.merges, tokenizer.special_ids, tokenizer.pattern
     )
@@ -484,7 +484,7 @@ def test_trained_tokenizer_exported_to_hf_encodes_the_same(trained, tmp_path, hf
 def small_bpe_json(tmp_path: Path, trained) -> Path:
     vocab, merges = trained
     path = tmp_path / "base.json"
-    export_tokenizer(Tokenizer(vocab, merges[:100], [ENDOFTEXT]), "hf", path)
+    formats.export(Tokenizer(vocab, merges[:100], [ENDOFTEXT]), "hf", path)
     return path
 
 
@@ -558,7 +558,7 @@ HF_REFUSALS = [
 def test_unsupported_tokenizer_json_is_refused(tmp_path, trained, hf_tokenizers, case):
     path, words = refused_hf_files(tmp_path, trained, hf_tokenizers)[case]
     with pytest.raises(FormatError) as raised:
-        import_hf(path)
+        formats.read("hf", path)
     message = str(raised.value)
     assert str(path) in message or path.name in message
     for word in words:
@@ -588,7 +588,7 @@ def gpt2_like_files(tmp_path: Path) -> tuple[Path, Path]:
     merges = [(b"h", b"e"), (b" ", b"t"), (b" t", b"he")]
     for left, right in merges:
         vocab[len(vocab)] = left + right
-    export_tokenizer(Tokenizer(vocab, merges), "gpt2", tmp_path / "files")
+    formats.export(Tokenizer(vocab, merges), "gpt2", tmp_path / "files")
     return tmp_path / "files" / "vocab.json", tmp_path / "files" / "merges.txt"
 
 
@@ -603,11 +603,11 @@ MERGES_REFUSALS = {
 @pytest.mark.parametrize("case", sorted(MERGES_REFUSALS))
 def test_malformed_merges_txt_is_refused(tmp_path, case):
     vocab_json, merges_txt = gpt2_like_files(tmp_path)
-    import_gpt2(vocab_json, merges_txt)  # the files as written are fine
+    formats.read("gpt2", vocab_json, merges_txt)  # the files as written are fine
     content, words = MERGES_REFUSALS[case]
     merges_txt.write_text(content, encoding="utf-8")
     with pytest.raises(FormatError) as raised:
-        import_gpt2(vocab_json, merges_txt)
+        formats.read("gpt2", vocab_json, merges_txt)
     message = str(raised.value)
     assert "merges.txt" in message
     for word in words:
@@ -628,7 +628,7 @@ def test_malformed_vocab_json_is_refused(tmp_path, case):
     content, words = VOCAB_REFUSALS[case]
     vocab_json.write_text(content, encoding="utf-8")
     with pytest.raises(FormatError) as raised:
-        import_gpt2(vocab_json, merges_txt)
+        formats.read("gpt2", vocab_json, merges_txt)
     message = str(raised.value)
     assert "vocab.json" in message
     for word in words:
@@ -640,7 +640,7 @@ def test_merge_of_tokens_missing_from_the_vocab_is_refused(tmp_path):
     vocab_json, merges_txt = gpt2_like_files(tmp_path)
     merges_txt.write_text("#version: 0.2\nh e\nĠ t\nĠt he\nx y\n", encoding="utf-8")
     with pytest.raises(FormatError) as raised:
-        import_gpt2(vocab_json, merges_txt)
+        formats.read("gpt2", vocab_json, merges_txt)
     assert "merges.txt" in str(raised.value)
     check_cli_refuses(tmp_path, ["import", "gpt2", vocab_json, merges_txt, "--name", "x"], merges_txt, [])
 
@@ -668,7 +668,7 @@ def test_malformed_tiktoken_file_is_refused(tmp_path, case, gzipped):
     path = tmp_path / ("bad.tiktoken.gz" if gzipped else "bad.tiktoken")
     path.write_bytes(gzip.compress(data) if gzipped else data)
     with pytest.raises(FormatError) as raised:
-        import_tiktoken(path, "r50k_base", {})
+        formats.read("tiktoken", path, "r50k_base", {})
     message = str(raised.value)
     assert path.name in message
     for word in words:
@@ -680,7 +680,7 @@ def test_tiktoken_file_that_is_not_gzip_or_text(tmp_path):
     path = tmp_path / "broken.tiktoken.gz"
     path.write_bytes(gzip.compress(tiktoken_lines(b""))[:100])  # cut short
     with pytest.raises(FormatError) as raised:
-        import_tiktoken(path, "r50k_base")
+        formats.read("tiktoken", path, "r50k_base")
     assert path.name in str(raised.value)
     check_cli_refuses(tmp_path, ["import", "tiktoken", path, "--name", "x", "--pattern", "r50k_base"], path, [])
 

@@ -23,8 +23,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Integer, MetaData, create_engine
 
-import bpestore.store.loader
 import bpestore.store.migrate
+import bpestore.store.schema_revision
 from bpestore import Tokenizer
 from bpestore.store import schema
 from bpestore.errors import DatabaseTooNewError, NotABpestoreDatabaseError
@@ -94,7 +94,7 @@ def assert_same_tokenizer(a: Tokenizer, b: Tokenizer) -> None:
 def test_the_migrations_have_one_head_and_the_code_knows_it():
     script = ScriptDirectory(str(migrations_dir()))
     assert len(script.get_heads()) == 1
-    assert bpestore.store.migrate.SCHEMA_REVISION == script.get_current_head()
+    assert bpestore.store.schema_revision.SCHEMA_REVISION == script.get_current_head()
     assert migrations_dir() == REPO_ROOT / "bpestore" / "store" / "migrations"  # in a checkout, the repository's
 
 
@@ -225,8 +225,7 @@ def newer_release(tmp_path, monkeypatch):
 
     def activate() -> None:
         monkeypatch.setattr(bpestore.store.migrate, "migrations_dir", lambda: directory)
-        monkeypatch.setattr(bpestore.store.migrate, "SCHEMA_REVISION", later)
-        monkeypatch.setattr(bpestore.store.loader, "SCHEMA_REVISION", later)
+        monkeypatch.setattr(bpestore.store.schema_revision, "SCHEMA_REVISION", later)  # the one revision check
         bpestore.store.migrate._script_directory.cache_clear()
 
     yield later, activate

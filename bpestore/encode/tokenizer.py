@@ -8,17 +8,14 @@ remembering the ids of the pre-tokens it has seen. It is thread-safe and release
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 
 from .._engine import Encoder
+from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
-
-MergeRule = Literal["pair", "token"]
 
 # Distinct pre-tokens remembered by each of the engine's caches (one per thread encoding at
 # once); a cache that is full starts afresh.
@@ -54,43 +51,37 @@ class Tokenizer:
         merge_rule: MergeRule = "pair",
         cache_size: int = DEFAULT_CACHE_SIZE,
     ):
-        self.vocab: dict[int, bytes] = dict(vocab)
-        self.merges: list[tuple[bytes, bytes]] = list(merges)
-        self.pattern = pattern
-        self.merge_rule: MergeRule = merge_rule
-        self.special_tokens: list[str] = list(dict.fromkeys(special_tokens or ()))
-        for token in self.special_tokens:
-            if not isinstance(token, str) or not token:
-                raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
-        if merge_rule not in ("pair", "token"):
-            raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
+        self._start(BPEModel(vocab, merges, special_tokens, pattern, merge_rule), cache_size)
 
-        # A special token that is a token of the vocab keeps its id; the others get the next ids.
-        wanted = {token.encode("utf-8"): token for token in self.special_tokens}
-        found: dict[str, int] = {}
-        if wanted:
-            for token_id, token in self.vocab.items():
-                if token in wanted:
-                    found.setdefault(wanted[token], token_id)
-        self.special_ids: dict[str, int] = {}
-        added: dict[int, bytes] = {}
-        next_id = max(self.vocab, default=-1) + 1
-        for token in self.special_tokens:
-            token_id = found.get(token)
-            if token_id is None:
-                token_id, next_id = next_id, next_id + 1
-                added[token_id] = token.encode("utf-8")
-            self.special_ids[token] = token_id
-        # The engine gets the vocabulary without the added special tokens: they are not tokens
-        # that BPE may produce.
-        self._engine = Encoder(self.vocab, self.merges, self.special_ids, pattern, merge_rule, cache_size)
-        self.vocab.update(added)
-        self._added_ids = frozenset(added)
+    @classmethod
+    def from_model(cls, model: BPEModel, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Tokenizer:
+        """A tokenizer that encodes with ``model`` (checked when it was made, not again).
+
+        >>> from bpestore import BPEModel, Tokenizer
+        >>> model = BPEModel({i: bytes([i]) for i in range(256)} | {256: b"hi"}, [(b"h", b"i")])
+        >>> Tokenizer.from_model(model).encode("hi hi")
+        [256, 32, 256]
+        """
+        tokenizer = cls.__new__(cls)
+        tokenizer._start(model, cache_size)
+        return tokenizer
+
+    def _start(self, model: BPEModel, cache_size: int) -> None:
+        self.model = model
+        self.vocab: dict[int, bytes] = model.vocab
+        self.merges: list[tuple[bytes, bytes]] = model.merges
+        self.pattern = model.pattern
+        self.merge_rule: MergeRule = model.merge_rule
+        self.special_tokens: list[str] = model.special_tokens
+        self.special_ids: dict[str, int] = model.special_ids
+        # The model's vocab holds the special tokens too, at their ids. The engine may treat
+        # them as ordinary tokens as well: every occurrence of one in the text is cut out before
+        # BPE, so no pre-token ever holds its bytes.
+        self._engine = Encoder(self.vocab, self.merges, self.special_ids, self.pattern, self.merge_rule, cache_size)
 
     def __reduce__(self):
-        # The engine is rebuilt from the parts (for pickling, e.g. into worker processes).
-        vocab = {token_id: token for token_id, token in self.vocab.items() if token_id not in self._added_ids}
-        return _rebuild, (vocab, self.merges, self.special_tokens, self.pattern, self.merge_rule)
+        # The engine is rebuilt from the model (for pickling, e.g. into worker processes).
+        return Tokenizer.from_model, (self.model,)
 
     # -- construction from files --------------------------------------------------------------
 
@@ -112,20 +103,9 @@ class Tokenizer:
     @classmethod
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
-        from ..store.loader import load_from_sqlite
+        from ..store.loader import load_model
 
-        location = os.fspath(path_or_url)
-        if "://" not in location and not os.path.exists(location):
-            raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", location)
-
-        parts = load_from_sqlite(path_or_url, name)
-        if parts is None:
-            from ..store.database import ModelStore  # upgrades an older schema, or explains what is wrong
-
-            with ModelStore(path_or_url) as store:
-                parts = store.load_parts(name)
-        vocab, merges, special_tokens, pattern, merge_rule = parts
-        return cls(vocab, merges, special_tokens, pattern=pattern, merge_rule=merge_rule)
+        return cls.from_model(load_model(path_or_url, name))
 
     # -- encoding -------------------------------------------------------------------------------
 
@@ -187,7 +167,3 @@ class Tokenizer:
             f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
             f"special_tokens={self.special_tokens!r}, merge_rule={self.merge_rule!r})"
         )
-
-
-def _rebuild(vocab, merges, special_tokens, pattern, merge_rule) -> Tokenizer:
-    return Tokenizer(vocab, merges, special_tokens, pattern=pattern, merge_rule=merge_rule)

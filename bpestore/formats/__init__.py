@@ -1,1 +1,78 @@
-"""Reading and writing tokenizers in other tools' file formats."""
+"""Reading and writing tokenizers in other tools' file formats, as plug-ins.
+
+Each format is one module here that registers a :class:`Format` (see :mod:`.registry`); this
+package finds them all, so adding a format means adding its module. Python users and the command
+line use the same two functions, with the same checks and errors:
+
+>>> from bpestore import formats
+>>> formats.names()
+['gpt2', 'hf', 'tiktoken']
+>>> formats.read("word2vec", "vectors.bin")
+Traceback (most recent call last):
+...
+ValueError: unknown format 'word2vec'; choose one of gpt2, hf, tiktoken
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..model import BPEModel
+from .registry import Format, Imported, get, names, register
+
+__all__ = ["Format", "Imported", "export", "get", "names", "read", "register"]
+
+
+class HasModel(Protocol):
+    """Anything that carries a :class:`BPEModel` (a :class:`~bpestore.Tokenizer` does)."""
+
+    @property
+    def model(self) -> BPEModel: ...
+
+
+def _load_format_modules() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        if not module.name.startswith("_") and module.name != "registry":
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+_load_format_modules()
+
+
+def read(format: str, *paths: str | os.PathLike, **options: Any) -> Imported:
+    """Read a tokenizer from ``format``'s files; nothing half-read is ever returned.
+
+    ``bpestore.formats.read("gpt2", "vocab.json", "merges.txt", special_tokens=["<|endoftext|>"])``,
+    ``read("hf", "tokenizer.json")``, ``read("tiktoken", "cl100k_base.tiktoken", "cl100k_base")``.
+    Returns an :class:`Imported`; ``Tokenizer.from_model(imported.model)`` encodes with it.
+
+    Raises:
+        FormatError: (a ValueError) the files cannot be represented exactly.
+        ValueError: ``format`` is not a registered format.
+        OSError: a file cannot be read.
+    """
+    return get(format).read(*paths, **options)
+
+
+def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLike) -> list[str]:
+    """Write ``tokenizer`` (a :class:`~bpestore.Tokenizer` or a :class:`BPEModel`) in ``format``;
+    returns notes for the user (what the format cannot carry, what was written).
+
+    ``gpt2`` writes ``vocab.json`` and ``merges.txt`` into the directory ``output``; ``hf`` and
+    ``tiktoken`` write the file ``output``.
+    """
+    model = tokenizer if isinstance(tokenizer, BPEModel) else tokenizer.model
+    target = get(format)
+    notes: list[str] = []
+    if model.merge_rule == "token" and target.merge_rule != "token":
+        produced = {a + b for a, b in model.merges}
+        unreachable = sum(1 for token in model.vocab.values() if len(token) > 1 and token not in produced) - len(model.special_ids)
+        notes.append(
+            f"this tokenizer merges by token rank (tiktoken); {format} tools merge by pair rank, "
+            f"and {max(unreachable, 0)} tokens are not reached by any pair merge, so some texts may encode differently"
+        )
+    return notes + target.write(model, Path(output))

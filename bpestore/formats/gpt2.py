@@ -8,6 +8,11 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
+from ..errors import FormatError
+from ..model import BPEModel
+from ..pretokenize.patterns import GPT2_PATTERN
+from .registry import Format, Imported, build_model, register, resolved
+
 
 @lru_cache(maxsize=1)
 def byte_to_unicode() -> dict[int, str]:
@@ -93,3 +98,30 @@ def write_vocab(path: str | os.PathLike, vocab: dict[int, bytes]) -> None:
 def write_merges(path: str | os.PathLike, merges: list[tuple[bytes, bytes]]) -> None:
     lines = ["#version: 0.2"] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def read(vocab_path: str | os.PathLike, merges_path: str | os.PathLike, special_tokens: Iterable[str] = ()) -> Imported:
+    """GPT-2's ``vocab.json`` + ``merges.txt``; special tokens must be named (GPT-2 lists
+    ``<|endoftext|>`` in its vocab but not as special)."""
+    special_tokens = list(special_tokens)
+    try:
+        vocab = read_vocab(vocab_path, literal_tokens=special_tokens)
+        merges = read_merges(merges_path)
+    except ValueError as error:
+        raise FormatError(str(error)) from None
+    return Imported(build_model(merges_path, vocab, merges, special_tokens), "gpt2", resolved(vocab_path, merges_path))
+
+
+def write(model: BPEModel, output: Path) -> list[str]:
+    """``vocab.json`` and ``merges.txt`` in the directory ``output`` (made if missing)."""
+    notes = []
+    if model.pattern != GPT2_PATTERN:
+        notes.append("GPT-2 files cannot carry the pre-tokenizer pattern; load them with this pattern:\n  " + model.pattern)
+    output.mkdir(parents=True, exist_ok=True)
+    write_vocab(output / "vocab.json", model.vocab)
+    write_merges(output / "merges.txt", model.merges)
+    notes.append(f"wrote {output / 'vocab.json'} and {output / 'merges.txt'}")
+    return notes
+
+
+FORMAT = register(Format("gpt2", read, write, merge_rule="pair", writes_directory=True))

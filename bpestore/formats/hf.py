@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
-from ..pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
+from ..model import BPEModel
+from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
+from .registry import Format, Imported, build_model, register, resolved
 
 
 # A bounded quantifier followed by "+": possessive in Python's `regex`, but in Oniguruma (the
@@ -191,3 +193,19 @@ def tokenizer_json(
 def write_tokenizer_json(path: str | os.PathLike, document: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
+
+
+def read(path: str | os.PathLike) -> Imported:
+    """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens."""
+    document = read_tokenizer_json(path)
+    model = build_model(path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern)
+    return Imported(model, "hf", resolved(path))
+
+
+def write(model: BPEModel, output: Path) -> list[str]:
+    """The file ``output`` as a ``tokenizer.json``."""
+    write_tokenizer_json(output, tokenizer_json(model.vocab, model.merges, model.special_ids, model.pattern))
+    return [f"wrote {output}"]
+
+
+FORMAT = register(Format("hf", read, write, merge_rule="pair"))

@@ -12,11 +12,16 @@ import base64
 import binascii
 import gzip
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 
 from ..errors import FormatError
-from ..pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
+from ..model import BPEModel
+from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
+from ..progress import progress_bar
+from .registry import Format, Imported, build_model, register, resolved
 
 
 @dataclass(frozen=True)
@@ -87,3 +92,98 @@ def write_ranks(path: str | os.PathLike, vocab: dict[int, bytes], special_ids: s
         if token_id not in special_ids
     ]
     Path(path).write_bytes(b"\n".join(lines) + b"\n")
+
+
+def pair_merges_from_ranks(
+    ranks: Mapping[bytes, int], on_token: Callable[[], None] | None = None
+) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+    """Reconstruct a merges list from token ranks (a tiktoken vocabulary).
+
+    For each multi-byte token, in rank order, apply tiktoken's rule to its bytes with only the
+    tokens ranked below it; if that ends in exactly two tokens, they are the merge that makes it.
+    Returns the merges and the tokens that no pair merge reaches; ``on_token`` is called after
+    each token (for a progress bar).
+    """
+    merges: list[tuple[bytes, bytes]] = []
+    unreachable: list[bytes] = []
+    rank_of = ranks.get
+    on_token = on_token or (lambda: None)
+    for token, rank in sorted(ranks.items(), key=itemgetter(1)):
+        on_token()
+        if len(token) < 2:
+            continue
+        parts = [token[i : i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            best_rank, best_at = rank, -1
+            for i in range(len(parts) - 1):
+                candidate = rank_of(parts[i] + parts[i + 1])
+                if candidate is not None and candidate < best_rank:
+                    best_rank, best_at = candidate, i
+            if best_at < 0:
+                break
+            parts[best_at : best_at + 2] = [parts[best_at] + parts[best_at + 1]]
+        if len(parts) == 2:
+            merges.append((parts[0], parts[1]))
+        else:
+            unreachable.append(token)
+    return merges, unreachable
+
+
+def resolve_pattern(pattern: str) -> tuple[str, dict[str, int]]:
+    """A well-known encoding name -> (its regex, its special tokens); anything else is a regex."""
+    known = KNOWN_ENCODINGS.get(pattern)
+    if known is not None:
+        return known.pattern, dict(known.special_tokens)
+    import regex
+
+    try:
+        regex.compile(pattern)
+    except regex.error as error:
+        names = ", ".join(KNOWN_ENCODINGS)
+        raise FormatError(f"--pattern {pattern!r} is neither a known encoding ({names}) nor a valid regex: {error}") from None
+    return pattern, {}
+
+
+def read(
+    path: str | os.PathLike, pattern: str, special_tokens: dict[str, int] | None = None, *, progress: bool = False
+) -> Imported:
+    """A ``.tiktoken`` file. ``pattern`` is a well-known encoding name (which also brings its
+    special tokens, unless ``special_tokens`` is given) or a regex. Reconstructing the merges of a
+    big vocabulary takes seconds: ``progress`` shows a bar."""
+    regex_pattern, default_specials = resolve_pattern(pattern)
+    specials = default_specials if special_tokens is None else dict(special_tokens)
+    ranks = read_ranks(path)
+    vocab = {rank: token for token, rank in ranks.items()}
+    for text, token_id in specials.items():
+        if token_id in vocab and vocab[token_id] != text.encode("utf-8"):
+            raise FormatError(f"{path}: special token {text!r} has id {token_id}, which the file gives to {vocab[token_id]!r}")
+        vocab[token_id] = text.encode("utf-8")
+    with progress_bar(progress, len(ranks), "reconstructing merges", unit="token", unit_scale=True) as bar:
+        merges, unreachable = pair_merges_from_ranks(ranks, lambda: bar.update(1))
+    model = build_model(
+        path, vocab, merges, sorted(specials, key=specials.__getitem__), pattern=regex_pattern, merge_rule="token"
+    )
+    notes = [f"{len(merges)} merges reconstructed; {len(unreachable)} tokens are not reached by any pair merge"]
+    return Imported(model, "tiktoken", resolved(path), notes)
+
+
+def write(model: BPEModel, output: Path) -> list[str]:
+    """The file ``output`` as a ``.tiktoken`` file (special tokens left out, as tiktoken keeps them apart)."""
+    notes = []
+    vocab, special_ids = model.vocab, model.special_ids
+    if model.merge_rule == "pair":
+        reconstructed, unreachable = pair_merges_from_ranks(
+            {token: token_id for token_id, token in vocab.items() if token_id not in special_ids.values()}
+        )
+        if reconstructed != model.merges or unreachable:
+            notes.append(
+                "tiktoken merges by token rank (the id); for this tokenizer the ranks do not reproduce its merges "
+                "exactly, so some texts may encode differently in tiktoken"
+            )
+    write_ranks(output, vocab, set(special_ids.values()))
+    specials = ", ".join(f"{text!r}: {token_id}" for text, token_id in special_ids.items()) or "none"
+    notes.append(f"wrote {output}; tiktoken also needs pat_str={model.pattern!r} and special_tokens={{{specials}}}")
+    return notes
+
+
+FORMAT = register(Format("tiktoken", read, write, merge_rule="token"))

@@ -23,7 +23,8 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from . import schema
 from ..errors import TokenizerNotFoundError
-from .loader import MERGES_SQL, VOCAB_SQL
+from ..model import BPEModel
+from .loader import MERGES_SQL, VOCAB_SQL, model_from_rows
 from .migrate import check_sqlite_file, upgrade_to_head
 from ..progress import progress_bar
 from .refs import check_name, parse_ref
@@ -32,18 +33,11 @@ DEFAULT_BUSY_TIMEOUT_SECONDS = 120.0
 _BATCH_ROWS = 50_000
 
 
-class SavableTokenizer(Protocol):
-    """What the store reads from a tokenizer to save it (a ``bpestore.Tokenizer`` has it all)."""
-
-    vocab: dict[int, bytes]
-    merges: list[tuple[bytes, bytes]]
-    special_tokens: list[str]
-    special_ids: dict[str, int]
-    pattern: str
-    merge_rule: str
+class HasModel(Protocol):
+    """Anything that carries a :class:`BPEModel` (a ``bpestore.Tokenizer`` does)."""
 
     @property
-    def vocab_size(self) -> int: ...
+    def model(self) -> BPEModel: ...
 
 
 @dataclass(frozen=True)
@@ -198,23 +192,23 @@ class ModelStore:
         with self._transaction() as connection:
             return [self._info(connection, row) for row in connection.execute(query)]
 
-    def load_parts(self, ref: str) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], list[str], str, str]:
-        """The stored tokenizer ``ref`` as ``(vocab, merges, special_tokens, pattern, merge_rule)``."""
+    def load_model(self, ref: str) -> BPEModel:
+        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``) as a model."""
         with self._transaction() as connection:
             row = self._resolve(connection, ref)
-            vocab, merges = self._vocab_and_merges(connection, row.id)
-        return vocab, merges, json.loads(row.special_tokens), row.pattern, row.merge_rule
+            vocab_rows, merge_rows = self._vocab_and_merges(connection, row.id)
+        return model_from_rows(row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows)
 
-    def _vocab_and_merges(self, connection: Connection, tokenizer_id: int) -> tuple[dict[int, bytes], list]:
-        if self.is_sqlite:  # plain SQL: no per-row type processing on the hot path of from_db
-            vocab = dict(connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall())
+    def _vocab_and_merges(self, connection: Connection, tokenizer_id: int) -> tuple[list, list]:
+        if self.is_sqlite:  # plain SQL: no per-row type processing on the hot path
+            vocab = connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall()
             return vocab, connection.exec_driver_sql(MERGES_SQL, (tokenizer_id,)).fetchall()
         v, m = schema.vocab, schema.merges
-        vocab = dict(connection.execute(select(v.c.token_id, v.c.token).where(v.c.tokenizer_id == tokenizer_id)).all())
+        vocab = connection.execute(select(v.c.token_id, v.c.token).where(v.c.tokenizer_id == tokenizer_id)).all()
         merges = connection.execute(
             select(m.c.left, m.c.right).where(m.c.tokenizer_id == tokenizer_id).order_by(m.c.rank)
         ).all()
-        return vocab, [tuple(merge) for merge in merges]
+        return vocab, merges
 
     def refs(self) -> list[str]:
         return [info.ref for info in self.list()]
@@ -224,17 +218,19 @@ class ModelStore:
     def save(
         self,
         name: str,
-        tokenizer: SavableTokenizer,
+        tokenizer: BPEModel | HasModel,
         *,
         source: str = "saved from Python",
         training_params: dict[str, Any] | None = None,
         training_seconds: float | None = None,
     ) -> str:
-        """Store ``tokenizer`` as the next version of ``name``; returns ``"name@version"``."""
+        """Store ``tokenizer`` (a :class:`BPEModel` or a ``Tokenizer``) as the next version of
+        ``name``; returns ``"name@version"``."""
         check_name(name)
+        model = tokenizer if isinstance(tokenizer, BPEModel) else tokenizer.model
         with self._transaction(write=True) as connection:
             return self._insert_tokenizer(
-                connection, name, tokenizer, corpus_id=None, source=source,
+                connection, name, model, corpus_id=None, source=source,
                 training_params=training_params, training_seconds=training_seconds,
             )
 
@@ -242,7 +238,7 @@ class ModelStore:
         self,
         connection: Connection,
         name: str,
-        tokenizer: SavableTokenizer,
+        tokenizer: BPEModel,
         *,
         corpus_id: int | None,
         source: str,

@@ -1,34 +1,65 @@
-"""Loading a tokenizer from a SQLite store with the standard library alone.
+"""Loading a stored tokenizer: the one way a database row becomes a :class:`~bpestore.BPEModel`.
 
-``Tokenizer.from_db`` on a SQLite file at the current schema revision takes this path: it needs
-neither SQLAlchemy nor alembic (whose imports alone cost more than the load), opens the file
-read-only and runs three queries. Anything unusual (another database, an older schema, an unknown
-name) returns None, and the caller goes through :class:`bpestore.store.database.ModelStore`, which upgrades the
-schema or explains the problem.
+:func:`load_model` serves ``Tokenizer.from_db``, ``Store.load`` and the command line alike. On a
+SQLite file at the current schema revision it reads with the standard library alone: it needs
+neither SQLAlchemy nor alembic (whose imports alone cost more than the load) and runs three
+queries. Anything unusual (another database, an older schema, an unknown name) goes through
+:class:`bpestore.store.database.ModelStore`, which upgrades the schema or explains the problem.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
-from .sqlite_uri import sqlite_uri
+from ..model import BPEModel
 from .refs import parse_ref
-from .schema_revision import SCHEMA_REVISION
+from .schema_revision import is_current
+from .sqlite_uri import sqlite_uri
 
 VOCAB_SQL = "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
 MERGES_SQL = 'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
 _TOKENIZER_SQL = "SELECT id, special_tokens, pattern, merge_rule FROM tokenizers WHERE name = ?"
 
 
-StoredParts = tuple[dict[int, bytes], list[tuple[bytes, bytes]], list[str], str, str]
+def model_from_rows(
+    special_tokens_json: str,
+    pattern: str,
+    merge_rule: str,
+    vocab_rows: Iterable[tuple[int, bytes]],
+    merge_rows: Iterable[tuple[bytes, bytes]],
+) -> BPEModel:
+    """A model from a ``tokenizers`` row's columns and its ``vocab`` and ``merges`` rows (in rank order)."""
+    return BPEModel(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, merge_rule)
 
 
-def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> StoredParts | None:
-    """The tokenizer ``ref`` from a SQLite file at the current revision as ``(vocab, merges,
-    special_tokens, pattern, merge_rule)``, else None."""
+def load_model(path_or_url: str | os.PathLike, ref: str) -> BPEModel:
+    """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``) from the store
+    at ``path_or_url`` (a SQLite file or a SQLAlchemy URL).
+
+    Raises:
+        FileNotFoundError: a SQLite file that does not exist (it is not created).
+        TokenizerNotFoundError: no tokenizer ``ref``; the message lists what there is.
+        StoreError: the database is not a bpestore store, or newer than this bpestore.
+    """
+    location = os.fspath(path_or_url)
+    if "://" not in location and not os.path.exists(location):
+        raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", location)
+    model = load_from_sqlite(location, ref)
+    if model is None:
+        from .database import ModelStore  # upgrades an older schema, or explains what is wrong
+
+        with ModelStore(location) as store:
+            model = store.load_model(ref)
+    return model
+
+
+def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> BPEModel | None:
+    """The tokenizer ``ref`` from a SQLite file at the current revision, else None."""
     text = os.fspath(path_or_url)
     if "://" in text or not Path(text).is_file():
         return None
@@ -39,17 +70,18 @@ def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> StoredParts | 
     except sqlite3.Error:
         return None
     try:
-        if connection.execute("SELECT version_num FROM alembic_version").fetchone() != (SCHEMA_REVISION,):
+        (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone() or (None,)
+        if not is_current(revision):
             return None
         query = _TOKENIZER_SQL + (" AND version = ?" if version else " ORDER BY version DESC LIMIT 1")
         row = connection.execute(query, (name, version) if version else (name,)).fetchone()
         if row is None:
             return None
         tokenizer_id, special_tokens, pattern, merge_rule = row
-        vocab = dict(connection.execute(VOCAB_SQL, (tokenizer_id,)).fetchall())
-        merges = connection.execute(MERGES_SQL, (tokenizer_id,)).fetchall()
+        vocab_rows = connection.execute(VOCAB_SQL, (tokenizer_id,)).fetchall()
+        merge_rows = connection.execute(MERGES_SQL, (tokenizer_id,)).fetchall()
     except sqlite3.Error:
         return None
     finally:
         connection.close()
-    return vocab, merges, json.loads(special_tokens), pattern, merge_rule
+    return model_from_rows(special_tokens, pattern, merge_rule, vocab_rows, merge_rows)

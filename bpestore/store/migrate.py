@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import inspect
 
 from ..errors import DatabaseTooNewError, NotABpestoreDatabaseError
-from .schema_revision import SCHEMA_REVISION
+from .schema_revision import is_current
 from .sqlite_uri import sqlite_uri
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def _check_contents(where: str, tables: set[str], revision: str | None) -> None:
     if "alembic_version" not in tables or not (tables & BPESTORE_TABLES):
         shown = ", ".join(sorted(tables)[:5])
         raise NotABpestoreDatabaseError(f"{where} is not a bpestore database (it has other tables: {shown})")
-    if revision is not None and revision != SCHEMA_REVISION and revision not in known_revisions():
+    if revision is not None and not is_current(revision) and revision not in known_revisions():
         raise DatabaseTooNewError(
             f"{where} has schema revision {revision!r}, which this bpestore does not know (its newest is "
             f"{head_revision()!r}); upgrade bpestore to use this database"
@@ -107,7 +107,7 @@ def _needs_upgrade(connection: Connection, where: str) -> bool:
     tables = set(inspect(connection).get_table_names())
     current = _current_revision(connection, tables)
     _check_contents(where, tables, current)
-    return current != SCHEMA_REVISION
+    return not is_current(current)
 
 
 def upgrade_to_head(engine: Engine) -> None:

@@ -65,7 +65,16 @@ impl Scan<'_> {
 
     /// The end of the longest run from `i` of characters having any of the classes `bits`.
     #[inline(always)]
-    fn run(&self, mut i: usize, bits: u8) -> usize {
+    fn run(&self, i: usize, bits: u8) -> usize {
+        // ASCII runs of one class go eight bytes at a time; the loop below takes over at the
+        // first byte outside the class (often the end of the run, else a non-ASCII character).
+        let mut i = match bits {
+            LETTER => self.ascii_run(i, b'a', b'z', 0x20),
+            LOWER => self.ascii_run(i, b'a', b'z', 0),
+            UPPER => self.ascii_run(i, b'A', b'Z', 0),
+            NUMBER => self.ascii_run(i, b'0', b'9', 0),
+            _ => i,
+        };
         let bytes = self.bytes;
         while let Some(&byte) = bytes.get(i) {
             let classes = BYTES[byte as usize];
@@ -81,6 +90,29 @@ impl Scan<'_> {
                 return i;
             }
             i += len;
+        }
+        i
+    }
+
+    /// The end of the run from `i` of ASCII bytes that lie in `low..=high` once `fold` is OR-ed
+    /// into them (`fold = 0x20` maps A-Z onto a-z and moves no other byte into a-z), eight bytes
+    /// at a time: for each byte of a 64-bit word, adding `0x80 - low` to its low 7 bits sets
+    /// its top bit if it is at least `low` (no carry can cross into the next byte), adding
+    /// `0x7F - high` sets it if it is above `high`; bytes with the top bit set are not ASCII.
+    #[inline(always)]
+    fn ascii_run(&self, mut i: usize, low: u8, high: u8, fold: u8) -> usize {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const TOP: u64 = ONES * 0x80;
+        while let Some(chunk) = self.bytes.get(i..i + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            let seven_bits = (word | (ONES * fold as u64)) & !TOP;
+            let at_least_low = seven_bits + ONES * (0x80 - low) as u64;
+            let above_high = seven_bits + ONES * (0x7F - high) as u64;
+            let outside = !(at_least_low & !above_high & !word) & TOP;
+            if outside != 0 {
+                return i + (outside.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
         }
         i
     }
@@ -351,4 +383,44 @@ fn upper_then_lower(scan: &Scan<'_>, mut s: usize) -> Option<usize> {
 fn upper_run_then_lower(scan: &Scan<'_>, s: usize) -> usize {
     let end = scan.run(s, UPPER);
     scan.run(end, LOWER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The eight-at-a-time run against a byte loop, for every byte value at every position.
+    #[test]
+    fn ascii_run_stops_at_the_first_byte_outside() {
+        // (low, high, fold, the class `run` takes, whether a byte is inside)
+        type Case = (u8, u8, u8, u8, fn(u8) -> bool);
+        let cases: [Case; 4] = [
+            (b'a', b'z', 0x20, LETTER, |byte| byte.is_ascii_alphabetic()),
+            (b'a', b'z', 0, LOWER, |byte| byte.is_ascii_lowercase()),
+            (b'A', b'Z', 0, UPPER, |byte| byte.is_ascii_uppercase()),
+            (b'0', b'9', 0, NUMBER, |byte| byte.is_ascii_digit()),
+        ];
+        for (low, high, fold, class, inside) in cases {
+            for stop in 0..=255u8 {
+                for position in 0..20 {
+                    let mut bytes = vec![low; 20];
+                    bytes[position] = stop;
+                    let scan = Scan {
+                        bytes: &bytes,
+                        table: table(),
+                    };
+                    let expected = if inside(stop) { 20 } else { position };
+                    // ascii_run leaves a tail of fewer than eight bytes to the caller's loop.
+                    let end = scan.ascii_run(0, low, high, fold);
+                    assert!(
+                        end <= expected && (end == expected || expected - end < 8 && end >= 13)
+                    );
+                    if stop < 0x80 {
+                        // (a lone byte from 0x80 up is no text for `run` to decode)
+                        assert_eq!(scan.run(0, class), expected, "{stop:#x} at {position}");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,93 @@
+"""The registry of tokenizer file formats.
+
+A format is one module in :mod:`bpestore.formats` that calls :func:`register` with a
+:class:`Format`: a name, a reader that checks the whole input and returns an :class:`Imported`
+(a :class:`~bpestore.BPEModel` with the paths it came from), and a writer. The command line, the
+store and Python users all go through the registry, so a new format needs nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import FormatError
+from ..model import BPEModel
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What reading a tokenizer's files gives: the model, where it came from, and notes for the user."""
+
+    model: BPEModel
+    format: str
+    paths: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Format:
+    """A tokenizer file format.
+
+    Attributes:
+        name: what users call it (``bpestore export --format NAME``).
+        read: ``read(*paths, **options) -> Imported``; checks the whole input first and raises
+            :class:`~bpestore.errors.FormatError` for anything it cannot represent exactly.
+        write: ``write(model, output) -> notes``; ``output`` is a file, or a directory when
+            ``writes_directory``.
+        merge_rule: the rule the format's own tools apply (``"pair"`` or ``"token"``); exporting a
+            model with the other rule adds a note that some texts may encode differently.
+        writes_directory: whether ``output`` names a directory of files rather than one file.
+    """
+
+    name: str
+    read: Callable[..., Imported]
+    write: Callable[[BPEModel, Path], list[str]]
+    merge_rule: str = "pair"
+    writes_directory: bool = False
+
+
+_FORMATS: dict[str, Format] = {}
+
+
+def register(format: Format) -> Format:
+    """Add ``format`` to the registry (a format module calls this once, at import)."""
+    if format.name in _FORMATS and _FORMATS[format.name] is not format:
+        raise ValueError(f"a format named {format.name!r} is registered already")
+    _FORMATS[format.name] = format
+    return format
+
+
+def names() -> list[str]:
+    """The registered formats' names, in registration order."""
+    return list(_FORMATS)
+
+
+def get(name: str) -> Format:
+    """The format called ``name``; ValueError naming the known ones if there is none."""
+    try:
+        return _FORMATS[name]
+    except KeyError:
+        raise ValueError(f"unknown format {name!r}; choose one of {', '.join(_FORMATS)}") from None
+
+
+def build_model(
+    path: str | os.PathLike,
+    vocab: Mapping[int, bytes],
+    merges: Iterable[tuple[bytes, bytes]],
+    special_tokens: Iterable[str],
+    **options: Any,
+) -> BPEModel:
+    """A :class:`BPEModel` from what a file held; FormatError naming the file if it is inconsistent."""
+    try:
+        return BPEModel(vocab, merges, special_tokens, **options)
+    except ValueError as error:
+        raise FormatError(f"{path}: {error}") from None
+
+
+def resolved(*paths: str | os.PathLike) -> list[str]:
+    """The paths as absolute strings, as an import records them."""
+    return [str(Path(path).resolve()) for path in paths]

@@ -1,0 +1,131 @@
+"""``BPEModel``: a byte-level BPE tokenizer as plain data, the one object the stages exchange.
+
+Trainers produce it, the store saves and loads it, formats read and write it, and a
+:class:`~bpestore.Tokenizer` is built from it. It is checked once, when it is made: after that,
+every stage may rely on it being consistent.
+
+>>> model = BPEModel({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")], ["<|endoftext|>"])
+>>> model.vocab_size, model.special_ids
+(258, {'<|endoftext|>': 257})
+>>> BPEModel({0: b"a"}, [])
+Traceback (most recent call last):
+...
+ValueError: the vocab lacks 255 single-byte tokens (0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07 ...); byte-level BPE needs all 256
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .pretokenize.patterns import GPT2_PATTERN
+
+MergeRule = Literal["pair", "token"]
+MERGE_RULES: tuple[str, ...] = ("pair", "token")
+
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True, eq=True, init=False)
+class BPEModel:
+    """A byte-level BPE tokenizer's data, validated.
+
+    Args:
+        vocab: id -> token bytes; must hold all 256 single bytes, each token once.
+        merges: the merges in rank order, each ``(left bytes, right bytes)``; with the ``"pair"``
+            rule each part and the merged token must be in the vocab.
+        special_tokens: non-empty strings always encoded as one token (repeats are dropped); one
+            missing from the vocab gets the next free id.
+        pattern: the pre-tokenizer regex (GPT-2's by default).
+        merge_rule: ``"pair"`` (GPT-2, CS336, Hugging Face: lowest-ranked merge first) or
+            ``"token"`` (tiktoken: lowest-ranked resulting token first; a token's rank is its id).
+
+    Raises:
+        ValueError: anything inconsistent, with a message naming it.
+    """
+
+    vocab: Vocab
+    merges: Merges
+    special_tokens: list[str] = field(default_factory=list)
+    pattern: str = GPT2_PATTERN
+    merge_rule: MergeRule = "pair"
+    special_ids: dict[str, int] = field(init=False, compare=False)
+
+    def __init__(
+        self,
+        vocab: Mapping[int, bytes],
+        merges: Iterable[tuple[bytes, bytes]],
+        special_tokens: Iterable[str] | None = None,
+        pattern: str = GPT2_PATTERN,
+        merge_rule: MergeRule = "pair",
+    ):
+        vocab = dict(vocab)
+        merges = [tuple(merge) for merge in merges]
+        specials = list(dict.fromkeys(special_tokens or ()))
+        for token in specials:
+            if not isinstance(token, str) or not token:
+                raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
+        if merge_rule not in MERGE_RULES:
+            raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
+        if not isinstance(pattern, str):
+            raise ValueError(f"pattern must be a regex string, not {pattern!r}")
+        id_of = _check_vocab(vocab)
+        if merge_rule == "pair":
+            _check_merges(merges, id_of)
+        special_ids: dict[str, int] = {}
+        next_id = max(vocab, default=-1) + 1
+        for token in specials:
+            token_id = id_of.get(token.encode("utf-8"))
+            if token_id is None:
+                token_id, next_id = next_id, next_id + 1
+                vocab[token_id] = token.encode("utf-8")
+            special_ids[token] = token_id
+        set_field = object.__setattr__  # frozen: fields are set once, here
+        set_field(self, "vocab", vocab)
+        set_field(self, "merges", merges)
+        set_field(self, "special_tokens", specials)
+        set_field(self, "pattern", pattern)
+        set_field(self, "merge_rule", merge_rule)
+        set_field(self, "special_ids", special_ids)
+
+    @property
+    def vocab_size(self) -> int:
+        """The number of ids (special tokens included)."""
+        return len(self.vocab)
+
+    def __repr__(self) -> str:
+        return (
+            f"BPEModel(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
+            f"special_tokens={self.special_tokens!r}, merge_rule={self.merge_rule!r})"
+        )
+
+
+def _check_vocab(vocab: dict[int, bytes]) -> dict[bytes, int]:
+    """token -> id; ValueError for a token listed twice, a non-bytes token or a missing byte."""
+    id_of: dict[bytes, int] = {}
+    for token_id in sorted(vocab):
+        token = vocab[token_id]
+        if not isinstance(token_id, int) or token_id < 0:
+            raise ValueError(f"token ids must be non-negative integers, got {token_id!r}")
+        if not isinstance(token, bytes):
+            raise ValueError(f"token {token_id} must be bytes, got {token!r}")
+        first = id_of.setdefault(token, token_id)
+        if first != token_id:
+            raise ValueError(f"ids {first} and {token_id} both stand for the token {token!r}")
+    missing = [b for b in range(256) if bytes([b]) not in id_of]
+    if missing:
+        shown = ", ".join(f"0x{b:02x}" for b in missing[:8]) + (" ..." if len(missing) > 8 else "")
+        raise ValueError(f"the vocab lacks {len(missing)} single-byte tokens ({shown}); byte-level BPE needs all 256")
+    return id_of
+
+
+def _check_merges(merges: Sequence[tuple[bytes, bytes]], id_of: Mapping[bytes, int]) -> None:
+    for rank, merge in enumerate(merges):
+        if len(merge) != 2 or not all(isinstance(part, bytes) for part in merge):
+            raise ValueError(f"merge {rank} must be a pair of bytes, got {merge!r}")
+        left, right = merge
+        missing = [t for t in (left, right, left + right) if t not in id_of]
+        if missing:
+            raise ValueError(f"merge {rank} ({left!r}, {right!r}): {missing[0]!r} is not in the vocab")
