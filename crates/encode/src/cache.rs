@@ -7,7 +7,7 @@
 
 use crate::bpe::TokenId;
 use rustc_hash::FxHashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Pre-tokens longer than this are not cached: they are rare, and would make entries unbounded.
 pub(crate) const MAX_CACHED_PIECE: usize = 64;
@@ -51,6 +51,24 @@ pub(crate) fn short_key(piece: &[u8]) -> Option<u128> {
     Some(u128::from_le_bytes(key))
 }
 
+/// [`short_key`] of the piece `text[start..start + len]`, read as one 16-byte load where the
+/// text has 16 bytes from `start` (no byte copy, which would stall the load that follows).
+#[inline]
+pub(crate) fn short_key_in(text: &[u8], start: usize, len: usize) -> Option<u128> {
+    if len == 0 || len > SHORT_BYTES {
+        return None;
+    }
+    match text.get(start..start + 16) {
+        Some(window) => {
+            let mut word = [0u8; 16];
+            word.copy_from_slice(window);
+            let mask = (1u128 << (8 * len)) - 1;
+            Some((u128::from_le_bytes(word) & mask) | ((len as u128) << 120))
+        }
+        None => short_key(&text[start..start + len]),
+    }
+}
+
 #[inline]
 fn hash(key: u128) -> u64 {
     // (a 64-bit finalizer: every bit of the key reaches the low bits used as the index)
@@ -69,6 +87,9 @@ pub(crate) struct PieceCache {
     long: FxHashMap<Box<[u8]>, (u32, u32)>,
     ids: Vec<TokenId>,
     capacity: usize,
+    /// While threads encode one job together, a cache they share behind this one: a piece one
+    /// thread has merged, the others copy instead of merging it again (a lock per local miss).
+    pub(crate) shared: Option<Arc<Mutex<PieceCache>>>,
 }
 
 impl PieceCache {
@@ -79,6 +100,17 @@ impl PieceCache {
             long: FxHashMap::default(),
             ids: Vec::new(),
             capacity,
+            shared: None,
+        }
+    }
+
+    /// The ids of a piece (`key`: its short key, if it has one), if known.
+    #[inline]
+    pub(crate) fn get(&self, piece: &[u8], key: Option<u128>) -> Option<&[TokenId]> {
+        match key {
+            Some(key) => self.get_short(key),
+            None if piece.len() <= MAX_CACHED_PIECE => self.get_long(piece),
+            None => None,
         }
     }
 
@@ -175,6 +207,11 @@ pub(crate) struct CachePool {
 }
 
 impl CachePool {
+    /// A cache for threads to share during one job (see [`PieceCache::shared`]).
+    pub(crate) fn new_shared(&self) -> Arc<Mutex<PieceCache>> {
+        Arc::new(Mutex::new(PieceCache::new(self.capacity)))
+    }
+
     pub(crate) fn new(capacity: usize) -> CachePool {
         let max_idle = std::thread::available_parallelism()
             .map_or(4, |n| n.get())
@@ -206,6 +243,20 @@ impl CachePool {
         }
     }
 
+    /// Runs `f` with a cache lent for its duration, with `shared` behind it.
+    pub(crate) fn with_shared<R>(
+        &self,
+        shared: &Arc<Mutex<PieceCache>>,
+        f: impl FnOnce(&mut PieceCache) -> R,
+    ) -> R {
+        self.with(|cache| {
+            cache.shared = Some(Arc::clone(shared));
+            let result = f(cache);
+            cache.shared = None;
+            result
+        })
+    }
+
     /// Runs `f` with a cache lent for its duration.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut PieceCache) -> R) -> R {
         let mut cache = self.take();
@@ -229,6 +280,18 @@ mod tests {
         match short_key(piece) {
             Some(key) => cache.get_short(key),
             None => cache.get_long(piece),
+        }
+    }
+
+    #[test]
+    fn keys_read_in_place_equal_keys_built_byte_by_byte() {
+        let text: Vec<u8> = (0..40u8).map(|b| b.wrapping_mul(37)).collect();
+        for start in 0..text.len() {
+            for len in 0..=(text.len() - start).min(20) {
+                let piece = &text[start..start + len];
+                let expected = if len == 0 { None } else { short_key(piece) };
+                assert_eq!(short_key_in(&text, start, len), expected, "{start} {len}");
+            }
         }
     }
 

@@ -159,12 +159,13 @@ impl Encoder {
         let (job_tx, job_rx) = mpsc::sync_channel::<(usize, String)>(job_slots);
         let job_rx = Mutex::new(job_rx);
         let (done_tx, done_rx) = mpsc::channel::<Encoded>();
+        let shared = &self.caches.new_shared();
         let total_ids = std::thread::scope(|scope| -> Result<u64, FileError> {
             for _ in 0..threads {
                 let done_tx = done_tx.clone();
                 let job_rx = &job_rx;
                 scope.spawn(move || {
-                    self.caches.with(|cache| loop {
+                    self.caches.with_shared(shared, |cache| loop {
                         let job = job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
                         let Ok((index, text)) = job else { break };
                         let mut ids = Vec::with_capacity(text.len() / 4 + 16);

@@ -104,7 +104,8 @@ impl PyEncoder {
                 )))
             }
         };
-        let mut tokens = Vec::with_capacity(vocab.len());
+        // The bytes objects are kept (one reference each) and borrowed, not copied.
+        let mut tokens: Vec<(TokenId, Bound<'_, PyBytes>)> = Vec::with_capacity(vocab.len());
         for (id, token) in vocab.iter() {
             let id: TokenId = id.extract().map_err(|_| {
                 PyValueError::new_err(format!(
@@ -112,15 +113,15 @@ impl PyEncoder {
                     repr(&id)
                 ))
             })?;
-            let token = token.cast::<PyBytes>().map_err(|_| {
+            let token = token.cast_into::<PyBytes>().map_err(|error| {
                 PyTypeError::new_err(format!(
                     "the token of id {id} must be bytes, got {}",
-                    repr(&token)
+                    repr(error.into_inner().as_any())
                 ))
             })?;
-            tokens.push((id, token.as_bytes().to_vec()));
+            tokens.push((id, token));
         }
-        let mut pairs = Vec::new();
+        let mut pairs: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)> = Vec::new();
         for merge in merges.try_iter()? {
             let merge = merge?;
             let bad = || {
@@ -130,32 +131,39 @@ impl PyEncoder {
                 ))
             };
             // A tuple, or any pair-like row (a database row, a list).
-            let parts: Vec<Bound<'_, PyAny>> = match merge.cast::<PyTuple>() {
-                Ok(pair) => pair.iter().collect(),
-                Err(_) => merge
-                    .try_iter()
-                    .map_err(|_| bad())?
-                    .collect::<PyResult<_>>()?,
+            let (left, right) = match merge.cast::<PyTuple>() {
+                Ok(pair) if pair.len() == 2 => (pair.get_item(0)?, pair.get_item(1)?),
+                Ok(_) => return Err(bad()),
+                Err(_) => {
+                    let parts: Vec<Bound<'_, PyAny>> = merge
+                        .try_iter()
+                        .map_err(|_| bad())?
+                        .collect::<PyResult<_>>()?;
+                    let [left, right]: [Bound<'_, PyAny>; 2] =
+                        parts.try_into().map_err(|_| bad())?;
+                    (left, right)
+                }
             };
-            if parts.len() != 2 {
-                return Err(bad());
-            }
-            let part = |i: usize| -> PyResult<Vec<u8>> {
-                let bytes = parts[i].cast::<PyBytes>().map_err(|_| bad())?;
-                Ok(bytes.as_bytes().to_vec())
-            };
-            pairs.push((part(0)?, part(1)?));
+            let left = left.cast_into::<PyBytes>().map_err(|_| bad())?;
+            let right = right.cast_into::<PyBytes>().map_err(|_| bad())?;
+            pairs.push((left, right));
         }
         let mut specials = Vec::with_capacity(special_tokens.len());
         for (token, id) in special_tokens.iter() {
             specials.push((token.extract::<String>()?, id.extract::<TokenId>()?));
         }
-        let pattern = pattern.to_owned();
-        let encoder = py
-            .detach(move || {
-                Encoder::with_cache_entries(tokens, pairs, specials, &pattern, rule, cache_entries)
-            })
-            .map_err(value_error)?;
+        let vocab: Vec<(TokenId, &[u8])> = tokens
+            .iter()
+            .map(|(id, token)| (*id, token.as_bytes()))
+            .collect();
+        let merges: Vec<(&[u8], &[u8])> = pairs
+            .iter()
+            .map(|(left, right)| (left.as_bytes(), right.as_bytes()))
+            .collect();
+        // (With the GIL held: the slices borrow Python objects. It takes milliseconds.)
+        let encoder =
+            Encoder::from_slices(&vocab, &merges, &specials, pattern, rule, cache_entries)
+                .map_err(value_error)?;
         Ok(PyEncoder {
             inner: Arc::new(encoder),
         })
