@@ -179,9 +179,8 @@ def _short_source(info: TokenizerInfo) -> str:
     """The corpus file name, or the format and file names an import came from."""
     if info.corpus_path:
         return Path(info.corpus_path).name
-    words = info.source.split()
-    if words[:2] == ["imported", "from"] and len(words) > 2:
-        return f"{words[2]}: " + " ".join(Path(word).name for word in words[3:])
+    if info.source_format is not None:
+        return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source
 
 

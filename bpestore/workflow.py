@@ -286,7 +286,7 @@ def import_into_store(store: str | os.PathLike, name: str, format: str, *paths: 
     unless the whole input is understood."""
     imported = formats.read(format, *paths, **options)
     with Store(store) as opened:
-        ref = opened.save(name, imported.model, source=f"imported from {imported.format} {' '.join(imported.paths)}")
+        ref = opened.save(name, imported.model, source_format=imported.format, source_paths=imported.paths)
     return ref, imported
 
 

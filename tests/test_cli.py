@@ -1037,3 +1037,29 @@ def test_progress_bars_only_on_a_terminal_and_not_with_quiet(tmp_path):
 
     status, _, stderr = run_with_tty_stderr([bpestore, "diff", "p@1", "p@2", "--corpus", "c.txt", "--db", db], tmp_path)
     assert status == 0 and b"%|" in stderr
+
+
+def test_a_bug_is_reported_as_one_internal_error_line(trained_db, monkeypatch):
+    """Anything but a user's mistake (here a KeyError from inside) is not passed off as one: one
+    line says it is an internal error and how to see the traceback; BPESTORE_DEBUG=1 shows it."""
+    import bpestore.workflow
+
+    def broken(*args, **kwargs):
+        raise KeyError("some internal key")
+
+    monkeypatch.setattr(bpestore.workflow, "describe", broken)
+    result = invoke("show", "ts", "--db", trained_db)
+    assert result.exit_code == 70, (result.exit_code, result.stderr)
+    message = result.stderr.strip()
+    assert "\n" not in message and "Traceback" not in message
+    assert message.startswith("Internal error") and "KeyError" in message and "BPESTORE_DEBUG=1" in message
+    debug = invoke("show", "ts", "--db", trained_db, env={"BPESTORE_DEBUG": "1"})
+    assert isinstance(debug.exception, KeyError), debug.exception
+
+
+def test_a_missing_store_is_an_error_and_is_not_created(tmp_path):
+    """Reading from a store that does not exist names it, and leaves no empty database behind."""
+    missing = tmp_path / "nowhere.db"
+    for command in (["encode", "ts"], ["decode", "ts", "1"], ["export", "ts", "--format", "hf", "--output", tmp_path / "x.json"]):
+        assert_user_error(invoke(*command, "--db", missing, input="hello"), "nowhere.db")
+    assert not missing.exists()

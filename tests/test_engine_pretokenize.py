@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 from bpestore import _engine
 from bpestore.pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
-from tests.reference import split_on_specials
-from tests.strategies import SPECIAL_TOKEN_SETS, random_text, texts
+from reference import split_on_specials
+from strategies import SPECIAL_TOKEN_SETS, random_text, texts
 
 # Patterns outside the three known ones run on fancy_regex: one like GPT-2's but with possessive
 # quantifiers and digits one at a time, and one with look-ahead and bounded repeats.

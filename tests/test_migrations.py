@@ -9,6 +9,7 @@ not with bpestore's helpers.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import shutil
 import sqlite3
@@ -25,7 +26,7 @@ from sqlalchemy import Column, Integer, MetaData, create_engine
 
 import bpestore.store.migrate
 import bpestore.store.schema_revision
-from bpestore import Tokenizer
+from bpestore import Tokenizer, formats
 from bpestore.store import schema
 from bpestore.errors import DatabaseTooNewError, NotABpestoreDatabaseError
 from bpestore.store.migrate import migrations_dir
@@ -380,3 +381,70 @@ def test_a_directory_is_refused(tmp_path):
     with pytest.raises(NotABpestoreDatabaseError):
         Store(directory)
     assert list(directory.iterdir()) == []
+
+
+OLD_SOURCES = {
+    "trained": "trained",
+    "saved": "saved from Python",
+    "gpt2": "imported from gpt2 /data/my files/vocab.json /data/my files/merges.txt",
+    "hf": "imported from hf /data/a tokenizer.json",
+    "tiktoken": "imported from tiktoken /data/cl100k_base.tiktoken",
+}
+
+
+def test_upgrading_from_0002_moves_import_sources_into_columns(tmp_path):
+    """0003 keeps where an import came from as columns (format, paths) instead of free text; the
+    rows of a store made by a 0002 release are converted, other sources are kept, and a downgrade
+    writes the old text back."""
+    db = tmp_path / "old.db"
+    Store(db).close()
+    command.downgrade(alembic_config(db), "0002")
+    assert revision_of(db) == [("0002",)]
+    connection = sqlite3.connect(db)
+    with connection:
+        for version, source in enumerate(OLD_SOURCES.values(), start=1):
+            connection.execute(
+                "INSERT INTO tokenizers (name, version, created_at, vocab_size, pattern, special_tokens, merge_rule, source)"
+                " VALUES ('t', ?, '2026-11-22 10:00:00', 256, 'p', '[]', 'pair', ?)",
+                (version, source),
+            )
+        connection.execute("INSERT INTO tokenizer_names (name, last_version) VALUES ('t', ?)", (len(OLD_SOURCES),))
+    connection.close()
+
+    with Store(db) as store:
+        assert revision_of(db) == [(head(),)]
+        infos = {info.version: info for info in store.list()}
+    connection = sqlite3.connect(db)
+    rows = connection.execute("SELECT version, source, source_format, source_paths FROM tokenizers ORDER BY version").fetchall()
+    connection.close()
+    assert [(source, fmt, paths and json.loads(paths)) for _, source, fmt, paths in rows] == [
+        ("trained", None, None),
+        ("saved from Python", None, None),
+        ("imported", "gpt2", ["/data/my files/vocab.json", "/data/my files/merges.txt"]),
+        ("imported", "hf", ["/data/a tokenizer.json"]),
+        ("imported", "tiktoken", ["/data/cl100k_base.tiktoken"]),
+    ]
+    # What a reader sees is unchanged: the same words, now built from the columns.
+    assert [infos[version].source for version in sorted(infos)] == list(OLD_SOURCES.values())
+    assert (infos[3].source_format, infos[3].source_paths) == ("gpt2", ["/data/my files/vocab.json", "/data/my files/merges.txt"])
+
+    command.downgrade(alembic_config(db), "0002")
+    connection = sqlite3.connect(db)
+    assert [row[0] for row in connection.execute("SELECT source FROM tokenizers ORDER BY version")] == list(OLD_SOURCES.values())
+    connection.close()
+
+
+def test_an_import_stores_its_format_and_paths(tmp_path):
+    """A new import fills the columns directly (no text to parse back)."""
+    from bpestore.workflow import import_into_store
+
+    vocab, merges = tmp_path / "my vocab.json", tmp_path / "merges.txt"
+    formats.export(sample_tokenizer(), "gpt2", tmp_path / "files")
+    (tmp_path / "files" / "vocab.json").rename(vocab)
+    (tmp_path / "files" / "merges.txt").rename(merges)
+    db = tmp_path / "new.db"
+    ref, imported = import_into_store(db, "g", "gpt2", vocab, merges, special_tokens=["<|endoftext|>"])
+    with Store(db) as store:
+        info = store.info(ref)
+    assert (info.source_format, info.source_paths) == ("gpt2", [str(vocab.resolve()), str(merges.resolve())])
+    assert info.source == f"imported from gpt2 {vocab.resolve()} {merges.resolve()}"

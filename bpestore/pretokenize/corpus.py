@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import CorpusDecodeError
+from .cuts import covered_by_other_special, find_safe_space
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 _WINDOW_BYTES = 64 << 10
@@ -126,44 +127,18 @@ def _find_cut(file, target: int, size: int, specials: list[bytes], spaces_allowe
         candidates = []
         for token in specials:
             found = window.find(token, position - start)
-            while found >= 0 and _overlaps_other_special(window, found, specials):
+            while found >= 0 and covered_by_other_special(window, found, specials):
                 found = window.find(token, found + 1)
             if found >= 0:
                 candidates.append(found)
         if spaces_allowed:
-            found = _find_safe_space(window, position - start, specials)
+            found = find_safe_space(window, position - start, specials)
             if found >= 0:
                 candidates.append(found)
         if candidates:
             return start + min(candidates)
         position += _WINDOW_BYTES
     return size
-
-
-def _find_safe_space(window: bytes, begin: int, specials: list[bytes]) -> int:
-    """A space between printable ASCII characters that does not start a special token (the
-    special token is cut out, so such a space would end its piece of text, inside a whitespace
-    run)."""
-    found = window.find(b" ", begin)
-    while found >= 0:
-        if (
-            0 < found < len(window) - 1
-            and 0x21 <= window[found + 1] <= 0x7E
-            and 0x21 <= window[found - 1] <= 0x7E
-            and not any(window.startswith(token, found + 1) for token in specials)
-        ):
-            return found
-        found = window.find(b" ", found + 1)
-    return -1
-
-
-def _overlaps_other_special(window: bytes, found: int, specials: list[bytes]) -> bool:
-    """Whether an occurrence of some special token starts before ``found`` and covers it."""
-    for token in specials:
-        for begin in range(max(found - len(token) + 1, 0), found):
-            if window.startswith(token, begin):
-                return True
-    return False
 
 
 def read_chunk(path: str | os.PathLike, start: int, end: int) -> str:

@@ -1,4 +1,4 @@
-r"""Pre-tokenization: special-token splitting and the pre-tokenizer regex, made fast.
+r"""The pre-tokenizer patterns, the whitespace they know, and special-token splitting.
 
 The GPT-2 regex runs at about 10-20 MB/s in Python, while ``str.split(" ")`` runs at about
 100 MB/s and natural text repeats its words endlessly. So text is cut with ``str.split(" ")`` into
@@ -15,7 +15,7 @@ it, and the patterns have no look-behind. The character before the space matters
 ``\s++$``: "\n " alone ends with whitespace at the end of the text, "\n  a" does not.)
 ``text.split(" ")`` cuts before *every* space, so the parts after a space that is preceded or
 followed by whitespace, or that ends the text, are glued back to the part before them: those few
-stretches are the "irregular segments" below.
+stretches are the "irregular segments" of :func:`bpestore.pretokenize.cuts.irregular_spans`.
 
 For patterns without the property (anything not listed in ``SPLIT_SAFE_PATTERNS``) the plain regex
 is used on the whole text.
@@ -57,47 +57,6 @@ REGEX_WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-# A space that does not start a regular segment: preceded or followed by whitespace, or ending the text.
-_IRREGULAR_SPACE = re.compile(
-    "(?<=[" + re.escape(REGEX_WHITESPACE) + "]) | (?=[" + re.escape(REGEX_WHITESPACE) + r"]|\Z)"
-)
-
-
-def irregular_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of ``text`` that ``text.split(" ")`` would cut where the regex does not.
-
-    Each span runs from a safe cut (the start of the text, or a space between non-whitespace) to
-    the next safe cut and contains at least one space that is preceded or followed by whitespace or
-    ends the text. Outside these spans every part of ``text.split(" ")`` is one self-contained
-    segment.
-    """
-    spans: list[tuple[int, int]] = []
-    end = -1
-    for match in _IRREGULAR_SPACE.finditer(text):
-        position = match.start()
-        if position < end:
-            continue  # inside the span already found
-        # The space before it is safe (an irregular one would have put us inside its span).
-        start = max(text.rfind(" ", 0, position), 0)
-        end = _next_safe_space(text, position + 1)
-        spans.append((start, end))
-    return spans
-
-
-def _next_safe_space(text: str, position: int) -> int:
-    """Index of the first space at or after ``position`` (> 0) between non-whitespace, else len."""
-    length = len(text)
-    while True:
-        position = text.find(" ", position)
-        if position < 0:
-            return length
-        if (
-            position + 1 < length
-            and text[position + 1] not in REGEX_WHITESPACE
-            and text[position - 1] not in REGEX_WHITESPACE
-        ):
-            return position
-        position += 1
 
 
 class SpecialSplitter:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -24,7 +24,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from . import schema
 from ..errors import TokenizerNotFoundError
 from ..model import BPEModel
-from .loader import MERGES_SQL, VOCAB_SQL, model_from_rows
+from .rows import MERGES_SQL, VOCAB_SQL, model_from_rows
 from .migrate import check_sqlite_file, upgrade_to_head
 from ..progress import progress_bar
 from .refs import check_name, parse_ref
@@ -53,6 +53,12 @@ class TokenizerInfo:
     merge_rule: str
     created_at: datetime
     source: str
+    """Where it came from, in words: ``trained``, ``saved from Python``, or ``imported from
+    <format> <paths>`` (built from ``source_format`` and ``source_paths``)."""
+    source_format: str | None
+    """The format an import read (``gpt2``, ``hf``, ``tiktoken``); None if it was not imported."""
+    source_paths: list[str] | None
+    """The files an import read, resolved; None if it was not imported."""
     training_seconds: float | None
     training_params: dict[str, Any] | None
     corpus_path: str | None
@@ -68,6 +74,12 @@ class TokenizerInfo:
         data["ref"] = self.ref
         data["created_at"] = self.created_at.isoformat()
         return data
+
+
+def _source_text(source: str, source_format: str | None, source_paths: list[str] | None) -> str:
+    if source_format is None:
+        return source
+    return f"imported from {source_format} {' '.join(source_paths or [])}".rstrip()
 
 
 def _as_url(path_or_url: str | os.PathLike) -> URL:
@@ -154,6 +166,7 @@ class ModelStore:
         raise TokenizerNotFoundError(f"no tokenizer named {name!r} in {self.location} (names: {known})")
 
     def _info(self, connection: Connection, row: Any) -> TokenizerInfo:
+        source_paths = json.loads(row.source_paths) if row.source_paths is not None else None
         num_merges = connection.execute(
             select(func.count()).select_from(schema.merges).where(schema.merges.c.tokenizer_id == row.id)
         ).scalar_one()
@@ -166,7 +179,9 @@ class ModelStore:
             pattern=row.pattern,
             merge_rule=row.merge_rule,
             created_at=row.created_at.replace(tzinfo=timezone.utc),
-            source=row.source,
+            source=_source_text(row.source, row.source_format, source_paths),
+            source_format=row.source_format,
+            source_paths=source_paths,
             training_seconds=row.training_seconds,
             training_params=json.loads(row.training_params) if row.training_params else None,
             corpus_path=row.corpus_path,
@@ -220,18 +235,27 @@ class ModelStore:
         name: str,
         tokenizer: BPEModel | HasModel,
         *,
-        source: str = "saved from Python",
+        source: str | None = None,
+        source_format: str | None = None,
+        source_paths: Sequence[str | os.PathLike] | None = None,
         training_params: dict[str, Any] | None = None,
         training_seconds: float | None = None,
     ) -> str:
         """Store ``tokenizer`` (a :class:`BPEModel` or a ``Tokenizer``) as the next version of
-        ``name``; returns ``"name@version"``."""
+        ``name``; returns ``"name@version"``.
+
+        ``source`` says where it came from (default ``"imported"`` when ``source_format`` is given,
+        else ``"saved from Python"``); an import gives the format it read and the files.
+        """
         check_name(name)
         model = tokenizer if isinstance(tokenizer, BPEModel) else tokenizer.model
+        if source is None:
+            source = "imported" if source_format is not None else "saved from Python"
+        paths = [os.fspath(path) for path in source_paths] if source_paths is not None else None
         with self._transaction(write=True) as connection:
             return self._insert_tokenizer(
-                connection, name, model, corpus_id=None, source=source,
-                training_params=training_params, training_seconds=training_seconds,
+                connection, name, model, corpus_id=None, source=source, source_format=source_format,
+                source_paths=paths, training_params=training_params, training_seconds=training_seconds,
             )
 
     def _insert_tokenizer(
@@ -244,6 +268,8 @@ class ModelStore:
         source: str,
         training_params: dict[str, Any] | None,
         training_seconds: float | None,
+        source_format: str | None = None,
+        source_paths: list[str] | None = None,
     ) -> str:
         t, names = schema.tokenizers, schema.tokenizer_names
         # Versions are never reused, even after deletions: a ref always means one tokenizer.
@@ -267,6 +293,8 @@ class ModelStore:
                 training_params=json.dumps(training_params) if training_params is not None else None,
                 training_seconds=training_seconds,
                 source=source,
+                source_format=source_format,
+                source_paths=json.dumps(source_paths, ensure_ascii=False) if source_paths is not None else None,
             )
         ).inserted_primary_key[0]
         special_ids = set(tokenizer.special_ids.values())

@@ -10,31 +10,17 @@ queries. Anything unusual (another database, an older schema, an unknown name) g
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sqlite3
-from collections.abc import Iterable
 from pathlib import Path
 
 from ..model import BPEModel
 from .refs import parse_ref
+from .rows import MERGES_SQL, VOCAB_SQL, model_from_rows
 from .schema_revision import is_current
 from .sqlite_uri import sqlite_uri
 
-VOCAB_SQL = "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
-MERGES_SQL = 'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
 _TOKENIZER_SQL = "SELECT id, special_tokens, pattern, merge_rule FROM tokenizers WHERE name = ?"
-
-
-def model_from_rows(
-    special_tokens_json: str,
-    pattern: str,
-    merge_rule: str,
-    vocab_rows: Iterable[tuple[int, bytes]],
-    merge_rows: Iterable[tuple[bytes, bytes]],
-) -> BPEModel:
-    """A model from a ``tokenizers`` row's columns and its ``vocab`` and ``merges`` rows (in rank order)."""
-    return BPEModel(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, merge_rule)
 
 
 def load_model(path_or_url: str | os.PathLike, ref: str) -> BPEModel:

@@ -1,6 +1,6 @@
 """The database schema, as SQLAlchemy Core tables.
 
-The migrations in ``bpestore/migrations/`` own the schema: a change here needs a new revision there, and a
+The migrations in ``bpestore/store/migrations/`` own the schema: a change here needs a new revision there, and a
 test checks that the two agree (alembic's autogenerate comparison finds no difference).
 
 The readable views (``vocab_readable``, ``merges_readable``) are defined in the migrations only.
@@ -78,6 +78,9 @@ tokenizers = Table(
     Column("training_params", Text, nullable=True, comment="JSON object"),
     Column("training_seconds", Float, nullable=True),
     Column("source", Text, nullable=False, comment="'trained', or 'imported from <format> <path>'"),
+    # Since 0003 an import stores 'imported' in source, and where it came from in these two.
+    Column("source_format", String(32), nullable=True, comment="the format an import read: 'gpt2', 'hf', 'tiktoken'"),
+    Column("source_paths", Text, nullable=True, comment="JSON list of the files an import read"),
     UniqueConstraint("name", "version"),
     CheckConstraint("version >= 1", name="version_positive"),
     CheckConstraint("merge_rule IN ('pair', 'token')", name="merge_rule_known"),

@@ -31,8 +31,8 @@ from ..pretokenize.patterns import (
     REGEX_WHITESPACE,
     SPLIT_SAFE_PATTERNS,
     SpecialSplitter,
-    irregular_spans,
 )
+from ..pretokenize.cuts import irregular_spans
 
 
 class SegmentCounter:

@@ -1,10 +1,20 @@
 //! The cut rule: where a text may be split into parts pre-tokenized on their own.
 //!
-//! For the split-safe patterns (see [`Pretokenizer::is_split_safe`]) a space between two
-//! characters that are not whitespace is a piece boundary. Special tokens add two conditions: the
-//! space must not be followed by a special token (the token is cut out before pre-tokenization,
-//! so the space would end its piece of text and join the whitespace run before it), and must not
-//! lie inside one. The start of a special token is always a safe cut, for any pattern.
+//! For the split-safe patterns (see [`Pretokenizer::is_split_safe`]) two places are piece
+//! boundaries with the same pieces on either side as the two sides pre-tokenized on their own:
+//!
+//! * just before a space between two characters that are not whitespace (every piece holding
+//!   such a space starts with it, and no whitespace run continues across it);
+//! * just after a newline `\n` between a character that is not whitespace and one that is neither
+//!   whitespace nor `/`: a lone newline before non-whitespace is a piece of its own or ends a
+//!   punctuation piece (cl100k `[\r\n]*+`, o200k `[\r\n/]*`, which would also take a `/`), it
+//!   is at the end of the text alone a piece of its own too, and no pattern lets a newline lead a
+//!   word. Texts without spaces (Chinese, Japanese, Thai) can be cut at their lines this way.
+//!
+//! Special tokens add conditions: such a space must not be followed by a special token (the
+//! token is cut out before pre-tokenization, so the space would end its piece of text and join
+//! the whitespace run before it), and no cut may lie inside one. The start of a special token is
+//! always a safe cut, for any pattern.
 
 use crate::{Pretokenizer, SpecialTokens};
 
@@ -22,9 +32,11 @@ pub fn is_regex_whitespace(c: char) -> bool {
 /// The last byte offset at which `text`, a prefix of a longer stream, can be cut without changing
 /// its pre-tokens and special tokens, whatever follows; 0 if there is none.
 ///
-/// For a split-safe pattern that is a space between two characters that are not whitespace, not
-/// followed by a special token, not inside one, and at least `max(longest special, 1)` bytes
-/// before the end, so that a special token still arriving cannot reach back over it. For other
+/// For a split-safe pattern that is a cut of the module's rule (before a space between two
+/// characters that are not whitespace and not followed by a special token, or after a newline
+/// between a character that is not whitespace and one that is neither whitespace nor `/`), not
+/// inside a special token, and `max(longest special, 1)` bytes or more before the end, so that a
+/// special token still arriving cannot reach back over it. For other
 /// patterns only the start of a special token (ending that far from the end) is a known
 /// boundary. (Python's `Tokenizer._last_safe_cut`.)
 pub fn last_safe_cut(text: &str, pretokenizer: &Pretokenizer, specials: &SpecialTokens) -> usize {
@@ -45,7 +57,7 @@ pub fn last_safe_cut(text: &str, pretokenizer: &Pretokenizer, specials: &Special
     // Special tokens found from the start of the text (a place no special token covers), so that
     // overlapping ones pair up as they do when encoding; one that ends after `end` may still grow
     // into a longer one, but cannot cover a cut before `end`.
-    let spans: Vec<(usize, usize)> = if specials.any_has_space() {
+    let spans: Vec<(usize, usize)> = if specials.any_has_space() || specials.any_has_newline() {
         specials
             .find_iter(bytes)
             .map(|(_, start, stop)| (start, stop))
@@ -54,27 +66,72 @@ pub fn last_safe_cut(text: &str, pretokenizer: &Pretokenizer, specials: &Special
         Vec::new()
     };
     while end > 0 {
-        let cut = match memchr::memrchr(b' ', &bytes[..end]) {
-            Some(cut) if cut > 0 => cut,
-            _ => return 0,
+        let Some(found) = memchr::memrchr2(b' ', b'\n', &bytes[..end]) else {
+            return 0;
         };
-        if is_safe_space(text, cut)
-            && !specials.starts_at(bytes, cut + 1)
-            && !strictly_inside(&spans, cut)
-        {
-            return cut;
+        end = found;
+        let safe = if bytes[found] == b' ' {
+            found > 0
+                && is_space_cut(bytes, found)
+                && !specials.starts_at(bytes, found + 1)
+                && !strictly_inside(&spans, found)
+        } else {
+            // (found < end, so a special token covering found + 1 is whole in the text)
+            is_newline_cut(bytes, found + 1) && !strictly_inside(&spans, found + 1)
+        };
+        if safe {
+            return if bytes[found] == b' ' {
+                found
+            } else {
+                found + 1
+            };
         }
-        end = cut;
     }
     0
 }
 
-/// Whether the space at byte `cut` (0 < cut < len - 1) lies between characters that are not
-/// whitespace.
-fn is_safe_space(text: &str, cut: usize) -> bool {
-    let after = text[cut + 1..].chars().next();
-    let before = text[..cut].chars().next_back();
+/// The character whose UTF-8 encoding ends just before byte `end`, if the bytes there are one
+/// whole, valid character (a window of a file may start inside one).
+fn char_before(bytes: &[u8], end: usize) -> Option<char> {
+    let start = (end.saturating_sub(4)..end)
+        .rev()
+        .find(|&start| bytes[start] & 0xC0 != 0x80)?;
+    let mut chars = std::str::from_utf8(&bytes[start..end]).ok()?.chars();
+    chars.next()
+}
+
+/// The character whose UTF-8 encoding starts at byte `start`, if it is whole and valid.
+fn char_at(bytes: &[u8], start: usize) -> Option<char> {
+    let len = match *bytes.get(start)? {
+        0x00..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => return None,
+    };
+    std::str::from_utf8(bytes.get(start..start + len)?)
+        .ok()?
+        .chars()
+        .next()
+}
+
+/// Whether the space at byte `space` (> 0) lies between characters that are not whitespace.
+fn is_space_cut(bytes: &[u8], space: usize) -> bool {
+    let after = char_at(bytes, space + 1);
+    let before = char_before(bytes, space);
     matches!((before, after), (Some(b), Some(a)) if !is_regex_whitespace(b) && !is_regex_whitespace(a))
+}
+
+/// Whether a cut at `cut`, just after a newline, lies between a character that is not whitespace
+/// (before the newline) and one that is neither whitespace nor `/`.
+fn is_newline_cut(bytes: &[u8], cut: usize) -> bool {
+    let after = char_at(bytes, cut);
+    let before = if cut >= 2 {
+        char_before(bytes, cut - 1)
+    } else {
+        None
+    };
+    matches!((before, after), (Some(b), Some(a)) if !is_regex_whitespace(b) && !is_regex_whitespace(a) && a != '/')
 }
 
 /// Whether one of `spans` (in order, not overlapping) has `position` strictly inside.
@@ -91,8 +148,10 @@ fn strictly_inside(spans: &[(usize, usize)], position: usize) -> bool {
 ///
 /// Candidates are the start of a special token that no other occurrence of a special token
 /// starting before it covers, and, for a split-safe pattern when no special token contains a
-/// space, a space between two printable ASCII characters that is not followed by a special token.
-/// (Python's `corpus._find_cut`.) A cut is only reported when at least `max(longest special, 1)`
+/// space or a newline, the two cuts of the module's rule: before a space between two characters
+/// that are not whitespace and is not followed by a special token, and after a newline between a
+/// character that is not whitespace and one that is neither whitespace nor `/`. (Python's
+/// `corpus._find_cut` allows only spaces between printable ASCII characters.) A cut is only reported when at least `max(longest special, 1)`
 /// bytes follow it in the window, so that what follows the window cannot change the verdict;
 /// and a special token's occurrence can only be seen to be covered by one that starts inside the
 /// window, so a window should start `longest special - 1` bytes before `from` where it can.
@@ -126,17 +185,17 @@ pub fn next_safe_cut(
             position = found + 1;
         }
     }
-    if pretokenizer.is_split_safe() && !specials.any_has_space() {
-        let printable = |byte: u8| (0x21..=0x7E).contains(&byte);
+    if pretokenizer.is_split_safe() && !specials.any_has_space() && !specials.any_has_newline() {
         let mut position = from;
-        while let Some(found) = memchr::memchr(b' ', &bytes[position..limit]) {
+        while let Some(found) = memchr::memchr2(b' ', b'\n', &bytes[position..limit]) {
             let found = position + found;
-            if found > 0
-                && printable(bytes[found - 1])
-                && printable(bytes[found + 1])
-                && !specials.starts_at(bytes, found + 1)
-            {
-                return Some(found);
+            if bytes[found] == b' ' {
+                if found > 0 && is_space_cut(bytes, found) && !specials.starts_at(bytes, found + 1)
+                {
+                    return Some(found);
+                }
+            } else if is_newline_cut(bytes, found + 1) {
+                return Some(found + 1);
             }
             position = found + 1;
         }

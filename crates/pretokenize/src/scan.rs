@@ -94,6 +94,19 @@ impl Scan<'_> {
         i
     }
 
+    /// The most common piece in English, an ASCII letter or a space and an ASCII letter, then
+    /// letters: the end of the letters (GPT-2's ` ?\p{L}+`, cl100k's leader and `\p{L}++`, which
+    /// win over every other alternative there). None for any other start.
+    #[inline(always)]
+    fn ascii_word(&self, i: usize) -> Option<usize> {
+        let bytes = self.bytes;
+        let first = if bytes[i] == b' ' { i + 1 } else { i };
+        let letter = bytes
+            .get(first)
+            .is_some_and(|&byte| BYTES[byte as usize] & LETTER != 0);
+        letter.then(|| self.run(first + 1, LETTER))
+    }
+
     /// The end of the run from `i` of ASCII bytes that lie in `low..=high` once `fold` is OR-ed
     /// into them (`fold = 0x20` maps A-Z onto a-z and moves no other byte into a-z), eight bytes
     /// at a time: for each byte of a 64-bit word, adding `0x80 - low` to its low 7 bits sets
@@ -224,6 +237,9 @@ fn tile<'t>(
 pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str)) {
     tile(text, f, |scan, i| {
         let lead = scan.bytes[i];
+        if let Some(end) = scan.ascii_word(i) {
+            return end;
+        }
         if lead == b'\'' {
             if let Some(end) = scan.gpt2_contraction(i) {
                 return end;
@@ -257,6 +273,9 @@ pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str)) {
 pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
     tile(text, f, |scan, i| {
         let lead = scan.bytes[i];
+        if let Some(end) = scan.ascii_word(i) {
+            return end;
+        }
         if let Some(end) = scan.contraction(i) {
             return end;
         }
@@ -299,6 +318,9 @@ pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
 /// where UPPER is `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and LOWER is `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
 pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
     tile(text, f, |scan, i| {
+        if let Some(end) = o200k_ascii_word(scan, i) {
+            return scan.contraction(end).unwrap_or(end);
+        }
         let lead = scan.bytes[i];
         let (class, len) = scan.at(i);
         if let Some(end) = o200k_word(scan, i, class, len) {
@@ -324,6 +346,35 @@ pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
             last // \s+(?!\S)
         }
     })
+}
+
+/// o200k's first two alternatives when the word starts in ASCII, with or without a space before
+/// it: lowercase letters; or capitals, then lowercase letters or no letter at all (anything else
+/// goes the general way). Before the contraction.
+#[inline(always)]
+fn o200k_ascii_word(scan: &Scan<'_>, i: usize) -> Option<usize> {
+    let bytes = scan.bytes;
+    let first = if bytes[i] == b' ' { i + 1 } else { i };
+    let byte = *bytes.get(first)?;
+    if byte.is_ascii_lowercase() {
+        // [UPPER]* is empty, [LOWER]+ runs on
+        return Some(scan.run(first + 1, LOWER));
+    }
+    if !byte.is_ascii_uppercase() {
+        return None;
+    }
+    let mut end = first + 1;
+    while bytes.get(end).is_some_and(u8::is_ascii_uppercase) {
+        end += 1;
+    }
+    match bytes.get(end) {
+        // [UPPER]* stops before a lowercase letter, where [LOWER]+ starts
+        Some(next) if next.is_ascii_lowercase() => Some(scan.run(end + 1, LOWER)),
+        // no lowercase letter: the first alternative fails, the second takes the capitals
+        Some(next) if next.is_ascii() => Some(end),
+        None => Some(end),
+        Some(_) => None,
+    }
 }
 
 /// The end of o200k's first or second alternative at `i` (before the optional contraction), in

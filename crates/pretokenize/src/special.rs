@@ -13,6 +13,7 @@ pub struct SpecialTokens {
     automaton: Option<AhoCorasick>,
     longest_len: usize,
     any_has_space: bool,
+    any_has_newline: bool,
 }
 
 impl SpecialTokens {
@@ -43,6 +44,7 @@ impl SpecialTokens {
             automaton,
             longest_len: tokens.iter().map(String::len).max().unwrap_or(0),
             any_has_space: tokens.iter().any(|token| token.contains(' ')),
+            any_has_newline: tokens.iter().any(|token| token.contains('\n')),
         }
     }
 
@@ -69,6 +71,11 @@ impl SpecialTokens {
     /// Whether some special token contains a space (then a space can be inside one).
     pub fn any_has_space(&self) -> bool {
         self.any_has_space
+    }
+
+    /// Whether some special token contains a newline (then a newline can be inside one).
+    pub fn any_has_newline(&self) -> bool {
+        self.any_has_newline
     }
 
     /// Whether some special token starts at byte `position` of `text`.

@@ -254,10 +254,41 @@ fn next_safe_cut_examples() {
     assert_eq!(next_safe_cut(text, 0, &gpt2, &none), Some(5));
     assert_eq!(next_safe_cut(text, 6, &gpt2, &none), Some(19));
     assert_eq!(next_safe_cut(text, 20, &gpt2, &none), None);
-    // Only printable ASCII beside the space (the window may cut characters in half).
+    // Any characters but whitespace beside the space, if whole in the window (which may cut a
+    // character in half at its start).
     assert_eq!(
         next_safe_cut("é é a b".as_bytes(), 0, &gpt2, &none),
-        Some(7)
+        Some(2)
+    );
+    assert_eq!(
+        next_safe_cut(&"é é a b".as_bytes()[1..], 0, &gpt2, &none),
+        Some(4)
+    );
+    assert_eq!(
+        next_safe_cut("a\u{3000} b c".as_bytes(), 0, &gpt2, &none),
+        Some(6)
+    );
+    // After a newline between non-whitespace (not before "/", which o200k's punctuation takes).
+    let lines = "中文。\n日本語\n/x\n\ny\r\nz\nw";
+    let cuts: Vec<usize> = (0..lines.len())
+        .filter_map(|from| next_safe_cut(lines.as_bytes(), from, &gpt2, &none))
+        .collect();
+    let first_line = "中文。\n".len();
+    let last_line = lines.len() - 1;
+    assert!(
+        cuts.iter()
+            .all(|&cut| cut == first_line || cut == last_line),
+        "{cuts:?}"
+    );
+    assert_eq!(
+        next_safe_cut(lines.as_bytes(), 0, &gpt2, &none),
+        Some(first_line)
+    );
+    assert_eq!(last_safe_cut(lines, &gpt2, &none), last_line);
+    let newline_token = SpecialTokens::new(&strings(&["<\n>"]));
+    assert_eq!(
+        next_safe_cut(b"ab\ncd\nef<\n>gh", 0, &gpt2, &newline_token),
+        Some(8)
     );
 
     let tokens = SpecialTokens::new(&strings(&["<|endoftext|>", "text"]));
@@ -418,18 +449,22 @@ const SPECIAL_SETS: &[&[&str]] = &[
 
 #[test]
 fn split_safe_property_holds_for_the_known_patterns() {
-    // A cut before a space between non-whitespace characters gives the same pieces.
+    // A cut of the rule (see cut.rs) gives the same pieces.
     let mut nasty = Nasty::new(1);
     for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
         let pretokenizer = Pretokenizer::new(pattern).unwrap();
         for _ in 0..1500 {
             let text = nasty.text(12);
             let whole = pretokenizer.pieces(&text);
-            for (cut, _) in text.match_indices(' ') {
-                let before = text[..cut].chars().next_back();
-                let after = text[cut + 1..].chars().next();
+            // Before a space, or after a newline (not before a slash), between non-whitespace.
+            let spaces = text.match_indices(' ').map(|(at, _)| (at, at, at + 1));
+            let newlines = text.match_indices('\n').map(|(at, _)| (at + 1, at, at + 1));
+            for (cut, before_end, after_start) in spaces.chain(newlines) {
+                let before = text[..before_end].chars().next_back();
+                let after = text[after_start..].chars().next();
                 if let (Some(b), Some(a)) = (before, after) {
-                    if !is_regex_whitespace(a) && !is_regex_whitespace(b) {
+                    let slash_after_newline = cut != before_end && a == '/';
+                    if !is_regex_whitespace(a) && !is_regex_whitespace(b) && !slash_after_newline {
                         let mut parts = pretokenizer.pieces(&text[..cut]);
                         parts.extend(pretokenizer.pieces(&text[cut..]));
                         assert_eq!(parts, whole, "{pattern}: {text:?} cut at {cut}");

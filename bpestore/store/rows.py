@@ -1,0 +1,23 @@
+"""Stored rows <-> :class:`~bpestore.BPEModel`: the queries that read a tokenizer's vocab and
+merges, and the one function that turns those rows into a model (both loaders use it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from ..model import BPEModel
+
+VOCAB_SQL = "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
+MERGES_SQL = 'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
+
+
+def model_from_rows(
+    special_tokens_json: str,
+    pattern: str,
+    merge_rule: str,
+    vocab_rows: Iterable[tuple[int, bytes]],
+    merge_rows: Iterable[tuple[bytes, bytes]],
+) -> BPEModel:
+    """A model from a ``tokenizers`` row's columns and its ``vocab`` and ``merges`` rows (in rank order)."""
+    return BPEModel(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, merge_rule)
