@@ -233,10 +233,9 @@ class Store(ModelStore):
         if counts is None:
             counts = training.count_corpus(path, special_tokens, pattern=pattern, workers=workers, progress=progress)
         pretokenize_seconds = time.perf_counter() - started
-        max_merges = max(sizes) - 256 - len(special_tokens)
         merges: list[tuple[bytes, bytes]] = []
         done_at: list[float] = []  # seconds since start when each merge was found
-        for merge in training.iter_merges(counts, max_merges, progress=progress):
+        for merge in training.iter_merges(counts, training.max_merges(max(sizes), special_tokens), progress=progress):
             merges.append(merge)
             done_at.append(time.perf_counter() - started)
         with self._transaction(write=True) as connection:
@@ -246,7 +245,7 @@ class Store(ModelStore):
                 corpus_id = self._insert_corpus(connection, path, sha256, pattern, specials_json, counts, progress)
             refs = []
             for size in sizes:
-                num_merges = min(size - 256 - len(special_tokens), len(merges))
+                num_merges = min(training.max_merges(size, special_tokens), len(merges))
                 vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
                 seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
                 refs.append(
@@ -266,7 +265,6 @@ class Store(ModelStore):
                     )
                 )
         return refs
-
 
     def diff(self, ref_a: str, ref_b: str, corpus: str | os.PathLike | None = None, *, progress: bool = False) -> TokenizerDiff:
         """Compare two stored tokenizers; see :class:`TokenizerDiff`."""

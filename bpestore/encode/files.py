@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..pretokenize.corpus import check_corpus_path, default_workers
+from ..pretokenize.corpus import check_corpus_path
 from ..progress import progress_bar
+from ..workers import default_workers
 from .tokenizer import Tokenizer
 
 # Chunks of text handed to the encoding threads.

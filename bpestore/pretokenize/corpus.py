@@ -81,13 +81,6 @@ def check_corpus_path(path: str | os.PathLike) -> Path:
     return path
 
 
-def default_workers() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def chunk_boundaries(
     path: str | os.PathLike,
     special_tokens: Sequence[str],

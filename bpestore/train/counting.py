@@ -7,21 +7,23 @@ pre-tokens.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue as queue_module
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 import regex
 
 from ..errors import CorpusDecodeError
+from ..workers import default_workers, process_context
 from ..pretokenize.corpus import (
     DEFAULT_CHUNK_BYTES,
     ProgressCallback,
     check_corpus_path,
     chunk_boundaries,
-    default_workers,
     first_decode_error,
     read_chunk,
 )
@@ -143,27 +145,53 @@ def count_file_pretokens(
     workers: int | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     on_progress: ProgressCallback | None = None,
+    backend: CountingBackend | None = None,
 ) -> dict[bytes, int]:
     """Pre-token counts of a UTF-8 file cut at ``special_tokens``, as UTF-8 bytes -> count.
 
     ``workers`` processes (default: the usable CPUs) each read their own chunks; with one worker,
-    or a file of one chunk, everything happens in this process.
+    or a file of one chunk, everything happens in this process. ``backend`` replaces that choice
+    (see :class:`CountingBackend`).
     """
-    path = check_corpus_path(path)
-    on_progress = on_progress or (lambda n: None)
-    boundaries = chunk_boundaries(path, special_tokens, chunk_bytes)
-    chunks = list(zip(boundaries, boundaries[1:]))
-    workers = min(workers or default_workers(), len(chunks))
-    if workers <= 1:
-        return _count_chunks(path, chunks, special_tokens, pattern, on_progress)
-    return _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress)
+    backend = backend or WorkerProcesses(workers, chunk_bytes)
+    return backend.count(check_corpus_path(path), special_tokens, pattern, on_progress or (lambda n: None))
+
+
+class CountingBackend(Protocol):
+    """The seam for counting a corpus's pre-tokens (in this process, in worker processes; the
+    compiled engine's threads and a distributed engine plug in here too).
+
+    Contract: ``count(path, special_tokens, pattern, on_progress)`` returns how often each
+    pre-token of the UTF-8 file at ``path`` occurs, as ``{pre-token UTF-8 bytes: count}``, where
+    the text is cut at ``special_tokens`` (longest first; they are never counted) and the pieces
+    between are pre-tokenized with ``pattern``: exactly ``reference_pretoken_counts`` of
+    tests/reference.py on the whole file, however the work is split. ``on_progress(n)`` is called
+    as bytes are done (the calls add up to the file size). Invalid UTF-8 raises
+    :class:`~bpestore.errors.CorpusDecodeError` naming the first bad byte of the file.
+    """
+
+    def count(self, path: Path, special_tokens: Sequence[str], pattern: str, on_progress: ProgressCallback) -> dict[bytes, int]: ...
+
+
+@dataclass(frozen=True)
+class WorkerProcesses:
+    """Counts chunks of about ``chunk_bytes`` in ``workers`` processes (default: the usable CPUs),
+    or in this process when one worker or one chunk is enough."""
+
+    workers: int | None = None
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+
+    def count(self, path: Path, special_tokens: Sequence[str], pattern: str, on_progress: ProgressCallback) -> dict[bytes, int]:
+        boundaries = chunk_boundaries(path, special_tokens, self.chunk_bytes)
+        chunks = list(zip(boundaries, boundaries[1:]))
+        workers = min(self.workers or default_workers(), len(chunks))
+        if workers <= 1:
+            return _count_chunks(path, chunks, special_tokens, pattern, on_progress)
+        return _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress)
 
 
 def _count_in_processes(path, chunks, special_tokens, pattern, workers, on_progress) -> dict[bytes, int]:
-    # fork: workers start at once and need no importable __main__ (scripts without a main guard
-    # work); elsewhere spawn is the only choice.
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    context = process_context()
     tasks = context.Queue()
     results = context.Queue()
     for chunk in chunks:

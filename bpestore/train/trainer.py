@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ..pretokenize.corpus import check_corpus_path
 from .counting import count_file_pretokens
+from ..model import BPEModel
 from .merge import learn_merges
 from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
@@ -36,6 +37,11 @@ def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
         )
 
 
+def max_merges(vocab_size: int, special_tokens: Sequence[str]) -> int:
+    """How many merges fill a vocab of ``vocab_size``: the rest after the special tokens and the 256 bytes."""
+    return vocab_size - 256 - len(special_tokens)
+
+
 def base_vocab(special_tokens: Sequence[str]) -> Vocab:
     """Special tokens first (ids 0..k-1, in order), then the 256 single bytes."""
     vocab = {i: token.encode("utf-8") for i, token in enumerate(special_tokens)}
@@ -48,7 +54,14 @@ def iter_merges(
     pretoken_counts: Mapping[bytes, int], max_merges: int, *, progress: bool = False, consume_counts: bool = False
 ) -> Iterator[tuple[bytes, bytes]]:
     """The merges learned from pre-token counts, one at a time, with an optional progress bar.
-    ``consume_counts`` empties the counts once read (see :func:`bpestore.train.merge.learn_merges`)."""
+    ``consume_counts`` empties the counts once read (see :func:`bpestore.train.merge.learn_merges`).
+
+    The seam of the merge loop, one function from counts to merges. Contract: up to
+    ``max_merges`` merges, each the most frequent adjacent pair of tokens within the pre-tokens
+    (weighted by their counts), ties to the lexicographically greatest ``(left bytes, right
+    bytes)``, stopping early when no pair is left: exactly ``reference_train`` of tests/reference.py,
+    whoever computes it (this Python loop, or the compiled engine's).
+    """
     with progress_bar(progress, max_merges, "merges", unit="merge") as bar:
         for merge in learn_merges(pretoken_counts, max_merges, consume_counts=consume_counts):
             yield merge
@@ -80,8 +93,7 @@ def train_from_counts(
     ``consume_counts`` empties the counts once read, to save memory."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
-    max_merges = vocab_size - 256 - len(special_tokens)
-    merges = iter_merges(pretoken_counts, max_merges, progress=progress, consume_counts=consume_counts)
+    merges = iter_merges(pretoken_counts, max_merges(vocab_size, special_tokens), progress=progress, consume_counts=consume_counts)
     return vocab_and_merges(special_tokens, merges)
 
 
@@ -128,7 +140,22 @@ def train_bpe(
         CorpusDecodeError: (a ValueError) the file is not UTF-8; the message names the byte offset.
         ValueError: ``vocab_size`` is too small or the special tokens repeat.
     """
+    model = train_model(input_path, vocab_size, special_tokens, workers=workers, progress=progress)
+    return model.vocab, model.merges
+
+
+def train_model(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
+) -> BPEModel:
+    """:func:`train_bpe` (same arguments, same errors), its result as a :class:`BPEModel` (GPT-2's
+    pattern, the pair merge rule)."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
     counts = count_corpus(input_path, special_tokens, workers=workers, progress=progress)
-    return train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
+    vocab, merges = train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
+    return BPEModel(vocab, merges, special_tokens)
