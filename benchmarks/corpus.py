@@ -82,3 +82,37 @@ def mb_to_bytes(megabytes: float | None, path: str | Path) -> int | None:
     if megabytes is None or megabytes * 1_000_000 >= os.path.getsize(path):
         return None
     return int(megabytes * 1_000_000)
+
+
+# Letters of scripts other than Latin (and Latin with diacritics), for a non-English sample.
+_SCRIPTS = {
+    "cyrillic": (0x430, 0x44F), "greek": (0x3B1, 0x3C9), "arabic": (0x627, 0x64A), "hebrew": (0x5D0, 0x5EA),
+    "devanagari": (0x915, 0x939), "thai": (0xE01, 0xE2E), "hangul": (0xAC00, 0xD7A3), "cjk": (0x4E00, 0x9FFF),
+    "latin-diacritics": (0xE0, 0xFF), "armenian": (0x561, 0x586), "georgian": (0x10D0, 0x10F0),
+}
+
+
+def write_multilingual_text(path: str | Path, size_bytes: int, seed: int = 0) -> None:
+    """About ``size_bytes`` of generated non-English text: words of eleven scripts (a lexicon of
+    made-up words per script, drawn with Zipf's law, as natural text repeats its words), with
+    digits, punctuation, emoji and newlines between them. Deterministic for a seed."""
+    import random
+
+    rng = random.Random(seed)
+    lexicons = {}
+    for script, (low, high) in _SCRIPTS.items():
+        short = script in ("hangul", "cjk")  # syllables and ideographs: short words
+        lexicons[script] = ["".join(chr(rng.randint(low, high)) for _ in range(rng.randint(1, 3 if short else 9)))
+                            for _ in range(4000)]
+    weights = [1 / rank for rank in range(1, 4001)]
+    scripts = list(_SCRIPTS)
+    extras = [",", ".", "!", "?", " —", " (", ")", ":", "«", "»", "😀", " 👍🏽", "\n", "\n\n", "2024", "3.14", " 42"]
+    out, size = [], 0
+    while size < size_bytes:
+        script = rng.choice(scripts)
+        words = rng.choices(lexicons[script], weights, k=rng.randint(5, 40))  # a sentence in one script
+        sentence = " ".join(words) + rng.choice(extras) + " "
+        out.append(sentence)
+        size += len(sentence.encode("utf-8"))
+    data = "".join(out).encode("utf-8")
+    Path(path).write_bytes(utf8_prefix(data, size_bytes))

@@ -297,3 +297,68 @@ def compare_ids(params: dict) -> Job:
                           f"around it: expected {expected[window].tolist()}, got {got[window].tolist()}"}
 
     return Job(run, lambda result: result)
+
+
+# ---------------------------------------------------------------- encode-multilingual: a non-English sample
+
+
+@task("encode-multilingual:bpestore")
+def encode_multilingual_bpestore(params: dict) -> Job:
+    return encode_job(params, bpestore_from_files(params).encode)
+
+
+@task("encode-multilingual:tiktoken")
+def encode_multilingual_tiktoken(params: dict) -> Job:
+    return encode_job(params, tiktoken_gpt2_encode(params))
+
+
+# ---------------------------------------------------------------- encode-batch / encode-file: threads
+
+
+def batch_job(params: dict, threads: int) -> Job:
+    """``Tokenizer.encode_batch`` of the text's lines on ``threads`` threads (fresh tokenizer)."""
+    tokenizer = bpestore_from_files(params)
+    if not hasattr(tokenizer, "encode_batch"):
+        raise Skip("Tokenizer.encode_batch does not exist yet")
+    text = read_text(params["text"], params.get("max_bytes"))
+    lines = text.splitlines(keepends=True)
+
+    def check(batches) -> dict:
+        return ids_facts([i for ids in batches for i in ids], text, params)
+
+    return Job(lambda: tokenizer.encode_batch(lines, num_threads=threads), check)
+
+
+@task("encode-batch:bpestore")
+def encode_batch_one_thread(params: dict) -> Job:
+    return batch_job(params, 1)
+
+
+@task("encode-batch:bpestore-threads")
+def encode_batch_threads(params: dict) -> Job:
+    return batch_job(params, params["workers"])
+
+
+def file_job(params: dict, threads: int) -> Job:
+    """``bpestore.encode.files.encode_file_to_npy`` on ``threads`` threads, in process (fresh
+    tokenizer, imports excluded: the CLI section times the whole command)."""
+    tokenizer = bpestore_from_files(params)
+    try:
+        from bpestore.encode.files import encode_file_to_npy
+    except ImportError:
+        raise Skip("bpestore.encode.files.encode_file_to_npy does not exist") from None
+
+    def run():
+        return encode_file_to_npy(tokenizer, params["input"], params["npy_out"], workers=threads)
+
+    return Job(run, lambda count: {"bytes": os.path.getsize(params["input"]), "tokens": int(count)})
+
+
+@task("encode-file:bpestore")
+def encode_file_one_thread(params: dict) -> Job:
+    return file_job(params, 1)
+
+
+@task("encode-file:bpestore-threads")
+def encode_file_threads(params: dict) -> Job:
+    return file_job(params, params["workers"])

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import gpt2
-from corpus import copy_prefix, detect_separator
+from corpus import copy_prefix, detect_separator, write_multilingual_text
 from harness import run_task
 
-SECTIONS = ("train", "train-small", "encode", "encode-warm", "encode-cli", "load", "pathological")
-DEFAULT_REPEAT = {"train": 3, "train-small": 7, "encode": 3, "encode-warm": 3, "encode-cli": 3, "load": 7, "pathological": 3}
+SECTIONS = ("train", "train-small", "encode", "encode-multilingual", "encode-warm", "encode-batch", "encode-file",
+            "encode-cli", "load", "pathological")
+DEFAULT_REPEAT = {"train": 3, "train-small": 7, "encode": 3, "encode-multilingual": 3, "encode-warm": 3, "encode-batch": 3,
+                  "encode-file": 3, "encode-cli": 3, "load": 7, "pathological": 3}
 SINGLE_THREAD_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
 BPESTORE = "bpestore"
 
@@ -207,6 +209,57 @@ def encode_section(settings: Settings) -> dict:
     return section("encode", rows, checks, notes)
 
 
+MULTILINGUAL_DEFAULT_BYTES = 5_000_000
+
+
+def encode_multilingual_section(settings: Settings) -> dict:
+    """The encode section on a generated non-English sample (eleven scripts, see
+    corpus.write_multilingual_text), as large as --encode-mb (5 MB by default)."""
+    size = settings.encode_bytes or MULTILINGUAL_DEFAULT_BYTES
+    text_path = settings.workdir / "multilingual.txt"
+    write_multilingual_text(text_path, size)
+    base = {**settings.gpt2_params(), "text": str(text_path), "max_bytes": None}
+    ids_out = {tool: settings.workdir / f"encode-multilingual-{tool}.npy" for tool in ("tiktoken", BPESTORE)}
+    rows = []
+    for tool in ("tiktoken", BPESTORE):
+        params = lambda index, tool=tool: {**base, "ids_out": str(ids_out[tool]) if index == 0 else None}
+        rows.append(measure("encode-multilingual", tool, params, settings.runs("encode-multilingual"),
+                            timeout=settings.timeout, env=SINGLE_THREAD_ENV))
+    checks = [compare_ids(f"{BPESTORE} ids == tiktoken ids", ids_out["tiktoken"], ids_out[BPESTORE])] if ok_rows(rows, "tiktoken", BPESTORE) else []
+    notes = [f"text: {size / 1e6:g} MB generated in eleven scripts (Cyrillic, Greek, Arabic, Hebrew, Devanagari, Thai, "
+             "Hangul, CJK, Latin with diacritics, Armenian, Georgian; Zipf-distributed made-up words); single-threaded"]
+    return section("encode-multilingual", rows, checks, notes)
+
+
+def encode_batch_section(settings: Settings) -> dict:
+    """Tokenizer.encode_batch of the text's lines, one thread against --workers threads."""
+    base = {**settings.gpt2_params(), "text": str(settings.corpus), "max_bytes": settings.encode_bytes, "workers": settings.workers}
+    rows = [measure("encode-batch", tool, base, settings.runs("encode-batch"), timeout=settings.timeout)
+            for tool in (BPESTORE, "bpestore-threads")]
+    checks = [check("the same ids on any number of threads", rows[0]["info"]["ids_sha256"] == rows[1]["info"]["ids_sha256"], "")] \
+        if ok_rows(rows, BPESTORE, "bpestore-threads") else []
+    notes = [f"text: {describe_input(settings)}, as a list of its lines; a fresh tokenizer per run; bpestore: "
+             f"encode_batch(lines, num_threads=1); bpestore-threads: num_threads={settings.workers}; "
+             "bpestore/peer of bpestore-threads = the speed-up of the threads (target >= 1.7 with 2)"]
+    return section("encode-batch", rows, checks, notes)
+
+
+def encode_file_section(settings: Settings) -> dict:
+    """A file encoded to .npy in process (bpestore.encode.files.encode_file_to_npy), one thread
+    against --workers threads."""
+    source = encode_cli_input(settings)
+    npy = {tool: settings.workdir / f"encode-file-{tool}.npy" for tool in (BPESTORE, "bpestore-threads")}
+    base = {**settings.gpt2_params(), "input": str(source), "workers": settings.workers}
+    rows = [measure("encode-file", tool, {**base, "npy_out": str(npy[tool])}, settings.runs("encode-file"), timeout=settings.timeout)
+            for tool in (BPESTORE, "bpestore-threads")]
+    checks = [compare_ids("the same .npy on any number of threads", npy[BPESTORE], npy["bpestore-threads"])] \
+        if ok_rows(rows, BPESTORE, "bpestore-threads") else []
+    notes = [f"input: {describe_input(settings)}; a fresh tokenizer per run, imports excluded; bpestore: workers=1; "
+             f"bpestore-threads: workers={settings.workers}; bpestore/peer of bpestore-threads = the speed-up "
+             "(target >= 1.7 with 2)"]
+    return section("encode-file", rows, checks, notes)
+
+
 def encode_warm_section(settings: Settings) -> dict:
     """The same text encoded a second time by the same encoder (the first pass untimed): the
     steady state of a long job, once bpestore's caches hold the text's words."""
@@ -346,5 +399,6 @@ def pick(rows: list[dict], tool: str, kind: str, n: int) -> list[dict]:
 
 
 RUNNERS = {"train": train_section, "train-small": train_small_section, "encode": encode_section,
-           "encode-warm": encode_warm_section, "encode-cli": encode_cli_section,
+           "encode-multilingual": encode_multilingual_section, "encode-warm": encode_warm_section,
+           "encode-batch": encode_batch_section, "encode-file": encode_file_section, "encode-cli": encode_cli_section,
            "load": load_section, "pathological": pathological_section}

@@ -120,6 +120,7 @@ class Encoder:
         special_tokens: dict[str, int],
         pattern: str,
         merge_rule: str = "pair",
+        cache_entries: int = 524288,
     ) -> None: ...
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
         """The ids of ``text``; ``allowed_special`` None or "all": every special token is
@@ -130,7 +131,7 @@ class Encoder:
         """The ids of each text, on ``num_threads`` threads (default: the CPUs), in order."""
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The tokens' bytes joined; ValueError naming the first id not in the vocabulary."""
-    def stream(self, block_bytes: int = 65536) -> StreamEncoder:
+    def stream(self, block_bytes: int = 8192) -> StreamEncoder:
         """An encoder for a stream of text pieces, in constant memory."""
     def encode_file_to_npy(
         self,
@@ -138,6 +139,7 @@ class Encoder:
         output: str | PathLike[str],
         threads: int | None = None,
         progress: Callable[[int], object] | None = None,
+        chunk_bytes: int = 1048576,
     ) -> int:
         """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via ``output.partial``
         and a rename; returns the number of ids. ``progress(n)``: n more input bytes done.

@@ -336,7 +336,7 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 @click.argument("ref")
 @click.argument("input_path", metavar="[INPUT]", required=False, type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write ids here: a .npy file (uint16 if every id fits, else uint32), else text.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes for a file to .npy [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for a file to .npy [default: CPUs].")
 @_quiet_option
 @_db_option
 def encode(ref: str, input_path: Path | None, output: Path | None, workers: int | None, quiet: bool, db: str) -> None:

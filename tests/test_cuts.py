@@ -3,19 +3,16 @@
 Where a representation says a text may be cut, cutting it there and pre-tokenizing both sides on
 their own gives exactly the pre-tokens (and special tokens) of the whole text, as the reference
 pre-tokenizer of tests/reference.py finds them. The representations: text (``str``, for segments
-and streams), bytes of a file window, NumPy arrays of a block's bytes, and the compiled engine.
+and streams), bytes of a file window, and the compiled engine.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpestore import _engine
-from bpestore.encode.byte_segments import segment_bounds
-from bpestore.encode.segment_table import KEY_PADDING
 from bpestore.pretokenize.cuts import covered_by_other_special, find_safe_space, last_safe_cut, next_safe_space
 from bpestore.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, SpecialSplitter
 from reference import pretokenize, split_on_specials
@@ -70,15 +67,6 @@ def bytes_file_window(text: str, special_tokens: list[str], pattern: str) -> lis
     return cuts
 
 
-def arrays_segment_bounds(text: str, special_tokens: list[str], pattern: str) -> list[int]:
-    data = text.encode("utf-8")
-    raw = np.frombuffer(data + bytes(KEY_PADDING), dtype=np.uint8)
-    splitter = SpecialSplitter(special_tokens)
-    spans = splitter.byte_spans(data)
-    bounds = segment_bounds(raw, len(data), True, spans, any(" " in token for token in special_tokens))
-    return [char_index(data, bound) for bound in bounds.tolist()]
-
-
 def engine_last_safe_cut(text: str, special_tokens: list[str], pattern: str) -> list[int]:
     pretokenizer = _engine.Pretokenizer(pattern, special_tokens)
     return [pretokenizer.last_safe_cut(text[:end]) for end in range(0, len(text) + 1, 7)]
@@ -95,8 +83,7 @@ def engine_next_safe_cut(text: str, special_tokens: list[str], pattern: str) -> 
 
 
 REPRESENTATIONS = [
-    str_next_safe_space, str_last_safe_cut, bytes_file_window, arrays_segment_bounds,
-    engine_last_safe_cut, engine_next_safe_cut,
+    str_next_safe_space, str_last_safe_cut, bytes_file_window, engine_last_safe_cut, engine_next_safe_cut,
 ]
 
 

@@ -33,10 +33,8 @@ from strategies import SPECIAL_TOKEN_SETS, random_text, texts
 
 tiktoken = pytest.importorskip("tiktoken")
 
-try:  # the known patterns, byte for byte as bpestore defines them
-    from bpestore.pretokenize import CL100K_PATTERN, O200K_PATTERN
-except ImportError:  # pragma: no cover - after the package layout moves them
-    from bpestore.pretokenize.patterns import CL100K_PATTERN, O200K_PATTERN  # type: ignore[no-redef]
+from bpestore import Tokenizer
+from bpestore.pretokenize import CL100K_PATTERN, O200K_PATTERN
 
 SHARED = Path(os.environ.get("BPESTORE_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
 VOCAB_SIZES = [300, 420, 600]
@@ -67,8 +65,8 @@ def special_ids(vocab: dict[int, bytes], specials: list[str]) -> dict[str, int]:
     return ids
 
 
-def engine(vocab, merges, specials, rule="pair", pattern=GPT2_PATTERN) -> _engine.Encoder:
-    return _engine.Encoder(vocab, merges, special_ids(vocab, specials), pattern, rule)
+def engine(vocab, merges, specials, rule="pair", pattern=GPT2_PATTERN, **options) -> _engine.Encoder:
+    return _engine.Encoder(vocab, merges, special_ids(vocab, specials), pattern, rule, **options)
 
 
 def tiktoken_of(vocab: dict[int, bytes], specials: list[str], pattern: str = R50K_PATTERN, name="t"):
@@ -355,3 +353,41 @@ def test_bad_vocabularies_and_arguments_are_value_errors():
         _engine.Encoder(bytes_vocab, [], {}, "(unclosed", "pair")
     with pytest.raises(ValueError):
         _engine.Encoder(bytes_vocab, [], {}, GPT2_PATTERN, "pair").encode("x", allowed_special="none")
+
+
+# ---------------------------------------------------------------- the cache
+
+
+# Pieces that the cache packs alike unless it keeps their lengths: "a" and "a\0", runs of NUL.
+PACKED_ALIKE = ["a", "a\0", "\0", "\0\0", "\0a", "a" * 15, "a" * 16, "a" * 15 + "\0", "é", "é\0"]
+
+
+@pytest.mark.parametrize("cache_entries", [1, 3, 1000])
+@settings(max_examples=80, deadline=None)
+@given(words=st.lists(st.sampled_from(PACKED_ALIKE) | texts(max_pieces=3), max_size=40))
+def test_the_cache_keeps_pieces_apart_and_forgets_exactly(cache_entries, words):
+    """A tiny cache starts afresh many times within one text; every answer must still be exact."""
+    vocab, merges = trained(VOCAB_SIZES[1])
+    text = " ".join(words)
+    encoder = engine(vocab, merges, ["<|endoftext|>"], cache_entries=cache_entries)
+    expected = reference_encode(text, vocab, merges, ["<|endoftext|>"])
+    assert encoder.encode(text) == expected
+    assert encoder.encode(text) == expected
+
+
+# ---------------------------------------------------------------- the Tokenizer over the engine
+
+
+def test_tokenizer_encode_batch_and_pickling():
+    import pickle
+
+    vocab, merges = trained(VOCAB_SIZES[1])
+    tokenizer = Tokenizer(vocab, merges, ["<|endoftext|>", "<new>"])
+    docs = [random_text(random.Random(i), 2000) + "<new>" for i in range(12)]
+    expected = [reference_encode(doc, vocab, merges, ["<|endoftext|>", "<new>"]) for doc in docs]
+    assert tokenizer.encode_batch(docs) == expected
+    assert tokenizer.encode_batch(docs, num_threads=2) == expected
+    copy = pickle.loads(pickle.dumps(tokenizer))
+    assert copy.vocab == tokenizer.vocab and copy.special_ids == tokenizer.special_ids
+    assert copy.encode_batch(docs, num_threads=1) == expected
+    assert tokenizer.encode_to_array(docs[0]).tolist() == expected[0]

@@ -261,3 +261,9 @@ def test_the_category_change_that_is_left_out():
     text = "\u0295Ab"
     assert regex.findall(O200K_PATTERN, text) == [text]
     assert _engine.Pretokenizer(O200K_PATTERN, []).pretokenize(text) == ["\u0295", "Ab"]
+    # tiktoken splits it as the engine does: with "Ab" and the whole text in the vocabulary, one
+    # piece would be one token, two pieces are the bytes of U+0295 and "Ab".
+    tiktoken = pytest.importorskip("tiktoken")
+    ranks = {bytes([byte]): byte for byte in range(256)} | {text.encode(): 256, b"Ab": 257}
+    encoding = tiktoken.Encoding("o200k-pieces", pat_str=O200K_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    assert encoding.encode_ordinary(text) == [*"\u0295".encode(), 257]

@@ -1,4 +1,4 @@
-"""Encoding: ``Tokenizer`` (:mod:`.tokenizer`), its BPE (:mod:`.bpe`) and whole files
+"""Encoding: ``Tokenizer`` (:mod:`.tokenizer`, over the Rust engine's ``Encoder``) and whole files
 (:mod:`.files`).
 
 The last stage of the pipeline. Uses pre-tokenizing; knows nothing of training.

@@ -1,30 +1,28 @@
-"""Encoding whole files: streamed block by block, or in parallel over chunks into a ``.npy`` file.
+"""Encoding whole files into ``.npy`` arrays: a file on threads, or a stream block by block.
 
-Chunks are cut where the encoding cannot change (before a special token, or before a space between
-two printable ASCII characters), so the ids are exactly ``Tokenizer.encode(whole text)``.
-Workers each hold one chunk's text and ids; the parent writes each chunk's ids as soon as it comes,
-in order, so no process ever holds the ids of the whole file.
+A file is encoded by the Rust engine (``Encoder.encode_file_to_npy``): chunks cut where the
+encoding cannot change (before a special token, or before a space between two printable ASCII
+characters), encoded on several threads with the GIL released and written in order, so the ids
+are exactly ``Tokenizer.encode(whole text)`` and memory stays bounded. Both paths write to
+``OUTPUT.partial`` and rename it once complete.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
-from ..pretokenize.corpus import check_corpus_path, chunk_boundaries, read_chunk
-from ..pretokenize.patterns import SPLIT_SAFE_PATTERNS
+from ..pretokenize.corpus import check_corpus_path
 from ..progress import progress_bar
-from ..workers import default_workers, process_context
+from ..workers import default_workers
 from .tokenizer import Tokenizer
 
-DEFAULT_CHUNK_BYTES = 1 << 22
-# The parent encodes the first this many bytes alone before the workers start (see below).
-WARM_UP_BYTES = 1 << 21
+# Chunks of text handed to the encoding threads.
+DEFAULT_CHUNK_BYTES = 1 << 20
 _NPY_HEADER_BYTES = 128
 
 
@@ -33,65 +31,31 @@ def id_dtype(tokenizer: Tokenizer) -> np.dtype:
     return np.dtype(np.uint16 if max(tokenizer.vocab) < 1 << 16 else np.uint32)
 
 
-_worker_tokenizer: Tokenizer | None = None
+def _check_output_dir(output_path: Path) -> None:
+    if not output_path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"cannot write the output, no directory {output_path.parent}", str(output_path))
 
 
-def _init_worker(tokenizer: Tokenizer) -> None:
-    global _worker_tokenizer
-    _worker_tokenizer = tokenizer
-
-
-def _encode_chunk(task: tuple[str, int, int, str]) -> tuple[int, bytes]:
-    path, start, end, dtype = task
-    ids = _worker_tokenizer.encode_to_array(read_chunk(path, start, end))
-    return end - start, ids.astype(dtype).tobytes()
-
-
-def encode_file_chunks(
+def encode_file_to_npy(
     tokenizer: Tokenizer,
-    path: str | os.PathLike,
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
     *,
     workers: int | None = None,
+    progress: bool = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    on_bytes: Callable[[int], None] | None = None,
-) -> Iterator[np.ndarray]:
-    """The ids of a file as arrays, chunk by chunk and in order, encoded by ``workers`` processes."""
-    path = check_corpus_path(path)
-    dtype = id_dtype(tokenizer)
-    space_cuts = tokenizer.pattern in SPLIT_SAFE_PATTERNS
-    # Pieces of WARM_UP_BYTES: the first is a task of its own (see below), the rest are grouped
-    # into chunks of about chunk_bytes.
-    warm_up = min(WARM_UP_BYTES, chunk_bytes)
-    bounds = chunk_boundaries(path, tokenizer.special_tokens, warm_up, space_cuts=space_cuts)
-    if len(bounds) > 2:
-        bounds = [bounds[0], *bounds[1:-1:max(chunk_bytes // warm_up, 1)], bounds[-1]]
-    tasks = [(str(path), start, end, dtype.str) for start, end in zip(bounds, bounds[1:])]
-    workers = min(workers or default_workers(), len(tasks))
-    on_bytes = on_bytes or (lambda n: None)
-    _init_worker(tokenizer)
-    # The first piece is encoded here, before any worker starts: forked workers then begin with
-    # the caches it filled (the commonest words) instead of each learning them again. It is small,
-    # because the other core waits meanwhile.
-    first = 1 if workers > 1 else len(tasks)
-    for size, data in map(_encode_chunk, tasks[:first]):
-        on_bytes(size)
-        yield np.frombuffer(data, dtype=dtype)
-    if first == len(tasks):
-        return
-    with process_context().Pool(workers, initializer=_init_worker, initargs=(tokenizer,)) as pool:
-        # In order, and at most a few chunks ahead of the one being written, so that the ids
-        # waiting in memory stay bounded however fast the workers are.
-        pending: deque = deque()
-        for task in tasks[first:]:
-            pending.append(pool.apply_async(_encode_chunk, (task,)))
-            if len(pending) >= 2 * workers:
-                size, data = pending.popleft().get()
-                on_bytes(size)
-                yield np.frombuffer(data, dtype=dtype)
-        while pending:
-            size, data = pending.popleft().get()
-            on_bytes(size)
-            yield np.frombuffer(data, dtype=dtype)
+) -> int:
+    """Encode a UTF-8 file into a 1-D ``.npy`` array of ids on ``workers`` threads (default: the
+    CPUs); returns the number of ids. Invalid UTF-8 raises CorpusDecodeError naming the first bad
+    byte, and leaves no output."""
+    input_path = check_corpus_path(input_path)
+    output_path = Path(output_path)
+    _check_output_dir(output_path)
+    size = os.path.getsize(input_path)
+    with progress_bar(progress, size, "encoding", unit="B", unit_scale=True) as bar:
+        return tokenizer._engine.encode_file_to_npy(
+            input_path, output_path, threads=workers or default_workers(), progress=bar.update, chunk_bytes=chunk_bytes
+        )
 
 
 def _npy_header(dtype: np.dtype, length: int) -> bytes:
@@ -105,23 +69,23 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
     return magic + len(body).to_bytes(2, "little") + body.encode("latin-1")
 
 
-def _write_npy(arrays: Iterable[np.ndarray], dtype: np.dtype, output_path: str | os.PathLike) -> int:
-    """Write arrays one after another as one 1-D ``.npy`` file; returns the number of elements.
+def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike) -> int:
+    """Encode a stream of text (such as stdin) into a 1-D ``.npy`` array; returns the number of ids.
 
     The file is written to ``output_path`` + ``.partial`` and renamed when complete, so a failure
     never leaves a truncated array under the requested name.
     """
     output_path = Path(output_path)
-    if not output_path.parent.is_dir():
-        raise FileNotFoundError(errno.ENOENT, f"cannot write the output, no directory {output_path.parent}", str(output_path))
+    _check_output_dir(output_path)
+    dtype = id_dtype(tokenizer)
     partial = output_path.with_name(output_path.name + ".partial")
     total = 0
     try:
         with open(partial, "wb") as out:
             out.write(_npy_header(dtype, 0))
-            for array in arrays:
-                out.write(array.astype(dtype, copy=False).tobytes())
-                total += len(array)
+            for ids in tokenizer.encode_blocks(texts):
+                out.write(ids.astype(dtype, copy=False).tobytes())
+                total += len(ids)
             out.seek(0)
             out.write(_npy_header(dtype, total))
         os.replace(partial, output_path)
@@ -129,26 +93,3 @@ def _write_npy(arrays: Iterable[np.ndarray], dtype: np.dtype, output_path: str |
         if partial.exists():
             partial.unlink()
     return total
-
-
-def encode_file_to_npy(
-    tokenizer: Tokenizer,
-    input_path: str | os.PathLike,
-    output_path: str | os.PathLike,
-    *,
-    workers: int | None = None,
-    progress: bool = False,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-) -> int:
-    """Encode a text file into a 1-D ``.npy`` array of ids, in parallel; returns the number of ids."""
-    size = os.path.getsize(check_corpus_path(input_path))
-    with progress_bar(progress, size, "encoding", unit="B", unit_scale=True) as bar:
-        chunks = encode_file_chunks(tokenizer, input_path, workers=workers, chunk_bytes=chunk_bytes, on_bytes=bar.update)
-        return _write_npy(chunks, id_dtype(tokenizer), output_path)
-
-
-def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike) -> int:
-    """Encode a stream of text (in this process) into a 1-D ``.npy`` array; returns the number of ids."""
-    dtype = id_dtype(tokenizer)
-    arrays = (ids.astype(dtype) for ids in tokenizer.encode_blocks(texts))
-    return _write_npy(arrays, dtype, output_path)

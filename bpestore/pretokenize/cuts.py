@@ -15,8 +15,6 @@ The representations, side by side:
 * bytes of a file window: :func:`find_safe_space` and :func:`covered_by_other_special` (chunks of a
   corpus); it only takes a space between two *printable ASCII* bytes, a subset of the rule that
   needs no decoding of a window that may start or end inside a character;
-* arrays: ``bpestore.encode.byte_segments.segment_bounds`` applies the rule with NumPy to a block's
-  UTF-8 bytes. It stays beside the NumPy encoder it serves, which the compiled engine replaces;
 * the compiled engine: ``crates/pretokenize/src/cut.rs`` (``last_safe_cut``, ``next_safe_cut``).
 
 ``tests/test_cuts.py`` runs one property over all of them: cutting where they say changes no

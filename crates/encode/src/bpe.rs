@@ -65,34 +65,68 @@ impl PairRanks {
     }
 
     pub(crate) fn merge_short(&self, tokens: &mut Vec<TokenId>) {
-        while tokens.len() > 1 {
-            // The lowest-ranked pair present; a rank names exactly one pair, so it is unique.
-            let mut best: Option<(u32, TokenId, TokenId, TokenId)> = None;
-            for window in tokens.windows(2) {
-                if let Some((rank, merged)) = self.get(window[0], window[1]) {
-                    if !matches!(best, Some((best_rank, ..)) if best_rank <= rank) {
-                        best = Some((rank, window[0], window[1], merged));
-                    }
-                }
+        let n = tokens.len();
+        if n > LONG_PIECE {
+            return self.merge_long(tokens);
+        }
+        if n < 2 {
+            return;
+        }
+        // ranks[i], merged[i]: the rank and result of the pair (tokens[i], tokens[i + 1]), kept
+        // from round to round where the pair did not change (a lookup each only where it did).
+        let mut ranks = [NONE; LONG_PIECE];
+        let mut merged = [0 as TokenId; LONG_PIECE];
+        for i in 0..n - 1 {
+            if let Some((rank, result)) = self.get(tokens[i], tokens[i + 1]) {
+                ranks[i] = rank;
+                merged[i] = result;
             }
-            let Some((_, left, right, merged)) = best else {
+        }
+        let mut len = n;
+        // Where each token of a round came from (`NONE`: it is the result of a merge).
+        let mut source = [0u32; LONG_PIECE];
+        loop {
+            // The lowest-ranked pair present; a rank names exactly one pair.
+            let best = ranks[..len - 1].iter().copied().min().unwrap_or(NONE);
+            if best == NONE {
                 break;
-            };
+            }
             // Every occurrence, left to right, without overlap.
-            let n = tokens.len();
             let (mut read, mut write) = (0, 0);
-            while read < n {
-                if read + 1 < n && tokens[read] == left && tokens[read + 1] == right {
-                    tokens[write] = merged;
+            while read < len {
+                if read + 1 < len && ranks[read] == best {
+                    tokens[write] = merged[read];
+                    source[write] = NONE;
                     read += 2;
                 } else {
                     tokens[write] = tokens[read];
+                    source[write] = read as u32;
                     read += 1;
                 }
                 write += 1;
             }
-            tokens.truncate(write);
+            len = write;
+            // (ranks[source[i]] is read before position source[i] >= i + 1 is rewritten)
+            for i in 0..len.saturating_sub(1) {
+                let (from, next) = (source[i], source[i + 1]);
+                if from != NONE && next != NONE && next == from + 1 {
+                    ranks[i] = ranks[from as usize];
+                    merged[i] = merged[from as usize];
+                } else {
+                    match self.get(tokens[i], tokens[i + 1]) {
+                        Some((rank, result)) => {
+                            ranks[i] = rank;
+                            merged[i] = result;
+                        }
+                        None => ranks[i] = NONE,
+                    }
+                }
+            }
+            if len < 2 {
+                break;
+            }
         }
+        tokens.truncate(len);
     }
 
     pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
@@ -440,7 +474,8 @@ pub(crate) mod tests {
     }
 
     fn vocab_of(tokens: &[(u32, Bytes)]) -> Vocab {
-        Vocab::new(tokens.to_vec(), &[]).expect("a valid generated vocabulary")
+        let slices: Vec<(u32, &[u8])> = tokens.iter().map(|(id, t)| (*id, t.as_slice())).collect();
+        Vocab::new(&slices, &[]).expect("a valid generated vocabulary")
     }
 
     fn pair_ranks(vocab: &Vocab, merges: &[(Bytes, Bytes)]) -> PairRanks {

@@ -7,7 +7,7 @@
 
 use crate::bpe::TokenId;
 use rustc_hash::FxHashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Pre-tokens longer than this are not cached: they are rare, and would make entries unbounded.
 pub(crate) const MAX_CACHED_PIECE: usize = 64;
@@ -15,41 +15,187 @@ pub(crate) const MAX_CACHED_PIECE: usize = 64;
 /// Distinct pre-tokens remembered by one cache by default.
 pub const DEFAULT_CACHE_ENTRIES: usize = 1 << 19;
 
-/// Pre-token bytes -> ids, the ids of all entries in one vector.
+/// Pre-tokens of at most this many bytes are keyed by their bytes packed in a `u128`.
+const SHORT_BYTES: usize = 15;
+/// A short piece with at most this many ids keeps them in its slot.
+const INLINE_IDS: usize = 3;
+/// The short table starts with this many slots and doubles when half full.
+const FIRST_SLOTS: usize = 1 << 12;
+
+/// One slot of the short-piece table: the piece's bytes zero-padded, its length in the last byte
+/// (so the key compares as one integer; 0 marks an empty slot, since no piece is empty), and its
+/// ids inline, or where they are in `ids` (`[start, len]`) when there are more.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Slot {
+    key: u128,
+    ids: [TokenId; INLINE_IDS],
+    count: u32,
+}
+
+const EMPTY: Slot = Slot {
+    key: 0,
+    ids: [0; INLINE_IDS],
+    count: 0,
+};
+
+/// The short-table key of a piece, if it is short.
+#[inline]
+pub(crate) fn short_key(piece: &[u8]) -> Option<u128> {
+    if piece.is_empty() || piece.len() > SHORT_BYTES {
+        return None;
+    }
+    let mut key = [0u8; 16];
+    key[..piece.len()].copy_from_slice(piece);
+    key[15] = piece.len() as u8;
+    Some(u128::from_le_bytes(key))
+}
+
+/// [`short_key`] of the piece `text[start..start + len]`, read as one 16-byte load where the
+/// text has 16 bytes from `start` (no byte copy, which would stall the load that follows).
+#[inline]
+pub(crate) fn short_key_in(text: &[u8], start: usize, len: usize) -> Option<u128> {
+    if len == 0 || len > SHORT_BYTES {
+        return None;
+    }
+    match text.get(start..start + 16) {
+        Some(window) => {
+            let mut word = [0u8; 16];
+            word.copy_from_slice(window);
+            let mask = (1u128 << (8 * len)) - 1;
+            Some((u128::from_le_bytes(word) & mask) | ((len as u128) << 120))
+        }
+        None => short_key(&text[start..start + len]),
+    }
+}
+
+#[inline]
+fn hash(key: u128) -> u64 {
+    // (a 64-bit finalizer: every bit of the key reaches the low bits used as the index)
+    let h =
+        ((key as u64) ^ ((key >> 64) as u64).rotate_left(32)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    let h = (h ^ (h >> 29)).wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    h ^ (h >> 32)
+}
+
+/// Pre-token bytes -> ids. Almost every piece of natural text is short: those live in an
+/// open-addressing table whose slot holds the key and the ids, so that a lookup costs one cache
+/// miss at most; longer pieces go to a hash map. Ids that do not fit a slot sit in one vector.
 pub(crate) struct PieceCache {
-    map: FxHashMap<Box<[u8]>, (u32, u32)>,
+    slots: Box<[Slot]>,
+    short_len: usize,
+    long: FxHashMap<Box<[u8]>, (u32, u32)>,
     ids: Vec<TokenId>,
     capacity: usize,
+    /// While threads encode one job together, a cache they share behind this one: a piece one
+    /// thread has merged, the others copy instead of merging it again (a lock per local miss).
+    pub(crate) shared: Option<Arc<Mutex<PieceCache>>>,
 }
 
 impl PieceCache {
-    fn new(capacity: usize) -> PieceCache {
+    pub(crate) fn new(capacity: usize) -> PieceCache {
         PieceCache {
-            map: FxHashMap::default(),
+            slots: vec![EMPTY; FIRST_SLOTS].into_boxed_slice(),
+            short_len: 0,
+            long: FxHashMap::default(),
             ids: Vec::new(),
             capacity,
+            shared: None,
+        }
+    }
+
+    /// The ids of a piece (`key`: its short key, if it has one), if known.
+    #[inline]
+    pub(crate) fn get(&self, piece: &[u8], key: Option<u128>) -> Option<&[TokenId]> {
+        match key {
+            Some(key) => self.get_short(key),
+            None if piece.len() <= MAX_CACHED_PIECE => self.get_long(piece),
+            None => None,
         }
     }
 
     #[inline]
-    pub(crate) fn get(&self, piece: &[u8]) -> Option<&[TokenId]> {
-        let &(start, len) = self.map.get(piece)?;
+    fn find(&self, key: u128) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut at = hash(key) as usize & mask;
+        loop {
+            let slot_key = self.slots[at].key;
+            if slot_key == key || slot_key == 0 {
+                return at;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// The ids of a short piece (`key` from [`short_key`]), if known.
+    #[inline]
+    pub(crate) fn get_short(&self, key: u128) -> Option<&[TokenId]> {
+        let slot = &self.slots[self.find(key)];
+        if slot.key == 0 {
+            return None;
+        }
+        Some(if slot.count as usize <= INLINE_IDS {
+            &slot.ids[..slot.count as usize]
+        } else {
+            &self.ids[slot.ids[0] as usize..(slot.ids[0] + slot.ids[1]) as usize]
+        })
+    }
+
+    /// The ids of a long piece, if known.
+    #[inline]
+    pub(crate) fn get_long(&self, piece: &[u8]) -> Option<&[TokenId]> {
+        let &(start, len) = self.long.get(piece)?;
         Some(&self.ids[start as usize..(start + len) as usize])
     }
 
-    #[inline]
-    pub(crate) fn insert(&mut self, piece: &[u8], ids: &[TokenId]) {
-        if self.map.len() >= self.capacity || self.ids.len() + ids.len() >= u32::MAX as usize {
-            self.map.clear();
+    /// Remembers the ids of a piece (`key`: its short key, if it has one); when the cache holds
+    /// its capacity, it starts afresh.
+    pub(crate) fn insert(&mut self, piece: &[u8], key: Option<u128>, ids: &[TokenId]) {
+        if self.len() >= self.capacity || self.ids.len() + ids.len() >= u32::MAX as usize {
+            self.slots.fill(EMPTY);
+            self.short_len = 0;
+            self.long.clear();
             self.ids.clear();
         }
-        let start = self.ids.len() as u32;
-        self.ids.extend_from_slice(ids);
-        self.map.insert(piece.into(), (start, ids.len() as u32));
+        let Some(key) = key else {
+            let start = self.ids.len() as u32;
+            self.ids.extend_from_slice(ids);
+            self.long.insert(piece.into(), (start, ids.len() as u32));
+            return;
+        };
+        if 2 * (self.short_len + 1) > self.slots.len() {
+            self.grow();
+        }
+        let at = self.find(key);
+        let mut slot = Slot {
+            key,
+            ids: [0; INLINE_IDS],
+            count: ids.len() as u32,
+        };
+        if ids.len() <= INLINE_IDS {
+            slot.ids[..ids.len()].copy_from_slice(ids);
+        } else {
+            slot.ids[0] = self.ids.len() as u32;
+            slot.ids[1] = ids.len() as u32;
+            self.ids.extend_from_slice(ids);
+        }
+        if self.slots[at].key == 0 {
+            self.short_len += 1;
+        }
+        self.slots[at] = slot;
+    }
+
+    fn grow(&mut self) {
+        let doubled = vec![EMPTY; 2 * self.slots.len()].into_boxed_slice();
+        let old = std::mem::replace(&mut self.slots, doubled);
+        for slot in old.iter().filter(|slot| slot.key != 0) {
+            let at = self.find(slot.key);
+            self.slots[at] = *slot;
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.short_len + self.long.len()
     }
 }
 
@@ -61,6 +207,11 @@ pub(crate) struct CachePool {
 }
 
 impl CachePool {
+    /// A cache for threads to share during one job (see [`PieceCache::shared`]).
+    pub(crate) fn new_shared(&self) -> Arc<Mutex<PieceCache>> {
+        Arc::new(Mutex::new(PieceCache::new(self.capacity)))
+    }
+
     pub(crate) fn new(capacity: usize) -> CachePool {
         let max_idle = std::thread::available_parallelism()
             .map_or(4, |n| n.get())
@@ -92,11 +243,101 @@ impl CachePool {
         }
     }
 
+    /// Runs `f` with a cache lent for its duration, with `shared` behind it.
+    pub(crate) fn with_shared<R>(
+        &self,
+        shared: &Arc<Mutex<PieceCache>>,
+        f: impl FnOnce(&mut PieceCache) -> R,
+    ) -> R {
+        self.with(|cache| {
+            cache.shared = Some(Arc::clone(shared));
+            let result = f(cache);
+            cache.shared = None;
+            result
+        })
+    }
+
     /// Runs `f` with a cache lent for its duration.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut PieceCache) -> R) -> R {
         let mut cache = self.take();
         let result = f(&mut cache);
         self.give(cache);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The cache must give back exactly what was put in: keys are packed bytes, so pieces that
+    //! differ only in trailing zero bytes or in length must stay apart.
+    use super::*;
+
+    fn put(cache: &mut PieceCache, piece: &[u8], ids: &[TokenId]) {
+        cache.insert(piece, short_key(piece), ids);
+    }
+
+    fn get<'c>(cache: &'c PieceCache, piece: &[u8]) -> Option<&'c [TokenId]> {
+        match short_key(piece) {
+            Some(key) => cache.get_short(key),
+            None => cache.get_long(piece),
+        }
+    }
+
+    #[test]
+    fn keys_read_in_place_equal_keys_built_byte_by_byte() {
+        let text: Vec<u8> = (0..40u8).map(|b| b.wrapping_mul(37)).collect();
+        for start in 0..text.len() {
+            for len in 0..=(text.len() - start).min(20) {
+                let piece = &text[start..start + len];
+                let expected = if len == 0 { None } else { short_key(piece) };
+                assert_eq!(short_key_in(&text, start, len), expected, "{start} {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_that_pack_alike_stay_apart() {
+        let mut cache = PieceCache::new(1000);
+        let pieces: Vec<Vec<u8>> = vec![
+            b"a".to_vec(),
+            b"a\0".to_vec(),
+            b"\0a".to_vec(),
+            b"\0".to_vec(),
+            b"\0\0".to_vec(),
+            vec![b'x'; 15],
+            vec![b'x'; 16],
+            [vec![b'x'; 15], vec![0]].concat(),
+            vec![0xff; 15],
+            vec![7; 64],
+        ];
+        for (i, piece) in pieces.iter().enumerate() {
+            assert_eq!(get(&cache, piece), None);
+            let ids: Vec<TokenId> = (0..=i as u32).collect(); // 1 to 10 ids: inline and not
+            put(&mut cache, piece, &ids);
+        }
+        for (i, piece) in pieces.iter().enumerate() {
+            let ids: Vec<TokenId> = (0..=i as u32).collect();
+            assert_eq!(get(&cache, piece), Some(ids.as_slice()), "{piece:?}");
+        }
+        assert_eq!(get(&cache, b"b"), None);
+        assert_eq!(get(&cache, &[b'x'; 14]), None);
+    }
+
+    #[test]
+    fn growing_keeps_every_entry_and_a_full_cache_starts_afresh() {
+        let capacity = 3 * FIRST_SLOTS; // grows twice before it is full
+        let mut cache = PieceCache::new(capacity);
+        let piece = |i: usize| format!("w{i}").into_bytes();
+        for i in 0..capacity {
+            put(&mut cache, &piece(i), &[i as u32, 1, 2, 3]);
+        }
+        assert_eq!(cache.len(), capacity);
+        for i in 0..capacity {
+            assert_eq!(get(&cache, &piece(i)), Some([i as u32, 1, 2, 3].as_slice()));
+        }
+        put(&mut cache, b"one more", &[9]);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(get(&cache, b"one more"), Some([9].as_slice()));
+        assert_eq!(get(&cache, &piece(0)), None);
     }
 }

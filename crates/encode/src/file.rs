@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Mutex};
 
 /// Chunks hold about this many bytes of text.
-const CHUNK_BYTES: usize = 1 << 20;
+pub const DEFAULT_CHUNK_BYTES: usize = 1 << 20;
 /// The `.npy` header's fixed size (rewritten with the length at the end).
 const NPY_HEADER_BYTES: usize = 128;
 
@@ -112,11 +112,11 @@ impl Encoder {
         threads: usize,
         progress: &mut dyn FnMut(u64) -> bool,
     ) -> Result<u64, FileError> {
-        self.encode_file_in_chunks(path, output, threads, progress, CHUNK_BYTES)
+        self.encode_file_in_chunks(path, output, threads, progress, DEFAULT_CHUNK_BYTES)
     }
 
-    /// [`Encoder::encode_file_to_npy`] with chunks of about `chunk_bytes`.
-    pub(crate) fn encode_file_in_chunks(
+    /// [`Encoder::encode_file_to_npy`] with chunks of about `chunk_bytes` (1 MB there).
+    pub fn encode_file_in_chunks(
         &self,
         path: &Path,
         output: &Path,
@@ -159,12 +159,13 @@ impl Encoder {
         let (job_tx, job_rx) = mpsc::sync_channel::<(usize, String)>(job_slots);
         let job_rx = Mutex::new(job_rx);
         let (done_tx, done_rx) = mpsc::channel::<Encoded>();
+        let shared = &self.caches.new_shared();
         let total_ids = std::thread::scope(|scope| -> Result<u64, FileError> {
             for _ in 0..threads {
                 let done_tx = done_tx.clone();
                 let job_rx = &job_rx;
                 scope.spawn(move || {
-                    self.caches.with(|cache| loop {
+                    self.caches.with_shared(shared, |cache| loop {
                         let job = job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
                         let Ok((index, text)) = job else { break };
                         let mut ids = Vec::with_capacity(text.len() / 4 + 16);

@@ -17,6 +17,7 @@ pub use bpe::TokenId;
 use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
+pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{FileError, NpyDtype};
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
@@ -121,24 +122,52 @@ impl Encoder {
         rule: MergeRule,
         cache_entries: usize,
     ) -> Result<Encoder, EncodeError> {
-        for (token, _) in &special_tokens {
+        let vocab: Vec<(TokenId, &[u8])> = vocab
+            .iter()
+            .map(|(id, token)| (*id, token.as_slice()))
+            .collect();
+        let merges: Vec<(&[u8], &[u8])> = merges
+            .iter()
+            .map(|(l, r)| (l.as_slice(), r.as_slice()))
+            .collect();
+        Encoder::from_slices(
+            &vocab,
+            &merges,
+            &special_tokens,
+            pattern,
+            rule,
+            cache_entries,
+        )
+    }
+
+    /// [`Encoder::with_cache_entries`] from borrowed tokens (no copy of each token first: the
+    /// Python bindings build an encoder from the `bytes` objects themselves).
+    pub fn from_slices(
+        vocab: &[(TokenId, &[u8])],
+        merges: &[(&[u8], &[u8])],
+        special_tokens: &[(String, TokenId)],
+        pattern: &str,
+        rule: MergeRule,
+        cache_entries: usize,
+    ) -> Result<Encoder, EncodeError> {
+        for (token, _) in special_tokens {
             if token.is_empty() {
                 return Err(EncodeError::InvalidVocab(
                     "special tokens must be non-empty strings, got ''".into(),
                 ));
             }
         }
-        let vocab = Vocab::new(vocab, &special_tokens)?;
+        let vocab = Vocab::new(vocab, special_tokens)?;
         let pairs = match rule {
-            MergeRule::Pair => pair_ranks(&vocab, &merges)?,
+            MergeRule::Pair => pair_ranks(&vocab, merges)?,
             MergeRule::Token => PairRanks::new(std::iter::empty::<(TokenId, TokenId, TokenId)>()),
         };
         let pretokenizer = Pretokenizer::new(pattern).map_err(EncodeError::Pattern)?;
         // Each special token once, in the order given.
         let mut unique: Vec<(String, TokenId)> = Vec::with_capacity(special_tokens.len());
         for (token, id) in special_tokens {
-            if !unique.iter().any(|(seen, _)| *seen == token) {
-                unique.push((token, id));
+            if !unique.iter().any(|(seen, _)| seen == token) {
+                unique.push((token.clone(), *id));
             }
         }
         let names: Vec<String> = unique.iter().map(|(token, _)| token.clone()).collect();
@@ -214,12 +243,13 @@ impl Encoder {
             });
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let shared = self.caches.new_shared();
         let mut results: Vec<Vec<TokenId>> = vec![Vec::new(); texts.len()];
         let parts: Vec<Vec<(usize, Vec<TokenId>)>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| {
-                        self.caches.with(|cache| {
+                        self.caches.with_shared(&shared, |cache| {
                             let mut done = Vec::new();
                             loop {
                                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -326,24 +356,63 @@ impl Encoder {
     /// Appends the ids of `text`, which holds no special token, to `out`.
     fn encode_ordinary_into(&self, text: &str, cache: &mut PieceCache, out: &mut Vec<TokenId>) {
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
+        let whole = text.as_bytes();
+        let base = whole.as_ptr() as usize;
         self.pretokenizer.for_each_piece(text, |piece| {
-            let bytes = piece.as_bytes();
-            if let [byte] = bytes {
-                out.push(self.vocab.byte_ids[*byte as usize]);
-                return;
-            }
-            if bytes.len() <= MAX_CACHED_PIECE {
-                if let Some(ids) = cache.get(bytes) {
-                    out.extend_from_slice(ids);
-                    return;
-                }
-            }
-            self.merge_piece(bytes, &mut scratch);
-            if bytes.len() <= MAX_CACHED_PIECE {
-                cache.insert(bytes, &scratch);
-            }
-            out.extend_from_slice(&scratch);
+            // Pieces borrow from `text`: the address difference is the piece's offset (checked,
+            // so that a piece from elsewhere would only take the slower way).
+            let start = (piece.as_ptr() as usize).wrapping_sub(base);
+            let key = if start <= whole.len() && piece.len() <= whole.len() - start {
+                cache::short_key_in(whole, start, piece.len())
+            } else {
+                cache::short_key(piece.as_bytes())
+            };
+            self.encode_piece(piece.as_bytes(), key, cache, &mut scratch, out)
         });
+    }
+
+    /// Appends the ids of one pre-token to `out`: from the cache, or merged and cached.
+    #[inline]
+    fn encode_piece(
+        &self,
+        bytes: &[u8],
+        key: Option<u128>,
+        cache: &mut PieceCache,
+        scratch: &mut Vec<TokenId>,
+        out: &mut Vec<TokenId>,
+    ) {
+        if let [byte] = bytes {
+            out.push(self.vocab.byte_ids[*byte as usize]);
+            return;
+        }
+        if let Some(ids) = cache.get(bytes, key) {
+            out.extend_from_slice(ids);
+            return;
+        }
+        let cacheable = bytes.len() <= MAX_CACHED_PIECE;
+        let from_shared = match &cache.shared {
+            Some(shared) if cacheable => {
+                let shared = shared.lock().unwrap_or_else(|e| e.into_inner());
+                shared.get(bytes, key).map(|ids| {
+                    scratch.clear();
+                    scratch.extend_from_slice(ids);
+                })
+            }
+            _ => None,
+        };
+        if from_shared.is_none() {
+            self.merge_piece(bytes, scratch);
+            if let Some(shared) = cache.shared.as_ref().filter(|_| cacheable) {
+                shared
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(bytes, key, scratch);
+            }
+        }
+        if cacheable {
+            cache.insert(bytes, key, scratch);
+        }
+        out.extend_from_slice(scratch);
     }
 
     /// The ids of one pre-token, by the encoder's rule, into `tokens`.
@@ -359,7 +428,7 @@ impl Encoder {
 
 /// The pair rule's table from merges given as bytes, with bpestore's messages for a merge that
 /// names a token the vocabulary lacks.
-fn pair_ranks(vocab: &Vocab, merges: &[(Vec<u8>, Vec<u8>)]) -> Result<PairRanks, EncodeError> {
+fn pair_ranks(vocab: &Vocab, merges: &[(&[u8], &[u8])]) -> Result<PairRanks, EncodeError> {
     let mut ids = Vec::with_capacity(merges.len());
     let mut joined = Vec::with_capacity(64);
     for (rank, (left, right)) in merges.iter().enumerate() {
@@ -370,9 +439,9 @@ fn pair_ranks(vocab: &Vocab, merges: &[(Vec<u8>, Vec<u8>)]) -> Result<PairRanks,
             (Some(l), Some(r), Some(m)) => ids.push((l, r, m)),
             (l, r, _) => {
                 let missing = if l.is_none() {
-                    left.as_slice()
+                    left
                 } else if r.is_none() {
-                    right.as_slice()
+                    right
                 } else {
                     joined.as_slice()
                 };

@@ -1,10 +1,15 @@
 //! Encoding a stream of text pieces in constant memory, with the same ids as the whole text.
 
+use crate::cache::PieceCache;
 use crate::{AllowedSpecial, Encoder, TokenId};
 use bpestore_pretokenize::last_safe_cut;
 
 /// Text is gathered until about this many bytes wait, then encoded up to the last safe cut.
-pub const DEFAULT_STREAM_BLOCK: usize = 1 << 16;
+/// (Small: CS336's check encodes a 5 MB file line by line within 1 MB more address space, ids as
+/// Python ints included.)
+pub const DEFAULT_STREAM_BLOCK: usize = 1 << 13;
+/// A stream has a cache of its own, this small (about 128 KB), to keep its memory constant.
+const STREAM_CACHE_ENTRIES: usize = 2048;
 
 /// The state of a stream being encoded, apart from its encoder (so that an owner of the encoder,
 /// such as the Python bindings' `Arc`, can keep both).
@@ -14,6 +19,8 @@ pub struct StreamState {
     /// Look for a cut only once this many bytes wait: doubled after a search that found none, so
     /// a long stretch without a safe cut is searched O(log n) times, not once per piece.
     threshold: usize,
+    /// Made on first use.
+    cache: Option<PieceCache>,
 }
 
 impl Default for StreamState {
@@ -35,6 +42,7 @@ impl StreamState {
             pending: String::new(),
             block,
             threshold: block,
+            cache: None,
         }
     }
 
@@ -50,7 +58,7 @@ impl StreamState {
             self.threshold = 2 * self.pending.len();
             return Vec::new();
         }
-        let ids = encoder.encode(&self.pending[..cut], AllowedSpecial::All);
+        let ids = self.encode(encoder, cut);
         self.pending.drain(..cut);
         self.threshold = self.block.max(2 * self.pending.len());
         ids
@@ -58,9 +66,19 @@ impl StreamState {
 
     /// The ids of the text still waiting: the end of the stream.
     pub fn finish(&mut self, encoder: &Encoder) -> Vec<TokenId> {
-        let ids = encoder.encode(&self.pending, AllowedSpecial::All);
+        let ids = self.encode(encoder, self.pending.len());
         self.pending = String::new();
         self.threshold = self.block;
+        ids
+    }
+
+    /// The ids of the first `end` bytes waiting.
+    fn encode(&mut self, encoder: &Encoder, end: usize) -> Vec<TokenId> {
+        let cache = self
+            .cache
+            .get_or_insert_with(|| PieceCache::new(STREAM_CACHE_ENTRIES));
+        let mut ids = Vec::with_capacity(end / 4 + 1);
+        encoder.encode_into(&self.pending[..end], AllowedSpecial::All, cache, &mut ids);
         ids
     }
 

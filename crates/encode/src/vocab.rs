@@ -27,9 +27,10 @@ impl Vocab {
     /// special tokens with their ids: a special token's id is either a new id or that of the
     /// ordinary token with its bytes.
     pub(crate) fn new(
-        mut vocab: Vec<(TokenId, Vec<u8>)>,
+        vocab: &[(TokenId, &[u8])],
         specials: &[(String, TokenId)],
     ) -> Result<Vocab, EncodeError> {
+        let mut vocab = vocab.to_vec();
         vocab.sort_unstable_by_key(|&(id, _)| id);
         let mut id_of: FxHashMap<Box<[u8]>, TokenId> =
             FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
@@ -41,14 +42,14 @@ impl Vocab {
                 )));
             }
         }
-        for (id, token) in &vocab {
-            if let Some(&first) = id_of.get(token.as_slice()) {
+        for &(id, token) in &vocab {
+            if let Some(&first) = id_of.get(token) {
                 return Err(EncodeError::InvalidVocab(format!(
                     "ids {first} and {id} both stand for the token {}",
                     py_bytes_repr(token)
                 )));
             }
-            id_of.insert(token.clone().into_boxed_slice(), *id);
+            id_of.insert(token.into(), id);
         }
         let mut byte_ids = [0; 256];
         let mut missing = Vec::new();
@@ -72,10 +73,7 @@ impl Vocab {
             )));
         }
 
-        let mut entries: Vec<(TokenId, &[u8])> = vocab
-            .iter()
-            .map(|(id, token)| (*id, token.as_slice()))
-            .collect();
+        let mut entries: Vec<(TokenId, &[u8])> = vocab.clone();
         for (special, id) in specials {
             let bytes = special.as_bytes();
             match id_of.get(bytes) {
@@ -89,7 +87,7 @@ impl Vocab {
                     if let Ok(at) = vocab.binary_search_by_key(id, |&(i, _)| i) {
                         return Err(EncodeError::InvalidVocab(format!(
                             "special token {special:?} has id {id}, which the vocab gives to {}",
-                            py_bytes_repr(&vocab[at].1)
+                            py_bytes_repr(vocab[at].1)
                         )));
                     }
                     entries.push((*id, bytes));

@@ -36,9 +36,10 @@ pub fn is_regex_whitespace(c: char) -> bool {
 /// characters that are not whitespace and not followed by a special token, or after a newline
 /// between a character that is not whitespace and one that is neither whitespace nor `/`), not
 /// inside a special token, and `max(longest special, 1)` bytes or more before the end, so that a
-/// special token still arriving cannot reach back over it. For other
-/// patterns only the start of a special token (ending that far from the end) is a known
-/// boundary. (Python's `Tokenizer._last_safe_cut`.)
+/// special token still arriving cannot reach back over it. For other patterns only the start of a
+/// special token (ending that far from the end) is a known boundary. (Python's
+/// `Tokenizer._last_safe_cut`, which knows the space but not the newline, and counts the reserve
+/// in characters, not bytes.)
 pub fn last_safe_cut(text: &str, pretokenizer: &Pretokenizer, specials: &SpecialTokens) -> usize {
     let bytes = text.as_bytes();
     let reserve = specials.longest_len().max(1);

@@ -4,6 +4,12 @@
 //! (`regex.findall(pattern, text)`) and `re` (special tokens, longest first). The cut rule that
 //! lets text be split into independently pre-tokenized chunks lives here in one place
 //! ([`last_safe_cut`] for streams, [`next_safe_cut`] for files).
+//!
+//! Unicode versions: both paths classify characters with regex-syntax 0.8's tables (Unicode 16.0,
+//! as tiktoken's regex does); Python's `regex` module (2026.x) has Unicode 17.0. They differ on
+//! code points first assigned in 17.0 (letters to `regex`, unassigned here) and on U+0295, which
+//! 17.0 moved from Ll to Lo (it changes o200k's pieces: "\u{295}Ab" is one piece to `regex`,
+//! two here). tests/test_engine_pretokenize.py checks that nothing else differs.
 
 mod classes;
 mod cut;

@@ -27,7 +27,7 @@ impl Scan<'_> {
         self.decode(i)
     }
 
-    #[inline(never)]
+    #[inline]
     fn decode(&self, i: usize) -> (u8, usize) {
         // The text is a `str`, so this is the start of a well-formed sequence.
         let bytes = self.bytes;

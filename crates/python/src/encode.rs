@@ -5,7 +5,7 @@
 
 use bpestore_encode::{
     AllowedSpecial, EncodeError, Encoder, FileError, MergeRule, StreamState, TokenId,
-    DEFAULT_STREAM_BLOCK,
+    DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK,
 };
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -84,7 +84,7 @@ impl PyEncoder {
     /// that have ids of their own); `merges` in rank order; `special_tokens`: token -> id;
     /// `merge_rule`: "pair" or "token".
     #[new]
-    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair"))]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES))]
     fn new(
         py: Python<'_>,
         vocab: &Bound<'_, PyDict>,
@@ -92,6 +92,7 @@ impl PyEncoder {
         special_tokens: &Bound<'_, PyDict>,
         pattern: &str,
         merge_rule: &str,
+        cache_entries: usize,
     ) -> PyResult<PyEncoder> {
         let rule = match merge_rule {
             "pair" => MergeRule::Pair,
@@ -103,7 +104,8 @@ impl PyEncoder {
                 )))
             }
         };
-        let mut tokens = Vec::with_capacity(vocab.len());
+        // The bytes objects are kept (one reference each) and borrowed, not copied.
+        let mut tokens: Vec<(TokenId, Bound<'_, PyBytes>)> = Vec::with_capacity(vocab.len());
         for (id, token) in vocab.iter() {
             let id: TokenId = id.extract().map_err(|_| {
                 PyValueError::new_err(format!(
@@ -111,47 +113,57 @@ impl PyEncoder {
                     repr(&id)
                 ))
             })?;
-            let token = token.cast::<PyBytes>().map_err(|_| {
+            let token = token.cast_into::<PyBytes>().map_err(|error| {
                 PyTypeError::new_err(format!(
                     "the token of id {id} must be bytes, got {}",
-                    repr(&token)
+                    repr(error.into_inner().as_any())
                 ))
             })?;
-            tokens.push((id, token.as_bytes().to_vec()));
+            tokens.push((id, token));
         }
-        let mut pairs = Vec::new();
+        let mut pairs: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)> = Vec::new();
         for merge in merges.try_iter()? {
             let merge = merge?;
-            let pair = merge
-                .cast::<PyTuple>()
-                .ok()
-                .filter(|pair| pair.len() == 2)
-                .ok_or_else(|| {
-                    PyTypeError::new_err(format!(
-                        "each merge must be a pair of bytes, got {}",
-                        repr(&merge)
-                    ))
-                })?;
-            let part = |i: usize| -> PyResult<Vec<u8>> {
-                let item = pair.get_item(i)?;
-                let bytes = item.cast::<PyBytes>().map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "each merge must be a pair of bytes, got {}",
-                        repr(&merge)
-                    ))
-                })?;
-                Ok(bytes.as_bytes().to_vec())
+            let bad = || {
+                PyTypeError::new_err(format!(
+                    "each merge must be a pair of bytes, got {}",
+                    repr(&merge)
+                ))
             };
-            pairs.push((part(0)?, part(1)?));
+            // A tuple, or any pair-like row (a database row, a list).
+            let (left, right) = match merge.cast::<PyTuple>() {
+                Ok(pair) if pair.len() == 2 => (pair.get_item(0)?, pair.get_item(1)?),
+                Ok(_) => return Err(bad()),
+                Err(_) => {
+                    let parts: Vec<Bound<'_, PyAny>> = merge
+                        .try_iter()
+                        .map_err(|_| bad())?
+                        .collect::<PyResult<_>>()?;
+                    let [left, right]: [Bound<'_, PyAny>; 2] =
+                        parts.try_into().map_err(|_| bad())?;
+                    (left, right)
+                }
+            };
+            let left = left.cast_into::<PyBytes>().map_err(|_| bad())?;
+            let right = right.cast_into::<PyBytes>().map_err(|_| bad())?;
+            pairs.push((left, right));
         }
         let mut specials = Vec::with_capacity(special_tokens.len());
         for (token, id) in special_tokens.iter() {
             specials.push((token.extract::<String>()?, id.extract::<TokenId>()?));
         }
-        let pattern = pattern.to_owned();
-        let encoder = py
-            .detach(move || Encoder::new(tokens, pairs, specials, &pattern, rule))
-            .map_err(value_error)?;
+        let vocab: Vec<(TokenId, &[u8])> = tokens
+            .iter()
+            .map(|(id, token)| (*id, token.as_bytes()))
+            .collect();
+        let merges: Vec<(&[u8], &[u8])> = pairs
+            .iter()
+            .map(|(left, right)| (left.as_bytes(), right.as_bytes()))
+            .collect();
+        // (With the GIL held: the slices borrow Python objects. It takes milliseconds.)
+        let encoder =
+            Encoder::from_slices(&vocab, &merges, &specials, pattern, rule, cache_entries)
+                .map_err(value_error)?;
         Ok(PyEncoder {
             inner: Arc::new(encoder),
         })
@@ -252,7 +264,7 @@ impl PyEncoder {
     /// else uint32) on `threads` threads (default: the CPUs); returns the number of ids.
     /// `progress(n)` is called with the number of input bytes done. Invalid UTF-8 raises
     /// `bpestore.errors.CorpusDecodeError`; nothing is left at `output` on failure.
-    #[pyo3(signature = (path, output, threads = None, progress = None))]
+    #[pyo3(signature = (path, output, threads = None, progress = None, chunk_bytes = DEFAULT_CHUNK_BYTES))]
     fn encode_file_to_npy(
         &self,
         py: Python<'_>,
@@ -260,6 +272,7 @@ impl PyEncoder {
         output: std::path::PathBuf,
         threads: Option<usize>,
         progress: Option<Py<PyAny>>,
+        chunk_bytes: usize,
     ) -> PyResult<u64> {
         let threads = threads.unwrap_or_else(default_threads);
         if threads == 0 {
@@ -285,7 +298,8 @@ impl PyEncoder {
                     }
                 })
             };
-            let result = encoder.encode_file_to_npy(&input, &output, threads, &mut on_chunk);
+            let result =
+                encoder.encode_file_in_chunks(&input, &output, threads, &mut on_chunk, chunk_bytes);
             (result, stopped)
         });
         match result {
