@@ -15,6 +15,7 @@ from .._engine import PretokenCounts
 from .._engine import count_file as engine_count_file
 from .._engine import learn_merges as engine_learn_merges
 from ..model import BPEModel
+from ..model import check_special_tokens as _check_special_tokens
 from ..pretokenize.corpus import check_corpus_path
 from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
@@ -29,14 +30,7 @@ Mapping.register(PretokenCounts)
 
 def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
     """The special tokens as a list; ValueError for duplicates, empty strings or non-strings."""
-    tokens = list(special_tokens or [])
-    for token in tokens:
-        if not isinstance(token, str) or not token:
-            raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
-    duplicates = sorted({token for token in tokens if tokens.count(token) > 1})
-    if duplicates:
-        raise ValueError(f"duplicate special tokens: {', '.join(map(repr, duplicates))}")
-    return tokens
+    return _check_special_tokens(special_tokens, repeats="refuse")
 
 
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:

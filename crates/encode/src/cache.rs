@@ -19,25 +19,8 @@ pub const DEFAULT_CACHE_ENTRIES: usize = 1 << 19;
 const SHORT_BYTES: usize = 15;
 /// A short piece with at most this many ids keeps them in its slot.
 const INLINE_IDS: usize = 3;
-/// The short table starts with this many slots and doubles when half full.
-const FIRST_SLOTS: usize = 1 << 12;
-
-/// One slot of the short-piece table: the piece's bytes zero-padded, its length in the last byte
-/// (so the key compares as one integer; 0 marks an empty slot, since no piece is empty), and its
-/// ids inline, or where they are in `ids` (`[start, len]`) when there are more.
-#[derive(Clone, Copy)]
-#[repr(C, align(32))]
-struct Slot {
-    key: u128,
-    ids: [TokenId; INLINE_IDS],
-    count: u32,
-}
-
-const EMPTY: Slot = Slot {
-    key: 0,
-    ids: [0; INLINE_IDS],
-    count: 0,
-};
+/// Each table starts with this many slots and doubles when half full.
+const FIRST_SLOTS: usize = 1 << 10;
 
 /// The short-table key of a piece, if it is short.
 #[inline]
@@ -69,8 +52,35 @@ pub(crate) fn short_key_in(text: &[u8], start: usize, len: usize) -> Option<u128
     }
 }
 
+/// Pieces of 16 to this many bytes are keyed by their bytes packed in two `u128`s.
+const MEDIUM_BYTES: usize = 31;
+
+/// The medium-table key of a piece of 16 to 31 bytes.
 #[inline]
-fn hash(key: u128) -> u64 {
+fn medium_key(piece: &[u8]) -> Option<[u128; 2]> {
+    if piece.len() <= SHORT_BYTES || piece.len() > MEDIUM_BYTES {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    key[..piece.len()].copy_from_slice(piece);
+    key[31] = piece.len() as u8;
+    let (low, high) = key.split_at(16);
+    let word = |bytes: &[u8]| {
+        let mut word = [0u8; 16];
+        word.copy_from_slice(bytes);
+        u128::from_le_bytes(word)
+    };
+    Some([word(low), word(high)])
+}
+
+/// A key of an open-addressing table: packed bytes and length, never zero for a piece.
+trait Key: Copy + Eq {
+    const EMPTY: Self;
+    fn hash(self) -> u64;
+}
+
+#[inline]
+fn mix(key: u128) -> u64 {
     // (a 64-bit finalizer: every bit of the key reaches the low bits used as the index)
     let h =
         ((key as u64) ^ ((key >> 64) as u64).rotate_left(32)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
@@ -78,12 +88,125 @@ fn hash(key: u128) -> u64 {
     h ^ (h >> 32)
 }
 
-/// Pre-token bytes -> ids. Almost every piece of natural text is short: those live in an
-/// open-addressing table whose slot holds the key and the ids, so that a lookup costs one cache
-/// miss at most; longer pieces go to a hash map. Ids that do not fit a slot sit in one vector.
+impl Key for u128 {
+    const EMPTY: u128 = 0;
+    #[inline]
+    fn hash(self) -> u64 {
+        mix(self)
+    }
+}
+
+impl Key for [u128; 2] {
+    const EMPTY: [u128; 2] = [0, 0];
+    #[inline]
+    fn hash(self) -> u64 {
+        mix(self[0] ^ self[1].rotate_left(61))
+    }
+}
+
+/// One slot: the key, and the piece's ids inline, or where they are in the cache's `ids`
+/// (`[start, len]`) when there are more.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))] // (a short slot never straddles two cache lines; a medium one fills one)
+struct Slot<K> {
+    key: K,
+    ids: [TokenId; INLINE_IDS],
+    count: u32,
+}
+
+/// An open-addressing table (linear probing, at most half full) whose slots hold the key and the
+/// ids: a lookup costs one cache miss at most.
+struct Table<K: Key> {
+    slots: Box<[Slot<K>]>,
+    len: usize,
+}
+
+impl<K: Key> Table<K> {
+    fn new() -> Table<K> {
+        Table {
+            slots: vec![Self::empty_slot(); FIRST_SLOTS].into_boxed_slice(),
+            len: 0,
+        }
+    }
+
+    fn empty_slot() -> Slot<K> {
+        Slot {
+            key: K::EMPTY,
+            ids: [0; INLINE_IDS],
+            count: 0,
+        }
+    }
+
+    #[inline]
+    fn find(&self, key: K) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut at = key.hash() as usize & mask;
+        loop {
+            let slot_key = self.slots[at].key;
+            if slot_key == key || slot_key == K::EMPTY {
+                return at;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn get<'a>(&'a self, key: K, ids: &'a [TokenId]) -> Option<&'a [TokenId]> {
+        let slot = &self.slots[self.find(key)];
+        if slot.key == K::EMPTY {
+            return None;
+        }
+        Some(if slot.count as usize <= INLINE_IDS {
+            &slot.ids[..slot.count as usize]
+        } else {
+            &ids[slot.ids[0] as usize..(slot.ids[0] + slot.ids[1]) as usize]
+        })
+    }
+
+    fn insert(&mut self, key: K, piece_ids: &[TokenId], ids: &mut Vec<TokenId>) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            self.grow();
+        }
+        let at = self.find(key);
+        let mut slot = Slot {
+            key,
+            ids: [0; INLINE_IDS],
+            count: piece_ids.len() as u32,
+        };
+        if piece_ids.len() <= INLINE_IDS {
+            slot.ids[..piece_ids.len()].copy_from_slice(piece_ids);
+        } else {
+            slot.ids[0] = ids.len() as u32;
+            slot.ids[1] = piece_ids.len() as u32;
+            ids.extend_from_slice(piece_ids);
+        }
+        if self.slots[at].key == K::EMPTY {
+            self.len += 1;
+        }
+        self.slots[at] = slot;
+    }
+
+    fn grow(&mut self) {
+        let doubled = vec![Self::empty_slot(); 2 * self.slots.len()].into_boxed_slice();
+        let old = std::mem::replace(&mut self.slots, doubled);
+        for slot in old.iter().filter(|slot| slot.key != K::EMPTY) {
+            let at = self.find(slot.key);
+            self.slots[at] = *slot;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.slots.fill(Self::empty_slot());
+        self.len = 0;
+    }
+}
+
+/// Pre-token bytes -> ids. Almost every piece of natural text has at most 15 bytes, and most of
+/// the rest at most 31: those live in two open-addressing tables whose slots hold the key and
+/// the ids; longer pieces go to a hash map. Ids that do not fit a slot sit in one vector.
 pub(crate) struct PieceCache {
-    slots: Box<[Slot]>,
-    short_len: usize,
+    short: Table<u128>,
+    medium: Table<[u128; 2]>,
     long: FxHashMap<Box<[u8]>, (u32, u32)>,
     ids: Vec<TokenId>,
     capacity: usize,
@@ -95,8 +218,8 @@ pub(crate) struct PieceCache {
 impl PieceCache {
     pub(crate) fn new(capacity: usize) -> PieceCache {
         PieceCache {
-            slots: vec![EMPTY; FIRST_SLOTS].into_boxed_slice(),
-            short_len: 0,
+            short: Table::new(),
+            medium: Table::new(),
             long: FxHashMap::default(),
             ids: Vec::new(),
             capacity,
@@ -107,43 +230,15 @@ impl PieceCache {
     /// The ids of a piece (`key`: its short key, if it has one), if known.
     #[inline]
     pub(crate) fn get(&self, piece: &[u8], key: Option<u128>) -> Option<&[TokenId]> {
-        match key {
-            Some(key) => self.get_short(key),
-            None if piece.len() <= MAX_CACHED_PIECE => self.get_long(piece),
-            None => None,
+        if let Some(key) = key {
+            return self.short.get(key, &self.ids);
         }
-    }
-
-    #[inline]
-    fn find(&self, key: u128) -> usize {
-        let mask = self.slots.len() - 1;
-        let mut at = hash(key) as usize & mask;
-        loop {
-            let slot_key = self.slots[at].key;
-            if slot_key == key || slot_key == 0 {
-                return at;
-            }
-            at = (at + 1) & mask;
+        if let Some(key) = medium_key(piece) {
+            return self.medium.get(key, &self.ids);
         }
-    }
-
-    /// The ids of a short piece (`key` from [`short_key`]), if known.
-    #[inline]
-    pub(crate) fn get_short(&self, key: u128) -> Option<&[TokenId]> {
-        let slot = &self.slots[self.find(key)];
-        if slot.key == 0 {
+        if piece.len() > MAX_CACHED_PIECE {
             return None;
         }
-        Some(if slot.count as usize <= INLINE_IDS {
-            &slot.ids[..slot.count as usize]
-        } else {
-            &self.ids[slot.ids[0] as usize..(slot.ids[0] + slot.ids[1]) as usize]
-        })
-    }
-
-    /// The ids of a long piece, if known.
-    #[inline]
-    pub(crate) fn get_long(&self, piece: &[u8]) -> Option<&[TokenId]> {
         let &(start, len) = self.long.get(piece)?;
         Some(&self.ids[start as usize..(start + len) as usize])
     }
@@ -152,50 +247,24 @@ impl PieceCache {
     /// its capacity, it starts afresh.
     pub(crate) fn insert(&mut self, piece: &[u8], key: Option<u128>, ids: &[TokenId]) {
         if self.len() >= self.capacity || self.ids.len() + ids.len() >= u32::MAX as usize {
-            self.slots.fill(EMPTY);
-            self.short_len = 0;
+            self.short.clear();
+            self.medium.clear();
             self.long.clear();
             self.ids.clear();
         }
-        let Some(key) = key else {
+        if let Some(key) = key {
+            self.short.insert(key, ids, &mut self.ids);
+        } else if let Some(key) = medium_key(piece) {
+            self.medium.insert(key, ids, &mut self.ids);
+        } else {
             let start = self.ids.len() as u32;
             self.ids.extend_from_slice(ids);
             self.long.insert(piece.into(), (start, ids.len() as u32));
-            return;
-        };
-        if 2 * (self.short_len + 1) > self.slots.len() {
-            self.grow();
-        }
-        let at = self.find(key);
-        let mut slot = Slot {
-            key,
-            ids: [0; INLINE_IDS],
-            count: ids.len() as u32,
-        };
-        if ids.len() <= INLINE_IDS {
-            slot.ids[..ids.len()].copy_from_slice(ids);
-        } else {
-            slot.ids[0] = self.ids.len() as u32;
-            slot.ids[1] = ids.len() as u32;
-            self.ids.extend_from_slice(ids);
-        }
-        if self.slots[at].key == 0 {
-            self.short_len += 1;
-        }
-        self.slots[at] = slot;
-    }
-
-    fn grow(&mut self) {
-        let doubled = vec![EMPTY; 2 * self.slots.len()].into_boxed_slice();
-        let old = std::mem::replace(&mut self.slots, doubled);
-        for slot in old.iter().filter(|slot| slot.key != 0) {
-            let at = self.find(slot.key);
-            self.slots[at] = *slot;
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.short_len + self.long.len()
+        self.short.len + self.medium.len + self.long.len()
     }
 }
 
@@ -277,10 +346,7 @@ mod tests {
     }
 
     fn get<'c>(cache: &'c PieceCache, piece: &[u8]) -> Option<&'c [TokenId]> {
-        match short_key(piece) {
-            Some(key) => cache.get_short(key),
-            None => cache.get_long(piece),
-        }
+        cache.get(piece, short_key(piece))
     }
 
     #[test]
@@ -307,6 +373,10 @@ mod tests {
             vec![b'x'; 15],
             vec![b'x'; 16],
             [vec![b'x'; 15], vec![0]].concat(),
+            vec![b'x'; 31],
+            [vec![b'x'; 30], vec![0]].concat(),
+            vec![b'x'; 32],
+            [vec![0], vec![b'x'; 17]].concat(),
             vec![0xff; 15],
             vec![7; 64],
         ];
@@ -327,7 +397,8 @@ mod tests {
     fn growing_keeps_every_entry_and_a_full_cache_starts_afresh() {
         let capacity = 3 * FIRST_SLOTS; // grows twice before it is full
         let mut cache = PieceCache::new(capacity);
-        let piece = |i: usize| format!("w{i}").into_bytes();
+        // short, medium and long pieces
+        let piece = |i: usize| format!("w{i}").repeat(1 + i % 7).into_bytes();
         for i in 0..capacity {
             put(&mut cache, &piece(i), &[i as u32, 1, 2, 3]);
         }
