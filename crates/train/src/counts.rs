@@ -147,6 +147,15 @@ impl PretokenCounts {
     pub fn clear(&mut self) {
         *self = PretokenCounts::new();
     }
+
+    /// Forgets every count but keeps the memory, to be filled again.
+    pub(crate) fn clear_keeping_memory(&mut self) {
+        self.table.clear();
+        self.arena.clear();
+        self.starts.truncate(1);
+        self.counts.clear();
+        self.total = 0;
+    }
 }
 
 /// Slots of a [`HotCache`] (a power of two): enough for the words that make up most of a text,
