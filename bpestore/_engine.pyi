@@ -49,7 +49,7 @@ def utf8_error(data: bytes) -> tuple[int, str] | None:
 
 # -- train: counting pre-tokens and the merge loop (crates/train, crates/python/src/train.rs) --------
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from os import PathLike
 
 class PretokenCounts:
@@ -63,7 +63,13 @@ class PretokenCounts:
     @property
     def total(self) -> int:
         """The number of pre-token occurrences (the sum of the counts)."""
-    def get(self, pretoken: bytes) -> int: ...
+    def get(self, pretoken: bytes, default: int | None = None) -> int | None: ...
+    def __getitem__(self, pretoken: bytes) -> int: ...
+    def __contains__(self, pretoken: object) -> bool: ...
+    def __iter__(self) -> Iterator[bytes]: ...
+    def keys(self) -> list[bytes]: ...
+    def values(self) -> list[int]:
+        """Every count, in the order of ``keys()``."""
     def items(self) -> list[tuple[bytes, int]]:
         """Every (pre-token, count), in no particular order."""
     def to_dict(self) -> dict[bytes, int]: ...
@@ -86,6 +92,11 @@ def count_file(
     cut where a cut changes nothing. ``progress(n)`` gets the bytes counted since its last call
     (at most every 0.1 s). Raises FileNotFoundError, ``bpestore.errors.CorpusDecodeError`` (the
     first bad byte's offset), ValueError (bad pattern, empty special token)."""
+
+def file_chunk_boundaries(
+    path: str | PathLike[str], pattern: str, special_tokens: list[str], chunk_bytes: int
+) -> list[int]:
+    """The offsets ``[0, ..., size]`` at which ``count_file`` cuts the file into chunks."""
 
 def count_texts(texts: Iterable[str], pattern: str, special_tokens: list[str]) -> PretokenCounts:
     """The pre-token counts of some texts, each cut at ``special_tokens`` (not counted)."""

@@ -130,7 +130,7 @@ def main() -> None:
     help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes for pre-tokenization [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization [default: CPUs].")
 @_quiet_option
 @_db_option
 def train(corpus: Path, name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None, quiet: bool, db: str) -> None:

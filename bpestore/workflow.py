@@ -233,11 +233,10 @@ class Store(ModelStore):
         if counts is None:
             counts = training.count_corpus(path, special_tokens, pattern=pattern, workers=workers, progress=progress)
         pretokenize_seconds = time.perf_counter() - started
-        merges: list[tuple[bytes, bytes]] = []
-        done_at: list[float] = []  # seconds since start when each merge was found
-        for merge in training.iter_merges(counts, training.max_merges(max(sizes), special_tokens), progress=progress):
-            merges.append(merge)
-            done_at.append(time.perf_counter() - started)
+        found_at: list[float] = []  # when each merge was found (to within 0.1 s)
+        max_merges = training.max_merges(max(sizes), special_tokens)
+        merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
+        done_at = [moment - started for moment in found_at]  # seconds since start
         with self._transaction(write=True) as connection:
             # Another process may have stored the same corpus since we looked.
             corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)

@@ -184,7 +184,14 @@ def test_pretoken_counts_round_trip_and_merge():
     counts = _engine.PretokenCounts.from_dict({b" the": big, b"a": 2, b"": 1})
     assert counts.to_dict() == {b" the": big, b"a": 2, b"": 1}
     assert sorted(counts.items()) == sorted({b" the": big, b"a": 2, b"": 1}.items())
-    assert (len(counts), counts.total, counts.get(b"a"), counts.get(b"zz")) == (3, big + 3, 2, 0)
+    assert (len(counts), counts.total, counts.get(b"a"), counts.get(b"zz"), counts.get(b"zz", 0)) == (3, big + 3, 2, None, 0)
+    # a read-only mapping, like the dict it replaces
+    assert counts[b" the"] == big and b"a" in counts and b"zz" not in counts and "a" not in counts
+    with pytest.raises(KeyError):
+        counts[b"zz"]
+    assert sorted(counts) == sorted(counts.keys()) == [b"", b" the", b"a"]
+    assert dict(zip(counts.keys(), counts.values())) == counts.to_dict()
+    assert _engine.PretokenCounts.from_dict({b"x": 0}).to_dict() == {}  # a zero count is no count
     counts.merge(_engine.PretokenCounts.from_dict({b"a": 5, b"b": 1}))
     assert counts.to_dict() == {b" the": big, b"a": 7, b"": 1, b"b": 1}
     counts.clear()

@@ -17,6 +17,10 @@ import bpestore
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# import-linter's `lint-imports`, run by this Python whatever the scripts directory is.
+LINT_IMPORTS = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()", "--no-cache"]
+
+
 def contracts() -> list[dict]:
     with open(REPO_ROOT / "pyproject.toml", "rb") as file:
         return tomllib.load(file)["tool"]["importlinter"]["contracts"]
@@ -25,9 +29,7 @@ def contracts() -> list[dict]:
 def test_the_import_contracts_hold():
     """No import cycle anywhere in bpestore/, the store independent of training and encoding, the
     command line on the public API and the workflow module only, the pipeline's layers."""
-    lint_imports = Path(sys.executable).parent / "lint-imports"
-    assert lint_imports.exists(), "import-linter is in the test extra: pip install -e '.[test]'"
-    result = subprocess.run([lint_imports, "--no-cache"], cwd=REPO_ROOT, capture_output=True, text=True)
+    result = subprocess.run(LINT_IMPORTS, cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     names = [contract["name"] for contract in contracts()]
     assert len(names) >= 4
@@ -48,10 +50,7 @@ def test_a_broken_contract_is_reported(tmp_path):
     refs = copy / "store" / "refs.py"
     refs.write_text(refs.read_text(encoding="utf-8") + "\nfrom ..encode import tokenizer  # noqa\n", encoding="utf-8")
     (tmp_path / "pyproject.toml").write_bytes((REPO_ROOT / "pyproject.toml").read_bytes())
-    lint_imports = Path(sys.executable).parent / "lint-imports"
-    result = subprocess.run(
-        [lint_imports, "--no-cache"], cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path)}
-    )
+    result = subprocess.run(LINT_IMPORTS, cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path)})
     assert result.returncode != 0, result.stdout
     assert "bpestore.store.refs -> bpestore.encode.tokenizer" in result.stdout, result.stdout
 

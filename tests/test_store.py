@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection
 import bpestore
 import bpestore.workflow
 import bpestore.train.trainer
+from bpestore import _engine
 from bpestore import Tokenizer, train_bpe
 from bpestore.errors import InvalidReferenceError, TokenizerNotFoundError
 from bpestore.workflow import Store
@@ -600,15 +601,16 @@ def test_failure_at_every_statement_of_the_write(store_with_data, corpus_a, monk
 
 def test_interrupt_while_learning_merges(store_with_data, corpus_a, monkeypatch):
     store, db, before = store_with_data
-    original = bpestore.train.trainer.iter_merges
+    original = _engine.learn_merges
 
-    def interrupted(*args, **kwargs):
-        for i, merge in enumerate(original(*args, **kwargs)):
-            if i == 5:
-                raise KeyboardInterrupt
-            yield merge
+    def interrupted(counts, max_merges, progress=None, **kwargs):
+        # Ctrl-C reaches the engine's merge loop as an exception from its progress callback.
+        def interrupt(merges_done):
+            raise KeyboardInterrupt
 
-    monkeypatch.setattr(bpestore.train.trainer, "iter_merges", interrupted)
+        return original(counts, max_merges, interrupt, **kwargs)
+
+    monkeypatch.setattr(bpestore.train.trainer, "engine_learn_merges", interrupted)
     with pytest.raises(KeyboardInterrupt):
         store.train(corpus_a, "new", [300, 310], SPECIALS, workers=1)
     monkeypatch.undo()

@@ -16,6 +16,7 @@ import numpy as np
 from .._engine import Encoder
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
+from .engine import EncoderEngine
 
 # Distinct pre-tokens remembered by each of the engine's caches (one per thread encoding at
 # once); a cache that is full starts afresh.
@@ -77,7 +78,8 @@ class Tokenizer:
         # The model's vocab holds the special tokens too, at their ids. The engine may treat
         # them as ordinary tokens as well: every occurrence of one in the text is cut out before
         # BPE, so no pre-token ever holds its bytes.
-        self._engine = Encoder(self.vocab, self.merges, self.special_ids, self.pattern, self.merge_rule, cache_size)
+        # The seam of the encoder's BPE (see bpestore.encode.engine for its contract).
+        self._engine: EncoderEngine = Encoder(self.vocab, self.merges, self.special_ids, self.pattern, self.merge_rule, cache_size)
 
     def __reduce__(self):
         # The engine is rebuilt from the model (for pickling, e.g. into worker processes).

@@ -2,8 +2,8 @@
 
 Chunks are cut where the cut cannot change the result: at the start of a special token (the corpus is
 split there anyway), or else just before a space between two printable ASCII characters (a safe
-cut for the pre-tokenizer, see :mod:`bpestore.pretokenize.patterns`). Counting the chunks'
-pre-tokens is training's business (:mod:`bpestore.train.counting`).
+cut for the pre-tokenizer, see :mod:`bpestore.pretokenize.patterns`). Training counts a corpus's
+pre-tokens in the engine (:func:`bpestore.train.trainer.count_corpus`), which cuts it by the same rule.
 """
 
 from __future__ import annotations
@@ -23,17 +23,6 @@ _WINDOW_BYTES = 64 << 10
 _READ_BYTES = 1 << 20
 
 ProgressCallback = Callable[[int], None]
-
-
-def first_decode_error(path: str | os.PathLike, end: int) -> CorpusDecodeError | None:
-    """The first invalid UTF-8 in the file's first ``end`` bytes, if any (a sequential scan)."""
-    with open(path, "rb") as file:
-        try:
-            for _ in _decode_blocks(file, os.fspath(path), _READ_BYTES, None, end=end):
-                pass
-        except CorpusDecodeError as error:
-            return error
-    return None
 
 
 def iter_text_blocks(

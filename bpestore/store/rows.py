@@ -20,4 +20,4 @@ def model_from_rows(
     merge_rows: Iterable[tuple[bytes, bytes]],
 ) -> BPEModel:
     """A model from a ``tokenizers`` row's columns and its ``vocab`` and ``merges`` rows (in rank order)."""
-    return BPEModel(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, merge_rule)
+    return BPEModel.stored(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, merge_rule)

@@ -1,31 +1,36 @@
-"""``train_bpe``: byte-level BPE training with the semantics of the Stanford CS336 reference."""
+"""``train_bpe``: byte-level BPE training with the semantics of the Stanford CS336 reference.
+
+The work happens in the Rust engine (``bpestore._engine``, crates/train): counting a corpus's
+pre-tokens with threads (:func:`count_corpus`), then the merge loop (:func:`learn_merges`). This
+module checks the arguments, drives the progress bars and builds the vocabulary.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 
-from ..pretokenize.corpus import check_corpus_path
-from .counting import count_file_pretokens
+from .._engine import PretokenCounts
+from .._engine import count_file as engine_count_file
+from .._engine import learn_merges as engine_learn_merges
 from ..model import BPEModel
-from .merge import learn_merges
+from ..model import check_special_tokens as _check_special_tokens
+from ..pretokenize.corpus import check_corpus_path
 from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
 
+# PretokenCounts: pre-token bytes -> count, held by the engine; a read-only Mapping (``len``,
+# ``[]``, ``items()``), with ``total`` and ``to_dict()``.
+Mapping.register(PretokenCounts)
+
 
 def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
     """The special tokens as a list; ValueError for duplicates, empty strings or non-strings."""
-    tokens = list(special_tokens or [])
-    for token in tokens:
-        if not isinstance(token, str) or not token:
-            raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
-    duplicates = sorted({token for token in tokens if tokens.count(token) > 1})
-    if duplicates:
-        raise ValueError(f"duplicate special tokens: {', '.join(map(repr, duplicates))}")
-    return tokens
+    return _check_special_tokens(special_tokens, repeats="refuse")
 
 
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
@@ -50,25 +55,52 @@ def base_vocab(special_tokens: Sequence[str]) -> Vocab:
     return vocab
 
 
-def iter_merges(
-    pretoken_counts: Mapping[bytes, int], max_merges: int, *, progress: bool = False, consume_counts: bool = False
-) -> Iterator[tuple[bytes, bytes]]:
-    """The merges learned from pre-token counts, one at a time, with an optional progress bar.
-    ``consume_counts`` empties the counts once read (see :func:`bpestore.train.merge.learn_merges`).
+def as_pretoken_counts(counts: Mapping[bytes, int]) -> PretokenCounts:
+    """The engine's counts: ``counts`` itself if it is already, else a copy of the mapping."""
+    return counts if isinstance(counts, PretokenCounts) else PretokenCounts.from_dict(counts)
+
+
+def learn_merges(
+    pretoken_counts: Mapping[bytes, int],
+    max_merges: int,
+    *,
+    progress: bool = False,
+    consume_counts: bool = False,
+    done_at: list[float] | None = None,
+) -> Merges:
+    """The merges learned from pre-token counts (a mapping of bytes to counts, or the engine's
+    :class:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
+    engine counts once read, to save memory. ``done_at``, if given, receives for each merge the
+    ``time.perf_counter()`` at which it was known (to within the 0.1 s between progress reports).
 
     The seam of the merge loop, one function from counts to merges. Contract: up to
     ``max_merges`` merges, each the most frequent adjacent pair of tokens within the pre-tokens
     (weighted by their counts), ties to the lexicographically greatest ``(left bytes, right
-    bytes)``, stopping early when no pair is left: exactly ``reference_train`` of tests/reference.py,
-    whoever computes it (this Python loop, or the compiled engine's).
+    bytes)``, stopping early when no pair is left: exactly ``reference_train`` of tests/reference.py
+    (computed by the engine's merge loop, crates/train/src/merge.rs).
     """
+    counts = as_pretoken_counts(pretoken_counts)
+    checkpoints: list[tuple[int, float]] = []  # (merges done, time)
     with progress_bar(progress, max_merges, "merges", unit="merge") as bar:
-        for merge in learn_merges(pretoken_counts, max_merges, consume_counts=consume_counts):
-            yield merge
-            bar.update(1)
-        if bar.n < max_merges:  # no pair left: say so rather than leave the bar unfinished
+
+        def report(more: int) -> None:
+            bar.update(more)
+            done = checkpoints[-1][0] + more if checkpoints else more
+            checkpoints.append((done, time.perf_counter()))
+
+        merges = engine_learn_merges(counts, max_merges, report, consume=consume_counts)
+        if len(merges) < max_merges:  # no pair left: say so rather than leave the bar unfinished
             bar.total = bar.n
             bar.set_postfix_str("no pairs left")
+    if done_at is not None:
+        done_at.clear()
+        ends = iter(checkpoints)
+        end = next(ends, (len(merges), time.perf_counter()))
+        for index in range(1, len(merges) + 1):
+            while end[0] < index:
+                end = next(ends)
+            done_at.append(end[1])
+    return merges
 
 
 def vocab_and_merges(special_tokens: Sequence[str], merges: Iterable[tuple[bytes, bytes]]) -> tuple[Vocab, Merges]:
@@ -89,11 +121,12 @@ def train_from_counts(
     progress: bool = False,
     consume_counts: bool = False,
 ) -> tuple[Vocab, Merges]:
-    """Train on pre-token counts that are already known (for example, stored ones).
-    ``consume_counts`` empties the counts once read, to save memory."""
+    """Train on pre-token counts that are already known (for example, stored ones): a mapping of
+    pre-token bytes to counts, or the engine's :class:`PretokenCounts`. ``consume_counts`` empties
+    engine counts once read, to save memory."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
-    merges = iter_merges(pretoken_counts, max_merges(vocab_size, special_tokens), progress=progress, consume_counts=consume_counts)
+    merges = learn_merges(pretoken_counts, max_merges(vocab_size, special_tokens), progress=progress, consume_counts=consume_counts)
     return vocab_and_merges(special_tokens, merges)
 
 
@@ -104,11 +137,16 @@ def count_corpus(
     pattern: str = GPT2_PATTERN,
     workers: int | None = None,
     progress: bool = False,
-) -> dict[bytes, int]:
-    """Pre-token counts of a corpus file (as bytes), with a progress bar over its bytes."""
+) -> PretokenCounts:
+    """Pre-token counts of a corpus file, counted by the engine with ``workers`` threads (default:
+    one per CPU), with a progress bar over its bytes.
+
+    The seam of counting. Contract: exactly ``reference_pretoken_counts`` of tests/reference.py
+    (the file cut at the special tokens, which are not counted, and each part pre-tokenized with
+    ``pattern``), whatever ``workers``; CorpusDecodeError names the first bad byte of the file."""
     path = check_corpus_path(input_path)
     with progress_bar(progress, os.path.getsize(path), "pre-tokenizing", unit="B", unit_scale=True) as bar:
-        return count_file_pretokens(path, special_tokens, pattern=pattern, workers=workers, on_progress=bar.update)
+        return engine_count_file(path, pattern, list(special_tokens), workers, bar.update)
 
 
 def train_bpe(
@@ -126,8 +164,8 @@ def train_bpe(
         vocab_size: the size of the final vocabulary, special tokens and the 256 bytes included.
         special_tokens: strings that cut the corpus and never take part in merges; they get ids
             0..k-1 in the order given.
-        workers: processes for pre-tokenization (default: the usable CPUs). The result does not
-            depend on it.
+        workers: threads for pre-tokenization (default: one per CPU). The result does not depend
+            on it.
         progress: show progress bars on stderr.
 
     Returns:

@@ -11,10 +11,10 @@ use bpestore_pretokenize::{Pretokenizer, SpecialTokens};
 use bpestore_train::{
     count_file_in_chunks, count_text, CountError, MergeLoop, DEFAULT_CHUNK_BYTES,
 };
-use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyTuple};
 
 /// How often, at most, progress reaches Python (each report takes the GIL).
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -38,11 +38,12 @@ impl PyPretokenCounts {
         Self::default()
     }
 
-    /// Counts from a mapping of pre-token bytes to counts.
+    /// Counts from a mapping of pre-token bytes to counts (a dict, or anything with `items()`).
     #[staticmethod]
-    fn from_dict(counts: &Bound<'_, PyDict>) -> PyResult<Self> {
+    fn from_dict(counts: &Bound<'_, PyAny>) -> PyResult<Self> {
         let mut inner = bpestore_train::PretokenCounts::new();
-        for (pretoken, count) in counts.iter() {
+        for item in counts.call_method0("items")?.try_iter()? {
+            let (pretoken, count): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
             let pretoken = pretoken.cast::<PyBytes>().map_err(|_| {
                 PyValueError::new_err(format!(
                     "pre-tokens must be bytes, got {}",
@@ -56,7 +57,9 @@ impl PyPretokenCounts {
                     "counts must be non-negative integers below 2**64, got {count}"
                 ))
             })?;
-            inner.add(pretoken.as_bytes(), count);
+            if count > 0 {
+                inner.add(pretoken.as_bytes(), count);
+            }
         }
         Ok(Self { inner })
     }
@@ -79,9 +82,53 @@ impl PyPretokenCounts {
         self.inner.total()
     }
 
-    /// How often `pretoken` occurs (0 if never).
-    fn get(&self, pretoken: &[u8]) -> u64 {
-        self.inner.get(pretoken)
+    /// How often `pretoken` occurs (`default` if never).
+    #[pyo3(signature = (pretoken, default=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        pretoken: &[u8],
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.inner.get(pretoken) {
+            0 => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
+            count => Ok(count.into_pyobject(py)?.into_any()),
+        }
+    }
+
+    fn __getitem__(&self, pretoken: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let count = pretoken
+            .cast::<PyBytes>()
+            .map_or(0, |bytes| self.inner.get(bytes.as_bytes()));
+        if count == 0 {
+            return Err(PyKeyError::new_err(pretoken.clone().unbind()));
+        }
+        Ok(count)
+    }
+
+    fn __contains__(&self, pretoken: &Bound<'_, PyAny>) -> bool {
+        pretoken
+            .cast::<PyBytes>()
+            .is_ok_and(|bytes| self.inner.get(bytes.as_bytes()) > 0)
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
+        self.keys(py)?.as_any().try_iter()
+    }
+
+    /// Every pre-token, in no particular order.
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(
+            py,
+            self.inner
+                .iter()
+                .map(|(pretoken, _)| PyBytes::new(py, pretoken)),
+        )
+    }
+
+    /// Every count, in the order of `keys()`.
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.inner.iter().map(|(_, count)| count))
     }
 
     /// Every (pre-token, count), in no particular order.
@@ -295,6 +342,27 @@ fn count_file(
     }
 }
 
+/// The offsets at which `count_file` cuts a file into chunks of about `chunk_bytes`: `[0, ...,
+/// size]` (for tests: chunk edges are where counting could go wrong).
+#[pyfunction]
+fn file_chunk_boundaries(
+    py: Python<'_>,
+    path: PathBuf,
+    pattern: &str,
+    special_tokens: Vec<String>,
+    chunk_bytes: usize,
+) -> PyResult<Vec<u64>> {
+    check_corpus_path(py, &path)?;
+    let (pretokenizer, specials) = pretokenizer_and_specials(pattern, special_tokens)?;
+    py.detach(|| {
+        bpestore_train::file_chunk_boundaries(&path, &pretokenizer, &specials, chunk_bytes)
+    })
+    .map_err(|error| match error {
+        CountError::Io(error) => error.into(),
+        other => PyValueError::new_err(other.to_string()),
+    })
+}
+
 /// The pre-token counts of some texts (each cut at its special tokens, which are not counted).
 #[pyfunction]
 fn count_texts(
@@ -373,6 +441,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyPretokenCounts>()?;
     module.add_function(wrap_pyfunction!(count_file, module)?)?;
     module.add_function(wrap_pyfunction!(count_texts, module)?)?;
+    module.add_function(wrap_pyfunction!(file_chunk_boundaries, module)?)?;
     module.add_function(wrap_pyfunction!(learn_merges, module)?)?;
     Ok(())
 }

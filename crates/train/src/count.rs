@@ -15,8 +15,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use bpestore_pretokenize::{check_utf8, next_safe_cut, Part, Pretokenizer, SpecialTokens};
+use bpestore_pretokenize::{
+    check_utf8, is_regex_whitespace, next_safe_cut, Part, Pretokenizer, SpecialTokens,
+};
 
+use crate::counts::HotCache;
 use crate::PretokenCounts;
 
 /// How big chunks of a file are, by default: big enough that cutting costs nothing, small enough
@@ -78,18 +81,128 @@ pub fn count_text(
     specials: &SpecialTokens,
     into: &mut PretokenCounts,
 ) {
-    let mut count_part = |part: &str| {
-        pretokenizer.for_each_piece(part, |piece| into.add(piece.as_bytes(), 1));
-    };
-    if specials.is_empty() {
-        count_part(text);
-        return;
-    }
-    for part in specials.split(text) {
-        if let Part::Text(part) = part {
-            count_part(part);
+    let mut counter = Counter::new(pretokenizer, specials);
+    counter.add_text(text);
+    into.merge(&counter.finish());
+}
+
+/// Distinct segments held before they are pre-tokenized and forgotten, per thread: enough to
+/// see most segments of a big corpus many times, few enough to bound memory (about 50 MB). (In
+/// tests, 3: folding often must not change a count.)
+const MAX_SEGMENTS: usize = if cfg!(test) { 3 } else { 1 << 20 };
+
+/// Counts pre-tokens, running the pre-tokenizer on distinct *segments* only.
+///
+/// For the split-safe patterns (see [`Pretokenizer::is_split_safe`]) a space between two
+/// characters that are not whitespace is always a piece boundary, and the pieces on either side
+/// are those of each side alone. Text is cut before each such space into segments (mostly a
+/// word with its leading space: " the", " cat."), and segments are counted in a hash table: a
+/// corpus has far fewer distinct segments than segments, so the pre-tokenizer sees each distinct
+/// one once (per fold), and counting costs about one hash lookup per word. For other patterns
+/// each part is pre-tokenized whole.
+struct Counter<'p> {
+    pretokenizer: &'p Pretokenizer,
+    specials: &'p SpecialTokens,
+    segments: PretokenCounts,
+    hot: HotCache,
+    pretokens: PretokenCounts,
+}
+
+impl<'p> Counter<'p> {
+    fn new(pretokenizer: &'p Pretokenizer, specials: &'p SpecialTokens) -> Counter<'p> {
+        Counter {
+            pretokenizer,
+            specials,
+            segments: PretokenCounts::new(),
+            hot: HotCache::new(),
+            pretokens: PretokenCounts::new(),
         }
     }
+
+    /// Counts a text that may hold special tokens.
+    fn add_text(&mut self, text: &str) {
+        if self.specials.is_empty() {
+            self.add_part(text);
+            return;
+        }
+        let specials = self.specials;
+        for part in specials.split(text) {
+            if let Part::Text(part) = part {
+                self.add_part(part);
+            }
+        }
+    }
+
+    /// Counts a text that holds no special token.
+    fn add_part(&mut self, part: &str) {
+        if !self.pretokenizer.is_split_safe() {
+            let pretokens = &mut self.pretokens;
+            self.pretokenizer
+                .for_each_piece(part, |piece| pretokens.add(piece.as_bytes(), 1));
+            return;
+        }
+        let bytes = part.as_bytes();
+        let mut start = 0;
+        for space in memchr::memchr_iter(b' ', bytes) {
+            if space > start && is_safe_space(part, space) {
+                self.hot.add_one(&mut self.segments, bytes, start, space);
+                start = space;
+            }
+        }
+        self.hot
+            .add_one(&mut self.segments, bytes, start, bytes.len());
+        if self.segments.len() >= MAX_SEGMENTS {
+            self.fold();
+        }
+    }
+
+    /// Pre-tokenizes the distinct segments into the pre-token counts, and forgets them.
+    fn fold(&mut self) {
+        self.hot.flush(&mut self.segments);
+        let segments = std::mem::take(&mut self.segments);
+        for (segment, count) in segments.iter() {
+            // Cut at ASCII spaces out of valid UTF-8: valid UTF-8.
+            let segment = std::str::from_utf8(segment).expect("segments are cut at spaces");
+            let pretokens = &mut self.pretokens;
+            self.pretokenizer
+                .for_each_piece(segment, |piece| pretokens.add(piece.as_bytes(), count));
+        }
+    }
+
+    /// The pre-token counts of everything added.
+    fn finish(mut self) -> PretokenCounts {
+        self.fold();
+        self.pretokens
+    }
+}
+
+/// Whether the space at byte `space` of `text` lies between two characters that are not
+/// whitespace (the first and last bytes of a text have no character on one side).
+#[inline]
+fn is_safe_space(text: &str, space: usize) -> bool {
+    let bytes = text.as_bytes();
+    if space == 0 || space + 1 >= bytes.len() {
+        return false;
+    }
+    let (before, after) = (bytes[space - 1], bytes[space + 1]);
+    let ascii_space = |byte: u8| matches!(byte, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
+    let before_ok = if before.is_ascii() {
+        !ascii_space(before)
+    } else {
+        text[..space]
+            .chars()
+            .next_back()
+            .is_some_and(|c| !is_regex_whitespace(c))
+    };
+    let after_ok = if after.is_ascii() {
+        !ascii_space(after)
+    } else {
+        text[space + 1..]
+            .chars()
+            .next()
+            .is_some_and(|c| !is_regex_whitespace(c))
+    };
+    before_ok && after_ok
 }
 
 /// Counts the pre-tokens of a UTF-8 file (see [`count_text`]), with `threads` threads (0: one per
@@ -151,12 +264,12 @@ pub fn count_file_in_chunks(
     let first_bad_chunk = AtomicUsize::new(usize::MAX);
     let failures: Mutex<Vec<(usize, CountError)>> = Mutex::new(Vec::new());
     let work = || -> PretokenCounts {
-        let mut counts = PretokenCounts::new();
+        let mut counter = Counter::new(pretokenizer, specials);
         let mut buffer = Vec::new();
         loop {
             let index = next_chunk.fetch_add(1, Ordering::Relaxed);
             if index >= chunks.len() || index > first_bad_chunk.load(Ordering::Relaxed) {
-                return counts;
+                return counter.finish();
             }
             let (start, end) = chunks[index];
             let result = read_chunk(&file, start, end, &mut buffer).and_then(|()| {
@@ -164,7 +277,7 @@ pub fn count_file_in_chunks(
                     offset: start + error.offset as u64,
                     reason: error.reason,
                 })?;
-                count_text(text, pretokenizer, specials, &mut counts);
+                counter.add_text(text);
                 Ok(())
             });
             if let Err(error) = result {
@@ -173,7 +286,7 @@ pub fn count_file_in_chunks(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((index, error));
-                return counts;
+                return PretokenCounts::new();
             }
             if progress(end - start).is_break() {
                 first_bad_chunk.fetch_min(index, Ordering::Relaxed);
@@ -181,7 +294,7 @@ pub fn count_file_in_chunks(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((index, CountError::Stopped));
-                return counts;
+                return PretokenCounts::new();
             }
         }
     };
@@ -228,6 +341,25 @@ fn first_bad_byte(
         .err()
         .map_or(reason_in_chunk, |error| error.reason);
     Ok(CountError::Decode { offset, reason })
+}
+
+/// The offsets at which [`count_file_in_chunks`] cuts a file into chunks (see
+/// `chunk_boundaries`): `[0, ..., size]`.
+pub fn file_chunk_boundaries(
+    path: &Path,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    chunk_bytes: usize,
+) -> Result<Vec<u64>, CountError> {
+    let file = File::open(path)?;
+    let size = file.metadata()?.len();
+    chunk_boundaries(
+        &file,
+        size,
+        pretokenizer,
+        specials,
+        chunk_bytes.max(1) as u64,
+    )
 }
 
 /// Offsets `0 = b0 < b1 < ... < bn = size` (just `[0, 0]` for an empty file), each a safe cut,
@@ -345,6 +477,41 @@ mod tests {
 
     const TEXT: &str = "the cat sat  on\tthe mat<|endoftext|> the  dog<|endoftext|><|endoftext|>ran\n\n  \
                         away<a> x <b><a>y  don't 'll 中文 日本語 😀😀 1234 ٣৩ ...!! \r\n end<| sep |> q ";
+
+    #[test]
+    fn counting_by_segments_equals_pretokenizing_everything() {
+        // Spaces next to every kind of whitespace, at the ends, doubled, and between other scripts.
+        let texts = [
+            TEXT,
+            " a  b \n c\u{3000} d \u{3000}e\u{a0} f \u{85}g \x1c h\x1c i \t",
+            "  lead",
+            "trail  ",
+            " ",
+            "",
+            "x y",
+            "中 文 😀 ,a .b 'll 's",
+            "a \u{2028} b \u{205f}c",
+        ];
+        for pattern in [
+            GPT2_PATTERN,
+            bpestore_pretokenize::CL100K_PATTERN,
+            bpestore_pretokenize::O200K_PATTERN,
+        ] {
+            let pretokenizer = Pretokenizer::new(pattern).unwrap();
+            let specials = SpecialTokens::new(&[]);
+            for text in texts {
+                let mut direct = HashMap::new();
+                pretokenizer.for_each_piece(text, |piece| {
+                    *direct.entry(piece.as_bytes().to_vec()).or_default() += 1
+                });
+                assert_eq!(
+                    whole_text_counts(text, &pretokenizer, &specials),
+                    direct,
+                    "{text:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn special_tokens_are_cut_out_and_not_counted() {

@@ -4,30 +4,44 @@ use hashbrown::HashTable;
 use rustc_hash::FxHasher;
 use std::hash::Hasher;
 
-/// One distinct pre-token: its bytes are `arena[start..start + len]`.
-#[derive(Clone, Copy)]
-struct Entry {
-    start: usize,
-    len: usize,
-    count: u64,
-}
-
 /// Pre-token bytes -> how often they occur (64-bit counts).
 ///
-/// The bytes of all distinct pre-tokens live one after another in a single arena, and the hash
-/// table holds only their place and count (24 bytes an entry): a corpus has millions of distinct
-/// pre-tokens, and one heap allocation each would double the memory and the time of counting.
-#[derive(Clone, Default)]
+/// Each distinct pre-token gets an id, in order of first appearance; its bytes live in one arena
+/// (`arena[starts[id]..starts[id + 1]]`), its count in `counts[id]`, and the hash table holds only
+/// ids (4 bytes a slot). A corpus has millions of distinct pre-tokens: one heap allocation each
+/// would double the memory and the time of counting; and the frequent ones, which come early,
+/// share a few cache lines.
+#[derive(Clone)]
 pub struct PretokenCounts {
-    table: HashTable<Entry>,
+    table: HashTable<u32>,
     arena: Vec<u8>,
+    starts: Vec<usize>,
+    counts: Vec<u64>,
     total: u64,
+}
+
+impl Default for PretokenCounts {
+    fn default() -> PretokenCounts {
+        PretokenCounts {
+            table: HashTable::new(),
+            arena: Vec::new(),
+            starts: vec![0],
+            counts: Vec::new(),
+            total: 0,
+        }
+    }
 }
 
 fn hash_bytes(bytes: &[u8]) -> u64 {
     let mut hasher = FxHasher::default();
     hasher.write(bytes);
     hasher.finish()
+}
+
+/// The bytes of pre-token `id`.
+#[inline]
+fn key<'a>(arena: &'a [u8], starts: &[usize], id: u32) -> &'a [u8] {
+    &arena[starts[id as usize]..starts[id as usize + 1]]
 }
 
 impl PretokenCounts {
@@ -38,12 +52,12 @@ impl PretokenCounts {
 
     /// The number of distinct pre-tokens.
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.counts.len()
     }
 
     /// Whether there is no pre-token at all.
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.counts.is_empty()
     }
 
     /// The number of pre-token occurrences (the sum of all counts).
@@ -54,47 +68,55 @@ impl PretokenCounts {
     /// Counts `pretoken` `count` more times.
     #[inline]
     pub fn add(&mut self, pretoken: &[u8], count: u64) {
-        self.add_hashed(hash_bytes(pretoken), pretoken, count);
+        self.add_get_id(pretoken, count);
     }
 
+    /// Counts `pretoken` `count` more times, and returns its id (for [`PretokenCounts::add_to_id`]).
     #[inline]
-    fn add_hashed(&mut self, hash: u64, pretoken: &[u8], count: u64) {
+    pub(crate) fn add_get_id(&mut self, pretoken: &[u8], count: u64) -> u32 {
+        let hash = hash_bytes(pretoken);
         self.total += count;
-        let arena = &self.arena;
-        let found = self.table.find_mut(hash, |entry| {
-            &arena[entry.start..entry.start + entry.len] == pretoken
-        });
-        if let Some(entry) = found {
-            entry.count += count;
-            return;
+        let (arena, starts) = (&self.arena, &self.starts);
+        if let Some(&id) = self
+            .table
+            .find(hash, |&id| key(arena, starts, id) == pretoken)
+        {
+            self.counts[id as usize] += count;
+            return id;
         }
-        let entry = Entry {
-            start: self.arena.len(),
-            len: pretoken.len(),
-            count,
-        };
+        let id = u32::try_from(self.counts.len()).expect("more than 2^32 distinct pre-tokens");
         self.arena.extend_from_slice(pretoken);
-        let arena = &self.arena;
-        self.table.insert_unique(hash, entry, |entry| {
-            hash_bytes(&arena[entry.start..entry.start + entry.len])
-        });
+        self.starts.push(self.arena.len());
+        self.counts.push(count);
+        let (arena, starts) = (&self.arena, &self.starts);
+        self.table
+            .insert_unique(hash, id, |&id| hash_bytes(key(arena, starts, id)));
+        id
+    }
+
+    /// Counts the pre-token of id `id` `count` more times.
+    #[inline]
+    pub(crate) fn add_to_id(&mut self, id: u32, count: u64) {
+        self.total += count;
+        self.counts[id as usize] += count;
     }
 
     /// How often `pretoken` was counted (0 if never).
     pub fn get(&self, pretoken: &[u8]) -> u64 {
-        let arena = &self.arena;
+        let (arena, starts) = (&self.arena, &self.starts);
         self.table
-            .find(hash_bytes(pretoken), |entry| {
-                &arena[entry.start..entry.start + entry.len] == pretoken
+            .find(hash_bytes(pretoken), |&id| {
+                key(arena, starts, id) == pretoken
             })
-            .map_or(0, |entry| entry.count)
+            .map_or(0, |&id| self.counts[id as usize])
     }
 
     /// Adds every count of `other` to these.
     pub fn merge(&mut self, other: &PretokenCounts) {
+        let (arena, starts) = (&self.arena, &self.starts);
         self.table
-            .reserve(other.len().saturating_sub(self.len() / 2), |entry| {
-                hash_bytes(&self.arena[entry.start..entry.start + entry.len])
+            .reserve(other.len().saturating_sub(self.len() / 2), |&id| {
+                hash_bytes(key(arena, starts, id))
             });
         for (pretoken, count) in other.iter() {
             self.add(pretoken, count);
@@ -113,19 +135,136 @@ impl PretokenCounts {
         big
     }
 
-    /// Every distinct pre-token with its count, in no particular order.
+    /// Every distinct pre-token with its count, in order of first appearance.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
-        self.table.iter().map(|entry| {
-            (
-                &self.arena[entry.start..entry.start + entry.len],
-                entry.count,
-            )
-        })
+        self.counts
+            .iter()
+            .enumerate()
+            .map(|(id, &count)| (key(&self.arena, &self.starts, id as u32), count))
     }
 
     /// Forgets every count (and frees their memory).
     pub fn clear(&mut self) {
         *self = PretokenCounts::new();
+    }
+}
+
+/// Slots of a [`HotCache`] (a power of two): enough for the words that make up most of a text,
+/// small enough to stay in the CPU's nearest caches.
+const HOT_SLOTS: usize = 1 << 14;
+
+/// The longest key a [`HotCache`] slot holds.
+const HOT_KEY_BYTES: usize = 16;
+
+/// One cached key (at most 16 bytes, zero-padded, as two words) and its pending count.
+#[derive(Clone, Copy)]
+#[repr(align(32))] // one slot never straddles two cache lines
+struct HotSlot {
+    low: u64,
+    high: u64,
+    id: u32,
+    pending: u32,
+    len: u8,
+}
+
+const EMPTY_SLOT: HotSlot = HotSlot {
+    low: 0,
+    high: 0,
+    id: 0,
+    pending: 0,
+    len: u8::MAX,
+};
+
+/// The first `len` (at most 8) bytes of `bytes` (which holds 8) as a little-endian word.
+#[inline]
+fn word(bytes: &[u8], len: usize) -> u64 {
+    let value = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    if len >= 8 {
+        value
+    } else {
+        value & ((1u64 << (8 * len)) - 1)
+    }
+}
+
+/// A small direct-mapped cache in front of [`PretokenCounts`], for counting many short keys one
+/// at a time: a key found in its slot is counted there (no hash-table probe, no cache miss), and
+/// the counts pass to the table when the slot is taken by another key or at [`HotCache::flush`].
+/// Until then, the table's counts for cached keys are short.
+pub(crate) struct HotCache {
+    slots: Vec<HotSlot>,
+}
+
+impl HotCache {
+    pub(crate) fn new() -> HotCache {
+        HotCache {
+            slots: vec![EMPTY_SLOT; HOT_SLOTS],
+        }
+    }
+
+    /// Counts `text[start..end]` once into `counts`, through the cache. (The key is read as two
+    /// words straight from `text` when 16 bytes follow `start`, so the whole text is passed.)
+    #[inline]
+    pub(crate) fn add_one(
+        &mut self,
+        counts: &mut PretokenCounts,
+        text: &[u8],
+        start: usize,
+        end: usize,
+    ) {
+        let len = end - start;
+        if len > HOT_KEY_BYTES {
+            counts.add(&text[start..end], 1);
+            return;
+        }
+        let (low, high) = if start + HOT_KEY_BYTES <= text.len() {
+            let bytes = &text[start..start + HOT_KEY_BYTES];
+            (
+                word(bytes, len),
+                if len > 8 {
+                    word(&bytes[8..], len - 8)
+                } else {
+                    0
+                },
+            )
+        } else {
+            let mut padded = [0u8; HOT_KEY_BYTES];
+            padded[..len].copy_from_slice(&text[start..end]);
+            (
+                word(&padded, len),
+                word(&padded[8..], len.saturating_sub(8)),
+            )
+        };
+        let mixed = (low ^ high.rotate_left(29) ^ len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = &mut self.slots[(mixed >> (64 - HOT_SLOTS.trailing_zeros())) as usize];
+        if slot.low == low
+            && slot.high == high
+            && usize::from(slot.len) == len
+            && slot.pending < u32::MAX
+        {
+            slot.pending += 1;
+            return;
+        }
+        if slot.len != u8::MAX && slot.pending > 0 {
+            counts.add_to_id(slot.id, u64::from(slot.pending));
+        }
+        let id = counts.add_get_id(&text[start..end], 1);
+        *slot = HotSlot {
+            low,
+            high,
+            id,
+            pending: 0,
+            len: len as u8,
+        };
+    }
+
+    /// Hands every pending count to `counts` and empties the cache.
+    pub(crate) fn flush(&mut self, counts: &mut PretokenCounts) {
+        for slot in &mut self.slots {
+            if slot.len != u8::MAX && slot.pending > 0 {
+                counts.add_to_id(slot.id, u64::from(slot.pending));
+            }
+            *slot = EMPTY_SLOT;
+        }
     }
 }
 

@@ -7,6 +7,9 @@ mod count;
 mod counts;
 mod merge;
 
-pub use count::{count_file, count_file_in_chunks, count_text, CountError, DEFAULT_CHUNK_BYTES};
+pub use count::{
+    count_file, count_file_in_chunks, count_text, file_chunk_boundaries, CountError,
+    DEFAULT_CHUNK_BYTES,
+};
 pub use counts::PretokenCounts;
 pub use merge::{learn_merges, Merge, MergeLoop};

@@ -210,21 +210,10 @@ impl Words {
         );
         words
     }
-
-    /// Asks the CPU to start loading a word's record: the words a merge visits are scattered
-    /// over memory, and waiting for each in turn would be most of the merge loop's time.
-    #[inline]
-    fn prefetch_head(&self, word: WordId) {
-        prefetch(&self.heads[word as usize]);
-    }
-
-    /// Asks the CPU to start loading a word's tokens (its record should be loaded by now).
-    #[inline]
-    fn prefetch_symbols(&self, word: WordId) {
-        prefetch(&self.symbols[self.heads[word as usize].start]);
-    }
 }
 
+/// Asks the CPU to start loading `value`: the words a merge visits are scattered over memory, and
+/// waiting for each in turn would be most of the merge loop's time.
 #[inline]
 fn prefetch<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
@@ -238,6 +227,29 @@ fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
+/// The count of each pair of two bytes (indexed by `left << 8 | right`) in words `range`, and the
+/// words that hold it, ascending.
+fn count_byte_pairs(words: &Words, range: std::ops::Range<usize>) -> (Vec<u64>, Vec<Vec<WordId>>) {
+    let mut counts = vec![0u64; 1 << 16];
+    let mut lists: Vec<Vec<WordId>> = vec![Vec::new(); 1 << 16];
+    // The last word noted for each pair, in a small table: reading the end of each pair's list
+    // instead would miss the cache every time.
+    let mut last_word = vec![WordId::MAX; 1 << 16];
+    for word in range {
+        let head = words.heads[word];
+        let word_id = word as WordId;
+        for window in words.symbols[head.start..head.start + head.len as usize].windows(2) {
+            let index = (window[0] as usize) << 8 | window[1] as usize;
+            counts[index] += head.count;
+            if last_word[index] != word_id {
+                last_word[index] = word_id;
+                lists[index].push(word_id);
+            }
+        }
+    }
+    (counts, lists)
+}
+
 /// The state of the merge loop between merges.
 struct Trainer {
     words: Words,
@@ -247,31 +259,31 @@ struct Trainer {
     merges_done: usize,
     /// Pairs counted up during the current merge (pushed onto the heap at its end).
     raised: Vec<PairKey>,
-    /// The changes next to the current merge's new tokens, on their left and on their right.
-    left: Neighbours,
-    right: Neighbours,
+    /// The changes that the current merge makes, by each of the two halves of its words.
+    changes: [Changes; 2],
 }
 
 impl Trainer {
     fn new(counts: &PretokenCounts) -> Trainer {
         let words = Words::from_counts(counts);
         let tokens = Tokens::new();
-        // All first pairs are of two bytes: count them in flat tables, not in the hash map.
-        let mut byte_pair_counts = vec![0u64; 1 << 16];
-        let mut byte_pair_words: Vec<Vec<WordId>> = vec![Vec::new(); 1 << 16];
-        // The last word noted for each pair, in a small table: reading the end of each pair's
-        // list instead would miss the cache every time.
-        let mut last_word = vec![WordId::MAX; 1 << 16];
-        for (word, head) in words.heads.iter().enumerate() {
-            let word_id = word as WordId;
-            let count = head.count;
-            for window in words.symbols[head.start..head.start + head.len as usize].windows(2) {
-                let index = (window[0] as usize) << 8 | window[1] as usize;
-                byte_pair_counts[index] += count;
-                if last_word[index] != word_id {
-                    last_word[index] = word_id;
-                    byte_pair_words[index].push(word_id);
-                }
+        // All first pairs are of two bytes: count them in flat tables, not in the hash map; each
+        // half of the words on its own thread, the second half's word lists after the first's.
+        let middle = words.heads.len() / 2;
+        let ((mut byte_pair_counts, mut byte_pair_words), (more_counts, more_words)) = rayon::join(
+            || count_byte_pairs(&words, 0..middle),
+            || count_byte_pairs(&words, middle..words.heads.len()),
+        );
+        for ((count, list), (more, more_list)) in byte_pair_counts
+            .iter_mut()
+            .zip(&mut byte_pair_words)
+            .zip(more_counts.into_iter().zip(more_words))
+        {
+            *count += more;
+            if list.is_empty() {
+                *list = more_list;
+            } else {
+                list.extend(more_list);
             }
         }
         let mut pairs = FxHashMap::default();
@@ -303,8 +315,7 @@ impl Trainer {
             heap,
             merges_done: 0,
             raised: Vec::new(),
-            left: Neighbours::default(),
-            right: Neighbours::default(),
+            changes: Default::default(),
         }
     }
 
@@ -359,36 +370,61 @@ impl Trainer {
     fn merge(&mut self, pair: PairKey) {
         let (a, b) = split_key(pair);
         let new = self.tokens.join(a, b);
-        self.left.grow(self.tokens.bytes.len());
-        self.right.grow(self.tokens.bytes.len());
+        let tokens = self.tokens.bytes.len();
+        for changes in &mut self.changes {
+            changes.grow(tokens);
+        }
         let info = self.pairs.remove(&pair).expect("the best pair is counted");
         let mut candidates = info.words;
         if info.unsorted {
             candidates.sort_unstable();
             candidates.dedup();
         }
-        let mut twins = Twins::default();
-        // Prefetch distances, in words ahead: records first, then (once they are in) tokens.
-        const HEAD_AHEAD: usize = 16;
-        const SYMBOLS_AHEAD: usize = 8;
-        for (index, &word) in candidates.iter().enumerate() {
-            if let Some(&ahead) = candidates.get(index + HEAD_AHEAD) {
-                self.words.prefetch_head(ahead);
-            }
-            if let Some(&ahead) = candidates.get(index + SYMBOLS_AHEAD) {
-                self.words.prefetch_symbols(ahead);
-            }
-            self.merge_in_word(word, a, b, new, &mut twins);
+        let merge = PairMerge { a, b, new };
+        let [first, second] = &mut self.changes;
+        if candidates.len() < PARALLEL_WORDS {
+            merge.apply(
+                &mut self.words.symbols,
+                0,
+                &mut self.words.heads,
+                0,
+                &candidates,
+                first,
+            );
+        } else {
+            // Two halves of the words, each with its own changes, on two threads: the words of the
+            // second half come after those of the first in both tables, so each half can own its
+            // part of them.
+            let middle = candidates[candidates.len() / 2];
+            let symbol_middle = self.words.heads[middle as usize].start;
+            let (symbols_low, symbols_high) = self.words.symbols.split_at_mut(symbol_middle);
+            let (heads_low, heads_high) = self.words.heads.split_at_mut(middle as usize);
+            let (words_low, words_high) =
+                candidates.split_at(candidates.partition_point(|&w| w < middle));
+            rayon::join(
+                || merge.apply(symbols_low, 0, heads_low, 0, words_low, first),
+                || {
+                    merge.apply(
+                        symbols_high,
+                        symbol_middle,
+                        heads_high,
+                        middle,
+                        words_high,
+                        second,
+                    )
+                },
+            );
         }
         drop(candidates);
         // Hand the changes to the pair table: a few hash lookups per neighbour, not per word.
-        for (neighbour, count, words) in self.left.drain() {
+        let (left, right, twins) = Changes::drain_both(&mut self.changes);
+        for (neighbour, count, words) in left {
             if neighbour != a || a != b {
                 self.lower(pair_key(neighbour, a), count);
             }
             self.raise(pair_key(neighbour, new), count, words);
         }
-        for (neighbour, count, words) in self.right.drain() {
+        for (neighbour, count, words) in right {
             if neighbour != b || a != b {
                 self.lower(pair_key(b, neighbour), count);
             }
@@ -410,23 +446,67 @@ impl Trainer {
         }
         self.merges_done += 1;
     }
+}
 
-    /// Merges `(a, b)` into `new` in one word (which may no longer hold the pair), in place,
-    /// noting the pairs that change in `self.left`, `self.right` and `twins`.
-    fn merge_in_word(
-        &mut self,
-        word: WordId,
-        a: TokenId,
-        b: TokenId,
-        new: TokenId,
-        twins: &mut Twins,
+/// Merges with at least this many candidate words are done on two threads (in tests, nearly all:
+/// both ways must give the same result).
+const PARALLEL_WORDS: usize = if cfg!(test) { 4 } else { 4096 };
+
+/// One merge: `(a, b)` becomes `new`.
+#[derive(Clone, Copy)]
+struct PairMerge {
+    a: TokenId,
+    b: TokenId,
+    new: TokenId,
+}
+
+impl PairMerge {
+    /// Merges in each of `words` (ascending), noting the pairs that change in `changes`.
+    /// `symbols` and `heads` are parts of the word tables, starting at symbol `symbol_offset` and
+    /// word `word_offset`, that hold all of `words`.
+    fn apply(
+        self,
+        symbols: &mut [TokenId],
+        symbol_offset: usize,
+        heads: &mut [WordHead],
+        word_offset: WordId,
+        words: &[WordId],
+        changes: &mut Changes,
     ) {
-        let WordHead { start, count, len } = self.words.heads[word as usize];
-        let len = len as usize;
-        let symbols = &mut self.words.symbols[start..start + len];
-        let Some(first) = symbols.windows(2).position(|w| w[0] == a && w[1] == b) else {
-            return;
-        };
+        // Prefetch distances, in words ahead: records first, then (once they are in) tokens.
+        const HEAD_AHEAD: usize = 16;
+        const SYMBOLS_AHEAD: usize = 8;
+        for (index, &word) in words.iter().enumerate() {
+            if let Some(&ahead) = words.get(index + HEAD_AHEAD) {
+                prefetch(&heads[(ahead - word_offset) as usize]);
+            }
+            if let Some(&ahead) = words.get(index + SYMBOLS_AHEAD) {
+                prefetch(&symbols[heads[(ahead - word_offset) as usize].start - symbol_offset]);
+            }
+            let head = &mut heads[(word - word_offset) as usize];
+            let start = head.start - symbol_offset;
+            let len = head.len as usize;
+            if let Some(new_len) =
+                self.apply_in_word(&mut symbols[start..start + len], word, head.count, changes)
+            {
+                head.len = new_len as u32;
+            }
+        }
+    }
+
+    /// Merges in one word's tokens (which may no longer hold the pair), in place; its new length,
+    /// or None if it did not hold the pair.
+    #[inline]
+    fn apply_in_word(
+        self,
+        symbols: &mut [TokenId],
+        word: WordId,
+        count: u64,
+        changes: &mut Changes,
+    ) -> Option<usize> {
+        let PairMerge { a, b, new } = self;
+        let len = symbols.len();
+        let first = symbols.windows(2).position(|w| w[0] == a && w[1] == b)?;
         let mut read = first;
         let mut write = first;
         // Whether the token just written was made by this merge (a `new` token that was there
@@ -437,19 +517,19 @@ impl Trainer {
                 if write > 0 {
                     if wrote_new {
                         // (b, a) between two merged pairs becomes (new, new).
-                        twins.count += count;
-                        if twins.words.last() != Some(&word) {
-                            twins.words.push(word);
+                        changes.twins.count += count;
+                        if changes.twins.words.last() != Some(&word) {
+                            changes.twins.words.push(word);
                         }
                     } else {
-                        self.left.note(symbols[write - 1], count, word);
+                        changes.left.note(symbols[write - 1], count, word);
                     }
                 }
                 if read + 2 < len {
                     let after = symbols[read + 2];
                     let next_merges_too = after == a && read + 3 < len && symbols[read + 3] == b;
                     if !next_merges_too {
-                        self.right.note(after, count, word);
+                        changes.right.note(after, count, word);
                     }
                 }
                 symbols[write] = new;
@@ -462,8 +542,62 @@ impl Trainer {
             }
             write += 1;
         }
-        self.words.heads[word as usize].len = write as u32;
+        Some(write)
     }
+}
+
+/// The pairs that one merge changes in some words: next to the new tokens on their left, on
+/// their right, and between two of them.
+#[derive(Default)]
+struct Changes {
+    left: Neighbours,
+    right: Neighbours,
+    twins: Twins,
+}
+
+/// Per neighbour token: the count and the words, ascending.
+type NeighbourChanges = Vec<(TokenId, u64, Vec<WordId>)>;
+
+impl Changes {
+    fn grow(&mut self, tokens: usize) {
+        self.left.grow(tokens);
+        self.right.grow(tokens);
+    }
+
+    /// The changes of both halves of a merge together (the first half's words before the
+    /// second's), leaving both empty.
+    fn drain_both(halves: &mut [Changes; 2]) -> (NeighbourChanges, NeighbourChanges, Twins) {
+        let [first, second] = halves;
+        let left = join_neighbours(first.left.drain(), second.left.drain());
+        let right = join_neighbours(first.right.drain(), second.right.drain());
+        let mut twins = std::mem::take(&mut first.twins);
+        let more = std::mem::take(&mut second.twins);
+        twins.count += more.count;
+        twins.words.extend(more.words);
+        (left, right, twins)
+    }
+}
+
+/// Two lists sorted by neighbour joined into one: counts added, word lists one after the other.
+fn join_neighbours(first: NeighbourChanges, second: NeighbourChanges) -> NeighbourChanges {
+    if second.is_empty() {
+        return first;
+    }
+    let mut joined = Vec::with_capacity(first.len() + second.len());
+    let mut second = second.into_iter().peekable();
+    for (neighbour, count, mut words) in first {
+        while let Some(item) = second.next_if(|item| item.0 < neighbour) {
+            joined.push(item);
+        }
+        if let Some((_, more, more_words)) = second.next_if(|item| item.0 == neighbour) {
+            words.extend(more_words);
+            joined.push((neighbour, count + more, words));
+        } else {
+            joined.push((neighbour, count, words));
+        }
+    }
+    joined.extend(second);
+    joined
 }
 
 /// The occurrences of `(new, new)` that one merge makes, and where.

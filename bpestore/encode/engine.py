@@ -1,0 +1,50 @@
+"""The seam of the encoder: what a :class:`~bpestore.Tokenizer` needs from its BPE engine.
+
+Today the engine is the compiled ``bpestore._engine.Encoder`` (crates/encode, typed in
+``bpestore/_engine.pyi``); any other implementation of :class:`EncoderEngine` plugs in the same way.
+
+The contract: built from a :class:`~bpestore.BPEModel`'s vocab, merges, special token ids, pattern
+and merge rule, an engine gives exactly the ids of ``reference_encode`` in tests/reference.py (and
+of tiktoken, for the ``"token"`` rule): special tokens found longest first are their own ids, the
+text between them is pre-tokenized by the pattern and each pre-token merged by the merge rule.
+It is safe to use from several threads at once. ``stream()`` returns ids that equal the whole
+text's however the text is cut into pieces; ``decode_bytes`` raises ValueError naming the first id
+not in the vocabulary; invalid UTF-8 in a file raises ``CorpusDecodeError`` with its offset.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+
+class StreamEngine(Protocol):
+    def feed(self, text: str) -> list[int]:
+        """The ids of the text fed so far, up to the last place what follows cannot change."""
+
+    def finish(self) -> list[int]:
+        """The ids of the rest."""
+
+
+class EncoderEngine(Protocol):
+    def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]: ...
+
+    def encode_to_bytes(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytes:
+        """The ids as uint32 little-endian bytes."""
+
+    def encode_batch(self, texts: Iterable[str], num_threads: int | None = None) -> list[list[int]]: ...
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes: ...
+
+    def stream(self, block_bytes: int = ...) -> StreamEngine: ...
+
+    def encode_file_to_npy(
+        self,
+        path: str | os.PathLike[str],
+        output: str | os.PathLike[str],
+        threads: int | None = None,
+        progress: Callable[[int], object] | None = None,
+        chunk_bytes: int = ...,
+    ) -> int:
+        """A UTF-8 file's ids into a 1-D ``.npy`` file; returns the number of ids."""
