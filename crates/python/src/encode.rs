@@ -11,7 +11,7 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyEncoder>()?;
@@ -76,6 +76,7 @@ impl Allowed {
 #[pyclass(frozen, module = "bpestore._engine", name = "Encoder")]
 pub struct PyEncoder {
     inner: Arc<Encoder>,
+    ints: Arc<IdInts>,
 }
 
 #[pymethods]
@@ -165,6 +166,7 @@ impl PyEncoder {
             Encoder::from_slices(&vocab, &merges, &specials, pattern, rule, cache_entries)
                 .map_err(value_error)?;
         Ok(PyEncoder {
+            ints: Arc::new(IdInts::new(encoder.max_id())),
             inner: Arc::new(encoder),
         })
     }
@@ -179,7 +181,7 @@ impl PyEncoder {
         allowed_special: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let ids = self.ids(py, text, allowed_special)?;
-        PyList::new(py, ids)
+        self.ints.list(py, &ids)
     }
 
     /// Like `encode`, the ids as uint32 little-endian bytes (for `numpy.frombuffer`).
@@ -217,7 +219,7 @@ impl PyEncoder {
         });
         let lists = batches
             .into_iter()
-            .map(|ids| PyList::new(py, ids))
+            .map(|ids| self.ints.list(py, &ids))
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, lists)
     }
@@ -366,6 +368,7 @@ impl PyStreamEncoder {
         let encoder = Arc::clone(&self.encoder);
         let state = &mut self.state;
         let ids = py.detach(move || state.feed(&encoder, &text));
+        // (plain ints: the shared ones would cost a stream more memory than it may use)
         PyList::new(py, ids)
     }
 
@@ -374,6 +377,7 @@ impl PyStreamEncoder {
         let encoder = Arc::clone(&self.encoder);
         let state = &mut self.state;
         let ids = py.detach(move || state.finish(&encoder));
+        // (plain ints: the shared ones would cost a stream more memory than it may use)
         PyList::new(py, ids)
     }
 }
@@ -391,4 +395,40 @@ fn repr(object: &Bound<'_, PyAny>) -> String {
     object
         .repr()
         .map_or_else(|_| "<unprintable>".to_string(), |r| r.to_string())
+}
+
+/// One Python int per id, made on first use and shared by every list of ids: a list of ids then
+/// costs a reference count per id instead of an allocation (most ids are above CPython's cache of
+/// small ints). Only for vocabularies of up to `MAX_SHARED_INTS` ids.
+pub struct IdInts {
+    max_id: TokenId,
+    ints: OnceLock<Vec<Py<PyAny>>>,
+}
+
+const MAX_SHARED_INTS: TokenId = 1 << 21;
+
+impl IdInts {
+    fn new(max_id: TokenId) -> IdInts {
+        IdInts {
+            max_id,
+            ints: OnceLock::new(),
+        }
+    }
+
+    /// `ids` as a Python list of ints.
+    fn list<'py>(&self, py: Python<'py>, ids: &[TokenId]) -> PyResult<Bound<'py, PyList>> {
+        if self.max_id >= MAX_SHARED_INTS || ids.len() < 64 {
+            return PyList::new(py, ids);
+        }
+        let ints = self.ints.get_or_init(|| {
+            (0..=self.max_id)
+                .map(|id| {
+                    let int = id.into_pyobject(py).unwrap_or_else(|never| match never {});
+                    int.into_any().unbind()
+                })
+                .collect()
+        });
+        // Every id here comes from the encoder, so it is at most max_id.
+        PyList::new(py, ids.iter().map(|&id| ints[id as usize].bind(py)))
+    }
 }
