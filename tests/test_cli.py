@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from bpestore import Tokenizer, train_bpe
 from bpestore.cli import main
-from bpestore.pretokenize.corpus import chunk_boundaries
+from bpestore import _engine
 from bpestore.encode.files import DEFAULT_CHUNK_BYTES, encode_file_to_npy
 from bpestore import Store
 from conftest import shared_file
@@ -606,7 +606,7 @@ def big_file(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_encode_a_file_bigger_than_one_chunk_to_npy(trained_db, big_file, tmp_path, workers):
     tokenizer = load(trained_db, "ts@2")
-    assert len(chunk_boundaries(big_file, tokenizer.special_tokens, DEFAULT_CHUNK_BYTES)) > 2, "expected several chunks"
+    assert len(_engine.file_chunk_boundaries(big_file, tokenizer.pattern, tokenizer.special_tokens, DEFAULT_CHUNK_BYTES)) > 2, "expected several chunks"
     output = tmp_path / "big.npy"
     result = invoke("encode", "ts@2", big_file, "--output", output, "--workers", workers, "--db", trained_db)
     ok(result)
@@ -628,7 +628,7 @@ def test_encode_file_to_npy_with_small_chunks(trained_db, tmp_path, workers, spe
     text = awkward_text(rng, 400_000).replace("   ", " <| sep |> ", 200)
     path = write_text(tmp_path / "in.txt", text)
     chunk_bytes = 1 << 15
-    assert len(chunk_boundaries(path, specials, chunk_bytes)) > 5
+    assert len(_engine.file_chunk_boundaries(path, tokenizer.pattern, specials, chunk_bytes)) > 5
     output = tmp_path / "out.npy"
     count = encode_file_to_npy(tokenizer, path, output, workers=workers, chunk_bytes=chunk_bytes)
     want = tokenizer.encode(text)

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpestore import _engine
-from bpestore.pretokenize.cuts import covered_by_other_special, find_safe_space, last_safe_cut, next_safe_space
 from bpestore.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, SpecialSplitter
 from reference import pretokenize, split_on_specials
+from reference_cuts import covered_by_other_special, find_safe_space, last_safe_cut, next_safe_space
 from strategies import SPECIAL_TOKEN_SETS, texts
 
 PATTERNS = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN]
@@ -53,7 +53,7 @@ def bytes_file_window(text: str, special_tokens: list[str], pattern: str) -> lis
     data = text.encode("utf-8")
     specials = [token.encode("utf-8") for token in special_tokens]
     if any(b" " in token for token in specials):
-        return []  # chunking takes no space cuts then (pretokenize.corpus.chunk_boundaries)
+        return []  # chunking takes no space cuts then (reference_cuts)
     cuts, begin = [], 0
     while (found := find_safe_space(data, begin, specials)) >= 0:
         cuts.append(char_index(data, found))

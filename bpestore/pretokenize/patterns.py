@@ -15,7 +15,7 @@ it, and the patterns have no look-behind. The character before the space matters
 ``\s++$``: "\n " alone ends with whitespace at the end of the text, "\n  a" does not.)
 ``text.split(" ")`` cuts before *every* space, so the parts after a space that is preceded or
 followed by whitespace, or that ends the text, are glued back to the part before them: those few
-stretches are the "irregular segments" of :func:`bpestore.pretokenize.cuts.irregular_spans`.
+stretches are "irregular segments" (``irregular_spans`` in tests/reference_cuts.py).
 
 For patterns without the property (anything not listed in ``SPLIT_SAFE_PATTERNS``) the plain regex
 is used on the whole text.

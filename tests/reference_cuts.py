@@ -1,24 +1,23 @@
-"""The cut rule, once per representation: where text may be split into parts that are
-pre-tokenized on their own without changing the result.
+"""The cut rule in plain Python: the reference that the engine's rule is tested against.
+
+The package cuts text in one place, the engine (``crates/pretokenize/src/cut.rs``: ``last_safe_cut``
+for streams, ``next_safe_cut`` for chunks of a file). This module keeps the rule as the Python code
+had it, so that ``tests/test_cuts.py`` can run one property over every representation: cutting
+where a representation says changes no pre-token.
 
 For a split-safe pattern (:data:`~bpestore.pretokenize.patterns.SPLIT_SAFE_PATTERNS`) a space
 between two characters that are not whitespace (``regex``'s ``\\s``) is a pre-token boundary (see
 :mod:`bpestore.pretokenize.patterns` for why). Special tokens add two conditions: the space must not
 be followed by a special token (the token is cut out before pre-tokenization, so the space would
 end its piece of text and join the whitespace run before it), and must not lie inside one. The
-start of a special token is a safe cut for any pattern.
+start of a special token is a safe cut for any pattern. (The engine's rule also cuts after a
+newline between non-whitespace, and beside non-ASCII neighbours in a file window: a superset, held
+to the same property.)
 
-The representations, side by side:
-
-* text (``str``): :func:`is_safe_space`, :func:`next_safe_space` (segments while counting and
-  encoding) and :func:`last_safe_cut` (where a stream of text may be cut, whatever follows);
-* bytes of a file window: :func:`find_safe_space` and :func:`covered_by_other_special` (chunks of a
-  corpus); it only takes a space between two *printable ASCII* bytes, a subset of the rule that
-  needs no decoding of a window that may start or end inside a character;
-* the compiled engine: ``crates/pretokenize/src/cut.rs`` (``last_safe_cut``, ``next_safe_cut``).
-
-``tests/test_cuts.py`` runs one property over all of them: cutting where they say changes no
-pre-token.
+The representations here: text (``str``): :func:`is_safe_space`, :func:`next_safe_space` and
+:func:`last_safe_cut`; bytes of a file window: :func:`find_safe_space` and
+:func:`covered_by_other_special` (only a space between two *printable ASCII* bytes, a subset of the
+rule that needs no decoding of a window that may start or end inside a character).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
-from .patterns import REGEX_WHITESPACE, SpecialSplitter
+from bpestore.pretokenize.patterns import REGEX_WHITESPACE, SpecialSplitter
 
 
 # A space that does not start a regular segment: preceded or followed by whitespace, or ending the text.
