@@ -51,6 +51,21 @@ fn random_text(rng: &mut Rng, pieces: usize) -> String {
 
 /// The expected ids: specials cut out (longest first), pieces by the regex, each merged by the
 /// brute-force rule.
+/// Writes `content` to `input`, encodes it to `output` and returns the error the encoder gives.
+fn file_error(
+    encoder: &Encoder,
+    input: &std::path::Path,
+    output: &std::path::Path,
+    content: &[u8],
+    threads: usize,
+    chunk_bytes: usize,
+) -> FileError {
+    std::fs::write(input, content).unwrap();
+    encoder
+        .encode_file_in_chunks(input, output, threads, &mut |_| true, chunk_bytes)
+        .unwrap_err()
+}
+
 fn expected(fixture: &Fixture, rule: MergeRule, text: &str, allowed: &[&str]) -> Vec<u32> {
     let ids: HashMap<Bytes, u32> = fixture
         .tokens
@@ -286,10 +301,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     let first = bad.len() / 2;
     bad[first] = 0xff;
     bad[first + 50] = 0xc3;
-    std::fs::write(&input, &bad).unwrap();
-    let error = encoder
-        .encode_file_in_chunks(&input, &output, 2, &mut |_| true, 64)
-        .unwrap_err();
+    let error = file_error(&encoder, &input, &output, &bad, 2, 64);
     assert!(
         matches!(error, FileError::Decode { offset, reason: "invalid start byte" } if offset == first as u64),
         "{error}"
@@ -297,10 +309,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     assert!(!output.exists());
     assert!(!dir.join("ids.npy.partial").exists());
     // A sequence cut short just before a space is a bad continuation, as Python says, not the end.
-    std::fs::write(&input, b"ab ab\xe4 cd ab ab ab").unwrap();
-    let error = encoder
-        .encode_file_in_chunks(&input, &output, 1, &mut |_| true, 3)
-        .unwrap_err();
+    let error = file_error(&encoder, &input, &output, b"ab ab\xe4 cd ab ab ab", 1, 3);
     assert!(
         matches!(
             error,
@@ -311,10 +320,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
         ),
         "{error}"
     );
-    std::fs::write(&input, b"ab ab\xe4").unwrap();
-    let error = encoder
-        .encode_file_in_chunks(&input, &output, 1, &mut |_| true, 3)
-        .unwrap_err();
+    let error = file_error(&encoder, &input, &output, b"ab ab\xe4", 1, 3);
     assert!(
         matches!(
             error,

@@ -32,6 +32,23 @@ fn all_pieces<'t>(
     result
 }
 
+/// Cutting `whole` at `cut` and pre-tokenizing both sides on their own gives the whole's pieces.
+fn assert_cut_is_safe(
+    whole: &str,
+    cut: usize,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    context: &str,
+) {
+    let mut parts = all_pieces(&whole[..cut], pretokenizer, specials);
+    parts.extend(all_pieces(&whole[cut..], pretokenizer, specials));
+    assert_eq!(
+        parts,
+        all_pieces(whole, pretokenizer, specials),
+        "{context}: {whole:?} cut at {cut}"
+    );
+}
+
 #[test]
 fn gpt2_pieces() {
     assert_eq!(
@@ -494,13 +511,8 @@ fn last_safe_cut_is_safe_for_any_continuation() {
                 cuts += 1;
                 for _ in 0..4 {
                     let whole = format!("{text}{}", nasty.text(4));
-                    let mut parts = all_pieces(&whole[..cut], &pretokenizer, &specials);
-                    parts.extend(all_pieces(&whole[cut..], &pretokenizer, &specials));
-                    assert_eq!(
-                        parts,
-                        all_pieces(&whole, &pretokenizer, &specials),
-                        "{pattern} {tokens:?}: {whole:?} cut at {cut}"
-                    );
+                    let context = format!("{pattern} {tokens:?}");
+                    assert_cut_is_safe(&whole, cut, &pretokenizer, &specials, &context);
                 }
             }
         }
@@ -531,13 +543,8 @@ fn next_safe_cut_is_safe() {
                 );
                 // The window is the whole text here; continuations cannot matter either.
                 let whole = format!("{text}{}", nasty.text(4));
-                let mut parts = all_pieces(&whole[..cut], &pretokenizer, &specials);
-                parts.extend(all_pieces(&whole[cut..], &pretokenizer, &specials));
-                assert_eq!(
-                    parts,
-                    all_pieces(&whole, &pretokenizer, &specials),
-                    "{pattern} {tokens:?}: {whole:?} cut at {cut}"
-                );
+                let context = format!("{pattern} {tokens:?}");
+                assert_cut_is_safe(&whole, cut, &pretokenizer, &specials, &context);
             }
         }
     }
