@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, help=f"runs per measurement (default: {DEFAULT_REPEAT})")
     parser.add_argument("--vocab-size", type=int, default=10_000)
     parser.add_argument("--special", default="<|endoftext|>", help="the special token for training ('' for none)")
-    parser.add_argument("--workers", type=int, default=2, help="bpestore's worker processes (and rayon threads when training)")
+    parser.add_argument("--workers", type=int, default=2, help="threads for bpestore (and rayon threads for HF and rustbpe when training)")
     parser.add_argument("--encode-mb", type=float, help="encode only the first MB (10^6 bytes) of the corpus (default: all)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds allowed to one run (default 3600)")
     parser.add_argument("--pathological-timeout", type=float, default=300, help="seconds allowed to one pathological run")

@@ -305,7 +305,7 @@ def encode_to(
     """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin).
 
     With ``output`` ending in ``.npy`` the ids go into a NumPy array file (a file path is encoded
-    in parallel by ``workers`` processes, in bounded memory) and the number of ids is returned;
+    in parallel on ``workers`` threads, in bounded memory) and the number of ids is returned;
     otherwise the blocks of ids are handed to ``write_text`` and None is returned.
     """
     from_file = isinstance(source, (str, os.PathLike))
