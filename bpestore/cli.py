@@ -537,6 +537,40 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
         click.echo(note, err=True)
 
 
+# -- serve -----------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; only loopback unless --allow-remote.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: any free port).")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (the explorer has no login).")
+@click.option("--corpus", "corpora", multiple=True, type=click.Path(path_type=Path), metavar="FILE", help="A text file the diff page measures on (repeatable).")
+@_db_option
+def serve(host: str, port: int, allow_remote: bool, corpora: tuple[Path, ...], db: str) -> None:
+    """Explore the store in a web browser: tokenizers, vocab, merges, a playground, diffs, plots.
+
+    The store is opened read-only; the server listens on loopback only unless --allow-remote.
+    Needs the web extra: pip install 'bpestore[web]'. Stop it with Ctrl-C.
+
+    \b
+    Example:
+      bpestore serve --port 8000      # then open http://127.0.0.1:8000/
+    """
+    try:
+        from . import web
+    except ImportError as error:  # pragma: no cover - depends on what is installed
+        raise click.ClickException(f"the explorer needs Flask: pip install 'bpestore[web]' ({error})") from None
+    server = web.make_server(db, host, port, allow_remote=allow_remote, corpora=corpora)
+    shown_host = f"[{host}]" if ":" in host else host
+    click.echo(f"bpestore explorer on http://{shown_host}:{server.server_port}/ (store {db}, read-only); Ctrl-C stops it", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+    finally:
+        server.server_close()
+
+
 # -- rm --------------------------------------------------------------------------------------------
 
 
