@@ -1,4 +1,4 @@
-"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm.
+"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm, serve.
 
 Every command takes ``--db PATH_OR_URL`` (environment variable ``BPESTORE_DB``, default
 ``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases) print one

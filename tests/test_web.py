@@ -237,6 +237,18 @@ def visit(driver, url: str) -> None:
     assert driver.execute_script("return document.readyState") == "complete"
 
 
+def submit(driver, button_id: str) -> None:
+    """Click a form's button and wait for the next page (the click returns before it loads)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old_page = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.ID, button_id).click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old_page))
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
 def screenshot(driver, name: str) -> None:
     folder = os.environ.get("BPESTORE_SCREENSHOTS")
     if folder:
@@ -276,7 +288,7 @@ def test_playground_ids_equal_encode(browser, server, store_path):
     Select(selects[0]).select_by_value("en@2")
     Select(selects[1]).select_by_value("de@1")
     Select(selects[2]).select_by_value("evil@1")
-    browser.find_element(By.ID, "encode").click()
+    submit(browser, "encode")
     columns = browser.find_elements(By.CSS_SELECTOR, "section.column")
     assert [column.get_attribute("data-ref") for column in columns] == ["en@2", "de@1", "evil@1"]
     # what the page holds is the text as typed (a text area's value has LF line breaks)
@@ -313,7 +325,7 @@ def test_diff_page_agrees_with_store_diff(browser, server, store_path):
     visit(browser, server + "/diff")
     Select(browser.find_element(By.NAME, "a")).select_by_value("en@2")
     Select(browser.find_element(By.NAME, "b")).select_by_value("de@1")
-    browser.find_element(By.ID, "compare").click()
+    submit(browser, "compare")
     with Store(store_path) as store:
         want = store.diff("en@2", "de@1")
         tok_a, tok_b = store.load("en@2"), store.load("de@1")
