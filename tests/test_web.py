@@ -22,12 +22,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 pytest.importorskip("flask", reason="the web extra is not installed (pip install -e '.[web]')")
 
 from bpestore import BPEModel, Store, Tokenizer  # noqa: E402
 from bpestore.web import check_host, create_app, make_server  # noqa: E402
 from conftest import shared_dir  # noqa: E402
+from strategies import texts  # noqa: E402
 
 ENDOFTEXT = "<|endoftext|>"
 SCRIPT_TOKEN = b"<script>document.title='pwned'</script>"
@@ -110,6 +112,27 @@ def test_every_page_answers_and_the_store_is_unchanged(store_path, client):
     assert response.status_code == 200
     assert client.get("/tokenizer?ref=nope", headers={"Host": "localhost"}).status_code == 404
     assert client.get("/vocab?ref=en@1&hex=zz", headers={"Host": "localhost"}).status_code == 400
+    assert sha256(store_path) == before
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=texts())
+def test_playground_ids_equal_encode_for_nasty_text(store_path, client, text):
+    """Without a browser: the ids the playground shows for awkward texts (special tokens at every
+    edge, every kind of whitespace, any script) are Tokenizer.encode's. A text area sends line
+    breaks as CRLF, which the page takes back to LF (the text area's value)."""
+    response = client.post("/playground", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"})
+    assert response.status_code == 200
+    shown = re.findall(r'<pre class="ids">([^<]*)</pre>', response.data.decode())
+    with Store(store_path) as store:
+        want = [store.load(ref).encode(text.replace("\r\n", "\n")) for ref in ("en@2", "de@1")]
+    assert [[int(i) for i in ids.split()] for ids in shown] == want
+
+
+def test_a_sqlite_url_is_opened_read_only_too(store_path):
+    before = sha256(store_path)
+    app = create_app(f"sqlite:///{store_path}", allowed_hosts=["localhost"])
+    assert app.test_client().get("/tokenizer?ref=en@1", headers={"Host": "localhost"}).status_code == 200
     assert sha256(store_path) == before
 
 
