@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 
 pytest.importorskip("flask", reason="the web extra is not installed (pip install -e '.[web]')")
 
-from bpestore import BPEModel, Store, Tokenizer  # noqa: E402
+from bpestore import BPEModel, Store  # noqa: E402
 from bpestore.web import check_host, create_app, make_server  # noqa: E402
 from conftest import shared_dir  # noqa: E402
 from strategies import texts  # noqa: E402
