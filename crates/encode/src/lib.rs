@@ -10,6 +10,7 @@ mod bpe;
 mod cache;
 mod file;
 mod offsets;
+pub mod packed;
 mod stream;
 mod vocab;
 
