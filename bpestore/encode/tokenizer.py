@@ -173,8 +173,12 @@ class Tokenizer:
             DisallowedSpecialTokenError: (a ValueError) the text holds a disallowed string.
             TypeError: ``text`` is not a str.
         """
-        if allowed_special == "all" and disallowed_special == "all":
-            return self._call(self._engine.encode, text)
+        if allowed_special == "all" and disallowed_special == "all":  # the default, kept lean
+            try:
+                return self._engine.encode(text)
+            except TypeError:
+                _check_str(text, "encode")
+                raise
         allowed = self._policy(text, allowed_special, disallowed_special)
         return self._call(self._engine.encode, text, allowed)
 
