@@ -213,16 +213,39 @@ impl PyEncoder {
             return Err(PyValueError::new_err("num_threads must be at least 1"));
         }
         let encoder = Arc::clone(&self.inner);
-        let batches = py.detach(move || {
-            let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-            encoder.encode_batch(&refs, threads)
-        });
-        let lists = without_gc(py, || {
-            batches
-                .into_iter()
-                .map(|ids| self.ints.list(py, &ids))
-                .collect::<PyResult<Vec<_>>>()
+        if threads == 1 || texts.len() < 2 {
+            let batches = py.detach(move || {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                encoder.encode_batch(&refs, threads)
+            });
+            let lists = without_gc(py, || {
+                batches
+                    .into_iter()
+                    .map(|ids| self.ints.list(py, &ids))
+                    .collect::<PyResult<Vec<_>>>()
+            })?;
+            return PyList::new(py, lists);
+        }
+        // The lists are made here, under the GIL, while the threads encode the rest: making
+        // them takes a fifth of the one-thread time, which would otherwise follow the threads.
+        let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+        let mut lists: Vec<Option<Bound<'py, PyList>>> = vec![None; refs.len()];
+        without_gc(py, || {
+            encoder.encode_batch_overlapped(
+                &refs,
+                threads,
+                |next| py.detach(next),
+                |first, block| {
+                    for (slot, ids) in lists[first..].iter_mut().zip(block) {
+                        *slot = Some(self.ints.list(py, &ids)?);
+                    }
+                    Ok::<(), PyErr>(())
+                },
+            )
         })?;
+        let lists = lists
+            .into_iter()
+            .map(|list| list.expect("every block was encoded"));
         PyList::new(py, lists)
     }
 
