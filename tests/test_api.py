@@ -137,6 +137,43 @@ def test_encode_batch_matches_tiktoken(batch, allowed, disallowed, threads):
     assert ours().encode_ordinary_batch(batch) == theirs().encode_ordinary_batch(batch)
 
 
+def cut(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({min(c, len(text)) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+
+
+@HYPOTHESIS
+@given(
+    text=texts_with_specials(),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+    allowed=allowed_policies,
+    disallowed=disallowed_policies,
+    block=st.sampled_from([1, 7, 64, 8192]),
+)
+@example(text=f"ab {SEP} {FIM}", cuts=[4, 10], allowed={FIM}, disallowed=(), block=1)
+@example(text=f"ab <|fim_middle|>", cuts=[5, 8], allowed=set(), disallowed="all", block=1)
+def test_streams_follow_the_policy(text, cuts, allowed, disallowed, block):
+    """encode_iterable and encode_blocks give the ids (or the error) of encode, however the
+    text is cut, with any policy; a disallowed string across a cut is found too."""
+    policy = {"allowed_special": allowed, "disallowed_special": disallowed}
+    expected = our_outcome(ours().encode, text, **policy)
+
+    def streamed(encode):
+        ids = []
+        try:
+            for item in encode(cut(text, cuts), **policy):
+                ids.extend(item.tolist() if hasattr(item, "tolist") else [item])
+        except DisallowedSpecialTokenError as error:
+            return ("raises", error.token, error.position)
+        return ids
+
+    assert streamed(ours().encode_iterable) == expected
+    assert streamed(lambda pieces, **p: ours().encode_blocks(pieces, block, **p)) == expected
+    engine_stream = ours()._engine.iter_ids(cut(text, cuts), block, ours()._resolve(allowed, disallowed)[0])
+    if not isinstance(expected, tuple):
+        assert list(engine_stream) == expected
+
+
 def test_the_error_names_the_first_disallowed_token_and_its_character_position():
     text = "日本 <|fim_<|<| sep |> and <|endoftext|>"
     with pytest.raises(DisallowedSpecialTokenError) as raised:
@@ -287,3 +324,81 @@ def test_numpy_ids_decode():
     ids = ours().encode_to_array("hello world")
     assert ours().decode(ids) == "hello world"
     assert ours().decode_single_token_bytes(ids[0]) == b"hello"
+
+
+# -- the command line's encode: --allowed-special and --ordinary ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_store(tmp_path_factory):
+    from bpestore import Store
+
+    db = tmp_path_factory.mktemp("cli") / "store.db"
+    with Store(db) as store:
+        store.save("g", ours())
+    return db
+
+
+def run_cli(*args, input=None):
+    from click.testing import CliRunner
+
+    from bpestore.cli import main
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(main, [str(arg) for arg in args], input=input, env={"BPESTORE_DEBUG": None})
+
+
+CLI_TEXT = f"Hello {ENDOFTEXT} world{FIM}x {SEP}\n 日本 <|fim_ ok\n"
+CLI_CASES = [
+    ([], {"allowed_special": "all"}),
+    (["--ordinary"], {"allowed_special": set(), "disallowed_special": ()}),
+    (["--allowed-special", "all"], {"allowed_special": "all"}),
+    (["--allowed-special", FIM, "--ordinary"], {"allowed_special": {FIM}, "disallowed_special": ()}),
+    (["--allowed-special", FIM, "--allowed-special", SEP, "--allowed-special", ENDOFTEXT], {"allowed_special": set(SPECIALS)}),
+]
+
+
+@pytest.mark.parametrize("options, policy", CLI_CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+@pytest.mark.parametrize("source", ["stdin", "file", "npy"])
+def test_cli_encode_policy_matches_tiktoken(cli_store, tmp_path, options, policy, source):
+    np = pytest.importorskip("numpy")
+    expected = theirs().encode(CLI_TEXT, **policy)
+    path = tmp_path / "in.txt"
+    path.write_bytes(CLI_TEXT.encode("utf-8"))
+    if source == "stdin":
+        result = run_cli("encode", "g", "--db", cli_store, *options, input=CLI_TEXT.encode("utf-8"))
+    else:
+        out = [] if source == "file" else ["--output", tmp_path / "ids.npy"]
+        result = run_cli("encode", "g", path, "--db", cli_store, *options, *out)
+    assert result.exit_code == 0, result.stderr
+    ids = np.load(tmp_path / "ids.npy").tolist() if source == "npy" else [int(i) for i in result.stdout.split()]
+    assert ids == expected
+
+
+@pytest.mark.parametrize("options", [["--allowed-special", "none"], ["--allowed-special", SEP]])
+@pytest.mark.parametrize("source", ["stdin", "npy"])
+def test_cli_encode_refuses_a_disallowed_special_token(cli_store, tmp_path, options, source):
+    expected = tiktoken_outcome(theirs().encode, CLI_TEXT, allowed_special=set(options[1:]) - {"none"})
+    assert expected[0] == "raises"
+    path = tmp_path / "in.txt"
+    path.write_bytes(CLI_TEXT.encode("utf-8"))
+    if source == "stdin":
+        result = run_cli("encode", "g", "--db", cli_store, *options, input=CLI_TEXT.encode("utf-8"))
+    else:
+        result = run_cli("encode", "g", path, "--db", cli_store, *options, "--output", tmp_path / "ids.npy")
+        assert not (tmp_path / "ids.npy").exists()
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert f"{expected[1]!r} at character {expected[2]}" in line
+    assert "--allowed-special" in line and "--ordinary" in line and "Traceback" not in line
+
+
+def test_cli_encode_unknown_allowed_special_token(cli_store):
+    result = run_cli("encode", "g", "--db", cli_store, "--allowed-special", "<|nope|>", input=b"x")
+    assert result.exit_code == 2
+    assert "'<|nope|>' is not a special token of g" in result.stderr
+    result = run_cli("encode", "g", "--db", cli_store, "--allowed-special", "none", "--allowed-special", FIM, input=b"x")
+    assert result.exit_code == 2

@@ -253,21 +253,42 @@ class Tokenizer:
             disallowed = frozenset(_token_collection(disallowed_special, "disallowed_special"))
         return (None if allowed >= specials else allowed & specials), disallowed
 
-    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+    def encode_iterable(
+        self,
+        iterable: Iterable[str],
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> Iterator[int]:
         """Lazily encode a stream of text (for example a file object, line by line).
 
-        The result equals ``encode("".join(iterable))`` however the stream is cut. Memory stays
-        small and constant: text is encoded a few kilobytes at a time, each time up to the last
-        place where what follows cannot change the ids, with a small cache of its own. The
-        iterator is the engine's own (no Python generator in between); pieces are read from
-        ``iterable`` only as the ids are used. A piece that is not a str raises TypeError.
+        The result equals ``encode("".join(iterable))`` (with the same special-token policy)
+        however the stream is cut. Memory stays small and constant: text is encoded a few
+        kilobytes at a time, each time up to the last place where what follows cannot change the
+        ids, with a small cache of its own. The iterator is the engine's own; pieces are read from
+        ``iterable`` only as the ids are used. A piece that is not a str raises TypeError; a
+        disallowed string raises DisallowedSpecialTokenError (its position counted from the start
+        of the stream) when the stream reaches it, after the ids before it.
         """
-        return self._engine.iter_ids(iterable)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        if disallowed:
+            iterable = _checked_pieces(iterable, disallowed, "encode_iterable")
+        return self._engine.iter_ids(iterable, allowed_special=allowed)
 
-    def encode_blocks(self, iterable: Iterable[str], block_chars: int = _BLOCK_CHARS) -> Iterator[np.ndarray]:
+    def encode_blocks(
+        self,
+        iterable: Iterable[str],
+        block_chars: int = _BLOCK_CHARS,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> Iterator[np.ndarray]:
         """Like :meth:`encode_iterable`, but yields the ids a block at a time as arrays (uint32):
         the fast way through big streams."""
-        stream = self._engine.stream(block_bytes=block_chars)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        if disallowed:
+            iterable = _checked_pieces(iterable, disallowed, "encode_blocks")
+        stream = self._engine.stream(block_bytes=block_chars, allowed_special=allowed)
         for text in iterable:
             ids = stream.feed(text)
             if ids:
@@ -390,3 +411,24 @@ def _refuse_disallowed(text: str, disallowed: frozenset[str]) -> None:
         return
     token = max((t for t in disallowed if t and text.startswith(t, first)), key=len)
     raise DisallowedSpecialTokenError(token, first)
+
+
+def _checked_pieces(pieces: Iterable[str], disallowed: frozenset[str], method: str) -> Iterator[str]:
+    """``pieces`` unchanged, after checking that no disallowed string starts in each (found across
+    the cuts too); positions count characters from the start of the stream."""
+    longest = max((len(token) for token in disallowed), default=0)
+    if not longest:
+        yield from pieces
+        return
+    tail = ""  # the end of the text so far that a disallowed string may still start in
+    before_tail = 0  # the characters before ``tail``
+    for piece in pieces:
+        _check_str(piece, method)
+        window = tail + piece
+        try:
+            _refuse_disallowed(window, disallowed)
+        except DisallowedSpecialTokenError as error:
+            raise DisallowedSpecialTokenError(error.token, before_tail + error.position) from None
+        tail = window[len(window) - min(len(window), longest - 1) :] if longest > 1 else ""
+        before_tail += len(window) - len(tail)
+        yield piece

@@ -282,22 +282,33 @@ impl PyEncoder {
     /// A stream encoder: `feed(text)` returns the ids up to the last safe cut, `finish()` the
     /// rest; together they give the ids of the whole text, however it was cut. Text is encoded
     /// once about `block_bytes` wait (tests make it small, to cut often).
-    #[pyo3(signature = (block_bytes = DEFAULT_STREAM_BLOCK))]
-    fn stream(&self, block_bytes: usize) -> PyStreamEncoder {
-        PyStreamEncoder {
+    /// `allowed_special` as for `encode`.
+    #[pyo3(signature = (block_bytes = DEFAULT_STREAM_BLOCK, allowed_special = None))]
+    fn stream(
+        &self,
+        block_bytes: usize,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyStreamEncoder> {
+        Ok(PyStreamEncoder {
             encoder: Arc::clone(&self.inner),
-            state: StreamState::with_block(block_bytes),
-        }
+            state: self.stream_state(block_bytes, allowed_special)?,
+        })
     }
 
     /// The ids of the text pieces `iterable` yields (a file object, lines), one at a time as
     /// `encode` of their concatenation would give them, in constant memory: pieces are gathered
     /// until about `block_bytes` wait, then encoded up to the last safe cut.
-    #[pyo3(signature = (iterable, block_bytes = DEFAULT_STREAM_BLOCK))]
-    fn iter_ids(&self, iterable: &Bound<'_, PyAny>, block_bytes: usize) -> PyResult<PyIdIterator> {
+    /// `allowed_special` as for `encode`.
+    #[pyo3(signature = (iterable, block_bytes = DEFAULT_STREAM_BLOCK, allowed_special = None))]
+    fn iter_ids(
+        &self,
+        iterable: &Bound<'_, PyAny>,
+        block_bytes: usize,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyIdIterator> {
         Ok(PyIdIterator {
             encoder: Arc::clone(&self.inner),
-            state: StreamState::with_block(block_bytes),
+            state: self.stream_state(block_bytes, allowed_special)?,
             source: Some(iterable.try_iter()?.unbind()),
             ids: Vec::new(),
             next: 0,
@@ -380,6 +391,25 @@ impl PyEncoder {
 }
 
 impl PyEncoder {
+    /// A stream's state recognising the special tokens `allowed_special` (as for `encode`).
+    fn stream_state(
+        &self,
+        block_bytes: usize,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<StreamState> {
+        Ok(match Allowed::from_py(allowed_special)? {
+            Allowed::All => StreamState::with_block(block_bytes),
+            Allowed::Only(tokens) => {
+                // Only the encoder's own special tokens: another string is ordinary text, and
+                // must not become a place to cut.
+                let known = self.inner.special_tokens().tokens();
+                let tokens: Vec<String> =
+                    tokens.into_iter().filter(|t| known.contains(t)).collect();
+                StreamState::with_allowed(block_bytes, &tokens)
+            }
+        })
+    }
+
     fn ids(
         &self,
         py: Python<'_>,
