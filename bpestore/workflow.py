@@ -12,10 +12,11 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -340,24 +341,30 @@ def encode_to(
     workers: int | None = None,
     progress: bool = False,
     write_text: Callable[[Iterator[np.ndarray]], None] | None = None,
+    allowed_special: Literal["all"] | AbstractSet[str] = "all",
+    disallowed_special: Literal["all"] | Collection[str] = "all",
 ) -> int | None:
     """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin).
 
     With ``output`` ending in ``.npy`` the ids go into a NumPy array file (a file path is encoded
     in parallel on ``workers`` threads, in bounded memory) and the number of ids is returned;
     otherwise the blocks of ids are handed to ``write_text`` and None is returned.
+    ``allowed_special`` and ``disallowed_special``: the special-token policy of
+    :meth:`Tokenizer.encode` (another than the default encodes a stream, on one thread).
     """
     from_file = isinstance(source, (str, os.PathLike))
     to_npy = output is not None and Path(output).suffix == ".npy"
-    if to_npy and from_file:
+    policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+    default_policy = allowed_special == "all" and disallowed_special == "all"
+    if to_npy and from_file and default_policy:
         return encode_file_to_npy(tokenizer, source, output, workers=workers, progress=progress)
     total = os.path.getsize(check_corpus_path(source)) if from_file else None
     with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
         texts = iter_text_blocks(source, on_bytes=bar.update)
         if to_npy:
-            return write_npy_stream(tokenizer, texts, output)
+            return write_npy_stream(tokenizer, texts, output, **policy)
         assert write_text is not None, "give write_text for output that is not .npy"
-        write_text(tokenizer.encode_blocks(texts))
+        write_text(tokenizer.encode_blocks(texts, **policy))
     return None
 
 

@@ -9,6 +9,7 @@
 mod bpe;
 mod cache;
 mod file;
+mod offsets;
 pub mod packed;
 mod stream;
 mod vocab;
@@ -230,6 +231,16 @@ impl Encoder {
 
     /// The ids of each text, encoded on `threads` threads (at least one), in order.
     pub fn encode_batch(&self, texts: &[&str], threads: usize) -> Vec<Vec<TokenId>> {
+        self.encode_batch_allowed(texts, threads, AllowedSpecial::All)
+    }
+
+    /// [`Encoder::encode_batch`], recognising only the special tokens `allowed`.
+    pub fn encode_batch_allowed(
+        &self,
+        texts: &[&str],
+        threads: usize,
+        allowed: AllowedSpecial<'_>,
+    ) -> Vec<Vec<TokenId>> {
         let threads = threads.clamp(1, texts.len().max(1));
         if threads == 1 {
             return self.caches.with(|cache| {
@@ -237,7 +248,7 @@ impl Encoder {
                     .iter()
                     .map(|text| {
                         let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                        self.encode_into(text, AllowedSpecial::All, cache, &mut out);
+                        self.encode_into(text, allowed, cache, &mut out);
                         out
                     })
                     .collect()
@@ -256,7 +267,7 @@ impl Encoder {
                                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                                 let Some(text) = texts.get(i) else { break };
                                 let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                self.encode_into(text, AllowedSpecial::All, cache, &mut out);
+                                self.encode_into(text, allowed, cache, &mut out);
                                 done.push((i, out));
                             }
                             done
@@ -275,7 +286,7 @@ impl Encoder {
         results
     }
 
-    /// [`Encoder::encode_batch`] for callers that turn ids into objects of their own on the
+    /// [`Encoder::encode_batch_allowed`] for callers that turn ids into objects of their own on the
     /// calling thread (the Python bindings make lists): `threads` workers encode blocks of
     /// consecutive texts while this thread hands each finished block, in whatever order they
     /// finish, to `take(first text's index, the block's ids)`, so that the making overlaps the
@@ -286,6 +297,7 @@ impl Encoder {
         &self,
         texts: &[&str],
         threads: usize,
+        allowed: AllowedSpecial<'_>,
         mut wait: impl FnMut(&(dyn Fn() -> Option<IdsBlock> + Sync)) -> Option<IdsBlock>,
         mut take: impl FnMut(usize, Vec<Vec<TokenId>>) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -312,7 +324,7 @@ impl Encoder {
                                 .iter()
                                 .map(|text| {
                                     let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                    self.encode_into(text, AllowedSpecial::All, cache, &mut out);
+                                    self.encode_into(text, allowed, cache, &mut out);
                                     out
                                 })
                                 .collect();

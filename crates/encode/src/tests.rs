@@ -213,6 +213,7 @@ fn an_overlapped_batch_hands_over_every_text_once_and_stops_on_an_error() {
             .encode_batch_overlapped(
                 &refs,
                 threads,
+                AllowedSpecial::All,
                 |next| {
                     waits += 1;
                     next()
@@ -234,6 +235,7 @@ fn an_overlapped_batch_hands_over_every_text_once_and_stops_on_an_error() {
     let result = encoder.encode_batch_overlapped(
         &refs,
         2,
+        AllowedSpecial::All,
         |next| next(),
         |_, _| {
             taken += 1;
@@ -241,7 +243,8 @@ fn an_overlapped_batch_hands_over_every_text_once_and_stops_on_an_error() {
         },
     );
     assert_eq!((result, taken), (Err("no room"), 1));
-    let nothing = encoder.encode_batch_overlapped(&[], 2, |next| next(), |_, _| Err(()));
+    let nothing =
+        encoder.encode_batch_overlapped(&[], 2, AllowedSpecial::All, |next| next(), |_, _| Err(()));
     assert_eq!(nothing, Ok(()));
 }
 
