@@ -113,6 +113,27 @@ def test_round_trip_through_a_shell_pipeline(bpestore, store, tmp_path):
     assert (tmp_path / "out.txt").read_bytes() == source.read_bytes()
 
 
+# -- diff's header -------------------------------------------------------------------------------
+
+
+def test_diff_header_keeps_long_refs_apart_and_above_their_columns(store, tmp_path):
+    tokenizer = load(store, "ts")
+    db = tmp_path / "d.db"
+    names = ["a-rather-long-tokenizer-name", "another-long-tokenizer-name"]
+    with Store(db) as opened:
+        for name in names:
+            opened.save(name, tokenizer)
+    result = invoke("diff", names[0], names[1], "--db", db)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [f"{names[0]}@1", f"{names[1]}@1"]
+    row = next(line for line in lines if line.startswith("vocab size"))
+    assert row.split()[2:] == [str(tokenizer.vocab_size)] * 2
+    # right-aligned: each number ends where its ref ends
+    assert lines[0].index(f"{names[0]}@1") + len(f"{names[0]}@1") == row.index(str(tokenizer.vocab_size)) + len(str(tokenizer.vocab_size))
+    assert len(lines[0].rstrip()) == len(row.rstrip())
+
+
 # -- output into a closed pipe ------------------------------------------------------------------
 
 
