@@ -25,7 +25,7 @@ import click
 import numpy as np
 
 from . import formats
-from .errors import BpestoreError
+from .errors import BpestoreError, DisallowedSpecialTokenError
 
 if TYPE_CHECKING:
     from .workflow import TokenizerInfo
@@ -405,21 +405,36 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 @click.argument("input_path", metavar="[INPUT]", required=False, type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write ids here: a .npy file (uint16 if every id fits, else uint32), else text.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for a file to .npy [default: CPUs].")
+@click.option(
+    "--allowed-special", "allowed_special", multiple=True, metavar="TOKEN|all|none",
+    help="Recognise only these special tokens (repeatable; 'none': none of them). Another special "
+    "token's string in the input is then an error, unless --ordinary. [default: all]",
+)
+@click.option("--ordinary", is_flag=True, help="Encode the special tokens not allowed as ordinary text (alone: all of them).")
 @_quiet_option
 @_db_option
-def encode(ref: str, input_path: Path | None, output: Path | None, workers: int | None, quiet: bool, db: str) -> None:
+def encode(
+    ref: str, input_path: Path | None, output: Path | None, workers: int | None,
+    allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
+) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
     Without --output the ids are printed separated by spaces. With --output x.npy a file is
     encoded in parallel, in bounded memory, into a NumPy array; the ids are exactly those of
     encoding the whole text at once.
 
+    Every special token of the tokenizer is recognised by default. For untrusted input, use
+    --allowed-special none (a special token's string is an error) or --ordinary (it is
+    encoded as ordinary text).
+
     \b
     Example:
       echo "Hello world" | bpestore encode gpt2
       bpestore encode gpt2 train.txt --output train.npy --workers 4
+      bpestore encode gpt2 user_input.txt --ordinary
     """
     tokenizer = _workflow().load_tokenizer(db, ref)
+    policy = _special_policy(tokenizer.special_tokens, allowed_special, ordinary, ref)
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path
 
@@ -432,9 +447,33 @@ def encode(ref: str, input_path: Path | None, output: Path | None, workers: int 
             with _workflow().atomic_output(output, encoding="ascii") as file:
                 _write_ids(blocks, file)
 
-    count = _workflow().encode_to(tokenizer, source, output, workers=workers, progress=_show_progress(quiet), write_text=write_text)
+    try:
+        count = _workflow().encode_to(
+            tokenizer, source, output, workers=workers, progress=_show_progress(quiet), write_text=write_text, **policy
+        )
+    except DisallowedSpecialTokenError as error:
+        raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None
     if count is not None:
         click.echo(f"wrote {count} ids to {output}", err=True)
+
+
+def _special_policy(special_tokens: list[str], allowed: tuple[str, ...], ordinary: bool, ref: str) -> dict:
+    """``encode``'s options as the API's ``allowed_special`` and ``disallowed_special``."""
+    if not allowed:
+        return {"allowed_special": set(), "disallowed_special": ()} if ordinary else {}
+    if "none" in allowed and len(allowed) > 1:
+        raise click.BadParameter("'none' cannot be given with special tokens", param_hint="--allowed-special")
+    if "all" in allowed:
+        chosen: str | set[str] = "all"
+    else:
+        chosen = {token for token in allowed if token != "none"}
+        unknown = sorted(chosen - set(special_tokens))
+        if unknown:
+            raise click.BadParameter(
+                f"{unknown[0]!r} is not a special token of {ref} (its special tokens: {special_tokens or 'none'})",
+                param_hint="--allowed-special",
+            )
+    return {"allowed_special": chosen, "disallowed_special": () if ordinary else "all"}
 
 
 def _parse_ids(words: Iterable[str]) -> Iterator[int]:

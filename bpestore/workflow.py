@@ -15,11 +15,12 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -417,6 +418,8 @@ def encode_to(
     workers: int | None = None,
     progress: bool = False,
     write_text: Callable[[Iterator[np.ndarray]], None] | None = None,
+    allowed_special: Literal["all"] | AbstractSet[str] = "all",
+    disallowed_special: Literal["all"] | Collection[str] = "all",
 ) -> int | None:
     """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin).
 
@@ -425,18 +428,22 @@ def encode_to(
     otherwise the blocks of ids are handed to ``write_text`` and None is returned. Text output to
     a file should go through :func:`atomic_output`, so that an input that turns out to be bad late
     (invalid UTF-8), a full disk or Ctrl-C leaves no partial file.
+    ``allowed_special`` and ``disallowed_special``: the special-token policy of
+    :meth:`Tokenizer.encode` (another than the default encodes a stream, on one thread).
     """
     from_file = isinstance(source, (str, os.PathLike))
     to_npy = output is not None and Path(output).suffix == ".npy"
-    if to_npy and from_file:
+    policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+    default_policy = allowed_special == "all" and disallowed_special == "all"
+    if to_npy and from_file and default_policy:
         return encode_file_to_npy(tokenizer, source, output, workers=workers, progress=progress)
     total = os.path.getsize(check_corpus_path(source)) if from_file else None
     with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
         texts = iter_text_blocks(source, on_bytes=bar.update)
         if to_npy:
-            return write_npy_stream(tokenizer, texts, output)
+            return write_npy_stream(tokenizer, texts, output, **policy)
         assert write_text is not None, "give write_text for output that is not .npy"
-        write_text(tokenizer.encode_blocks(texts))
+        write_text(tokenizer.encode_blocks(texts, **policy))
     return None
 
 
