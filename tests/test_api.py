@@ -402,3 +402,50 @@ def test_cli_encode_unknown_allowed_special_token(cli_store):
     assert "'<|nope|>' is not a special token of g" in result.stderr
     result = run_cli("encode", "g", "--db", cli_store, "--allowed-special", "none", "--allowed-special", FIM, input=b"x")
     assert result.exit_code == 2
+
+
+# -- formats from Python: Tokenizer.from_format / Tokenizer.export ---------------------------------------
+
+
+@lru_cache(maxsize=1)
+def trained() -> Tokenizer:
+    from bpestore import train_bpe
+    from conftest import shared_file
+
+    vocab, merges = train_bpe(shared_file("fixtures", "corpus.en"), 400, [ENDOFTEXT])
+    return Tokenizer(vocab, merges, [ENDOFTEXT])
+
+
+def read_back(format: str, output, tokenizer: Tokenizer) -> Tokenizer:
+    if format == "gpt2":
+        return Tokenizer.from_format("gpt2", output / "vocab.json", output / "merges.txt", special_tokens=tokenizer.special_tokens)
+    if format == "tiktoken":
+        return Tokenizer.from_format("tiktoken", output, tokenizer.pattern, special_tokens=tokenizer.special_ids)
+    return Tokenizer.from_format(format, output)
+
+
+@pytest.mark.parametrize("format", formats.names())
+def test_every_format_round_trips_through_the_python_api(tmp_path, format):
+    tokenizer = trained()
+    output = tmp_path / ("out" if formats.get(format).writes_directory else "tokenizer.out")
+    if formats.get(format).writes_directory:
+        output.mkdir()
+    tokenizer.export(format, output)
+    again = read_back(format, output, tokenizer)
+    assert again.vocab == tokenizer.vocab and again.special_ids == tokenizer.special_ids
+    sample = f"Hello wörld, the cat sat.{ENDOFTEXT} 日本 😀\n"
+    assert again.encode(sample) == tokenizer.encode(sample)
+
+
+def test_from_format_errors_are_the_clis(tmp_path, cli_store):
+    from bpestore import FormatError
+
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text('{"model": {"type": "BPE", "vocab": null, "merges": []}}', encoding="utf-8")
+    with pytest.raises(FormatError) as raised:
+        Tokenizer.from_format("hf", bad)
+    result = run_cli("import", "hf", bad, "--name", "bad", "--db", cli_store)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"Error: {raised.value}"
+    with pytest.raises(ValueError, match="unknown format 'word2vec'"):
+        Tokenizer.from_format("word2vec", bad)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence, Set as AbstractSet
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -106,6 +106,33 @@ class Tokenizer:
         vocab = gpt2.read_vocab(vocab_filepath, literal_tokens=special_tokens)
         merges = gpt2.read_merges(merges_filepath)
         return cls(vocab, merges, special_tokens)
+
+    @classmethod
+    def from_format(cls, format: str, *paths: str | os.PathLike, **options: Any) -> Tokenizer:
+        """A tokenizer from another tool's files, read by :func:`bpestore.formats.read` (the
+        function ``bpestore import`` calls: the same checks, the same errors).
+
+        >>> Tokenizer.from_format("hf", "tokenizer.json")  # doctest: +SKIP
+        >>> Tokenizer.from_format("gpt2", "vocab.json", "merges.txt", special_tokens=["<|endoftext|>"])  # doctest: +SKIP
+        >>> Tokenizer.from_format("tiktoken", "cl100k_base.tiktoken", "cl100k_base")  # doctest: +SKIP
+
+        Raises:
+            FormatError: (a ValueError) the files cannot be represented exactly.
+            ValueError: ``format`` is not a known format.
+            OSError: a file cannot be read.
+        """
+        from .. import formats
+
+        return cls.from_model(formats.read(format, *paths, **options).model)
+
+    def export(self, format: str, output: str | os.PathLike) -> list[str]:
+        """Write this tokenizer in ``format`` by :func:`bpestore.formats.export` (what ``bpestore
+        export`` calls); returns notes for the user. ``gpt2`` writes ``vocab.json`` and
+        ``merges.txt`` into the directory ``output``; ``hf`` and ``tiktoken`` write the file
+        ``output``. :meth:`from_format` reads them back."""
+        from .. import formats
+
+        return formats.export(self, format, output)
 
     @classmethod
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
