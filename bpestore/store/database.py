@@ -176,6 +176,11 @@ class ModelStore:
     (:mod:`bpestore.workflow`) adds training into the store, loading as a ``Tokenizer`` and diffs.
     """
 
+    # Defaults for subclasses that make their own engine (the web explorer's read-only store).
+    read_only_reason: str | None = None
+    """Why the store cannot be written, or None if it can."""
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS
+
     def __init__(
         self,
         path_or_url: str | os.PathLike = "bpestore.db",
@@ -200,8 +205,7 @@ class ModelStore:
         # For messages: the file for SQLite, else the URL without its password.
         self.location = url.database if self.is_sqlite and url.database else url.render_as_string(hide_password=True)
         self.busy_timeout = busy_timeout
-        self.read_only_reason: str | None = None
-        """Why the store cannot be written, or None if it can."""
+        self.read_only_reason = None
         self._sqlite_file: Path | None = None
         self._sqlite_parameters: dict[str, str] = {}
         state = "unknown"
