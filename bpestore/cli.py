@@ -645,6 +645,7 @@ def serve(host: str, port: int, allow_remote: bool, corpora: tuple[Path, ...], d
         click.echo("stopped", err=True)
     finally:
         server.server_close()
+        web.close_app(server.app)
 
 
 # -- rm --------------------------------------------------------------------------------------------

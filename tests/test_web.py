@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 
 pytest.importorskip("flask", reason="the web extra is not installed (pip install -e '.[web]')")
 
-from bpestore import BPEModel, Store, Tokenizer  # noqa: E402
-from bpestore.web import check_host, create_app, make_server  # noqa: E402
+from bpestore import BPEModel, Store  # noqa: E402
+from bpestore.web import check_host, close_app, create_app, make_server  # noqa: E402
 from conftest import shared_dir  # noqa: E402
 from strategies import texts  # noqa: E402
 
@@ -136,6 +136,19 @@ def test_a_sqlite_url_is_opened_read_only_too(store_path):
     assert sha256(store_path) == before
 
 
+def test_browsing_leaves_the_store_as_it_was(store_path, tmp_path):
+    """Bytes unchanged, and no -wal/-shm files left behind once the explorer is closed."""
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(store_path.read_bytes())
+    before = sha256(copy)
+    app = create_app(copy, allowed_hosts=["localhost"])
+    for url in page_urls():
+        assert app.test_client().get(url, headers={"Host": "localhost"}).status_code == 200
+    close_app(app)
+    assert sha256(copy) == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["copy.db"]
+
+
 def test_untrusted_text_is_escaped(client):
     for url in ("/vocab?ref=evil&q=script", "/tokenizer?ref=evil", "/diff?a=en@2&b=evil", f"/playground?t=evil&text={quote(SCRIPT_SPECIAL)}"):
         html = client.get(url, headers={"Host": "localhost"}).data.decode()
@@ -231,6 +244,7 @@ def server(store_path):
     yield f"http://127.0.0.1:{httpd.server_port}"
     httpd.shutdown()
     httpd.server_close()
+    close_app(httpd.app)
     thread.join(5)
 
 

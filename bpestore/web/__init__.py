@@ -18,7 +18,7 @@ import os
 import socket
 from collections.abc import Sequence
 
-__all__ = ["check_host", "create_app", "make_server"]
+__all__ = ["check_host", "close_app", "create_app", "make_server"]
 
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -103,3 +103,9 @@ def make_server(db: str | os.PathLike, host: str = "127.0.0.1", port: int = 8000
     allowed = None if allow_remote else ["localhost", "127.0.0.1", "::1", host]
     app = create_app(db, corpora=corpora, allowed_hosts=allowed)
     return werkzeug_server(host, port, app, threaded=True)
+
+
+def close_app(app) -> None:
+    """Close the store of an app made by :func:`create_app` (for a server: ``close_app(server.app)``
+    after ``server.server_close()``)."""
+    app.extensions["bpestore_explorer"].close()

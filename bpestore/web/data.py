@@ -79,6 +79,10 @@ class ReadOnlyStore(ModelStore):
         if not path.is_file():
             raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", str(path))
         check_sqlite_file(path)  # a file that is not a bpestore store is refused, untouched
+        self._path = path
+        # A read-only connection to a WAL database makes its -wal and -shm files if they are not
+        # there, and cannot remove them: close() does, if nobody was using the store meanwhile.
+        self._made_wal_files = not _wal_files(path)[0].exists()
         self.is_sqlite = True
         self.location = str(path)
         self.url = f"sqlite:///{path}"
@@ -87,6 +91,22 @@ class ReadOnlyStore(ModelStore):
             "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
         )
         self._check_revision()
+
+    def close(self) -> None:
+        """Close the connections; remove the -wal and -shm files the explorer's reading made,
+        if no one else has written since (an empty -wal: closing a connection then checkpoints
+        nothing, and the store file is not written)."""
+        super().close()
+        path = getattr(self, "_path", None)
+        if path is None or not self._made_wal_files:
+            return
+        wal, _ = _wal_files(path)
+        if wal.exists() and wal.stat().st_size == 0:
+            connection = sqlite3.connect(sqlite_uri(path, mode="rw"), uri=True)
+            try:
+                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # joins the WAL, to leave it last
+            finally:
+                connection.close()
 
     def _check_revision(self) -> None:
         with self.engine.connect() as connection:
@@ -226,6 +246,10 @@ class Explorer:
         if not info.corpus_path:
             return None
         return read_sample(info.corpus_path, max_bytes)
+
+
+def _wal_files(path: Path) -> tuple[Path, Path]:
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
 
 
 def read_sample(path: str | os.PathLike, max_bytes: int = SAMPLE_BYTES) -> str | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, abort, current_app, render_template, request
+from flask import Blueprint, current_app, render_template, request
 
 from ..encode.tokenizer import Tokenizer
 from ..errors import BpestoreError
