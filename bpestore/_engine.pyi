@@ -170,3 +170,11 @@ class StreamEncoder:
         """The ids of the text up to the last place that what follows cannot change."""
     def finish(self) -> list[int]:
         """The ids of the rest: the end of the stream."""
+
+
+# -- store: a stored tokenizer's packed copy (crates/encode/src/packed.rs, crates/python/src/store.rs) --
+
+def unpack_model(data: bytes) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """``(vocab, merges)`` from a packed copy (layout in ``bpestore/store/packed.py``): id -> token,
+    and the merges in rank order. ValueError ("damaged packed data: ...") if it is not well formed
+    or gives an id twice; whether the tokens make a usable vocabulary is not checked here."""

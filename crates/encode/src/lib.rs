@@ -9,6 +9,7 @@
 mod bpe;
 mod cache;
 mod file;
+pub mod packed;
 mod stream;
 mod vocab;
 
