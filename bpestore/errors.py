@@ -65,3 +65,31 @@ class CorpusDecodeError(BpestoreError, ValueError):
 
     def __reduce__(self):  # so that it crosses process boundaries intact
         return type(self), (self.path, self.offset, self.reason)
+
+
+class DisallowedSpecialTokenError(BpestoreError, ValueError):
+    """Text to encode holds a special token's string that the call disallowed (tiktoken's check);
+    ``token`` is that string and ``position`` its character index in the text."""
+
+    def __init__(self, token: str, position: int, *, cli: bool = False):
+        self.token = token
+        self.position = position
+        self.cli = cli
+        if cli:  # the advice in the command line's terms
+            advice = f"allow it with --allowed-special {token!r}, or encode it as ordinary text with --ordinary"
+        else:
+            advice = (
+                f"to encode it as that special token, allow it (allowed_special={{{token!r}, ...}}); "
+                "to encode it as ordinary text, leave it out of disallowed_special "
+                "(disallowed_special=() checks nothing; encode_ordinary() recognises no special token)"
+            )
+        super().__init__(
+            f"Encountered text corresponding to disallowed special token {token!r} at character {position}: {advice}."
+        )
+
+    def __reduce__(self):  # so that it crosses process boundaries intact
+        return _disallowed_special_token_error, (self.token, self.position, self.cli)
+
+
+def _disallowed_special_token_error(token: str, position: int, cli: bool) -> DisallowedSpecialTokenError:
+    return DisallowedSpecialTokenError(token, position, cli=cli)

@@ -8,14 +8,19 @@ This is the one module that knows both :mod:`bpestore.store` and the pipeline's 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import secrets
+import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -33,8 +38,8 @@ from .store.refs import check_name
 from .train import trainer as training
 
 __all__ = [
-    "FileComparison", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "describe", "diff_tokenizers", "encode_to",
-    "export_from_store", "import_into_store", "load_tokenizer", "summarize_store", "token_text",
+    "FileComparison", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "atomic_output", "atomic_path",
+    "describe", "diff_tokenizers", "encode_to", "export_from_store", "import_into_store", "load_tokenizer", "summarize_store", "token_text",
 ]
 
 
@@ -327,10 +332,83 @@ def import_into_store(store: str | os.PathLike, name: str, format: str, *paths: 
     return ref, imported
 
 
+def _temporary_beside(path: Path) -> Path:
+    """A new name in ``path``'s directory (so on the same file system: renaming is atomic),
+    hidden and marked partial, so that nobody mistakes it for a result while it is written."""
+    if not path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"cannot write the output, no directory {path.parent}", str(path))
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _cleaned_up(temporary: Path, output: Path) -> Iterator[None]:
+    """Removes ``temporary`` if the block fails in any way (an error, a full disk, Ctrl-C), and
+    names ``output`` in an OSError that names no file or only the temporary one (a full disk
+    gives "No space left on device" and no name), so that the user learns which output failed."""
+    try:
+        yield
+    except OSError as error:
+        _remove(temporary)
+        if error.filename is None or Path(os.fspath(error.filename)).name.startswith(f".{output.name}."):
+            raise OSError(error.errno, error.strerror, str(output)) from None
+        raise
+    except BaseException:
+        _remove(temporary)
+        raise
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write a file at; it is renamed to ``path`` when the
+    block completes, and removed when the block fails in any way: ``path`` is then left as it
+    was. A missing directory is an error naming ``path``."""
+    path = Path(path)
+    temporary = _temporary_beside(path)
+    with _cleaned_up(temporary, path):
+        yield temporary
+        os.replace(temporary, path)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w", **open_options: Any) -> Iterator[IO[Any]]:
+    """A file opened for writing that appears as ``path`` only once the block completes (see
+    :func:`atomic_path`): a failure part-way leaves no partial ``path`` and no temporary file."""
+    with atomic_path(path) as temporary:
+        # "x": create it, never write through something already there
+        with open(temporary, mode.replace("w", "x"), **open_options) as file:
+            yield file
+
+
 def export_from_store(store: str | os.PathLike, ref: str, format: str, output: str | os.PathLike) -> list[str]:
-    """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`); returns notes."""
-    formats.get(format)  # an unknown format is refused before anything is read
-    return formats.export(load_model(store, ref), format, output)
+    """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`); returns notes.
+
+    Atomic as :func:`atomic_path`: the output file appears only once complete. A format that
+    writes a directory (``gpt2``) writes into a temporary directory, whose files are then renamed
+    into ``output`` (made if missing): no partial file is ever left there.
+    """
+    target = formats.get(format)  # an unknown format is refused before anything is read
+    model = load_model(store, ref)
+    output = Path(output)
+    if not getattr(target, "writes_directory", False):
+        with atomic_path(output) as temporary:
+            notes = formats.export(model, format, temporary)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        temporary = _temporary_beside(output)
+        with _cleaned_up(temporary, output):
+            notes = formats.export(model, format, temporary)
+            output.mkdir(exist_ok=True)
+            for written in sorted(temporary.iterdir()):
+                os.replace(written, output / written.name)
+            temporary.rmdir()
+    return [note.replace(str(temporary), str(output)) for note in notes]
 
 
 def encode_to(
@@ -341,24 +419,32 @@ def encode_to(
     workers: int | None = None,
     progress: bool = False,
     write_text: Callable[[Iterator[np.ndarray]], None] | None = None,
+    allowed_special: Literal["all"] | AbstractSet[str] = "all",
+    disallowed_special: Literal["all"] | Collection[str] = "all",
 ) -> int | None:
     """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin).
 
     With ``output`` ending in ``.npy`` the ids go into a NumPy array file (a file path is encoded
     in parallel on ``workers`` threads, in bounded memory) and the number of ids is returned;
-    otherwise the blocks of ids are handed to ``write_text`` and None is returned.
+    otherwise the blocks of ids are handed to ``write_text`` and None is returned. Text output to
+    a file should go through :func:`atomic_output`, so that an input that turns out to be bad late
+    (invalid UTF-8), a full disk or Ctrl-C leaves no partial file.
+    ``allowed_special`` and ``disallowed_special``: the special-token policy of
+    :meth:`Tokenizer.encode` (another than the default encodes a stream, on one thread).
     """
     from_file = isinstance(source, (str, os.PathLike))
     to_npy = output is not None and Path(output).suffix == ".npy"
-    if to_npy and from_file:
+    policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+    default_policy = allowed_special == "all" and disallowed_special == "all"
+    if to_npy and from_file and default_policy:
         return encode_file_to_npy(tokenizer, source, output, workers=workers, progress=progress)
     total = os.path.getsize(check_corpus_path(source)) if from_file else None
     with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
         texts = iter_text_blocks(source, on_bytes=bar.update)
         if to_npy:
-            return write_npy_stream(tokenizer, texts, output)
+            return write_npy_stream(tokenizer, texts, output, **policy)
         assert write_text is not None, "give write_text for output that is not .npy"
-        write_text(tokenizer.encode_blocks(texts))
+        write_text(tokenizer.encode_blocks(texts, **policy))
     return None
 
 

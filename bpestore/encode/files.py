@@ -69,8 +69,9 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
     return magic + len(body).to_bytes(2, "little") + body.encode("latin-1")
 
 
-def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike) -> int:
+def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike, **policy) -> int:
     """Encode a stream of text (such as stdin) into a 1-D ``.npy`` array; returns the number of ids.
+    ``policy``: ``allowed_special`` and ``disallowed_special``, as for :meth:`Tokenizer.encode`.
 
     The file is written to ``output_path`` + ``.partial`` and renamed when complete, so a failure
     never leaves a truncated array under the requested name.
@@ -83,7 +84,7 @@ def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: st
     try:
         with open(partial, "wb") as out:
             out.write(_npy_header(dtype, 0))
-            for ids in tokenizer.encode_blocks(texts):
+            for ids in tokenizer.encode_blocks(texts, **policy):
                 out.write(ids.astype(dtype, copy=False).tobytes())
                 total += len(ids)
             out.seek(0)

@@ -152,6 +152,7 @@ impl Encoder {
         chunk_bytes: usize,
     ) -> Result<u64, FileError> {
         let mut input = File::open(path)?;
+        let file_bytes = input.metadata()?.len();
         let dtype = self.npy_dtype();
         let mut out = BufWriter::with_capacity(1 << 20, File::create(partial)?);
         out.write_all(&npy_header(dtype, 0))?;
@@ -194,6 +195,7 @@ impl Encoder {
             };
             let mut sent = 0;
             let mut chunks = Chunks::new(&mut input, self, chunk_bytes);
+            chunks.shrink_towards_the_end(file_bytes, threads);
             let outcome = loop {
                 let chunk = match chunks.next_chunk() {
                     Ok(Some(chunk)) => chunk,
@@ -265,7 +267,12 @@ struct Chunks<'a, R: Read> {
     offset: u64,
     end_of_file: bool,
     chunk_bytes: usize,
+    /// See [`Chunks::shrink_towards_the_end`]: the file's size and the number of threads.
+    tail: Option<(u64, usize)>,
 }
+
+/// Chunks near the end of a file are never made smaller than this.
+pub(crate) const MIN_TAIL_CHUNK_BYTES: usize = 1 << 16;
 
 impl<'a, R: Read> Chunks<'a, R> {
     fn new(input: &'a mut R, encoder: &'a Encoder, chunk_bytes: usize) -> Chunks<'a, R> {
@@ -276,6 +283,27 @@ impl<'a, R: Read> Chunks<'a, R> {
             offset: 0,
             end_of_file: false,
             chunk_bytes,
+            tail: None,
+        }
+    }
+
+    /// Makes chunks smaller as the end of the file (of `file_bytes`) nears, so that the
+    /// `threads` workers finish together: with whole chunks to the end, one thread encodes the
+    /// last chunk while the others wait (a tenth of a 20 MB file's time on two threads, with
+    /// 1 MB chunks). Where the file is cut does not change its ids.
+    fn shrink_towards_the_end(&mut self, file_bytes: u64, threads: usize) {
+        self.tail = Some((file_bytes, threads));
+    }
+
+    /// The size of the next chunk.
+    fn next_chunk_bytes(&self) -> usize {
+        match self.tail {
+            Some((file_bytes, threads)) => {
+                let left = file_bytes.saturating_sub(self.offset);
+                let share = usize::try_from(left / (2 * threads as u64)).unwrap_or(usize::MAX);
+                self.chunk_bytes.min(share.max(MIN_TAIL_CHUNK_BYTES))
+            }
+            None => self.chunk_bytes,
         }
     }
 
@@ -302,7 +330,7 @@ impl<'a, R: Read> Chunks<'a, R> {
 
     fn next_chunk(&mut self) -> Result<Option<String>, FileError> {
         // Room past the chunk's end, so that the cut can see what follows it.
-        let chunk_bytes = self.chunk_bytes;
+        let chunk_bytes = self.next_chunk_bytes();
         let mut want = chunk_bytes + (chunk_bytes >> 4) + 64;
         let cut = loop {
             self.fill(want)?;
