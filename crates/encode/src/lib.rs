@@ -20,7 +20,7 @@ use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use file::DEFAULT_CHUNK_BYTES;
-pub use file::{FileError, NpyDtype};
+pub use file::{partial_path, FileError, NpyDtype, PARTIAL_HEADER_START};
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
 pub use vocab::py_bytes_repr;

@@ -309,6 +309,57 @@ fn a_bad_vocabulary_is_refused_with_bpestores_messages() {
     );
 }
 
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_unfinished_array_is_a_hidden_file_that_is_no_npy_and_goes_when_stopped() {
+    let fixture = fixture(14);
+    let encoder = encoder(&fixture, MergeRule::Pair);
+    let dir = std::env::temp_dir().join(format!("bpestore-partial-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, output) = (dir.join("input.txt"), dir.join("ids.npy"));
+    std::fs::write(&input, random_text(&mut Rng(7), 20_000)).unwrap();
+    let mut seen = Vec::new();
+    let result = encoder.encode_file_in_chunks(
+        &input,
+        &output,
+        2,
+        &mut |_| {
+            // While it is written: one temporary file, hidden, named after the output and this
+            // process, whose first bytes are not a .npy header.
+            let names = entries(&dir);
+            let partial: Vec<&String> = names.iter().filter(|n| n.ends_with(".partial")).collect();
+            assert_eq!(partial.len(), 1, "{names:?}");
+            let prefix = format!(".ids.npy.{}-", std::process::id());
+            assert!(partial[0].starts_with(&prefix), "{names:?}");
+            let data = std::fs::read(dir.join(partial[0])).unwrap();
+            assert!(data.starts_with(PARTIAL_HEADER_START) && !data.starts_with(b"\x93NUMPY"));
+            seen.push(data.len());
+            seen.len() < 3 // then stop, as Ctrl-C does
+        },
+        1000,
+    );
+    assert!(matches!(result, Err(FileError::Cancelled)), "{result:?}");
+    assert_eq!(seen.len(), 3);
+    assert_eq!(entries(&dir), ["input.txt"]);
+    // Completed, the same name holds a real header.
+    encoder
+        .encode_file_in_chunks(&input, &output, 2, &mut |_| true, 1000)
+        .unwrap();
+    assert_eq!(entries(&dir), ["ids.npy", "input.txt"]);
+    assert!(std::fs::read(&output)
+        .unwrap()
+        .starts_with(b"\x93NUMPY\x01\x00"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn chunks_shrink_towards_the_end_of_a_file_and_the_ids_stay_the_same() {
     let fixture = fixture(13);
@@ -401,7 +452,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
         "{error}"
     );
     assert!(!output.exists());
-    assert!(!dir.join("ids.npy.partial").exists());
+    assert_eq!(entries(&dir), ["input.txt"], "a temporary file was left");
     // A sequence cut short just before a space is a bad continuation, as Python says, not the end.
     let error = file_error(&encoder, &input, &output, b"ab ab\xe4 cd ab ab ab", 1, 3);
     assert!(
