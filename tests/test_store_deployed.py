@@ -163,6 +163,58 @@ def test_writing_to_a_read_only_store_is_one_clear_line(read_only_store, tmp_pat
     assert snapshot(db.parent) == before
 
 
+CHMOD_READ_ONLY = """
+import hashlib, sys
+from pathlib import Path
+from click.testing import CliRunner
+from bpestore import Store, Tokenizer
+from bpestore.cli import main
+from bpestore.errors import ReadOnlyStoreError
+directory, kind = Path(sys.argv[1]), sys.argv[2]
+db = directory / "s.db"
+tokenizer = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")], ["<|x|>"])
+with Store(db) as store:
+    store.save("t", tokenizer)
+db.chmod(0o444)
+if kind == "directory and file":
+    directory.chmod(0o555)
+def state():
+    return sorted(p.name for p in directory.iterdir()), hashlib.sha256(db.read_bytes()).hexdigest(), db.stat().st_mtime_ns
+before = state()
+assert Tokenizer.from_db(db, "t").encode("abab<|x|>") == tokenizer.encode("abab<|x|>")
+with Store(db) as store:
+    assert store.refs() == ["t@1"] and store.load("t").merges == tokenizer.merges
+    try:
+        store.save("u", tokenizer)
+        raise SystemExit("saved into a read-only store")
+    except ReadOnlyStoreError as error:
+        assert "read-only" in str(error), error
+listed = CliRunner().invoke(main, ["list", "--json", "--db", str(db)])
+assert listed.exit_code == 0 and '"t@1"' in listed.output, listed.output
+encoded = CliRunner().invoke(main, ["encode", "t", "--db", str(db)], input="abab")
+assert encoded.exit_code == 0 and encoded.output.split() == ["256", "256"], encoded.output
+assert state() == before, (before, state())
+directory.chmod(0o755)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("kind", ["file", "directory and file"])
+def test_chmod_read_only_stores(tmp_path, kind):
+    """A read-only file, and a read-only directory and file (a WAL store there has no -shm).
+    Root writes through chmod: as root the check runs without the capabilities that allow it."""
+    command = [sys.executable, "-c", CHMOD_READ_ONLY, str(tmp_path), kind]
+    if IS_ROOT:
+        if shutil.which("setpriv") is None:
+            pytest.skip("as root, chmod stops nothing, and setpriv (to drop root's capabilities) is missing")
+        command = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", *command]
+    env = {key: value for key, value in os.environ.items() if key not in {"BPESTORE_DB", "BPESTORE_DEBUG"}}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    if IS_ROOT and "Operation not permitted" in result.stderr and "setpriv" in result.stderr:
+        pytest.skip("setpriv cannot drop capabilities here")
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
 # -- URLs that cannot work ----------------------------------------------------------------------
 
 

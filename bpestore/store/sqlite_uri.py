@@ -35,19 +35,22 @@ def connect_sqlite(path: Path, *, timeout: float = 5.0, check_same_thread: bool 
     """A connection to the existing SQLite file ``path``, and the URI parameters that made it
     (``mode`` is ``rw`` when it can write).
 
-    Read-write if possible. Otherwise read-only; and where even that cannot work because a WAL
-    database needs a ``-shm`` file that cannot be created (a read-only directory or file system)
-    and no ``-wal`` file says anyone is writing, ``immutable=1``: SQLite then reads the file as it
-    is, without locks or side files, which is exact for a file nobody can change.
+    Read-write if possible. Otherwise, when no ``-wal`` file says anyone is writing,
+    ``immutable=1``: SQLite then reads the file as it is, without locks or side files (a read-only
+    connection to a WAL database would need a ``-shm`` file, which a read-only directory or file
+    system cannot hold, and could not remove the side files it made), exact for a file nobody
+    changes meanwhile. Otherwise plain read-only, which sees what is in the ``-wal`` file.
 
     Raises sqlite3.Error from the last attempt if none works.
     """
     attempts: list[dict[str, str]] = []
     if read_only_reason(path) is None:
         attempts.append({"mode": "rw"})
-    attempts.append({"mode": "ro"})
     if not path.with_name(path.name + "-wal").exists():
+        # Nobody is writing (a writer would have made the -wal file), and a read-only connection
+        # could not remove the -wal and -shm files it would make: read the file as it is.
         attempts.append({"mode": "ro", "immutable": "1"})
+    attempts.append({"mode": "ro"})
     error: sqlite3.Error | None = None
     for parameters in attempts:
         try:
@@ -60,7 +63,7 @@ def connect_sqlite(path: Path, *, timeout: float = 5.0, check_same_thread: bool 
             connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.OperationalError as failed:
             connection.close()
-            if getattr(failed, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+            if not getattr(failed, "sqlite_errorname", "").startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
                 raise
             error = failed
             continue
