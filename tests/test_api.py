@@ -331,6 +331,15 @@ def test_from_db_wrong_types(cli_store, args, message):
         Tokenizer.from_db(*args)
 
 
+def test_a_lone_surrogate_is_refused_where_tiktoken_replaces_it():
+    text = "ok \ud800 x"
+    assert theirs().decode(theirs().encode(text)) != text  # tiktoken changes the text
+    for encode in [ours().encode, ours().encode_ordinary, lambda t: list(ours().encode_iterable([t]))]:
+        with pytest.raises(UnicodeEncodeError) as raised:
+            encode(text)
+        assert raised.value.start == text.index("\ud800")
+
+
 def test_numpy_ids_decode():
     np = pytest.importorskip("numpy")
     ids = ours().encode_to_array("hello world")
