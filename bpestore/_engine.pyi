@@ -168,9 +168,10 @@ class Encoder:
         progress: Callable[[int], object] | None = None,
         chunk_bytes: int = 1048576,
     ) -> int:
-        """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via ``output.partial``
-        and a rename; returns the number of ids. ``progress(n)``: n more input bytes done.
-        Invalid UTF-8: ``bpestore.errors.CorpusDecodeError``."""
+        """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via a hidden
+        ``.NAME.PID-HEX.partial`` beside it (not a ``.npy`` until complete) and a rename; returns
+        the number of ids. ``progress(n)``: n more input bytes done. Invalid UTF-8:
+        ``bpestore.errors.CorpusDecodeError``."""
     @property
     def max_id(self) -> int:
         """The highest id, special tokens included."""
