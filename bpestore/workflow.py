@@ -33,15 +33,16 @@ from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import ModelStore, TokenizerInfo
+from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
 from .store.loader import load_model
 from .store.refs import check_name
 from .train import trainer as training
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
 
 __all__ = [
-    "CorpusCounts", "FileComparison", "MemoryEstimate", "MemoryLimitError", "Store", "TrainingInterrupted", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "atomic_output", "atomic_path",
-    "describe", "diff_tokenizers", "encode_to", "export_from_store", "import_into_store", "load_tokenizer", "parse_bytes", "token_text",
+    "CorpusCounts", "FileComparison", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
+    "TokenizerSummary", "TrainingInterrupted", "atomic_output", "atomic_path", "describe", "diff_tokenizers", "encode_to",
+    "export_from_store", "import_into_store", "load_tokenizer", "parse_bytes", "summarize_store", "token_text",
 ]
 
 
@@ -272,6 +273,7 @@ class Store(ModelStore):
 
         The counts are saved in a transaction of their own as soon as they are complete, before
         any merge: a training interrupted later keeps them, and the next one reuses them."""
+        self.check_writable()  # new counts are saved: refuse before counting, not after
         special_tokens = training.check_special_tokens(special_tokens)
         files = CorpusFiles(corpus)
         pattern = GPT2_PATTERN
@@ -316,6 +318,7 @@ class Store(ModelStore):
         refs, in the order of ``vocab_sizes``.
         """
         started = time.perf_counter()
+        self.check_writable()  # before the work, not after it
         check_name(name)
         special_tokens = training.check_special_tokens(special_tokens)
         sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
@@ -538,7 +541,7 @@ class TokenizerSummary:
 def describe(store: str | os.PathLike, ref: str, count: int = 10) -> TokenizerSummary:
     """A summary of the stored tokenizer ``ref``: its first and last ``count`` merges (never
     listing one twice) and its ``count`` longest tokens."""
-    with Store(store) as opened:
+    with Store(store, create=False) as opened:
         info = opened.info(ref)
         model = opened.load_model(info.ref)
     merges = model.merges
