@@ -12,29 +12,37 @@ This module parses arguments and prints; the work is done by the public API and
 
 from __future__ import annotations
 
-import io
-import json
-import os
 import sys
-import time
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-import click
-import numpy as np
-
-from . import formats
-from .errors import BpestoreError, DisallowedSpecialTokenError
-
-if TYPE_CHECKING:
-    from .workflow import TokenizerInfo
 
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what the shell reports for `yes | head -1`
 INTERRUPTED_MESSAGE = "Interrupted; nothing half-written was kept."
+
+# Start-up (click, NumPy, the engine: about half a second) can be interrupted too: one line and
+# status 130, not a traceback of an import (``import bpestore`` itself loads none of these).
+try:
+    import io
+    import json
+    import os
+    import time
+    from collections.abc import Iterable, Iterator
+    from pathlib import Path
+    from typing import TYPE_CHECKING
+
+    import click
+    import numpy as np
+
+    from . import formats
+    from .errors import BpestoreError, DisallowedSpecialTokenError
+except KeyboardInterrupt:
+    sys.stderr.write(INTERRUPTED_MESSAGE + "\n")
+    raise SystemExit(EXIT_INTERRUPTED) from None
+
+if TYPE_CHECKING:
+    from .workflow import TokenizerInfo
+
 # The errors a user can cause: bpestore's own, bad arguments (ValueError, by the API's convention)
 # and files (OSError). Anything else, a KeyError included, is a bug.
 USER_ERRORS = (BpestoreError, ValueError, OSError)
@@ -46,6 +54,14 @@ class _Group(click.Group):
 
     command_class: type[click.Command] | None = None  # set to _Command below, once it is defined
     group_class = type  # subgroups (`import`) are _Groups too, with the same commands
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        # Ctrl-C while the arguments are parsed: as anywhere else, not click's "Aborted!" (status 1).
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo(INTERRUPTED_MESSAGE, err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
     def invoke(self, ctx: click.Context):
         try:
