@@ -1,4 +1,4 @@
-"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm, serve.
+"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm, info, serve.
 
 Every command takes ``--db PATH_OR_URL`` (environment variable ``BPESTORE_DB``, default
 ``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases) print one
@@ -12,29 +12,37 @@ This module parses arguments and prints; the work is done by the public API and
 
 from __future__ import annotations
 
-import io
-import json
-import os
 import sys
-import time
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-import click
-import numpy as np
-
-from . import formats
-from .errors import BpestoreError, DisallowedSpecialTokenError
-
-if TYPE_CHECKING:
-    from .workflow import TokenizerInfo
 
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what the shell reports for `yes | head -1`
 INTERRUPTED_MESSAGE = "Interrupted; nothing half-written was kept."
+
+# Start-up (click, NumPy, the engine: about half a second) can be interrupted too: one line and
+# status 130, not a traceback of an import (``import bpestore`` itself loads none of these).
+try:
+    import io
+    import json
+    import os
+    import time
+    from collections.abc import Iterable, Iterator
+    from pathlib import Path
+    from typing import TYPE_CHECKING
+
+    import click
+    import numpy as np
+
+    from . import formats
+    from .errors import BpestoreError, DisallowedSpecialTokenError
+except KeyboardInterrupt:
+    sys.stderr.write(INTERRUPTED_MESSAGE + "\n")
+    raise SystemExit(EXIT_INTERRUPTED) from None
+
+if TYPE_CHECKING:
+    from .workflow import TokenizerInfo
+
 # The errors a user can cause: bpestore's own, bad arguments (ValueError, by the API's convention)
 # and files (OSError). Anything else, a KeyError included, is a bug.
 USER_ERRORS = (BpestoreError, ValueError, OSError)
@@ -43,6 +51,17 @@ USER_ERRORS = (BpestoreError, ValueError, OSError)
 class _Group(click.Group):
     """Turns the errors a user can cause into one clean line on stderr, and any other into one
     line that says it is a bug."""
+
+    command_class: type[click.Command] | None = None  # set to _Command below, once it is defined
+    group_class = type  # subgroups (`import`) are _Groups too, with the same commands
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        # Ctrl-C while the arguments are parsed: as anywhere else, not click's "Aborted!" (status 1).
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo(INTERRUPTED_MESSAGE, err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -102,20 +121,50 @@ def _workflow():
     return workflow
 
 
-def Store(db: str):  # noqa: N802 - stands in for the class, imported late to keep --help fast
-    return _workflow().Store(db)
+def Store(db: str, *, create: bool = True):  # noqa: N802 - stands in for the class, imported late to keep --help fast
+    """The store at ``db``; ``create=False`` for reads, which need a store and never make one."""
+    return _workflow().Store(db, create=create)
+
+
+DEFAULT_DB = "bpestore.db"
 
 
 def _db_option(function):
+    # No default and no environment variable here: _Command falls back to `bpestore --db X`
+    # (which reads BPESTORE_DB), then to DEFAULT_DB, so that both places work.
     return click.option(
         "--db",
         "db",
-        envvar="BPESTORE_DB",
-        default="bpestore.db",
-        show_default=True,
+        default=None,
         metavar="PATH_OR_URL",
-        help="The store: a SQLite file path or a SQLAlchemy URL (env BPESTORE_DB).",
+        help=f"The store: a SQLite file path or a SQLAlchemy URL [default: BPESTORE_DB, else ./{DEFAULT_DB}]. "
+        "Also accepted before the command: bpestore --db X COMMAND.",
     )(function)
+
+
+class _Command(click.Command):
+    """A command whose ``--db`` may also be given to ``bpestore`` itself (or by BPESTORE_DB), and
+    which says which store it uses under ``bpestore --verbose``."""
+
+    def invoke(self, ctx: click.Context):
+        root = ctx.find_root()
+        if "db" in ctx.params:
+            ctx.params["db"] = ctx.params["db"] or root.params.get("db") or DEFAULT_DB
+            if root.params.get("verbose"):
+                _say_which_store(ctx.params["db"])
+        return super().invoke(ctx)
+
+
+def _say_which_store(db: str) -> None:
+    summary = _workflow().summarize_store(db)
+    if not summary.exists:
+        click.echo(f"store: {summary.location} ({summary.kind}; no store there yet: only writes create one)", err=True)
+        return
+    details = [summary.kind, f"schema revision {summary.schema_revision}"]
+    if summary.tokenizers is not None:
+        details.append(f"{summary.tokenizers} tokenizer{'s' if summary.tokenizers != 1 else ''}")
+    details.append(f"read-only: {summary.read_only_reason}" if summary.read_only_reason else "writable")
+    click.echo(f"store: {summary.location} ({', '.join(details)})", err=True)
 
 
 def _quiet_option(function):
@@ -126,9 +175,17 @@ def _show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
 
+_Group.command_class = _Command
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bpestore")
-def main() -> None:
+@click.option(
+    "--db", "db", envvar="BPESTORE_DB", default=None, metavar="PATH_OR_URL",
+    help=f"The store for every command: a SQLite file path or a SQLAlchemy URL (env BPESTORE_DB) [default: ./{DEFAULT_DB}].",
+)
+@click.option("--verbose", "-v", is_flag=True, help="Say on stderr which store is used (path or URL, schema revision, tokenizers).")
+def main(db: str | None, verbose: bool) -> None:
     """bpestore: train, keep, compare and use byte-level BPE tokenizers.
 
     Tokenizers live in one database (SQLite by default), as NAME@VERSION.
@@ -227,7 +284,7 @@ def list_(as_json: bool, db: str) -> None:
       bpestore list
       bpestore list --json | jq '.[].name'
     """
-    with Store(db) as store:
+    with Store(db, create=False) as store:
         infos = store.list()
     if as_json:
         click.echo(json.dumps([info.to_dict() for info in infos], indent=2, ensure_ascii=False))
@@ -236,6 +293,41 @@ def list_(as_json: bool, db: str) -> None:
         click.echo(_table([_list_row(info) for info in infos], headers))
     else:
         click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_db_option
+def info(as_json: bool, db: str) -> None:
+    """Say which store --db names and what is in it: path or URL, schema revision, tokenizers,
+    whether it can be written. Writes nothing (a missing store is an error, not created).
+
+    \b
+    Example:
+      bpestore --db /data/tokenizers.db info
+    """
+    from .errors import StoreNotFoundError
+
+    summary = _workflow().summarize_store(db)
+    if not summary.exists:
+        raise StoreNotFoundError(f"no store at {summary.location}: only writes (train, import) create one")
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+        return
+    fields = [
+        ("store", summary.location),
+        ("kind", summary.kind),
+        ("schema revision", summary.schema_revision),
+        ("tokenizers", "-" if summary.tokenizers is None else f"{summary.tokenizers} ({summary.names} names)"),
+        ("writable", f"no: {summary.read_only_reason}" if summary.read_only_reason else "yes"),
+    ]
+    if summary.journal_mode is not None:
+        fields.append(("journal mode", summary.journal_mode))
+    if summary.size_bytes is not None:
+        fields.append(("size", f"{summary.size_bytes} bytes"))
+    width = max(len(label) for label, _ in fields)
+    for label, value in fields:
+        click.echo(f"{label.ljust(width)}  {value}")
 
 
 def _readable(token: bytes) -> str:
@@ -325,7 +417,7 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
     if more_corpora and not corpora:
         raise click.UsageError(f"unexpected extra argument {str(more_corpora[0])!r} (files to measure on follow --corpus)")
     files = [*corpora, *more_corpora]
-    with Store(db) as store:
+    with Store(db, create=False) as store:
         result = store.diff(ref_a, ref_b, files or None, progress=_show_progress(quiet))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -676,7 +768,7 @@ def rm(ref: str, db: str) -> None:
     Example:
       bpestore rm ts@1
     """
-    with Store(db) as store:
+    with Store(db, create=False) as store:
         click.echo(f"deleted {store.delete(ref)}")
 
 

@@ -24,6 +24,24 @@ class DatabaseTooNewError(StoreError):
     """The database's schema revision is newer than this version of bpestore knows."""
 
 
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """No store at that path: a read never creates one (only writes such as training or importing do)."""
+
+
+class DamagedStoreError(StoreError):
+    """A bpestore database with parts of its schema missing or replaced (a table dropped, a view in
+    a table's place, no schema revision); it was left untouched."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """The store can be read but not written (a read-only file, directory or file system)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be used at all: its database driver is not installed, its URL is unusable,
+    the disk failed or is full. The message says which."""
+
+
 class TokenizerNotFoundError(StoreError, LookupError):
     """No tokenizer with that name or version."""
 

@@ -32,14 +32,14 @@ from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import ModelStore, TokenizerInfo
+from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
 from .store.loader import load_model
 from .store.refs import check_name
 from .train import trainer as training
 
 __all__ = [
-    "FileComparison", "Store", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "atomic_output", "atomic_path",
-    "describe", "diff_tokenizers", "encode_to", "export_from_store", "import_into_store", "load_tokenizer", "token_text",
+    "FileComparison", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "atomic_output", "atomic_path",
+    "describe", "diff_tokenizers", "encode_to", "export_from_store", "import_into_store", "load_tokenizer", "summarize_store", "token_text",
 ]
 
 
@@ -251,6 +251,7 @@ class Store(ModelStore):
         in the order of ``vocab_sizes``.
         """
         started = time.perf_counter()
+        self.check_writable()  # before the work, not after it
         check_name(name)
         special_tokens = training.check_special_tokens(special_tokens)
         sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
@@ -461,7 +462,7 @@ class TokenizerSummary:
 def describe(store: str | os.PathLike, ref: str, count: int = 10) -> TokenizerSummary:
     """A summary of the stored tokenizer ``ref``: its first and last ``count`` merges (never
     listing one twice) and its ``count`` longest tokens."""
-    with Store(store) as opened:
+    with Store(store, create=False) as opened:
         info = opened.info(ref)
         model = opened.load_model(info.ref)
     merges = model.merges

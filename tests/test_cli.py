@@ -194,7 +194,7 @@ def all_command_paths(group=main, prefix=()) -> list[tuple[str, ...]]:
 
 EXPECTED_COMMANDS = [
     (), ("decode",), ("diff",), ("encode",), ("export",), ("import",), ("import", "gpt2"), ("import", "hf"),
-    ("import", "tiktoken"), ("list",), ("rm",), ("serve",), ("show",), ("train",),
+    ("import", "tiktoken"), ("info",), ("list",), ("rm",), ("serve",), ("show",), ("train",),
 ]
 
 
@@ -294,6 +294,7 @@ def test_db_from_environment_and_default(tmp_path, corpus, monkeypatch):
     assert [info.ref for info in infos(env_db)] == ["e@1"]
     # --db wins over the environment
     other = tmp_path / "other.db"
+    Store(other).close()
     ok(invoke("list", "--db", other, env={"BPESTORE_DB": str(env_db)}))
     assert "e@1" not in ok(invoke("list", "--json", "--db", other, env={"BPESTORE_DB": str(env_db)}))
     # default: ./bpestore.db
@@ -329,6 +330,7 @@ def test_list_table(trained_db):
 
 
 def test_list_of_an_empty_store(db):
+    Store(db).close()
     result = invoke("list", "--db", db)
     assert ok(result).strip() == ""
     assert "No tokenizers" in result.stderr or result.stderr == ""
