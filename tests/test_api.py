@@ -319,18 +319,6 @@ def test_wrong_types_raise_one_clear_type_error(call, message):
         call(ours())
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [(("{db}", None), "takes the tokenizer as a str, 'name' or 'name@N', not NoneType"),
-     (("{db}", 5), "not int"),
-     ((5, "g"), "takes the store as a path or URL \\(str or os.PathLike\\), not int")],
-)
-def test_from_db_wrong_types(cli_store, args, message):
-    args = [str(cli_store) if a == "{db}" else a for a in args]
-    with pytest.raises(TypeError, match=message):
-        Tokenizer.from_db(*args)
-
-
 def test_a_lone_surrogate_is_refused_where_tiktoken_replaces_it():
     text = "ok \ud800 x"
     assert theirs().decode(theirs().encode(text)) != text  # tiktoken changes the text

@@ -139,10 +139,6 @@ class Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
         from ..store.loader import load_model
 
-        if not isinstance(path_or_url, (str, os.PathLike)):
-            raise TypeError(f"from_db() takes the store as a path or URL (str or os.PathLike), not {type(path_or_url).__name__}")
-        if not isinstance(name, str):
-            raise TypeError(f"from_db() takes the tokenizer as a str, 'name' or 'name@N', not {type(name).__name__}")
         return cls.from_model(load_model(path_or_url, name))
 
     # -- encoding -------------------------------------------------------------------------------
