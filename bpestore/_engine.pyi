@@ -140,10 +140,22 @@ class Encoder:
         recognised; a collection: only those (the others are ordinary text)."""
     def encode_to_bytes(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytes:
         """The ids as uint32 little-endian bytes (``numpy.frombuffer(b, dtype="<u4")``)."""
-    def encode_batch(self, texts: Iterable[str], num_threads: int | None = None) -> list[list[int]]:
-        """The ids of each text, on ``num_threads`` threads (default: the CPUs), in order."""
+    def encode_batch(
+        self, texts: Iterable[str], num_threads: int | None = None, allowed_special: str | Iterable[str] | None = None
+    ) -> list[list[int]]:
+        """The ids of each text, on ``num_threads`` threads (default: the CPUs), in order;
+        ``allowed_special`` as for ``encode``."""
+    def encode_with_offsets(
+        self, text: str, allowed_special: str | Iterable[str] | None = None
+    ) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids of ``text`` and each one's ``(start, end)`` character span, as Hugging Face's
+        ``tokenizers`` gives them: a token holding part of a character's bytes spans all of it."""
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The tokens' bytes joined; ValueError naming the first id not in the vocabulary."""
+        """The tokens' bytes joined; ValueError naming the first id not in the vocabulary,
+        TypeError for an item that is not an integer."""
+    def iter_ids(self, iterable: Iterable[str], block_bytes: int = 8192) -> IdIterator:
+        """The ids of the text pieces ``iterable`` yields, one at a time, in constant memory:
+        those of ``encode`` of their concatenation. TypeError for a piece that is not a str."""
     def stream(self, block_bytes: int = 8192) -> StreamEncoder:
         """An encoder for a stream of text pieces, in constant memory."""
     def encode_file_to_npy(
@@ -172,3 +184,16 @@ class StreamEncoder:
         """The ids of the text up to the last place that what follows cannot change."""
     def finish(self) -> list[int]:
         """The ids of the rest: the end of the stream."""
+
+class IdIterator(Iterator[int]):
+    """The ids of ``Encoder.iter_ids``: pulls pieces from its source only as ids are used."""
+
+    def __iter__(self) -> IdIterator: ...
+    def __next__(self) -> int: ...
+
+# -- store: a stored tokenizer's packed copy (crates/encode/src/packed.rs, crates/python/src/store.rs) --
+
+def unpack_model(data: bytes) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """``(vocab, merges)`` from a packed copy (layout in ``bpestore/store/packed.py``): id -> token,
+    and the merges in rank order. ValueError ("damaged packed data: ...") if it is not well formed
+    or gives an id twice; whether the tokens make a usable vocabulary is not checked here."""

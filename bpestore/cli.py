@@ -1,4 +1,4 @@
-"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm.
+"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm, serve.
 
 Every command takes ``--db PATH_OR_URL`` (environment variable ``BPESTORE_DB``, default
 ``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases) print one
@@ -272,20 +272,29 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
 @main.command()
 @click.argument("ref_a")
 @click.argument("ref_b")
-@click.option("--corpus", type=click.Path(path_type=Path), help="Also count tokens and bytes per token on this text file.")
+@click.argument("more_corpora", metavar="", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--corpus", "corpora", multiple=True, type=click.Path(path_type=Path), metavar="FILE [FILE...]",
+    help="Also measure both on these text files (a table row per file): tokens, bytes per token, "
+    "tokens per word, Renyi efficiency (alpha 2.5), share of the vocab used.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--show", "num_shown", type=click.IntRange(min=0), default=15, show_default=True, help="Tokens listed per side.")
 @_quiet_option
 @_db_option
-def diff(ref_a: str, ref_b: str, corpus: Path | None, as_json: bool, num_shown: int, quiet: bool, db: str) -> None:
-    """Compare two tokenizers: tokens, merges, special tokens, pattern, cost on a text.
+def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[Path, ...], as_json: bool, num_shown: int, quiet: bool, db: str) -> None:
+    """Compare two tokenizers: tokens, merges, special tokens, pattern, cost on texts.
 
     \b
     Example:
       bpestore diff ts@1 ts@2 --corpus held_out.txt
+      bpestore diff ts@1 ts@2 --corpus en.txt de.txt zh.txt --json
     """
+    if more_corpora and not corpora:
+        raise click.UsageError(f"unexpected extra argument {str(more_corpora[0])!r} (files to measure on follow --corpus)")
+    files = [*corpora, *more_corpora]
     with Store(db) as store:
-        result = store.diff(ref_a, ref_b, corpus, progress=_show_progress(quiet))
+        result = store.diff(ref_a, ref_b, files or None, progress=_show_progress(quiet))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
@@ -312,12 +321,37 @@ def diff(ref_a: str, ref_b: str, corpus: Path | None, as_json: bool, num_shown: 
         lines.append(f"\non {result.corpus} ({result.corpus_bytes} bytes):")
         lines.append(f"{'tokens':24}{result.tokens_a:>18}{result.tokens_b:>18}")
         lines.append(f"{'bytes per token':24}{result.bytes_per_token_a or 0:>18.3f}{result.bytes_per_token_b or 0:>18.3f}")
+        lines.append("\n" + _files_table(result))
     for label, tokens in ((a, result.only_a), (b, result.only_b)):
         if tokens:
             shown = ", ".join(_readable(t) for _, t in tokens[:num_shown])
             more = f" ... (+{len(tokens) - num_shown})" if len(tokens) > num_shown else ""
             lines.append(f"\nonly in {label} (by id): {shown}{more}")
     click.echo("\n".join(lines))
+
+
+def _files_table(result) -> str:
+    """The measurements of a diff on its files (and their total), one row per file and tokenizer."""
+
+    def number(value: float | None, digits: int = 3) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    rows = []
+    groups = [(Path(row.path).name, row.a, row.b) for row in result.files]
+    if len(result.files) > 1:
+        metrics = _workflow().metrics
+        total_a = metrics.Measurement.combine([row.a for row in result.files])
+        total_b = metrics.Measurement.combine([row.b for row in result.files])
+        groups.append(("(all files)", total_a, total_b))
+    for label, a, b in groups:
+        for ref, measured in ((result.a, a), (result.b, b)):
+            rows.append([
+                label, ref, str(measured.bytes), str(measured.words), str(measured.tokens),
+                number(measured.bytes_per_token), number(measured.fertility),
+                number(measured.renyi_efficiency()), number(measured.vocab_used),
+            ])
+    headers = ["FILE", "TOKENIZER", "BYTES", "WORDS", "TOKENS", "BYTES/TOKEN", "TOKENS/WORD", "RENYI EFF.", "VOCAB USED"]
+    return _table(rows, headers)
 
 
 # -- encode / decode -------------------------------------------------------------------------------
@@ -501,6 +535,41 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
     """
     for note in _workflow().export_from_store(db, ref, export_format, output):
         click.echo(note, err=True)
+
+
+# -- serve -----------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; only loopback unless --allow-remote.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: any free port).")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (the explorer has no login).")
+@click.option("--corpus", "corpora", multiple=True, type=click.Path(path_type=Path), metavar="FILE", help="A text file the diff page measures on (repeatable).")
+@_db_option
+def serve(host: str, port: int, allow_remote: bool, corpora: tuple[Path, ...], db: str) -> None:
+    """Explore the store in a web browser: tokenizers, vocab, merges, a playground, diffs, plots.
+
+    The store is opened read-only; the server listens on loopback only unless --allow-remote.
+    Needs the web extra: pip install 'bpestore[web]'. Stop it with Ctrl-C.
+
+    \b
+    Example:
+      bpestore serve --port 8000      # then open http://127.0.0.1:8000/
+    """
+    try:
+        from . import web
+    except ImportError as error:  # pragma: no cover - depends on what is installed
+        raise click.ClickException(f"the explorer needs Flask: pip install 'bpestore[web]' ({error})") from None
+    server = web.make_server(db, host, port, allow_remote=allow_remote, corpora=corpora)
+    shown_host = f"[{host}]" if ":" in host else host
+    click.echo(f"bpestore explorer on http://{shown_host}:{server.server_port}/ (store {db}, read-only); Ctrl-C stops it", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+    finally:
+        server.server_close()
+        web.close_app(server.app)
 
 
 # -- rm --------------------------------------------------------------------------------------------

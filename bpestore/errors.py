@@ -51,3 +51,21 @@ class CorpusDecodeError(BpestoreError, ValueError):
 
     def __reduce__(self):  # so that it crosses process boundaries intact
         return type(self), (self.path, self.offset, self.reason)
+
+
+class DisallowedSpecialTokenError(BpestoreError, ValueError):
+    """Text to encode holds a special token's string that the call disallowed (tiktoken's check);
+    ``token`` is that string and ``position`` its character index in the text."""
+
+    def __init__(self, token: str, position: int):
+        self.token = token
+        self.position = position
+        super().__init__(
+            f"Encountered text corresponding to disallowed special token {token!r} at character {position}. "
+            f"To encode it as that special token, allow it (allowed_special={{{token!r}, ...}}); "
+            "to encode it as ordinary text, leave it out of disallowed_special "
+            "(disallowed_special=() checks nothing; encode_ordinary() recognises no special token)."
+        )
+
+    def __reduce__(self):  # so that it crosses process boundaries intact
+        return type(self), (self.token, self.position)

@@ -87,7 +87,7 @@ class BPEModel:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
         check_pattern(pattern)
         if _checked:  # see stored()
-            id_of = {token: token_id for token_id, token in vocab.items()}
+            id_of = _ids_of(vocab, [token.encode("utf-8") for token in specials])
         else:
             id_of = _check_vocab(vocab)
             if merge_rule == "pair":
@@ -190,6 +190,21 @@ def _check_custom_pattern(pattern: str) -> None:
     from ._engine import Pretokenizer  # the engine runs the pattern: it is the one to ask
 
     Pretokenizer(pattern)
+
+
+def _ids_of(vocab: dict[int, bytes], tokens: list[bytes]) -> dict[bytes, int]:
+    """token -> id for those of ``tokens`` in ``vocab`` (which holds each token once), found by a
+    search at C speed: a reverse map of a whole 50k vocab costs a tenth of ``Tokenizer.from_db``."""
+    if not tokens:
+        return {}
+    ids, values = list(vocab), list(vocab.values())
+    found = {}
+    for token in tokens:
+        try:
+            found[token] = ids[values.index(token)]
+        except ValueError:
+            pass
+    return found
 
 
 def _check_vocab(vocab: dict[int, bytes]) -> dict[bytes, int]:

@@ -19,9 +19,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from . import formats
+from . import formats, metrics
 from .encode.files import encode_file_to_npy, write_npy_stream
 from .encode.tokenizer import Tokenizer
+from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.patterns import GPT2_PATTERN
@@ -32,7 +33,7 @@ from .store.refs import check_name
 from .train import trainer as training
 
 __all__ = [
-    "Store", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "describe", "diff_tokenizers", "encode_to",
+    "FileComparison", "Store", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "describe", "diff_tokenizers", "encode_to",
     "export_from_store", "import_into_store", "load_tokenizer", "token_text",
 ]
 
@@ -82,9 +83,12 @@ class TokenizerDiff:
     merge_rule_a: str
     merge_rule_b: str
     corpus: str | None = None
+    """The text file compared on, or ``"N files"`` for several (their totals below)."""
     corpus_bytes: int | None = None
     tokens_a: int | None = None
     tokens_b: int | None = None
+    files: list[FileComparison] | None = None
+    """One row per file compared on (see :class:`FileComparison`), in the order given."""
 
     @property
     def bytes_per_token_a(self) -> float | None:
@@ -102,19 +106,31 @@ class TokenizerDiff:
         if self.corpus is not None:
             data["bytes_per_token_a"] = self.bytes_per_token_a
             data["bytes_per_token_b"] = self.bytes_per_token_b
+        if self.files is not None:
+            data["files"] = [row.to_dict() for row in self.files]
         return data
+
+
+@dataclass
+class FileComparison:
+    """Two tokenizers measured on one text file (see :mod:`bpestore.metrics`)."""
+
+    path: str
+    a: Measurement
+    b: Measurement
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "bytes": self.a.bytes, "words": self.a.words, "a": self.a.to_dict(), "b": self.b.to_dict()}
 
 
 def _merge_dict(merge: tuple[bytes, bytes] | None) -> list[str] | None:
     return None if merge is None else [token_text(merge[0]), token_text(merge[1])]
 
 
-def count_tokens(tokenizer: Tokenizer, path: str | os.PathLike, *, progress: bool = False, description: str = "") -> int:
+def measure_file_with_progress(tokenizer: Tokenizer, path: str | os.PathLike, *, progress: bool = False, description: str = "") -> Measurement:
+    """:func:`bpestore.metrics.measure_file`, with a progress bar when asked for."""
     with progress_bar(progress, os.path.getsize(path), description or "encoding", unit="B", unit_scale=True) as bar:
-        total = 0
-        for ids in tokenizer.encode_blocks(iter_text_blocks(path, on_bytes=bar.update)):
-            total += len(ids)
-    return total
+        return metrics.measure_file(tokenizer, path, on_bytes=bar.update)
 
 
 def diff_tokenizers(
@@ -122,10 +138,12 @@ def diff_tokenizers(
     a: Tokenizer,
     name_b: str,
     b: Tokenizer,
-    corpus: str | os.PathLike | None = None,
+    corpus: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     *,
     progress: bool = False,
 ) -> TokenizerDiff:
+    """Compare ``a`` and ``b``; with ``corpus`` (a text file or several), also measure both on each
+    file (:attr:`TokenizerDiff.files`) and in total."""
     ids_a = {token: token_id for token_id, token in a.vocab.items()}
     ids_b = {token: token_id for token_id, token in b.vocab.items()}
     prefix = 0
@@ -162,10 +180,23 @@ def diff_tokenizers(
         merge_rule_b=b.merge_rule,
     )
     if corpus is not None:
-        result.corpus = os.fspath(corpus)
-        result.corpus_bytes = os.path.getsize(corpus)
-        result.tokens_a = count_tokens(a, corpus, progress=progress, description=f"encoding with {name_a}")
-        result.tokens_b = count_tokens(b, corpus, progress=progress, description=f"encoding with {name_b}")
+        paths = [os.fspath(corpus)] if isinstance(corpus, (str, os.PathLike)) else [os.fspath(path) for path in corpus]
+        if not paths:
+            raise ValueError("give at least one corpus file")
+        for path in paths:
+            check_corpus_path(path)  # every file is checked before any is encoded
+        result.files = [
+            FileComparison(
+                path,
+                measure_file_with_progress(a, path, progress=progress, description=f"{Path(path).name} with {name_a}"),
+                measure_file_with_progress(b, path, progress=progress, description=f"{Path(path).name} with {name_b}"),
+            )
+            for path in paths
+        ]
+        result.corpus = paths[0] if len(paths) == 1 else f"{len(paths)} files"
+        result.corpus_bytes = sum(row.a.bytes for row in result.files)
+        result.tokens_a = sum(row.a.tokens for row in result.files)
+        result.tokens_b = sum(row.b.tokens for row in result.files)
     return result
 
 
@@ -265,8 +296,16 @@ class Store(ModelStore):
                 )
         return refs
 
-    def diff(self, ref_a: str, ref_b: str, corpus: str | os.PathLike | None = None, *, progress: bool = False) -> TokenizerDiff:
-        """Compare two stored tokenizers; see :class:`TokenizerDiff`."""
+    def diff(
+        self,
+        ref_a: str,
+        ref_b: str,
+        corpus: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+        *,
+        progress: bool = False,
+    ) -> TokenizerDiff:
+        """Compare two stored tokenizers, and measure them on ``corpus`` (a text file or several)
+        if given; see :class:`TokenizerDiff`."""
         info_a, info_b = self.info(ref_a), self.info(ref_b)
         return diff_tokenizers(info_a.ref, self.load(info_a.ref), info_b.ref, self.load(info_b.ref), corpus, progress=progress)
 

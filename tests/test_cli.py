@@ -194,7 +194,7 @@ def all_command_paths(group=main, prefix=()) -> list[tuple[str, ...]]:
 
 EXPECTED_COMMANDS = [
     (), ("decode",), ("diff",), ("encode",), ("export",), ("import",), ("import", "gpt2"), ("import", "hf"),
-    ("import", "tiktoken"), ("list",), ("rm",), ("show",), ("train",),
+    ("import", "tiktoken"), ("list",), ("rm",), ("serve",), ("show",), ("train",),
 ]
 
 

@@ -334,11 +334,16 @@ def test_invalid_utf8_in_a_file_names_the_first_bad_byte(tmp_path):
 def test_decode_bytes_names_the_first_id_outside_the_vocabulary():
     encoder = gpt2_engine()
     assert encoder.decode_bytes(np.array([31373, 50256], dtype=np.uint32)) == b"hello<|endoftext|>"
-    for bad in ([15496, 50257, 7], [-1], [2**40], ["x"]):
+    for bad in ([15496, 50257, 7], [-1], [2**40]):
         with pytest.raises(ValueError) as error:
             encoder.decode_bytes(bad)
         first_bad = next(i for i in bad if not (isinstance(i, int) and 0 <= i <= 50256))
         assert str(error.value) == f"id {first_bad!r} is not in the vocabulary (ids go up to 50256)"
+    # Something that is no integer at all is a mistake of type, not an unknown id.
+    for bad in (["x"], [7, 1.0]):
+        with pytest.raises(TypeError) as error:
+            encoder.decode_bytes(bad)
+        assert str(error.value) == f"token ids must be integers, got {bad[-1]!r}"
 
 
 def test_bad_vocabularies_and_arguments_are_value_errors():

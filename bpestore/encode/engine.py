@@ -15,7 +15,7 @@ not in the vocabulary; invalid UTF-8 in a file raises ``CorpusDecodeError`` with
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 
@@ -33,11 +33,24 @@ class EncoderEngine(Protocol):
     def encode_to_bytes(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytes:
         """The ids as uint32 little-endian bytes."""
 
-    def encode_batch(self, texts: Iterable[str], num_threads: int | None = None) -> list[list[int]]: ...
+    def encode_batch(
+        self, texts: Iterable[str], num_threads: int | None = None, allowed_special: str | Iterable[str] | None = None
+    ) -> list[list[int]]: ...
+
+    def encode_with_offsets(
+        self, text: str, allowed_special: str | Iterable[str] | None = None
+    ) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids and each token's ``(start, end)`` character span (see Tokenizer.encode_with_offsets)."""
+
+    @property
+    def max_id(self) -> int: ...
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes: ...
 
     def stream(self, block_bytes: int = ...) -> StreamEngine: ...
+
+    def iter_ids(self, iterable: Iterable[str], block_bytes: int = ...) -> Iterator[int]:
+        """The ids of the pieces' concatenation one by one, reading pieces as ids are used."""
 
     def encode_file_to_npy(
         self,

@@ -9,11 +9,13 @@ remembering the ids of the pre-tokens it has seen. It is thread-safe and release
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence, Set as AbstractSet
+from typing import Literal
 
 import numpy as np
 
 from .._engine import Encoder
+from ..errors import DisallowedSpecialTokenError
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
 from .engine import EncoderEngine
@@ -21,6 +23,7 @@ from .engine import EncoderEngine
 # Distinct pre-tokens remembered by each of the engine's caches (one per thread encoding at
 # once); a cache that is full starts afresh.
 DEFAULT_CACHE_SIZE = 1 << 19
+ENDOFTEXT = "<|endoftext|>"
 # encode_blocks gathers about this many characters before encoding them.
 _BLOCK_CHARS = 1 << 20
 
@@ -75,6 +78,8 @@ class Tokenizer:
         self.merge_rule: MergeRule = model.merge_rule
         self.special_tokens: list[str] = model.special_tokens
         self.special_ids: dict[str, int] = model.special_ids
+        self._special_set = frozenset(self.special_tokens)
+        self._special_id_set = frozenset(self.special_ids.values())
         # The model's vocab holds the special tokens too, at their ids. The engine may treat
         # them as ordinary tokens as well: every occurrence of one in the text is cut out before
         # BPE, so no pre-token ever holds its bytes.
@@ -110,33 +115,154 @@ class Tokenizer:
         return cls.from_model(load_model(path_or_url, name))
 
     # -- encoding -------------------------------------------------------------------------------
+    #
+    # The special-token policy is tiktoken's, with one different default. ``allowed_special``:
+    # the special tokens encoded as such ("all", or a set; the others are text). Then
+    # ``disallowed_special``: the strings that must not occur in the text at all ("all" means every
+    # special token not allowed; a set; or empty to check nothing); if one does, encoding raises
+    # DisallowedSpecialTokenError (a ValueError) naming it and its character position. tiktoken's
+    # default is ``allowed_special=set()``: a special token's string in the text raises. Ours is
+    # ``allowed_special="all"`` (CS336's: the special tokens given to the constructor are always
+    # recognised), so nothing is disallowed by default.
 
-    def encode(self, text: str) -> list[int]:
-        """The ids of ``text``; special tokens become their own ids."""
-        return self._engine.encode(text)
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """The ids of ``text``; the special tokens ``allowed_special`` become their own ids.
 
-    def encode_to_array(self, text: str) -> np.ndarray:
-        """The ids of ``text`` as a NumPy array (uint32), skipping the list of Python ints."""
-        return np.frombuffer(bytearray(self._engine.encode_to_bytes(text)), dtype="<u4").astype(np.uint32, copy=False)
+        By default every special token is recognised (CS336). For text from users that must not
+        produce special tokens, ``encode(text, allowed_special=set())`` raises on any special
+        token's string (tiktoken's default) and :meth:`encode_ordinary` encodes it as plain text.
 
-    def encode_batch(self, texts: Iterable[str], num_threads: int | None = None) -> list[list[int]]:
-        """The ids of each text, encoded on ``num_threads`` threads (default: the CPUs), in order."""
-        return self._engine.encode_batch(texts, num_threads)
+        Raises:
+            DisallowedSpecialTokenError: (a ValueError) the text holds a disallowed string.
+            TypeError: ``text`` is not a str.
+        """
+        if allowed_special == "all" and disallowed_special == "all":
+            return self._call(self._engine.encode, text)
+        allowed = self._policy(text, allowed_special, disallowed_special)
+        return self._call(self._engine.encode, text, allowed)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """The ids of ``text`` with special tokens' strings encoded as ordinary text (tiktoken's
+        ``encode_ordinary``; ``encode(text, allowed_special=set(), disallowed_special=())``)."""
+        return self._call(self._engine.encode, text, ())
+
+    def encode_to_array(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> np.ndarray:
+        """The ids of ``text`` as a NumPy array (uint32), skipping the list of Python ints
+        (tiktoken's ``encode_to_numpy``); the special-token policy of :meth:`encode`."""
+        allowed = self._policy(text, allowed_special, disallowed_special)
+        data = self._call(self._engine.encode_to_bytes, text, allowed)
+        return np.frombuffer(bytearray(data), dtype="<u4").astype(np.uint32, copy=False)
+
+    def encode_batch(
+        self,
+        texts: Iterable[str],
+        num_threads: int | None = None,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[list[int]]:
+        """The ids of each text, encoded on ``num_threads`` threads (default: the CPUs), in order;
+        the special-token policy of :meth:`encode` (the first text holding a disallowed string
+        raises, before any is encoded)."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(f"encode_batch() takes an iterable of str, not a single {type(texts).__name__}")
+        texts = texts if isinstance(texts, list) else list(texts)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        if disallowed:
+            for text in texts:
+                _check_str(text, "encode_batch")
+                _refuse_disallowed(text, disallowed)
+        try:
+            return self._engine.encode_batch(texts, num_threads, allowed)
+        except TypeError:
+            for text in texts:
+                _check_str(text, "encode_batch")
+            raise
+
+    def encode_ordinary_batch(self, texts: Iterable[str], num_threads: int | None = None) -> list[list[int]]:
+        """:meth:`encode_ordinary` of each text, on ``num_threads`` threads, in order."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(f"encode_ordinary_batch() takes an iterable of str, not a single {type(texts).__name__}")
+        texts = texts if isinstance(texts, list) else list(texts)
+        try:
+            return self._engine.encode_batch(texts, num_threads, ())
+        except TypeError:
+            for text in texts:
+                _check_str(text, "encode_ordinary_batch")
+            raise
+
+    def encode_with_offsets(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids of ``text`` and, for each, the ``(start, end)`` character span it covers:
+        ``text[start:end]`` is the token's text (Hugging Face ``tokenizers``' ``Encoding.offsets``,
+        with ``trim_offsets`` off: a leading space is part of its token's span).
+
+        Byte-level BPE may cut a character's UTF-8 bytes into several tokens; each of them then
+        spans the whole character (as in ``tokenizers``), so consecutive spans can overlap by that
+        one character, and ``start`` may equal the previous token's ``start``. Spans never go
+        backwards, the first starts at 0 and the last ends at ``len(text)``.
+        """
+        allowed = self._policy(text, allowed_special, disallowed_special)
+        return self._call(self._engine.encode_with_offsets, text, allowed)
+
+    def _call(self, method, text, *args):
+        """``method(text, *args)``; a TypeError that says what ``text`` should be if it is no str."""
+        try:
+            return method(text, *args)
+        except TypeError:
+            _check_str(text, "encode")
+            raise
+
+    def _policy(self, text: str, allowed_special, disallowed_special) -> frozenset[str] | None:
+        """What to tell the engine to recognise (None: every special token) after checking that
+        ``text`` holds no disallowed string."""
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        if disallowed:
+            _check_str(text, "encode")
+            _refuse_disallowed(text, disallowed)
+        return allowed
+
+    def _resolve(self, allowed_special, disallowed_special) -> tuple[frozenset[str] | None, frozenset[str]]:
+        """The special tokens the engine recognises (None: all of them) and the strings to refuse,
+        by tiktoken's rules."""
+        specials = self._special_set
+        if allowed_special == "all":
+            allowed = specials
+        else:
+            allowed = frozenset(_token_collection(allowed_special, "allowed_special"))
+        if disallowed_special == "all":
+            disallowed = specials - allowed
+        else:
+            disallowed = frozenset(_token_collection(disallowed_special, "disallowed_special"))
+        return (None if allowed >= specials else allowed & specials), disallowed
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Lazily encode a stream of text (for example a file object, line by line).
 
         The result equals ``encode("".join(iterable))`` however the stream is cut. Memory stays
         small and constant: text is encoded a few kilobytes at a time, each time up to the last
-        place where what follows cannot change the ids, with a small cache of its own (use
-        :meth:`encode` or ``bpestore encode`` for speed on big files).
+        place where what follows cannot change the ids, with a small cache of its own. The
+        iterator is the engine's own (no Python generator in between); pieces are read from
+        ``iterable`` only as the ids are used. A piece that is not a str raises TypeError.
         """
-        stream = self._engine.stream()
-        for text in iterable:
-            ids = stream.feed(text)
-            if ids:
-                yield from ids
-        yield from stream.finish()
+        return self._engine.iter_ids(iterable)
 
     def encode_blocks(self, iterable: Iterable[str], block_chars: int = _BLOCK_CHARS) -> Iterator[np.ndarray]:
         """Like :meth:`encode_iterable`, but yields the ids a block at a time as arrays (uint32):
@@ -151,12 +277,72 @@ class Tokenizer:
     # -- decoding -------------------------------------------------------------------------------
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The bytes of ``ids`` joined; ValueError naming the first id outside the vocabulary."""
+        """The bytes of ``ids`` joined; ValueError naming the first id outside the vocabulary,
+        TypeError for anything that is not a sequence of integers."""
+        if isinstance(ids, (str, bytes, bytearray)):
+            raise TypeError(f"decode takes a sequence of int ids, not {type(ids).__name__}")
         return self._engine.decode_bytes(ids)
 
-    def decode(self, ids: Iterable[int]) -> str:
-        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
-        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD (``errors`` as for
+        :meth:`bytes.decode`: ``"strict"`` raises instead)."""
+        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace") -> list[str]:
+        """:meth:`decode` of each sequence of ids, in order."""
+        if isinstance(batch, (str, bytes, bytearray)):
+            raise TypeError(f"decode_batch takes sequences of int ids, not {type(batch).__name__}")
+        return [self.decode(ids, errors=errors) for ids in batch]
+
+    def decode_bytes_batch(self, batch: Iterable[Iterable[int]]) -> list[bytes]:
+        """:meth:`decode_bytes` of each sequence of ids, in order."""
+        if isinstance(batch, (str, bytes, bytearray)):
+            raise TypeError(f"decode_bytes_batch takes sequences of int ids, not {type(batch).__name__}")
+        return [self.decode_bytes(ids) for ids in batch]
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """The bytes of one token, special tokens included; KeyError if no token has that id
+        (as tiktoken)."""
+        if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+            raise TypeError(f"a token id must be an int, not {type(token).__name__}")
+        return self.vocab[int(token)]
+
+    def decode_tokens_bytes(self, tokens: Iterable[int]) -> list[bytes]:
+        """The bytes of each token (tiktoken's ``decode_tokens_bytes``): how a text was cut."""
+        return [self.decode_single_token_bytes(token) for token in tokens]
+
+    # -- the vocabulary, as tiktoken's Encoding shows it ------------------------------------------
+
+    @property
+    def special_tokens_set(self) -> frozenset[str]:
+        """The special tokens' strings."""
+        return self._special_set
+
+    @property
+    def eot_token(self) -> int | None:
+        """The id of ``<|endoftext|>``, or None if it is not one of the special tokens (tiktoken
+        raises KeyError then; a tokenizer trained without special tokens has none)."""
+        return self.special_ids.get(ENDOFTEXT)
+
+    @property
+    def max_token_value(self) -> int:
+        """The highest id, special tokens included."""
+        return self._engine.max_id
+
+    @property
+    def n_vocab(self) -> int:
+        """``max_token_value + 1``, as tiktoken's ``n_vocab`` (equals :attr:`vocab_size` when the
+        ids have no gaps, as for every tokenizer bpestore trains)."""
+        return self._engine.max_id + 1
+
+    def token_byte_values(self) -> list[bytes]:
+        """Every ordinary (not special) token's bytes, sorted (tiktoken's ``token_byte_values``)."""
+        special = set(self.special_ids.values())
+        return sorted(token for token_id, token in self.vocab.items() if token_id not in special)
+
+    def is_special_token(self, token: int) -> bool:
+        """Whether ``token`` is the id of a special token."""
+        return token in self._special_id_set
 
     # -- misc -----------------------------------------------------------------------------------
 
@@ -169,3 +355,38 @@ class Tokenizer:
             f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
             f"special_tokens={self.special_tokens!r}, merge_rule={self.merge_rule!r})"
         )
+
+
+def _check_str(text: object, method: str) -> None:
+    if not isinstance(text, str):
+        hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"{method}() takes text as a str, not {type(text).__name__}{hint}")
+
+
+def _token_collection(tokens: object, name: str) -> Collection[str]:
+    """``tokens`` if it is a collection of str; TypeError/ValueError saying what was expected."""
+    if isinstance(tokens, str):
+        raise ValueError(f"{name} must be 'all' or a collection of special tokens, not {tokens!r}")
+    if isinstance(tokens, (bytes, bytearray)) or not isinstance(tokens, Iterable):
+        raise TypeError(f"{name} must be 'all' or a collection of str, not {type(tokens).__name__}")
+    tokens = list(tokens)
+    for token in tokens:
+        if not isinstance(token, str):
+            raise TypeError(f"{name} must hold str, not {type(token).__name__} ({token!r})")
+    return tokens
+
+
+def _refuse_disallowed(text: str, disallowed: frozenset[str]) -> None:
+    """DisallowedSpecialTokenError for the first disallowed string in ``text`` (the longest of
+    those that start there), if there is one."""
+    first = -1
+    for token in disallowed:
+        if not token:
+            continue
+        position = text.find(token, 0, None if first < 0 else first + len(token))
+        if position >= 0 and (first < 0 or position <= first):
+            first = position
+    if first < 0:
+        return
+    token = max((t for t in disallowed if t and text.startswith(t, first)), key=len)
+    raise DisallowedSpecialTokenError(token, first)

@@ -25,6 +25,7 @@ from . import schema
 from ..errors import TokenizerNotFoundError
 from ..model import BPEModel
 from .rows import MERGES_SQL, VOCAB_SQL, model_from_rows
+from .packed import PACKED_SQL, pack, unpack
 from .migrate import check_sqlite_file, upgrade_to_head
 from ..progress import progress_bar
 from .refs import check_name, parse_ref
@@ -211,11 +212,15 @@ class ModelStore:
         """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``) as a model."""
         with self._transaction() as connection:
             row = self._resolve(connection, ref)
-            vocab_rows, merge_rows = self._vocab_and_merges(connection, row.id)
+            vocab_rows, merge_rows = self._vocab_and_merges(connection, row)
         return model_from_rows(row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows)
 
-    def _vocab_and_merges(self, connection: Connection, tokenizer_id: int) -> tuple[list, list]:
+    def _vocab_and_merges(self, connection: Connection, row: Any) -> tuple:
+        tokenizer_id = row.id
         if self.is_sqlite:  # plain SQL: no per-row type processing on the hot path
+            packed = connection.exec_driver_sql(PACKED_SQL, (tokenizer_id,)).scalar()
+            if packed is not None:  # the packed copy (bpestore/store/packed.py), else the rows
+                return unpack(packed, row.vocab_size, f"{row.name}@{row.version}", self.location)
             vocab = connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall()
             return vocab, connection.exec_driver_sql(MERGES_SQL, (tokenizer_id,)).fetchall()
         v, m = schema.vocab, schema.merges
@@ -321,6 +326,8 @@ class ModelStore:
                     for rank, (left, right) in enumerate(tokenizer.merges)
                 ],
             )
+        if self.is_sqlite:  # after the rows: their triggers delete any packed copy of this id
+            connection.execute(insert(schema.packed_models).values(tokenizer_id=tokenizer_id, data=pack(tokenizer.vocab, tokenizer.merges)))
         return f"{name}@{version}"
 
     def delete(self, ref: str) -> str:

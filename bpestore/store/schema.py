@@ -122,3 +122,11 @@ merges = Table(
     ),
 )
 
+# A copy of each tokenizer's vocab and merges in one BLOB, the fast way to load it (since 0004;
+# bpestore/store/packed.py). On SQLite, triggers (in the migration) delete a copy when its rows change.
+packed_models = Table(
+    "packed_models",
+    metadata,
+    Column("tokenizer_id", Integer, ForeignKey("tokenizers.id", ondelete="CASCADE"), primary_key=True),
+    Column("data", LargeBinary, nullable=False, comment="the tokenizer's vocab and merges packed (bpestore/store/packed.py)"),
+)

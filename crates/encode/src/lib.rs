@@ -9,6 +9,8 @@
 mod bpe;
 mod cache;
 mod file;
+mod offsets;
+pub mod packed;
 mod stream;
 mod vocab;
 
@@ -229,6 +231,16 @@ impl Encoder {
 
     /// The ids of each text, encoded on `threads` threads (at least one), in order.
     pub fn encode_batch(&self, texts: &[&str], threads: usize) -> Vec<Vec<TokenId>> {
+        self.encode_batch_allowed(texts, threads, AllowedSpecial::All)
+    }
+
+    /// [`Encoder::encode_batch`], recognising only the special tokens `allowed`.
+    pub fn encode_batch_allowed(
+        &self,
+        texts: &[&str],
+        threads: usize,
+        allowed: AllowedSpecial<'_>,
+    ) -> Vec<Vec<TokenId>> {
         let threads = threads.clamp(1, texts.len().max(1));
         if threads == 1 {
             return self.caches.with(|cache| {
@@ -236,7 +248,7 @@ impl Encoder {
                     .iter()
                     .map(|text| {
                         let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                        self.encode_into(text, AllowedSpecial::All, cache, &mut out);
+                        self.encode_into(text, allowed, cache, &mut out);
                         out
                     })
                     .collect()
@@ -255,7 +267,7 @@ impl Encoder {
                                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                                 let Some(text) = texts.get(i) else { break };
                                 let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                self.encode_into(text, AllowedSpecial::All, cache, &mut out);
+                                self.encode_into(text, allowed, cache, &mut out);
                                 done.push((i, out));
                             }
                             done

@@ -10,12 +10,13 @@ use bpestore_encode::{
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
 use std::sync::{Arc, OnceLock};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyEncoder>()?;
     module.add_class::<PyStreamEncoder>()?;
+    module.add_class::<PyIdIterator>()?;
     Ok(())
 }
 
@@ -196,14 +197,17 @@ impl PyEncoder {
         ids_to_bytes(py, &ids)
     }
 
-    /// The ids of each text, encoded on `num_threads` threads (default: the CPUs), in order.
-    #[pyo3(signature = (texts, num_threads = None))]
+    /// The ids of each text, encoded on `num_threads` threads (default: the CPUs), in order;
+    /// `allowed_special` as for `encode`.
+    #[pyo3(signature = (texts, num_threads = None, allowed_special = None))]
     fn encode_batch<'py>(
         &self,
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
         num_threads: Option<usize>,
+        allowed_special: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let allowed = Allowed::from_py(allowed_special)?;
         let texts: Vec<PyBackedStr> = texts
             .try_iter()?
             .map(|t| t?.extract())
@@ -215,13 +219,30 @@ impl PyEncoder {
         let encoder = Arc::clone(&self.inner);
         let batches = py.detach(move || {
             let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-            encoder.encode_batch(&refs, threads)
+            allowed.with(|allowed| encoder.encode_batch_allowed(&refs, threads, allowed))
         });
         let lists = batches
             .into_iter()
             .map(|ids| self.ints.list(py, &ids))
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, lists)
+    }
+
+    /// The ids of `text` (`allowed_special` as for `encode`) and each one's `(start, end)`
+    /// character span in `text`, as Hugging Face's `tokenizers` gives them: a token that holds
+    /// part of a character's bytes spans that whole character.
+    #[pyo3(signature = (text, allowed_special = None))]
+    fn encode_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        text: PyBackedStr,
+        allowed_special: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let allowed = Allowed::from_py(allowed_special)?;
+        let encoder = Arc::clone(&self.inner);
+        let (ids, offsets) =
+            py.detach(move || allowed.with(|allowed| encoder.encode_with_offsets(&text, allowed)));
+        Ok((self.ints.list(py, &ids)?, PyList::new(py, offsets)?))
     }
 
     /// The bytes of `ids` joined; ValueError naming the first id that is not in the vocabulary.
@@ -239,6 +260,13 @@ impl PyEncoder {
                 .and_then(|id| self.inner.token_bytes(id));
             match bytes {
                 Some(bytes) => out.extend_from_slice(bytes),
+                // Not an integer at all (a str, a float): the caller's mistake of type.
+                None if !item.hasattr("__index__")? => {
+                    return Err(PyTypeError::new_err(format!(
+                        "token ids must be integers, got {}",
+                        repr(&item)
+                    )))
+                }
                 None => {
                     return Err(PyValueError::new_err(format!(
                         "id {} is not in the vocabulary (ids go up to {})",
@@ -260,6 +288,20 @@ impl PyEncoder {
             encoder: Arc::clone(&self.inner),
             state: StreamState::with_block(block_bytes),
         }
+    }
+
+    /// The ids of the text pieces `iterable` yields (a file object, lines), one at a time as
+    /// `encode` of their concatenation would give them, in constant memory: pieces are gathered
+    /// until about `block_bytes` wait, then encoded up to the last safe cut.
+    #[pyo3(signature = (iterable, block_bytes = DEFAULT_STREAM_BLOCK))]
+    fn iter_ids(&self, iterable: &Bound<'_, PyAny>, block_bytes: usize) -> PyResult<PyIdIterator> {
+        Ok(PyIdIterator {
+            encoder: Arc::clone(&self.inner),
+            state: StreamState::with_block(block_bytes),
+            source: Some(iterable.try_iter()?.unbind()),
+            ids: Vec::new(),
+            next: 0,
+        })
     }
 
     /// Encodes the UTF-8 file `path` into the `.npy` file `output` (uint16 if every id fits,
@@ -380,6 +422,66 @@ impl PyStreamEncoder {
         // (plain ints: the shared ones would cost a stream more memory than it may use)
         PyList::new(py, ids)
     }
+}
+
+/// The ids of a stream of text pieces, one by one (see `Encoder.iter_ids`): the pieces are
+/// pulled from the source only when the ids encoded so far are used up, so no Python generator or
+/// list stands between the engine and the caller.
+#[pyclass(module = "bpestore._engine", name = "IdIterator")]
+pub struct PyIdIterator {
+    encoder: Arc<Encoder>,
+    state: StreamState,
+    /// None once the source is exhausted and the rest of the text encoded.
+    source: Option<Py<PyIterator>>,
+    ids: Vec<TokenId>,
+    next: usize,
+}
+
+#[pymethods]
+impl PyIdIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<TokenId>> {
+        while self.next == self.ids.len() {
+            let Some(source) = &self.source else {
+                return Ok(None);
+            };
+            self.ids.clear();
+            self.next = 0;
+            // Feed pieces until some ids come out (the stream holds text back until it has a
+            // block of it and a safe cut) or the source ends.
+            let source = source.bind(py).clone();
+            match source.into_iter().next() {
+                Some(piece) => {
+                    let piece = piece?;
+                    let text = piece.cast::<PyString>().map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "encode_iterable() takes an iterable of str, got {} ({})",
+                            type_name(&piece),
+                            repr(&piece)
+                        ))
+                    })?;
+                    self.ids = self.state.feed(&self.encoder, text.to_str()?);
+                }
+                None => {
+                    self.ids = self.state.finish(&self.encoder);
+                    self.source = None;
+                }
+            }
+        }
+        let id = self.ids[self.next];
+        self.next += 1;
+        Ok(Some(id))
+    }
+}
+
+fn type_name(object: &Bound<'_, PyAny>) -> String {
+    object
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |name| name.to_string())
 }
 
 fn ids_to_bytes<'py>(py: Python<'py>, ids: &[TokenId]) -> PyResult<Bound<'py, PyBytes>> {

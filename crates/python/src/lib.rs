@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod encode;
 mod pretokenize;
+mod store;
 mod train;
 
 #[pymodule]
@@ -15,5 +16,6 @@ fn _engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     pretokenize::register(module)?;
     train::register(module)?;
     encode::register(module)?;
+    store::register(module)?;
     Ok(())
 }

@@ -1,0 +1,273 @@
+"""The explorer's pages: tokenizers, one tokenizer (vocab, merges), versions of a name, the
+playground and the diff. Every page only reads the store; tokenizers are named by ``?ref=`` (names
+may hold any character but ``@`` and spaces, ``/`` included)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, current_app, render_template, request
+
+from ..encode.tokenizer import Tokenizer
+from ..errors import BpestoreError
+from ..metrics import Measurement, measure_file, measure_text
+from ..store.database import TokenizerInfo
+from ..workflow import diff_tokenizers, token_text
+from . import svg
+from .data import Explorer
+
+pages = Blueprint("pages", __name__)
+
+MAX_TEXT_CHARS = 200_000  # pasted text beyond this is cut (the page would be unreadable anyway)
+MAX_SIDE_BY_SIDE = 4
+PAGE_SIZE = 100
+DEFAULT_TEXT = "Hello world! Tokenizers split text into pieces: naïve café, 中文, emoji 👍🏽 and <|endoftext|> too."
+_WORD = re.compile(r"\s?\S+")  # a word with the space before it, as GPT-2's pre-tokens carry it
+
+
+def explorer() -> Explorer:
+    return current_app.extensions["bpestore_explorer"]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One token as the playground shows it."""
+
+    id: int
+    text: str
+    special: bool
+    not_utf8: bool
+    num_bytes: int
+
+
+def show_token(token: bytes) -> str:
+    """A token's text for people (escapes as in ``bpestore show``; invalid UTF-8 as ``\\xNN``)."""
+    return token_text(token)
+
+
+def is_utf8(token: bytes) -> bool:
+    try:
+        token.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def pieces(tokenizer: Tokenizer, ids: list[int]) -> list[Piece]:
+    special_ids = set(tokenizer.special_ids.values())
+    result = []
+    for token_id in ids:
+        token = tokenizer.vocab[token_id]
+        special = token_id in special_ids
+        result.append(Piece(token_id, token.decode("utf-8") if special else show_token(token), special, not special and not is_utf8(token), len(token)))
+    return result
+
+
+def _text_argument() -> str:
+    """The pasted text. Browsers send a text area's line breaks as CRLF whatever the text held
+    (its value, as the user sees it, has LF): undo that, so that the ids are those of the text shown."""
+    return request.values.get("text", "").replace("\r\n", "\n")[:MAX_TEXT_CHARS]
+
+
+def _int_argument(name: str, default: int = 0) -> int:
+    try:
+        return max(0, int(request.args.get(name, default)))
+    except ValueError:
+        return default
+
+
+def _lineage(infos: list[TokenizerInfo]) -> dict[str, list[str]]:
+    """For each tokenizer, the other tokenizers trained on the same corpus (same content)."""
+    by_corpus: dict[str, list[str]] = {}
+    for info in infos:
+        if info.corpus_sha256:
+            by_corpus.setdefault(info.corpus_sha256, []).append(info.ref)
+    return {info.ref: [ref for ref in by_corpus.get(info.corpus_sha256 or "", []) if ref != info.ref] for info in infos}
+
+
+@pages.app_errorhandler(BpestoreError)
+def _store_error(error: BpestoreError):
+    return render_template("error.html", message=str(error)), 404
+
+
+@pages.app_errorhandler(ValueError)
+def _bad_argument(error: ValueError):
+    return render_template("error.html", message=str(error)), 400
+
+
+# -- the tokenizers --------------------------------------------------------------------------------
+
+
+@pages.route("/")
+def index():
+    query = request.args.get("q", "").strip()
+    infos = explorer().list()
+    lineage = _lineage(infos)
+    shown = [info for info in infos if query.lower() in info.name.lower()]
+    names = sorted({info.name for info in infos})
+    return render_template("index.html", infos=shown, total=len(infos), query=query, lineage=lineage, names=names)
+
+
+@pages.route("/tokenizer")
+def tokenizer_page():
+    info = explorer().info(request.args.get("ref", ""))
+    kinds, lengths = explorer().kinds_and_lengths(info)
+    longest = explorer().longest_tokens(info, 25)
+    histogram = svg.bar_chart(
+        [(str(length), count) for length, count in sorted(lengths.items())],
+        title="token lengths", x_label="bytes per token", y_label="tokens",
+    )
+    versions = explorer().store.list(info.name)
+    return render_template(
+        "tokenizer.html", info=info, kinds=kinds, longest=longest, histogram=histogram, show_token=show_token,
+        versions=versions, mean_length=_mean_length(lengths),
+    )
+
+
+def _mean_length(lengths: dict[int, int]) -> float | None:
+    count = sum(lengths.values())
+    return sum(length * n for length, n in lengths.items()) / count if count else None
+
+
+@pages.route("/vocab")
+def vocab_page():
+    info = explorer().info(request.args.get("ref", ""))
+    text = request.args.get("q", "")
+    id_text = request.args.get("id", "").strip()
+    hex_text = request.args.get("hex", "").strip()
+    token_id = int(id_text) if id_text else None
+    try:
+        hex_bytes = bytes.fromhex(hex_text) if hex_text else None
+    except ValueError:
+        raise ValueError(f"not hexadecimal bytes: {hex_text!r} (e.g. 'e4b8ad' or 'e4 b8 ad')") from None
+    page = _int_argument("page")
+    total, rows = explorer().vocab_page(info, text=text, token_id=token_id, hex_bytes=hex_bytes, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+    return render_template(
+        "vocab.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, id=id_text, hex=hex_text,
+        show_token=show_token,
+    )
+
+
+@pages.route("/merges")
+def merges_page():
+    info = explorer().info(request.args.get("ref", ""))
+    text = request.args.get("q", "")
+    page = _int_argument("page")
+    total, rows = explorer().merges_page(info, text=text, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+    return render_template("merges.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, show_token=show_token)
+
+
+@pages.route("/versions")
+def versions_page():
+    """The versions of one name, and how their compression grows with the vocab size."""
+    name = request.args.get("name", "")
+    infos = explorer().store.list(name)
+    if not infos:
+        raise BpestoreError(f"no tokenizer named {name!r}")
+    text = _text_argument()
+    source = "the pasted text"
+    if not text:
+        for info in reversed(infos):
+            sample = explorer().corpus_sample(info)
+            if sample:
+                text, source = sample, f"the first {len(sample.encode()):,} bytes of {info.corpus_path}"
+                break
+    rows = []
+    if text:
+        for info in infos:
+            measured = explorer().cached(("text", info.ref, text), lambda info=info: measure_text(explorer().tokenizer(info.ref)[1], text))
+            rows.append((info, measured))
+    chart = svg.line_chart(
+        [(name, [(info.vocab_size, m.bytes_per_token or 0) for info, m in rows])],
+        title=f"bytes per token against vocab size ({name})", x_label="vocab size", y_label="bytes per token",
+    )
+    return render_template("versions.html", name=name, infos=infos, rows=rows, chart=chart, text=text if source == "the pasted text" else "", source=source)
+
+
+# -- playground --------------------------------------------------------------------------------------
+
+
+@pages.route("/playground", methods=["GET", "POST"])
+def playground():
+    infos = explorer().list()
+    refs = [ref for ref in request.values.getlist("t") if ref][:MAX_SIDE_BY_SIDE]
+    if not refs and infos:
+        refs = [infos[-1].ref]
+    text = _text_argument() if "text" in request.values else DEFAULT_TEXT
+    columns = []
+    for ref in refs:
+        info, tokenizer = explorer().tokenizer(ref)
+        ids = tokenizer.encode(text)
+        measured = measure_text(tokenizer, text)
+        columns.append({"info": info, "ids": ids, "pieces": pieces(tokenizer, ids), "measured": measured})
+    return render_template("playground.html", infos=infos, refs=refs, text=text, columns=columns, max_side_by_side=MAX_SIDE_BY_SIDE)
+
+
+# -- diff --------------------------------------------------------------------------------------------
+
+
+def differing_words(a: Tokenizer, b: Tokenizer, text: str, limit: int = 40, candidates: int = 5000) -> list[dict[str, Any]]:
+    """The most frequent words of ``text`` (with the space before them) that ``a`` and ``b`` split
+    differently, with both splits."""
+    counts = Counter(_WORD.findall(text)).most_common(candidates)
+    words = [word for word, _ in counts]
+    ids_a, ids_b = a.encode_batch(words), b.encode_batch(words)
+    found = []
+    for (word, count), one, other in zip(counts, ids_a, ids_b):
+        split_a, split_b = [a.vocab[i] for i in one], [b.vocab[i] for i in other]
+        if split_a != split_b:
+            found.append({"word": word, "count": count, "a": pieces(a, one), "b": pieces(b, other)})
+            if len(found) == limit:
+                break
+    return found
+
+
+def _measure_file_cached(ref: str, tokenizer: Tokenizer, path: str) -> Measurement:
+    stat = Path(path).stat()
+    return explorer().cached(("file", ref, path, stat.st_mtime_ns, stat.st_size), lambda: measure_file(tokenizer, path))
+
+
+@pages.route("/diff", methods=["GET", "POST"])
+def diff_page():
+    infos = explorer().list()
+    ref_a, ref_b = request.values.get("a", ""), request.values.get("b", "")
+    if not (ref_a and ref_b):
+        if len(infos) >= 2:
+            ref_a, ref_b = ref_a or infos[-2].ref, ref_b or infos[-1].ref
+        else:
+            return render_template("diff.html", infos=infos, result=None)
+    info_a, tok_a = explorer().tokenizer(ref_a)
+    info_b, tok_b = explorer().tokenizer(ref_b)
+    result = explorer().cached(("diff", info_a.ref, info_b.ref), lambda: diff_tokenizers(info_a.ref, tok_a, info_b.ref, tok_b))
+    text = _text_argument()
+    source = "the pasted text"
+    if not text:
+        for info in (info_a, info_b):
+            sample = explorer().corpus_sample(info)
+            if sample:
+                text, source = sample, f"the first {len(sample.encode()):,} bytes of {info.corpus_path} ({info.ref}'s corpus)"
+                break
+    compared = None
+    if text:
+        compared = {
+            "a": measure_text(tok_a, text),
+            "b": measure_text(tok_b, text),
+            "words": differing_words(tok_a, tok_b, text),
+        }
+    files = [
+        {"path": path, "a": _measure_file_cached(info_a.ref, tok_a, path), "b": _measure_file_cached(info_b.ref, tok_b, path)}
+        for path in current_app.config["BPESTORE_CORPORA"]
+    ]
+    totals = None
+    if len(files) > 1:
+        totals = {"a": Measurement.combine([f["a"] for f in files]), "b": Measurement.combine([f["b"] for f in files])}
+    overlap = svg.overlap_bar(len(result.only_a), result.shared_tokens, len(result.only_b), name_a=info_a.ref, name_b=info_b.ref)
+    return render_template(
+        "diff.html", infos=infos, result=result, info_a=info_a, info_b=info_b, text=text if source == "the pasted text" else "",
+        source=source, compared=compared, files=files, totals=totals, overlap=overlap, show_token=show_token,
+        shown=200,
+    )

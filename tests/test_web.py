@@ -1,0 +1,407 @@
+"""Tests of the web explorer (``bpestore serve``, bpestore/web/).
+
+Two kinds: Flask's test client for what needs no browser (every page answers, the store's bytes
+are unchanged, escaping, the host checks), and a real headless Chromium driven by Selenium for what
+a person sees: no console errors on any page, the playground's ids equal ``Tokenizer.encode``'s,
+the diff page agrees with ``Store.diff``, a token holding ``<script>`` is shown and not run. The
+browser tests skip, saying why, where Chromium or chromedriver is not installed (Debian:
+``apt-get install chromium chromium-driver``).
+
+Screenshots of the playground and the diff page go to ``$BPESTORE_SCREENSHOTS`` when it is set
+(the README's are made so: ``BPESTORE_SCREENSHOTS=docs python3 -m pytest tests/test_web.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+pytest.importorskip("flask", reason="the web extra is not installed (pip install -e '.[web]')")
+
+from bpestore import BPEModel, Store  # noqa: E402
+from bpestore.web import check_host, close_app, create_app, make_server  # noqa: E402
+from conftest import shared_dir  # noqa: E402
+from strategies import texts  # noqa: E402
+
+ENDOFTEXT = "<|endoftext|>"
+SCRIPT_TOKEN = b"<script>document.title='pwned'</script>"
+SCRIPT_SPECIAL = "<img src=x onerror=\"document.title='pwned'\">"
+# Special tokens, multi-byte characters (2, 3 and 4 bytes, emoji sequences), odd whitespace.
+NASTY_TEXT = (
+    f"Hello world!{ENDOFTEXT}naïve café 中文字 😀👍🏽 👨‍👩‍👧\n\n  tabs\tand  spaces {ENDOFTEXT}{ENDOFTEXT}"
+    "Grüße aus München, Привет мир, مرحبا\r\nend"
+)
+
+
+def shared_text(name: str) -> str:
+    """A shared fixture's text, when it is there: more natural text makes the screenshots more
+    telling; the tests hold either way."""
+    path = shared_dir() / "fixtures" / name
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def is_utf8(token: bytes) -> bool:
+    try:
+        token.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory) -> Path:
+    """A store with en@1, en@2 (one corpus), de@1 (another), and evil@1, whose vocab holds a
+    token that is a script element and a special token that is an HTML tag."""
+    folder = tmp_path_factory.mktemp("web")
+    english = folder / "en.txt"
+    english.write_text(("the cat sat on the mat. hello world, tokens are fun! " * 120 + ENDOFTEXT) * 3 + shared_text("tinystories_sample.txt"), encoding="utf-8")
+    german = folder / "de.txt"
+    german.write_text("Die Katze saß auf der Matte. Grüße aus München! 中文 " * 150 + shared_text("german.txt"), encoding="utf-8")
+    db = folder / "store.db"
+    with Store(db) as store:
+        store.train(english, "en", [300, 600], [ENDOFTEXT], workers=1)
+        store.train(german, "de", [500], [ENDOFTEXT], workers=1)
+        vocab = {i: bytes([i]) for i in range(256)} | {256: b"sc", 257: SCRIPT_TOKEN}
+        store.save("evil", BPEModel(vocab, [(b"s", b"c")], [SCRIPT_SPECIAL]))
+    return db
+
+
+@pytest.fixture(scope="module")
+def client(store_path):
+    app = create_app(store_path, corpora=[store_path.parent / "en.txt", store_path.parent / "de.txt"], allowed_hosts=["localhost"])
+    return app.test_client()
+
+
+def page_urls() -> list[str]:
+    """One URL of every kind of page, with searches."""
+    return [
+        "/", "/?q=en",
+        "/tokenizer?ref=en@2", "/tokenizer?ref=evil",
+        "/vocab?ref=en@2", "/vocab?ref=en@2&q=th", "/vocab?ref=en@1&id=257", "/vocab?ref=de@1&hex=c3", "/vocab?ref=en@2&page=1",
+        "/vocab?ref=evil&q=script",
+        "/merges?ref=en@2", "/merges?ref=en@2&q=at",
+        "/versions?name=en",
+        f"/playground?t=en@2&t=de@1&t=evil&text={quote(NASTY_TEXT)}",
+        "/diff?a=en@1&b=en@2", "/diff?a=en@2&b=de@1", "/diff?a=en@2&b=evil",
+    ]
+
+
+# -- without a browser ---------------------------------------------------------------------------
+
+
+def test_every_page_answers_and_the_store_is_unchanged(store_path, client):
+    before = sha256(store_path)
+    for url in page_urls():
+        response = client.get(url, headers={"Host": "localhost"})
+        assert response.status_code == 200, (url, response.data[:500])
+        assert response.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    # a POST (the forms' method) reads too
+    response = client.post("/playground", data={"t": "en@2", "text": "hello"}, headers={"Host": "localhost"})
+    assert response.status_code == 200
+    assert client.get("/tokenizer?ref=nope", headers={"Host": "localhost"}).status_code == 404
+    assert client.get("/vocab?ref=en@1&hex=zz", headers={"Host": "localhost"}).status_code == 400
+    assert sha256(store_path) == before
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=texts())
+def test_playground_ids_equal_encode_for_nasty_text(store_path, client, text):
+    """Without a browser: the ids the playground shows for awkward texts (special tokens at every
+    edge, every kind of whitespace, any script) are Tokenizer.encode's. A text area sends line
+    breaks as CRLF, which the page takes back to LF (the text area's value)."""
+    response = client.post("/playground", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"})
+    assert response.status_code == 200
+    shown = re.findall(r'<pre class="ids">([^<]*)</pre>', response.data.decode())
+    with Store(store_path) as store:
+        want = [store.load(ref).encode(text.replace("\r\n", "\n")) for ref in ("en@2", "de@1")]
+    assert [[int(i) for i in ids.split()] for ids in shown] == want
+
+
+def test_a_sqlite_url_is_opened_read_only_too(store_path):
+    before = sha256(store_path)
+    app = create_app(f"sqlite:///{store_path}", allowed_hosts=["localhost"])
+    assert app.test_client().get("/tokenizer?ref=en@1", headers={"Host": "localhost"}).status_code == 200
+    assert sha256(store_path) == before
+
+
+def test_browsing_leaves_the_store_as_it_was(store_path, tmp_path):
+    """Bytes unchanged, and no -wal/-shm files left behind once the explorer is closed."""
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(store_path.read_bytes())
+    before = sha256(copy)
+    app = create_app(copy, allowed_hosts=["localhost"])
+    for url in page_urls():
+        assert app.test_client().get(url, headers={"Host": "localhost"}).status_code == 200
+    close_app(app)
+    assert sha256(copy) == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["copy.db"]
+
+
+def test_untrusted_text_is_escaped(client):
+    for url in ("/vocab?ref=evil&q=script", "/tokenizer?ref=evil", "/diff?a=en@2&b=evil", f"/playground?t=evil&text={quote(SCRIPT_SPECIAL)}"):
+        html = client.get(url, headers={"Host": "localhost"}).data.decode()
+        assert "<script>document" not in html and "<img src=x" not in html, url
+        assert "&lt;script&gt;document.title=" in html or "&lt;img src=x" in html, url
+
+
+def test_requests_for_other_hosts_are_refused(client):
+    # DNS rebinding: a page of another site whose name now resolves to 127.0.0.1
+    assert client.get("/", headers={"Host": "evil.example:8000"}).status_code == 421
+    assert client.get("/", headers={"Host": "localhost:8000"}).status_code == 200
+
+
+def test_only_loopback_unless_allowed():
+    for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
+        check_host(host, allow_remote=False)
+    for host in ("0.0.0.0", "::", "8.8.8.8", "192.168.1.10"):
+        with pytest.raises(ValueError, match="--allow-remote"):
+            check_host(host, allow_remote=False)
+        check_host(host, allow_remote=True)
+
+
+def test_cli_serve_refuses_a_remote_host_and_a_missing_store(store_path, tmp_path):
+    from test_cli import assert_user_error, invoke
+
+    assert_user_error(invoke("serve", "--host", "0.0.0.0", "--db", store_path), "--allow-remote")
+    missing = tmp_path / "missing.db"
+    assert_user_error(invoke("serve", "--db", missing, "--port", "0"), "missing.db")
+    assert not missing.exists()  # never created
+
+
+def test_cli_serve_serves_until_interrupted(store_path):
+    """`bpestore serve --port 0` in a process: it says where it listens, answers, stops on SIGINT."""
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bpestore.cli", "serve", "--port", "0", "--db", str(store_path)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )
+    try:
+        line = process.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, line
+        with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/?q=en", timeout=30) as response:
+            html = response.read().decode()
+        assert "en@1" in html and "de@1" not in html
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        process.stderr.close()
+
+
+def test_a_store_at_another_revision_is_refused_not_upgraded(tmp_path):
+    import sqlite3
+
+    from bpestore.errors import StoreError
+
+    db = tmp_path / "old.db"
+    with Store(db):
+        pass
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '0001'")
+    connection.close()
+    before = sha256(db)
+    with pytest.raises(StoreError, match="another schema revision"):
+        create_app(db)
+    assert sha256(db) == before
+
+
+# -- in a real browser ------------------------------------------------------------------------------
+
+
+def _browser_paths() -> tuple[str, str]:
+    browser = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
+    driver = shutil.which("chromedriver")
+    if browser is None or driver is None:
+        pytest.skip(
+            "no headless browser: the browser tests need Chromium and chromedriver on PATH "
+            "(Debian: apt-get install chromium chromium-driver)"
+        )
+    return browser, driver
+
+
+@pytest.fixture(scope="module")
+def server(store_path):
+    """The explorer on a free loopback port, in a thread; yields its base URL."""
+    httpd = make_server(store_path, "127.0.0.1", 0, corpora=[store_path.parent / "en.txt", store_path.parent / "de.txt"])
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+    httpd.server_close()
+    close_app(httpd.app)
+    thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    browser_path, driver_path = _browser_paths()
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser_path
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900", "--lang=en-US"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def console_errors(driver) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
+
+
+def visit(driver, url: str) -> None:
+    driver.get(url)
+    assert driver.execute_script("return document.readyState") == "complete"
+
+
+def submit(driver, button_id: str) -> None:
+    """Click a form's button and wait for the next page (the click returns before it loads)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old_page = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.ID, button_id).click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old_page))
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def screenshot(driver, name: str) -> None:
+    folder = os.environ.get("BPESTORE_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / name))
+
+
+def own_scripts_only(driver) -> None:
+    sources = driver.execute_script("return Array.from(document.scripts).map(s => s.getAttribute('src'))")
+    assert sources == ["/static/app.js"], sources
+
+
+def test_every_page_renders_without_console_errors(browser, server, store_path):
+    from selenium.webdriver.common.by import By
+
+    before = sha256(store_path)
+    console_errors(browser)  # clear
+    for url in page_urls():
+        visit(browser, server + url)
+        assert browser.find_element(By.TAG_NAME, "h1").text, url
+        assert "Cannot show that" not in browser.page_source, url
+        assert console_errors(browser) == [], url
+        own_scripts_only(browser)
+        assert "pwned" not in browser.title
+    assert sha256(store_path) == before
+
+
+def test_playground_ids_equal_encode(browser, server, store_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    visit(browser, server + "/playground")
+    # ChromeDriver cannot type characters outside the BMP (emoji): set the text area's value
+    area = browser.find_element(By.ID, "text")
+    browser.execute_script("arguments[0].value = arguments[1]", area, NASTY_TEXT)
+    selects = browser.find_elements(By.CSS_SELECTOR, "#playground-form select")
+    Select(selects[0]).select_by_value("en@2")
+    Select(selects[1]).select_by_value("de@1")
+    Select(selects[2]).select_by_value("evil@1")
+    submit(browser, "encode")
+    columns = browser.find_elements(By.CSS_SELECTOR, "section.column")
+    assert [column.get_attribute("data-ref") for column in columns] == ["en@2", "de@1", "evil@1"]
+    # what the page holds is the text as typed (a text area's value has LF line breaks)
+    text = browser.find_element(By.ID, "text").get_property("value")
+    assert text == NASTY_TEXT.replace("\r\n", "\n")
+    with Store(store_path) as store:
+        for column in columns:
+            tokenizer = store.load(column.get_attribute("data-ref"))
+            want = tokenizer.encode(text)
+            shown_ids = [int(i) for i in column.find_element(By.CSS_SELECTOR, "pre.ids").get_property("textContent").split()]
+            assert shown_ids == want
+            spans = column.find_elements(By.CSS_SELECTOR, ".tokens .tok")
+            assert [int(span.get_attribute("data-id")) for span in spans] == want
+            assert int(column.find_element(By.CSS_SELECTOR, ".stats .count").text) == len(want)
+            specials = [int(span.get_attribute("data-id")) for span in column.find_elements(By.CSS_SELECTOR, ".tok.special")]
+            assert specials == [i for i in want if i in tokenizer.special_ids.values()]
+            if ENDOFTEXT in tokenizer.special_tokens:
+                assert specials, "special tokens are marked"
+            # a token that is not UTF-8 on its own is shown as bytes (\xNN), and only such a token
+            shown_as_bytes = {int(span.get_attribute("data-id")): span.get_property("textContent") for span in column.find_elements(By.CSS_SELECTOR, ".tok.bytes")}
+            not_utf8 = {i for i in want if i not in tokenizer.special_ids.values() and not is_utf8(tokenizer.vocab[i])}
+            assert set(shown_as_bytes) == not_utf8
+            for token_id, shown in shown_as_bytes.items():
+                assert shown == tokenizer.vocab[token_id].decode("utf-8", errors="backslashreplace")
+    assert not_utf8, "the text has characters the last tokenizer splits into bytes"
+    assert console_errors(browser) == []
+    screenshot(browser, "playground.png")
+
+
+def test_diff_page_agrees_with_store_diff(browser, server, store_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    visit(browser, server + "/diff")
+    Select(browser.find_element(By.NAME, "a")).select_by_value("en@2")
+    Select(browser.find_element(By.NAME, "b")).select_by_value("de@1")
+    submit(browser, "compare")
+    with Store(store_path) as store:
+        want = store.diff("en@2", "de@1")
+        tok_a, tok_b = store.load("en@2"), store.load("de@1")
+
+    def cells(row_id: str) -> list[str]:
+        return [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, f"#{row_id} td")]
+
+    assert cells("vocab-size") == [str(want.vocab_size_a), str(want.vocab_size_b)]
+    assert cells("merges-count") == [str(want.merges_a), str(want.merges_b)]
+    assert cells("only-here") == [str(len(want.only_a)), str(len(want.only_b))]
+    assert cells("shared-tokens") == [str(want.shared_tokens)]
+    assert cells("shared-merges") == [str(want.shared_merges)]
+    assert cells("common-prefix") == [str(want.common_merge_prefix)]
+    assert browser.find_element(By.CSS_SELECTOR, "#first-different .rank").text == str(want.first_different_merge["rank"])
+    for index, only in ((1, want.only_a), (2, want.only_b)):
+        items = browser.find_elements(By.CSS_SELECTOR, f"#only-{index} li")
+        assert [int(item.get_attribute("data-id")) for item in items] == [i for i, _ in only[: len(items)]]
+        assert len(items) == min(len(only), 200)
+    # the per-file table: tokens of each file with each tokenizer, as Tokenizer.encode counts them
+    rows = browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")
+    counts = [int(row.find_elements(By.CSS_SELECTOR, "td.num")[2].text.replace(",", "")) for row in rows]
+    for position, name in enumerate(("en.txt", "de.txt")):
+        text = (store_path.parent / name).read_text(encoding="utf-8")
+        assert counts[2 * position : 2 * position + 2] == [len(tok_a.encode(text)), len(tok_b.encode(text))]
+    assert console_errors(browser) == []
+    screenshot(browser, "diff.png")
+
+
+def test_script_in_a_token_is_shown_not_run(browser, server):
+    from selenium.webdriver.common.by import By
+
+    for url in ("/vocab?ref=evil&q=script", "/tokenizer?ref=evil", "/diff?a=en@2&b=evil", f"/playground?t=evil&text={quote(SCRIPT_TOKEN.decode() + SCRIPT_SPECIAL)}"):
+        visit(browser, server + url)
+        body = browser.find_element(By.TAG_NAME, "body").text
+        assert SCRIPT_TOKEN.decode() in body, url  # shown as text
+        if "playground" in url:
+            assert SCRIPT_SPECIAL in body
+            assert browser.find_elements(By.CSS_SELECTOR, "img") == []
+        assert browser.title != "pwned" and "pwned" not in browser.title
+        own_scripts_only(browser)
+        assert console_errors(browser) == [], url
+    assert re.search(r"bpestore", browser.title)
