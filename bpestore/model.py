@@ -93,8 +93,6 @@ class BPEModel:
             if merge_rule == "pair":
                 _check_merges(merges, id_of)
         special_ids: dict[str, int] = {}
-        if specials and len(vocab) + len(specials) > MAX_TOKEN_ID + 1:
-            raise ValueError(f"{len(vocab) + len(specials)} tokens do not fit in ids up to {MAX_TOKEN_ID}")
         next_id = max(vocab, default=-1) + 1
         for token in specials:
             token_id = id_of.get(token.encode("utf-8"))
