@@ -339,6 +339,32 @@ def encode_batch_threads(params: dict) -> Job:
     return batch_job(params, params["workers"])
 
 
+# ---------------------------------------------------------------- encode-iterable: a stream of lines
+
+
+def iterable_job(params: dict, whole: bool) -> Job:
+    """``list(Tokenizer.encode_iterable(lines))``, or ``encode(text)`` of the same text when
+    ``whole`` (fresh tokenizer, its caches empty either way)."""
+    tokenizer = bpestore_from_files(params)
+    text = read_text(params["text"], params.get("max_bytes"))
+    lines = text.splitlines(keepends=True)
+
+    def run():
+        return tokenizer.encode(text) if whole else list(tokenizer.encode_iterable(lines))
+
+    return Job(run, lambda ids: ids_facts(ids, text, params))
+
+
+@task("encode-iterable:bpestore")
+def encode_iterable_lines(params: dict) -> Job:
+    return iterable_job(params, whole=False)
+
+
+@task("encode-iterable:bpestore-encode")
+def encode_iterable_whole(params: dict) -> Job:
+    return iterable_job(params, whole=True)
+
+
 def file_job(params: dict, threads: int) -> Job:
     """``bpestore.encode.files.encode_file_to_npy`` on ``threads`` threads, in process (fresh
     tokenizer, imports excluded: the CLI section times the whole command)."""

@@ -17,10 +17,10 @@ import gpt2
 from corpus import copy_prefix, detect_separator, write_multilingual_text
 from harness import run_task
 
-SECTIONS = ("train", "train-small", "encode", "encode-multilingual", "encode-warm", "encode-batch", "encode-file",
-            "encode-cli", "load", "pathological")
+SECTIONS = ("train", "train-small", "encode", "encode-multilingual", "encode-warm", "encode-batch", "encode-iterable",
+            "encode-file", "encode-cli", "load", "pathological")
 DEFAULT_REPEAT = {"train": 3, "train-small": 7, "encode": 3, "encode-multilingual": 3, "encode-warm": 3, "encode-batch": 3,
-                  "encode-file": 3, "encode-cli": 3, "load": 7, "pathological": 3}
+                  "encode-iterable": 3, "encode-file": 3, "encode-cli": 3, "load": 7, "pathological": 3}
 SINGLE_THREAD_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
 BPESTORE = "bpestore"
 
@@ -244,6 +244,19 @@ def encode_batch_section(settings: Settings) -> dict:
     return section("encode-batch", rows, checks, notes)
 
 
+def encode_iterable_section(settings: Settings) -> dict:
+    """Tokenizer.encode_iterable over the text's lines against encode of the whole text."""
+    base = {**settings.gpt2_params(), "text": str(settings.corpus), "max_bytes": settings.encode_bytes}
+    rows = [measure("encode-iterable", tool, base, settings.runs("encode-iterable"), timeout=settings.timeout,
+                    env=SINGLE_THREAD_ENV) for tool in (BPESTORE, "bpestore-encode")]
+    checks = [check("encode_iterable gives encode's ids", rows[0]["info"]["ids_sha256"] == rows[1]["info"]["ids_sha256"], "")] \
+        if ok_rows(rows, BPESTORE, "bpestore-encode") else []
+    notes = [f"text: {describe_input(settings)}; bpestore: list(encode_iterable(lines)), its memory bounded (a cache of "
+             "2048 pre-tokens); bpestore-encode: encode(text); bpestore/peer of bpestore-encode = how many times "
+             "slower the stream is (issue 13: not an order of magnitude)"]
+    return section("encode-iterable", rows, checks, notes)
+
+
 def encode_file_section(settings: Settings) -> dict:
     """A file encoded to .npy in process (bpestore.encode.files.encode_file_to_npy), one thread
     against --workers threads."""
@@ -400,5 +413,6 @@ def pick(rows: list[dict], tool: str, kind: str, n: int) -> list[dict]:
 
 RUNNERS = {"train": train_section, "train-small": train_small_section, "encode": encode_section,
            "encode-multilingual": encode_multilingual_section, "encode-warm": encode_warm_section,
-           "encode-batch": encode_batch_section, "encode-file": encode_file_section, "encode-cli": encode_cli_section,
+           "encode-batch": encode_batch_section,
+           "encode-iterable": encode_iterable_section, "encode-file": encode_file_section, "encode-cli": encode_cli_section,
            "load": load_section, "pathological": pathological_section}

@@ -153,11 +153,15 @@ class Encoder:
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The tokens' bytes joined; ValueError naming the first id not in the vocabulary,
         TypeError for an item that is not an integer."""
-    def iter_ids(self, iterable: Iterable[str], block_bytes: int = 8192) -> IdIterator:
+    def iter_ids(
+        self, iterable: Iterable[str], block_bytes: int = 8192, allowed_special: str | Iterable[str] | None = None
+    ) -> IdIterator:
         """The ids of the text pieces ``iterable`` yields, one at a time, in constant memory:
-        those of ``encode`` of their concatenation. TypeError for a piece that is not a str."""
-    def stream(self, block_bytes: int = 8192) -> StreamEncoder:
-        """An encoder for a stream of text pieces, in constant memory."""
+        those of ``encode`` of their concatenation (``allowed_special`` as there). TypeError for
+        a piece that is not a str."""
+    def stream(self, block_bytes: int = 8192, allowed_special: str | Iterable[str] | None = None) -> StreamEncoder:
+        """An encoder for a stream of text pieces, in constant memory (``allowed_special`` as for
+        ``encode``)."""
     def encode_file_to_npy(
         self,
         path: str | PathLike[str],
@@ -166,9 +170,10 @@ class Encoder:
         progress: Callable[[int], object] | None = None,
         chunk_bytes: int = 1048576,
     ) -> int:
-        """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via ``output.partial``
-        and a rename; returns the number of ids. ``progress(n)``: n more input bytes done.
-        Invalid UTF-8: ``bpestore.errors.CorpusDecodeError``."""
+        """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via a hidden
+        ``.NAME.PID-HEX.partial`` beside it (not a ``.npy`` until complete) and a rename; returns
+        the number of ids. ``progress(n)``: n more input bytes done. Invalid UTF-8:
+        ``bpestore.errors.CorpusDecodeError``."""
     @property
     def max_id(self) -> int:
         """The highest id, special tokens included."""

@@ -1,4 +1,4 @@
-"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm, serve.
+"""The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm, info, serve.
 
 Every command takes ``--db PATH_OR_URL`` (environment variable ``BPESTORE_DB``, default
 ``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases) print one
@@ -12,26 +12,37 @@ This module parses arguments and prints; the work is done by the public API and
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import time
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-import click
-import numpy as np
+EXIT_USER_ERROR = 1
+EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what the shell reports for `yes | head -1`
+INTERRUPTED_MESSAGE = "Interrupted; nothing half-written was kept."
 
-from . import formats
-from .errors import BpestoreError
+# Start-up (click, NumPy, the engine: about half a second) can be interrupted too: one line and
+# status 130, not a traceback of an import (``import bpestore`` itself loads none of these).
+try:
+    import io
+    import json
+    import os
+    import time
+    from collections.abc import Iterable, Iterator
+    from pathlib import Path
+    from typing import TYPE_CHECKING
+
+    import click
+    import numpy as np
+
+    from . import formats
+    from .errors import BpestoreError, DisallowedSpecialTokenError
+except KeyboardInterrupt:
+    sys.stderr.write(INTERRUPTED_MESSAGE + "\n")
+    raise SystemExit(EXIT_INTERRUPTED) from None
 
 if TYPE_CHECKING:
     from .workflow import TokenizerInfo
 
-EXIT_USER_ERROR = 1
-EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE
-EXIT_INTERRUPTED = 130
 # The errors a user can cause: bpestore's own, bad arguments (ValueError, by the API's convention)
 # and files (OSError). Anything else, a KeyError included, is a bug.
 USER_ERRORS = (BpestoreError, ValueError, OSError)
@@ -41,11 +52,31 @@ class _Group(click.Group):
     """Turns the errors a user can cause into one clean line on stderr, and any other into one
     line that says it is a bug."""
 
+    command_class: type[click.Command] | None = None  # set to _Command below, once it is defined
+    group_class = type  # subgroups (`import`) are _Groups too, with the same commands
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        # Ctrl-C while the arguments are parsed: as anywhere else, not click's "Aborted!" (status 1).
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo(INTERRUPTED_MESSAGE, err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            # Buffered output into a closed pipe fails here, where it is handled, rather than at
+            # the interpreter's exit ("Exception ignored ... BrokenPipeError").
+            sys.stdout.flush()
+            return result
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own: usage errors and exits
+        except BrokenPipeError:
+            # The reader of our output has gone (`| head`): nobody is left to tell, so end
+            # quietly, as tools killed by SIGPIPE do.
+            _silence_stdout()
+            sys.exit(EXIT_CLOSED_PIPE)
         except USER_ERRORS as error:
             if os.environ.get("BPESTORE_DEBUG"):
                 raise
@@ -53,7 +84,7 @@ class _Group(click.Group):
                 _fail(f"{error.strerror or error}: {error.filename}")
             _fail(str(error))
         except KeyboardInterrupt:
-            click.echo("Interrupted; nothing half-written was kept.", err=True)
+            click.echo(INTERRUPTED_MESSAGE, err=True)
             sys.exit(EXIT_INTERRUPTED)
         except Exception as error:
             if os.environ.get("BPESTORE_DEBUG"):
@@ -64,6 +95,17 @@ class _Group(click.Group):
                 err=True,
             )
             sys.exit(EXIT_INTERNAL_ERROR)
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so that flushing what is still buffered for a closed
+    pipe (Python does so at exit) cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (as under click's CliRunner): nothing to flush at exit
 
 
 def _fail(message: str) -> None:
@@ -79,20 +121,50 @@ def _workflow():
     return workflow
 
 
-def Store(db: str):  # noqa: N802 - stands in for the class, imported late to keep --help fast
-    return _workflow().Store(db)
+def Store(db: str, *, create: bool = True):  # noqa: N802 - stands in for the class, imported late to keep --help fast
+    """The store at ``db``; ``create=False`` for reads, which need a store and never make one."""
+    return _workflow().Store(db, create=create)
+
+
+DEFAULT_DB = "bpestore.db"
 
 
 def _db_option(function):
+    # No default and no environment variable here: _Command falls back to `bpestore --db X`
+    # (which reads BPESTORE_DB), then to DEFAULT_DB, so that both places work.
     return click.option(
         "--db",
         "db",
-        envvar="BPESTORE_DB",
-        default="bpestore.db",
-        show_default=True,
+        default=None,
         metavar="PATH_OR_URL",
-        help="The store: a SQLite file path or a SQLAlchemy URL (env BPESTORE_DB).",
+        help=f"The store: a SQLite file path or a SQLAlchemy URL [default: BPESTORE_DB, else ./{DEFAULT_DB}]. "
+        "Also accepted before the command: bpestore --db X COMMAND.",
     )(function)
+
+
+class _Command(click.Command):
+    """A command whose ``--db`` may also be given to ``bpestore`` itself (or by BPESTORE_DB), and
+    which says which store it uses under ``bpestore --verbose``."""
+
+    def invoke(self, ctx: click.Context):
+        root = ctx.find_root()
+        if "db" in ctx.params:
+            ctx.params["db"] = ctx.params["db"] or root.params.get("db") or DEFAULT_DB
+            if root.params.get("verbose"):
+                _say_which_store(ctx.params["db"])
+        return super().invoke(ctx)
+
+
+def _say_which_store(db: str) -> None:
+    summary = _workflow().summarize_store(db)
+    if not summary.exists:
+        click.echo(f"store: {summary.location} ({summary.kind}; no store there yet: only writes create one)", err=True)
+        return
+    details = [summary.kind, f"schema revision {summary.schema_revision}"]
+    if summary.tokenizers is not None:
+        details.append(f"{summary.tokenizers} tokenizer{'s' if summary.tokenizers != 1 else ''}")
+    details.append(f"read-only: {summary.read_only_reason}" if summary.read_only_reason else "writable")
+    click.echo(f"store: {summary.location} ({', '.join(details)})", err=True)
 
 
 def _quiet_option(function):
@@ -103,9 +175,17 @@ def _show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
 
+_Group.command_class = _Command
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bpestore")
-def main() -> None:
+@click.option(
+    "--db", "db", envvar="BPESTORE_DB", default=None, metavar="PATH_OR_URL",
+    help=f"The store for every command: a SQLite file path or a SQLAlchemy URL (env BPESTORE_DB) [default: ./{DEFAULT_DB}].",
+)
+@click.option("--verbose", "-v", is_flag=True, help="Say on stderr which store is used (path or URL, schema revision, tokenizers).")
+def main(db: str | None, verbose: bool) -> None:
     """bpestore: train, keep, compare and use byte-level BPE tokenizers.
 
     Tokenizers live in one database (SQLite by default), as NAME@VERSION.
@@ -123,7 +203,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("corpus", type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--name", required=True, help="Name to store the tokenizer under; each run adds versions.")
 @click.option(
     "--vocab-size", "vocab_sizes", type=int, required=True, multiple=True,
@@ -131,26 +211,68 @@ def main() -> None:
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization [default: CPUs].")
-@_quiet_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the new tokenizers (as `list --json`) instead of their refs.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars and no summary on stderr.")
+@click.option("--dry-run", is_flag=True, help="Count (or reuse stored counts), print the merge loop's memory estimate, merge nothing.")
+@click.option("--max-memory", default=None, metavar="SIZE", help="Refuse to merge when the memory estimate is above SIZE (e.g. 800M, 4G).")
 @_db_option
-def train(corpus: Path, name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None, quiet: bool, db: str) -> None:
+def train(
+    corpus: tuple[Path, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
+    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, db: str,
+) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
-    Prints one line per tokenizer created, starting with NAME@VERSION. Pre-token counts of the
-    corpus are stored too: training again on the same content skips pre-tokenization.
+    CORPUS: one or more files, directories (every file below, hidden ones left out) or quoted
+    globs ('shards/**/*.txt'); .gz, .xz and .zst files are decompressed as read. They are
+    counted as one corpus; no pre-token spans two files.
+
+    Prints the ref (NAME@VERSION) of each tokenizer created, one per line, and nothing else on
+    stdout; a summary (vocab size, merges, time) goes to stderr. Pre-token counts of the corpus
+    are stored too: training again on the same content skips pre-tokenization.
 
     \b
     Example:
       bpestore train corpus.txt --name ts --vocab-size 1000 --vocab-size 10000 \\
           --special-token '<|endoftext|>'
+      ref=$(bpestore train corpus.txt --name ts --vocab-size 1000 -q)
     """
     started = time.perf_counter()
+    limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
     with Store(db) as store:
-        refs = store.train(corpus, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet))
-        for ref in refs:
-            info = store.info(ref)
-            click.echo(f"{ref}\tvocab_size={info.vocab_size}\tmerges={info.num_merges}\ttrained in {info.training_seconds:.2f}s")
-    click.echo(f"wall time {time.perf_counter() - started:.2f}s")
+        if dry_run:
+            counted, estimate = store.estimate_training(
+                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet)
+            )
+            if as_json:
+                click.echo(json.dumps({
+                    "distinct_pretokens": estimate.distinct_pretokens, "pretoken_bytes": estimate.pretoken_bytes,
+                    "merges": estimate.merges, "estimated_peak_bytes": estimate.peak_bytes,
+                    "reused_pretoken_counts": counted.reused, "within_max_memory": limit is None or estimate.peak_bytes <= limit,
+                }))
+            else:
+                click.echo(f"memory estimate: {estimate.describe()}")
+                click.echo("pre-token counts: " + ("reused from the store" if counted.reused else "counted and saved in the store"))
+            if limit is not None:
+                estimate.check(limit)
+            return
+        try:
+            refs = store.train(
+                list(corpus), name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
+                max_memory=limit,
+            )
+        except _workflow().TrainingInterrupted as interrupted:
+            click.echo(f"Interrupted while merging: {interrupted}.", err=True)
+            raise
+        infos = [store.info(ref) for ref in refs]
+    if as_json:
+        click.echo(json.dumps([info.to_dict() for info in infos], indent=2, ensure_ascii=False))
+    else:
+        for info in infos:
+            click.echo(info.ref)
+    if not quiet:
+        for info in infos:
+            click.echo(f"{info.ref}\tvocab_size={info.vocab_size}\tmerges={info.num_merges}\ttrained in {info.training_seconds:.2f}s", err=True)
+        click.echo(f"wall time {time.perf_counter() - started:.2f}s", err=True)
 
 
 # -- list / show -----------------------------------------------------------------------------------
@@ -195,7 +317,7 @@ def list_(as_json: bool, db: str) -> None:
       bpestore list
       bpestore list --json | jq '.[].name'
     """
-    with Store(db) as store:
+    with Store(db, create=False) as store:
         infos = store.list()
     if as_json:
         click.echo(json.dumps([info.to_dict() for info in infos], indent=2, ensure_ascii=False))
@@ -204,6 +326,41 @@ def list_(as_json: bool, db: str) -> None:
         click.echo(_table([_list_row(info) for info in infos], headers))
     else:
         click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_db_option
+def info(as_json: bool, db: str) -> None:
+    """Say which store --db names and what is in it: path or URL, schema revision, tokenizers,
+    whether it can be written. Writes nothing (a missing store is an error, not created).
+
+    \b
+    Example:
+      bpestore --db /data/tokenizers.db info
+    """
+    from .errors import StoreNotFoundError
+
+    summary = _workflow().summarize_store(db)
+    if not summary.exists:
+        raise StoreNotFoundError(f"no store at {summary.location}: only writes (train, import) create one")
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+        return
+    fields = [
+        ("store", summary.location),
+        ("kind", summary.kind),
+        ("schema revision", summary.schema_revision),
+        ("tokenizers", "-" if summary.tokenizers is None else f"{summary.tokenizers} ({summary.names} names)"),
+        ("writable", f"no: {summary.read_only_reason}" if summary.read_only_reason else "yes"),
+    ]
+    if summary.journal_mode is not None:
+        fields.append(("journal mode", summary.journal_mode))
+    if summary.size_bytes is not None:
+        fields.append(("size", f"{summary.size_bytes} bytes"))
+    width = max(len(label) for label, _ in fields)
+    for label, value in fields:
+        click.echo(f"{label.ljust(width)}  {value}")
 
 
 def _readable(token: bytes) -> str:
@@ -293,17 +450,19 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
     if more_corpora and not corpora:
         raise click.UsageError(f"unexpected extra argument {str(more_corpora[0])!r} (files to measure on follow --corpus)")
     files = [*corpora, *more_corpora]
-    with Store(db) as store:
+    with Store(db, create=False) as store:
         result = store.diff(ref_a, ref_b, files or None, progress=_show_progress(quiet))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
     a, b = result.a, result.b
+    # Columns wide enough for the longer ref and two spaces, so that the refs never run together.
+    w = max(18, len(a) + 2, len(b) + 2)
     lines = [
-        f"{'':24}{a:>18}{b:>18}",
-        f"{'vocab size':24}{result.vocab_size_a:>18}{result.vocab_size_b:>18}",
-        f"{'merges':24}{result.merges_a:>18}{result.merges_b:>18}",
-        f"{'tokens only here':24}{len(result.only_a):>18}{len(result.only_b):>18}",
+        f"{'':24}{a:>{w}}{b:>{w}}",
+        f"{'vocab size':24}{result.vocab_size_a:>{w}}{result.vocab_size_b:>{w}}",
+        f"{'merges':24}{result.merges_a:>{w}}{result.merges_b:>{w}}",
+        f"{'tokens only here':24}{len(result.only_a):>{w}}{len(result.only_b):>{w}}",
         f"shared tokens           {result.shared_tokens}",
         f"shared merges           {result.shared_merges} (regardless of rank)",
         f"common merge prefix     {result.common_merge_prefix}",
@@ -319,8 +478,8 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
         lines.append(f"merge rules differ: {result.merge_rule_a} vs {result.merge_rule_b}")
     if result.corpus is not None:
         lines.append(f"\non {result.corpus} ({result.corpus_bytes} bytes):")
-        lines.append(f"{'tokens':24}{result.tokens_a:>18}{result.tokens_b:>18}")
-        lines.append(f"{'bytes per token':24}{result.bytes_per_token_a or 0:>18.3f}{result.bytes_per_token_b or 0:>18.3f}")
+        lines.append(f"{'tokens':24}{result.tokens_a:>{w}}{result.tokens_b:>{w}}")
+        lines.append(f"{'bytes per token':24}{result.bytes_per_token_a or 0:>{w}.3f}{result.bytes_per_token_b or 0:>{w}.3f}")
         lines.append("\n" + _files_table(result))
     for label, tokens in ((a, result.only_a), (b, result.only_b)):
         if tokens:
@@ -371,21 +530,36 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 @click.argument("input_path", metavar="[INPUT]", required=False, type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write ids here: a .npy file (uint16 if every id fits, else uint32), else text.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for a file to .npy [default: CPUs].")
+@click.option(
+    "--allowed-special", "allowed_special", multiple=True, metavar="TOKEN|all|none",
+    help="Recognise only these special tokens (repeatable; 'none': none of them). Another special "
+    "token's string in the input is then an error, unless --ordinary. [default: all]",
+)
+@click.option("--ordinary", is_flag=True, help="Encode the special tokens not allowed as ordinary text (alone: all of them).")
 @_quiet_option
 @_db_option
-def encode(ref: str, input_path: Path | None, output: Path | None, workers: int | None, quiet: bool, db: str) -> None:
+def encode(
+    ref: str, input_path: Path | None, output: Path | None, workers: int | None,
+    allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
+) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
     Without --output the ids are printed separated by spaces. With --output x.npy a file is
     encoded in parallel, in bounded memory, into a NumPy array; the ids are exactly those of
     encoding the whole text at once.
 
+    Every special token of the tokenizer is recognised by default. For untrusted input, use
+    --allowed-special none (a special token's string is an error) or --ordinary (it is
+    encoded as ordinary text).
+
     \b
     Example:
       echo "Hello world" | bpestore encode gpt2
       bpestore encode gpt2 train.txt --output train.npy --workers 4
+      bpestore encode gpt2 user_input.txt --ordinary
     """
     tokenizer = _workflow().load_tokenizer(db, ref)
+    policy = _special_policy(tokenizer.special_tokens, allowed_special, ordinary, ref)
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path
 
@@ -393,12 +567,38 @@ def encode(ref: str, input_path: Path | None, output: Path | None, workers: int 
         if output is None:
             _write_ids(blocks, sys.stdout)
         else:
-            with open(output, "w", encoding="ascii") as file:
+            # Appears only once complete: bad UTF-8 late in the input, a full disk or Ctrl-C
+            # leaves no partial file.
+            with _workflow().atomic_output(output, encoding="ascii") as file:
                 _write_ids(blocks, file)
 
-    count = _workflow().encode_to(tokenizer, source, output, workers=workers, progress=_show_progress(quiet), write_text=write_text)
+    try:
+        count = _workflow().encode_to(
+            tokenizer, source, output, workers=workers, progress=_show_progress(quiet), write_text=write_text, **policy
+        )
+    except DisallowedSpecialTokenError as error:
+        raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None
     if count is not None:
         click.echo(f"wrote {count} ids to {output}", err=True)
+
+
+def _special_policy(special_tokens: list[str], allowed: tuple[str, ...], ordinary: bool, ref: str) -> dict:
+    """``encode``'s options as the API's ``allowed_special`` and ``disallowed_special``."""
+    if not allowed:
+        return {"allowed_special": set(), "disallowed_special": ()} if ordinary else {}
+    if "none" in allowed and len(allowed) > 1:
+        raise click.BadParameter("'none' cannot be given with special tokens", param_hint="--allowed-special")
+    if "all" in allowed:
+        chosen: str | set[str] = "all"
+    else:
+        chosen = {token for token in allowed if token != "none"}
+        unknown = sorted(chosen - set(special_tokens))
+        if unknown:
+            raise click.BadParameter(
+                f"{unknown[0]!r} is not a special token of {ref} (its special tokens: {special_tokens or 'none'})",
+                param_hint="--allowed-special",
+            )
+    return {"allowed_special": chosen, "disallowed_special": () if ordinary else "all"}
 
 
 def _parse_ids(words: Iterable[str]) -> Iterator[int]:
@@ -416,15 +616,29 @@ def _parse_ids(words: Iterable[str]) -> Iterator[int]:
 def decode(ref: str, ids: tuple[str, ...], db: str) -> None:
     """Decode token ids (arguments, or whitespace-separated on stdin) to text.
 
+    Writes exactly the bytes of the tokens, nothing added (no newline), so that `encode` then
+    `decode` gives the input back byte for byte. Tokens that hold part of a UTF-8 character are
+    written as those raw bytes too (not as U+FFFD).
+
     \b
     Example:
       bpestore decode gpt2 15496 995
-      bpestore encode gpt2 notes.txt | bpestore decode gpt2
+      bpestore encode gpt2 notes.txt | bpestore decode gpt2 > notes-again.txt
     """
     tokenizer = _workflow().load_tokenizer(db, ref)
     words = ids if ids else sys.stdin.read().split()
-    click.echo(tokenizer.decode(list(_parse_ids(words))), nl=False)
-    click.echo()
+    decoded = tokenizer.decode_bytes(list(_parse_ids(words)))
+    sys.stdout.flush()  # nothing may be buffered ahead of the bytes
+    _write_all(sys.stdout.buffer, decoded)
+
+
+def _write_all(stream, data: bytes) -> None:
+    """Write all of ``data``: a binary stream may write only part of a big write (into a pipe
+    whose reader left, a signal arriving) and say so only by the count it returns; the next
+    write then fails with BrokenPipeError if the reader has gone."""
+    view = memoryview(data)
+    while view:
+        view = view[stream.write(view) :]
 
 
 # -- import / export -------------------------------------------------------------------------------
@@ -587,7 +801,7 @@ def rm(ref: str, db: str) -> None:
     Example:
       bpestore rm ts@1
     """
-    with Store(db) as store:
+    with Store(db, create=False) as store:
         click.echo(f"deleted {store.delete(ref)}")
 
 

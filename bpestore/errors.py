@@ -24,6 +24,24 @@ class DatabaseTooNewError(StoreError):
     """The database's schema revision is newer than this version of bpestore knows."""
 
 
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """No store at that path: a read never creates one (only writes such as training or importing do)."""
+
+
+class DamagedStoreError(StoreError):
+    """A bpestore database with parts of its schema missing or replaced (a table dropped, a view in
+    a table's place, no schema revision); it was left untouched."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """The store can be read but not written (a read-only file, directory or file system)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be used at all: its database driver is not installed, its URL is unusable,
+    the disk failed or is full. The message says which."""
+
+
 class TokenizerNotFoundError(StoreError, LookupError):
     """No tokenizer with that name or version."""
 
@@ -57,15 +75,25 @@ class DisallowedSpecialTokenError(BpestoreError, ValueError):
     """Text to encode holds a special token's string that the call disallowed (tiktoken's check);
     ``token`` is that string and ``position`` its character index in the text."""
 
-    def __init__(self, token: str, position: int):
+    def __init__(self, token: str, position: int, *, cli: bool = False):
         self.token = token
         self.position = position
+        self.cli = cli
+        if cli:  # the advice in the command line's terms
+            advice = f"allow it with --allowed-special {token!r}, or encode it as ordinary text with --ordinary"
+        else:
+            advice = (
+                f"to encode it as that special token, allow it (allowed_special={{{token!r}, ...}}); "
+                "to encode it as ordinary text, leave it out of disallowed_special "
+                "(disallowed_special=() checks nothing; encode_ordinary() recognises no special token)"
+            )
         super().__init__(
-            f"Encountered text corresponding to disallowed special token {token!r} at character {position}. "
-            f"To encode it as that special token, allow it (allowed_special={{{token!r}, ...}}); "
-            "to encode it as ordinary text, leave it out of disallowed_special "
-            "(disallowed_special=() checks nothing; encode_ordinary() recognises no special token)."
+            f"Encountered text corresponding to disallowed special token {token!r} at character {position}: {advice}."
         )
 
     def __reduce__(self):  # so that it crosses process boundaries intact
-        return type(self), (self.token, self.position)
+        return _disallowed_special_token_error, (self.token, self.position, self.cli)
+
+
+def _disallowed_special_token_error(token: str, position: int, cli: bool) -> DisallowedSpecialTokenError:
+    return DisallowedSpecialTokenError(token, position, cli=cli)

@@ -8,14 +8,19 @@ This is the one module that knows both :mod:`bpestore.store` and the pipeline's 
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import json
 import os
+import secrets
+import shutil
+import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -25,16 +30,19 @@ from .encode.tokenizer import Tokenizer
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
+from .pretokenize.inputs import CorpusFiles
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import ModelStore, TokenizerInfo
+from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
 from .store.loader import load_model
 from .store.refs import check_name
 from .train import trainer as training
+from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
 
 __all__ = [
-    "FileComparison", "Store", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "describe", "diff_tokenizers", "encode_to",
-    "export_from_store", "import_into_store", "load_tokenizer", "token_text",
+    "CorpusCounts", "FileComparison", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
+    "TokenizerSummary", "TrainingInterrupted", "atomic_output", "atomic_path", "describe", "diff_tokenizers", "encode_to",
+    "export_from_store", "import_into_store", "load_tokenizer", "parse_bytes", "summarize_store", "token_text",
 ]
 
 
@@ -200,12 +208,35 @@ def diff_tokenizers(
     return result
 
 
-def _sha256_of_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while block := file.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
+@dataclass
+class CorpusCounts:
+    """A corpus's pre-token counts as the store holds them (see :meth:`Store.count`)."""
+
+    corpus_id: int
+    counts: Mapping[bytes, int]
+    reused: bool
+    """Whether they were read back from the store rather than counted now."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the merge loop: no tokenizer was stored, but the corpus's pre-token counts
+    were, complete; training again on the same corpus reuses them."""
+
+    def __init__(self, corpus_id: int) -> None:
+        super().__init__(
+            f"the pre-token counts of the corpus are saved in the store (corpus {corpus_id}); "
+            "training again on it skips counting"
+        )
+        self.corpus_id = corpus_id
+
+
+def _pause_after_counting_in_tests() -> None:
+    """For the tests of Ctrl-C after counting only: with BPESTORE_TEST_PAUSE_AFTER_COUNTING set
+    (seconds), say so on stderr and wait that long, for a signal to arrive at a known moment."""
+    pause = os.environ.get("BPESTORE_TEST_PAUSE_AFTER_COUNTING")
+    if pause:
+        print("bpestore-test: counted", file=sys.stderr, flush=True)
+        time.sleep(float(pause))
 
 
 class Store(ModelStore):
@@ -228,24 +259,66 @@ class Store(ModelStore):
         """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
         return Tokenizer.from_model(self.load_model(ref))
 
+    def count(
+        self,
+        corpus: str | os.PathLike | Sequence[str | os.PathLike],
+        special_tokens: Sequence[str] = (),
+        *,
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> CorpusCounts:
+        """The pre-token counts of ``corpus`` (one or several files, directories, globs, compressed
+        files: see :mod:`bpestore.pretokenize.inputs`), counted and saved in the store, or read
+        back from it when the same content was counted before with the same special tokens.
+
+        The counts are saved in a transaction of their own as soon as they are complete, before
+        any merge: a training interrupted later keeps them, and the next one reuses them."""
+        self.check_writable()  # new counts are saved: refuse before counting, not after
+        special_tokens = training.check_special_tokens(special_tokens)
+        files = CorpusFiles(corpus)
+        pattern = GPT2_PATTERN
+        specials_json = json.dumps(special_tokens, ensure_ascii=False)
+        sha256, size_bytes = files.identity()
+        with self._transaction() as connection:
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+        if corpus_id is not None:
+            return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True)
+        counts = training.count_any(files, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        with self._transaction(write=True) as connection:
+            # Another process may have stored the same corpus since we looked.
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+            if corpus_id is None:
+                corpus_id = self._insert_corpus(
+                    connection, files.describe(), size_bytes, sha256, pattern, specials_json, counts, progress
+                )
+        return CorpusCounts(corpus_id, counts, reused=False)
+
     def train(
         self,
-        corpus: str | os.PathLike,
+        corpus: str | os.PathLike | Sequence[str | os.PathLike],
         name: str,
         vocab_sizes: int | Sequence[int],
         special_tokens: Sequence[str] = (),
         *,
         workers: int | None = None,
         progress: bool = False,
+        max_memory: int | None = None,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size.
 
-        One merge run serves every size (a smaller vocab's merges are a prefix of a larger one's).
-        The corpus's pre-token counts are stored too, and reused when the same content is trained
-        on again with the same special tokens, skipping pre-tokenization. Returns the new refs,
-        in the order of ``vocab_sizes``.
+        ``corpus``: a text file, or a list of files, directories and globs, ``.gz``/``.xz``/``.zst``
+        files among them, counted as one corpus (no pre-token spans two files; see
+        :mod:`bpestore.pretokenize.inputs`). One merge run serves every size (a smaller vocab's
+        merges are a prefix of a larger one's). The corpus's pre-token counts are stored first
+        (:meth:`count`), and reused when the same content is trained on again with the same
+        special tokens, skipping pre-tokenization; a training interrupted after counting
+        (Ctrl-C: :class:`TrainingInterrupted`) keeps them. ``max_memory``: refuse (a
+        :class:`~bpestore.train.memory.MemoryLimitError`, before merging) when the merge loop's
+        estimated memory (:func:`estimate_training`) is above this many bytes. Returns the new
+        refs, in the order of ``vocab_sizes``.
         """
         started = time.perf_counter()
+        self.check_writable()  # before the work, not after it
         check_name(name)
         special_tokens = training.check_special_tokens(special_tokens)
         sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
@@ -253,26 +326,22 @@ class Store(ModelStore):
             raise ValueError("give at least one vocab size")
         for size in sizes:
             training.check_vocab_size(size, special_tokens)
-        path = check_corpus_path(corpus)
-        pattern = GPT2_PATTERN
-        specials_json = json.dumps(special_tokens, ensure_ascii=False)
-        sha256 = _sha256_of_file(path)
-        with self._transaction() as connection:
-            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
-        counts = self.pretoken_counts(corpus_id) if corpus_id is not None else None
-        reused = counts is not None
-        if counts is None:
-            counts = training.count_corpus(path, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
+        corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
         pretokenize_seconds = time.perf_counter() - started
-        found_at: list[float] = []  # when each merge was found (to within 0.1 s)
         max_merges = training.max_merges(max(sizes), special_tokens)
-        merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
+        estimate = estimate_merge_memory(counts, max_merges)
+        if progress:
+            print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
+        estimate.check(max_memory)
+        found_at: list[float] = []  # when each merge was found (to within 0.1 s)
+        try:
+            _pause_after_counting_in_tests()
+            merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
+        except KeyboardInterrupt:
+            raise TrainingInterrupted(corpus_id) from None
         done_at = [moment - started for moment in found_at]  # seconds since start
         with self._transaction(write=True) as connection:
-            # Another process may have stored the same corpus since we looked.
-            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
-            if corpus_id is None:
-                corpus_id = self._insert_corpus(connection, path, sha256, pattern, specials_json, counts, progress)
             refs = []
             for size in sizes:
                 num_merges = min(training.max_merges(size, special_tokens), len(merges))
@@ -295,6 +364,22 @@ class Store(ModelStore):
                     )
                 )
         return refs
+
+    def estimate_training(
+        self,
+        corpus: str | os.PathLike | Sequence[str | os.PathLike],
+        vocab_size: int,
+        special_tokens: Sequence[str] = (),
+        *,
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> tuple[CorpusCounts, MemoryEstimate]:
+        """A dry run: count ``corpus`` (or reuse its stored counts; new counts are saved) and
+        estimate the merge loop's memory for ``vocab_size``, without merging."""
+        special_tokens = training.check_special_tokens(special_tokens)
+        training.check_vocab_size(vocab_size, special_tokens)
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
+        return counted, estimate_merge_memory(counted.counts, training.max_merges(vocab_size, special_tokens))
 
     def diff(
         self,
@@ -326,10 +411,83 @@ def import_into_store(store: str | os.PathLike, name: str, format: str, *paths: 
     return ref, imported
 
 
+def _temporary_beside(path: Path) -> Path:
+    """A new name in ``path``'s directory (so on the same file system: renaming is atomic),
+    hidden and marked partial, so that nobody mistakes it for a result while it is written."""
+    if not path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"cannot write the output, no directory {path.parent}", str(path))
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _cleaned_up(temporary: Path, output: Path) -> Iterator[None]:
+    """Removes ``temporary`` if the block fails in any way (an error, a full disk, Ctrl-C), and
+    names ``output`` in an OSError that names no file or only the temporary one (a full disk
+    gives "No space left on device" and no name), so that the user learns which output failed."""
+    try:
+        yield
+    except OSError as error:
+        _remove(temporary)
+        if error.filename is None or Path(os.fspath(error.filename)).name.startswith(f".{output.name}."):
+            raise OSError(error.errno, error.strerror, str(output)) from None
+        raise
+    except BaseException:
+        _remove(temporary)
+        raise
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write a file at; it is renamed to ``path`` when the
+    block completes, and removed when the block fails in any way: ``path`` is then left as it
+    was. A missing directory is an error naming ``path``."""
+    path = Path(path)
+    temporary = _temporary_beside(path)
+    with _cleaned_up(temporary, path):
+        yield temporary
+        os.replace(temporary, path)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w", **open_options: Any) -> Iterator[IO[Any]]:
+    """A file opened for writing that appears as ``path`` only once the block completes (see
+    :func:`atomic_path`): a failure part-way leaves no partial ``path`` and no temporary file."""
+    with atomic_path(path) as temporary:
+        # "x": create it, never write through something already there
+        with open(temporary, mode.replace("w", "x"), **open_options) as file:
+            yield file
+
+
 def export_from_store(store: str | os.PathLike, ref: str, format: str, output: str | os.PathLike) -> list[str]:
-    """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`); returns notes."""
-    formats.get(format)  # an unknown format is refused before anything is read
-    return formats.export(load_model(store, ref), format, output)
+    """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`); returns notes.
+
+    Atomic as :func:`atomic_path`: the output file appears only once complete. A format that
+    writes a directory (``gpt2``) writes into a temporary directory, whose files are then renamed
+    into ``output`` (made if missing): no partial file is ever left there.
+    """
+    target = formats.get(format)  # an unknown format is refused before anything is read
+    model = load_model(store, ref)
+    output = Path(output)
+    if not getattr(target, "writes_directory", False):
+        with atomic_path(output) as temporary:
+            notes = formats.export(model, format, temporary)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        temporary = _temporary_beside(output)
+        with _cleaned_up(temporary, output):
+            notes = formats.export(model, format, temporary)
+            output.mkdir(exist_ok=True)
+            for written in sorted(temporary.iterdir()):
+                os.replace(written, output / written.name)
+            temporary.rmdir()
+    return [note.replace(str(temporary), str(output)) for note in notes]
 
 
 def encode_to(
@@ -340,24 +498,32 @@ def encode_to(
     workers: int | None = None,
     progress: bool = False,
     write_text: Callable[[Iterator[np.ndarray]], None] | None = None,
+    allowed_special: Literal["all"] | AbstractSet[str] = "all",
+    disallowed_special: Literal["all"] | Collection[str] = "all",
 ) -> int | None:
     """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin).
 
     With ``output`` ending in ``.npy`` the ids go into a NumPy array file (a file path is encoded
     in parallel on ``workers`` threads, in bounded memory) and the number of ids is returned;
-    otherwise the blocks of ids are handed to ``write_text`` and None is returned.
+    otherwise the blocks of ids are handed to ``write_text`` and None is returned. Text output to
+    a file should go through :func:`atomic_output`, so that an input that turns out to be bad late
+    (invalid UTF-8), a full disk or Ctrl-C leaves no partial file.
+    ``allowed_special`` and ``disallowed_special``: the special-token policy of
+    :meth:`Tokenizer.encode` (another than the default encodes a stream, on one thread).
     """
     from_file = isinstance(source, (str, os.PathLike))
     to_npy = output is not None and Path(output).suffix == ".npy"
-    if to_npy and from_file:
+    policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+    default_policy = allowed_special == "all" and disallowed_special == "all"
+    if to_npy and from_file and default_policy:
         return encode_file_to_npy(tokenizer, source, output, workers=workers, progress=progress)
     total = os.path.getsize(check_corpus_path(source)) if from_file else None
     with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
         texts = iter_text_blocks(source, on_bytes=bar.update)
         if to_npy:
-            return write_npy_stream(tokenizer, texts, output)
+            return write_npy_stream(tokenizer, texts, output, **policy)
         assert write_text is not None, "give write_text for output that is not .npy"
-        write_text(tokenizer.encode_blocks(texts))
+        write_text(tokenizer.encode_blocks(texts, **policy))
     return None
 
 
@@ -375,7 +541,7 @@ class TokenizerSummary:
 def describe(store: str | os.PathLike, ref: str, count: int = 10) -> TokenizerSummary:
     """A summary of the stored tokenizer ``ref``: its first and last ``count`` merges (never
     listing one twice) and its ``count`` longest tokens."""
-    with Store(store) as opened:
+    with Store(store, create=False) as opened:
         info = opened.info(ref)
         model = opened.load_model(info.ref)
     merges = model.merges

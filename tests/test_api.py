@@ -137,6 +137,43 @@ def test_encode_batch_matches_tiktoken(batch, allowed, disallowed, threads):
     assert ours().encode_ordinary_batch(batch) == theirs().encode_ordinary_batch(batch)
 
 
+def cut(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({min(c, len(text)) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+
+
+@HYPOTHESIS
+@given(
+    text=texts_with_specials(),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+    allowed=allowed_policies,
+    disallowed=disallowed_policies,
+    block=st.sampled_from([1, 7, 64, 8192]),
+)
+@example(text=f"ab {SEP} {FIM}", cuts=[4, 10], allowed={FIM}, disallowed=(), block=1)
+@example(text=f"ab <|fim_middle|>", cuts=[5, 8], allowed=set(), disallowed="all", block=1)
+def test_streams_follow_the_policy(text, cuts, allowed, disallowed, block):
+    """encode_iterable and encode_blocks give the ids (or the error) of encode, however the
+    text is cut, with any policy; a disallowed string across a cut is found too."""
+    policy = {"allowed_special": allowed, "disallowed_special": disallowed}
+    expected = our_outcome(ours().encode, text, **policy)
+
+    def streamed(encode):
+        ids = []
+        try:
+            for item in encode(cut(text, cuts), **policy):
+                ids.extend(item.tolist() if hasattr(item, "tolist") else [item])
+        except DisallowedSpecialTokenError as error:
+            return ("raises", error.token, error.position)
+        return ids
+
+    assert streamed(ours().encode_iterable) == expected
+    assert streamed(lambda pieces, **p: ours().encode_blocks(pieces, block, **p)) == expected
+    engine_stream = ours()._engine.iter_ids(cut(text, cuts), block, ours()._resolve(allowed, disallowed)[0])
+    if not isinstance(expected, tuple):
+        assert list(engine_stream) == expected
+
+
 def test_the_error_names_the_first_disallowed_token_and_its_character_position():
     text = "日本 <|fim_<|<| sep |> and <|endoftext|>"
     with pytest.raises(DisallowedSpecialTokenError) as raised:
@@ -282,8 +319,154 @@ def test_wrong_types_raise_one_clear_type_error(call, message):
         call(ours())
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [(("{db}", None), "takes the tokenizer as a str, 'name' or 'name@N', not NoneType"),
+     (("{db}", 5), "not int"),
+     ((5, "g"), "takes the store as a path or URL \\(str or os.PathLike\\), not int")],
+)
+def test_from_db_wrong_types(cli_store, args, message):
+    args = [str(cli_store) if a == "{db}" else a for a in args]
+    with pytest.raises(TypeError, match=message):
+        Tokenizer.from_db(*args)
+
+
+def test_a_lone_surrogate_is_refused_where_tiktoken_replaces_it():
+    text = "ok \ud800 x"
+    assert theirs().decode(theirs().encode(text)) != text  # tiktoken changes the text
+    for encode in [ours().encode, ours().encode_ordinary, lambda t: list(ours().encode_iterable([t]))]:
+        with pytest.raises(UnicodeEncodeError) as raised:
+            encode(text)
+        assert raised.value.start == text.index("\ud800")
+
+
 def test_numpy_ids_decode():
     np = pytest.importorskip("numpy")
     ids = ours().encode_to_array("hello world")
     assert ours().decode(ids) == "hello world"
     assert ours().decode_single_token_bytes(ids[0]) == b"hello"
+
+
+# -- the command line's encode: --allowed-special and --ordinary ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_store(tmp_path_factory):
+    from bpestore import Store
+
+    db = tmp_path_factory.mktemp("cli") / "store.db"
+    with Store(db) as store:
+        store.save("g", ours())
+    return db
+
+
+def run_cli(*args, input=None):
+    from click.testing import CliRunner
+
+    from bpestore.cli import main
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(main, [str(arg) for arg in args], input=input, env={"BPESTORE_DEBUG": None})
+
+
+CLI_TEXT = f"Hello {ENDOFTEXT} world{FIM}x {SEP}\n 日本 <|fim_ ok\n"
+CLI_CASES = [
+    ([], {"allowed_special": "all"}),
+    (["--ordinary"], {"allowed_special": set(), "disallowed_special": ()}),
+    (["--allowed-special", "all"], {"allowed_special": "all"}),
+    (["--allowed-special", FIM, "--ordinary"], {"allowed_special": {FIM}, "disallowed_special": ()}),
+    (["--allowed-special", FIM, "--allowed-special", SEP, "--allowed-special", ENDOFTEXT], {"allowed_special": set(SPECIALS)}),
+]
+
+
+@pytest.mark.parametrize("options, policy", CLI_CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+@pytest.mark.parametrize("source", ["stdin", "file", "npy"])
+def test_cli_encode_policy_matches_tiktoken(cli_store, tmp_path, options, policy, source):
+    np = pytest.importorskip("numpy")
+    expected = theirs().encode(CLI_TEXT, **policy)
+    path = tmp_path / "in.txt"
+    path.write_bytes(CLI_TEXT.encode("utf-8"))
+    if source == "stdin":
+        result = run_cli("encode", "g", "--db", cli_store, *options, input=CLI_TEXT.encode("utf-8"))
+    else:
+        out = [] if source == "file" else ["--output", tmp_path / "ids.npy"]
+        result = run_cli("encode", "g", path, "--db", cli_store, *options, *out)
+    assert result.exit_code == 0, result.stderr
+    ids = np.load(tmp_path / "ids.npy").tolist() if source == "npy" else [int(i) for i in result.stdout.split()]
+    assert ids == expected
+
+
+@pytest.mark.parametrize("options", [["--allowed-special", "none"], ["--allowed-special", SEP]])
+@pytest.mark.parametrize("source", ["stdin", "npy"])
+def test_cli_encode_refuses_a_disallowed_special_token(cli_store, tmp_path, options, source):
+    expected = tiktoken_outcome(theirs().encode, CLI_TEXT, allowed_special=set(options[1:]) - {"none"})
+    assert expected[0] == "raises"
+    path = tmp_path / "in.txt"
+    path.write_bytes(CLI_TEXT.encode("utf-8"))
+    if source == "stdin":
+        result = run_cli("encode", "g", "--db", cli_store, *options, input=CLI_TEXT.encode("utf-8"))
+    else:
+        result = run_cli("encode", "g", path, "--db", cli_store, *options, "--output", tmp_path / "ids.npy")
+        assert not (tmp_path / "ids.npy").exists()
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert f"{expected[1]!r} at character {expected[2]}" in line
+    assert "--allowed-special" in line and "--ordinary" in line and "Traceback" not in line
+
+
+def test_cli_encode_unknown_allowed_special_token(cli_store):
+    result = run_cli("encode", "g", "--db", cli_store, "--allowed-special", "<|nope|>", input=b"x")
+    assert result.exit_code == 2
+    assert "'<|nope|>' is not a special token of g" in result.stderr
+    result = run_cli("encode", "g", "--db", cli_store, "--allowed-special", "none", "--allowed-special", FIM, input=b"x")
+    assert result.exit_code == 2
+
+
+# -- formats from Python: Tokenizer.from_format / Tokenizer.export ---------------------------------------
+
+
+@lru_cache(maxsize=1)
+def trained() -> Tokenizer:
+    from bpestore import train_bpe
+    from conftest import shared_file
+
+    vocab, merges = train_bpe(shared_file("fixtures", "corpus.en"), 400, [ENDOFTEXT])
+    return Tokenizer(vocab, merges, [ENDOFTEXT])
+
+
+def read_back(format: str, output, tokenizer: Tokenizer) -> Tokenizer:
+    if format == "gpt2":
+        return Tokenizer.from_format("gpt2", output / "vocab.json", output / "merges.txt", special_tokens=tokenizer.special_tokens)
+    if format == "tiktoken":
+        return Tokenizer.from_format("tiktoken", output, tokenizer.pattern, special_tokens=tokenizer.special_ids)
+    return Tokenizer.from_format(format, output)
+
+
+@pytest.mark.parametrize("format", formats.names())
+def test_every_format_round_trips_through_the_python_api(tmp_path, format):
+    tokenizer = trained()
+    output = tmp_path / ("out" if formats.get(format).writes_directory else "tokenizer.out")
+    if formats.get(format).writes_directory:
+        output.mkdir()
+    tokenizer.export(format, output)
+    again = read_back(format, output, tokenizer)
+    assert again.vocab == tokenizer.vocab and again.special_ids == tokenizer.special_ids
+    sample = f"Hello wörld, the cat sat.{ENDOFTEXT} 日本 😀\n"
+    assert again.encode(sample) == tokenizer.encode(sample)
+
+
+def test_from_format_errors_are_the_clis(tmp_path, cli_store):
+    from bpestore import FormatError
+
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text('{"model": {"type": "BPE", "vocab": null, "merges": []}}', encoding="utf-8")
+    with pytest.raises(FormatError) as raised:
+        Tokenizer.from_format("hf", bad)
+    result = run_cli("import", "hf", bad, "--name", "bad", "--db", cli_store)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"Error: {raised.value}"
+    with pytest.raises(ValueError, match="unknown format 'word2vec'"):
+        Tokenizer.from_format("word2vec", bad)

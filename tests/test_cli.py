@@ -194,7 +194,7 @@ def all_command_paths(group=main, prefix=()) -> list[tuple[str, ...]]:
 
 EXPECTED_COMMANDS = [
     (), ("decode",), ("diff",), ("encode",), ("export",), ("import",), ("import", "gpt2"), ("import", "hf"),
-    ("import", "tiktoken"), ("list",), ("rm",), ("serve",), ("show",), ("train",),
+    ("import", "tiktoken"), ("info",), ("list",), ("rm",), ("serve",), ("show",), ("train",),
 ]
 
 
@@ -229,25 +229,46 @@ def test_train_stores_one_version_per_vocab_size(trained_db, expected):
         assert tokenizer.special_tokens == [ENDOFTEXT]
 
 
-def test_train_prints_a_line_per_tokenizer_and_the_wall_time(db, corpus):
+def test_train_prints_only_the_refs_on_stdout_and_a_summary_on_stderr(db, corpus):
     result = invoke("train", corpus, "--name", "ts", "--vocab-size", 300, "--vocab-size", 280, "--vocab-size", 500, "--db", db)
-    lines = ok(result).splitlines()
-    refs = [line.split()[0] for line in lines if line.startswith("ts@")]
-    assert refs == ["ts@1", "ts@2", "ts@3"]
-    assert all(re.match(r"ts@\d+\s", line) for line in lines if line.startswith("ts@"))
-    assert re.search(r"wall time\D*\d+(\.\d+)?\s*s", ok(result)), ok(result)
-    # Not a terminal: no progress bar, even without --quiet.
+    stored = infos(db)
+    assert [info.ref for info in stored] == ["ts@1", "ts@2", "ts@3"]
+    # stdout: exactly the refs, one per line, usable as `ref=$(bpestore train ...)`
+    assert ok(result) == "".join(f"{info.ref}\n" for info in stored)
+    # stderr: a line per tokenizer stating its vocab size and merges as stored, and the wall time;
+    # not a terminal, so no progress bar even without --quiet
+    summary = result.stderr.splitlines()
+    assert "%|" not in result.stderr
+    for info in stored:
+        line = next(line for line in summary if line.split()[:1] == [info.ref])
+        assert f"vocab_size={info.vocab_size}" in line.split() and f"merges={info.num_merges}" in line.split()
+    assert re.search(r"wall time\D*\d+(\.\d+)?\s*s", result.stderr), result.stderr
+
+
+def test_train_quiet_prints_nothing_on_stderr(db, corpus):
+    result = invoke("train", corpus, "--name", "q", "--vocab-size", 270, "-q", "--db", db)
+    assert ok(result) == "q@1\n"
     assert result.stderr == ""
-    assert [info.ref for info in infos(db)] == ["ts@1", "ts@2", "ts@3"]
-    # The line of each tokenizer states its vocab size as stored.
-    for line, info in zip((line for line in lines if line.startswith("ts@")), infos(db)):
-        assert str(info.vocab_size) in line
+
+
+def test_train_json(db, corpus):
+    result = invoke("train", corpus, "--name", "j", "--vocab-size", 300, "--vocab-size", 260, "--special-token", ENDOFTEXT, "--json", "--db", db)
+    data = json.loads(ok(result))
+    stored = {info.ref: info for info in infos(db)}
+    assert [row["ref"] for row in data] == ["j@1", "j@2"] == sorted(stored)
+    for row in data:
+        info = stored[row["ref"]]
+        assert (row["name"], row["version"], row["vocab_size"]) == (info.name, info.version, info.vocab_size)
+        assert row["special_tokens"] == [ENDOFTEXT]
+    # the same objects as `list --json` gives for them
+    listed = {row["ref"]: row for row in json.loads(ok(invoke("list", "--json", "--db", db)))}
+    assert data == [listed[row["ref"]] for row in data]
 
 
 def test_training_again_adds_versions(db, corpus):
     ok(invoke("train", corpus, "--name", "ts", "--vocab-size", 300, "-q", "--db", db))
     out = ok(invoke("train", corpus, "--name", "ts", "--vocab-size", 300, "-q", "--db", db))
-    assert out.startswith("ts@2")
+    assert out == "ts@2\n"
     assert load(db, "ts@1").merges == load(db, "ts@2").merges
 
 
@@ -273,6 +294,7 @@ def test_db_from_environment_and_default(tmp_path, corpus, monkeypatch):
     assert [info.ref for info in infos(env_db)] == ["e@1"]
     # --db wins over the environment
     other = tmp_path / "other.db"
+    Store(other).close()
     ok(invoke("list", "--db", other, env={"BPESTORE_DB": str(env_db)}))
     assert "e@1" not in ok(invoke("list", "--json", "--db", other, env={"BPESTORE_DB": str(env_db)}))
     # default: ./bpestore.db
@@ -308,6 +330,7 @@ def test_list_table(trained_db):
 
 
 def test_list_of_an_empty_store(db):
+    Store(db).close()
     result = invoke("list", "--db", db)
     assert ok(result).strip() == ""
     assert "No tokenizers" in result.stderr or result.stderr == ""
@@ -644,26 +667,33 @@ def test_decode_ids_from_arguments(trained_db):
     tokenizer = load(trained_db, "ts")
     ids = tokenizer.encode(sample_text())
     out = ok(invoke("decode", "ts", *ids, "--db", trained_db))
-    assert out == tokenizer.decode(ids) + "\n" == sample_text() + "\n"
+    assert out == tokenizer.decode(ids) == sample_text()
 
 
 def test_decode_ids_from_stdin(trained_db):
     tokenizer = load(trained_db, "ts@1")
     ids = tokenizer.encode(sample_text())
     stdin = "\n".join(" ".join(map(str, ids[i : i + 7])) for i in range(0, len(ids), 7)) + "\n"
-    assert ok(invoke("decode", "ts@1", "--db", trained_db, input=stdin)) == sample_text() + "\n"
+    assert ok(invoke("decode", "ts@1", "--db", trained_db, input=stdin)) == sample_text()
 
 
-def test_decode_of_a_partial_character(trained_db):
+def test_decode_of_a_partial_character_writes_its_raw_bytes(trained_db):
+    """Bytes that are not valid UTF-8 are written as they are (not U+FFFD): what a byte-exact
+    round trip of any input, cut anywhere, needs."""
     tokenizer = load(trained_db, "ts")
-    byte_id = next(token_id for token_id, token in tokenizer.vocab.items() if token == b"\xc3")
-    assert ok(invoke("decode", "ts", byte_id, "--db", trained_db)) == "\ufffd\n"
+    id_of = {token: token_id for token_id, token in tokenizer.vocab.items()}
+    result = invoke("decode", "ts", id_of[b"\xc3"], "--db", trained_db)
+    assert result.exit_code == 0 and result.stdout_bytes == b"\xc3"
+    # the two halves of 'é' decoded separately, one after the other, give 'é' back
+    halves = invoke("decode", "ts", id_of[b"h"], id_of[b"\xc3"], "--db", trained_db).stdout_bytes
+    halves += invoke("decode", "ts", id_of[b"\xa9"], "--db", trained_db).stdout_bytes
+    assert halves.decode("utf-8") == "h\u00e9"
 
 
 def test_encode_decode_round_trip(trained_db, corpus):
     text = read_text(corpus)
     encoded = ok(invoke("encode", "ts@2", corpus, "--db", trained_db))
-    assert ok(invoke("decode", "ts@2", "--db", trained_db, input=encoded)) == text + "\n"
+    assert ok(invoke("decode", "ts@2", "--db", trained_db, input=encoded)) == text
 
 
 # -- rm -------------------------------------------------------------------------------------------
@@ -939,7 +969,7 @@ def test_readme_quick_start_with_the_installed_executable(tmp_path):
     run = lambda *args, **kw: run_cli(bpestore, *args, cwd=tmp_path, **kw)  # noqa: E731
 
     out = run("train", "stdlib.txt", "--name", "stdlib", "--vocab-size", 300, "--vocab-size", 450, "--special-token", ENDOFTEXT).stdout.decode()
-    assert [line.split()[0] for line in out.splitlines() if line.startswith("stdlib@")] == ["stdlib@1", "stdlib@2"]
+    assert out.splitlines() == ["stdlib@1", "stdlib@2"]
     assert (tmp_path / "bpestore.db").is_file()
 
     listing = run("list").stdout.decode()
@@ -950,8 +980,8 @@ def test_readme_quick_start_with_the_installed_executable(tmp_path):
     encoded = run("encode", "stdlib", input=text.encode("utf-8")).stdout.decode()
     assert ids_of(encoded) == tokenizer.encode(text)
     decoded = run("decode", "stdlib", input=encoded.encode()).stdout.decode("utf-8")
-    assert decoded == text + "\n"
-    assert run("decode", "stdlib", *ids_of(encoded)).stdout.decode("utf-8") == text + "\n"
+    assert decoded == text
+    assert run("decode", "stdlib", *ids_of(encoded)).stdout.decode("utf-8") == text
 
     # a real shell pipeline
     shell = shutil.which("sh")
@@ -961,7 +991,7 @@ def test_readme_quick_start_with_the_installed_executable(tmp_path):
             cwd=tmp_path, capture_output=True, env=subprocess_env(TEXT=text), timeout=300,
         )
         assert piped.returncode == 0, piped.stderr.decode()
-        assert piped.stdout.decode("utf-8") == text + "\n"
+        assert piped.stdout.decode("utf-8") == text
 
     run("encode", "stdlib@1", "stdlib.txt", "--output", "stdlib.npy")
     assert np.load(tmp_path / "stdlib.npy").tolist() == load(tmp_path / "bpestore.db", "stdlib@1").encode(read_text(tmp_path / "stdlib.txt"))

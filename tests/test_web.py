@@ -91,7 +91,7 @@ def page_urls() -> list[str]:
         "/tokenizer?ref=en@2", "/tokenizer?ref=evil",
         "/vocab?ref=en@2", "/vocab?ref=en@2&q=th", "/vocab?ref=en@1&id=257", "/vocab?ref=de@1&hex=c3", "/vocab?ref=en@2&page=1",
         "/vocab?ref=evil&q=script",
-        "/merges?ref=en@2", "/merges?ref=en@2&q=at",
+        "/merges?ref=en@2", "/merges?ref=en@2&q=at", "/merges?ref=en@2&rank=5",
         "/versions?name=en",
         f"/playground?t=en@2&t=de@1&t=evil&text={quote(NASTY_TEXT)}",
         "/diff?a=en@1&b=en@2", "/diff?a=en@2&b=de@1", "/diff?a=en@2&b=evil",
@@ -147,6 +147,26 @@ def test_browsing_leaves_the_store_as_it_was(store_path, tmp_path):
     close_app(app)
     assert sha256(copy) == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["copy.db"]
+
+
+def test_vocab_and_merges_searches_find_what_the_model_holds(store_path, client):
+    """The counts the pages report for each search, against the tokenizer's own vocab and merges."""
+    with Store(store_path) as store:
+        tokenizer = store.load("en@2")
+
+    def found(url: str) -> int:
+        html = client.get(url, headers={"Host": "localhost"}).data.decode()
+        return int(re.search(r'class="pager">([\d,]+) found', html).group(1).replace(",", ""))
+
+    vocab, merges = tokenizer.vocab, tokenizer.merges
+    assert found("/vocab?ref=en@2") == len(vocab)
+    assert found("/vocab?ref=en@2&q=th") == sum("th" in t.decode("utf-8", errors="replace") for t in vocab.values())
+    assert found("/vocab?ref=en@2&hex=c3") == sum(b"\xc3" in t for t in vocab.values())
+    assert found("/vocab?ref=en@2&id=260") == 1
+    assert found("/merges?ref=en@2") == len(merges)
+    assert found("/merges?ref=en@2&q=at") == sum("at" in (a + b).decode("utf-8", errors="replace") for a, b in merges)
+    html = client.get("/merges?ref=en@2&rank=5", headers={"Host": "localhost"}).data.decode()
+    assert found("/merges?ref=en@2&rank=5") == 1 and '<td class="num">5</td>' in html
 
 
 def test_untrusted_text_is_escaped(client):

@@ -47,9 +47,11 @@ class EncoderEngine(Protocol):
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes: ...
 
-    def stream(self, block_bytes: int = ...) -> StreamEngine: ...
+    def stream(self, block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None) -> StreamEngine: ...
 
-    def iter_ids(self, iterable: Iterable[str], block_bytes: int = ...) -> Iterator[int]:
+    def iter_ids(
+        self, iterable: Iterable[str], block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None
+    ) -> Iterator[int]:
         """The ids of the pieces' concatenation one by one, reading pieces as ids are used."""
 
     def encode_file_to_npy(

@@ -3,14 +3,19 @@
 A file is encoded by the Rust engine (``Encoder.encode_file_to_npy``): chunks cut where the
 encoding cannot change (before a special token, or before a space between two printable ASCII
 characters), encoded on several threads with the GIL released and written in order, so the ids
-are exactly ``Tokenizer.encode(whole text)`` and memory stays bounded. Both paths write to
-``OUTPUT.partial`` and rename it once complete.
+are exactly ``Tokenizer.encode(whole text)`` and memory stays bounded.
+
+Both paths write to a hidden temporary file beside the output, ``.NAME.PID-HEX.partial``, and
+rename it once complete. Until its last write the file does not start as a ``.npy`` does, so
+``numpy.load`` refuses one left by a killed process instead of reading an empty array; such a
+file is removed by the next encoding to the same output once its process is gone.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -52,10 +57,68 @@ def encode_file_to_npy(
     output_path = Path(output_path)
     _check_output_dir(output_path)
     size = os.path.getsize(input_path)
+    remove_stale_partials(output_path)
     with progress_bar(progress, size, "encoding", unit="B", unit_scale=True) as bar:
         return tokenizer._engine.encode_file_to_npy(
             input_path, output_path, threads=workers or default_workers(), progress=bar.update, chunk_bytes=chunk_bytes
         )
+
+
+# The first bytes of an array being written (crates/encode/src/file.rs writes the same): not the
+# ``\x93NUMPY`` a .npy starts with; the real header replaces them last.
+PARTIAL_MARK = b"bpestore: an unfinished .npy"
+
+
+def _partial_header() -> bytes:
+    text = PARTIAL_MARK + b" (its writer was stopped, or is still writing)"
+    return text.ljust(_NPY_HEADER_BYTES - 1) + b"\n"
+
+
+def _partial_path(output_path: Path) -> Path:
+    """This process's temporary file for ``output_path`` (the engine names its own alike)."""
+    return output_path.with_name(f".{output_path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # someone else's, or cannot tell: leave its file alone
+    return True
+
+
+def remove_stale_partials(output_path: str | os.PathLike) -> list[Path]:
+    """Removes the temporary arrays a killed encoding left beside ``output_path``; returns them.
+
+    Only a file that is surely stale goes: named as an encoding to this very output names its
+    temporary file (``.NAME.PID-HEX.partial``), still marked unfinished, and whose process no
+    longer exists on this machine (an encoding running meanwhile keeps its file).
+    """
+    output_path = Path(output_path)
+    prefix, suffix = f".{output_path.name}.", ".partial"
+    removed = []
+    try:
+        candidates = list(output_path.parent.iterdir())
+    except OSError:
+        return removed
+    for candidate in candidates:
+        name = candidate.name
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        pid, dash, hex_part = name[len(prefix):-len(suffix)].partition("-")
+        if not (pid.isdigit() and dash and hex_part) or _process_exists(int(pid)):
+            continue
+        try:
+            with open(candidate, "rb") as file:
+                if file.read(len(PARTIAL_MARK)) != PARTIAL_MARK:
+                    continue
+            candidate.unlink()
+        except OSError:
+            continue
+        removed.append(candidate)
+    return removed
 
 
 def _npy_header(dtype: np.dtype, length: int) -> bytes:
@@ -69,21 +132,24 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
     return magic + len(body).to_bytes(2, "little") + body.encode("latin-1")
 
 
-def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike) -> int:
+def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike, **policy) -> int:
     """Encode a stream of text (such as stdin) into a 1-D ``.npy`` array; returns the number of ids.
+    ``policy``: ``allowed_special`` and ``disallowed_special``, as for :meth:`Tokenizer.encode`.
 
-    The file is written to ``output_path`` + ``.partial`` and renamed when complete, so a failure
-    never leaves a truncated array under the requested name.
+    The file is written to a temporary file beside it (see the module's docstring) and renamed
+    when complete, so a failure never leaves a truncated array under the requested name.
     """
     output_path = Path(output_path)
     _check_output_dir(output_path)
+    remove_stale_partials(output_path)
     dtype = id_dtype(tokenizer)
-    partial = output_path.with_name(output_path.name + ".partial")
+    partial = _partial_path(output_path)
     total = 0
     try:
-        with open(partial, "wb") as out:
-            out.write(_npy_header(dtype, 0))
-            for ids in tokenizer.encode_blocks(texts):
+        with open(partial, "xb") as out:
+            out.write(_partial_header())
+            out.flush()
+            for ids in tokenizer.encode_blocks(texts, **policy):
                 out.write(ids.astype(dtype, copy=False).tobytes())
                 total += len(ids)
             out.seek(0)

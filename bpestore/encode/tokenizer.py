@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence, Set as AbstractSet
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -108,10 +108,41 @@ class Tokenizer:
         return cls(vocab, merges, special_tokens)
 
     @classmethod
+    def from_format(cls, format: str, *paths: str | os.PathLike, **options: Any) -> Tokenizer:
+        """A tokenizer from another tool's files, read by :func:`bpestore.formats.read` (the
+        function ``bpestore import`` calls: the same checks, the same errors).
+
+        >>> Tokenizer.from_format("hf", "tokenizer.json")  # doctest: +SKIP
+        >>> Tokenizer.from_format("gpt2", "vocab.json", "merges.txt", special_tokens=["<|endoftext|>"])  # doctest: +SKIP
+        >>> Tokenizer.from_format("tiktoken", "cl100k_base.tiktoken", "cl100k_base")  # doctest: +SKIP
+
+        Raises:
+            FormatError: (a ValueError) the files cannot be represented exactly.
+            ValueError: ``format`` is not a known format.
+            OSError: a file cannot be read.
+        """
+        from .. import formats
+
+        return cls.from_model(formats.read(format, *paths, **options).model)
+
+    def export(self, format: str, output: str | os.PathLike) -> list[str]:
+        """Write this tokenizer in ``format`` by :func:`bpestore.formats.export` (what ``bpestore
+        export`` calls); returns notes for the user. ``gpt2`` writes ``vocab.json`` and
+        ``merges.txt`` into the directory ``output``; ``hf`` and ``tiktoken`` write the file
+        ``output``. :meth:`from_format` reads them back."""
+        from .. import formats
+
+        return formats.export(self, format, output)
+
+    @classmethod
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
         from ..store.loader import load_model
 
+        if not isinstance(path_or_url, (str, os.PathLike)):
+            raise TypeError(f"from_db() takes the store as a path or URL (str or os.PathLike), not {type(path_or_url).__name__}")
+        if not isinstance(name, str):
+            raise TypeError(f"from_db() takes the tokenizer as a str, 'name' or 'name@N', not {type(name).__name__}")
         return cls.from_model(load_model(path_or_url, name))
 
     # -- encoding -------------------------------------------------------------------------------
@@ -142,8 +173,12 @@ class Tokenizer:
             DisallowedSpecialTokenError: (a ValueError) the text holds a disallowed string.
             TypeError: ``text`` is not a str.
         """
-        if allowed_special == "all" and disallowed_special == "all":
-            return self._call(self._engine.encode, text)
+        if allowed_special == "all" and disallowed_special == "all":  # the default, kept lean
+            try:
+                return self._engine.encode(text)
+            except TypeError:
+                _check_str(text, "encode")
+                raise
         allowed = self._policy(text, allowed_special, disallowed_special)
         return self._call(self._engine.encode, text, allowed)
 
@@ -253,21 +288,42 @@ class Tokenizer:
             disallowed = frozenset(_token_collection(disallowed_special, "disallowed_special"))
         return (None if allowed >= specials else allowed & specials), disallowed
 
-    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+    def encode_iterable(
+        self,
+        iterable: Iterable[str],
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> Iterator[int]:
         """Lazily encode a stream of text (for example a file object, line by line).
 
-        The result equals ``encode("".join(iterable))`` however the stream is cut. Memory stays
-        small and constant: text is encoded a few kilobytes at a time, each time up to the last
-        place where what follows cannot change the ids, with a small cache of its own. The
-        iterator is the engine's own (no Python generator in between); pieces are read from
-        ``iterable`` only as the ids are used. A piece that is not a str raises TypeError.
+        The result equals ``encode("".join(iterable))`` (with the same special-token policy)
+        however the stream is cut. Memory stays small and constant: text is encoded a few
+        kilobytes at a time, each time up to the last place where what follows cannot change the
+        ids, with a small cache of its own. The iterator is the engine's own; pieces are read from
+        ``iterable`` only as the ids are used. A piece that is not a str raises TypeError; a
+        disallowed string raises DisallowedSpecialTokenError (its position counted from the start
+        of the stream) when the stream reaches it, after the ids before it.
         """
-        return self._engine.iter_ids(iterable)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        if disallowed:
+            iterable = _checked_pieces(iterable, disallowed, "encode_iterable")
+        return self._engine.iter_ids(iterable, allowed_special=allowed)
 
-    def encode_blocks(self, iterable: Iterable[str], block_chars: int = _BLOCK_CHARS) -> Iterator[np.ndarray]:
+    def encode_blocks(
+        self,
+        iterable: Iterable[str],
+        block_chars: int = _BLOCK_CHARS,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> Iterator[np.ndarray]:
         """Like :meth:`encode_iterable`, but yields the ids a block at a time as arrays (uint32):
         the fast way through big streams."""
-        stream = self._engine.stream(block_bytes=block_chars)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        if disallowed:
+            iterable = _checked_pieces(iterable, disallowed, "encode_blocks")
+        stream = self._engine.stream(block_bytes=block_chars, allowed_special=allowed)
         for text in iterable:
             ids = stream.feed(text)
             if ids:
@@ -390,3 +446,24 @@ def _refuse_disallowed(text: str, disallowed: frozenset[str]) -> None:
         return
     token = max((t for t in disallowed if t and text.startswith(t, first)), key=len)
     raise DisallowedSpecialTokenError(token, first)
+
+
+def _checked_pieces(pieces: Iterable[str], disallowed: frozenset[str], method: str) -> Iterator[str]:
+    """``pieces`` unchanged, after checking that no disallowed string starts in each (found across
+    the cuts too); positions count characters from the start of the stream."""
+    longest = max((len(token) for token in disallowed), default=0)
+    if not longest:
+        yield from pieces
+        return
+    tail = ""  # the end of the text so far that a disallowed string may still start in
+    before_tail = 0  # the characters before ``tail``
+    for piece in pieces:
+        _check_str(piece, method)
+        window = tail + piece
+        try:
+            _refuse_disallowed(window, disallowed)
+        except DisallowedSpecialTokenError as error:
+            raise DisallowedSpecialTokenError(error.token, before_tail + error.position) from None
+        tail = window[len(window) - min(len(window), longest - 1) :] if longest > 1 else ""
+        before_tail += len(window) - len(tail)
+        yield piece

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -19,16 +21,26 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import create_engine, delete, event, func, insert, select, update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError
 
 from . import schema
-from ..errors import TokenizerNotFoundError
+from ..errors import (
+    DamagedStoreError,
+    ReadOnlyStoreError,
+    StoreError,
+    StoreNotFoundError,
+    StoreUnavailableError,
+    TokenizerNotFoundError,
+)
 from ..model import BPEModel
 from .rows import MERGES_SQL, VOCAB_SQL, model_from_rows
 from .packed import PACKED_SQL, pack, unpack
-from .migrate import check_sqlite_file, upgrade_to_head
+from .migrate import database_state, sqlite_file_state, upgrade_to_head
 from ..progress import progress_bar
 from .refs import check_name, parse_ref
+from .sqlite_uri import connect_sqlite, read_only_reason, sqlite_uri
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 120.0
 _BATCH_ROWS = 50_000
@@ -85,10 +97,68 @@ def _source_text(source: str, source_format: str | None, source_paths: list[str]
 
 def _as_url(path_or_url: str | os.PathLike) -> URL:
     """A SQLAlchemy URL as given, or a path (any characters, '?' and '#' included) as SQLite."""
-    text = os.fspath(path_or_url)
+    if not isinstance(path_or_url, (str, os.PathLike)):
+        raise TypeError(f"a store is a path or a database URL (str or os.PathLike), not {type(path_or_url).__name__}")
+    text = os.fsdecode(path_or_url)
     if "://" in text:
-        return make_url(text)
+        try:
+            return make_url(text)
+        except sa_exc.ArgumentError as error:
+            raise StoreUnavailableError(f"unusable store URL {text!r}: {error}") from None
     return URL.create("sqlite", database=str(Path(text).expanduser()))
+
+
+# The package that provides each database driver SQLAlchemy may ask for, where its name differs.
+_DRIVER_PACKAGES = {
+    "psycopg2": "psycopg2-binary",
+    "MySQLdb": "mysqlclient",
+    "pymysql": "PyMySQL",
+    "cx_Oracle": "cx-Oracle",
+    "mysql": "mysql-connector-python",
+}
+
+
+def _create_engine(url: URL, location: str, sqlite_timeout: float | None) -> Engine:
+    """``create_engine``, with a missing driver or an unknown kind of database as one clear line."""
+    try:
+        return create_engine(url, connect_args={"timeout": sqlite_timeout} if sqlite_timeout is not None else {})
+    except ModuleNotFoundError as error:
+        module = (error.name or "").partition(".")[0] or str(error)
+        package = _DRIVER_PACKAGES.get(module, module)
+        raise StoreUnavailableError(
+            f"the store {location} needs the Python package {package} (module {module}), which is not installed: "
+            f"pip install {package}"
+        ) from None
+    except sa_exc.NoSuchModuleError:
+        raise StoreUnavailableError(f"unusable store URL {location}: SQLAlchemy knows no database {url.drivername!r}") from None
+    except (sa_exc.ArgumentError, sa_exc.InvalidRequestError, TypeError, ValueError) as error:
+        raise StoreUnavailableError(f"unusable store URL {location}: {error}") from None
+
+
+def _disk_is_full(location: str) -> bool:
+    """Whether the file system holding ``location`` has no space left (SQLite reports a full disk
+    as an I/O error when it cannot grow its shared-memory file)."""
+    try:
+        status = os.statvfs(Path(location).parent)
+    except (OSError, ValueError):
+        return False
+    return status.f_bavail == 0
+
+
+def _sqlite_error(location: str, error: sqlite3.Error, writing: bool) -> StoreError | None:
+    """The StoreError that says what a SQLite error about the disk or the file means, or None for
+    an error that is not of that kind (a bug, a constraint, ...)."""
+    name = getattr(error, "sqlite_errorname", "") or ""
+    nothing = "; nothing was written" if writing else ""
+    if name == "SQLITE_FULL" or (name.startswith("SQLITE_IOERR") and _disk_is_full(location)):
+        return StoreUnavailableError(f"cannot write to {location}: the disk is full{nothing}")
+    if name.startswith("SQLITE_READONLY"):
+        return ReadOnlyStoreError(f"cannot write to {location}: {error}{nothing}")
+    if name.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+        return StoreUnavailableError(f"cannot use {location}: {error} (SQLite's {name}){nothing}")
+    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        return DamagedStoreError(f"{location} is damaged or not a database: {error}")
+    return None
 
 
 def _token_kind(token_id: int, token: bytes, special_ids: set[int], merged: set[bytes]) -> str:
@@ -107,22 +177,134 @@ class ModelStore:
     (:mod:`bpestore.workflow`) adds training into the store, loading as a ``Tokenizer`` and diffs.
     """
 
-    def __init__(self, path_or_url: str | os.PathLike = "bpestore.db", *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS):
+    # Defaults for subclasses that make their own engine (the web explorer's read-only store).
+    read_only_reason: str | None = None
+    """Why the store cannot be written, or None if it can."""
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS
+
+    def __init__(
+        self,
+        path_or_url: str | os.PathLike = "bpestore.db",
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+        create: bool = True,
+    ):
+        """Open the store at ``path_or_url``.
+
+        With ``create=True`` (the default) a missing or empty SQLite file, or an empty database,
+        becomes a new store, and the store is put in WAL mode. With ``create=False`` (every read of
+        the command line, ``Tokenizer.from_db``) there must be a store already
+        (:class:`~bpestore.errors.StoreNotFoundError` otherwise), and opening writes nothing, with
+        one exception: a bpestore store at an older schema revision is upgraded, as any open does.
+
+        A store that cannot be written (a read-only file, directory or file system) opens for
+        reading; writing to it raises :class:`~bpestore.errors.ReadOnlyStoreError`.
+        """
         url = _as_url(path_or_url)
         self.url = url.render_as_string(hide_password=False)
         self.is_sqlite = url.get_backend_name() == "sqlite"
         # For messages: the file for SQLite, else the URL without its password.
         self.location = url.database if self.is_sqlite and url.database else url.render_as_string(hide_password=True)
+        self.busy_timeout = busy_timeout
+        self.read_only_reason = None
+        self._sqlite_file: Path | None = None
+        self._sqlite_parameters: dict[str, str] = {}
+        state = "unknown"
         if self.is_sqlite and url.database and url.database != ":memory:":
-            database = Path(url.database)
-            check_sqlite_file(database)
-            if not database.parent.is_dir():
-                raise FileNotFoundError(f"cannot create {database}: directory {database.parent} does not exist")
-        self.engine: Engine = create_engine(url, connect_args={"timeout": busy_timeout} if self.is_sqlite else {})
+            self._sqlite_file = database = Path(url.database)
+            state = sqlite_file_state(database, busy_timeout)
+            self._open_sqlite_file(database, state, create)
+            self.engine: Engine = create_engine(url, creator=self._connect_sqlite_file)
+        else:
+            self.engine = _create_engine(url, self.location, busy_timeout if self.is_sqlite else None)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _configure_sqlite_connection)
             event.listen(self.engine, "begin", _begin_sqlite_transaction)
-        upgrade_to_head(self.engine)
+        with self._errors():
+            if not create and not self.is_sqlite:
+                with self.engine.connect() as connection:
+                    state = database_state(connection, self.location)
+                if state == "new":
+                    raise StoreNotFoundError(f"no store at {self.location} (the database has no bpestore tables): only writes (train, import) create one")
+            if state != "current":
+                upgrade_to_head(self.engine, self.location)
+            if self._sqlite_file is not None and self.read_only_reason is None and create:
+                self._use_wal()
+
+    def _open_sqlite_file(self, database: Path, state: str, create: bool) -> None:
+        """Decide how to connect to the SQLite file ``database`` (see :meth:`__init__`)."""
+        if state in ("missing", "new"):
+            if not create:
+                what = "the file is empty" if state == "new" else "no such file"
+                raise StoreNotFoundError(f"no store at {database} ({what}): only writes (train, import) create one")
+            if not database.parent.is_dir():
+                raise FileNotFoundError(f"cannot create {database}: directory {database.parent} does not exist")
+            reason = read_only_reason(database if state == "new" else database.parent)
+            if reason is not None:
+                raise ReadOnlyStoreError(f"cannot create a store at {database}: {reason}")
+            self._sqlite_parameters = {"mode": "rwc"}
+            return
+        try:
+            connection, self._sqlite_parameters = connect_sqlite(database, timeout=self.busy_timeout)
+        except sqlite3.Error as error:
+            raise _sqlite_error(str(database), error, writing=False) from None
+        connection.close()
+        if self._sqlite_parameters["mode"] != "rw":
+            self.read_only_reason = read_only_reason(database) or "SQLite can open it only for reading"
+            if state == "older":
+                raise ReadOnlyStoreError(
+                    f"{database} is a bpestore store at an older schema revision, which this bpestore must "
+                    f"upgrade, but it cannot be written ({self.read_only_reason})"
+                )
+
+    def _connect_sqlite_file(self) -> sqlite3.Connection:
+        assert self._sqlite_file is not None
+        return sqlite3.connect(
+            sqlite_uri(self._sqlite_file, **self._sqlite_parameters), uri=True, timeout=self.busy_timeout, check_same_thread=False
+        )
+
+    def _use_wal(self) -> None:
+        """Put the store in WAL mode (readers then never wait for writers). The switch needs the
+        database to itself for a moment, and SQLite does not wait for that on its own, so retry
+        while other processes hold it (several creating one new store at once, say)."""
+        connection = self.engine.raw_connection()
+        try:
+            sqlite = connection.driver_connection
+            deadline = time.monotonic() + self.busy_timeout
+            while True:
+                try:
+                    if sqlite.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                        sqlite.execute("PRAGMA journal_mode = WAL").fetchone()
+                    return
+                except sqlite3.OperationalError as error:
+                    if getattr(error, "sqlite_errorname", "") not in ("SQLITE_BUSY", "SQLITE_LOCKED") or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+        finally:
+            connection.close()
+
+    @contextmanager
+    def _errors(self, writing: bool = False) -> Iterator[None]:
+        """Database errors that are the disk's or the system's, as one clear StoreError."""
+        try:
+            yield
+        except DBAPIError as error:
+            if isinstance(error.orig, sqlite3.Error):
+                if (translated := _sqlite_error(self.location, error.orig, writing)) is not None:
+                    raise translated from None
+            elif isinstance(error, (sa_exc.OperationalError, sa_exc.InterfaceError)):  # e.g. no server there
+                reason = (str(error.orig).strip().splitlines() or [type(error.orig).__name__])[0]
+                raise StoreUnavailableError(f"cannot use the store {self.location}: {reason}") from None
+            raise
+        except sqlite3.Error as error:
+            if (translated := _sqlite_error(self.location, error, writing)) is not None:
+                raise translated from None
+            raise
+
+    def check_writable(self) -> None:
+        """Raise ReadOnlyStoreError if the store cannot be written (before any long work)."""
+        if self.read_only_reason is not None:
+            raise ReadOnlyStoreError(f"cannot write to {self.location}: {self.read_only_reason}")
 
     def close(self) -> None:
         self.engine.dispose()
@@ -138,7 +320,9 @@ class ModelStore:
 
     @contextmanager
     def _transaction(self, write: bool = False) -> Iterator[Connection]:
-        with self.engine.connect() as connection:
+        if write:
+            self.check_writable()
+        with self._errors(writing=write), self.engine.connect() as connection:
             connection.execution_options(bpestore_write=write)
             with connection.begin():
                 yield connection
@@ -359,11 +543,12 @@ class ModelStore:
     def _insert_corpus(
         self,
         connection: Connection,
-        path: Path,
+        source: str,
+        size_bytes: int,
         sha256: str,
         pattern: str,
         specials_json: str,
-        counts: dict[bytes, int],
+        counts: Mapping[bytes, int],
         progress: bool,
     ) -> int:
         corpus_id = connection.execute(
@@ -371,8 +556,8 @@ class ModelStore:
                 sha256=sha256,
                 pattern=pattern,
                 special_tokens=specials_json,
-                path=str(path.resolve()),
-                size_bytes=path.stat().st_size,
+                path=source,
+                size_bytes=size_bytes,
                 distinct_pretokens=len(counts),
                 total_pretokens=sum(counts.values()),
                 created_at=datetime.now(timezone.utc).replace(tzinfo=None),
@@ -395,7 +580,8 @@ def _configure_sqlite_connection(dbapi_connection, _record) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys = ON")
-    cursor.execute("PRAGMA journal_mode = WAL")
+    # Not the journal mode: that is a property of the file, set once by a writer (_use_wal); a
+    # reader must not change the file it reads.
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.close()
 
@@ -404,3 +590,65 @@ def _begin_sqlite_transaction(connection: Connection) -> None:
     # IMMEDIATE takes the write lock up front, so two writers queue instead of one failing on upgrade.
     write = connection.get_execution_options().get("bpestore_write", False)
     connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """Which store a path or URL names and what is in it (``bpestore info``, ``--verbose``)."""
+
+    location: str
+    """The SQLite file (absolute), or the URL without its password."""
+    kind: str
+    """``SQLite file``, ``SQLite in memory``, or the SQLAlchemy dialect (``postgresql``, ...)."""
+    exists: bool
+    """Whether there is a bpestore store there (a read needs one; a write creates it)."""
+    schema_revision: str | None
+    tokenizers: int | None
+    names: int | None
+    read_only_reason: str | None
+    """Why it cannot be written, or None if it can."""
+    journal_mode: str | None
+    """``wal`` or ``rollback`` for a SQLite file."""
+    size_bytes: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize_store(path_or_url: str | os.PathLike) -> StoreSummary:
+    """What :class:`StoreSummary` says about the store at ``path_or_url``, found without writing
+    anything (a missing store is reported, not created; an older one is not upgraded)."""
+    url = _as_url(path_or_url)
+    is_sqlite = url.get_backend_name() == "sqlite"
+    if is_sqlite and url.database and url.database != ":memory:":
+        path = Path(url.database).resolve()
+        state = sqlite_file_state(path)
+        size = path.stat().st_size if state != "missing" else None
+        journal = None
+        if state not in ("missing", "new"):
+            with open(path, "rb") as file:
+                header = file.read(20)
+            journal = "wal" if len(header) > 18 and header[18] == 2 else "rollback"
+        if state in ("missing", "new"):
+            return StoreSummary(str(path), "SQLite file", False, None, None, None, None, None, size)
+        if state == "older":
+            connection, parameters = connect_sqlite(path)
+            try:
+                (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+            finally:
+                connection.close()
+            reason = read_only_reason(path) if parameters["mode"] == "rw" else (read_only_reason(path) or "SQLite can open it only for reading")
+            return StoreSummary(str(path), "SQLite file", True, revision, None, None, reason, journal, size)
+        location, kind = str(path), "SQLite file"
+    else:
+        location = url.render_as_string(hide_password=True)
+        kind, journal, size = ("SQLite in memory" if is_sqlite else url.get_backend_name()), None, None
+    try:
+        store = ModelStore(path_or_url, create=False)
+    except StoreNotFoundError:
+        return StoreSummary(location, kind, False, None, None, None, None, journal, size)
+    with store, store._transaction() as connection:
+        t = schema.tokenizers
+        revision = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        count, names = connection.execute(select(func.count(), func.count(t.c.name.distinct()))).one()
+        return StoreSummary(location, kind, True, revision, count, names, store.read_only_reason, journal, size)

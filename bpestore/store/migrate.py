@@ -8,6 +8,9 @@ tables of its own but no bpestore revision, or a revision newer than this code k
 from __future__ import annotations
 
 import sqlite3
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -15,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect
 
-from ..errors import DatabaseTooNewError, NotABpestoreDatabaseError
+from . import schema
+from ..errors import DamagedStoreError, DatabaseTooNewError, NotABpestoreDatabaseError, StoreUnavailableError
 from .schema_revision import is_current
 from .sqlite_uri import sqlite_uri
 
@@ -59,60 +63,168 @@ def _alembic_config(connection: Connection) -> Config:
     return config
 
 
-def check_sqlite_file(path: Path) -> None:
-    """Refuse, without writing to it, a file that is not SQLite or not bpestore's database."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    if path.is_dir():
-        raise NotABpestoreDatabaseError(f"{path} is a directory, not a bpestore database")
-    # immutable=1: no -wal/-shm files appear next to a database we may refuse. A -wal file means
-    # someone is using it, and then only a plain read-only open sees everything in it.
-    wal_in_use = path.with_name(path.name + "-wal").exists()
-    parameters = {"mode": "ro"} if wal_in_use else {"mode": "ro", "immutable": "1"}
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+# What SQLite's errors mean for a file we were asked to open: only these say the file is not a
+# database (or is a broken one); anything else (I/O, a full disk, permissions, locks) is a problem
+# of the disk or the system, and saying "not a bpestore database" would send the user the wrong way.
+_NOT_A_DATABASE = {"SQLITE_NOTADB", "SQLITE_CORRUPT"}
+
+
+@dataclass(frozen=True)
+class DatabaseContents:
+    """What a database holds, as far as deciding whether it is a bpestore store goes."""
+
+    tables: frozenset[str]
+    views: frozenset[str]
+    revisions: tuple[str | None, ...]
+    """The rows of ``alembic_version`` (empty if there is no such table)."""
+    columns: dict[str, frozenset[str]]
+    """The columns of each of bpestore's tables that exists as a table."""
+
+
+def sqlite_file_state(path: Path, busy_timeout: float = 5.0) -> str:
+    """Look at ``path`` without writing to it (no side files either) and say what it is:
+    ``"missing"``, ``"new"`` (an empty file or database, to be created), ``"current"`` or
+    ``"older"`` (a bpestore store at an older schema revision). Anything else is refused with the
+    one true reason: NotABpestoreDatabaseError, DamagedStoreError, DatabaseTooNewError, or
+    StoreUnavailableError for a file that cannot be read.
+    """
     try:
-        connection = sqlite3.connect(sqlite_uri(path, **parameters), uri=True)
+        status = path.stat()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:
+        raise StoreUnavailableError(f"cannot use {path}: {error.strerror or error}") from None
+    if stat.S_ISDIR(status.st_mode):
+        raise NotABpestoreDatabaseError(f"{path} is a directory, not a bpestore database")
+    if not stat.S_ISREG(status.st_mode):  # a device or a pipe: reading it could block or never end
+        raise NotABpestoreDatabaseError(f"{path} is not a regular file, so not a bpestore database")
+    try:
+        with open(path, "rb") as file:
+            header = file.read(100)
+    except OSError as error:
+        raise StoreUnavailableError(f"cannot read {path}: {error.strerror or error}") from None
+    if not header:
+        return "new"  # an empty file: SQLite's own way of starting a database
+    if not header.startswith(SQLITE_HEADER):  # /proc files, for one, claim size 0 but have text in them
+        raise NotABpestoreDatabaseError(f"{path} is not a bpestore database (not a SQLite file)")
+    # Read without leaving a trace: no -wal/-shm files may appear next to a database we may refuse.
+    # A file in WAL mode (header byte 18 is 2) with no -wal file is not being written: immutable=1
+    # reads it with no side files at all. With a -wal file someone is using it, and only a plain
+    # read-only open sees everything in it. A file in rollback-journal mode is read with its locks,
+    # which create nothing and wait for a writer that is, say, creating this very database.
+    wal_mode = len(header) > 18 and header[18] == 2
+    wal_in_use = path.with_name(path.name + "-wal").exists()
+    parameters = {"mode": "ro", "immutable": "1"} if wal_mode and not wal_in_use else {"mode": "ro"}
+    try:
+        connection = sqlite3.connect(sqlite_uri(path, **parameters), uri=True, timeout=busy_timeout)
         try:
-            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            revision = None
-            if "alembic_version" in tables:
-                revision = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+            contents = _sqlite_contents(connection)
         finally:
             connection.close()
-    except sqlite3.DatabaseError as error:
-        raise NotABpestoreDatabaseError(f"{path} is not a bpestore database (SQLite says: {error})") from None
-    _check_contents(str(path), tables, revision[0] if revision else None)
+    except sqlite3.Error as error:
+        if getattr(error, "sqlite_errorname", None) in _NOT_A_DATABASE:
+            raise NotABpestoreDatabaseError(f"{path} is not a bpestore database (SQLite says: {error})") from None
+        raise StoreUnavailableError(f"cannot read {path}: {error}") from None
+    return classify(str(path), contents)
 
 
-def _check_contents(where: str, tables: set[str], revision: str | None) -> None:
-    tables = tables - {"sqlite_sequence"}
-    if not tables or (tables == {"alembic_version"} and revision is None):
-        return  # new, or downgraded to the base revision: to be created
-    if "alembic_version" not in tables or not (tables & BPESTORE_TABLES):
-        shown = ", ".join(sorted(tables)[:5])
-        raise NotABpestoreDatabaseError(f"{where} is not a bpestore database (it has other tables: {shown})")
-    if revision is not None and not is_current(revision) and revision not in known_revisions():
-        raise DatabaseTooNewError(
-            f"{where} has schema revision {revision!r}, which this bpestore does not know (its newest is "
-            f"{head_revision()!r}); upgrade bpestore to use this database"
-        )
+def check_sqlite_file(path: Path) -> None:
+    """Refuse, without writing to it, a file that is not SQLite or not bpestore's database."""
+    sqlite_file_state(path)
 
 
-def _current_revision(connection: Connection, tables: set[str]) -> str | None:
+def _sqlite_contents(connection: sqlite3.Connection) -> DatabaseContents:
+    objects = connection.execute("SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+    tables = frozenset(name for kind, name in objects if kind == "table")
+    views = frozenset(name for kind, name in objects if kind == "view")
+    revisions: tuple[str | None, ...] = ()
+    if "alembic_version" in tables:
+        revisions = tuple(row[0] for row in connection.execute("SELECT version_num FROM alembic_version LIMIT 2"))
+    columns = {
+        table: frozenset(row[1] for row in connection.execute("SELECT * FROM pragma_table_info(?)", (table,)))
+        for table in tables & set(schema.metadata.tables)
+    }
+    return DatabaseContents(tables, views, revisions, columns)
+
+
+def _inspected_contents(connection: Connection) -> DatabaseContents:
+    inspector = inspect(connection)
+    tables = frozenset(inspector.get_table_names())
+    views = frozenset(inspector.get_view_names())
+    revisions: tuple[str | None, ...] = ()
+    if "alembic_version" in tables:
+        revisions = tuple(connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all()[:2])
+    columns = {
+        table: frozenset(column["name"] for column in inspector.get_columns(table)) for table in tables & set(schema.metadata.tables)
+    }
+    return DatabaseContents(tables, views, revisions, columns)
+
+
+def _listed(names: Iterable[str]) -> str:
+    names = sorted(names)
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def classify(where: str, contents: DatabaseContents) -> str:
+    """``"new"``, ``"current"`` or ``"older"`` (see :func:`sqlite_file_state`), or the error that
+    says what else the database is. The schema itself is checked, not only table names: a view
+    in a table's place could make every read run forever."""
+    tables = contents.tables - {"sqlite_sequence"}
+    everything = tables | contents.views
+    if not everything or (everything == {"alembic_version"} and not contents.revisions):
+        return "new"  # empty, or downgraded to the base revision: to be created
     if "alembic_version" not in tables:
-        return None
-    return connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        raise NotABpestoreDatabaseError(f"{where} is not a bpestore database (it has other tables: {_listed(everything)})")
+    ours = everything & BPESTORE_TABLES
+    if len(contents.revisions) != 1 or contents.revisions[0] is None:
+        if not ours:
+            raise NotABpestoreDatabaseError(f"{where} is not a bpestore database (it has other tables: {_listed(everything)})")
+        found = "no schema revision (alembic_version is empty)" if not contents.revisions else "several schema revisions"
+        raise DamagedStoreError(f"{where} is a damaged bpestore database: it has bpestore's tables but {found}")
+    revision = contents.revisions[0]
+    current = is_current(revision)
+    if not ours:
+        raise NotABpestoreDatabaseError(
+            f"{where} is another application's alembic database (revision {revision!r}, tables: "
+            f"{_listed(everything - {'alembic_version'})}), not a bpestore database"
+        )
+    if not current and revision not in known_revisions():
+        if BPESTORE_TABLES <= tables:
+            raise DatabaseTooNewError(
+                f"{where} has schema revision {revision!r}, which this bpestore does not know (its newest is "
+                f"{head_revision()!r}); upgrade bpestore to use this database"
+            )
+        raise NotABpestoreDatabaseError(
+            f"{where} is not a bpestore database (its alembic revision {revision!r} is unknown and it lacks bpestore's "
+            f"tables: {_listed(BPESTORE_TABLES - tables)})"
+        )
+    required = set(schema.metadata.tables) if current else BPESTORE_TABLES
+    if views := sorted(required & contents.views):
+        raise DamagedStoreError(f"{where} is a damaged bpestore database: {_listed(views)} should be a table, not a view")
+    if missing := required - tables:
+        raise DamagedStoreError(f"{where} is a damaged bpestore database (schema revision {revision}): table {_listed(missing)} is missing")
+    if current:
+        for table in sorted(required):
+            if lacking := {column.name for column in schema.metadata.tables[table].columns} - contents.columns.get(table, frozenset()):
+                raise DamagedStoreError(f"{where} is a damaged bpestore database: table {table} lacks column {_listed(lacking)}")
+    return "current" if current else "older"
+
+
+def database_state(connection: Connection, where: str) -> str:
+    """:func:`classify` of the database behind ``connection`` (any SQLAlchemy dialect)."""
+    return classify(where, _inspected_contents(connection))
 
 
 def _needs_upgrade(connection: Connection, where: str) -> bool:
-    tables = set(inspect(connection).get_table_names())
-    current = _current_revision(connection, tables)
-    _check_contents(where, tables, current)
-    return not is_current(current)
+    return database_state(connection, where) != "current"
 
 
-def upgrade_to_head(engine: Engine) -> None:
-    """Create or upgrade the schema; checks the database first (see module docstring)."""
-    where = engine.url.render_as_string(hide_password=True)
+def upgrade_to_head(engine: Engine, where: str | None = None) -> None:
+    """Create or upgrade the schema; checks the database first (see module docstring). ``where``
+    names the database in messages (default: its URL without the password)."""
+    where = where or engine.url.render_as_string(hide_password=True)
     with engine.connect() as connection:
         if not _needs_upgrade(connection, where):
             return

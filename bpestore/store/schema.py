@@ -77,8 +77,14 @@ tokenizers = Table(
     Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="RESTRICT"), nullable=True),
     Column("training_params", Text, nullable=True, comment="JSON object"),
     Column("training_seconds", Float, nullable=True),
-    Column("source", Text, nullable=False, comment="'trained', or 'imported from <format> <path>'"),
-    # Since 0003 an import stores 'imported' in source, and where it came from in these two.
+    # (the comment as migration 0005 sets it; until 0003 an import wrote 'imported from <format> <path>')
+    Column(
+        "source",
+        Text,
+        nullable=False,
+        comment="where it came from: 'trained', 'imported' (source_format and source_paths say from what), "
+        "'saved from Python', or the words a caller of Store.save gave",
+    ),
     Column("source_format", String(32), nullable=True, comment="the format an import read: 'gpt2', 'hf', 'tiktoken'"),
     Column("source_paths", Text, nullable=True, comment="JSON list of the files an import read"),
     UniqueConstraint("name", "version"),

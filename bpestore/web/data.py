@@ -197,18 +197,22 @@ class Explorer:
             ).all()
         return total, [VocabRow(*row) for row in rows]
 
-    def merges_page(self, info: TokenizerInfo, *, text: str = "", offset: int = 0, limit: int = 100) -> tuple[int, list[MergeRow]]:
-        """Merges by rank (those making a token whose text contains ``text``): how many, and the page."""
+    def merges_page(
+        self, info: TokenizerInfo, *, text: str = "", rank: int | None = None, offset: int = 0, limit: int = 100,
+    ) -> tuple[int, list[MergeRow]]:
+        """Merges by rank (those making a token whose text contains ``text``, or the merge of rank
+        ``rank``): how many, and the page."""
         m, v = schema.merges, schema.vocab
         with self.store._transaction() as connection:
             tokenizer_id = self._tokenizer_id(connection, info)
-            query = select(m.c.rank, m.c.left, m.c.right, m.c.result_id).where(m.c.tokenizer_id == tokenizer_id)
-            count = select(func.count()).select_from(m).where(m.c.tokenizer_id == tokenizer_id)
+            mine = [m.c.tokenizer_id == tokenizer_id] + ([m.c.rank == rank] if rank is not None else [])
+            query = select(m.c.rank, m.c.left, m.c.right, m.c.result_id).where(*mine)
+            count = select(func.count()).select_from(m).where(*mine)
             if text:
                 joined = m.join(v, (v.c.tokenizer_id == m.c.tokenizer_id) & (v.c.token_id == m.c.result_id))
                 found = func.instr(v.c.text, text) > 0 if self.store.is_sqlite else v.c.text.contains(text, autoescape=True)
                 query = query.select_from(joined).where(found)
-                count = select(func.count()).select_from(joined).where(m.c.tokenizer_id == tokenizer_id, found)
+                count = select(func.count()).select_from(joined).where(*mine, found)
             total = connection.execute(count).scalar_one()
             rows = connection.execute(query.order_by(m.c.rank).offset(offset).limit(limit)).all()
         return total, [MergeRow(*row) for row in rows]

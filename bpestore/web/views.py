@@ -156,9 +156,13 @@ def vocab_page():
 def merges_page():
     info = explorer().info(request.args.get("ref", ""))
     text = request.args.get("q", "")
+    rank_text = request.args.get("rank", "").strip()
     page = _int_argument("page")
-    total, rows = explorer().merges_page(info, text=text, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
-    return render_template("merges.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, show_token=show_token)
+    rank = int(rank_text) if rank_text else None
+    total, rows = explorer().merges_page(info, text=text, rank=rank, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+    return render_template(
+        "merges.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, rank=rank_text, show_token=show_token,
+    )
 
 
 @pages.route("/versions")

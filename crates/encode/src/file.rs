@@ -3,8 +3,9 @@
 //! This thread reads the file in chunks cut at safe places (`next_safe_cut`: the ids of a chunk
 //! do not depend on its neighbours), checks each chunk's UTF-8 in file order (so the error names
 //! the file's first bad byte), and hands chunks to the workers; it writes their ids in order as
-//! they come, at most `2 * threads` chunks ahead of the one being written. The array goes to
-//! `OUTPUT.partial` and is renamed to `OUTPUT` once complete.
+//! they come, at most `2 * threads` chunks ahead of the one being written. The array goes to a
+//! hidden temporary file beside `OUTPUT` ([`partial_path`]), which is not a valid `.npy` until
+//! its header is written last, and is renamed to `OUTPUT` once complete.
 
 use crate::{AllowedSpecial, Encoder, TokenId};
 use bpestore_pretokenize::{check_utf8, next_safe_cut};
@@ -103,8 +104,8 @@ impl Encoder {
     /// Encodes the UTF-8 file `path` (all special tokens allowed) on `threads` threads into the
     /// `.npy` file `output`; returns the number of ids. `progress` is called on this thread with
     /// the number of input bytes done, after each chunk written; if it returns false, encoding
-    /// stops with [`FileError::Cancelled`]. On error no file is left at `output` (nor its
-    /// `.partial`).
+    /// stops with [`FileError::Cancelled`]. On error no file is left at `output`, nor the
+    /// temporary one ([`partial_path`]).
     pub fn encode_file_to_npy(
         &self,
         path: &Path,
@@ -124,9 +125,7 @@ impl Encoder {
         progress: &mut dyn FnMut(u64) -> bool,
         chunk_bytes: usize,
     ) -> Result<u64, FileError> {
-        let mut partial = output.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
+        let partial = partial_path(output);
         let result = self.write_npy(path, &partial, threads.max(1), progress, chunk_bytes.max(1));
         match result {
             Ok(count) => match std::fs::rename(&partial, output) {
@@ -152,9 +151,11 @@ impl Encoder {
         chunk_bytes: usize,
     ) -> Result<u64, FileError> {
         let mut input = File::open(path)?;
+        let file_bytes = input.metadata()?.len();
         let dtype = self.npy_dtype();
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(partial)?);
-        out.write_all(&npy_header(dtype, 0))?;
+        let mut file = File::options().write(true).create_new(true).open(partial)?;
+        file.write_all(&partial_header())?; // at once: never an empty file that looks like nothing
+        let mut out = BufWriter::with_capacity(1 << 20, file);
         let job_slots = threads;
         let (job_tx, job_rx) = mpsc::sync_channel::<(usize, String)>(job_slots);
         let job_rx = Mutex::new(job_rx);
@@ -194,6 +195,7 @@ impl Encoder {
             };
             let mut sent = 0;
             let mut chunks = Chunks::new(&mut input, self, chunk_bytes);
+            chunks.shrink_towards_the_end(file_bytes, threads);
             let outcome = loop {
                 let chunk = match chunks.next_chunk() {
                     Ok(Some(chunk)) => chunk,
@@ -265,7 +267,12 @@ struct Chunks<'a, R: Read> {
     offset: u64,
     end_of_file: bool,
     chunk_bytes: usize,
+    /// See [`Chunks::shrink_towards_the_end`]: the file's size and the number of threads.
+    tail: Option<(u64, usize)>,
 }
+
+/// Chunks near the end of a file are never made smaller than this.
+pub(crate) const MIN_TAIL_CHUNK_BYTES: usize = 1 << 16;
 
 impl<'a, R: Read> Chunks<'a, R> {
     fn new(input: &'a mut R, encoder: &'a Encoder, chunk_bytes: usize) -> Chunks<'a, R> {
@@ -276,6 +283,27 @@ impl<'a, R: Read> Chunks<'a, R> {
             offset: 0,
             end_of_file: false,
             chunk_bytes,
+            tail: None,
+        }
+    }
+
+    /// Makes chunks smaller as the end of the file (of `file_bytes`) nears, so that the
+    /// `threads` workers finish together: with whole chunks to the end, one thread encodes the
+    /// last chunk while the others wait (a tenth of a 20 MB file's time on two threads, with
+    /// 1 MB chunks). Where the file is cut does not change its ids.
+    fn shrink_towards_the_end(&mut self, file_bytes: u64, threads: usize) {
+        self.tail = Some((file_bytes, threads));
+    }
+
+    /// The size of the next chunk.
+    fn next_chunk_bytes(&self) -> usize {
+        match self.tail {
+            Some((file_bytes, threads)) => {
+                let left = file_bytes.saturating_sub(self.offset);
+                let share = usize::try_from(left / (2 * threads as u64)).unwrap_or(usize::MAX);
+                self.chunk_bytes.min(share.max(MIN_TAIL_CHUNK_BYTES))
+            }
+            None => self.chunk_bytes,
         }
     }
 
@@ -302,7 +330,7 @@ impl<'a, R: Read> Chunks<'a, R> {
 
     fn next_chunk(&mut self) -> Result<Option<String>, FileError> {
         // Room past the chunk's end, so that the cut can see what follows it.
-        let chunk_bytes = self.chunk_bytes;
+        let chunk_bytes = self.next_chunk_bytes();
         let mut want = chunk_bytes + (chunk_bytes >> 4) + 64;
         let cut = loop {
             self.fill(want)?;
@@ -343,6 +371,41 @@ impl<'a, R: Read> Chunks<'a, R> {
             String::from_utf8(chunk).map_err(|e| io::Error::other(e.to_string()))?,
         ))
     }
+}
+
+/// Where the array is written until it is complete: a hidden name beside `output` (the same file
+/// system, so the final rename is atomic), marked with this process's id and a random part, so
+/// that two writers never share it and a stale one can be told from one being written; the
+/// same form as the command line's other temporary files (`.NAME.PID-HEX.partial`).
+pub fn partial_path(output: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let random = nanos
+        ^ COUNTER
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9);
+    let name = output.file_name().unwrap_or_default().to_string_lossy();
+    output.with_file_name(format!(
+        ".{name}.{}-{random:08x}.partial",
+        std::process::id()
+    ))
+}
+
+/// The first bytes of an array being written: not a `.npy` header (that has to start with
+/// `\x93NUMPY`), so that `numpy.load` refuses a file left by a killed writer instead of reading
+/// it as an array; the real header replaces it once every id is written. The same length as
+/// the real header.
+pub const PARTIAL_HEADER_START: &[u8] = b"bpestore: an unfinished .npy";
+
+fn partial_header() -> Vec<u8> {
+    let mut header = PARTIAL_HEADER_START.to_vec();
+    header.extend_from_slice(b" (its writer was stopped, or is still writing)");
+    header.resize(NPY_HEADER_BYTES - 1, b' ');
+    header.push(b'\n');
+    header
 }
 
 /// A fixed-size `.npy` (version 1.0) header for a 1-D array of `length` elements, as NumPy and

@@ -20,7 +20,7 @@ use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use file::DEFAULT_CHUNK_BYTES;
-pub use file::{FileError, NpyDtype};
+pub use file::{partial_path, FileError, NpyDtype, PARTIAL_HEADER_START};
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
 pub use vocab::py_bytes_repr;
@@ -286,6 +286,73 @@ impl Encoder {
         results
     }
 
+    /// [`Encoder::encode_batch_allowed`] for callers that turn ids into objects of their own on the
+    /// calling thread (the Python bindings make lists): `threads` workers encode blocks of
+    /// consecutive texts while this thread hands each finished block, in whatever order they
+    /// finish, to `take(first text's index, the block's ids)`, so that the making overlaps the
+    /// encoding instead of following it. Each wait for the next block goes through
+    /// `wait(next)`, which must call `next` (the bindings release the GIL around it). If `take`
+    /// fails, the workers stop after their current block and the error is returned.
+    pub fn encode_batch_overlapped<E>(
+        &self,
+        texts: &[&str],
+        threads: usize,
+        allowed: AllowedSpecial<'_>,
+        mut wait: impl FnMut(&(dyn Fn() -> Option<IdsBlock> + Sync)) -> Option<IdsBlock>,
+        mut take: impl FnMut(usize, Vec<Vec<TokenId>>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let threads = threads.max(1);
+        let blocks = batch_blocks(texts, threads);
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let shared = self.caches.new_shared();
+        let (sender, receiver) = std::sync::mpsc::channel::<IdsBlock>();
+        let receiver = std::sync::Mutex::new(receiver);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let sender = sender.clone();
+                let (blocks, next, stop, shared) = (&blocks, &next, &stop, &shared);
+                scope.spawn(move || {
+                    self.caches.with_shared(shared, |cache| {
+                        while !stop.load(Ordering::Relaxed) {
+                            let Some(range) = blocks.get(next.fetch_add(1, Ordering::Relaxed))
+                            else {
+                                break;
+                            };
+                            let ids = texts[range.clone()]
+                                .iter()
+                                .map(|text| {
+                                    let mut out = Vec::with_capacity(text.len() / 4 + 1);
+                                    self.encode_into(text, allowed, cache, &mut out);
+                                    out
+                                })
+                                .collect();
+                            if sender.send((range.start, ids)).is_err() {
+                                break;
+                            }
+                        }
+                    })
+                });
+            }
+            drop(sender); // the channel ends when the last worker does
+            let next_block = || {
+                receiver
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .recv()
+                    .ok()
+            };
+            while let Some((first, ids)) = wait(&next_block) {
+                if let Err(error) = take(first, ids) {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(error);
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// An encoder for a stream of text pieces (see [`StreamEncoder`]).
     pub fn stream(&self) -> StreamEncoder<'_> {
         StreamEncoder::new(self)
@@ -436,6 +503,31 @@ impl Encoder {
             MergeRule::Token => bpe::TokenRanks { vocab: &self.vocab }.merge(piece, tokens),
         }
     }
+}
+
+/// The ids of a block of consecutive texts: the first text's index, and each text's ids.
+pub type IdsBlock = (usize, Vec<Vec<TokenId>>);
+
+/// Consecutive texts grouped into blocks of about `BLOCK_BYTES` of text (never fewer than 8 per
+/// thread when there are enough texts): few enough that handing blocks over costs nothing, small
+/// enough that the threads end together.
+fn batch_blocks(texts: &[&str], threads: usize) -> Vec<std::ops::Range<usize>> {
+    const BLOCK_BYTES: usize = 1 << 16;
+    let total: usize = texts.iter().map(|text| text.len()).sum();
+    let target = BLOCK_BYTES.min(total / (8 * threads)).max(1);
+    let mut blocks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, text) in texts.iter().enumerate() {
+        bytes += text.len();
+        if bytes >= target {
+            blocks.push(start..i + 1);
+            (start, bytes) = (i + 1, 0);
+        }
+    }
+    if start < texts.len() {
+        blocks.push(start..texts.len());
+    }
+    blocks
 }
 
 /// The pair rule's table from merges given as bytes, with bpestore's messages for a merge that

@@ -2,7 +2,7 @@
 
 use crate::cache::PieceCache;
 use crate::{AllowedSpecial, Encoder, TokenId};
-use bpestore_pretokenize::last_safe_cut;
+use bpestore_pretokenize::{last_safe_cut, SpecialTokens};
 
 /// Text is gathered until about this many bytes wait, then encoded up to the last safe cut.
 /// (Small: CS336's check encodes a 5 MB file line by line within 1 MB more address space, ids as
@@ -21,6 +21,9 @@ pub struct StreamState {
     threshold: usize,
     /// Made on first use.
     cache: Option<PieceCache>,
+    /// When only some of the encoder's special tokens are recognised (none, if empty): those,
+    /// and the matcher the cuts must respect. None: all of them.
+    only: Option<(Vec<String>, SpecialTokens)>,
 }
 
 impl Default for StreamState {
@@ -43,7 +46,17 @@ impl StreamState {
             block,
             threshold: block,
             cache: None,
+            only: None,
         }
+    }
+
+    /// An empty stream that recognises only the special tokens `allowed` (each one of the
+    /// encoder's; none if empty): the others are ordinary text, as for
+    /// [`AllowedSpecial::Only`].
+    pub fn with_allowed(block: usize, allowed: &[String]) -> StreamState {
+        let mut state = StreamState::with_block(block);
+        state.only = Some((allowed.to_vec(), SpecialTokens::new(allowed)));
+        state
     }
 
     /// Takes the next piece of text; returns the ids of the text up to the last place where what
@@ -53,7 +66,11 @@ impl StreamState {
         if self.pending.len() < self.threshold {
             return Vec::new();
         }
-        let cut = last_safe_cut(&self.pending, &encoder.pretokenizer, &encoder.specials);
+        let specials = match &self.only {
+            Some((_, specials)) => specials,
+            None => &encoder.specials,
+        };
+        let cut = last_safe_cut(&self.pending, &encoder.pretokenizer, specials);
         if cut == 0 {
             self.threshold = 2 * self.pending.len();
             return Vec::new();
@@ -78,7 +95,17 @@ impl StreamState {
             .cache
             .get_or_insert_with(|| PieceCache::new(STREAM_CACHE_ENTRIES));
         let mut ids = Vec::with_capacity(end / 4 + 1);
-        encoder.encode_into(&self.pending[..end], AllowedSpecial::All, cache, &mut ids);
+        let text = &self.pending[..end];
+        match &self.only {
+            None => encoder.encode_into(text, AllowedSpecial::All, cache, &mut ids),
+            Some((allowed, _)) if allowed.is_empty() => {
+                encoder.encode_into(text, AllowedSpecial::None, cache, &mut ids)
+            }
+            Some((allowed, _)) => {
+                let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+                encoder.encode_into(text, AllowedSpecial::Only(&allowed), cache, &mut ids)
+            }
+        }
         ids
     }
 

@@ -194,6 +194,61 @@ fn batches_on_several_threads_keep_their_order() {
 }
 
 #[test]
+fn an_overlapped_batch_hands_over_every_text_once_and_stops_on_an_error() {
+    let fixture = fixture(6);
+    let encoder = encoder(&fixture, MergeRule::Pair);
+    let mut rng = Rng(78);
+    // Empty texts too, and one long one among short ones (blocks are cut by bytes).
+    let mut texts: Vec<String> = (0..300).map(|i| random_text(&mut rng, i % 40)).collect();
+    texts[17] = random_text(&mut rng, 20_000);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let one_by_one: Vec<Vec<u32>> = refs
+        .iter()
+        .map(|t| encoder.encode(t, AllowedSpecial::All))
+        .collect();
+    for threads in [1, 2, 3, 64] {
+        let mut got: Vec<Option<Vec<u32>>> = vec![None; refs.len()];
+        let mut waits = 0;
+        encoder
+            .encode_batch_overlapped(
+                &refs,
+                threads,
+                AllowedSpecial::All,
+                |next| {
+                    waits += 1;
+                    next()
+                },
+                |first, block| {
+                    for (i, ids) in block.into_iter().enumerate() {
+                        assert!(got[first + i].is_none(), "text {} twice", first + i);
+                        got[first + i] = Some(ids);
+                    }
+                    Ok::<(), ()>(())
+                },
+            )
+            .unwrap();
+        let got: Vec<Vec<u32>> = got.into_iter().map(Option::unwrap).collect();
+        assert_eq!(got, one_by_one, "{threads} threads");
+        assert!(waits > 1, "the texts came in one block");
+    }
+    let mut taken = 0;
+    let result = encoder.encode_batch_overlapped(
+        &refs,
+        2,
+        AllowedSpecial::All,
+        |next| next(),
+        |_, _| {
+            taken += 1;
+            Err("no room")
+        },
+    );
+    assert_eq!((result, taken), (Err("no room"), 1));
+    let nothing =
+        encoder.encode_batch_overlapped(&[], 2, AllowedSpecial::All, |next| next(), |_, _| Err(()));
+    assert_eq!(nothing, Ok(()));
+}
+
+#[test]
 fn decoding_gives_the_bytes_back_and_names_an_unknown_id() {
     let fixture = fixture(3);
     let encoder = encoder(&fixture, MergeRule::Pair);
@@ -254,6 +309,96 @@ fn a_bad_vocabulary_is_refused_with_bpestores_messages() {
     );
 }
 
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_unfinished_array_is_a_hidden_file_that_is_no_npy_and_goes_when_stopped() {
+    let fixture = fixture(14);
+    let encoder = encoder(&fixture, MergeRule::Pair);
+    let dir = std::env::temp_dir().join(format!("bpestore-partial-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, output) = (dir.join("input.txt"), dir.join("ids.npy"));
+    std::fs::write(&input, random_text(&mut Rng(7), 20_000)).unwrap();
+    let mut seen = Vec::new();
+    let result = encoder.encode_file_in_chunks(
+        &input,
+        &output,
+        2,
+        &mut |_| {
+            // While it is written: one temporary file, hidden, named after the output and this
+            // process, whose first bytes are not a .npy header.
+            let names = entries(&dir);
+            let partial: Vec<&String> = names.iter().filter(|n| n.ends_with(".partial")).collect();
+            assert_eq!(partial.len(), 1, "{names:?}");
+            let prefix = format!(".ids.npy.{}-", std::process::id());
+            assert!(partial[0].starts_with(&prefix), "{names:?}");
+            let data = std::fs::read(dir.join(partial[0])).unwrap();
+            assert!(data.starts_with(PARTIAL_HEADER_START) && !data.starts_with(b"\x93NUMPY"));
+            seen.push(data.len());
+            seen.len() < 3 // then stop, as Ctrl-C does
+        },
+        1000,
+    );
+    assert!(matches!(result, Err(FileError::Cancelled)), "{result:?}");
+    assert_eq!(seen.len(), 3);
+    assert_eq!(entries(&dir), ["input.txt"]);
+    // Completed, the same name holds a real header.
+    encoder
+        .encode_file_in_chunks(&input, &output, 2, &mut |_| true, 1000)
+        .unwrap();
+    assert_eq!(entries(&dir), ["ids.npy", "input.txt"]);
+    assert!(std::fs::read(&output)
+        .unwrap()
+        .starts_with(b"\x93NUMPY\x01\x00"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn chunks_shrink_towards_the_end_of_a_file_and_the_ids_stay_the_same() {
+    let fixture = fixture(13);
+    let encoder = encoder(&fixture, MergeRule::Pair);
+    let dir = std::env::temp_dir().join(format!("bpestore-tail-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, output) = (dir.join("input.txt"), dir.join("ids.npy"));
+    let text = random_text(&mut Rng(99), 400_000); // about a megabyte
+    std::fs::write(&input, &text).unwrap();
+    let expected = encoder.encode(&text, AllowedSpecial::All);
+    let chunk_bytes = 1 << 18;
+    let mut sizes = Vec::new();
+    let count = encoder
+        .encode_file_in_chunks(
+            &input,
+            &output,
+            2,
+            &mut |n| {
+                sizes.push(n);
+                true
+            },
+            chunk_bytes,
+        )
+        .unwrap();
+    assert_eq!(count, expected.len() as u64);
+    let data = std::fs::read(&output).unwrap();
+    let ids: Vec<u32> = data[128..]
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]) as u32)
+        .collect();
+    assert_eq!(ids, expected);
+    // Whole chunks at first, then smaller ones, the last ones near the floor.
+    assert!(sizes[0] as usize >= chunk_bytes, "{sizes:?}");
+    assert!(sizes.len() > text.len() / chunk_bytes + 2, "{sizes:?}");
+    let last = sizes[sizes.len() - 2] as usize; // (the very last one is what is left)
+    assert!(last < 2 * super::file::MIN_TAIL_CHUNK_BYTES, "{sizes:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     let fixture = fixture(11);
@@ -307,7 +452,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
         "{error}"
     );
     assert!(!output.exists());
-    assert!(!dir.join("ids.npy.partial").exists());
+    assert_eq!(entries(&dir), ["input.txt"], "a temporary file was left");
     // A sequence cut short just before a space is a bad continuation, as Python says, not the end.
     let error = file_error(&encoder, &input, &output, b"ab ab\xe4 cd ab ab ab", 1, 3);
     assert!(

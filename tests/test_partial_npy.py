@@ -1,0 +1,126 @@
+"""An encoding to ``.npy`` that is killed leaves nothing ``numpy.load`` reads as an array: its
+temporary file is hidden, named after the output and the process, and not a ``.npy`` until its
+last write; the next encoding to the same output removes it once its process is gone.
+
+The CLI runs in a subprocess (kill -9 is only real there); the ids expected come from
+``Tokenizer.encode`` of the input.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bpestore import Store
+from bpestore.encode.files import PARTIAL_MARK, remove_stale_partials
+from test_cli import ENDOFTEXT, corpus_text, find_executable, subprocess_env, write_text
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("partial")
+    corpus = write_text(directory / "corpus.txt", corpus_text(seed=21, words=4000))
+    db = directory / "store.db"
+    with Store(db) as opened:
+        assert opened.train(corpus, "ts", 300, [ENDOFTEXT]) == ["ts@1"]
+    return db
+
+
+@pytest.fixture(scope="module")
+def long_input(tmp_path_factory) -> Path:
+    """About 24 MB: long enough to be killed in the middle of its encoding."""
+    rng = random.Random(22)
+    words = ["the", "cat", "sat", "on", "café", "Straße", "日本語", "😀", "don't", "42", "\n", ENDOFTEXT]
+    line = " ".join(rng.choice(words) for _ in range(400_000))
+    path = tmp_path_factory.mktemp("long") / "long.txt"
+    path.write_text(line * 12, encoding="utf-8")
+    return path
+
+
+def partials(directory: Path, output: str) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.name.startswith(f".{output}.") and p.name.endswith(".partial"))
+
+
+def wait_for(condition, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, "the encoding ended before it could be killed"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.002)
+
+
+def assert_not_loadable(path: Path) -> None:
+    with pytest.raises((ValueError, EOFError, OSError)):
+        np.load(path)
+    with pytest.raises(Exception):  # noqa: B017 - whatever numpy raises, it must not be an array
+        np.load(path, allow_pickle=True)
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_kill_9_during_an_npy_encoding_leaves_nothing_loadable_and_the_next_run_cleans_up(store, long_input, tmp_path, source):
+    """``file``: the threaded path (the engine writes the array); ``stdin``: the stream path."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    output = out_dir / "ids.npy"
+    command = [find_executable(), "encode", "ts", str(long_input) if source == "file" else "-", "--output", str(output), "--db", str(store)]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE if source == "stdin" else subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())
+    try:
+        if source == "stdin":  # half the text, then nothing more: the encoding is under way
+            data = long_input.read_bytes()
+            process.stdin.write(data[: len(data) // 2])
+            process.stdin.flush()
+        # Killed once some ids are written past the header.
+        wait_for(lambda: any(p.stat().st_size > 4096 for p in partials(out_dir, "ids.npy")), process)
+        os.kill(process.pid, signal.SIGKILL)
+        assert process.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        process.kill()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream:
+                stream.close()
+    assert not output.exists()
+    (left,) = partials(out_dir, "ids.npy")
+    assert left.name.startswith(f".ids.npy.{process.pid}-")
+    assert left.read_bytes().startswith(PARTIAL_MARK)
+    assert_not_loadable(left)
+
+    # The next encoding to the same output removes it (its process is gone) and writes the array.
+    again = subprocess.run([find_executable(), "encode", "ts", str(long_input), "--output", str(output), "--db", str(store)],
+                           capture_output=True, env=subprocess_env(), timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == ["ids.npy"]
+    with Store(store) as opened:
+        expected = opened.load("ts").encode(long_input.read_text(encoding="utf-8"))
+    assert np.load(output).tolist() == expected
+
+
+def test_only_surely_stale_temporary_files_are_removed(tmp_path):
+    output = tmp_path / "x.npy"
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = int(finished.stdout)  # a process that has ended
+    unfinished = PARTIAL_MARK + b" ..."
+    files = {
+        f".x.npy.{gone}-abcd1234.partial": unfinished,  # stale: goes
+        f".x.npy.{os.getpid()}-abcd1234.partial": unfinished,  # a running writer's (this one)
+        f".x.npy.{gone}-0000ffff.partial.bak": unfinished,  # not our name
+        f".y.npy.{gone}-abcd1234.partial": unfinished,  # another output's
+        f".x.npy.{gone}-beef0000.partial": b"\x93NUMPY\x01\x00",  # not marked unfinished
+        f".x.npy.notapid-abcd1234.partial": unfinished,
+        "x.npy.partial": unfinished,
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    assert remove_stale_partials(output) == [tmp_path / f".x.npy.{gone}-abcd1234.partial"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(files) - {f".x.npy.{gone}-abcd1234.partial"})
+    assert remove_stale_partials(tmp_path / "missing-dir" / "x.npy") == []
