@@ -284,6 +284,7 @@ class Store(ModelStore):
         if corpus_id is not None:
             return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True)
         counts = training.count_any(files, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        training.check_not_empty(counts, files.describe())  # nothing to train on: store nothing
         with self._transaction(write=True) as connection:
             # Another process may have stored the same corpus since we looked.
             corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)

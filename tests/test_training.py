@@ -367,3 +367,11 @@ def test_multibyte_character_special_token_is_kept_apart(tmp_path):
     vocab, merges = bpestore.train_bpe(path, 270, ["é"])
     assert (vocab, merges) == reference_train(text, 270, ["é"])
     assert len(set(vocab.values())) == len(vocab)
+
+
+def test_empty_corpus_of_several_files_or_strings_is_refused(tmp_path):
+    files = [write_corpus(tmp_path / "a.txt", ""), write_corpus(tmp_path / "b.txt", ENDOFTEXT)]
+    with pytest.raises(bpestore.EmptyCorpusError, match="a.txt, .*b.txt: .*nothing to train on"):
+        bpestore.train_bpe(files, 300, [ENDOFTEXT])
+    with pytest.raises(bpestore.EmptyCorpusError, match="nothing to train on"):
+        bpestore.train_bpe(iter(["", ENDOFTEXT + ENDOFTEXT]), 300, [ENDOFTEXT])

@@ -166,17 +166,29 @@ def count_corpus(
 
     The seam of counting. Contract: exactly ``reference_pretoken_counts`` of tests/reference.py
     (the file cut at the special tokens, which are not counted, and each part pre-tokenized with
-    ``pattern``), whatever ``workers``; CorpusDecodeError names the first bad byte of the file,
-    EmptyCorpusError says the file has nothing to count (it is empty, or holds only special tokens)."""
+    ``pattern``), whatever ``workers``; CorpusDecodeError names the first bad byte of the file."""
     path = check_corpus_path(input_path)
-    size = os.path.getsize(path)
-    if size == 0:
-        raise EmptyCorpusError(f"{path}: the corpus is empty; there is nothing to train on")
-    with progress_bar(progress, size, "pre-tokenizing", unit="B", unit_scale=True) as bar:
-        counts = engine_count_file(path, pattern, list(special_tokens), workers, bar.update)
+    with progress_bar(progress, os.path.getsize(path), "pre-tokenizing", unit="B", unit_scale=True) as bar:
+        return engine_count_file(path, pattern, list(special_tokens), workers, bar.update)
+
+
+def check_not_empty(counts: Mapping[bytes, int], corpus: str) -> None:
+    """EmptyCorpusError unless ``counts`` (of ``corpus``, named in the message) hold a pre-token:
+    an empty corpus, or one of special tokens only, has nothing to train on (training would give
+    the 256 byte tokens alone)."""
     if len(counts) == 0:
-        raise EmptyCorpusError(f"{path}: the corpus holds only special tokens; there is nothing to train on")
-    return counts
+        raise EmptyCorpusError(f"{corpus}: the corpus is empty or holds only special tokens; there is nothing to train on")
+
+
+def describe_corpus(corpus: object) -> str:
+    """How a message names a corpus given to :func:`train_bpe`."""
+    if isinstance(corpus, (str, os.PathLike)):
+        return str(corpus)
+    if isinstance(corpus, sources.CorpusFiles):
+        return corpus.describe()
+    if isinstance(corpus, (list, tuple)) and all(isinstance(item, (str, os.PathLike)) for item in corpus):
+        return ", ".join(map(str, corpus))
+    return "the corpus given"
 
 
 def count_any(
@@ -254,5 +266,6 @@ def train_model(
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
     counts = count_any(input_path, special_tokens, workers=workers, progress=progress)
+    check_not_empty(counts, describe_corpus(input_path))
     vocab, merges = train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
     return BPEModel(vocab, merges, special_tokens)
