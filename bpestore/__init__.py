@@ -17,11 +17,10 @@ tiktoken files) and :mod:`~bpestore.errors`.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
-from . import errors, formats
-from ._engine import __version__
-from .encode.tokenizer import Tokenizer
+from . import errors
 from .errors import (
     BpestoreError,
     CorpusDecodeError,
@@ -33,10 +32,13 @@ from .errors import (
     StoreError,
     TokenizerNotFoundError,
 )
-from .model import BPEModel, MergeRule
-from .train.trainer import train_bpe
 
 if TYPE_CHECKING:
+    from . import formats
+    from ._engine import __version__
+    from .encode.tokenizer import Tokenizer
+    from .model import BPEModel, MergeRule
+    from .train.trainer import train_bpe
     from .workflow import Store
 
 __all__ = [
@@ -60,10 +62,31 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # The store pulls in SQLAlchemy; import it only when it is asked for.
-    if name == "Store":
-        from .workflow import Store
+# Where each public name comes from; it is imported when first asked for. So ``import bpestore``
+# itself loads neither NumPy nor the engine nor SQLAlchemy (milliseconds instead of about half a
+# second), and the command line handles Ctrl-C from its very start (see bpestore/cli.py).
+_LAZY = {
+    "__version__": "._engine",
+    "Tokenizer": ".encode.tokenizer",
+    "BPEModel": ".model",
+    "MergeRule": ".model",
+    "train_bpe": ".train.trainer",
+    "Store": ".workflow",
+    "formats": None,  # a submodule
+}
 
-        return Store
-    raise AttributeError(f"module 'bpestore' has no attribute {name!r}")
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'bpestore' has no attribute {name!r}")
+    source = _LAZY[name]
+    if source is None:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        value = getattr(importlib.import_module(source, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -12,29 +12,37 @@ This module parses arguments and prints; the work is done by the public API and
 
 from __future__ import annotations
 
-import io
-import json
-import os
 import sys
-import time
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-import click
-import numpy as np
-
-from . import formats
-from .errors import BpestoreError, DisallowedSpecialTokenError
-
-if TYPE_CHECKING:
-    from .workflow import TokenizerInfo
 
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what the shell reports for `yes | head -1`
 INTERRUPTED_MESSAGE = "Interrupted; nothing half-written was kept."
+
+# Start-up (click, NumPy, the engine: about half a second) can be interrupted too: one line and
+# status 130, not a traceback of an import (``import bpestore`` itself loads none of these).
+try:
+    import io
+    import json
+    import os
+    import time
+    from collections.abc import Iterable, Iterator
+    from pathlib import Path
+    from typing import TYPE_CHECKING
+
+    import click
+    import numpy as np
+
+    from . import formats
+    from .errors import BpestoreError, DisallowedSpecialTokenError
+except KeyboardInterrupt:
+    sys.stderr.write(INTERRUPTED_MESSAGE + "\n")
+    raise SystemExit(EXIT_INTERRUPTED) from None
+
+if TYPE_CHECKING:
+    from .workflow import TokenizerInfo
+
 # The errors a user can cause: bpestore's own, bad arguments (ValueError, by the API's convention)
 # and files (OSError). Anything else, a KeyError included, is a bug.
 USER_ERRORS = (BpestoreError, ValueError, OSError)
@@ -46,6 +54,14 @@ class _Group(click.Group):
 
     command_class: type[click.Command] | None = None  # set to _Command below, once it is defined
     group_class = type  # subgroups (`import`) are _Groups too, with the same commands
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        # Ctrl-C while the arguments are parsed: as anywhere else, not click's "Aborted!" (status 1).
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo(INTERRUPTED_MESSAGE, err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -187,7 +203,7 @@ def main(db: str | None, verbose: bool) -> None:
 
 
 @main.command()
-@click.argument("corpus", type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--name", required=True, help="Name to store the tokenizer under; each run adds versions.")
 @click.option(
     "--vocab-size", "vocab_sizes", type=int, required=True, multiple=True,
@@ -197,9 +213,18 @@ def main(db: str | None, verbose: bool) -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization [default: CPUs].")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the new tokenizers (as `list --json`) instead of their refs.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars and no summary on stderr.")
+@click.option("--dry-run", is_flag=True, help="Count (or reuse stored counts), print the merge loop's memory estimate, merge nothing.")
+@click.option("--max-memory", default=None, metavar="SIZE", help="Refuse to merge when the memory estimate is above SIZE (e.g. 800M, 4G).")
 @_db_option
-def train(corpus: Path, name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None, as_json: bool, quiet: bool, db: str) -> None:
+def train(
+    corpus: tuple[Path, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
+    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, db: str,
+) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
+
+    CORPUS: one or more files, directories (every file below, hidden ones left out) or quoted
+    globs ('shards/**/*.txt'); .gz, .xz and .zst files are decompressed as read. They are
+    counted as one corpus; no pre-token spans two files.
 
     Prints the ref (NAME@VERSION) of each tokenizer created, one per line, and nothing else on
     stdout; a summary (vocab size, merges, time) goes to stderr. Pre-token counts of the corpus
@@ -212,8 +237,32 @@ def train(corpus: Path, name: str, vocab_sizes: tuple[int, ...], special_tokens:
       ref=$(bpestore train corpus.txt --name ts --vocab-size 1000 -q)
     """
     started = time.perf_counter()
+    limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
     with Store(db) as store:
-        refs = store.train(corpus, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet))
+        if dry_run:
+            counted, estimate = store.estimate_training(
+                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet)
+            )
+            if as_json:
+                click.echo(json.dumps({
+                    "distinct_pretokens": estimate.distinct_pretokens, "pretoken_bytes": estimate.pretoken_bytes,
+                    "merges": estimate.merges, "estimated_peak_bytes": estimate.peak_bytes,
+                    "reused_pretoken_counts": counted.reused, "within_max_memory": limit is None or estimate.peak_bytes <= limit,
+                }))
+            else:
+                click.echo(f"memory estimate: {estimate.describe()}")
+                click.echo("pre-token counts: " + ("reused from the store" if counted.reused else "counted and saved in the store"))
+            if limit is not None:
+                estimate.check(limit)
+            return
+        try:
+            refs = store.train(
+                list(corpus), name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
+                max_memory=limit,
+            )
+        except _workflow().TrainingInterrupted as interrupted:
+            click.echo(f"Interrupted while merging: {interrupted}.", err=True)
+            raise
         infos = [store.info(ref) for ref in refs]
     if as_json:
         click.echo(json.dumps([info.to_dict() for info in infos], indent=2, ensure_ascii=False))

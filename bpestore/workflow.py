@@ -9,13 +9,13 @@ This is the one module that knows both :mod:`bpestore.store` and the pipeline's 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import secrets
 import shutil
+import sys
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,16 +30,19 @@ from .encode.tokenizer import Tokenizer
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
+from .pretokenize.inputs import CorpusFiles
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
 from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
 from .store.loader import load_model
 from .store.refs import check_name
 from .train import trainer as training
+from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
 
 __all__ = [
-    "FileComparison", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo", "TokenizerSummary", "atomic_output", "atomic_path",
-    "describe", "diff_tokenizers", "encode_to", "export_from_store", "import_into_store", "load_tokenizer", "summarize_store", "token_text",
+    "CorpusCounts", "FileComparison", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
+    "TokenizerSummary", "TrainingInterrupted", "atomic_output", "atomic_path", "describe", "diff_tokenizers", "encode_to",
+    "export_from_store", "import_into_store", "load_tokenizer", "parse_bytes", "summarize_store", "token_text",
 ]
 
 
@@ -205,12 +208,35 @@ def diff_tokenizers(
     return result
 
 
-def _sha256_of_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while block := file.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
+@dataclass
+class CorpusCounts:
+    """A corpus's pre-token counts as the store holds them (see :meth:`Store.count`)."""
+
+    corpus_id: int
+    counts: Mapping[bytes, int]
+    reused: bool
+    """Whether they were read back from the store rather than counted now."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the merge loop: no tokenizer was stored, but the corpus's pre-token counts
+    were, complete; training again on the same corpus reuses them."""
+
+    def __init__(self, corpus_id: int) -> None:
+        super().__init__(
+            f"the pre-token counts of the corpus are saved in the store (corpus {corpus_id}); "
+            "training again on it skips counting"
+        )
+        self.corpus_id = corpus_id
+
+
+def _pause_after_counting_in_tests() -> None:
+    """For the tests of Ctrl-C after counting only: with BPESTORE_TEST_PAUSE_AFTER_COUNTING set
+    (seconds), say so on stderr and wait that long, for a signal to arrive at a known moment."""
+    pause = os.environ.get("BPESTORE_TEST_PAUSE_AFTER_COUNTING")
+    if pause:
+        print("bpestore-test: counted", file=sys.stderr, flush=True)
+        time.sleep(float(pause))
 
 
 class Store(ModelStore):
@@ -233,22 +259,63 @@ class Store(ModelStore):
         """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
         return Tokenizer.from_model(self.load_model(ref))
 
+    def count(
+        self,
+        corpus: str | os.PathLike | Sequence[str | os.PathLike],
+        special_tokens: Sequence[str] = (),
+        *,
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> CorpusCounts:
+        """The pre-token counts of ``corpus`` (one or several files, directories, globs, compressed
+        files: see :mod:`bpestore.pretokenize.inputs`), counted and saved in the store, or read
+        back from it when the same content was counted before with the same special tokens.
+
+        The counts are saved in a transaction of their own as soon as they are complete, before
+        any merge: a training interrupted later keeps them, and the next one reuses them."""
+        self.check_writable()  # new counts are saved: refuse before counting, not after
+        special_tokens = training.check_special_tokens(special_tokens)
+        files = CorpusFiles(corpus)
+        pattern = GPT2_PATTERN
+        specials_json = json.dumps(special_tokens, ensure_ascii=False)
+        sha256, size_bytes = files.identity()
+        with self._transaction() as connection:
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+        if corpus_id is not None:
+            return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True)
+        counts = training.count_any(files, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        with self._transaction(write=True) as connection:
+            # Another process may have stored the same corpus since we looked.
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+            if corpus_id is None:
+                corpus_id = self._insert_corpus(
+                    connection, files.describe(), size_bytes, sha256, pattern, specials_json, counts, progress
+                )
+        return CorpusCounts(corpus_id, counts, reused=False)
+
     def train(
         self,
-        corpus: str | os.PathLike,
+        corpus: str | os.PathLike | Sequence[str | os.PathLike],
         name: str,
         vocab_sizes: int | Sequence[int],
         special_tokens: Sequence[str] = (),
         *,
         workers: int | None = None,
         progress: bool = False,
+        max_memory: int | None = None,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size.
 
-        One merge run serves every size (a smaller vocab's merges are a prefix of a larger one's).
-        The corpus's pre-token counts are stored too, and reused when the same content is trained
-        on again with the same special tokens, skipping pre-tokenization. Returns the new refs,
-        in the order of ``vocab_sizes``.
+        ``corpus``: a text file, or a list of files, directories and globs, ``.gz``/``.xz``/``.zst``
+        files among them, counted as one corpus (no pre-token spans two files; see
+        :mod:`bpestore.pretokenize.inputs`). One merge run serves every size (a smaller vocab's
+        merges are a prefix of a larger one's). The corpus's pre-token counts are stored first
+        (:meth:`count`), and reused when the same content is trained on again with the same
+        special tokens, skipping pre-tokenization; a training interrupted after counting
+        (Ctrl-C: :class:`TrainingInterrupted`) keeps them. ``max_memory``: refuse (a
+        :class:`~bpestore.train.memory.MemoryLimitError`, before merging) when the merge loop's
+        estimated memory (:func:`estimate_training`) is above this many bytes. Returns the new
+        refs, in the order of ``vocab_sizes``.
         """
         started = time.perf_counter()
         self.check_writable()  # before the work, not after it
@@ -259,26 +326,22 @@ class Store(ModelStore):
             raise ValueError("give at least one vocab size")
         for size in sizes:
             training.check_vocab_size(size, special_tokens)
-        path = check_corpus_path(corpus)
-        pattern = GPT2_PATTERN
-        specials_json = json.dumps(special_tokens, ensure_ascii=False)
-        sha256 = _sha256_of_file(path)
-        with self._transaction() as connection:
-            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
-        counts = self.pretoken_counts(corpus_id) if corpus_id is not None else None
-        reused = counts is not None
-        if counts is None:
-            counts = training.count_corpus(path, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
+        corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
         pretokenize_seconds = time.perf_counter() - started
-        found_at: list[float] = []  # when each merge was found (to within 0.1 s)
         max_merges = training.max_merges(max(sizes), special_tokens)
-        merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
+        estimate = estimate_merge_memory(counts, max_merges)
+        if progress:
+            print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
+        estimate.check(max_memory)
+        found_at: list[float] = []  # when each merge was found (to within 0.1 s)
+        try:
+            _pause_after_counting_in_tests()
+            merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
+        except KeyboardInterrupt:
+            raise TrainingInterrupted(corpus_id) from None
         done_at = [moment - started for moment in found_at]  # seconds since start
         with self._transaction(write=True) as connection:
-            # Another process may have stored the same corpus since we looked.
-            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
-            if corpus_id is None:
-                corpus_id = self._insert_corpus(connection, path, sha256, pattern, specials_json, counts, progress)
             refs = []
             for size in sizes:
                 num_merges = min(training.max_merges(size, special_tokens), len(merges))
@@ -301,6 +364,22 @@ class Store(ModelStore):
                     )
                 )
         return refs
+
+    def estimate_training(
+        self,
+        corpus: str | os.PathLike | Sequence[str | os.PathLike],
+        vocab_size: int,
+        special_tokens: Sequence[str] = (),
+        *,
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> tuple[CorpusCounts, MemoryEstimate]:
+        """A dry run: count ``corpus`` (or reuse its stored counts; new counts are saved) and
+        estimate the merge loop's memory for ``vocab_size``, without merging."""
+        special_tokens = training.check_special_tokens(special_tokens)
+        training.check_vocab_size(vocab_size, special_tokens)
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
+        return counted, estimate_merge_memory(counted.counts, training.max_merges(vocab_size, special_tokens))
 
     def diff(
         self,

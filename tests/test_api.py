@@ -319,6 +319,27 @@ def test_wrong_types_raise_one_clear_type_error(call, message):
         call(ours())
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [(("{db}", None), "takes the tokenizer as a str, 'name' or 'name@N', not NoneType"),
+     (("{db}", 5), "not int"),
+     ((5, "g"), "takes the store as a path or URL \\(str or os.PathLike\\), not int")],
+)
+def test_from_db_wrong_types(cli_store, args, message):
+    args = [str(cli_store) if a == "{db}" else a for a in args]
+    with pytest.raises(TypeError, match=message):
+        Tokenizer.from_db(*args)
+
+
+def test_a_lone_surrogate_is_refused_where_tiktoken_replaces_it():
+    text = "ok \ud800 x"
+    assert theirs().decode(theirs().encode(text)) != text  # tiktoken changes the text
+    for encode in [ours().encode, ours().encode_ordinary, lambda t: list(ours().encode_iterable([t]))]:
+        with pytest.raises(UnicodeEncodeError) as raised:
+            encode(text)
+        assert raised.value.start == text.index("\ud800")
+
+
 def test_numpy_ids_decode():
     np = pytest.importorskip("numpy")
     ids = ours().encode_to_array("hello world")

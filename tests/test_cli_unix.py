@@ -253,6 +253,33 @@ def test_ctrl_c_during_encode_with_workers(bpestore, store, huge_input, tmp_path
     assert entries(out_dir) == []
 
 
+def mapped(pid: int, needle: str) -> bool:
+    try:
+        return needle in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("moment", ["numpy", "_engine"])
+def test_ctrl_c_during_start_up(bpestore, store, moment):
+    """SIGINT while bpestore starts (its imports: NumPy's, then the engine's extension modules
+    are being loaded): status 130 and at most one line on
+    stderr, never a traceback."""
+    if not Path("/proc/self/maps").is_file():
+        pytest.skip("needs /proc to see how far start-up has got")
+    process = subprocess.Popen([bpestore, "list", "--db", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())
+    try:
+        wait_for(lambda: mapped(process.pid, moment), process, timeout=30)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == INTERRUPTED, (process.returncode, stderr.decode())
+    assert b"Traceback" not in stderr, stderr.decode()
+    assert len(stderr.strip().splitlines()) <= 1, stderr.decode()
+    assert stdout == b""
+
+
 # -- kill -9 during training ----------------------------------------------------------------------
 
 

@@ -139,6 +139,10 @@ class Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
         from ..store.loader import load_model
 
+        if not isinstance(path_or_url, (str, os.PathLike)):
+            raise TypeError(f"from_db() takes the store as a path or URL (str or os.PathLike), not {type(path_or_url).__name__}")
+        if not isinstance(name, str):
+            raise TypeError(f"from_db() takes the tokenizer as a str, 'name' or 'name@N', not {type(name).__name__}")
         return cls.from_model(load_model(path_or_url, name))
 
     # -- encoding -------------------------------------------------------------------------------
@@ -169,8 +173,12 @@ class Tokenizer:
             DisallowedSpecialTokenError: (a ValueError) the text holds a disallowed string.
             TypeError: ``text`` is not a str.
         """
-        if allowed_special == "all" and disallowed_special == "all":
-            return self._call(self._engine.encode, text)
+        if allowed_special == "all" and disallowed_special == "all":  # the default, kept lean
+            try:
+                return self._engine.encode(text)
+            except TypeError:
+                _check_str(text, "encode")
+                raise
         allowed = self._policy(text, allowed_special, disallowed_special)
         return self._call(self._engine.encode, text, allowed)
 

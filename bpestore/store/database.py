@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -543,11 +543,12 @@ class ModelStore:
     def _insert_corpus(
         self,
         connection: Connection,
-        path: Path,
+        source: str,
+        size_bytes: int,
         sha256: str,
         pattern: str,
         specials_json: str,
-        counts: dict[bytes, int],
+        counts: Mapping[bytes, int],
         progress: bool,
     ) -> int:
         corpus_id = connection.execute(
@@ -555,8 +556,8 @@ class ModelStore:
                 sha256=sha256,
                 pattern=pattern,
                 special_tokens=specials_json,
-                path=str(path.resolve()),
-                size_bytes=path.stat().st_size,
+                path=source,
+                size_bytes=size_bytes,
                 distinct_pretokens=len(counts),
                 total_pretokens=sum(counts.values()),
                 created_at=datetime.now(timezone.utc).replace(tzinfo=None),

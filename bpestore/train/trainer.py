@@ -19,6 +19,7 @@ from ..model import check_special_tokens as _check_special_tokens
 from ..pretokenize.corpus import check_corpus_path
 from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
+from . import sources
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
@@ -149,6 +150,25 @@ def count_corpus(
         return engine_count_file(path, pattern, list(special_tokens), workers, bar.update)
 
 
+def count_any(
+    corpus: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str],
+    special_tokens: Sequence[str] = (),
+    *,
+    pattern: str = GPT2_PATTERN,
+    workers: int | None = None,
+    progress: bool = False,
+) -> PretokenCounts:
+    """The counts of any corpus ``train_bpe`` accepts: one plain file by :func:`count_corpus`,
+    several or compressed files by :func:`bpestore.train.sources.count_files`, an iterable of
+    strings by :func:`bpestore.train.sources.count_strings`."""
+    if sources.is_texts(corpus):
+        return sources.count_strings(corpus, special_tokens, pattern=pattern)  # type: ignore[arg-type]
+    files = corpus if isinstance(corpus, sources.CorpusFiles) else sources.CorpusFiles(corpus)  # type: ignore[arg-type]
+    if len(files.paths) == 1 and not sources.is_compressed(files.paths[0]):
+        return count_corpus(files.paths[0], special_tokens, pattern=pattern, workers=workers, progress=progress)
+    return sources.count_files(files, special_tokens, pattern=pattern, workers=workers, progress=progress)
+
+
 def train_bpe(
     input_path: str | os.PathLike,
     vocab_size: int,
@@ -160,7 +180,10 @@ def train_bpe(
     """Train a byte-level BPE tokenizer on a UTF-8 text file.
 
     Args:
-        input_path: the corpus, UTF-8 text.
+        input_path: the corpus, UTF-8 text: a file, or several files, directories and globs
+            (a list), ``.gz``/``.xz``/``.zst`` files decompressed as read, or any other iterable
+            of strings (each string a document); no pre-token spans two files or two strings.
+            See :mod:`bpestore.pretokenize.inputs`.
         vocab_size: the size of the final vocabulary, special tokens and the 256 bytes included.
         special_tokens: strings that cut the corpus and never take part in merges; they get ids
             0..k-1 in the order given.
@@ -194,6 +217,6 @@ def train_model(
     pattern, the pair merge rule)."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
-    counts = count_corpus(input_path, special_tokens, workers=workers, progress=progress)
+    counts = count_any(input_path, special_tokens, workers=workers, progress=progress)
     vocab, merges = train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
     return BPEModel(vocab, merges, special_tokens)

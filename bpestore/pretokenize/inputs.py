@@ -1,0 +1,209 @@
+"""A corpus made of many inputs: paths, directories and globs, plain or compressed files.
+
+Training counts such a corpus as one (:func:`bpestore.train.sources.count_inputs`): every file is
+read as UTF-8 text, and **a file boundary is a cut, like a special token**: no pre-token spans two
+files, so the counts are the sum of each file's counts, whatever order the files come in. Counting
+``a.txt`` and ``b.txt`` therefore gives the counts of their concatenation with a special token
+between them (never the counts of ``cat a.txt b.txt``, where the last word of ``a`` could run into
+the first of ``b``).
+
+Compressed files (``.gz``, ``.xz``, ``.zst``) are decompressed as they are read, never whole in
+memory. A corpus's identity is the sha256 of its decompressed content for one file, and for
+several the sha256 of their sorted content hashes (:func:`corpus_identity`): the same files in
+another order, or a file and its compressed copy, are the same corpus.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import gzip
+import hashlib
+import json
+import lzma
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from .corpus import _decode_blocks, check_corpus_path
+
+__all__ = ["COMPRESSED_SUFFIXES", "CorpusFiles", "corpus_identity", "expand_inputs", "is_compressed", "open_binary", "text_pieces"]
+
+COMPRESSED_SUFFIXES = (".gz", ".xz", ".zst")
+_GLOB_CHARACTERS = frozenset("*?[")
+_READ_BYTES = 1 << 20
+
+
+def is_compressed(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is read through a decompressor (by its suffix)."""
+    return Path(path).suffix.lower() in COMPRESSED_SUFFIXES
+
+
+def expand_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """The files of a corpus, in the order given: each source is a file, a directory (every
+    regular file below it, recursively, by sorted path, hidden files and directories left out)
+    or a glob (``**`` matches directories at any depth), its matches sorted. A file met twice
+    (a directory and a glob that overlap) is counted once. FileNotFoundError for a source that
+    names nothing (a glob matching no file), ValueError for no sources at all."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    files: list[Path] = []
+    seen: set[Path] = set()
+
+    def add(path: Path) -> None:
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            files.append(path)
+
+    given = 0
+    for source in sources:
+        given += 1
+        text = os.fspath(source)
+        path = Path(text)
+        if path.is_dir():
+            below = sorted(
+                found for found in path.rglob("*")
+                if found.is_file() and not any(part.startswith(".") for part in found.relative_to(path).parts)
+            )
+            if not below:
+                raise FileNotFoundError(errno.ENOENT, "No corpus file in this directory", text)
+            for found in below:
+                add(found)
+        elif not path.exists() and _GLOB_CHARACTERS & set(text):
+            matches = sorted(Path(match) for match in glob.glob(text, recursive=True) if Path(match).is_file())
+            if not matches:
+                raise FileNotFoundError(errno.ENOENT, "No corpus file matches this pattern", text)
+            for match in matches:
+                add(match)
+        else:
+            add(check_corpus_path(path))
+    if not given:
+        raise ValueError("give at least one corpus file")
+    return files
+
+
+class _CountingReader:
+    """A binary file that reports the bytes read from it (the compressed bytes, for the progress
+    bar, whose total is the files' sizes on disk)."""
+
+    def __init__(self, file: BinaryIO, on_bytes: Callable[[int], None] | None) -> None:
+        self._file = file
+        self._on_bytes = on_bytes
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(size)
+        if data and self._on_bytes is not None:
+            self._on_bytes(len(data))
+        return data
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 (a writable buffer)
+        count = self._file.readinto(buffer)
+        if count and self._on_bytes is not None:
+            self._on_bytes(count)
+        return count
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def __enter__(self) -> _CountingReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | None = None) -> BinaryIO:
+    """``path`` opened for reading its (decompressed) bytes; ``on_disk_bytes(n)`` hears of the
+    bytes read from the disk. ``.zst`` needs the ``zstandard`` package."""
+    raw = _CountingReader(open(path, "rb"), on_disk_bytes)  # noqa: SIM115 (the caller closes it)
+    suffix = Path(path).suffix.lower()
+    try:
+        if suffix == ".gz":
+            return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+        if suffix == ".xz":
+            return lzma.LZMAFile(raw, mode="rb")  # type: ignore[arg-type]
+        if suffix == ".zst":
+            try:
+                import zstandard
+            except ImportError:
+                raise ImportError(f"{path}: reading .zst files needs the zstandard package (pip install zstandard)") from None
+            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
+    except BaseException:
+        raw.close()
+        raise
+    return raw  # type: ignore[return-value]
+
+
+def iter_file_text(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | None = None) -> Iterator[str]:
+    """The decompressed text of ``path`` in blocks; CorpusDecodeError names the path and the
+    offset of the first bad byte in the decompressed text. A damaged compressed file raises its
+    decompressor's error (``gzip.BadGzipFile``, ``lzma.LZMAError``, ``zstandard.ZstdError``)."""
+    with open_binary(path, on_disk_bytes) as file:
+        yield from _decode_blocks(file, os.fspath(path), _READ_BYTES, None)
+
+
+def text_pieces(blocks: Iterable[str], last_safe_cut: Callable[[str], int]) -> Iterator[str]:
+    """The text of ``blocks`` (one document cut anywhere) as pieces cut only where a cut changes
+    no pre-token (``last_safe_cut``, the engine's ``Pretokenizer.last_safe_cut``): counting the
+    pieces one by one gives the counts of the whole text."""
+    held = ""
+    for block in blocks:
+        held += block
+        cut = last_safe_cut(held)
+        if cut:
+            yield held[:cut]
+            held = held[cut:]
+    if held:
+        yield held
+
+
+def content_sha256(path: str | os.PathLike) -> tuple[str, int]:
+    """The sha256 (hex) of the decompressed content of ``path``, and its length in bytes."""
+    digest = hashlib.sha256()
+    size = 0
+    with open_binary(path) as file:
+        while block := file.read(1 << 22):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def corpus_identity(hashes: Sequence[str]) -> str:
+    """A corpus's identity from its files' content hashes: the one hash for one file (so a file
+    keeps the identity it always had), else the sha256 of the sorted hashes, one per line."""
+    if len(hashes) == 1:
+        return hashes[0]
+    return hashlib.sha256(("bpestore corpus of files\n" + "\n".join(sorted(hashes))).encode()).hexdigest()
+
+
+class CorpusFiles:
+    """The files of a corpus (see :func:`expand_inputs`) with their identity and sizes."""
+
+    def __init__(self, sources: str | os.PathLike | Iterable[str | os.PathLike]) -> None:
+        self.paths = expand_inputs(sources)
+
+    @property
+    def disk_bytes(self) -> int:
+        """The files' sizes on disk (compressed where they are): the progress bar's total."""
+        return sum(path.stat().st_size for path in self.paths)
+
+    def identity(self) -> tuple[str, int]:
+        """:func:`corpus_identity` of the files' contents and their total (decompressed) length
+        in bytes; reads every file once."""
+        hashed = [content_sha256(path) for path in self.paths]
+        return corpus_identity([digest for digest, _ in hashed]), sum(size for _, size in hashed)
+
+    def describe(self) -> str:
+        """Where the corpus was read from: the resolved path of one file, else a JSON list of them."""
+        if len(self.paths) == 1:
+            return str(self.paths[0].resolve())
+        return json.dumps([str(path.resolve()) for path in self.paths], ensure_ascii=False)
