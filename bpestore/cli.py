@@ -243,7 +243,7 @@ def train(
     with Store(db) as store:
         if dry_run:
             counted, estimate = store.estimate_training(
-                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet)
+                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base
             )
             if as_json:
                 click.echo(json.dumps({
