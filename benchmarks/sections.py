@@ -252,7 +252,7 @@ def encode_iterable_section(settings: Settings) -> dict:
     checks = [check("encode_iterable gives encode's ids", rows[0]["info"]["ids_sha256"] == rows[1]["info"]["ids_sha256"], "")] \
         if ok_rows(rows, BPESTORE, "bpestore-encode") else []
     notes = [f"text: {describe_input(settings)}; bpestore: list(encode_iterable(lines)), its memory bounded (a cache of "
-             "2048 pre-tokens); bpestore-encode: encode(text); bpestore/peer of bpestore-encode = how many times "
+             "4096 pre-tokens); bpestore-encode: encode(text); bpestore/peer of bpestore-encode = how many times "
              "slower the stream is (issue 13: not an order of magnitude)"]
     return section("encode-iterable", rows, checks, notes)
 

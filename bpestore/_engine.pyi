@@ -109,11 +109,14 @@ def learn_merges(
     progress: Callable[[int], object] | None = None,
     *,
     consume: bool = False,
+    base: list[tuple[bytes, bytes]] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to ``max_merges`` merges, best first: CS336's merge loop (the most frequent pair, ties to
     the lexicographically greatest (left bytes, right bytes)); stops early when no pair is left.
     Fewer merges give a prefix. ``progress(n)`` gets the merges done since its last call (at most
-    every 0.1 s); ``consume=True`` empties ``counts`` once read, to free their memory."""
+    every 0.1 s); ``consume=True`` empties ``counts`` once read, to free their memory. ``base``:
+    a base tokenizer's merges, each applied in order to every word before the loop starts
+    (continued training); only the merges after them are returned."""
 
 # ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
 

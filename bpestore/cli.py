@@ -215,16 +215,18 @@ def main(db: str | None, verbose: bool) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars and no summary on stderr.")
 @click.option("--dry-run", is_flag=True, help="Count (or reuse stored counts), print the merge loop's memory estimate, merge nothing.")
 @click.option("--max-memory", default=None, metavar="SIZE", help="Refuse to merge when the memory estimate is above SIZE (e.g. 800M, 4G).")
+@click.option("--from", "base", default=None, metavar="NAME[@V]", help="Continue this stored tokenizer: keep its vocab, ids and merges, learn more.")
 @_db_option
 def train(
     corpus: tuple[Path, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
-    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, db: str,
+    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
     CORPUS: one or more files, directories (every file below, hidden ones left out) or quoted
     globs ('shards/**/*.txt'); .gz, .xz and .zst files are decompressed as read. They are
-    counted as one corpus; no pre-token spans two files.
+    counted as one corpus; no pre-token spans two files. With --from NAME[@V] the new tokenizer
+    continues that one: its tokens keep their ids, and --vocab-size counts them too.
 
     Prints the ref (NAME@VERSION) of each tokenizer created, one per line, and nothing else on
     stdout; a summary (vocab size, merges, time) goes to stderr. Pre-token counts of the corpus
@@ -241,7 +243,7 @@ def train(
     with Store(db) as store:
         if dry_run:
             counted, estimate = store.estimate_training(
-                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet)
+                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base
             )
             if as_json:
                 click.echo(json.dumps({
@@ -258,7 +260,7 @@ def train(
         try:
             refs = store.train(
                 list(corpus), name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
-                max_memory=limit,
+                max_memory=limit, base=base,
             )
         except _workflow().TrainingInterrupted as interrupted:
             click.echo(f"Interrupted while merging: {interrupted}.", err=True)
@@ -402,6 +404,8 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         ("source", info.source),
         ("created", info.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
     ]
+    if (info.training_params or {}).get("base"):
+        fields.append(("continues", info.training_params["base"]))  # its ids and merges come first
     if info.corpus_path:
         fields += [("corpus", info.corpus_path), ("corpus bytes", info.corpus_bytes), ("corpus sha256", info.corpus_sha256)]
     if info.training_seconds is not None:

@@ -230,6 +230,54 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.corpus_id = corpus_id
 
 
+def _check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Sequence[int]) -> list[str]:
+    """The special tokens of a training continuing ``base``: the base's, then the new ones.
+    ValueError for a base this cannot continue, or a vocab size that leaves no room."""
+    if base.merge_rule != "pair":
+        raise ValueError(f"cannot continue {ref}: it encodes by the {base.merge_rule!r} merge rule (tiktoken's); only the pair rule is supported")
+    if base.pattern != GPT2_PATTERN:
+        raise ValueError(f"cannot continue {ref}: its pre-tokenizer pattern is not GPT-2's, the only one training uses")
+    specials = [*base.special_tokens, *(token for token in special_tokens if token not in base.special_tokens)]
+    minimum = _first_new_id(base, specials)
+    for size in sizes:
+        if not isinstance(size, int) or size < minimum:
+            raise ValueError(
+                f"vocab_size must be at least {minimum} to continue {ref} (its {len(base.vocab)} tokens and "
+                f"{minimum - len(base.vocab)} new special tokens), got {size!r}"
+            )
+    return specials
+
+
+def _new_specials(base: BPEModel, special_tokens: Sequence[str]) -> list[str]:
+    """The special tokens that need an id: those whose bytes ``base`` has no token for (GPT-2's
+    files hold ``<|endoftext|>`` as an ordinary token: made special, it keeps its id)."""
+    known = set(base.vocab.values())
+    return [token for token in special_tokens if token.encode("utf-8") not in known]
+
+
+def _first_new_id(base: BPEModel, special_tokens: Sequence[str]) -> int:
+    """The vocab size of ``base`` with the new special tokens added."""
+    return len(base.vocab) + len(_new_specials(base, special_tokens))
+
+
+def _continued(base: BPEModel, special_tokens: Sequence[str], new_merges: Sequence[tuple[bytes, bytes]]) -> BPEModel:
+    """``base`` with its ids kept, the new special tokens at the next free ids, then a token per
+    new merge (unless the base already holds its bytes)."""
+    vocab = dict(base.vocab)
+    known = set(vocab.values())
+    next_id = max(vocab) + 1
+    for token in _new_specials(base, special_tokens):
+        vocab[next_id] = token.encode("utf-8")
+        known.add(vocab[next_id])
+        next_id += 1
+    for left, right in new_merges:
+        if left + right not in known:
+            vocab[next_id] = left + right
+            known.add(left + right)
+            next_id += 1
+    return BPEModel(vocab, [*base.merges, *new_merges], special_tokens, base.pattern, base.merge_rule)
+
+
 def _pause_after_counting_in_tests() -> None:
     """For the tests of Ctrl-C after counting only: with BPESTORE_TEST_PAUSE_AFTER_COUNTING set
     (seconds), say so on stderr and wait that long, for a signal to arrive at a known moment."""
@@ -304,6 +352,7 @@ class Store(ModelStore):
         workers: int | None = None,
         progress: bool = False,
         max_memory: int | None = None,
+        base: str | None = None,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size.
 
@@ -317,6 +366,14 @@ class Store(ModelStore):
         :class:`~bpestore.train.memory.MemoryLimitError`, before merging) when the merge loop's
         estimated memory (:func:`estimate_training`) is above this many bytes. Returns the new
         refs, in the order of ``vocab_sizes``.
+
+        ``base`` (a ref, ``name@N``): continue that stored tokenizer's training. The new one keeps
+        its vocabulary, ids and merges exactly, in order (so a model's embedding table can be
+        extended), then learns further merges from this corpus's counts, its words first split by
+        the base's merges; the base's special tokens keep their ids, new ones get the next free
+        ids, and each vocab size counts them all. The base's ref is kept in the training
+        parameters (``base``). Bases with GPT-2's pattern and the pair merge rule only (trained
+        here, or imported GPT-2 / Hugging Face files).
         """
         started = time.perf_counter()
         self.check_writable()  # before the work, not after it
@@ -325,34 +382,52 @@ class Store(ModelStore):
         sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
         if not sizes:
             raise ValueError("give at least one vocab size")
-        for size in sizes:
-            training.check_vocab_size(size, special_tokens)
+        base_ref, base_model = None, None
+        if base is not None:
+            base_ref = self.info(base).ref
+            base_model = self.load_model(base_ref)
+            special_tokens = _check_base(base_ref, base_model, special_tokens, sizes)
+        else:
+            for size in sizes:
+                training.check_vocab_size(size, special_tokens)
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
         corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
         pretokenize_seconds = time.perf_counter() - started
-        max_merges = training.max_merges(max(sizes), special_tokens)
-        estimate = estimate_merge_memory(counts, max_merges)
+        if base_model is None:
+            max_merges = training.max_merges(max(sizes), special_tokens)
+        else:
+            max_merges = max(sizes) - _first_new_id(base_model, special_tokens)
+        # Replaying the base's merges costs what learning them would.
+        estimate = estimate_merge_memory(counts, max_merges + (len(base_model.merges) if base_model else 0))
         if progress:
             print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
         estimate.check(max_memory)
         found_at: list[float] = []  # when each merge was found (to within 0.1 s)
         try:
             _pause_after_counting_in_tests()
-            merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
+            merges = training.learn_merges(
+                counts, max_merges, progress=progress, done_at=found_at, base=base_model.merges if base_model else None
+            )
         except KeyboardInterrupt:
             raise TrainingInterrupted(corpus_id) from None
         done_at = [moment - started for moment in found_at]  # seconds since start
         with self._transaction(write=True) as connection:
             refs = []
             for size in sizes:
-                num_merges = min(training.max_merges(size, special_tokens), len(merges))
-                vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
+                if base_model is None:
+                    num_merges = min(training.max_merges(size, special_tokens), len(merges))
+                    vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
+                    model = BPEModel(vocab, size_merges, special_tokens)
+                else:
+                    num_merges = min(size - _first_new_id(base_model, special_tokens), len(merges))
+                    model = _continued(base_model, special_tokens, merges[:num_merges])
                 seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
+                params = {} if base_ref is None else {"base": base_ref}
                 refs.append(
                     self._insert_tokenizer(
                         connection,
                         name,
-                        BPEModel(vocab, size_merges, special_tokens),
+                        model,
                         corpus_id=corpus_id,
                         source="trained",
                         training_params={
@@ -360,6 +435,7 @@ class Store(ModelStore):
                             "workers": workers,
                             "reused_pretoken_counts": reused,
                             "pretokenize_seconds": round(pretokenize_seconds, 3),
+                            **params,
                         },
                         training_seconds=round(seconds, 3),
                     )
@@ -374,13 +450,22 @@ class Store(ModelStore):
         *,
         workers: int | None = None,
         progress: bool = False,
+        base: str | None = None,
     ) -> tuple[CorpusCounts, MemoryEstimate]:
         """A dry run: count ``corpus`` (or reuse its stored counts; new counts are saved) and
-        estimate the merge loop's memory for ``vocab_size``, without merging."""
+        estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given),
+        without merging."""
         special_tokens = training.check_special_tokens(special_tokens)
-        training.check_vocab_size(vocab_size, special_tokens)
+        if base is None:
+            training.check_vocab_size(vocab_size, special_tokens)
+            merges = training.max_merges(vocab_size, special_tokens)
+        else:
+            base_ref = self.info(base).ref
+            base_model = self.load_model(base_ref)
+            special_tokens = _check_base(base_ref, base_model, special_tokens, [vocab_size])
+            merges = len(base_model.merges) + vocab_size - _first_new_id(base_model, special_tokens)
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
-        return counted, estimate_merge_memory(counted.counts, training.max_merges(vocab_size, special_tokens))
+        return counted, estimate_merge_memory(counted.counts, merges)
 
     def diff(
         self,

@@ -402,20 +402,26 @@ fn count_texts(
 /// early when no pair is left. `progress(n)` is called with the number of merges done since its
 /// last call. `consume=True` empties `counts` once read, to free their memory for the merges.
 #[pyfunction]
-#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false))]
+/// `base`: a base tokenizer's merges, applied first to split the words (see
+/// `MergeLoop::with_base`); only the new merges are returned.
+#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None))]
 fn learn_merges<'py>(
     py: Python<'py>,
     mut counts: PyRefMut<'_, PyPretokenCounts>,
     max_merges: usize,
     progress: Option<Py<PyAny>>,
     consume: bool,
+    base: Option<Vec<(Vec<u8>, Vec<u8>)>>,
 ) -> PyResult<Bound<'py, PyList>> {
     let reporter = Reporter::new(progress);
     let merges = {
         let counts = &mut counts.inner;
         let reporter = &reporter;
         py.detach(move || {
-            let merge_loop = MergeLoop::new(counts);
+            let merge_loop = match &base {
+                Some(base) => MergeLoop::with_base(counts, base),
+                None => MergeLoop::new(counts),
+            };
             if consume {
                 counts.clear();
             }

@@ -149,6 +149,18 @@ impl Tokens {
         id
     }
 
+    /// The token of `bytes`: an existing one, or a new one (a base tokenizer's token that no
+    /// merge replayed so far has made).
+    fn intern(&mut self, bytes: &[u8]) -> TokenId {
+        if let Some(&id) = self.ids.get(bytes) {
+            return id;
+        }
+        let id = self.bytes.len() as TokenId;
+        self.bytes.push(bytes.to_vec());
+        self.ids.insert(bytes.to_vec(), id);
+        id
+    }
+
     /// Heap order: higher count first; among equal counts, the greater `(left bytes, right bytes)`.
     fn compare(&self, x: &HeapEntry, y: &HeapEntry) -> Ordering {
         x.count.cmp(&y.count).then_with(|| {
@@ -316,6 +328,19 @@ impl Trainer {
             merges_done: 0,
             raised: Vec::new(),
             changes: Default::default(),
+        }
+    }
+
+    /// Applies a base tokenizer's merge of `left` and `right`, best or not: every occurrence of
+    /// the pair in the words is merged, as if the loop had chosen it. A pair that no word holds
+    /// only makes its token, so that later merges of the base can use it.
+    fn replay(&mut self, left: &[u8], right: &[u8]) {
+        let (a, b) = (self.tokens.intern(left), self.tokens.intern(right));
+        let pair = pair_key(a, b);
+        if self.pairs.contains_key(&pair) {
+            self.merge(pair);
+        } else {
+            self.tokens.join(a, b);
         }
     }
 
@@ -666,6 +691,20 @@ impl MergeLoop {
     }
 }
 
+impl MergeLoop {
+    /// Prepares the merge loop to continue a base tokenizer's training: the words are first split
+    /// by the base's merges (each applied in order to every word, the pair rule of GPT-2 and
+    /// CS336); the loop then yields only new merges. Continuing from the first `k` merges of a
+    /// training on the same counts yields that training's merges after the `k`th.
+    pub fn with_base(counts: &PretokenCounts, base: &[Merge]) -> MergeLoop {
+        let mut trainer = Trainer::new(counts);
+        for (left, right) in base {
+            trainer.replay(left, right);
+        }
+        MergeLoop { trainer }
+    }
+}
+
 impl Iterator for MergeLoop {
     type Item = Merge;
 
@@ -830,6 +869,21 @@ mod tests {
         for len in 2..12 {
             let counts = vec![(vec![b'a'; len], 1), (b"ab".to_vec(), 1)];
             assert_eq!(ours(&counts, 10), brute_force(&counts, 10), "{len}");
+        }
+    }
+
+    #[test]
+    fn continuing_from_the_first_merges_gives_the_rest() {
+        let mut rng = Rng(1515);
+        for _ in 0..40 {
+            let counts = random_counts(&mut rng);
+            let all = ours(&counts, 500);
+            let table: PretokenCounts = counts.iter().map(|(w, c)| (w.as_slice(), *c)).collect();
+            for k in [0, 1, 5, 50] {
+                let k = k.min(all.len());
+                let rest: Vec<Merge> = MergeLoop::with_base(&table, &all[..k]).collect();
+                assert_eq!(rest, all[k..], "{counts:?} from {k}");
+            }
         }
     }
 
