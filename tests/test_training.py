@@ -375,3 +375,20 @@ def test_empty_corpus_of_several_files_or_strings_is_refused(tmp_path):
         bpestore.train_bpe(files, 300, [ENDOFTEXT])
     with pytest.raises(bpestore.EmptyCorpusError, match="nothing to train on"):
         bpestore.train_bpe(iter(["", ENDOFTEXT + ENDOFTEXT]), 300, [ENDOFTEXT])
+
+
+def test_cli_train_warns_in_one_line_when_the_vocab_size_cannot_be_reached(tmp_path):
+    from click.testing import CliRunner
+
+    from bpestore.cli import main
+
+    corpus = write_corpus(tmp_path / "small.txt", "abab abab cd")
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    result = runner.invoke(main, ["--db", str(tmp_path / "s.db"), "train", str(corpus), "--name", "s", "--vocab-size", "400"])
+    assert result.exit_code == 0, result.stderr
+    warnings_printed = [line for line in result.stderr.splitlines() if "merges asked for" in line]
+    assert len(warnings_printed) == 1 and warnings_printed[0].startswith("Warning: training stopped after")
+    assert "trainer.py" not in result.stderr and "workflow.py" not in result.stderr
