@@ -17,7 +17,9 @@ class Pretokenizer:
     """A pre-tokenizer with its special tokens: ``regex.findall(pattern, text)`` on the text
     between special tokens (found longest first), each special token a piece of its own.
     Hand-written scanners run the three known patterns; any other runs on fancy_regex.
-    ValueError for an invalid pattern or an empty special token."""
+    ValueError for an invalid pattern, one with capture groups, one that backtracks
+    catastrophically on short probe texts, or an empty special token; ``pretokenize`` and
+    ``piece_count`` raise ValueError if the pattern hits the backtracking limit on ``text``."""
 
     def __init__(self, pattern: str, special_tokens: list[str] = ..., *, regex_engine: bool = False) -> None:
         """``regex_engine=True`` runs fancy_regex even for the three known patterns (tests, benchmarks)."""

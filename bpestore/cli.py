@@ -27,6 +27,7 @@ try:
     import json
     import os
     import time
+    import warnings
     from collections.abc import Iterable, Iterator
     from pathlib import Path
     from typing import TYPE_CHECKING
@@ -197,6 +198,13 @@ def main(db: str | None, verbose: bool) -> None:
       bpestore list
       echo "Hello world" | bpestore encode ts
     """
+    warnings.showwarning = _warning_line
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning (such as a vocab size that training cannot reach) as one line on stderr, without
+    Python's file name and source line."""
+    click.echo(f"Warning: {message}", err=True)
 
 
 # -- train ---------------------------------------------------------------------------------------
@@ -243,7 +251,7 @@ def train(
     with Store(db) as store:
         if dry_run:
             counted, estimate = store.estimate_training(
-                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet)
+                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base
             )
             if as_json:
                 click.echo(json.dumps({

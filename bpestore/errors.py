@@ -54,6 +54,10 @@ class FormatError(BpestoreError, ValueError):
     """A tokenizer file that cannot be imported (malformed or unsupported); nothing was stored."""
 
 
+class EmptyCorpusError(BpestoreError, ValueError):
+    """A corpus to train on that is empty or holds only special tokens: there is nothing to learn."""
+
+
 class CorpusDecodeError(BpestoreError, ValueError):
     """The corpus is not valid UTF-8; ``offset`` is the first bad byte's offset in the file."""
 

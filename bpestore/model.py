@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import chain
 from operator import add, itemgetter
 from typing import Literal
 
-from .pretokenize.patterns import GPT2_PATTERN
+from .pretokenize.patterns import GPT2_PATTERN, SPLIT_SAFE_PATTERNS
 
 MergeRule = Literal["pair", "token"]
 MERGE_RULES: tuple[str, ...] = ("pair", "token")
@@ -29,18 +30,32 @@ MERGE_RULES: tuple[str, ...] = ("pair", "token")
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
 
+MAX_TOKEN_ID = 2**31 - 1
+"""The largest id a token may have: ids are stored as 32-bit integers by the engine, NumPy
+arrays of ids and most consumers (``int32`` tensors), and the top of the unsigned range marks
+"no token" inside the engine."""
+
 
 @dataclass(frozen=True, eq=True, init=False)
 class BPEModel:
     """A byte-level BPE tokenizer's data, validated.
 
     Args:
-        vocab: id -> token bytes; must hold all 256 single bytes, each token once.
+        vocab: id -> token bytes; must hold all 256 single bytes, each token once, ids from 0 to
+            :data:`MAX_TOKEN_ID`.
         merges: the merges in rank order, each ``(left bytes, right bytes)``; with the ``"pair"``
-            rule each part and the merged token must be in the vocab.
+            rule each part and the merged token must be in the vocab, and no merge may repeat
+            (GPT-2's and Hugging Face's code would silently rank a repeat by its last place).
         special_tokens: non-empty strings always encoded as one token (repeats are dropped); one
-            missing from the vocab gets the next free id.
-        pattern: the pre-tokenizer regex (GPT-2's by default).
+            missing from the vocab gets the next free id. One whose bytes are already a token of
+            the vocab (a single byte such as ``"!"``, or a merged token) takes that token's id: a
+            token has one id here. (Hugging Face does the same when its vocab spells the token
+            the same way, as for ``"!"``, but adds a new id when GPT-2's byte alphabet spells it
+            differently, as for ``" "``, written ``"Ġ"``.)
+        pattern: the pre-tokenizer regex (GPT-2's by default), in the syntax of Python's
+            ``regex`` module; a pre-token is a whole match. Refused: an invalid pattern, one with
+            capture groups (write ``(?:...)``), and one that backtracks catastrophically on short
+            probe texts (see :func:`check_pattern`).
         merge_rule: ``"pair"`` (GPT-2, CS336, Hugging Face: lowest-ranked merge first) or
             ``"token"`` (tiktoken: lowest-ranked resulting token first; a token's rank is its id).
 
@@ -70,8 +85,7 @@ class BPEModel:
         specials = check_special_tokens(special_tokens, repeats="drop")
         if merge_rule not in MERGE_RULES:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
-        if not isinstance(pattern, str):
-            raise ValueError(f"pattern must be a regex string, not {pattern!r}")
+        check_pattern(pattern)
         if _checked:  # see stored()
             id_of = _ids_of(vocab, [token.encode("utf-8") for token in specials])
         else:
@@ -83,6 +97,10 @@ class BPEModel:
         for token in specials:
             token_id = id_of.get(token.encode("utf-8"))
             if token_id is None:
+                if next_id > MAX_TOKEN_ID:
+                    raise ValueError(
+                        f"no id is left for special token {token!r}: the vocab uses id {MAX_TOKEN_ID}, the largest allowed"
+                    )
                 token_id, next_id = next_id, next_id + 1
                 vocab[token_id] = token.encode("utf-8")
             special_ids[token] = token_id
@@ -121,8 +139,10 @@ class BPEModel:
 
 
 def check_special_tokens(special_tokens: Iterable[str] | None, *, repeats: Literal["drop", "refuse"]) -> list[str]:
-    """The special tokens as a list; ValueError for empty strings or non-strings. A token given
-    twice is dropped the second time (a tokenizer) or refused (training, where the order gives ids).
+    """The special tokens as a list; ValueError for empty strings or non-strings, TypeError for
+    one string or bytes (not a list of them: ``"abc"`` would otherwise be three special tokens).
+    A token given twice is dropped the second time (a tokenizer) or refused (training, where the
+    order gives ids).
 
     >>> check_special_tokens(["<a>", "<b>", "<a>"], repeats="drop")
     ['<a>', '<b>']
@@ -131,6 +151,8 @@ def check_special_tokens(special_tokens: Iterable[str] | None, *, repeats: Liter
     ...
     ValueError: special tokens must be non-empty strings, got ''
     """
+    if isinstance(special_tokens, (str, bytes, bytearray)):
+        raise TypeError(f"special_tokens must be a list of strings, not one {type(special_tokens).__name__} ({special_tokens!r})")
     tokens = list(special_tokens or ())
     for token in tokens:
         if not isinstance(token, str) or not token:
@@ -140,6 +162,32 @@ def check_special_tokens(special_tokens: Iterable[str] | None, *, repeats: Liter
         duplicates = sorted({token for token in tokens if tokens.count(token) > 1})
         raise ValueError(f"duplicate special tokens: {', '.join(map(repr, duplicates))}")
     return unique
+
+
+def check_pattern(pattern: object) -> None:
+    r"""ValueError unless ``pattern`` can be a pre-tokenizer: a regex string that the engine
+    compiles, without capture groups (tools disagree on what such a pattern's pre-tokens are:
+    tiktoken, Hugging Face and ``re.finditer`` take whole matches, ``regex.findall`` takes the
+    groups and drops the rest of the text), and that does not backtrack catastrophically on short
+    probe texts (such a pattern makes encoding exponential in the length of a word). The known
+    patterns pass at no cost; another is checked once per process.
+
+    >>> check_pattern(r"(\w+)|\s+")
+    Traceback (most recent call last):
+    ...
+    ValueError: pre-tokenizer pattern "(\\w+)|\\s+" has 1 capture group; write each group as a non-capturing (?:...) group (a pre-token is the whole match)
+    """
+    if not isinstance(pattern, str):
+        raise ValueError(f"pattern must be a regex string, not {pattern!r}")
+    if pattern not in SPLIT_SAFE_PATTERNS:
+        _check_custom_pattern(pattern)
+
+
+@lru_cache(maxsize=64)
+def _check_custom_pattern(pattern: str) -> None:
+    from ._engine import Pretokenizer  # the engine runs the pattern: it is the one to ask
+
+    Pretokenizer(pattern)
 
 
 def _ids_of(vocab: dict[int, bytes], tokens: list[bytes]) -> dict[bytes, int]:
@@ -162,9 +210,9 @@ def _check_vocab(vocab: dict[int, bytes]) -> dict[bytes, int]:
     # Whole-collection checks at C speed first (a 200k vocab is checked in milliseconds); the
     # loops below only run to name what is wrong.
     id_types, token_types = set(map(type, vocab)), set(map(type, vocab.values()))
-    if not id_types <= {int} or (vocab and min(vocab) < 0):
-        bad = next(token_id for token_id in vocab if type(token_id) is not int or token_id < 0)
-        raise ValueError(f"token ids must be non-negative integers, got {bad!r}")
+    if not id_types <= {int} or (vocab and (min(vocab) < 0 or max(vocab) > MAX_TOKEN_ID)):
+        bad = next(token_id for token_id in vocab if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID)
+        raise ValueError(f"token ids must be integers from 0 to {MAX_TOKEN_ID} (2**31-1), got {bad!r}")
     if not token_types <= {bytes}:
         bad_id = next(token_id for token_id, token in vocab.items() if type(token) is not bytes)
         raise ValueError(f"token {bad_id} must be bytes, got {vocab[bad_id]!r}")
@@ -185,7 +233,12 @@ def _check_merges(merges: Sequence[tuple[bytes, bytes]], id_of: Mapping[bytes, i
     if set(map(len, merges)) <= {2} and set(map(type, chain.from_iterable(merges))) <= {bytes}:
         lefts, rights = list(map(itemgetter(0), merges)), list(map(itemgetter(1), merges))
         known = id_of.__contains__
-        if all(map(known, lefts)) and all(map(known, rights)) and all(map(known, map(add, lefts, rights))):
+        if (
+            all(map(known, lefts))
+            and all(map(known, rights))
+            and all(map(known, map(add, lefts, rights)))
+            and len(set(merges)) == len(merges)
+        ):
             return
     for rank, merge in enumerate(merges):  # name the first bad merge
         if len(merge) != 2 or not all(isinstance(part, bytes) for part in merge):
@@ -194,3 +247,7 @@ def _check_merges(merges: Sequence[tuple[bytes, bytes]], id_of: Mapping[bytes, i
         missing = [t for t in (left, right, left + right) if t not in id_of]
         if missing:
             raise ValueError(f"merge {rank} ({left!r}, {right!r}): {missing[0]!r} is not in the vocab")
+    first_rank: dict[tuple[bytes, bytes], int] = {}
+    for rank, merge in enumerate(merges):
+        if first_rank.setdefault(merge, rank) != rank:
+            raise ValueError(f"merge {rank} ({merge[0]!r}, {merge[1]!r}) repeats merge {first_rank[merge]}; each merge may be listed once")

@@ -243,14 +243,21 @@ def _check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Sequ
         if not isinstance(size, int) or size < minimum:
             raise ValueError(
                 f"vocab_size must be at least {minimum} to continue {ref} (its {len(base.vocab)} tokens and "
-                f"{len(specials) - len(base.special_tokens)} new special tokens), got {size!r}"
+                f"{minimum - len(base.vocab)} new special tokens), got {size!r}"
             )
     return specials
 
 
+def _new_specials(base: BPEModel, special_tokens: Sequence[str]) -> list[str]:
+    """The special tokens that need an id: those whose bytes ``base`` has no token for (GPT-2's
+    files hold ``<|endoftext|>`` as an ordinary token: made special, it keeps its id)."""
+    known = set(base.vocab.values())
+    return [token for token in special_tokens if token.encode("utf-8") not in known]
+
+
 def _first_new_id(base: BPEModel, special_tokens: Sequence[str]) -> int:
     """The vocab size of ``base`` with the new special tokens added."""
-    return len(base.vocab) + sum(1 for token in special_tokens if token not in base.special_ids)
+    return len(base.vocab) + len(_new_specials(base, special_tokens))
 
 
 def _continued(base: BPEModel, special_tokens: Sequence[str], new_merges: Sequence[tuple[bytes, bytes]]) -> BPEModel:
@@ -259,11 +266,10 @@ def _continued(base: BPEModel, special_tokens: Sequence[str], new_merges: Sequen
     vocab = dict(base.vocab)
     known = set(vocab.values())
     next_id = max(vocab) + 1
-    for token in special_tokens:
-        if token not in base.special_ids:
-            vocab[next_id] = token.encode("utf-8")
-            known.add(vocab[next_id])
-            next_id += 1
+    for token in _new_specials(base, special_tokens):
+        vocab[next_id] = token.encode("utf-8")
+        known.add(vocab[next_id])
+        next_id += 1
     for left, right in new_merges:
         if left + right not in known:
             vocab[next_id] = left + right
@@ -326,6 +332,7 @@ class Store(ModelStore):
         if corpus_id is not None:
             return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True)
         counts = training.count_any(files, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        training.check_not_empty(counts, files.describe())  # nothing to train on: store nothing
         with self._transaction(write=True) as connection:
             # Another process may have stored the same corpus since we looked.
             corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
@@ -390,7 +397,8 @@ class Store(ModelStore):
             max_merges = training.max_merges(max(sizes), special_tokens)
         else:
             max_merges = max(sizes) - _first_new_id(base_model, special_tokens)
-        estimate = estimate_merge_memory(counts, max_merges)
+        # Replaying the base's merges costs what learning them would.
+        estimate = estimate_merge_memory(counts, max_merges + (len(base_model.merges) if base_model else 0))
         if progress:
             print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
         estimate.check(max_memory)
@@ -442,13 +450,22 @@ class Store(ModelStore):
         *,
         workers: int | None = None,
         progress: bool = False,
+        base: str | None = None,
     ) -> tuple[CorpusCounts, MemoryEstimate]:
         """A dry run: count ``corpus`` (or reuse its stored counts; new counts are saved) and
-        estimate the merge loop's memory for ``vocab_size``, without merging."""
+        estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given),
+        without merging."""
         special_tokens = training.check_special_tokens(special_tokens)
-        training.check_vocab_size(vocab_size, special_tokens)
+        if base is None:
+            training.check_vocab_size(vocab_size, special_tokens)
+            merges = training.max_merges(vocab_size, special_tokens)
+        else:
+            base_ref = self.info(base).ref
+            base_model = self.load_model(base_ref)
+            special_tokens = _check_base(base_ref, base_model, special_tokens, [vocab_size])
+            merges = len(base_model.merges) + vocab_size - _first_new_id(base_model, special_tokens)
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
-        return counted, estimate_merge_memory(counted.counts, training.max_merges(vocab_size, special_tokens))
+        return counted, estimate_merge_memory(counted.counts, merges)
 
     def diff(
         self,

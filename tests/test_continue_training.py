@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bpestore import Store
 from bpestore.model import BPEModel
-from reference import reference_train
+from reference import reference_pretoken_counts, reference_train
 from strategies import ENDOFTEXT, SPECIAL_TOKEN_SETS, random_text, texts
 from test_cli import invoke, ok
 from test_engine_pretokenize import comparable
@@ -28,6 +29,7 @@ from test_engine_pretokenize import comparable
     fraction=st.floats(0, 1),
 )
 def test_continuing_from_the_first_k_merges_is_the_full_training(text, specials, extra, fraction):
+    assume(reference_pretoken_counts(text, specials))  # nothing to train on is refused (test_training.py)
     vocab_size = 256 + len(specials) + extra
     full_vocab, full_merges = reference_train(text, vocab_size, specials)
     k = int(fraction * len(full_merges))
@@ -79,6 +81,9 @@ def test_cli_from(tmp_path):
         assert store.load_model(ref).merges == store.load_model(full).merges
         assert store.info(ref).training_params["base"] == "b@1"
     assert re.search(r"^continues +b@1$", ok(invoke("show", ref, "--db", db)), re.MULTILINE)
+    # a dry run counts the base's merges (replayed) and the new ones
+    dry = json.loads(ok(invoke("train", corpus, "--name", "d", "--vocab-size", 340, "--from", "b@1", "--dry-run", "--json", "--db", db)))
+    assert dry["merges"] == 340 - 256 and dry["reused_pretoken_counts"] is True
 
 
 def test_token_rule_base_is_refused(tmp_path):
@@ -90,3 +95,18 @@ def test_token_rule_base_is_refused(tmp_path):
         with pytest.raises(ValueError, match="merge rule"):
             store.train(corpus, "x", 300, base="tik")
         assert store.refs() == ["tik@1"]
+
+
+def test_a_special_token_the_base_holds_as_a_token_keeps_its_id(tmp_path):
+    """GPT-2's files hold <|endoftext|> as an ordinary token (id 50256): made special when
+    continuing, it keeps that id instead of getting a second one."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat<|x|>the hat " * 50)
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"<|x|>"}
+    with Store(tmp_path / "s.db") as store:
+        store.save("b", BPEModel(vocab, []))
+        (ref,) = store.train(corpus, "c", 260, ["<|x|>"], base="b")
+        model = store.load_model(ref)
+    assert model.special_ids == {"<|x|>": 256}
+    assert len(model.vocab) == 260 and len(model.merges) == 3
+    assert model.merges == reference_train("the cat<|x|>the hat " * 50, 260, ["<|x|>"])[1][:3]

@@ -489,7 +489,7 @@ def test_loading_any_reference_gives_a_tokenizer_or_a_clear_error(small_store, r
 
 
 def test_wrong_types_are_a_clear_type_error(small_store):
-    with pytest.raises(TypeError, match="tokenizer reference is a str"):
+    with pytest.raises(TypeError, match="str.*not NoneType"):
         Tokenizer.from_db(small_store, None)
     with Store(small_store) as store:
         with pytest.raises(TypeError, match="not int"):
@@ -531,7 +531,7 @@ def fill(directory: Path) -> None:
 def test_a_full_disk_during_a_save_or_an_import_is_one_line_and_stores_nothing(small_disk, tmp_path):
     db = small_disk / "s.db"
     make_store(db)
-    big = chain_tokenizer(20_000, special_tokens=())
+    big = chain_tokenizer(3_000, special_tokens=())
     from bpestore import formats
 
     formats.export(big, "hf", tmp_path / "big.json")
@@ -541,7 +541,7 @@ def test_a_full_disk_during_a_save_or_an_import_is_one_line_and_stores_nothing(s
         store.save("big", big)
     assert store.refs() == ["t@1", "t@2"]
     corpus = tmp_path / "corpus.txt"  # on the big disk: training reads it, the store's writes fail
-    corpus.write_text(" ".join(f"w{i} w{i % 97}x w{i % 13}yz" for i in range(20_000)))
+    corpus.write_text(" ".join(f"w{i} w{i % 97}x w{i % 13}yz" for i in range(5_000)))
     with pytest.raises(StoreUnavailableError, match="the disk is full; nothing was written"):
         store.train(corpus, "c", [400, 600])
     assert store.refs() == ["t@1", "t@2"]
@@ -618,20 +618,18 @@ print("ok")
 def test_many_processes_create_one_new_store_at_once(tmp_path):
     """Before, switching the new file to WAL in every connection failed now and then with
     "database is locked" (the journal-mode switch does not wait on the busy timeout)."""
-    for round_ in range(2):
-        directory = tmp_path / f"round{round_}"
-        (directory / "barrier").mkdir(parents=True)
-        db = directory / "s.db"
-        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-        processes = [
-            subprocess.Popen([sys.executable, "-c", CREATOR, str(db), str(me), "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            for me in range(4)
-        ]
-        for process in processes:
-            out, err = process.communicate(timeout=120)
-            assert process.returncode == 0 and out.strip() == "ok", err[-1500:]
-        with Store(db) as store:
-            assert store.refs() == [f"t@{v}" for v in range(1, 5)]
-        header = db.read_bytes()[:20]
-        assert header[18] == 2, "the new store is not in WAL mode"
-        shutil.rmtree(directory)
+    directory = tmp_path
+    (directory / "barrier").mkdir()
+    db = directory / "s.db"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    processes = [
+        subprocess.Popen([sys.executable, "-c", CREATOR, str(db), str(me), "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for me in range(4)
+    ]
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0 and out.strip() == "ok", err[-1500:]
+    with Store(db) as store:
+        assert store.refs() == [f"t@{v}" for v in range(1, 5)]
+    header = db.read_bytes()[:20]
+    assert header[18] == 2, "the new store is not in WAL mode"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 import bpestore
 import bpestore.train.trainer
 from bpestore import _engine
+from bpestore.train.trainer import VocabSizeNotReachedWarning
 from bpestore.pretokenize import GPT2_PATTERN
 from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, cs336_reference_training
@@ -38,6 +40,18 @@ def write_corpus(path: Path, text: str) -> Path:
     return path
 
 
+def assert_trains_as_reference(path: Path, text: str, vocab_size: int, special_tokens: list[str]) -> None:
+    """train_bpe gives the reference's result, or refuses a corpus that holds nothing to learn
+    from (empty, or only special tokens: the reference would return the 256 bytes alone)."""
+    if not reference_pretoken_counts(text, special_tokens):
+        with pytest.raises(bpestore.EmptyCorpusError, match="nothing to train on"):
+            bpestore.train_bpe(path, vocab_size, special_tokens)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", VocabSizeNotReachedWarning)  # tested on its own below
+        assert bpestore.train_bpe(path, vocab_size, special_tokens) == reference_train(text, vocab_size, special_tokens)
+
+
 @st.composite
 def training_cases(draw):
     """(text, vocab_size, special_tokens) with vocab sizes from "no merges at all" to "runs out"."""
@@ -52,8 +66,7 @@ def test_train_bpe_matches_reference_on_generated_text(tmp_path_factory, case):
     # tmp_path_factory, being session-scoped, may serve hypothesis examples (tmp_path may not).
     text, vocab_size, special_tokens = case
     path = write_corpus(tmp_path_factory.mktemp("corpus") / "text.txt", text)
-    expected = reference_train(text, vocab_size, special_tokens)
-    assert bpestore.train_bpe(path, vocab_size, special_tokens) == expected
+    assert_trains_as_reference(path, text, vocab_size, special_tokens)
 
 
 EDGE_CASES = [
@@ -80,7 +93,7 @@ EDGE_CASES = [
 def test_train_bpe_matches_reference_on_edge_cases(tmp_path, text, special_tokens, vocab_size_over_minimum):
     vocab_size = 256 + len(special_tokens) + vocab_size_over_minimum
     path = write_corpus(tmp_path / "text.txt", text)
-    assert bpestore.train_bpe(path, vocab_size, special_tokens) == reference_train(text, vocab_size, special_tokens)
+    assert_trains_as_reference(path, text, vocab_size, special_tokens)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -304,11 +317,78 @@ def test_duplicate_special_tokens(tmp_path):
         bpestore.train_bpe(path, 300, [ENDOFTEXT, "<a>", ENDOFTEXT])
 
 
-@pytest.mark.parametrize("special_tokens", [[], [ENDOFTEXT, "<a>"]])
-def test_empty_corpus(tmp_path, special_tokens):
-    path = write_corpus(tmp_path / "empty.txt", "")
-    vocab, merges = bpestore.train_bpe(path, 1000, special_tokens)
-    expected_vocab = {i: token.encode("utf-8") for i, token in enumerate(special_tokens)}
-    expected_vocab.update({len(special_tokens) + b: bytes([b]) for b in range(256)})
-    assert vocab == expected_vocab
-    assert merges == []
+@pytest.mark.parametrize(("text", "special_tokens"), [("", []), ("", [ENDOFTEXT, "<a>"]), (ENDOFTEXT * 3 + "<a>", [ENDOFTEXT, "<a>"])])
+def test_empty_corpus_is_refused(tmp_path, text, special_tokens):
+    # Nothing to learn from: an error, not a tokenizer of the 256 bytes alone.
+    path = write_corpus(tmp_path / "empty.txt", text)
+    with pytest.raises(bpestore.EmptyCorpusError, match=rf"{re.escape(str(path))}: .*nothing to train on"):
+        bpestore.train_bpe(path, 1000, special_tokens)
+    with pytest.raises(ValueError):  # an EmptyCorpusError is a ValueError, as bad arguments are
+        bpestore.train_bpe(path, 1000, special_tokens)
+
+
+def test_warns_when_the_vocab_size_cannot_be_reached(tmp_path):
+    text = "abab abab cd"
+    path = write_corpus(tmp_path / "small.txt", text)
+    possible = len(reference_train(text, 10_000, [])[1])  # every merge the corpus allows
+    with pytest.warns(VocabSizeNotReachedWarning, match=rf"after {possible} of the {400 - 256} merges.* {400 - 256 - possible} tokens smaller"):
+        vocab, merges = bpestore.train_bpe(path, 400, [])
+    assert len(merges) == possible and len(vocab) == 256 + possible
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reachable: no warning
+        bpestore.train_bpe(path, 256 + possible, [])
+
+
+def test_one_string_is_not_a_list_of_special_tokens(tmp_path):
+    # "abc" is a sequence of three strings; taking it as ["a", "b", "c"] would be a surprise.
+    path = write_corpus(tmp_path / "text.txt", "some text")
+    for special_tokens in ["abc", "<|endoftext|>", b"<s>"]:
+        with pytest.raises(TypeError, match="list of strings"):
+            bpestore.train_bpe(path, 300, special_tokens)
+
+
+@pytest.mark.parametrize("special_token", [" ", "a", "\n", "\x00"])
+def test_single_byte_special_token_is_refused_before_training(tmp_path, monkeypatch, special_token):
+    # The byte already has a token: the vocab would hold it twice. Refused before any counting.
+    path = write_corpus(tmp_path / "text.txt", "some text")
+    counted = []
+    monkeypatch.setattr(bpestore.train.trainer, "engine_count_file", lambda *args, **kwargs: counted.append(args))
+    with pytest.raises(ValueError, match="single byte"):
+        bpestore.train_bpe(path, 300, [special_token])
+    with pytest.raises(ValueError, match="single byte"):
+        bpestore.train.trainer.train_from_counts({b"ab": 2}, 300, [ENDOFTEXT, special_token])
+    assert counted == []
+
+
+def test_multibyte_character_special_token_is_kept_apart(tmp_path):
+    # "é" is two bytes: a token of its own, never merged, and no duplicate in the vocab.
+    text = "café é cafés"
+    path = write_corpus(tmp_path / "text.txt", text)
+    vocab, merges = bpestore.train_bpe(path, 270, ["é"])
+    assert (vocab, merges) == reference_train(text, 270, ["é"])
+    assert len(set(vocab.values())) == len(vocab)
+
+
+def test_empty_corpus_of_several_files_or_strings_is_refused(tmp_path):
+    files = [write_corpus(tmp_path / "a.txt", ""), write_corpus(tmp_path / "b.txt", ENDOFTEXT)]
+    with pytest.raises(bpestore.EmptyCorpusError, match="a.txt, .*b.txt: .*nothing to train on"):
+        bpestore.train_bpe(files, 300, [ENDOFTEXT])
+    with pytest.raises(bpestore.EmptyCorpusError, match="nothing to train on"):
+        bpestore.train_bpe(iter(["", ENDOFTEXT + ENDOFTEXT]), 300, [ENDOFTEXT])
+
+
+def test_cli_train_warns_in_one_line_when_the_vocab_size_cannot_be_reached(tmp_path):
+    from click.testing import CliRunner
+
+    from bpestore.cli import main
+
+    corpus = write_corpus(tmp_path / "small.txt", "abab abab cd")
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    result = runner.invoke(main, ["--db", str(tmp_path / "s.db"), "train", str(corpus), "--name", "s", "--vocab-size", "400"])
+    assert result.exit_code == 0, result.stderr
+    warnings_printed = [line for line in result.stderr.splitlines() if "merges asked for" in line]
+    assert len(warnings_printed) == 1 and warnings_printed[0].startswith("Warning: training stopped after")
+    assert "trainer.py" not in result.stderr and "workflow.py" not in result.stderr

@@ -9,9 +9,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import FormatError
-from ..model import BPEModel
+from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import GPT2_PATTERN
-from .registry import Format, Imported, build_model, register, resolved
+from .registry import Format, Imported, build_model, register, resolved, unreached_tokens_notes
 
 
 @lru_cache(maxsize=1)
@@ -54,17 +54,20 @@ def read_vocab(path: str | os.PathLike, literal_tokens: Iterable[str] = ()) -> d
     in the byte-to-unicode alphabet.
     """
     literal = set(literal_tokens)
-    with open(path, encoding="utf-8") as file:
-        try:
-            data = json.load(file)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from None
+    try:
+        data = json.loads(read_utf8(path))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object mapping tokens to ids")
     vocab: dict[int, bytes] = {}
     for text, token_id in data.items():
-        if not isinstance(token_id, int) or token_id < 0:
-            raise ValueError(f"{path}: token {text!r} has id {token_id!r}, not a non-negative integer")
+        if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID:
+            raise ValueError(
+                f"{path}: token {text!r} has id {json.dumps(token_id)[:60]}; ids must be integers from 0 to {MAX_TOKEN_ID} (2**31-1)"
+            )
         if token_id in vocab:
             raise ValueError(f"{path}: id {token_id} is given to two tokens")
         if text in literal and not all(c in unicode_to_byte() for c in text):
@@ -74,19 +77,28 @@ def read_vocab(path: str | os.PathLike, literal_tokens: Iterable[str] = ()) -> d
     return vocab
 
 
+def read_utf8(path: str | os.PathLike) -> str:
+    """The text of a file; ValueError naming the file and the first bad byte if it is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 (byte offset {error.start}: {error.reason})") from None
+
+
 def read_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
     """``merges.txt``: one ``left right`` pair per line, an optional ``#version`` first line."""
     merges: list[tuple[bytes, bytes]] = []
-    with open(path, encoding="utf-8") as file:
-        for line_number, line in enumerate(file, start=1):
-            line = line.rstrip("\r\n")
-            if (line_number == 1 and line.startswith("#version")) or not line.strip():
-                continue
-            fields = line.split(" ")
-            if len(fields) != 2 or not all(fields):
-                raise ValueError(f"{path}, line {line_number}: expected two tokens separated by one space, got {line!r}")
-            where = f"{path}, line {line_number}: "
-            merges.append((text_to_token(fields[0], where=where), text_to_token(fields[1], where=where)))
+    for line_number, line in enumerate(read_utf8(path).split("\n"), start=1):
+        line = line.rstrip("\r\n")
+        if (line_number == 1 and line.startswith("#version")) or not line.strip():
+            continue
+        fields = line.split(" ")
+        if len(fields) != 2 or not all(fields):
+            raise ValueError(f"{path}, line {line_number}: expected two tokens separated by one space, got {line!r}")
+        where = f"{path}, line {line_number}: "
+        merges.append((text_to_token(fields[0], where=where), text_to_token(fields[1], where=where)))
     return merges
 
 
@@ -109,7 +121,8 @@ def read(vocab_path: str | os.PathLike, merges_path: str | os.PathLike, special_
         merges = read_merges(merges_path)
     except ValueError as error:
         raise FormatError(str(error)) from None
-    return Imported(build_model(merges_path, vocab, merges, special_tokens), "gpt2", resolved(vocab_path, merges_path))
+    model = build_model(f"{vocab_path} + {merges_path}", vocab, merges, special_tokens)
+    return Imported(model, "gpt2", resolved(vocab_path, merges_path), unreached_tokens_notes(model, merges_path))
 
 
 def write(model: BPEModel, output: Path) -> list[str]:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
-from ..model import BPEModel
+from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
-from .registry import Format, Imported, build_model, register, resolved
+from .registry import Format, Imported, build_model, register, resolved, unreached_tokens_notes
 
 
 # A bounded quantifier followed by "+": possessive in Python's `regex`, but in Oniguruma (the
@@ -51,12 +51,36 @@ class HFTokenizer:
     pattern: str
 
 
-def _pattern_of(path, pre_tokenizer: dict[str, Any] | None) -> str:
+def _describe(value: Any) -> str:
+    """A JSON value as a message shows it: its JSON type and a short JSON rendering."""
+    kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): ""}.get(type(value), "a number")
+    shown = json.dumps(value, ensure_ascii=False)
+    shown = shown[:60] + "..." if len(shown) > 60 else shown
+    return f"{kind} {shown}".strip()
+
+
+def _object(path, value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise FormatError(f"{path}: {what} must be a JSON object, not {_describe(value)}")
+    return value
+
+
+def _token_id(path, value: Any, what: str) -> int:
+    """An id as the file gives it: a JSON integer (not a boolean, not a float) in range."""
+    if type(value) is not int:
+        raise FormatError(f"{path}: {what} has id {json.dumps(value)[:60]}, not an integer")
+    if not 0 <= value <= MAX_TOKEN_ID:
+        raise FormatError(f"{path}: {what} has id {value}; ids must be integers from 0 to {MAX_TOKEN_ID} (2**31-1)")
+    return value
+
+
+def _pattern_of(path, pre_tokenizer: Any) -> str:
     def refuse(what: str) -> FormatError:
         return FormatError(f"{path}: unsupported pre-tokenizer: {what}")
 
     if not pre_tokenizer:
         raise refuse("none (bpestore needs byte-level pre-tokenization)")
+    pre_tokenizer = _object(path, pre_tokenizer, "pre_tokenizer")
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel":
         if pre_tokenizer.get("add_prefix_space"):
@@ -66,10 +90,13 @@ def _pattern_of(path, pre_tokenizer: dict[str, Any] | None) -> str:
         return GPT2_PATTERN
     if kind == "Sequence":
         steps = pre_tokenizer.get("pretokenizers") or []
+        if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+            raise FormatError(f"{path}: pre_tokenizer's pretokenizers must be an array of objects, not {_describe(steps)}")
         if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel":
             split, byte_level = steps
-            regex = (split.get("pattern") or {}).get("Regex")
-            if regex is None:
+            regex = split.get("pattern")
+            regex = regex.get("Regex") if isinstance(regex, dict) else None
+            if not isinstance(regex, str):
                 raise refuse("Split by a plain string (only Split by a Regex is supported)")
             if split.get("behavior") != "Isolated" or split.get("invert"):
                 raise refuse(f"Split with behavior {split.get('behavior')!r}, invert={split.get('invert')!r}")
@@ -96,38 +123,68 @@ def _check_model(path, model: dict[str, Any]) -> None:
         raise FormatError(f"{path}: unsupported BPE options: {', '.join(unsupported)}")
 
 
+def _added_tokens(path, added: Any) -> list[tuple[str, int]]:
+    """``added_tokens`` as (content, id) pairs in id order; FormatError for anything malformed."""
+    if added is None:
+        return []
+    if not isinstance(added, list):
+        raise FormatError(f"{path}: added_tokens must be an array, not {_describe(added)}")
+    tokens = []
+    for index, token in enumerate(added):
+        token = _object(path, token, f"added token {index}")
+        content = token.get("content")
+        if not isinstance(content, str) or not content:
+            raise FormatError(f"{path}: added token {index} has content {_describe(content)}, not a non-empty string")
+        token_id = _token_id(path, token.get("id"), f"added token {content!r}")
+        options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
+        if options:
+            raise FormatError(f"{path}: added token {content!r} uses {', '.join(options)}, which is unsupported")
+        tokens.append((content, token_id))
+    return sorted(tokens, key=lambda token: token[1])
+
+
 def read_tokenizer_json(path: str | os.PathLike) -> HFTokenizer:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise FormatError(f"{path}: not a tokenizer.json ({error})") from None
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise FormatError(f"{path}: not UTF-8 (invalid byte at offset {error.start}: {error.reason})") from None
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise FormatError(f"{path}: not a tokenizer.json ({error if isinstance(error, json.JSONDecodeError) else 'nested too deeply'})") from None
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise FormatError(f"{path}: not a tokenizer.json (no 'model' object)")
     model = data["model"]
     _check_model(path, model)
-    if data.get("normalizer"):
-        raise FormatError(f"{path}: unsupported normalizer {data['normalizer'].get('type')!r} (it changes the text)")
+    normalizer = data.get("normalizer")
+    if normalizer:
+        kind = normalizer.get("type") if isinstance(normalizer, dict) else normalizer
+        raise FormatError(f"{path}: unsupported normalizer {kind!r} (it changes the text)")
     pattern = _pattern_of(path, data.get("pre_tokenizer"))
-    added = sorted(data.get("added_tokens") or [], key=lambda token: token["id"])
-    for token in added:
-        options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
-        if options:
-            raise FormatError(f"{path}: added token {token['content']!r} uses {', '.join(options)}, which is unsupported")
-    added_text = {token["content"]: token["id"] for token in added}
+    added = _added_tokens(path, data.get("added_tokens"))
+    added_text = dict(added)
+    if len(added_text) != len(added):
+        repeated = next(content for content, _ in added if sum(1 for other, _ in added if other == content) > 1)
+        raise FormatError(f"{path}: added token {repeated!r} is listed twice")
     alphabet = unicode_to_byte()
     vocab: dict[int, bytes] = {}
-    for text, token_id in model.get("vocab", {}).items():
+    model_vocab = _object(path, model.get("vocab", {}), "model.vocab")
+    for text, token_id in model_vocab.items():
+        token_id = _token_id(path, token_id, f"vocab entry {text!r}")
         if text in added_text:
-            vocab[token_id] = text.encode("utf-8")
+            token = text.encode("utf-8")
         elif all(c in alphabet for c in text):
-            vocab[token_id] = bytes(alphabet[c] for c in text)
+            token = bytes(alphabet[c] for c in text)
         else:
             raise FormatError(f"{path}: vocab entry {text!r} is not byte-level (characters outside GPT-2's byte alphabet)")
+        if vocab.setdefault(token_id, token) != token:  # two spellings of one token are fine
+            raise FormatError(f"{path}: vocab gives id {token_id} to two tokens ({token_to_text(vocab[token_id])!r} and {text!r})")
     for text, token_id in added_text.items():
         if vocab.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8"):
             raise FormatError(f"{path}: added token {text!r} has id {token_id}, which the vocab gives to another token")
     merges = []
-    for rank, merge in enumerate(model.get("merges", [])):
+    model_merges = model.get("merges", [])
+    if not isinstance(model_merges, list):
+        raise FormatError(f"{path}: model.merges must be an array, not {_describe(model_merges)}")
+    for rank, merge in enumerate(model_merges):
         parts = merge.split(" ") if isinstance(merge, str) else merge
         if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
             raise FormatError(f"{path}: merge {rank} is {merge!r}, expected 'a b' or ['a', 'b']")
@@ -147,11 +204,19 @@ def tokenizer_json(
     whole_token_lookup: bool = False,
 ) -> dict[str, Any]:
     """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with."""
-    special_id_set = set(special_ids.values())
+    # A special token is written as its text (as GPT-2's vocab has "<|endoftext|>"), unless it is
+    # also an ordinary token that merges use or a single byte: then the model needs it in the byte
+    # alphabet ("Ġ", not " "), and the added token (same id) carries the text.
+    merge_tokens = {part for left, right in merges for part in (left, right, left + right)}
+    raw_ids = {token_id for token_id in special_ids.values() if len(vocab[token_id]) > 1 and vocab[token_id] not in merge_tokens}
     model_vocab = {
-        (token.decode("utf-8") if token_id in special_id_set else token_to_text(token)): token_id
+        (token.decode("utf-8") if token_id in raw_ids else token_to_text(token)): token_id
         for token_id, token in sorted(vocab.items())
     }
+    # Hugging Face gives an added token the model's id for its text, or else a new id: so the text
+    # of a special token written in the byte alphabet is a second key for the same id.
+    for text, token_id in special_ids.items():
+        model_vocab.setdefault(text, token_id)
     if pattern == GPT2_PATTERN:
         pre_tokenizer = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:
@@ -199,7 +264,7 @@ def read(path: str | os.PathLike) -> Imported:
     """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens."""
     document = read_tokenizer_json(path)
     model = build_model(path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern)
-    return Imported(model, "hf", resolved(path))
+    return Imported(model, "hf", resolved(path), unreached_tokens_notes(model, path))
 
 
 def write(model: BPEModel, output: Path) -> list[str]:

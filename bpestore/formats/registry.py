@@ -88,6 +88,22 @@ def build_model(
         raise FormatError(f"{path}: {error}") from None
 
 
+def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike) -> list[str]:
+    """A note if some multi-byte tokens of a pair-rule model are made by no merge (an empty or
+    truncated merges list): encoding can never produce them."""
+    if model.merge_rule != "pair":
+        return []
+    made = {left + right for left, right in model.merges}
+    specials = set(model.special_ids.values())
+    unreached = sum(1 for token_id, token in model.vocab.items() if len(token) > 1 and token not in made and token_id not in specials)
+    if not unreached:
+        return []
+    return [
+        f"warning: {unreached} of the vocab's {model.vocab_size} tokens are made by no merge in {merges_path} "
+        f"({len(model.merges)} merges; is it empty or truncated?): encoding never produces them"
+    ]
+
+
 def resolved(*paths: str | os.PathLike) -> list[str]:
     """The paths as absolute strings, as an import records them."""
     return [str(Path(path).resolve()) for path in paths]

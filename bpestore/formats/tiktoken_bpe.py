@@ -18,7 +18,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from ..errors import FormatError
-from ..model import BPEModel
+from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from ..progress import progress_bar
 from .registry import Format, Imported, build_model, register, resolved
@@ -68,11 +68,17 @@ def read_ranks(path: str | os.PathLike) -> dict[bytes, int]:
             raise FormatError(f"{path}, line {line_number}: expected 'base64-token rank', got {line[:80]!r}")
         try:
             token = base64.b64decode(fields[0], validate=True)
-            rank = int(fields[1])
-        except (binascii.Error, ValueError):
+        except binascii.Error:
             raise FormatError(f"{path}, line {line_number}: expected 'base64-token rank', got {line[:80]!r}") from None
-        if rank < 0:
-            raise FormatError(f"{path}, line {line_number}: negative rank {rank}")
+        if fields[1].startswith(b"-") and fields[1][1:].isdigit():
+            raise FormatError(f"{path}, line {line_number}: negative rank {int(fields[1])}")
+        if not fields[1].isdigit():  # ASCII digits only: no sign, no "_", no other scripts' digits
+            raise FormatError(f"{path}, line {line_number}: expected 'base64-token rank', got {line[:80]!r}")
+        rank = int(fields[1])
+        if rank > MAX_TOKEN_ID:
+            raise FormatError(f"{path}, line {line_number}: rank {rank} is too large; ranks must be integers from 0 to {MAX_TOKEN_ID} (2**31-1)")
+        if not token:
+            raise FormatError(f"{path}, line {line_number}: an empty token")
         if token in ranks:
             raise FormatError(f"{path}, line {line_number}: token {token!r} appears twice")
         if rank in seen_ranks:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
 from .._engine import PretokenCounts
 from .._engine import count_file as engine_count_file
 from .._engine import learn_merges as engine_learn_merges
+from ..errors import EmptyCorpusError
 from ..model import BPEModel
 from ..model import check_special_tokens as _check_special_tokens
 from ..pretokenize.corpus import check_corpus_path
@@ -30,8 +32,21 @@ Mapping.register(PretokenCounts)
 
 
 def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
-    """The special tokens as a list; ValueError for duplicates, empty strings or non-strings."""
-    return _check_special_tokens(special_tokens, repeats="refuse")
+    """The special tokens as a list; ValueError for duplicates, empty strings, non-strings and
+    single-byte tokens (the 256 byte tokens already hold those bytes: the vocab would have the
+    same token twice), TypeError for one string instead of a list. Checked before any work."""
+    tokens = _check_special_tokens(special_tokens, repeats="refuse")
+    for token in tokens:
+        if len(token.encode("utf-8")) == 1:
+            raise ValueError(
+                f"special token {token!r} is a single byte, which already has a token of its own among the 256 byte tokens; "
+                "use a longer string (such as '<|endoftext|>')"
+            )
+    return tokens
+
+
+class VocabSizeNotReachedWarning(UserWarning):
+    """Training ran out of pairs to merge before the vocabulary reached the size asked for."""
 
 
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
@@ -97,6 +112,13 @@ def learn_merges(
         if len(merges) < max_merges:  # no pair left: say so rather than leave the bar unfinished
             bar.total = bar.n
             bar.set_postfix_str("no pairs left")
+    if len(merges) < max_merges:
+        warnings.warn(
+            f"training stopped after {len(merges)} of the {max_merges} merges asked for: no pair of tokens is left "
+            f"in the corpus, so the vocabulary is {max_merges - len(merges)} tokens smaller than asked for",
+            VocabSizeNotReachedWarning,
+            stacklevel=2,
+        )
     if done_at is not None:
         done_at.clear()
         ends = iter(checkpoints)
@@ -154,6 +176,25 @@ def count_corpus(
         return engine_count_file(path, pattern, list(special_tokens), workers, bar.update)
 
 
+def check_not_empty(counts: Mapping[bytes, int], corpus: str) -> None:
+    """EmptyCorpusError unless ``counts`` (of ``corpus``, named in the message) hold a pre-token:
+    an empty corpus, or one of special tokens only, has nothing to train on (training would give
+    the 256 byte tokens alone)."""
+    if len(counts) == 0:
+        raise EmptyCorpusError(f"{corpus}: the corpus is empty or holds only special tokens; there is nothing to train on")
+
+
+def describe_corpus(corpus: object) -> str:
+    """How a message names a corpus given to :func:`train_bpe`."""
+    if isinstance(corpus, (str, os.PathLike)):
+        return str(corpus)
+    if isinstance(corpus, sources.CorpusFiles):
+        return corpus.describe()
+    if isinstance(corpus, (list, tuple)) and all(isinstance(item, (str, os.PathLike)) for item in corpus):
+        return ", ".join(map(str, corpus))
+    return "the corpus given"
+
+
 def count_any(
     corpus: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str],
     special_tokens: Sequence[str] = (),
@@ -203,7 +244,14 @@ def train_bpe(
     Raises:
         FileNotFoundError: ``input_path`` is missing or not a file.
         CorpusDecodeError: (a ValueError) the file is not UTF-8; the message names the byte offset.
-        ValueError: ``vocab_size`` is too small or the special tokens repeat.
+        EmptyCorpusError: (a ValueError) the file is empty or holds only special tokens.
+        ValueError: ``vocab_size`` is too small, or the special tokens repeat, are empty or are
+            single bytes (all checked before any work).
+        TypeError: ``special_tokens`` is one string rather than a list of them.
+
+    Warns:
+        VocabSizeNotReachedWarning: no pair of tokens was left before ``vocab_size`` was reached
+            (the vocab returned is smaller).
     """
     model = train_model(input_path, vocab_size, special_tokens, workers=workers, progress=progress)
     return model.vocab, model.merges
@@ -222,5 +270,6 @@ def train_model(
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
     counts = count_any(input_path, special_tokens, workers=workers, progress=progress)
+    check_not_empty(counts, describe_corpus(input_path))
     vocab, merges = train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
     return BPEModel(vocab, merges, special_tokens)

@@ -57,6 +57,15 @@ pub const O200K_PATTERN: &str = concat!(
 /// only guards arbitrary imported patterns against catastrophic backtracking.
 const BACKTRACK_LIMIT: usize = 100_000_000;
 
+/// The backtracking budget of one match on a probe text (see [`probe_backtracking`]): far above
+/// what a polynomial pattern needs on [`PROBE_RUN`] characters (a cubic one takes ~3 * 10^4 steps),
+/// far below what an exponential one does (2^32 steps, or 2 * 10^6 for a Fibonacci-like one such as
+/// `(?:a|aa)+`); a probe that hits it costs ~0.1 s.
+const PROBE_BACKTRACK_LIMIT: usize = 1_000_000;
+
+/// How many times a probe text repeats its character.
+const PROBE_RUN: usize = 32;
+
 /// A pattern that cannot be used as a pre-tokenizer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PretokenizeError {
@@ -67,6 +76,23 @@ pub enum PretokenizeError {
         /// The regex engine's explanation.
         message: String,
     },
+    /// The pattern has capture groups. Tools disagree on what a match of such a pattern is
+    /// (tiktoken, Hugging Face and `re.finditer` take the whole match; `regex.findall` takes the
+    /// groups and drops the rest of the text), so it is refused rather than guessed at.
+    CaptureGroups {
+        /// The pattern as given.
+        pattern: String,
+        /// How many capture groups it has.
+        groups: usize,
+    },
+    /// The pattern backtracks catastrophically (exponentially in the text's length): found by
+    /// [`probe_backtracking`] on a short probe text, or when encoding hit the backtracking limit.
+    Backtracking {
+        /// The pattern as given.
+        pattern: String,
+        /// The text (probe) it failed on, or a description of it.
+        text: String,
+    },
 }
 
 impl fmt::Display for PretokenizeError {
@@ -75,6 +101,17 @@ impl fmt::Display for PretokenizeError {
             PretokenizeError::InvalidPattern { pattern, message } => {
                 write!(f, "invalid pre-tokenizer pattern {pattern:?}: {message}")
             }
+            PretokenizeError::CaptureGroups { pattern, groups } => write!(
+                f,
+                "pre-tokenizer pattern {pattern:?} has {groups} capture group{}; write each \
+                 group as a non-capturing (?:...) group (a pre-token is the whole match)",
+                if *groups == 1 { "" } else { "s" }
+            ),
+            PretokenizeError::Backtracking { pattern, text } => write!(
+                f,
+                "pre-tokenizer pattern {pattern:?} backtracks catastrophically (it gave up on \
+                 {text}); rewrite it without nested or overlapping repetitions"
+            ),
         }
     }
 }
@@ -114,29 +151,50 @@ impl Pretokenizer {
     /// A pre-tokenizer for `pattern` (a regex in the syntax of Python's `regex` module, as far as
     /// fancy_regex shares it: possessive quantifiers, look-around, `\p{..}` classes).
     pub fn new(pattern: &str) -> Result<Pretokenizer, PretokenizeError> {
-        Pretokenizer::build(pattern, true)
+        Pretokenizer::build(pattern, true, BACKTRACK_LIMIT)
     }
 
     /// A pre-tokenizer for `pattern` that always runs the regex engine, even for the three
     /// known patterns (for differential tests and benchmarks of the scanners).
     pub fn with_regex_engine(pattern: &str) -> Result<Pretokenizer, PretokenizeError> {
-        Pretokenizer::build(pattern, false)
+        Pretokenizer::build(pattern, false, BACKTRACK_LIMIT)
     }
 
-    fn build(pattern: &str, scanner: bool) -> Result<Pretokenizer, PretokenizeError> {
-        let regex = fancy_regex::RegexBuilder::new(pattern)
-            .backtrack_limit(BACKTRACK_LIMIT)
-            .build()
-            .map_err(|error| PretokenizeError::InvalidPattern {
+    /// A pre-tokenizer whose matches give up after `limit` backtracking steps (tests reach the
+    /// limit without spending 10^8 steps).
+    #[cfg(test)]
+    fn with_backtrack_limit(pattern: &str, limit: usize) -> Result<Pretokenizer, PretokenizeError> {
+        Pretokenizer::build(pattern, true, limit)
+    }
+
+    fn build(pattern: &str, scanner: bool, limit: usize) -> Result<Pretokenizer, PretokenizeError> {
+        let compile = |limit: usize| {
+            fancy_regex::RegexBuilder::new(pattern)
+                .backtrack_limit(limit)
+                .build()
+                .map_err(|error| PretokenizeError::InvalidPattern {
+                    pattern: pattern.to_string(),
+                    message: error.to_string(),
+                })
+        };
+        let regex = compile(limit)?;
+        // captures_len counts the whole match as group 0.
+        let groups = regex.captures_len().saturating_sub(1);
+        if groups > 0 {
+            return Err(PretokenizeError::CaptureGroups {
                 pattern: pattern.to_string(),
-                message: error.to_string(),
-            })?;
+                groups,
+            });
+        }
         let known = match pattern {
             GPT2_PATTERN => Some(Known::Gpt2),
             CL100K_PATTERN => Some(Known::Cl100k),
             O200K_PATTERN => Some(Known::O200k),
             _ => None,
         };
+        if known.is_none() {
+            probe_backtracking(pattern, &compile(PROBE_BACKTRACK_LIMIT)?)?;
+        }
         Ok(Pretokenizer {
             inner: Arc::new(Inner {
                 pattern: pattern.to_string(),
@@ -169,27 +227,44 @@ impl Pretokenizer {
     ///
     /// # Panics
     /// If an arbitrary (not one of the three known) pattern backtracks catastrophically, past a
-    /// limit of 10^8 steps for one match.
-    pub fn for_each_piece<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) {
+    /// limit of 10^8 steps for one match, on a text that the probes at construction did not
+    /// foresee. [`Pretokenizer::try_for_each_piece`] returns that as an error instead.
+    pub fn for_each_piece<'t>(&self, text: &'t str, f: impl FnMut(&'t str)) {
+        if let Err(error) = self.try_for_each_piece(text, f) {
+            panic!("{error}");
+        }
+    }
+
+    /// [`Pretokenizer::for_each_piece`], with catastrophic backtracking as an error
+    /// ([`PretokenizeError::Backtracking`]) rather than a panic; the pieces before the failing
+    /// match have been given to `f` by then.
+    pub fn try_for_each_piece<'t>(
+        &self,
+        text: &'t str,
+        mut f: impl FnMut(&'t str),
+    ) -> Result<(), PretokenizeError> {
         if self.inner.scanner {
             match self.inner.known {
-                Some(Known::Gpt2) => return scan::gpt2(text, f),
-                Some(Known::Cl100k) => return scan::cl100k(text, f),
-                Some(Known::O200k) => return scan::o200k(text, f),
-                None => {}
+                Some(Known::Gpt2) => scan::gpt2(text, f),
+                Some(Known::Cl100k) => scan::cl100k(text, f),
+                Some(Known::O200k) => scan::o200k(text, f),
+                None => unreachable!("a scanner runs only for a known pattern"),
             }
+            return Ok(());
         }
         for found in self.inner.regex.find_iter(text) {
             match found {
                 Ok(piece) if !piece.as_str().is_empty() => f(piece.as_str()),
                 Ok(_) => {}
-                Err(error) => panic!(
-                    "pre-tokenizer pattern {:?} failed on a text of {} bytes: {error}",
-                    self.inner.pattern,
-                    text.len()
-                ),
+                Err(_) => {
+                    return Err(PretokenizeError::Backtracking {
+                        pattern: self.inner.pattern.clone(),
+                        text: format!("a text of {} bytes", text.len()),
+                    })
+                }
             }
         }
+        Ok(())
     }
 
     /// The pre-tokens of `text`, left to right.
@@ -198,6 +273,42 @@ impl Pretokenizer {
         self.for_each_piece(text, |piece| pieces.push(piece));
         pieces
     }
+}
+
+/// Runs `regex` (compiled with a small backtracking limit) over short probe texts and refuses
+/// the pattern if any match gives up: a cheap screen, at construction, for patterns whose
+/// backtracking grows exponentially with the text (`(?:a|a)+(?=$)`), which would otherwise make
+/// encoding take minutes per match and then fail.
+///
+/// The probes are runs of one character (letters, digits, whitespace, punctuation, and each
+/// character the pattern itself names), each followed by a different character: catastrophic
+/// patterns backtrack over such runs when the end of the run does not let them finish. A screen,
+/// not a proof: [`Pretokenizer::try_for_each_piece`] still reports a limit hit while encoding.
+/// Patterns without look-around or possessive parts run on a linear-time engine and pass.
+fn probe_backtracking(pattern: &str, regex: &fancy_regex::Regex) -> Result<(), PretokenizeError> {
+    const CHARACTERS: &str = "aA0 \n\t'.,-_é中";
+    const ENDINGS: [&str; 7] = ["", "!", " ", "\n", "a", "0", "\u{1}"];
+    let mut characters: Vec<char> = CHARACTERS.chars().collect();
+    for c in pattern.chars() {
+        if !characters.contains(&c) && characters.len() < 96 {
+            characters.push(c);
+        }
+    }
+    let mut probe = String::new();
+    for &c in &characters {
+        for ending in ENDINGS {
+            probe.clear();
+            probe.extend(std::iter::repeat_n(c, PROBE_RUN));
+            probe.push_str(ending);
+            if regex.find_iter(&probe).any(|found| found.is_err()) {
+                return Err(PretokenizeError::Backtracking {
+                    pattern: pattern.to_string(),
+                    text: format!("{probe:?}"),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -586,3 +586,69 @@ fn scanners_equal_the_regex() {
         assert_eq!(scanner.pieces(&text), regex.pieces(&text), "{pattern}");
     }
 }
+
+#[test]
+fn capture_groups_are_refused() {
+    // With groups, tools disagree on the pieces (`regex.findall` keeps only the groups), so the
+    // pattern is refused, naming the count; non-capturing groups and look-around are fine.
+    for (pattern, groups) in [(r"(\w+)|\s+", 1), (r"(a)(b)|.", 2), (r"(?P<word>\w+)|.", 1)] {
+        let error = Pretokenizer::new(pattern).unwrap_err();
+        assert_eq!(
+            error,
+            PretokenizeError::CaptureGroups {
+                pattern: pattern.to_string(),
+                groups
+            }
+        );
+        assert!(error.to_string().contains("(?:...)"), "{error}");
+    }
+    for pattern in [
+        r"(?:\w+)|\s+",
+        r"(?i:ab)|.",
+        r"\s+(?!\S)|\s+",
+        r"[(]\w+[)]|.",
+    ] {
+        assert!(Pretokenizer::new(pattern).is_ok(), "{pattern}");
+    }
+}
+
+#[test]
+fn catastrophic_backtracking_is_refused_at_construction() {
+    // Look-around forces the backtracking engine; nested alternatives make it exponential.
+    for pattern in [
+        r"(?:a|a)+(?=$)|.",
+        r"(?:\w|\w)+(?!\S)|.",
+        r"(?:x+x+)+(?=y)|\s|.",
+    ] {
+        match Pretokenizer::new(pattern) {
+            Err(PretokenizeError::Backtracking { pattern: p, .. }) => assert_eq!(p, pattern),
+            other => panic!("{pattern}: {other:?}"),
+        }
+    }
+    // Without look-around, fancy_regex hands the pattern to a linear-time engine: no limit hit,
+    // and the pieces are those of the whole matches.
+    let pretokenizer = Pretokenizer::new(r"(?:a|a)+$|\s+|.").unwrap();
+    let text = format!("{}b", "a".repeat(40));
+    assert_eq!(pretokenizer.pieces(&text).len(), 41);
+    // Polynomial look-around patterns (the common `\s+(?!\S)`) pass the probes.
+    assert!(Pretokenizer::new(r"\s+(?!\S)|\s+|\w+|.").is_ok());
+    assert!(Pretokenizer::new(r"(?:\w+\s?)+(?=\.)|.").is_err());
+    assert!(Pretokenizer::new(r"(?:a|aa)+(?=b)|.").is_err());
+}
+
+#[test]
+fn backtracking_limit_while_splitting_is_an_error() {
+    // A pattern exponential only on text the probes do not try: two alternating characters.
+    let pattern = r"(?:ab|a(?=b)b)+(?=$)|.";
+    assert!(Pretokenizer::new(pattern).is_ok());
+    let pretokenizer = Pretokenizer::with_backtrack_limit(pattern, 100_000).unwrap();
+    let text = format!("{}c", "ab".repeat(30));
+    let error = pretokenizer.try_for_each_piece(&text, |_| {}).unwrap_err();
+    assert!(
+        matches!(error, PretokenizeError::Backtracking { pattern: ref p, .. } if p == pattern),
+        "{error}"
+    );
+    assert!(error.to_string().contains("backtracks catastrophically"));
+    // Short texts still split.
+    assert_eq!(pretokenizer.pieces("abab").len(), 1);
+}

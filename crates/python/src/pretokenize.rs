@@ -2,8 +2,8 @@
 //! included), the known patterns, and Python-style UTF-8 errors.
 
 use bpestore_pretokenize::{
-    check_utf8, last_safe_cut, next_safe_cut, Part, Pretokenizer, SpecialTokens, CL100K_PATTERN,
-    GPT2_PATTERN, O200K_PATTERN,
+    check_utf8, last_safe_cut, next_safe_cut, Part, PretokenizeError, Pretokenizer, SpecialTokens,
+    CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -17,8 +17,9 @@ pub struct PyPretokenizer {
 }
 
 impl PyPretokenizer {
-    /// The byte spans of the pieces of `text`, special tokens included.
-    fn spans(&self, text: &str) -> Vec<(usize, usize)> {
+    /// The byte spans of the pieces of `text`, special tokens included; an error if the pattern
+    /// backtracks catastrophically on it.
+    fn spans(&self, text: &str) -> Result<Vec<(usize, usize)>, PretokenizeError> {
         let mut spans = Vec::new();
         let base = text.as_ptr() as usize;
         let mut push = |piece: &str| {
@@ -27,11 +28,11 @@ impl PyPretokenizer {
         };
         for part in self.specials.split(text) {
             match part {
-                Part::Text(text) => self.pretokenizer.for_each_piece(text, &mut push),
+                Part::Text(text) => self.pretokenizer.try_for_each_piece(text, &mut push)?,
                 Part::Special { text, .. } => push(text),
             }
         }
-        spans
+        Ok(spans)
     }
 }
 
@@ -52,7 +53,7 @@ impl PyPretokenizer {
         } else {
             Pretokenizer::new(pattern)
         }
-        .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        .map_err(value_error)?;
         Ok(PyPretokenizer {
             pretokenizer,
             specials: SpecialTokens::new(&special_tokens),
@@ -84,26 +85,29 @@ impl PyPretokenizer {
     }
 
     /// How many pieces `pretokenize(text)` would give, without building them (for benchmarks).
-    fn piece_count(&self, py: Python<'_>, text: &str) -> usize {
+    fn piece_count(&self, py: Python<'_>, text: &str) -> PyResult<usize> {
         py.detach(|| {
             let mut count = 0;
             for part in self.specials.split(text) {
                 match part {
-                    Part::Text(text) => self.pretokenizer.for_each_piece(text, |_| count += 1),
+                    Part::Text(text) => {
+                        self.pretokenizer.try_for_each_piece(text, |_| count += 1)?
+                    }
                     Part::Special { .. } => count += 1,
                 }
             }
-            count
+            Ok(count)
         })
+        .map_err(value_error)
     }
 
     /// The pre-tokens of `text`, special tokens as pieces of their own.
-    fn pretokenize<'t>(&self, py: Python<'_>, text: &'t str) -> Vec<&'t str> {
-        let spans = py.detach(|| self.spans(text));
-        spans
+    fn pretokenize<'t>(&self, py: Python<'_>, text: &'t str) -> PyResult<Vec<&'t str>> {
+        let spans = py.detach(|| self.spans(text)).map_err(value_error)?;
+        Ok(spans
             .into_iter()
             .map(|(start, end)| &text[start..end])
-            .collect()
+            .collect())
     }
 
     /// The last index (in characters) at which `text`, the start of a longer stream, can be cut
@@ -118,6 +122,11 @@ impl PyPretokenizer {
     fn next_safe_cut(&self, py: Python<'_>, window: &[u8], start: usize) -> Option<usize> {
         py.detach(|| next_safe_cut(window, start, &self.pretokenizer, &self.specials))
     }
+}
+
+/// A pattern error as the ValueError Python code gets (bad patterns are bad arguments).
+fn value_error(error: PretokenizeError) -> PyErr {
+    PyValueError::new_err(error.to_string())
 }
 
 /// `(offset, reason)` of the first invalid UTF-8 in `data`, as Python's decoder names it; None if

@@ -1,0 +1,372 @@
+"""Bad input to the formats, to ``BPEModel`` and to pre-tokenizer patterns (issue 13, section 4).
+
+Each file here is a small valid tokenizer written by bpestore's own exporters, then spoiled in one
+way; the test names the way. Every refusal must be a FormatError (or, for a BPEModel built in
+Python, a ValueError) whose one-line message names the file and what is wrong; every acceptance
+must give a tokenizer that encodes like bpestore's reference. The random mutations are in
+test_formats_fuzz.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from bpestore import BPEModel, Store, Tokenizer, formats
+from bpestore.errors import FormatError
+from bpestore.formats.gpt2 import token_to_text
+from bpestore.pretokenize import GPT2_PATTERN
+from gpt2_tiktoken import ENDOFTEXT
+from reference import reference_encode
+
+BYTES = {i: bytes([i]) for i in range(256)}
+MERGES = [(b"a", b"b"), (b"ab", b"c"), (b" ", b"t"), (b"h", b"e"), (b" t", b"he")]
+TEXT = f"the abc  then{ENDOFTEXT} abcab\n"
+
+
+def small_model(pattern: str = GPT2_PATTERN) -> BPEModel:
+    vocab = dict(BYTES)
+    for left, right in MERGES:
+        vocab[len(vocab)] = left + right
+    return BPEModel(vocab, MERGES, [ENDOFTEXT], pattern=pattern)
+
+
+def assert_encodes_like_reference(model: BPEModel, text: str = TEXT) -> None:
+    tokenizer = Tokenizer.from_model(model)
+    expected = reference_encode(text, model.vocab, model.merges, model.special_tokens, model.pattern)
+    assert tokenizer.encode(text) == expected
+    assert tokenizer.decode(expected) == text
+
+
+# -- writing valid files, then spoiling them ------------------------------------------------------
+
+
+def _hf_json() -> dict:
+    from bpestore.formats.hf import tokenizer_json
+
+    model = small_model()
+    return tokenizer_json(model.vocab, model.merges, model.special_ids, model.pattern)
+
+
+def write_hf(tmp_path: Path, document: dict) -> Path:
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def read_hf(tmp_path: Path, document: dict):
+    return formats.read("hf", write_hf(tmp_path, document))
+
+
+def write_gpt2(tmp_path: Path, vocab: dict | bytes, merges: str | bytes) -> tuple[Path, Path]:
+    vocab_path, merges_path = tmp_path / "vocab.json", tmp_path / "merges.txt"
+    vocab_path.write_bytes(vocab if isinstance(vocab, bytes) else json.dumps(vocab, ensure_ascii=False).encode())
+    merges_path.write_bytes(merges if isinstance(merges, bytes) else merges.encode())
+    return vocab_path, merges_path
+
+
+def gpt2_vocab() -> dict[str, int]:
+    return {token_to_text(token) if token != ENDOFTEXT.encode() else ENDOFTEXT: token_id for token_id, token in small_model().vocab.items()}
+
+
+def gpt2_merges(merges=MERGES) -> str:
+    return "#version: 0.2\n" + "".join(f"{token_to_text(a)} {token_to_text(b)}\n" for a, b in merges)
+
+
+def tiktoken_lines(ranks: dict[bytes, int]) -> bytes:
+    return b"".join(base64.b64encode(token) + b" " + str(rank).encode() + b"\n" for token, rank in ranks.items())
+
+
+def tiktoken_ranks() -> dict[bytes, int]:
+    model = small_model()
+    return {token: token_id for token_id, token in model.vocab.items() if token_id not in model.special_ids.values()}
+
+
+def assert_refused(call, *names: str) -> str:
+    """``call()`` raises a FormatError whose one-line message has each of ``names``."""
+    with pytest.raises(FormatError) as error:
+        call()
+    message = str(error.value)
+    assert "\n" not in message
+    for name in names:
+        assert name in message, (name, message)
+    return message
+
+
+# -- ids out of range -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad_id", [2**31, 2**32, 2**32 + 5, 2**64, -1, -7])
+def test_ids_out_of_range_in_tokenizer_json(tmp_path, bad_id):
+    document = _hf_json()
+    document["model"]["vocab"][token_to_text(b" the")] = bad_id
+    path = write_hf(tmp_path, document)
+    assert_refused(lambda: formats.read("hf", path), str(path), str(bad_id), "Ġthe")
+
+
+@pytest.mark.parametrize("bad_id", [2**31, 2**40])
+def test_ids_out_of_range_in_added_tokens(tmp_path, bad_id):
+    document = _hf_json()
+    document["added_tokens"][0]["id"] = bad_id
+    document["model"]["vocab"][ENDOFTEXT] = bad_id
+    path = write_hf(tmp_path, document)
+    assert_refused(lambda: formats.read("hf", path), str(path), str(bad_id))
+
+
+@pytest.mark.parametrize("bad_id", [2**31, 2**33, -3])
+def test_ids_out_of_range_in_gpt2_vocab(tmp_path, bad_id):
+    paths = write_gpt2(tmp_path, gpt2_vocab() | {"abc": bad_id}, gpt2_merges())
+    assert_refused(lambda: formats.read("gpt2", *paths, special_tokens=[ENDOFTEXT]), str(paths[0]), str(bad_id))
+
+
+@pytest.mark.parametrize("bad_rank", [2**31, 2**70])
+def test_ranks_out_of_range_in_tiktoken_file(tmp_path, bad_rank):
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(tiktoken_lines(tiktoken_ranks() | {b"abc": bad_rank}))
+    assert_refused(lambda: formats.read("tiktoken", path, "gpt2"), str(path), str(bad_rank))
+
+
+def test_special_token_id_out_of_range_for_tiktoken(tmp_path):
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(tiktoken_lines(tiktoken_ranks()))
+    assert_refused(lambda: formats.read("tiktoken", path, "gpt2", {ENDOFTEXT: 2**31}), str(path), str(2**31))
+
+
+def test_bpemodel_refuses_ids_from_two_to_the_31():
+    with pytest.raises(ValueError, match=str(2**31)):
+        BPEModel(BYTES | {2**31: b"ab"}, [])
+    # The largest id allowed works, and a special token after it has no id left.
+    model = BPEModel(BYTES | {2**31 - 1: b"ab"}, [(b"a", b"b")])
+    assert Tokenizer.from_model(model).encode("ab") == [2**31 - 1]
+    with pytest.raises(ValueError, match="no id is left"):
+        BPEModel(BYTES | {2**31 - 1: b"ab"}, [(b"a", b"b")], [ENDOFTEXT])
+
+
+@pytest.mark.parametrize("big_id", [0x110000, 0x10FFFF + 12345, 2**31 - 1])
+def test_ids_beyond_unicode_round_trip_through_the_store(tmp_path, big_id):
+    # ids are numbers, not characters: ids past 0x10FFFF import, store, load, encode and decode.
+    vocab = gpt2_vocab()
+    vocab["abc"] = big_id
+    paths = write_gpt2(tmp_path, vocab, gpt2_merges())
+    imported = formats.read("gpt2", *paths, special_tokens=[ENDOFTEXT])
+    with Store(tmp_path / "store.db") as store:
+        ref = store.save("big", imported.model)
+        tokenizer = store.load(ref)
+    ids = tokenizer.encode("xabc abc")
+    assert big_id in ids and tokenizer.decode(ids) == "xabc abc"
+    assert ids == reference_encode("xabc abc", imported.model.vocab, imported.model.merges, [ENDOFTEXT])
+
+
+# -- malformed tokenizer.json ---------------------------------------------------------------------
+
+
+def _set(path: tuple, value):
+    def mutate(document):
+        target = document
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return mutate
+
+
+def _delete(path: tuple):
+    def mutate(document):
+        target = document
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+
+    return mutate
+
+
+MALFORMED_HF = {
+    "normalizer is a string": (_set(("normalizer",), "NFC"), "NFC"),
+    "normalizer is an object": (_set(("normalizer",), {"type": "NFKC"}), "NFKC"),
+    "vocab is null": (_set(("model", "vocab"), None), "vocab"),
+    "vocab is an array": (_set(("model", "vocab"), [["a", 1]]), "vocab"),
+    "merges is null": (_set(("model", "merges"), None), "merges"),
+    "merges is an object": (_set(("model", "merges"), {"a": "b"}), "merges"),
+    "added token id is null": (_set(("added_tokens", 0, "id"), None), "id"),
+    "added token id is missing": (_delete(("added_tokens", 0, "id")), "id"),
+    "added token id is a string": (_set(("added_tokens", 0, "id"), "261"), "id"),
+    "added token id is a float": (_set(("added_tokens", 0, "id"), 261.0), "id"),
+    "added token content is null": (_set(("added_tokens", 0, "content"), None), "content"),
+    "added token content is missing": (_delete(("added_tokens", 0, "content")), "content"),
+    "added token content is empty": (_set(("added_tokens", 0, "content"), ""), "content"),
+    "added token is a string": (_set(("added_tokens", 0), ENDOFTEXT), "added token 0"),
+    "added_tokens is an object": (_set(("added_tokens",), {"id": 1}), "added_tokens"),
+    "vocab id is a boolean": (_set(("model", "vocab", "a"), True), "true"),
+    "vocab id is a float": (_set(("model", "vocab", "a"), 97.0), "97.0"),
+    "vocab id is negative": (_set(("model", "vocab", "Ġt"), -7), "-7"),
+    "pre_tokenizer is a string": (_set(("pre_tokenizer",), "ByteLevel"), "pre_tokenizer"),
+    "Split pattern is a string": (
+        _set(("pre_tokenizer",), {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": "x"}, {"type": "ByteLevel"}]}),
+        "Split",
+    ),
+    "pretokenizers holds null": (_set(("pre_tokenizer",), {"type": "Sequence", "pretokenizers": [None]}), "pretokenizers"),
+    "model is an array": (_set(("model",), []), "model"),
+    "two tokens share an id": (_set(("model", "vocab", "Ġt"), 97), "97"),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED_HF, ids=list(MALFORMED_HF))
+def test_malformed_tokenizer_json(tmp_path, case):
+    mutate, named = MALFORMED_HF[case]
+    document = _hf_json()
+    mutate(document)
+    path = write_hf(tmp_path, document)
+    assert_refused(lambda: formats.read("hf", path), str(path), named)
+
+
+def test_negative_id_does_not_decode_as_another_token(tmp_path):
+    # Once accepted, "Ġt": -7 decoded as the token at -7 from the end (<|endoftext|>).
+    document = _hf_json()
+    document["model"]["vocab"]["Ġt"] = -7
+    assert_refused(lambda: read_hf(tmp_path, document), "-7")
+
+
+# -- merges ---------------------------------------------------------------------------------------
+
+
+def test_duplicate_merges_are_refused(tmp_path):
+    # GPT-2's encoder.py and Hugging Face (tokenizers 0.23) silently rank a repeated merge by its
+    # last place; bpestore ranked it by its first. Neither is what the file's author meant: refused.
+    repeated = MERGES[:3] + [MERGES[0]] + MERGES[3:]
+    paths = write_gpt2(tmp_path, gpt2_vocab(), gpt2_merges(repeated))
+    assert_refused(lambda: formats.read("gpt2", *paths, special_tokens=[ENDOFTEXT]), str(paths[1]), "merge 3", "merge 0")
+    document = _hf_json()
+    document["model"]["merges"].append(document["model"]["merges"][1])
+    assert_refused(lambda: read_hf(tmp_path, document), "merge 5", "merge 1")
+    with pytest.raises(ValueError, match="repeats merge 0"):
+        BPEModel(small_model().vocab, repeated)
+
+
+@pytest.mark.parametrize("kept", [0, 2])
+def test_empty_or_truncated_merges_say_how_many_tokens_no_merge_reaches(tmp_path, kept):
+    paths = write_gpt2(tmp_path, gpt2_vocab(), gpt2_merges(MERGES[:kept]) if kept else "")
+    imported = formats.read("gpt2", *paths, special_tokens=[ENDOFTEXT])
+    unreached = len(MERGES) - kept
+    assert [note for note in imported.notes if f"{unreached} of the vocab's" in note and str(paths[1]) in note]
+    assert_encodes_like_reference(imported.model)
+    complete = formats.read("gpt2", *write_gpt2(tmp_path, gpt2_vocab(), gpt2_merges()), special_tokens=[ENDOFTEXT])
+    assert complete.notes == []
+
+
+def test_cli_import_of_truncated_merges_warns(tmp_path):
+    from click.testing import CliRunner
+
+    from bpestore.cli import main
+
+    paths = write_gpt2(tmp_path, gpt2_vocab(), gpt2_merges(MERGES[:1]))
+    args = ["import", "gpt2", *map(str, paths), "--name", "cut", "--special-token", ENDOFTEXT, "--db", str(tmp_path / "s.db")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0
+    assert f"{len(MERGES) - 1} of the vocab's" in result.output
+
+
+# -- text encodings ---------------------------------------------------------------------------------
+
+
+def test_invalid_utf8_in_gpt2_files_names_the_file(tmp_path):
+    vocab_bytes = json.dumps(gpt2_vocab(), ensure_ascii=False).encode()
+    spoiled = vocab_bytes[:100] + b"\xff" + vocab_bytes[100:]
+    paths = write_gpt2(tmp_path, spoiled, gpt2_merges())
+    assert_refused(lambda: formats.read("gpt2", *paths, special_tokens=[ENDOFTEXT]), str(paths[0]), "not UTF-8", "offset 100")
+    merges_bytes = gpt2_merges().encode()
+    paths = write_gpt2(tmp_path, gpt2_vocab(), merges_bytes + b"\xc3\n")
+    assert_refused(lambda: formats.read("gpt2", *paths, special_tokens=[ENDOFTEXT]), str(paths[1]), "not UTF-8", f"line {len(MERGES) + 2}")
+
+
+def test_invalid_utf8_in_tokenizer_json_names_the_file(tmp_path):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(json.dumps(_hf_json()).encode()[:50] + b"\xe2\x82")
+    assert_refused(lambda: formats.read("hf", path), str(path), "UTF-8")
+
+
+# -- special tokens that are already tokens -----------------------------------------------------------
+
+
+def test_special_token_that_is_already_a_token_takes_its_id(tmp_path):
+    # Decided: one token, one id. Hugging Face agrees for "!" and "ab" (its vocab spells them the
+    # same way) and adds new ids for " " and "\n" (spelled "Ġ", "Ċ" there); bpestore reuses them too.
+    vocab = small_model().vocab
+    model = BPEModel(vocab, MERGES, ["!", " ", "\n", "ab"])
+    ab_id = next(token_id for token_id, token in vocab.items() if token == b"ab")
+    assert model.special_ids == {"!": 33, " ": 32, "\n": 10, "ab": ab_id}
+    assert model.vocab == vocab  # no id added
+    text = "x!y abc\nab"
+    assert_encodes_like_reference(model, text)
+    tokenizers = pytest.importorskip("tokenizers")
+    formats.export(model, "hf", tmp_path / "t.json")
+    loaded = tokenizers.Tokenizer.from_file(str(tmp_path / "t.json"))
+    assert loaded.encode(text).ids == Tokenizer.from_model(model).encode(text)
+    assert loaded.decode(loaded.encode(text).ids, skip_special_tokens=False) == text
+    again = formats.read("hf", tmp_path / "t.json").model
+    assert (again.vocab, again.merges, again.special_ids) == (model.vocab, model.merges, model.special_ids)
+
+
+# -- patterns -----------------------------------------------------------------------------------------
+
+CAPTURING = [r"(\w+)|\s+|.", r"(?:a)(b)|\s|.", r"(?P<w>\p{L}+)| ?\p{N}+|\s+|."]
+CATASTROPHIC = [r"(?:a|a)+(?=$)|\s+|.", r"(?:\w+\s?)+(?=\.)|\s+|.", r"(?:a|aa)+(?=b)|."]
+
+
+@pytest.mark.parametrize("pattern", CAPTURING)
+def test_capture_groups_are_refused_everywhere(tmp_path, pattern):
+    # Decided: refused, at construction and at import. (With groups, regex.findall keeps only the
+    # groups: one group silently dropped text; tiktoken and tokenizers take whole matches.)
+    with pytest.raises(ValueError, match="capture group.*\\(\\?:\\.\\.\\.\\)"):
+        small_model(pattern)
+    with pytest.raises(ValueError, match="capture group"):
+        Tokenizer(small_model().vocab, MERGES, [ENDOFTEXT], pattern=pattern)
+    document = _hf_json()
+    document["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        ],
+    }
+    assert_refused(lambda: read_hf(tmp_path, document), "capture group")
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(tiktoken_lines(tiktoken_ranks()))
+    assert_refused(lambda: formats.read("tiktoken", path, pattern), "capture group")
+
+
+def test_the_same_patterns_without_groups_work():
+    for pattern in CAPTURING:
+        plain = pattern.replace("(?P<w>", "(?:").replace("(\\w", "(?:\\w").replace("(b)", "(?:b)")
+        assert_encodes_like_reference(small_model(plain))
+
+
+@pytest.mark.parametrize("pattern", CATASTROPHIC)
+def test_catastrophic_patterns_are_refused_at_construction(tmp_path, pattern):
+    # Once accepted: each encode of a long enough word backtracked for seconds, then panicked.
+    with pytest.raises(ValueError, match="backtracks catastrophically"):
+        small_model(pattern)
+    with pytest.raises(ValueError, match="backtracks catastrophically"):
+        Tokenizer(small_model().vocab, MERGES, [ENDOFTEXT], pattern=pattern)
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(tiktoken_lines(tiktoken_ranks()))
+    assert_refused(lambda: formats.read("tiktoken", path, pattern), str(path), "backtracks catastrophically")
+
+
+def test_nothing_is_stored_when_an_import_is_refused(tmp_path):
+    db = tmp_path / "store.db"
+    with Store(db) as store:
+        store.save("keep", small_model())
+    before = db.read_bytes()
+    document = _hf_json()
+    document["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": CAPTURING[0]}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
+    ]}
+    from bpestore.workflow import import_into_store
+
+    with pytest.raises(FormatError):
+        import_into_store(db, "bad", "hf", write_hf(tmp_path, document))
+    assert db.read_bytes() == before
