@@ -289,30 +289,31 @@ def test_unfinished_encoding_cannot_be_loaded(small, tmp_path):
 
 KILLED_RUN = textwrap.dedent(
     """
-    import sys
+    import pickle, sys
     from distributed import Client
-    from bpestore import Tokenizer
     from bpestore.distributed.encode import encode_shards_on_dask
 
-    address, vocab, merges, data, out = sys.argv[1:]
-    tokenizer = Tokenizer.from_files(vocab, merges, ["<|endoftext|>"])
+    address, tokenizer_path, data, out = sys.argv[1:]
+    with open(tokenizer_path, "rb") as file:
+        tokenizer = pickle.load(file)
     with Client(address) as client:
-        encode_shards_on_dask(client, tokenizer, [data], out, ref="gpt2")
+        encode_shards_on_dask(client, tokenizer, [data], out, ref="small")
     """
 )
 
 
-def test_client_killed_mid_run_then_rerun_completes_without_redoing_shards(gpt2, tmp_path, dask_cluster):
+def test_client_killed_mid_run_then_rerun_completes_without_redoing_shards(small, tmp_path, dask_cluster):
     from bpestore.distributed.encode import encode_shards_on_dask
 
     corpus = shared_file("corpora", "tinystories_800K.txt").read_text(encoding="utf-8") * 2
     files = [corpus[start:start + 200_000] for start in range(0, 1_600_000, 200_000)]  # 8 shards of 0.2 MB
     write_files(tmp_path / "data", files)
     out = tmp_path / "out"
+    tokenizer_path = tmp_path / "small.pickle"
+    tokenizer_path.write_bytes(pickle.dumps(small))
     environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     process = subprocess.Popen(
-        [sys.executable, "-c", KILLED_RUN, dask_cluster.scheduler_info()["address"],
-         str(shared_file("fixtures", "gpt2_vocab.json")), str(shared_file("fixtures", "gpt2_merges.txt")),
+        [sys.executable, "-c", KILLED_RUN, dask_cluster.scheduler_info()["address"], str(tokenizer_path),
          str(tmp_path / "data" / "*.txt"), str(out)],
         env=environment, stderr=subprocess.PIPE,
     )
@@ -333,18 +334,19 @@ def test_client_killed_mid_run_then_rerun_completes_without_redoing_shards(gpt2,
     assert 1 <= len(done_at_kill) < len(files), "the run was not killed part-way; make the shards bigger"
     finished = {entry["file"]: (out / entry["file"]).stat().st_mtime_ns for entry in done_at_kill.values()}
 
-    result = encode_shards_on_dask(dask_cluster, gpt2, [str(tmp_path / "data" / "*.txt")], out, ref="gpt2")
+    result = encode_shards_on_dask(dask_cluster, small, [str(tmp_path / "data" / "*.txt")], out, ref="small")
     assert set(result.skipped) >= set(done_at_kill)
     assert not set(result.encoded) & set(done_at_kill)
+    assert set(result.skipped) | set(result.encoded) == set(range(len(files)))
     assert {name: (out / name).stat().st_mtime_ns for name in finished} == finished
-    assert np.array_equal(load_shards(out), per_file_ids(gpt2, files))
+    assert np.array_equal(load_shards(out), per_file_ids(small, files))
     check_manifest(out, files, "uint16")
 
 
 # -- the command line ------------------------------------------------------------------------------------------------
 
 
-def test_cli_output_dir_locally_and_on_dask(gpt2, tmp_path, dask_cluster):
+def test_cli_output_dir_locally_and_on_dask(small, tmp_path, dask_cluster):
     from click.testing import CliRunner
 
     from bpestore import Store
@@ -352,7 +354,7 @@ def test_cli_output_dir_locally_and_on_dask(gpt2, tmp_path, dask_cluster):
 
     db = tmp_path / "store.db"
     with Store(db) as store:
-        store.save("g", gpt2.model)
+        store.save("g", small.model)
     files = awkward_files()
     write_files(tmp_path / "data", files)
     runner = CliRunner()
@@ -364,7 +366,7 @@ def test_cli_output_dir_locally_and_on_dask(gpt2, tmp_path, dask_cluster):
         main, ["encode", "g", pattern, "--output-dir", str(tmp_path / "b"), "--dask", dask_cluster.scheduler_info()["address"], "--db", str(db), "-q"]
     )
     assert on_dask.exit_code == 0, on_dask.output
-    expected = per_file_ids(gpt2, files)
+    expected = per_file_ids(small, files)
     assert np.array_equal(load_shards(tmp_path / "a"), expected) and np.array_equal(load_shards(tmp_path / "b"), expected)
     assert read_manifest(tmp_path / "a")[0]["tokenizer"] == "g"
     again = runner.invoke(main, ["encode", "g", pattern, "--output-dir", str(tmp_path / "a"), "--db", str(db), "-q"])
