@@ -583,8 +583,16 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 
 @main.command()
 @click.argument("ref")
-@click.argument("input_path", metavar="[INPUT]", required=False, type=click.Path(path_type=Path, allow_dash=True))
+@click.argument("inputs", metavar="[INPUT]...", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write ids here: a .npy file (uint16 if every id fits, else uint32), else text.")
+@click.option(
+    "--output-dir", type=click.Path(path_type=Path, file_okay=False),
+    help="Encode each INPUT file (globs and fsspec URLs too) into its own .npy here, with a manifest; a rerun skips finished shards.",
+)
+@click.option(
+    "--dask", "dask_address", metavar="ADDRESS|local", default=None,
+    help="With --output-dir: encode the shards on a Dask cluster (a scheduler's address, or 'local').",
+)
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for a file to .npy [default: CPUs].")
 @click.option(
     "--allowed-special", "allowed_special", multiple=True, metavar="TOKEN|all|none",
@@ -595,14 +603,19 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 @_quiet_option
 @_db_option
 def encode(
-    ref: str, input_path: Path | None, output: Path | None, workers: int | None,
-    allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
+    ref: str, inputs: tuple[Path, ...], output: Path | None, output_dir: Path | None, dask_address: str | None,
+    workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
 ) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
     Without --output the ids are printed separated by spaces. With --output x.npy a file is
     encoded in parallel, in bounded memory, into a NumPy array; the ids are exactly those of
     encoding the whole text at once.
+
+    With --output-dir DIR, each INPUT (files, globs such as 'data/*.txt', fsspec URLs; a glob's
+    matches sorted) is encoded on its own into DIR/shard-NNNNN.npy, numbered in that order, and
+    DIR/manifest.jsonl records each finished shard; a rerun skips those. --dask spreads the
+    shards over a Dask cluster.
 
     Every special token of the tokenizer is recognised by default. For untrusted input, use
     --allowed-special none (a special token's string is an error) or --ordinary (it is
@@ -613,9 +626,18 @@ def encode(
       echo "Hello world" | bpestore encode gpt2
       bpestore encode gpt2 train.txt --output train.npy --workers 4
       bpestore encode gpt2 user_input.txt --ordinary
+      bpestore encode gpt2 'data/*.txt' --output-dir data-ids/ --dask local
     """
+    if output_dir is None and (len(inputs) > 1 or dask_address is not None):
+        raise click.UsageError("several INPUTs and --dask need --output-dir (one .npy per input)")
+    if output_dir is not None and (output is not None or not inputs or "-" in map(str, inputs)):
+        raise click.UsageError("--output-dir takes INPUT files (not stdin), and no --output")
     tokenizer = _workflow().load_tokenizer(db, ref)
     policy = _special_policy(tokenizer.special_tokens, allowed_special, ordinary, ref)
+    if output_dir is not None:
+        _encode_shards(tokenizer, ref, [str(path) for path in inputs], output_dir, dask_address, workers, quiet, policy)
+        return
+    input_path = inputs[0] if inputs else None
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path
 
@@ -636,6 +658,29 @@ def encode(
         raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None
     if count is not None:
         click.echo(f"wrote {count} ids to {output}", err=True)
+
+
+def _encode_shards(
+    tokenizer, ref: str, inputs: list[str], output_dir: Path, dask_address: str | None, workers: int | None, quiet: bool, policy: dict
+) -> None:
+    """``encode --output-dir``: one shard per input file, here or on a Dask cluster."""
+    options = {"ref": ref, "progress": _show_progress(quiet), **policy}
+    try:
+        if dask_address is None:
+            result = _workflow().encode_shards(tokenizer, inputs, output_dir, workers=workers, **options)
+        else:
+            from .distributed.cluster import dask_client
+            from .distributed.encode import encode_shards_on_dask
+
+            with dask_client(dask_address) as client:
+                result = encode_shards_on_dask(client, tokenizer, inputs, output_dir, **options)
+    except DisallowedSpecialTokenError as error:
+        raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None
+    click.echo(
+        f"wrote {result.tokens} ids in {len(result.entries)} shards to {output_dir} "
+        f"({len(result.encoded)} encoded now, {len(result.skipped)} already done)",
+        err=True,
+    )
 
 
 def _special_policy(special_tokens: list[str], allowed: tuple[str, ...], ordinary: bool, ref: str) -> dict:

@@ -27,6 +27,7 @@ import numpy as np
 from . import formats, metrics
 from .encode.files import encode_file_to_npy, write_npy_stream
 from .encode.tokenizer import Tokenizer
+from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --output-dir`)
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
