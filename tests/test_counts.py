@@ -274,6 +274,8 @@ def test_parquet_as_spark_writes_it(tmp_path):
     directory.mkdir()
     pq.write_table(table.slice(0, 2), directory / "part-00000.parquet")
     pq.write_table(table.slice(2), directory / "part-00001.parquet")
+    (directory / "_SUCCESS").write_bytes(b"")  # Spark's marker and checksums, not Parquet
+    (directory / ".part-00000.parquet.crc").write_bytes(b"crc")
     assert read_counts(directory, special_tokens=[ENDOFTEXT]) == counts
     # an Arrow slice (offsets that do not start at 0)
     sliced = Counts.from_arrow(table.slice(1, 2))

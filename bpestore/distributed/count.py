@@ -106,10 +106,11 @@ def plan_shards(inputs: str | os.PathLike | Iterable[str | os.PathLike], shard_b
 
 
 def describe_inputs(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> str:
-    """Where Dask-counted counts came from, for the store: ``dask: `` and the inputs as given."""
+    """Where Dask-counted counts came from, for the store: ``dask: `` and the inputs as given
+    (local paths and globs made absolute)."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
-    return "dask: " + " ".join(os.fspath(source) for source in inputs)
+    return "dask: " + " ".join(text if "://" in (text := os.fspath(source)) else os.path.abspath(text) for source in inputs)
 
 
 # The tasks (module-level functions: workers import them by name).
@@ -169,36 +170,43 @@ def count_on_dask(
     shards = plan_shards(inputs, shard_bytes)
     if partitions is None:
         partitions = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
-    parts = max(1, min(int(partitions), len(shards) * 4))
+    if not isinstance(partitions, int) or partitions < 1:
+        raise ValueError(f"partitions must be a positive integer, got {partitions!r}")
     run = uuid.uuid4().hex[:12]  # keys of this run only: never a stale result of another
     mapped = [
-        client.submit(_count, shard, pattern, special_tokens, parts, key=f"bpestore-count-{run}-{index}")
+        client.submit(_count, shard, pattern, special_tokens, partitions, key=f"bpestore-count-{run}-{index}")
         for index, shard in enumerate(shards)
     ]
-    if parts == 1:
-        pieces = [mapped]
-    else:
-        pieces = [
-            [client.submit(operator.getitem, future, part, key=f"bpestore-part-{run}-{index}-{part}") for index, future in enumerate(mapped)]
-            for part in range(parts)
-        ]
+    sizes = {future.key: shard.size for future, shard in zip(mapped, shards)}
+    roots: list[Future] = []
     try:
-        roots = [_tree_reduce(client, futures, fan_in, f"bpestore-sum-{run}-{part}") for part, futures in enumerate(pieces)]
-        if min_count is not None:
-            roots = [client.submit(_prune, root, min_count, key=f"bpestore-prune-{run}-{part}") for part, root in enumerate(roots)]
-        total_bytes = sum(shard.size for shard in shards)
-        with progress_bar(progress, total_bytes, "counting on Dask", unit="B", unit_scale=True) as bar:
-            by_key = {future.key: shard for future, shard in zip(mapped, shards)}
+        for part in range(partitions):
+            if partitions == 1:
+                leaves = mapped
+            else:
+                leaves = [
+                    client.submit(operator.getitem, future, part, key=f"bpestore-part-{run}-{index}-{part}")
+                    for index, future in enumerate(mapped)
+                ]
+            root = _tree_reduce(client, leaves, fan_in, f"bpestore-sum-{run}-{part}")
+            if min_count is not None:
+                root = client.submit(_prune, root, min_count, key=f"bpestore-prune-{run}-{part}")
+            roots.append(root)
+        # Only the roots stay referenced from here: each shard's counts (and each sum below a
+        # root) are freed on the cluster as soon as the tasks that read them are done.
+        with progress_bar(progress, sum(sizes.values()), "counting on Dask", unit="B", unit_scale=True) as bar:
             for future in distributed.as_completed(mapped):
                 if future.status == "error":
                     future.result()  # raises the shard's error
-                bar.update(by_key[future.key].size)
+                bar.update(sizes[future.key])
+                future.release()
+        mapped.clear()
         result = Counts(None, pattern, special_tokens)
         for future in distributed.as_completed(roots):
             result.merge(future.result())
             future.release()
     except BaseException:
-        client.cancel([*mapped, *(future for part in pieces for future in part)], force=True)
+        client.cancel([*mapped, *roots], force=True)
         raise
     result.source = describe_inputs(inputs)
     return result

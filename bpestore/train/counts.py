@@ -22,6 +22,7 @@ Arrow and Parquet need ``pyarrow``, URLs need ``fsspec`` (both in the ``dask`` e
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -377,7 +378,7 @@ def read_parquet(
             raise
         raise CountsFileError(path, f"not a Parquet file of counts ({error})") from None
     counts = Counts.from_arrow(table, pattern=pattern, special_tokens=special_tokens, source=os.fspath(path))
-    counts.source = os.fspath(path)
+    counts.source = _where(path)
     return counts
 
 
@@ -418,7 +419,7 @@ def read_tsv(
     result = Counts.from_arrays(
         b"".join(words), offsets, np.array(counts, dtype=np.uint64), pattern=pattern, special_tokens=special_tokens
     )
-    result.source = os.fspath(path)
+    result.source = _where(path)
     return result
 
 
@@ -428,11 +429,17 @@ def read_counts(
     """Counts from a file: Parquet (``.parquet``/``.pq``, or a directory of Parquet files), else a
     ``word<TAB>count`` text file (:func:`read_tsv`)."""
     text = os.fspath(path)
+    if "://" not in text and not Path(text).exists():
+        raise FileNotFoundError(errno.ENOENT, "No such counts file", text)
     if text.rstrip("/").lower().endswith((".parquet", ".pq")) or ("://" not in text and Path(text).is_dir()):
         return read_parquet(path, pattern=pattern, special_tokens=special_tokens)
-    if "://" not in text:
-        check_corpus_path(path)
     return read_tsv(path, pattern=pattern or GPT2_PATTERN, special_tokens=special_tokens or ())
+
+
+def _where(path: str | os.PathLike) -> str:
+    """How the store names where counts were read from: a URL as given, a path made absolute."""
+    text = os.fspath(path)
+    return text if "://" in text else os.path.abspath(text)
 
 
 def _read_url(url: str) -> bytes:
