@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpestore import Store, train_bpe
-from bpestore._engine import CL100K_PATTERN, GPT2_PATTERN, PretokenCounts, count_texts
+from bpestore._engine import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, PretokenCounts, count_texts
 from bpestore.errors import CorpusDecodeError, EmptyCorpusError
 from bpestore.train.counts import (
     Counts,
@@ -30,7 +30,7 @@ from bpestore.train.counts import (
     train_bpe_from_counts,
 )
 from bpestore.train.trainer import count_corpus
-from reference import reference_pretoken_counts
+from reference import pretokenize, reference_pretoken_counts, split_on_specials
 from strategies import ENDOFTEXT, SPECIAL_TOKEN_SETS, texts
 from test_cli import assert_user_error, invoke, ok
 from test_engine_pretokenize import comparable
@@ -71,6 +71,25 @@ def test_shards_at_any_byte_sum_to_the_reference_counts(text, specials, cuts):
     for start, end in ranges(len(data), cuts):
         total.merge(count_shard(data, start, end, special_tokens=specials))
     assert as_dict(total) == reference_counts(text, specials)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=TEXTS,
+    specials=st.sampled_from(SPECIAL_TOKEN_SETS),
+    pattern=st.sampled_from([CL100K_PATTERN, O200K_PATTERN]),
+    cuts=st.lists(st.integers(0, 400), max_size=6),
+)
+def test_shards_with_other_patterns_sum_to_the_reference_counts(text, specials, pattern, cuts):
+    """Patterns for which a space is no safe cut: shards move to special tokens only."""
+    data = text.encode("utf-8")
+    total = Counts(pattern=pattern, special_tokens=specials)
+    for start, end in ranges(len(data), cuts):
+        total.merge(count_shard(data, start, end, pattern=pattern, special_tokens=specials))
+    expected = Counter()
+    for piece in split_on_specials(text, specials, keep=False):
+        expected.update(pretokenize(piece, pattern))
+    assert as_dict(total) == dict(expected)
 
 
 def test_shards_of_a_file_sum_to_the_whole_file(tmp_path, fixture_path):
@@ -417,6 +436,25 @@ def test_counts_read_through_a_file_object_match_a_path(tmp_path):
     assert count_shard(io.BytesIO(data), 3, None, special_tokens=[ENDOFTEXT]) + count_shard(
         io.BytesIO(data), 0, 3, special_tokens=[ENDOFTEXT]
     ) == count_shard(data, special_tokens=[ENDOFTEXT])
+
+
+def test_an_fsspec_open_file_and_url_count_as_the_path(tmp_path):
+    fsspec = pytest.importorskip("fsspec")
+    text = "fsspec text<|endoftext|> read in ranges " * 40
+    path = tmp_path / "f.txt"
+    path.write_text(text)
+    expected = count_shard(path, special_tokens=[ENDOFTEXT])
+    opened = fsspec.open(path.as_uri(), "rb")
+    assert count_shard(opened, 0, 333, special_tokens=[ENDOFTEXT]) + count_shard(
+        opened, 333, None, special_tokens=[ENDOFTEXT]
+    ) == expected
+    assert count_shard(path.as_uri(), 100, None, special_tokens=[ENDOFTEXT]) + count_shard(
+        path.as_uri(), 0, 100, special_tokens=[ENDOFTEXT]
+    ) == expected
+    import bpestore
+
+    assert bpestore.train_bpe_from_counts(expected, 270) == train_bpe(path, 270, [ENDOFTEXT])
+    assert bpestore.Counts is Counts
 
 
 def test_counting_a_whole_file_matches_count_corpus(fixture_path):

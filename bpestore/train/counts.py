@@ -539,8 +539,8 @@ def count_shard(
     special_tokens: Sequence[str] = (),
 ) -> Counts:
     """The pre-token counts of one shard of a corpus: the UTF-8 text of ``source`` (a path, an
-    fsspec URL such as ``s3://bucket/part-0001.txt``, a binary file object that can seek, or
-    bytes), from byte ``start`` to byte ``end`` (None: the end), each moved to the first safe cut
+    fsspec URL such as ``s3://bucket/part-0001.txt`` or an fsspec ``OpenFile``, a binary file
+    object that can seek, or bytes), from byte ``start`` to byte ``end`` (None: the end), each moved to the first safe cut
     at or after it (:func:`safe_cut`). So the shards ``[0, a), [a, b), ..., [z, None)`` of a file
     count every pre-token exactly once, and their counts sum to the whole file's. Compressed files
     (``.gz``, ``.xz``, ``.zst``) cannot seek: they are counted whole (``start`` 0, ``end`` None).
@@ -567,12 +567,18 @@ def count_shard(
             raise ValueError(f"{name}: a compressed file cannot be read from the middle; count it whole (start=0, end=None)")
         file = _open_source(source)
         owned = True
+    elif not hasattr(source, "read") and hasattr(source, "open"):  # an fsspec OpenFile
+        name = getattr(source, "path", "<fsspec file>")
+        if (start or end is not None) and getattr(source, "compression", None):
+            raise ValueError(f"{name}: a compressed file cannot be read from the middle; count it whole (start=0, end=None)")
+        file = source.open()
+        owned = True
     else:
         name = getattr(source, "path", None) or getattr(source, "name", "<stream>")
         file = source
         owned = False
     try:
-        if isinstance(source, (str, os.PathLike)) and is_compressed(os.fspath(source)):
+        if (isinstance(source, (str, os.PathLike)) and is_compressed(os.fspath(source))) or getattr(source, "compression", None):
             first, length = 0, None
         else:
             size = _size_of(file)
