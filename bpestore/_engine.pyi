@@ -86,6 +86,8 @@ class PretokenCounts:
     def from_arrays(data: bytes | bytearray, offsets: bytes | bytearray, counts: bytes | bytearray) -> PretokenCounts:
         """Counts from ``to_arrays``'s arrays (a pre-token given twice gets the sum); ValueError
         for arrays that do not fit together."""
+    def copy(self) -> PretokenCounts:
+        """A copy of these counts."""
     def pruned(self, min_count: int) -> PretokenCounts:
         """New counts without the pre-tokens counted fewer than ``min_count`` times."""
     def split(self, parts: int) -> list[PretokenCounts]:

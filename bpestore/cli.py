@@ -218,7 +218,7 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
     help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization (with --dask local: worker processes) [default: CPUs].")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the new tokenizers (as `list --json`) instead of their refs.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars and no summary on stderr.")
 @click.option("--dry-run", is_flag=True, help="Count (or reuse stored counts), print the merge loop's memory estimate, merge nothing.")
@@ -260,7 +260,7 @@ def train(
     """
     started = time.perf_counter()
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
-    source = _training_source(corpus, counts_file, dask_address, min_count, special_tokens, quiet)
+    source = _training_source(corpus, counts_file, dask_address, min_count, special_tokens, quiet, workers)
     if not special_tokens and isinstance(source, _workflow().Counts):
         special_tokens = source.special_tokens  # those the counts were made with (Parquet metadata)
     with Store(db) as store:
@@ -302,7 +302,7 @@ def train(
 
 def _training_source(
     corpus: tuple[str, ...], counts_file: str | None, dask_address: str | None, min_count: int | None,
-    special_tokens: tuple[str, ...], quiet: bool,
+    special_tokens: tuple[str, ...], quiet: bool, workers: int | None,
 ):
     """What ``train`` trains on: the CORPUS paths, or counts (read from --counts, or counted on
     Dask), pruned to --min-count; usage errors for options that do not go together."""
@@ -324,7 +324,7 @@ def _training_source(
         from .distributed.cluster import dask_client
         from .distributed.count import count_on_dask
 
-        with dask_client(dask_address) as client:
+        with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
             counts = count_on_dask(client, list(corpus), specials, progress=_show_progress(quiet))
     return counts.pruned(min_count) if min_count is not None else counts
 
@@ -672,7 +672,7 @@ def _encode_shards(
             from .distributed.cluster import dask_client
             from .distributed.encode import encode_shards_on_dask
 
-            with dask_client(dask_address) as client:
+            with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
                 result = encode_shards_on_dask(client, tokenizer, inputs, output_dir, **options)
     except DisallowedSpecialTokenError as error:
         raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None

@@ -177,6 +177,10 @@ def test_counts_add_up_in_any_order(parts, order):
         added = added + other
     assert added == Counts.sum(shards)
     assert Counts.sum(shards).sha256() == Counts.sum(reversed(shards)).sha256()
+    before = as_dict(first)
+    copied = first.copy()
+    copied.merge(first)  # a copy is its own: adding to it leaves the original as it was
+    assert as_dict(first) == before and all(copied[word] == 2 * n for word, n in before.items())
 
 
 def test_counts_of_another_pattern_or_other_specials_are_refused():

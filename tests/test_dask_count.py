@@ -77,6 +77,9 @@ def test_several_files_urls_and_compressed_files(client, tmp_path, fixture_path)
     assert as_dict(count_on_dask(client, [url, str(tmp_path / "*.gz")], shard_bytes=100, partitions=2)) == dict(expected)
 
 
+# The Dask client's threads use the `random` module while hypothesis draws an example, which
+# hypothesis takes for a strategy using it and warns about; the examples do not depend on it.
+@pytest.mark.filterwarnings("ignore:Do not use the `random` module:hypothesis.errors.HypothesisDeprecationWarning")
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     text=texts(max_pieces=16, assigned_only=True).map(comparable),
@@ -141,7 +144,7 @@ def test_cli_trains_with_dask_local(tmp_path, fixture_path):
     """``--dask local`` starts (and stops) a cluster of its own."""
     corpus = fixture_path("tinystories_sample.txt")
     db = tmp_path / "s.db"
-    [ref] = ok(invoke("train", corpus, "--dask", "local", "--name", "d", "--vocab-size", 320, "-q", "--db", db)).split()
+    [ref] = ok(invoke("train", corpus, "--dask", "local", "--workers", 2, "--name", "d", "--vocab-size", 320, "-q", "--db", db)).split()
     with Store(db) as store:
         assert store.load_model(ref).merges == train_bpe(corpus, 320)[1]
         assert Path(store.info(ref).corpus_path.removeprefix("counts: dask: ")) == corpus

@@ -208,7 +208,7 @@ class Counts(Mapping[bytes, int]):
         return result
 
     def copy(self) -> Counts:
-        return Counts(PretokenCounts.from_arrays(*self.table.to_arrays()), self.pattern, self.special_tokens, self.source)
+        return Counts(self.table.copy(), self.pattern, self.special_tokens, self.source)
 
     def pruned(self, min_count: int) -> Counts:
         """The pre-tokens counted at least ``min_count`` times (a rare pre-token hardly changes

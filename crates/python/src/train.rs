@@ -199,6 +199,13 @@ impl PyPretokenCounts {
         Ok(Self { inner })
     }
 
+    /// A copy of these counts (the table copied as it is, not rebuilt).
+    fn copy(&self, py: Python<'_>) -> Self {
+        Self {
+            inner: py.detach(|| self.inner.clone()),
+        }
+    }
+
     /// New counts without the pre-tokens counted fewer than `min_count` times.
     fn pruned(&self, py: Python<'_>, min_count: u64) -> Self {
         Self {
