@@ -422,6 +422,7 @@ def test_cli_trains_from_parquet_and_tsv_counts(tmp_path, fixture_path):
     ok(invoke("train", "--counts", tsv, "--name", "tsv", "--vocab-size", 350, "-q", "--db", db))
     ok(invoke("train", "--counts", parquet, "--min-count", 2, "--name", "pruned", "--vocab-size", 350, "-q", "--db", db))
     with Store(db) as store:
+        assert store.info("pruned").corpus_path == f"counts: {parquet} (min_count=2)"
         plain = store.load_model("plain")
         assert store.load_model("pq").merges == plain.merges
         without_newlines = {w: n for w, n in as_dict(counts).items() if b"\n" not in w}

@@ -208,5 +208,5 @@ def count_on_dask(
     except BaseException:
         client.cancel([*mapped, *roots], force=True)
         raise
-    result.source = describe_inputs(inputs)
+    result.source = describe_inputs(inputs) + ("" if min_count is None else f" (min_count={min_count})")
     return result

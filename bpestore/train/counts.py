@@ -215,7 +215,8 @@ class Counts(Mapping[bytes, int]):
         the merges, but the rare ones are most of them: pruning bounds memory)."""
         if not isinstance(min_count, int) or min_count < 1:
             raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
-        return Counts(self.table.pruned(min_count), self.pattern, self.special_tokens)
+        source = None if self.source is None else f"{self.source} (min_count={min_count})"
+        return Counts(self.table.pruned(min_count), self.pattern, self.special_tokens, source)
 
     def split(self, parts: int) -> list[Counts]:
         """These counts in ``parts`` disjoint pieces by a hash of each pre-token: a pre-token
