@@ -14,8 +14,8 @@ Start-up is the cluster's start plus each worker's first import of bpestore (abo
 a worker), paid once per cluster, not per corpus.
 
 For each: wall seconds of the counting (cluster start-up given apart), CPU seconds (this process,
-plus every worker's user + system time during the call, read in the workers), and the ratio to the
-in-process wall time. Every result is checked equal to the in-process counts.
+plus every worker's user + system time during the call, read in the workers), the ratio to the
+in-process wall time, and for Dask the largest peak RSS of a worker process. Every result is checked equal to the in-process counts.
 
     python benchmarks/dask_count.py [--corpus PATH] [--workers 2] [--shard-mb 8]
 """
@@ -62,6 +62,17 @@ def worker_cpu(client) -> float:
     return sum(client.run(used).values())
 
 
+def worker_peak_mb(client) -> float:
+    """The largest peak resident set of any worker process so far, in MiB."""
+
+    def peak() -> float:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    return max(client.run(peak).values())
+
+
 def in_process(path: Path, threads: int) -> tuple[dict, Counts]:
     cpu, started = cpu_seconds(), time.perf_counter()
     table = count_corpus(path, SPECIALS, workers=threads)
@@ -85,7 +96,7 @@ def on_dask(client, path: Path, shard_bytes: int, startup: float) -> tuple[dict,
     workers_cpu = worker_cpu(client) - workers_before
     return {
         "wall_s": wall, "cpu_s": cpu_seconds() - cpu + workers_cpu, "workers_cpu_s": workers_cpu,
-        "startup_s": startup, MALLOC_TRIM_VARIABLE: trim,
+        "startup_s": startup, "worker_peak_rss_mb": worker_peak_mb(client), MALLOC_TRIM_VARIABLE: trim,
     }, counts
 
 
@@ -132,11 +143,12 @@ def main() -> int:
     assert counts == expected, "Dask's counts differ from the in-process counts"
 
     base = results[f"in-process, {args.workers} threads"]["wall_s"]
-    print(f"{'':32} {'wall s':>8} {'CPU s':>8} {'/ in-process':>12} {'start-up s':>10}  {MALLOC_TRIM_VARIABLE}")
+    print(f"{'':32} {'wall s':>8} {'CPU s':>8} {'/ in-process':>12} {'start-up s':>10} {'worker RSS MiB':>14}  {MALLOC_TRIM_VARIABLE}")
     for name, row in results.items():
+        rss = f"{row['worker_peak_rss_mb']:14.0f}" if "worker_peak_rss_mb" in row else f"{'-':>14}"
         print(
             f"{name:32} {row['wall_s']:8.2f} {row['cpu_s']:8.2f} {row['wall_s'] / base:12.2f} "
-            f"{row.get('startup_s', 0):10.2f}  {','.join(row.get(MALLOC_TRIM_VARIABLE, ['-']))}"
+            f"{row.get('startup_s', 0):10.2f} {rss}  {','.join(row.get(MALLOC_TRIM_VARIABLE, ['-']))}"
         )
     no_trim, trim = results["dask (no MALLOC_TRIM)"], results["dask, Dask's MALLOC_TRIM"]
     print(f"Dask overhead (wall, vs in-process {args.workers} threads): {no_trim['wall_s'] - base:+.2f} s; "
