@@ -169,7 +169,7 @@ def count_on_dask(
         raise ValueError(f"fan_in must be an integer of at least 2, got {fan_in!r}")
     shards = plan_shards(inputs, shard_bytes)
     if partitions is None:
-        partitions = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+        partitions = max(1, len(client.nthreads()))  # one part per worker
     if not isinstance(partitions, int) or partitions < 1:
         raise ValueError(f"partitions must be a positive integer, got {partitions!r}")
     run = uuid.uuid4().hex[:12]  # keys of this run only: never a stale result of another
