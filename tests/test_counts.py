@@ -243,6 +243,29 @@ def test_flat_arrays_round_trip_and_pickle_compactly():
     assert len(list(pickletools.genops(pickle.dumps(dict(big.items()))))) > 20000
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(mapping=st.dictionaries(st.binary(max_size=40), st.integers(1, 2**57), max_size=60))
+def test_any_counts_survive_parquet_pickle_and_arrays(tmp_path, mapping):
+    """Any bytes (not UTF-8, empty, NUL) and huge counts, whatever order they came in."""
+    counts = Counts(PretokenCounts.from_dict(mapping), special_tokens=[ENDOFTEXT])
+    path = tmp_path / "any.parquet"
+    counts.to_parquet(path)
+    for back in (read_parquet(path), pickle.loads(pickle.dumps(counts)), Counts.from_arrow(counts.to_arrow())):
+        assert as_dict(back) == mapping and back.special_tokens == (ENDOFTEXT,)
+        assert back.sha256() == counts.sha256()
+    reordered = Counts(PretokenCounts.from_dict(dict(reversed(list(mapping.items())))), special_tokens=[ENDOFTEXT])
+    assert reordered.sha256() == counts.sha256()
+
+
+def test_counts_that_would_wrap_around_are_refused():
+    big = Counts(PretokenCounts.from_dict({b"a": 2**63}))
+    with pytest.raises(ValueError, match="2\\*\\*64"):
+        big.merge(Counts(PretokenCounts.from_dict({b"b": 2**63})))
+    with pytest.raises(ValueError, match="2\\*\\*64"):
+        Counts.from_arrays(b"ab", [0, 1, 2], [2**63, 2**63])
+    assert big.total == 2**63
+
+
 def test_from_arrays_sums_repeats_and_refuses_what_does_not_fit():
     counts = Counts.from_arrays(b"abab", [0, 2, 4], [1, 2])
     assert as_dict(counts) == {b"ab": 3}

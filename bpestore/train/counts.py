@@ -187,6 +187,8 @@ class Counts(Mapping[bytes, int]):
         if not isinstance(other, Counts):
             raise TypeError(f"can only add Counts to Counts, not {type(other).__name__}")
         self.check_same_kind(other)
+        if self.total + other.total >= 1 << 64:  # the engine's 64-bit counts would wrap around
+            raise ValueError("the counts add up to 2**64 or more, more than a count can hold")
         self.table.merge(other.table)
 
     def __add__(self, other: Counts) -> Counts:

@@ -168,7 +168,8 @@ impl PretokenCounts {
 
     /// Counts from the arrays of [`PretokenCounts::to_arrays`] (`offsets` may start above 0, as
     /// in a slice of an Arrow column); a pre-token given twice gets the sum of its counts, and a
-    /// zero count adds nothing. An error names what is inconsistent.
+    /// zero count adds nothing. An error names what is inconsistent, or counts whose sum does not
+    /// fit in 64 bits.
     pub fn from_arrays(
         data: &[u8],
         offsets: &[u64],
@@ -180,6 +181,13 @@ impl PretokenCounts {
                 offsets.len(),
                 counts.len()
             ));
+        }
+        if counts
+            .iter()
+            .try_fold(0u64, |sum, &count| sum.checked_add(count))
+            .is_none()
+        {
+            return Err("the counts add up to 2**64 or more".to_string());
         }
         let mut result = PretokenCounts::new();
         for (index, (bounds, &count)) in offsets.windows(2).zip(counts).enumerate() {
@@ -432,6 +440,7 @@ mod tests {
         assert!(PretokenCounts::from_arrays(b"xy", &[0, 1], &[1, 1]).is_err());
         assert!(PretokenCounts::from_arrays(b"xy", &[0, 3], &[1]).is_err());
         assert!(PretokenCounts::from_arrays(b"xy", &[1, 0], &[1]).is_err());
+        assert!(PretokenCounts::from_arrays(b"xy", &[0, 1, 2], &[u64::MAX, 1]).is_err());
     }
 
     #[test]
