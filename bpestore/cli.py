@@ -320,13 +320,13 @@ def _training_source(
     specials = list(special_tokens)
     if counts_file is not None:
         counts = workflow.read_counts(counts_file, special_tokens=specials or None)
-    else:
-        from .distributed.cluster import dask_client
-        from .distributed.count import count_on_dask
+        return counts.pruned(min_count) if min_count is not None else counts
+    from .distributed.cluster import dask_client
+    from .distributed.count import count_on_dask
 
-        with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
-            counts = count_on_dask(client, list(corpus), specials, progress=_show_progress(quiet))
-    return counts.pruned(min_count) if min_count is not None else counts
+    with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
+        # pruned on the cluster (exactly: each part's totals), so only what is kept comes here
+        return count_on_dask(client, list(corpus), specials, min_count=min_count, progress=_show_progress(quiet))
 
 
 # -- list / show -----------------------------------------------------------------------------------

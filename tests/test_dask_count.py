@@ -145,6 +145,10 @@ def test_cli_trains_with_dask_local(tmp_path, fixture_path):
     corpus = fixture_path("tinystories_sample.txt")
     db = tmp_path / "s.db"
     [ref] = ok(invoke("train", corpus, "--dask", "local", "--workers", 2, "--name", "d", "--vocab-size", 320, "-q", "--db", db)).split()
+    ok(invoke("train", corpus, "--dask", "local", "--workers", 2, "--min-count", 3, "--name", "p", "--vocab-size", 320, "-q", "--db", db))
     with Store(db) as store:
         assert store.load_model(ref).merges == train_bpe(corpus, 320)[1]
         assert Path(store.info(ref).corpus_path.removeprefix("counts: dask: ")) == corpus
+        pruned = {word: n for word, n in count_corpus(corpus, []).items() if n >= 3}
+        assert store.load_model("p").merges == train_bpe_from_counts(pruned, 320)[1]
+        assert store.info("p").corpus_path == f"counts: dask: {corpus} (min_count=3)"
