@@ -354,7 +354,11 @@ def _list_row(info: TokenizerInfo) -> list[str]:
 def _short_source(info: TokenizerInfo) -> str:
     """The corpus file name, or the format and file names an import came from."""
     if info.corpus_path:
-        return Path(info.corpus_path).name
+        path, kind = info.corpus_path, ""
+        for marker in ("counts: ", "dask: "):  # counts trained from (Store.train_from_counts)
+            if path.startswith(marker):
+                path, kind = path.removeprefix(marker), kind + marker
+        return kind + Path(path).name
     if info.source_format is not None:
         return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source

@@ -152,3 +152,4 @@ def test_cli_trains_with_dask_local(tmp_path, fixture_path):
         pruned = {word: n for word, n in count_corpus(corpus, []).items() if n >= 3}
         assert store.load_model("p").merges == train_bpe_from_counts(pruned, 320)[1]
         assert store.info("p").corpus_path == f"counts: dask: {corpus} (min_count=3)"
+    assert f"counts: dask: {corpus.name} (min_count=3)" in ok(invoke("list", "--db", db))
