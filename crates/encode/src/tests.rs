@@ -218,10 +218,11 @@ fn an_overlapped_batch_hands_over_every_text_once_and_stops_on_an_error() {
                     waits += 1;
                     next()
                 },
-                |first, block| {
-                    for (i, ids) in block.into_iter().enumerate() {
+                |block| {
+                    let first = block.first;
+                    for (i, ids) in block.texts().enumerate() {
                         assert!(got[first + i].is_none(), "text {} twice", first + i);
-                        got[first + i] = Some(ids);
+                        got[first + i] = Some(ids.to_vec());
                     }
                     Ok::<(), ()>(())
                 },
@@ -237,14 +238,14 @@ fn an_overlapped_batch_hands_over_every_text_once_and_stops_on_an_error() {
         2,
         AllowedSpecial::All,
         |next| next(),
-        |_, _| {
+        |_| {
             taken += 1;
             Err("no room")
         },
     );
     assert_eq!((result, taken), (Err("no room"), 1));
     let nothing =
-        encoder.encode_batch_overlapped(&[], 2, AllowedSpecial::All, |next| next(), |_, _| Err(()));
+        encoder.encode_batch_overlapped(&[], 2, AllowedSpecial::All, |next| next(), |_| Err(()));
     assert_eq!(nothing, Ok(()));
 }
 

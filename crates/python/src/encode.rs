@@ -262,10 +262,10 @@ impl PyEncoder {
                     threads,
                     allowed,
                     |next| py.detach(next),
-                    |first, block| {
-                        for (slot, ids) in lists[first..].iter_mut().zip(block) {
+                    |block| {
+                        for (slot, ids) in lists[block.first..].iter_mut().zip(block.texts()) {
                             young_ids += ids.len();
-                            *slot = Some(self.ints.list(py, &ids)?);
+                            *slot = Some(self.ints.list(py, ids)?);
                         }
                         if young_ids >= IDS_PER_YOUNG_COLLECTION {
                             collect_young(&mut young_ids)?;
