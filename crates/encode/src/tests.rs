@@ -392,8 +392,13 @@ fn chunks_shrink_towards_the_end_of_a_file_and_the_ids_stay_the_same() {
         .map(|c| u16::from_le_bytes([c[0], c[1]]) as u32)
         .collect();
     assert_eq!(ids, expected);
-    // Whole chunks at first, then smaller ones, the last ones near the floor.
-    assert!(sizes[0] as usize >= chunk_bytes, "{sizes:?}");
+    // Small chunks at first, growing to whole ones, then smaller ones, the last near the floor.
+    assert!((sizes[0] as usize) < chunk_bytes, "{sizes:?}");
+    assert!(sizes[1] > sizes[0], "{sizes:?}");
+    assert!(
+        sizes.iter().any(|&n| n as usize >= chunk_bytes),
+        "{sizes:?}"
+    );
     assert!(sizes.len() > text.len() / chunk_bytes + 2, "{sizes:?}");
     let last = sizes[sizes.len() - 2] as usize; // (the very last one is what is left)
     assert!(last < 2 * super::file::MIN_TAIL_CHUNK_BYTES, "{sizes:?}");
