@@ -216,6 +216,33 @@ def test_property_shards_equal_each_file_encoded_on_its_own(small, tmp_path_fact
     assert load_shards(directory / "out").tolist() == [token for text in pieces for token in oracle(small, text)]
 
 
+def test_fsspec_urls_and_another_special_policy(small, tmp_path):
+    """Inputs named by fsspec URLs (an in-memory file system; file://) are read as streams; a
+    policy other than the default (here: special tokens as ordinary text) holds for every shard."""
+    import fsspec
+
+    files = awkward_files()[3:7]
+    memory = fsspec.filesystem("memory")
+    root = f"/dencode-{os.getpid()}-{time.monotonic_ns()}"
+    for index, text in enumerate(files):
+        memory.pipe(f"{root}/part-{index}.txt", text.encode("utf-8"))
+    try:
+        result = encode_shards(small, [f"memory://{root}/*.txt"], tmp_path / "mem")
+        assert [entry["source"] for entry in result.entries] == [f"memory://{root}/part-{i}.txt" for i in range(len(files))]
+        assert np.array_equal(load_shards(tmp_path / "mem"), per_file_ids(small, files))
+        assert encode_shards(small, [f"memory://{root}/*.txt"], tmp_path / "mem").encoded == []
+    finally:
+        memory.rm(root, recursive=True)
+
+    write_files(tmp_path / "data", files)
+    ordinary = encode_shards(
+        small, [f"file://{tmp_path}/data/*.txt"], tmp_path / "ordinary", allowed_special=set(), disallowed_special=()
+    )
+    assert ordinary.tokens == sum(len(small.encode_ordinary(text)) for text in files) != sum(len(small.encode(text)) for text in files)
+    assert load_shards(tmp_path / "ordinary").tolist() == [token for text in files for token in small.encode_ordinary(text)]
+    assert read_manifest(tmp_path / "ordinary")[0]["special_policy"] == {"allowed_special": [], "disallowed_special": []}
+
+
 # -- the tokenizer travels compactly --------------------------------------------------------------------------
 
 
