@@ -211,23 +211,30 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 
 
 @main.command()
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, required=False)
 @click.option("--name", required=True, help="Name to store the tokenizer under; each run adds versions.")
 @click.option(
     "--vocab-size", "vocab_sizes", type=int, required=True, multiple=True,
     help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization (with --dask local: worker processes) [default: CPUs].")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the new tokenizers (as `list --json`) instead of their refs.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars and no summary on stderr.")
 @click.option("--dry-run", is_flag=True, help="Count (or reuse stored counts), print the merge loop's memory estimate, merge nothing.")
 @click.option("--max-memory", default=None, metavar="SIZE", help="Refuse to merge when the memory estimate is above SIZE (e.g. 800M, 4G).")
 @click.option("--from", "base", default=None, metavar="NAME[@V]", help="Continue this stored tokenizer: keep its vocab, ids and merges, learn more.")
+@click.option(
+    "--counts", "counts_file", default=None, metavar="FILE",
+    help="Train on pre-token counts made elsewhere instead of a CORPUS: Parquet (pretoken or word, and count columns) or word<TAB>count lines.",
+)
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS", help="Count CORPUS on a Dask cluster (a scheduler address, or 'local'), then merge here.")
+@click.option("--min-count", type=click.IntRange(min=1), default=None, help="With --counts or --dask: train on pre-tokens counted at least this often.")
 @_db_option
 def train(
-    corpus: tuple[Path, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
-    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, db: str,
+    corpus: tuple[str, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
+    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
+    dask_address: str | None, min_count: int | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -235,6 +242,11 @@ def train(
     globs ('shards/**/*.txt'); .gz, .xz and .zst files are decompressed as read. They are
     counted as one corpus; no pre-token spans two files. With --from NAME[@V] the new tokenizer
     continues that one: its tokens keep their ids, and --vocab-size counts them too.
+
+    With --dask ADDRESS (or --dask local) the corpus (paths, or fsspec URLs such as
+    's3://bucket/shards/*.txt') is counted on a Dask cluster and merged here; with --counts FILE
+    training starts from counts made anywhere (Spark, Ray: Parquet; sentencepiece-style TSV).
+    Those counts are stored as a corpus too.
 
     Prints the ref (NAME@VERSION) of each tokenizer created, one per line, and nothing else on
     stdout; a summary (vocab size, merges, time) goes to stderr. Pre-token counts of the corpus
@@ -248,10 +260,13 @@ def train(
     """
     started = time.perf_counter()
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
+    source = _training_source(corpus, counts_file, dask_address, min_count, special_tokens, quiet, workers)
+    if not special_tokens and isinstance(source, _workflow().Counts):
+        special_tokens = source.special_tokens  # those the counts were made with (Parquet metadata)
     with Store(db) as store:
         if dry_run:
             counted, estimate = store.estimate_training(
-                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base
+                source, max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base
             )
             if as_json:
                 click.echo(json.dumps({
@@ -267,7 +282,7 @@ def train(
             return
         try:
             refs = store.train(
-                list(corpus), name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
+                source, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
                 max_memory=limit, base=base,
             )
         except _workflow().TrainingInterrupted as interrupted:
@@ -283,6 +298,35 @@ def train(
         for info in infos:
             click.echo(f"{info.ref}\tvocab_size={info.vocab_size}\tmerges={info.num_merges}\ttrained in {info.training_seconds:.2f}s", err=True)
         click.echo(f"wall time {time.perf_counter() - started:.2f}s", err=True)
+
+
+def _training_source(
+    corpus: tuple[str, ...], counts_file: str | None, dask_address: str | None, min_count: int | None,
+    special_tokens: tuple[str, ...], quiet: bool, workers: int | None,
+):
+    """What ``train`` trains on: the CORPUS paths, or counts (read from --counts, or counted on
+    Dask), pruned to --min-count; usage errors for options that do not go together."""
+    if counts_file is not None and corpus:
+        _fail("give either CORPUS or --counts FILE, not both")
+    if counts_file is None and not corpus:
+        _fail("give a CORPUS to train on (or --counts FILE)")
+    if counts_file is not None and dask_address is not None:
+        _fail("--dask counts a CORPUS; --counts FILE needs no counting")
+    if min_count is not None and counts_file is None and dask_address is None:
+        _fail("--min-count applies to --counts or --dask")
+    if counts_file is None and dask_address is None:
+        return list(corpus)
+    workflow = _workflow()
+    specials = list(special_tokens)
+    if counts_file is not None:
+        counts = workflow.read_counts(counts_file, special_tokens=specials or None)
+        return counts.pruned(min_count) if min_count is not None else counts
+    from .distributed.cluster import dask_client
+    from .distributed.count import count_on_dask
+
+    with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
+        # pruned on the cluster (exactly: each part's totals), so only what is kept comes here
+        return count_on_dask(client, list(corpus), specials, min_count=min_count, progress=_show_progress(quiet))
 
 
 # -- list / show -----------------------------------------------------------------------------------
@@ -310,7 +354,11 @@ def _list_row(info: TokenizerInfo) -> list[str]:
 def _short_source(info: TokenizerInfo) -> str:
     """The corpus file name, or the format and file names an import came from."""
     if info.corpus_path:
-        return Path(info.corpus_path).name
+        path, kind = info.corpus_path, ""
+        for marker in ("counts: ", "dask: "):  # counts trained from (Store.train_from_counts)
+            if path.startswith(marker):
+                path, kind = path.removeprefix(marker), kind + marker
+        return kind + Path(path).name
     if info.source_format is not None:
         return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source
@@ -628,7 +676,7 @@ def _encode_shards(
             from .distributed.cluster import dask_client
             from .distributed.encode import encode_shards_on_dask
 
-            with dask_client(dask_address) as client:
+            with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
                 result = encode_shards_on_dask(client, tokenizer, inputs, output_dir, **options)
     except DisallowedSpecialTokenError as error:
         raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None

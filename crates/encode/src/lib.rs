@@ -11,6 +11,7 @@ mod cache;
 mod file;
 mod offsets;
 pub mod packed;
+mod shared;
 mod stream;
 mod vocab;
 
@@ -21,6 +22,7 @@ pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, PARTIAL_HEADER_START};
+use shared::SharedCache;
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
 pub use vocab::py_bytes_repr;
@@ -91,6 +93,9 @@ pub struct Encoder {
     /// `special_ids[i]` is the id of `specials.tokens()[i]`.
     special_ids: Vec<TokenId>,
     caches: CachePool,
+    /// The table of short pieces that threads encoding one job together share (see
+    /// `shared.rs`); kept between jobs.
+    table: SharedCache,
 }
 
 impl Encoder {
@@ -185,6 +190,7 @@ impl Encoder {
                     .expect("a given token")
             })
             .collect();
+        let table = SharedCache::new(cache_entries.max(1), vocab.max_id);
         Ok(Encoder {
             vocab,
             rule,
@@ -193,6 +199,7 @@ impl Encoder {
             specials,
             special_ids,
             caches: CachePool::new(cache_entries.max(1)),
+            table,
         })
     }
 
@@ -261,17 +268,18 @@ impl Encoder {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| {
-                        self.caches.with_shared(&shared, |cache| {
-                            let mut done = Vec::new();
-                            loop {
-                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                let Some(text) = texts.get(i) else { break };
-                                let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                self.encode_into(text, allowed, cache, &mut out);
-                                done.push((i, out));
-                            }
-                            done
-                        })
+                        self.caches
+                            .with_shared(self.table.table(), &shared, |cache| {
+                                let mut done = Vec::new();
+                                loop {
+                                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                    let Some(text) = texts.get(i) else { break };
+                                    let mut out = Vec::with_capacity(text.len() / 4 + 1);
+                                    self.encode_into(text, allowed, cache, &mut out);
+                                    done.push((i, out));
+                                }
+                                done
+                            })
                     })
                 })
                 .collect();
@@ -314,25 +322,26 @@ impl Encoder {
                 let sender = sender.clone();
                 let (blocks, next, stop, shared) = (&blocks, &next, &stop, &shared);
                 scope.spawn(move || {
-                    self.caches.with_shared(shared, |cache| {
-                        while !stop.load(Ordering::Relaxed) {
-                            let Some(range) = blocks.get(next.fetch_add(1, Ordering::Relaxed))
-                            else {
-                                break;
-                            };
-                            let ids = texts[range.clone()]
-                                .iter()
-                                .map(|text| {
-                                    let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                    self.encode_into(text, allowed, cache, &mut out);
-                                    out
-                                })
-                                .collect();
-                            if sender.send((range.start, ids)).is_err() {
-                                break;
+                    self.caches
+                        .with_shared(self.table.table(), shared, |cache| {
+                            while !stop.load(Ordering::Relaxed) {
+                                let Some(range) = blocks.get(next.fetch_add(1, Ordering::Relaxed))
+                                else {
+                                    break;
+                                };
+                                let ids = texts[range.clone()]
+                                    .iter()
+                                    .map(|text| {
+                                        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+                                        self.encode_into(text, allowed, cache, &mut out);
+                                        out
+                                    })
+                                    .collect();
+                                if sender.send((range.start, ids)).is_err() {
+                                    break;
+                                }
                             }
-                        }
-                    })
+                        })
                 });
             }
             drop(sender); // the channel ends when the last worker does
@@ -462,6 +471,23 @@ impl Encoder {
     ) {
         if let [byte] = bytes {
             out.push(self.vocab.byte_ids[*byte as usize]);
+            return;
+        }
+        if let (Some(table), Some(short)) = (cache.table.as_deref(), key) {
+            // Threads at work together: short pieces are shared without locks (and the
+            // others, or those with more ids than a shared slot holds, are kept as below).
+            if table.get(short, out) {
+                return;
+            }
+            if let Some(ids) = cache.get(bytes, key) {
+                out.extend_from_slice(ids);
+                return;
+            }
+            self.merge_piece(bytes, scratch);
+            if !cache.insert_shared(&self.table, short, scratch) {
+                cache.insert(bytes, key, scratch);
+            }
+            out.extend_from_slice(scratch);
             return;
         }
         if let Some(ids) = cache.get(bytes, key) {
