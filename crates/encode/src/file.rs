@@ -249,7 +249,7 @@ impl Encoder {
 }
 
 /// Bytes of the array written between two requests to the syncing thread to put them on disk.
-const SYNC_EVERY_BYTES: usize = 4 << 20;
+const SYNC_EVERY_BYTES: usize = 1 << 20;
 
 /// Writes chunks' ids in chunk order, whatever order they arrive in.
 struct OrderedWriter<'a, W: Write> {
@@ -295,6 +295,8 @@ struct Chunks<'a, R: Read> {
     chunk_bytes: usize,
     /// See [`Chunks::shrink_towards_the_end`]: the file's size and the number of threads.
     tail: Option<(u64, usize)>,
+    /// Chunks handed out so far.
+    made: u32,
 }
 
 /// Chunks near the end of a file are never made smaller than this.
@@ -310,6 +312,7 @@ impl<'a, R: Read> Chunks<'a, R> {
             end_of_file: false,
             chunk_bytes,
             tail: None,
+            made: 0,
         }
     }
 
@@ -321,13 +324,20 @@ impl<'a, R: Read> Chunks<'a, R> {
         self.tail = Some((file_bytes, threads));
     }
 
-    /// The size of the next chunk.
+    /// The size of the next chunk. The first ones are small too, growing twice as big each time,
+    /// so that the workers start at once: a whole chunk has to be read and checked before the
+    /// first of them has anything to do (5 ms of a 0.13 s job, for 1 MB chunks).
     fn next_chunk_bytes(&self) -> usize {
+        let head = MIN_TAIL_CHUNK_BYTES
+            .checked_shl(self.made)
+            .unwrap_or(usize::MAX);
         match self.tail {
             Some((file_bytes, threads)) => {
                 let left = file_bytes.saturating_sub(self.offset);
                 let share = usize::try_from(left / (2 * threads as u64)).unwrap_or(usize::MAX);
-                self.chunk_bytes.min(share.max(MIN_TAIL_CHUNK_BYTES))
+                self.chunk_bytes
+                    .min(head)
+                    .min(share.max(MIN_TAIL_CHUNK_BYTES))
             }
             None => self.chunk_bytes,
         }
@@ -335,21 +345,14 @@ impl<'a, R: Read> Chunks<'a, R> {
 
     /// Reads until `want` bytes wait or the file ends.
     fn fill(&mut self, want: usize) -> io::Result<()> {
-        while !self.end_of_file && self.buffer.len() < want {
-            let start = self.buffer.len();
-            self.buffer.resize(want, 0);
-            let read = loop {
-                match self.input.read(&mut self.buffer[start..]) {
-                    Ok(n) => break n,
-                    Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(error) => {
-                        self.buffer.truncate(start);
-                        return Err(error);
-                    }
-                }
-            };
-            self.buffer.truncate(start + read);
-            self.end_of_file = read == 0;
+        if !self.end_of_file && self.buffer.len() < want {
+            // (`read_to_end` reads into the spare room without zeroing it first, and retries
+            // when interrupted)
+            let missing = (want - self.buffer.len()) as u64;
+            let read = (&mut *self.input)
+                .take(missing)
+                .read_to_end(&mut self.buffer)?;
+            self.end_of_file = (read as u64) < missing;
         }
         Ok(())
     }
@@ -378,6 +381,7 @@ impl<'a, R: Read> Chunks<'a, R> {
                 _ => want = 2 * self.buffer.len().max(want / 2), // no cut in sight: read more
             }
         };
+        self.made = self.made.saturating_add(1);
         let rest = self.buffer.split_off(cut);
         let chunk = std::mem::replace(&mut self.buffer, rest);
         // One pass over the bytes (this thread's time is taken from the workers'); only a chunk

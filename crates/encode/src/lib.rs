@@ -297,8 +297,8 @@ impl Encoder {
     /// [`Encoder::encode_batch_allowed`] for callers that turn ids into objects of their own on the
     /// calling thread (the Python bindings make lists): `threads` workers encode blocks of
     /// consecutive texts while this thread hands each finished block, in whatever order they
-    /// finish, to `take(first text's index, the block's ids)`, so that the making overlaps the
-    /// encoding instead of following it. Each wait for the next block goes through
+    /// finish, to `take(the block)`, so that the making overlaps the encoding instead of
+    /// following it. Each wait for the next block goes through
     /// `wait(next)`, which must call `next` (the bindings release the GIL around it). If `take`
     /// fails, the workers stop after their current block and the error is returned.
     pub fn encode_batch_overlapped<E>(
@@ -307,7 +307,7 @@ impl Encoder {
         threads: usize,
         allowed: AllowedSpecial<'_>,
         mut wait: impl FnMut(&(dyn Fn() -> Option<IdsBlock> + Sync)) -> Option<IdsBlock>,
-        mut take: impl FnMut(usize, Vec<Vec<TokenId>>) -> Result<(), E>,
+        mut take: impl FnMut(IdsBlock) -> Result<(), E>,
     ) -> Result<(), E> {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let threads = threads.max(1);
@@ -329,15 +329,21 @@ impl Encoder {
                                 else {
                                     break;
                                 };
-                                let ids = texts[range.clone()]
-                                    .iter()
-                                    .map(|text| {
-                                        let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                        self.encode_into(text, allowed, cache, &mut out);
-                                        out
-                                    })
-                                    .collect();
-                                if sender.send((range.start, ids)).is_err() {
+                                // One buffer for the block's ids (not one per text: allocated
+                                // here and freed by the taker's thread, they cost as much as
+                                // the short texts they hold).
+                                let texts = &texts[range.clone()];
+                                let bytes: usize = texts.iter().map(|text| text.len()).sum();
+                                let mut block = IdsBlock {
+                                    first: range.start,
+                                    ids: Vec::with_capacity(bytes / 4 + 16),
+                                    ends: Vec::with_capacity(texts.len()),
+                                };
+                                for text in texts {
+                                    self.encode_into(text, allowed, cache, &mut block.ids);
+                                    block.ends.push(block.ids.len());
+                                }
+                                if sender.send(block).is_err() {
                                     break;
                                 }
                             }
@@ -352,8 +358,8 @@ impl Encoder {
                     .recv()
                     .ok()
             };
-            while let Some((first, ids)) = wait(&next_block) {
-                if let Err(error) = take(first, ids) {
+            while let Some(block) = wait(&next_block) {
+                if let Err(error) = take(block) {
                     stop.store(true, Ordering::Relaxed);
                     return Err(error);
                 }
@@ -531,8 +537,25 @@ impl Encoder {
     }
 }
 
-/// The ids of a block of consecutive texts: the first text's index, and each text's ids.
-pub type IdsBlock = (usize, Vec<Vec<TokenId>>);
+/// The ids of a block of consecutive texts (see [`Encoder::encode_batch_overlapped`]).
+pub struct IdsBlock {
+    /// The index of the block's first text.
+    pub first: usize,
+    /// Every text's ids, one after the other.
+    ids: Vec<TokenId>,
+    /// Where each text's ids end in `ids`.
+    ends: Vec<usize>,
+}
+
+impl IdsBlock {
+    /// Each text's ids, in order.
+    pub fn texts(&self) -> impl Iterator<Item = &[TokenId]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.ids[start..end])
+    }
+}
 
 /// Consecutive texts grouped into blocks of about `BLOCK_BYTES` of text (never fewer than 8 per
 /// thread when there are enough texts): few enough that handing blocks over costs nothing, small

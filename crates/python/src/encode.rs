@@ -217,6 +217,9 @@ impl PyEncoder {
             return Err(PyValueError::new_err("num_threads must be at least 1"));
         }
         let encoder = Arc::clone(&self.inner);
+        // (about four bytes of text per id)
+        self.ints
+            .prepare(py, texts.iter().map(|t| t.len()).sum::<usize>() / 4);
         if threads == 1 || texts.len() < 2 {
             let batches = py.detach(move || {
                 let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
@@ -259,10 +262,10 @@ impl PyEncoder {
                     threads,
                     allowed,
                     |next| py.detach(next),
-                    |first, block| {
-                        for (slot, ids) in lists[first..].iter_mut().zip(block) {
+                    |block| {
+                        for (slot, ids) in lists[block.first..].iter_mut().zip(block.texts()) {
                             young_ids += ids.len();
-                            *slot = Some(self.ints.list(py, &ids)?);
+                            *slot = Some(self.ints.list(py, ids)?);
                         }
                         if young_ids >= IDS_PER_YOUNG_COLLECTION {
                             collect_young(&mut young_ids)?;
@@ -622,18 +625,36 @@ impl IdInts {
 
     /// `ids` as a Python list of ints.
     fn list<'py>(&self, py: Python<'py>, ids: &[TokenId]) -> PyResult<Bound<'py, PyList>> {
-        if self.max_id >= MAX_SHARED_INTS || ids.len() < 64 {
+        // (a short list makes its own ints rather than all of them, unless they are made)
+        let ints = match self.ints.get() {
+            _ if self.max_id >= MAX_SHARED_INTS => None,
+            None if ids.len() < 64 => None,
+            _ => Some(self.shared(py)),
+        };
+        let Some(ints) = ints else {
             return PyList::new(py, ids);
-        }
-        let ints = self.ints.get_or_init(|| {
+        };
+        // Every id here comes from the encoder, so it is at most max_id.
+        PyList::new(py, ids.iter().map(|&id| ints[id as usize].bind(py)))
+    }
+
+    /// The shared ints, made on first use.
+    fn shared(&self, py: Python<'_>) -> &[Py<PyAny>] {
+        self.ints.get_or_init(|| {
             (0..=self.max_id)
                 .map(|id| {
                     let int = id.into_pyobject(py).unwrap_or_else(|never| match never {});
                     int.into_any().unbind()
                 })
                 .collect()
-        });
-        // Every id here comes from the encoder, so it is at most max_id.
-        PyList::new(py, ids.iter().map(|&id| ints[id as usize].bind(py)))
+        })
+    }
+
+    /// Makes the shared ints now if lists of `ids` ids in all are about to be made and it is worth
+    /// it, so that short lists use them too (a batch of short lines otherwise makes an int per id).
+    fn prepare(&self, py: Python<'_>, ids: usize) {
+        if self.max_id < MAX_SHARED_INTS && ids as u64 >= u64::from(self.max_id) / 4 {
+            self.shared(py);
+        }
     }
 }
