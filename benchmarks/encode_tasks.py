@@ -8,6 +8,7 @@ Common params: ``vocab`` and ``merges`` (the fixture files), ``special`` (``<|en
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import os
 import random
@@ -315,13 +316,17 @@ def encode_multilingual_tiktoken(params: dict) -> Job:
 # ---------------------------------------------------------------- encode-batch / encode-file: threads
 
 
-def batch_job(params: dict, threads: int) -> Job:
-    """``Tokenizer.encode_batch`` of the text's lines on ``threads`` threads (fresh tokenizer)."""
+def batch_job(params: dict, threads: int, warm: bool = False) -> Job:
+    """``Tokenizer.encode_batch`` of the text's lines on ``threads`` threads (fresh tokenizer); when
+    ``warm``, the same call once more (the first, untimed, fills the tokenizer's caches)."""
     tokenizer = bpestore_from_files(params)
     if not hasattr(tokenizer, "encode_batch"):
         raise Skip("Tokenizer.encode_batch does not exist yet")
     text = read_text(params["text"], params.get("max_bytes"))
     lines = text.splitlines(keepends=True)
+    if warm:
+        tokenizer.encode_batch(lines, num_threads=threads)
+        gc.collect()  # (the first call's lists are gone before the timed call)
 
     def check(batches) -> dict:
         return ids_facts([i for ids in batches for i in ids], text, params)
@@ -337,6 +342,16 @@ def encode_batch_one_thread(params: dict) -> Job:
 @task("encode-batch:bpestore-threads")
 def encode_batch_threads(params: dict) -> Job:
     return batch_job(params, params["workers"])
+
+
+@task("encode-batch:bpestore-warm")
+def encode_batch_one_thread_warm(params: dict) -> Job:
+    return batch_job(params, 1, warm=True)
+
+
+@task("encode-batch:bpestore-threads-warm")
+def encode_batch_threads_warm(params: dict) -> Job:
+    return batch_job(params, params["workers"], warm=True)
 
 
 # ---------------------------------------------------------------- encode-iterable: a stream of lines
@@ -365,14 +380,17 @@ def encode_iterable_whole(params: dict) -> Job:
     return iterable_job(params, whole=True)
 
 
-def file_job(params: dict, threads: int) -> Job:
+def file_job(params: dict, threads: int, warm: bool = False) -> Job:
     """``bpestore.encode.files.encode_file_to_npy`` on ``threads`` threads, in process (fresh
-    tokenizer, imports excluded: the CLI section times the whole command)."""
+    tokenizer, imports excluded: the CLI section times the whole command); when ``warm``, the
+    same call once more (the first, untimed, fills the tokenizer's caches)."""
     tokenizer = bpestore_from_files(params)
     try:
         from bpestore.encode.files import encode_file_to_npy
     except ImportError:
         raise Skip("bpestore.encode.files.encode_file_to_npy does not exist") from None
+    if warm:
+        encode_file_to_npy(tokenizer, params["input"], params["npy_out"], workers=threads)
 
     def run():
         return encode_file_to_npy(tokenizer, params["input"], params["npy_out"], workers=threads)
@@ -388,3 +406,13 @@ def encode_file_one_thread(params: dict) -> Job:
 @task("encode-file:bpestore-threads")
 def encode_file_threads(params: dict) -> Job:
     return file_job(params, params["workers"])
+
+
+@task("encode-file:bpestore-warm")
+def encode_file_one_thread_warm(params: dict) -> Job:
+    return file_job(params, 1, warm=True)
+
+
+@task("encode-file:bpestore-threads-warm")
+def encode_file_threads_warm(params: dict) -> Job:
+    return file_job(params, params["workers"], warm=True)

@@ -67,7 +67,7 @@ def section_table(result: dict) -> str:
     headers = ["tool", "median s", *(["MB/s"] if with_speed else []), "runs: min-max", "CPU s", "bpestore/peer",
                *MEMORY_HEADERS, "facts"]
     cells = [[row["tool"], number(row.get("seconds"), "{:,.3f}"), *([number(row.get("mb_per_s"))] if with_speed else []),
-              spread(row), number(row.get("cpu_seconds"), "{:,.1f}"), ratio(row), *memory(row), facts(result["name"], row)]
+              spread(row), number(row.get("cpu_seconds"), "{:,.2f}"), ratio(row), *memory(row), facts(result["name"], row)]
              for row in rows]
     return table(headers, cells)
 

@@ -39,12 +39,14 @@ if TYPE_CHECKING:
     from ._engine import __version__
     from .encode.tokenizer import Tokenizer
     from .model import BPEModel, MergeRule
+    from .train.counts import Counts, train_bpe_from_counts
     from .train.trainer import train_bpe
     from .workflow import Store
 
 __all__ = [
     "BPEModel",
     "BpestoreError",
+    "Counts",
     "CorpusDecodeError",
     "DatabaseTooNewError",
     "DisallowedSpecialTokenError",
@@ -61,6 +63,7 @@ __all__ = [
     "errors",
     "formats",
     "train_bpe",
+    "train_bpe_from_counts",
 ]
 
 
@@ -73,6 +76,8 @@ _LAZY = {
     "BPEModel": ".model",
     "MergeRule": ".model",
     "train_bpe": ".train.trainer",
+    "Counts": ".train.counts",  # pre-token counts made anywhere (issue 14)
+    "train_bpe_from_counts": ".train.counts",
     "Store": ".workflow",
     "formats": None,  # a submodule
 }

@@ -79,6 +79,20 @@ class PretokenCounts:
         """Adds ``other``'s counts to these."""
     def clear(self) -> None:
         """Forgets every count, freeing their memory."""
+    def to_arrays(self, sorted: bool = False) -> tuple[bytes, bytes, bytes]:
+        """``(data, offsets, counts)``: the pre-tokens end to end, ``len + 1`` offsets into them
+        and the counts (both little-endian 64-bit integers); ``sorted``: in byte order."""
+    @staticmethod
+    def from_arrays(data: bytes | bytearray, offsets: bytes | bytearray, counts: bytes | bytearray) -> PretokenCounts:
+        """Counts from ``to_arrays``'s arrays (a pre-token given twice gets the sum); ValueError
+        for arrays that do not fit together."""
+    def copy(self) -> PretokenCounts:
+        """A copy of these counts."""
+    def pruned(self, min_count: int) -> PretokenCounts:
+        """New counts without the pre-tokens counted fewer than ``min_count`` times."""
+    def split(self, parts: int) -> list[PretokenCounts]:
+        """These counts in ``parts`` disjoint parts by a hash of each pre-token (the same
+        pre-token always lands in the same part)."""
 
 def count_file(
     path: str | PathLike[str],

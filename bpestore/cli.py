@@ -211,23 +211,30 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 
 
 @main.command()
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, required=False)
 @click.option("--name", required=True, help="Name to store the tokenizer under; each run adds versions.")
 @click.option(
     "--vocab-size", "vocab_sizes", type=int, required=True, multiple=True,
     help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization (with --dask local: worker processes) [default: CPUs].")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the new tokenizers (as `list --json`) instead of their refs.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars and no summary on stderr.")
 @click.option("--dry-run", is_flag=True, help="Count (or reuse stored counts), print the merge loop's memory estimate, merge nothing.")
 @click.option("--max-memory", default=None, metavar="SIZE", help="Refuse to merge when the memory estimate is above SIZE (e.g. 800M, 4G).")
 @click.option("--from", "base", default=None, metavar="NAME[@V]", help="Continue this stored tokenizer: keep its vocab, ids and merges, learn more.")
+@click.option(
+    "--counts", "counts_file", default=None, metavar="FILE",
+    help="Train on pre-token counts made elsewhere instead of a CORPUS: Parquet (pretoken or word, and count columns) or word<TAB>count lines.",
+)
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS", help="Count CORPUS on a Dask cluster (a scheduler address, or 'local'), then merge here.")
+@click.option("--min-count", type=click.IntRange(min=1), default=None, help="With --counts or --dask: train on pre-tokens counted at least this often.")
 @_db_option
 def train(
-    corpus: tuple[Path, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
-    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, db: str,
+    corpus: tuple[str, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
+    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
+    dask_address: str | None, min_count: int | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -235,6 +242,11 @@ def train(
     globs ('shards/**/*.txt'); .gz, .xz and .zst files are decompressed as read. They are
     counted as one corpus; no pre-token spans two files. With --from NAME[@V] the new tokenizer
     continues that one: its tokens keep their ids, and --vocab-size counts them too.
+
+    With --dask ADDRESS (or --dask local) the corpus (paths, or fsspec URLs such as
+    's3://bucket/shards/*.txt') is counted on a Dask cluster and merged here; with --counts FILE
+    training starts from counts made anywhere (Spark, Ray: Parquet; sentencepiece-style TSV).
+    Those counts are stored as a corpus too.
 
     Prints the ref (NAME@VERSION) of each tokenizer created, one per line, and nothing else on
     stdout; a summary (vocab size, merges, time) goes to stderr. Pre-token counts of the corpus
@@ -248,10 +260,13 @@ def train(
     """
     started = time.perf_counter()
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
+    source = _training_source(corpus, counts_file, dask_address, min_count, special_tokens, quiet, workers)
+    if not special_tokens and isinstance(source, _workflow().Counts):
+        special_tokens = source.special_tokens  # those the counts were made with (Parquet metadata)
     with Store(db) as store:
         if dry_run:
             counted, estimate = store.estimate_training(
-                list(corpus), max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base
+                source, max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base
             )
             if as_json:
                 click.echo(json.dumps({
@@ -267,7 +282,7 @@ def train(
             return
         try:
             refs = store.train(
-                list(corpus), name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
+                source, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
                 max_memory=limit, base=base,
             )
         except _workflow().TrainingInterrupted as interrupted:
@@ -283,6 +298,35 @@ def train(
         for info in infos:
             click.echo(f"{info.ref}\tvocab_size={info.vocab_size}\tmerges={info.num_merges}\ttrained in {info.training_seconds:.2f}s", err=True)
         click.echo(f"wall time {time.perf_counter() - started:.2f}s", err=True)
+
+
+def _training_source(
+    corpus: tuple[str, ...], counts_file: str | None, dask_address: str | None, min_count: int | None,
+    special_tokens: tuple[str, ...], quiet: bool, workers: int | None,
+):
+    """What ``train`` trains on: the CORPUS paths, or counts (read from --counts, or counted on
+    Dask), pruned to --min-count; usage errors for options that do not go together."""
+    if counts_file is not None and corpus:
+        _fail("give either CORPUS or --counts FILE, not both")
+    if counts_file is None and not corpus:
+        _fail("give a CORPUS to train on (or --counts FILE)")
+    if counts_file is not None and dask_address is not None:
+        _fail("--dask counts a CORPUS; --counts FILE needs no counting")
+    if min_count is not None and counts_file is None and dask_address is None:
+        _fail("--min-count applies to --counts or --dask")
+    if counts_file is None and dask_address is None:
+        return list(corpus)
+    workflow = _workflow()
+    specials = list(special_tokens)
+    if counts_file is not None:
+        counts = workflow.read_counts(counts_file, special_tokens=specials or None)
+        return counts.pruned(min_count) if min_count is not None else counts
+    from .distributed.cluster import dask_client
+    from .distributed.count import count_on_dask
+
+    with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
+        # pruned on the cluster (exactly: each part's totals), so only what is kept comes here
+        return count_on_dask(client, list(corpus), specials, min_count=min_count, progress=_show_progress(quiet))
 
 
 # -- list / show -----------------------------------------------------------------------------------
@@ -310,7 +354,11 @@ def _list_row(info: TokenizerInfo) -> list[str]:
 def _short_source(info: TokenizerInfo) -> str:
     """The corpus file name, or the format and file names an import came from."""
     if info.corpus_path:
-        return Path(info.corpus_path).name
+        path, kind = info.corpus_path, ""
+        for marker in ("counts: ", "dask: "):  # counts trained from (Store.train_from_counts)
+            if path.startswith(marker):
+                path, kind = path.removeprefix(marker), kind + marker
+        return kind + Path(path).name
     if info.source_format is not None:
         return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source
@@ -539,8 +587,16 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 
 @main.command()
 @click.argument("ref")
-@click.argument("input_path", metavar="[INPUT]", required=False, type=click.Path(path_type=Path, allow_dash=True))
+@click.argument("inputs", metavar="[INPUT]...", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write ids here: a .npy file (uint16 if every id fits, else uint32), else text.")
+@click.option(
+    "--output-dir", type=click.Path(path_type=Path, file_okay=False),
+    help="Encode each INPUT file (globs and fsspec URLs too) into its own .npy here, with a manifest; a rerun skips finished shards.",
+)
+@click.option(
+    "--dask", "dask_address", metavar="ADDRESS|local", default=None,
+    help="With --output-dir: encode the shards on a Dask cluster (a scheduler's address, or 'local').",
+)
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for a file to .npy [default: CPUs].")
 @click.option(
     "--allowed-special", "allowed_special", multiple=True, metavar="TOKEN|all|none",
@@ -551,14 +607,19 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 @_quiet_option
 @_db_option
 def encode(
-    ref: str, input_path: Path | None, output: Path | None, workers: int | None,
-    allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
+    ref: str, inputs: tuple[Path, ...], output: Path | None, output_dir: Path | None, dask_address: str | None,
+    workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
 ) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
     Without --output the ids are printed separated by spaces. With --output x.npy a file is
     encoded in parallel, in bounded memory, into a NumPy array; the ids are exactly those of
     encoding the whole text at once.
+
+    With --output-dir DIR, each INPUT (files, globs such as 'data/*.txt', fsspec URLs; a glob's
+    matches sorted) is encoded on its own into DIR/shard-NNNNN.npy, numbered in that order, and
+    DIR/manifest.jsonl records each finished shard; a rerun skips those. --dask spreads the
+    shards over a Dask cluster.
 
     Every special token of the tokenizer is recognised by default. For untrusted input, use
     --allowed-special none (a special token's string is an error) or --ordinary (it is
@@ -569,9 +630,18 @@ def encode(
       echo "Hello world" | bpestore encode gpt2
       bpestore encode gpt2 train.txt --output train.npy --workers 4
       bpestore encode gpt2 user_input.txt --ordinary
+      bpestore encode gpt2 'data/*.txt' --output-dir data-ids/ --dask local
     """
+    if output_dir is None and (len(inputs) > 1 or dask_address is not None):
+        raise click.UsageError("several INPUTs and --dask need --output-dir (one .npy per input)")
+    if output_dir is not None and (output is not None or not inputs or "-" in map(str, inputs)):
+        raise click.UsageError("--output-dir takes INPUT files (not stdin), and no --output")
     tokenizer = _workflow().load_tokenizer(db, ref)
     policy = _special_policy(tokenizer.special_tokens, allowed_special, ordinary, ref)
+    if output_dir is not None:
+        _encode_shards(tokenizer, ref, [str(path) for path in inputs], output_dir, dask_address, workers, quiet, policy)
+        return
+    input_path = inputs[0] if inputs else None
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path
 
@@ -592,6 +662,29 @@ def encode(
         raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None
     if count is not None:
         click.echo(f"wrote {count} ids to {output}", err=True)
+
+
+def _encode_shards(
+    tokenizer, ref: str, inputs: list[str], output_dir: Path, dask_address: str | None, workers: int | None, quiet: bool, policy: dict
+) -> None:
+    """``encode --output-dir``: one shard per input file, here or on a Dask cluster."""
+    options = {"ref": ref, "progress": _show_progress(quiet), **policy}
+    try:
+        if dask_address is None:
+            result = _workflow().encode_shards(tokenizer, inputs, output_dir, workers=workers, **options)
+        else:
+            from .distributed.cluster import dask_client
+            from .distributed.encode import encode_shards_on_dask
+
+            with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
+                result = encode_shards_on_dask(client, tokenizer, inputs, output_dir, **options)
+    except DisallowedSpecialTokenError as error:
+        raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None
+    click.echo(
+        f"wrote {result.tokens} ids in {len(result.entries)} shards to {output_dir} "
+        f"({len(result.encoded)} encoded now, {len(result.skipped)} already done)",
+        err=True,
+    )
 
 
 def _special_policy(special_tokens: list[str], allowed: tuple[str, ...], ordinary: bool, ref: str) -> dict:

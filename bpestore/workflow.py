@@ -27,6 +27,7 @@ import numpy as np
 from . import formats, metrics
 from .encode.files import encode_file_to_npy, write_npy_stream
 from .encode.tokenizer import Tokenizer
+from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --output-dir`)
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
@@ -37,10 +38,11 @@ from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_s
 from .store.loader import load_model
 from .store.refs import check_name
 from .train import trainer as training
+from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
 
 __all__ = [
-    "CorpusCounts", "FileComparison", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
+    "CorpusCounts", "Counts", "FileComparison", "read_counts", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
     "TokenizerSummary", "TrainingInterrupted", "atomic_output", "atomic_path", "describe", "diff_tokenizers", "encode_to",
     "export_from_store", "import_into_store", "load_tokenizer", "parse_bytes", "summarize_store", "token_text",
 ]
@@ -336,6 +338,8 @@ class Store(ModelStore):
         ``pattern``: the pre-tokenizer's regex (a continued training counts with its base's);
         counts are stored and reused per pattern."""
         self.check_writable()  # new counts are saved: refuse before counting, not after
+        if isinstance(corpus, Counts):
+            return self._save_counts(corpus, special_tokens, progress)
         special_tokens = training.check_special_tokens(special_tokens)
         files = CorpusFiles(corpus)
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
@@ -354,6 +358,55 @@ class Store(ModelStore):
                     connection, files.describe(), size_bytes, sha256, pattern, specials_json, counts, progress
                 )
         return CorpusCounts(corpus_id, counts, reused=False)
+
+    def _save_counts(self, counts: Counts, special_tokens: Sequence[str], progress: bool) -> CorpusCounts:
+        """:meth:`count` for counts made elsewhere: stored as a corpus identified by the hash of
+        the counts themselves (:meth:`Counts.sha256`), its path saying where they came from and
+        its size the bytes of text they cover; found again when the same counts come back."""
+        special_tokens = check_training_specials(counts, special_tokens)
+        if counts.pattern != GPT2_PATTERN:
+            raise ValueError("the counts were made with another pre-tokenizer pattern than GPT-2's, the only one training uses")
+        specials_json = json.dumps(special_tokens, ensure_ascii=False)
+        sha256 = counts.sha256()
+        with self._transaction() as connection:
+            corpus_id = self._find_corpus(connection, sha256, GPT2_PATTERN, specials_json)
+        if corpus_id is None:
+            source = counts.source or "counts given"
+            training.check_not_empty(counts, source)
+            with self._transaction(write=True) as connection:
+                corpus_id = self._find_corpus(connection, sha256, GPT2_PATTERN, specials_json)
+                if corpus_id is None:
+                    corpus_id = self._insert_corpus(
+                        connection, f"counts: {source}", counts.text_bytes, sha256, GPT2_PATTERN, specials_json, counts.table, progress
+                    )
+            return CorpusCounts(corpus_id, counts.table, reused=False)
+        return CorpusCounts(corpus_id, counts.table, reused=True)  # the same counts: nothing to read back
+
+    def train_from_counts(
+        self,
+        counts: Counts | Mapping[bytes, int] | str | os.PathLike,
+        name: str,
+        vocab_sizes: int | Sequence[int],
+        special_tokens: Sequence[str] | None = None,
+        *,
+        min_count: int | None = None,
+        progress: bool = False,
+        max_memory: int | None = None,
+        base: str | None = None,
+    ) -> list[str]:
+        """:meth:`train` on pre-token counts made anywhere: :class:`~bpestore.train.counts.Counts`
+        (counted on Dask, say), a Parquet file of ``pretoken``/``word`` and ``count`` columns (as
+        Spark or Ray write them) or a ``word<TAB>count`` text file
+        (:func:`~bpestore.train.counts.read_counts`). The counts are stored as a corpus (its
+        identity the hash of the counts, its path where they came from) and train like any other.
+        ``special_tokens``: the counts' own by default; others are refused. ``min_count``: only
+        the pre-tokens counted at least that often."""
+        self.check_writable()
+        counts = as_counts(counts, special_tokens=special_tokens)
+        special_tokens = check_training_specials(counts, special_tokens)
+        if min_count is not None:
+            counts = counts.pruned(min_count)
+        return self.train(counts, name, vocab_sizes, special_tokens, progress=progress, max_memory=max_memory, base=base)
 
     def train(
         self,

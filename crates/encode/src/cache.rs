@@ -6,6 +6,7 @@
 //! and so is the pool.
 
 use crate::bpe::TokenId;
+use crate::shared::{Inserted, SharedCache, SharedTable, COUNT_EVERY};
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
 
@@ -80,7 +81,7 @@ trait Key: Copy + Eq {
 }
 
 #[inline]
-fn mix(key: u128) -> u64 {
+pub(crate) fn mix(key: u128) -> u64 {
     // (a 64-bit finalizer: every bit of the key reaches the low bits used as the index)
     let h =
         ((key as u64) ^ ((key >> 64) as u64).rotate_left(32)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
@@ -212,7 +213,13 @@ pub(crate) struct PieceCache {
     capacity: usize,
     /// While threads encode one job together, a cache they share behind this one: a piece one
     /// thread has merged, the others copy instead of merging it again (a lock per local miss).
+    /// Only for the pieces `table` does not take.
     pub(crate) shared: Option<Arc<Mutex<PieceCache>>>,
+    /// While threads encode one job together, the encoder's table that they share without locks,
+    /// in front of this cache: short pieces whose ids fit in its slots live there, not here.
+    pub(crate) table: Option<Arc<SharedTable>>,
+    /// New entries this thread put in `table` and has not yet added to its count.
+    pub(crate) table_inserts: usize,
 }
 
 impl PieceCache {
@@ -224,7 +231,51 @@ impl PieceCache {
             ids: Vec::new(),
             capacity,
             shared: None,
+            table: None,
+            table_inserts: 0,
         }
+    }
+
+    /// Puts the ids of a short piece in the shared `table` (see [`PieceCache::table`]), replacing
+    /// the table by `tables`' next one when it is full. False if there is no table, or the ids do
+    /// not fit in its slots: the caller keeps them here instead.
+    pub(crate) fn insert_shared(
+        &mut self,
+        tables: &SharedCache,
+        key: u128,
+        ids: &[TokenId],
+    ) -> bool {
+        let Some(table) = self.table.as_ref().filter(|t| ids.len() <= t.most_ids()) else {
+            return false;
+        };
+        match table.insert(key, ids) {
+            Inserted::New => {
+                self.table_inserts += 1;
+                if self.table_inserts == COUNT_EVERY {
+                    table.count(COUNT_EVERY);
+                    self.table_inserts = 0;
+                }
+            }
+            Inserted::Not => {}
+            Inserted::Full => {
+                if let Some(next) = tables.replace(table) {
+                    self.table_inserts = 0; // (counted in the table left behind)
+                    if next.insert(key, ids) == Inserted::New {
+                        self.table_inserts = 1;
+                    }
+                    self.table = Some(next);
+                }
+            }
+        }
+        true
+    }
+
+    /// Leaves the shared table, adding this thread's uncounted inserts to its count.
+    pub(crate) fn leave_table(&mut self) {
+        if let Some(table) = self.table.take() {
+            table.count(self.table_inserts);
+        }
+        self.table_inserts = 0;
     }
 
     /// The ids of a piece (`key`: its short key, if it has one), if known.
@@ -312,15 +363,19 @@ impl CachePool {
         }
     }
 
-    /// Runs `f` with a cache lent for its duration, with `shared` behind it.
+    /// Runs `f` with a cache lent for its duration, with the lock-free `table` in front of it
+    /// and `shared` behind it.
     pub(crate) fn with_shared<R>(
         &self,
+        table: Arc<SharedTable>,
         shared: &Arc<Mutex<PieceCache>>,
         f: impl FnOnce(&mut PieceCache) -> R,
     ) -> R {
         self.with(|cache| {
             cache.shared = Some(Arc::clone(shared));
+            cache.table = Some(table);
             let result = f(cache);
+            cache.leave_table();
             cache.shared = None;
             result
         })

@@ -11,6 +11,7 @@ mod cache;
 mod file;
 mod offsets;
 pub mod packed;
+mod shared;
 mod stream;
 mod vocab;
 
@@ -21,6 +22,7 @@ pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, PARTIAL_HEADER_START};
+use shared::SharedCache;
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
 pub use vocab::py_bytes_repr;
@@ -91,6 +93,9 @@ pub struct Encoder {
     /// `special_ids[i]` is the id of `specials.tokens()[i]`.
     special_ids: Vec<TokenId>,
     caches: CachePool,
+    /// The table of short pieces that threads encoding one job together share (see
+    /// `shared.rs`); kept between jobs.
+    table: SharedCache,
 }
 
 impl Encoder {
@@ -185,6 +190,7 @@ impl Encoder {
                     .expect("a given token")
             })
             .collect();
+        let table = SharedCache::new(cache_entries.max(1), vocab.max_id);
         Ok(Encoder {
             vocab,
             rule,
@@ -193,6 +199,7 @@ impl Encoder {
             specials,
             special_ids,
             caches: CachePool::new(cache_entries.max(1)),
+            table,
         })
     }
 
@@ -261,17 +268,18 @@ impl Encoder {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| {
-                        self.caches.with_shared(&shared, |cache| {
-                            let mut done = Vec::new();
-                            loop {
-                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                let Some(text) = texts.get(i) else { break };
-                                let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                self.encode_into(text, allowed, cache, &mut out);
-                                done.push((i, out));
-                            }
-                            done
-                        })
+                        self.caches
+                            .with_shared(self.table.table(), &shared, |cache| {
+                                let mut done = Vec::new();
+                                loop {
+                                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                    let Some(text) = texts.get(i) else { break };
+                                    let mut out = Vec::with_capacity(text.len() / 4 + 1);
+                                    self.encode_into(text, allowed, cache, &mut out);
+                                    done.push((i, out));
+                                }
+                                done
+                            })
                     })
                 })
                 .collect();
@@ -289,8 +297,8 @@ impl Encoder {
     /// [`Encoder::encode_batch_allowed`] for callers that turn ids into objects of their own on the
     /// calling thread (the Python bindings make lists): `threads` workers encode blocks of
     /// consecutive texts while this thread hands each finished block, in whatever order they
-    /// finish, to `take(first text's index, the block's ids)`, so that the making overlaps the
-    /// encoding instead of following it. Each wait for the next block goes through
+    /// finish, to `take(the block)`, so that the making overlaps the encoding instead of
+    /// following it. Each wait for the next block goes through
     /// `wait(next)`, which must call `next` (the bindings release the GIL around it). If `take`
     /// fails, the workers stop after their current block and the error is returned.
     pub fn encode_batch_overlapped<E>(
@@ -299,7 +307,7 @@ impl Encoder {
         threads: usize,
         allowed: AllowedSpecial<'_>,
         mut wait: impl FnMut(&(dyn Fn() -> Option<IdsBlock> + Sync)) -> Option<IdsBlock>,
-        mut take: impl FnMut(usize, Vec<Vec<TokenId>>) -> Result<(), E>,
+        mut take: impl FnMut(IdsBlock) -> Result<(), E>,
     ) -> Result<(), E> {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let threads = threads.max(1);
@@ -314,25 +322,32 @@ impl Encoder {
                 let sender = sender.clone();
                 let (blocks, next, stop, shared) = (&blocks, &next, &stop, &shared);
                 scope.spawn(move || {
-                    self.caches.with_shared(shared, |cache| {
-                        while !stop.load(Ordering::Relaxed) {
-                            let Some(range) = blocks.get(next.fetch_add(1, Ordering::Relaxed))
-                            else {
-                                break;
-                            };
-                            let ids = texts[range.clone()]
-                                .iter()
-                                .map(|text| {
-                                    let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                    self.encode_into(text, allowed, cache, &mut out);
-                                    out
-                                })
-                                .collect();
-                            if sender.send((range.start, ids)).is_err() {
-                                break;
+                    self.caches
+                        .with_shared(self.table.table(), shared, |cache| {
+                            while !stop.load(Ordering::Relaxed) {
+                                let Some(range) = blocks.get(next.fetch_add(1, Ordering::Relaxed))
+                                else {
+                                    break;
+                                };
+                                // One buffer for the block's ids (not one per text: allocated
+                                // here and freed by the taker's thread, they cost as much as
+                                // the short texts they hold).
+                                let texts = &texts[range.clone()];
+                                let bytes: usize = texts.iter().map(|text| text.len()).sum();
+                                let mut block = IdsBlock {
+                                    first: range.start,
+                                    ids: Vec::with_capacity(bytes / 4 + 16),
+                                    ends: Vec::with_capacity(texts.len()),
+                                };
+                                for text in texts {
+                                    self.encode_into(text, allowed, cache, &mut block.ids);
+                                    block.ends.push(block.ids.len());
+                                }
+                                if sender.send(block).is_err() {
+                                    break;
+                                }
                             }
-                        }
-                    })
+                        })
                 });
             }
             drop(sender); // the channel ends when the last worker does
@@ -343,8 +358,8 @@ impl Encoder {
                     .recv()
                     .ok()
             };
-            while let Some((first, ids)) = wait(&next_block) {
-                if let Err(error) = take(first, ids) {
+            while let Some(block) = wait(&next_block) {
+                if let Err(error) = take(block) {
                     stop.store(true, Ordering::Relaxed);
                     return Err(error);
                 }
@@ -474,6 +489,23 @@ impl Encoder {
             out.push(self.vocab.byte_ids[*byte as usize]);
             return;
         }
+        if let (Some(table), Some(short)) = (cache.table.as_deref(), key) {
+            // Threads at work together: short pieces are shared without locks (and the
+            // others, or those with more ids than a shared slot holds, are kept as below).
+            if table.get(short, out) {
+                return;
+            }
+            if let Some(ids) = cache.get(bytes, key) {
+                out.extend_from_slice(ids);
+                return;
+            }
+            self.merge_piece(bytes, scratch);
+            if !cache.insert_shared(&self.table, short, scratch) {
+                cache.insert(bytes, key, scratch);
+            }
+            out.extend_from_slice(scratch);
+            return;
+        }
         if let Some(ids) = cache.get(bytes, key) {
             out.extend_from_slice(ids);
             return;
@@ -515,8 +547,25 @@ impl Encoder {
     }
 }
 
-/// The ids of a block of consecutive texts: the first text's index, and each text's ids.
-pub type IdsBlock = (usize, Vec<Vec<TokenId>>);
+/// The ids of a block of consecutive texts (see [`Encoder::encode_batch_overlapped`]).
+pub struct IdsBlock {
+    /// The index of the block's first text.
+    pub first: usize,
+    /// Every text's ids, one after the other.
+    ids: Vec<TokenId>,
+    /// Where each text's ids end in `ids`.
+    ends: Vec<usize>,
+}
+
+impl IdsBlock {
+    /// Each text's ids, in order.
+    pub fn texts(&self) -> impl Iterator<Item = &[TokenId]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.ids[start..end])
+    }
+}
 
 /// Consecutive texts grouped into blocks of about `BLOCK_BYTES` of text (never fewer than 8 per
 /// thread when there are enough texts): few enough that handing blocks over costs nothing, small

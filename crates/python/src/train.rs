@@ -14,7 +14,7 @@ use bpestore_train::{
 };
 use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedStr;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyTuple};
 
 /// How often, at most, progress reaches Python (each report takes the GIL).
@@ -160,6 +160,88 @@ impl PyPretokenCounts {
     fn clear(&mut self) {
         self.inner.clear();
     }
+
+    /// The counts as three flat arrays, as bytes: the pre-tokens end to end, `len() + 1`
+    /// offsets into them and the counts (both little-endian 64-bit integers): the compact form
+    /// for Arrow, Parquet and pickling. `sorted=True`: pre-tokens in byte order (canonical).
+    #[pyo3(signature = (sorted=false))]
+    fn to_arrays<'py>(
+        &self,
+        py: Python<'py>,
+        sorted: bool,
+    ) -> (
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+    ) {
+        let (data, offsets, counts) = py.detach(|| self.inner.to_arrays(sorted));
+        (
+            PyBytes::new(py, &data),
+            PyBytes::new(py, &words_to_bytes(&offsets)),
+            PyBytes::new(py, &words_to_bytes(&counts)),
+        )
+    }
+
+    /// Counts from the arrays of `to_arrays` (bytes or bytearray; offsets and counts
+    /// little-endian 64-bit); a pre-token given twice gets the sum of its counts. ValueError
+    /// for arrays that do not fit together.
+    #[staticmethod]
+    fn from_arrays(
+        py: Python<'_>,
+        data: PyBackedBytes,
+        offsets: PyBackedBytes,
+        counts: PyBackedBytes,
+    ) -> PyResult<Self> {
+        let offsets = bytes_to_words(&offsets, "offsets")?;
+        let counts = bytes_to_words(&counts, "counts")?;
+        let inner = py
+            .detach(|| bpestore_train::PretokenCounts::from_arrays(&data, &offsets, &counts))
+            .map_err(PyValueError::new_err)?;
+        Ok(Self { inner })
+    }
+
+    /// A copy of these counts (the table copied as it is, not rebuilt).
+    fn copy(&self, py: Python<'_>) -> Self {
+        Self {
+            inner: py.detach(|| self.inner.clone()),
+        }
+    }
+
+    /// New counts without the pre-tokens counted fewer than `min_count` times.
+    fn pruned(&self, py: Python<'_>, min_count: u64) -> Self {
+        Self {
+            inner: py.detach(|| self.inner.pruned(min_count)),
+        }
+    }
+
+    /// These counts split into `parts` disjoint counts by a hash of each pre-token (the same
+    /// pre-token always lands in the same part, whatever counts it is in).
+    fn split(&self, py: Python<'_>, parts: usize) -> Vec<Self> {
+        py.detach(|| self.inner.split(parts))
+            .into_iter()
+            .map(|inner| Self { inner })
+            .collect()
+    }
+}
+
+/// 64-bit words as little-endian bytes.
+fn words_to_bytes(words: &[u64]) -> Vec<u8> {
+    words.iter().flat_map(|word| word.to_le_bytes()).collect()
+}
+
+/// Little-endian bytes as 64-bit words; ValueError naming `what` if the length is not a
+/// multiple of 8.
+fn bytes_to_words(bytes: &[u8], what: &str) -> PyResult<Vec<u64>> {
+    if !bytes.len().is_multiple_of(8) {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be 64-bit integers: {} bytes is not a multiple of 8",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|chunk| u64::from_le_bytes(chunk.try_into().expect("8 bytes")))
+        .collect())
 }
 
 /// A pre-tokenizer and special tokens from Python's arguments, or ValueError.

@@ -143,6 +143,89 @@ impl PretokenCounts {
             .map(|(id, &count)| (key(&self.arena, &self.starts, id as u32), count))
     }
 
+    /// The counts as three flat arrays, the compact form for storage and transport (one
+    /// allocation each instead of an object per pre-token): the pre-tokens' bytes end to end,
+    /// `len() + 1` offsets into them (`data[offsets[i]..offsets[i + 1]]` is pre-token `i`), and
+    /// the counts. `sorted`: pre-tokens in byte order (a canonical form, the same for equal
+    /// counts however they were made), else in order of first appearance.
+    pub fn to_arrays(&self, sorted: bool) -> (Vec<u8>, Vec<u64>, Vec<u64>) {
+        let mut order: Vec<u32> = (0..self.len() as u32).collect();
+        if sorted {
+            let (arena, starts) = (&self.arena, &self.starts);
+            order.sort_unstable_by(|&a, &b| key(arena, starts, a).cmp(key(arena, starts, b)));
+        }
+        let mut data = Vec::with_capacity(self.arena.len());
+        let mut offsets = Vec::with_capacity(self.len() + 1);
+        let mut counts = Vec::with_capacity(self.len());
+        offsets.push(0);
+        for id in order {
+            data.extend_from_slice(key(&self.arena, &self.starts, id));
+            offsets.push(data.len() as u64);
+            counts.push(self.counts[id as usize]);
+        }
+        (data, offsets, counts)
+    }
+
+    /// Counts from the arrays of [`PretokenCounts::to_arrays`] (`offsets` may start above 0, as
+    /// in a slice of an Arrow column); a pre-token given twice gets the sum of its counts, and a
+    /// zero count adds nothing. An error names what is inconsistent, or counts whose sum does not
+    /// fit in 64 bits.
+    pub fn from_arrays(
+        data: &[u8],
+        offsets: &[u64],
+        counts: &[u64],
+    ) -> Result<PretokenCounts, String> {
+        if offsets.len() != counts.len() + 1 {
+            return Err(format!(
+                "{} offsets for {} counts: there must be one offset more than counts",
+                offsets.len(),
+                counts.len()
+            ));
+        }
+        if counts
+            .iter()
+            .try_fold(0u64, |sum, &count| sum.checked_add(count))
+            .is_none()
+        {
+            return Err("the counts add up to 2**64 or more".to_string());
+        }
+        let mut result = PretokenCounts::new();
+        for (index, (bounds, &count)) in offsets.windows(2).zip(counts).enumerate() {
+            let (start, end) = (bounds[0], bounds[1]);
+            if start > end || end > data.len() as u64 {
+                return Err(format!(
+                    "pre-token {index} spans bytes {start}..{end} of {} bytes of data",
+                    data.len()
+                ));
+            }
+            if count > 0 {
+                result.add(&data[start as usize..end as usize], count);
+            }
+        }
+        Ok(result)
+    }
+
+    /// The same counts without the pre-tokens counted fewer than `min_count` times.
+    pub fn pruned(&self, min_count: u64) -> PretokenCounts {
+        self.iter()
+            .filter(|&(_, count)| count >= min_count)
+            .collect()
+    }
+
+    /// The counts split into `parts` disjoint parts (at least 1) by a hash of each pre-token,
+    /// the same for the same pre-token in any counts: part `i` of several counts can be added up
+    /// apart from the other parts (a reduce spread over several machines).
+    pub fn split(&self, parts: usize) -> Vec<PretokenCounts> {
+        let parts = parts.max(1);
+        let mut result: Vec<PretokenCounts> = (0..parts).map(|_| PretokenCounts::new()).collect();
+        for (pretoken, count) in self.iter() {
+            // The high bits: FxHash's low bits vary least.
+            let part = ((hash_bytes(pretoken) >> 32) % parts as u64) as usize;
+            result[part].add(pretoken, count);
+        }
+        result
+    }
+
     /// Forgets every count (and frees their memory).
     pub fn clear(&mut self) {
         *self = PretokenCounts::new();
@@ -321,6 +404,72 @@ mod tests {
         assert_eq!(got, expected);
         assert_eq!(counts.get(b" w7"), expected[&b" w7".to_vec()]);
         assert_eq!(counts.get(b"absent"), 0);
+    }
+
+    #[test]
+    fn arrays_round_trip_and_sort() {
+        let counts: PretokenCounts = [
+            (&b" b"[..], 3),
+            (&b"a"[..], 1),
+            (&b""[..], 2),
+            (&b"\xff"[..], 9),
+        ]
+        .into_iter()
+        .collect();
+        let (data, offsets, values) = counts.to_arrays(true);
+        assert_eq!(data, b" ba\xff".to_vec());
+        assert_eq!(offsets, vec![0, 0, 2, 3, 4]);
+        assert_eq!(values, vec![2, 3, 1, 9]);
+        let back = PretokenCounts::from_arrays(&data, &offsets, &values).unwrap();
+        let as_map = |c: &PretokenCounts| {
+            c.iter()
+                .map(|(k, v)| (k.to_vec(), v))
+                .collect::<HashMap<_, _>>()
+        };
+        assert_eq!(as_map(&back), as_map(&counts));
+        assert_eq!(back.total(), counts.total());
+        let (_, unsorted_offsets, unsorted) = counts.to_arrays(false);
+        assert_eq!(unsorted, vec![3, 1, 2, 9]);
+        assert_eq!(unsorted_offsets, vec![0, 2, 3, 3, 4]);
+    }
+
+    #[test]
+    fn from_arrays_sums_repeats_and_refuses_bad_offsets() {
+        let back = PretokenCounts::from_arrays(b"xxy", &[0, 1, 2, 3], &[1, 2, 0]).unwrap();
+        assert_eq!((back.len(), back.get(b"x"), back.get(b"y")), (1, 3, 0));
+        assert!(PretokenCounts::from_arrays(b"xy", &[0, 1], &[1, 1]).is_err());
+        assert!(PretokenCounts::from_arrays(b"xy", &[0, 3], &[1]).is_err());
+        assert!(PretokenCounts::from_arrays(b"xy", &[1, 0], &[1]).is_err());
+        assert!(PretokenCounts::from_arrays(b"xy", &[0, 1, 2], &[u64::MAX, 1]).is_err());
+    }
+
+    #[test]
+    fn pruning_and_splitting() {
+        let counts: PretokenCounts = (0..1000u32)
+            .map(|i| (format!("w{i}").into_bytes(), u64::from(i % 7)))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|(k, v)| (k.as_slice(), *v))
+            .collect();
+        let pruned = counts.pruned(5);
+        assert!(pruned.iter().all(|(_, c)| c >= 5));
+        assert_eq!(pruned.len(), counts.iter().filter(|&(_, c)| c >= 5).count());
+        let parts = counts.split(4);
+        assert_eq!(parts.len(), 4);
+        assert!(parts.iter().all(|part| !part.is_empty()));
+        let mut joined = PretokenCounts::new();
+        for part in &parts {
+            for (pretoken, _) in part.iter() {
+                assert_eq!(joined.get(pretoken), 0, "a pre-token in two parts");
+            }
+            joined.merge(part);
+        }
+        let as_map = |c: &PretokenCounts| {
+            c.iter()
+                .map(|(k, v)| (k.to_vec(), v))
+                .collect::<HashMap<_, _>>()
+        };
+        assert_eq!(as_map(&joined), as_map(&counts));
     }
 
     #[test]

@@ -1,0 +1,155 @@
+"""Counting on Dask (bpestore/distributed/count.py), on a LocalCluster of 2 workers started once
+for this module: the counts equal single-process counting and tests/reference.py's, whatever the
+shards, partitions and fan-in; training from them gives train_bpe's merges; errors of a shard
+come back to the caller."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("distributed")
+pytest.importorskip("pyarrow")
+
+from bpestore import Store, train_bpe  # noqa: E402
+from bpestore.distributed.cluster import MALLOC_TRIM_VARIABLE, dask_client  # noqa: E402
+from bpestore.distributed.count import count_on_dask, plan_shards  # noqa: E402
+from bpestore.errors import CorpusDecodeError  # noqa: E402
+from bpestore.train.counts import Counts, train_bpe_from_counts  # noqa: E402
+from bpestore.train.trainer import count_corpus  # noqa: E402
+from reference import reference_pretoken_counts  # noqa: E402
+from strategies import ENDOFTEXT, SPACED_SPECIAL, SPECIAL_TOKEN_SETS, texts  # noqa: E402
+from test_cli import invoke, ok  # noqa: E402
+from test_engine_pretokenize import comparable  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with dask_client("local", n_workers=2) as client:
+        yield client
+
+
+def as_dict(counts) -> dict[bytes, int]:
+    return dict(counts.items())
+
+
+def test_workers_run_without_dasks_malloc_trim(client):
+    assert set(client.run(lambda: os.environ.get(MALLOC_TRIM_VARIABLE)).values()) == {None}
+
+
+def test_shards_cover_every_file(tmp_path):
+    a = tmp_path / "a.txt"
+    a.write_bytes(b"x" * 1000)
+    b = tmp_path / "b.txt.gz"
+    b.write_bytes(gzip.compress(b"y" * 5000))
+    shards = plan_shards([a, b], 300)
+    assert [(s.start, s.end) for s in shards if s.source == str(a)] == [(0, 300), (300, 600), (600, 900), (900, None)]
+    assert [(s.start, s.end) for s in shards if s.source == str(b)] == [(0, None)]  # compressed: whole
+
+
+@pytest.mark.parametrize(("partitions", "fan_in", "shard_bytes"), [(1, 2, 5000), (3, 3, 20000), (None, 8, 1 << 20)])
+def test_dask_counts_equal_single_process_counts(client, fixture_path, partitions, fan_in, shard_bytes):
+    corpus = fixture_path("corpus.en")
+    counts = count_on_dask(
+        client, [corpus], [ENDOFTEXT], shard_bytes=shard_bytes, partitions=partitions, fan_in=fan_in
+    )
+    assert isinstance(counts, Counts) and counts.special_tokens == (ENDOFTEXT,)
+    assert as_dict(counts) == as_dict(count_corpus(corpus, [ENDOFTEXT]))
+    assert counts.source == f"dask: {corpus}"
+
+
+def test_several_files_urls_and_compressed_files(client, tmp_path, fixture_path):
+    """Files are documents of their own (no pre-token spans two), as in single-process counting."""
+    story = fixture_path("tinystories_sample.txt").read_text(encoding="utf-8")
+    first, second = story[:1500], story[1500:]
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "one.txt").write_text(first, encoding="utf-8")
+    (tmp_path / "two.txt.gz").write_bytes(gzip.compress(second.encode()))
+    url = (tmp_path / "dir" / "one.txt").as_uri()  # file://... read through fsspec
+    expected = Counter(reference_pretoken_counts(first, [])) + Counter(reference_pretoken_counts(second, []))
+    assert as_dict(count_on_dask(client, [str(tmp_path / "dir"), tmp_path / "two.txt.gz"], shard_bytes=100)) == dict(expected)
+    assert as_dict(count_on_dask(client, [url, str(tmp_path / "*.gz")], shard_bytes=100, partitions=2)) == dict(expected)
+
+
+# The Dask client's threads use the `random` module while hypothesis draws an example, which
+# hypothesis takes for a strategy using it and warns about; the examples do not depend on it.
+@pytest.mark.filterwarnings("ignore:Do not use the `random` module:hypothesis.errors.HypothesisDeprecationWarning")
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    text=texts(max_pieces=16, assigned_only=True).map(comparable),
+    specials=st.sampled_from([s for s in SPECIAL_TOKEN_SETS if s] + [[SPACED_SPECIAL]]),
+    shard_bytes=st.integers(5, 60),
+    rng=st.randoms(use_true_random=False),
+)
+def test_dask_counts_equal_the_reference_on_awkward_text(client, tmp_path_factory, text, specials, shard_bytes, rng):
+    """Tiny shards: shard edges fall inside characters, pre-tokens and special tokens."""
+    pieces = text.split(" ")
+    for _ in range(3):  # special tokens wherever a shard edge may fall
+        pieces.insert(rng.randrange(len(pieces) + 1), rng.choice(specials))
+    text = " ".join(pieces)
+    path = tmp_path_factory.mktemp("awkward") / "corpus.txt"
+    path.write_bytes(text.encode("utf-8"))
+    counts = count_on_dask(client, [path], specials, shard_bytes=shard_bytes, partitions=2, fan_in=3)
+    assert as_dict(counts) == dict(reference_pretoken_counts(text, specials))
+
+
+def test_min_count_prunes_the_totals_exactly(client, fixture_path):
+    corpus = fixture_path("corpus.en")
+    full = as_dict(count_corpus(corpus, []))
+    pruned = count_on_dask(client, [corpus], shard_bytes=8000, partitions=3, min_count=5)
+    assert as_dict(pruned) == {word: n for word, n in full.items() if n >= 5}
+
+
+
+def test_min_count_keeps_a_word_rare_in_every_shard(client, tmp_path):
+    """Pruning shard by shard would lose a word that is frequent only in the whole corpus."""
+    block = "filler words here and there " * 20 + "zebra "
+    path = tmp_path / "c.txt"
+    path.write_text(block * 6)
+    counts = count_on_dask(client, [path], shard_bytes=len(block), partitions=2, min_count=6)
+    assert len(plan_shards([path], len(block))) == 6
+    assert counts[b" zebra"] == 6 and b" filler" in counts and len(counts) == 6
+
+
+def test_training_from_dask_counts_gives_the_merges_of_train_bpe(client, fixture_path, tmp_path):
+    corpus = fixture_path("corpus.en")
+    counts = count_on_dask(client, [corpus], [ENDOFTEXT], shard_bytes=10000)
+    expected = train_bpe(corpus, 500, [ENDOFTEXT])
+    assert train_bpe_from_counts(counts, 500) == expected
+    with Store(tmp_path / "s.db") as store:
+        [ref] = store.train_from_counts(counts, "dask", 500)
+        assert store.load_model(ref).merges == expected[1]
+        assert store.info(ref).corpus_path == f"counts: dask: {corpus}"
+
+
+def test_a_shards_error_reaches_the_caller(client, tmp_path):
+    data = b"fine text " * 300 + b"\xc3\x28" + b" more" * 100
+    path = tmp_path / "bad.txt"
+    path.write_bytes(data)
+    with pytest.raises(CorpusDecodeError) as error:
+        count_on_dask(client, [path], shard_bytes=500)
+    assert error.value.offset == data.index(b"\xc3\x28")
+    assert error.value.path == str(path)
+    with pytest.raises(FileNotFoundError):
+        count_on_dask(client, [tmp_path / "missing.txt"])
+
+
+def test_cli_trains_with_dask_local(tmp_path, fixture_path):
+    """``--dask local`` starts (and stops) a cluster of its own."""
+    corpus = fixture_path("tinystories_sample.txt")
+    db = tmp_path / "s.db"
+    [ref] = ok(invoke("train", corpus, "--dask", "local", "--workers", 2, "--name", "d", "--vocab-size", 320, "-q", "--db", db)).split()
+    ok(invoke("train", corpus, "--dask", "local", "--workers", 2, "--min-count", 3, "--name", "p", "--vocab-size", 320, "-q", "--db", db))
+    with Store(db) as store:
+        assert store.load_model(ref).merges == train_bpe(corpus, 320)[1]
+        assert Path(store.info(ref).corpus_path.removeprefix("counts: dask: ")) == corpus
+        pruned = {word: n for word, n in count_corpus(corpus, []).items() if n >= 3}
+        assert store.load_model("p").merges == train_bpe_from_counts(pruned, 320)[1]
+        assert store.info("p").corpus_path == f"counts: dask: {corpus} (min_count=3)"
+    assert f"counts: dask: {corpus.name} (min_count=3)" in ok(invoke("list", "--db", db))
