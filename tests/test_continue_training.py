@@ -88,6 +88,13 @@ def test_cli_from(tmp_path):
         assert store.load_model(ref).merges == store.load_model(full).merges
         assert store.info(ref).training_params["base"] == "b@1"
     assert re.search(r"^continues +b@1$", ok(invoke("show", ref, "--db", db)), re.MULTILINE)
+    # list shows the lineage: a column in the table, "base" in --json (None when not continued)
+    listed = {row["ref"]: row["base"] for row in json.loads(ok(invoke("list", "--json", "--db", db)))}
+    assert listed == {"b@1": None, ref: "b@1", full: None}
+    lines = ok(invoke("list", "--db", db)).splitlines()
+    assert lines[0].split()[-1] == "CONTINUES"
+    rows = {tuple(line.split()[:2]): line.split()[-1] for line in lines[2:]}
+    assert rows == {("b", "1"): "-", tuple(ref.split("@")): "b@1", tuple(full.split("@")): "-"}
     # a dry run counts the base's merges (replayed) and the new ones
     dry = json.loads(ok(invoke("train", corpus, "--name", "d", "--vocab-size", 340, "--from", "b@1", "--dry-run", "--json", "--db", db)))
     assert dry["merges"] == 340 - 256 and dry["reused_pretoken_counts"] is True
