@@ -216,6 +216,33 @@ def test_property_shards_equal_each_file_encoded_on_its_own(small, tmp_path_fact
     assert load_shards(directory / "out").tolist() == [token for text in pieces for token in oracle(small, text)]
 
 
+def test_fsspec_urls_and_another_special_policy(small, tmp_path):
+    """Inputs named by fsspec URLs (an in-memory file system; file://) are read as streams; a
+    policy other than the default (here: special tokens as ordinary text) holds for every shard."""
+    import fsspec
+
+    files = awkward_files()[3:7]
+    memory = fsspec.filesystem("memory")
+    root = f"/dencode-{os.getpid()}-{time.monotonic_ns()}"
+    for index, text in enumerate(files):
+        memory.pipe(f"{root}/part-{index}.txt", text.encode("utf-8"))
+    try:
+        result = encode_shards(small, [f"memory://{root}/*.txt"], tmp_path / "mem")
+        assert [entry["source"] for entry in result.entries] == [f"memory://{root}/part-{i}.txt" for i in range(len(files))]
+        assert np.array_equal(load_shards(tmp_path / "mem"), per_file_ids(small, files))
+        assert encode_shards(small, [f"memory://{root}/*.txt"], tmp_path / "mem").encoded == []
+    finally:
+        memory.rm(root, recursive=True)
+
+    write_files(tmp_path / "data", files)
+    ordinary = encode_shards(
+        small, [f"file://{tmp_path}/data/*.txt"], tmp_path / "ordinary", allowed_special=set(), disallowed_special=()
+    )
+    assert ordinary.tokens == sum(len(small.encode_ordinary(text)) for text in files) != sum(len(small.encode(text)) for text in files)
+    assert load_shards(tmp_path / "ordinary").tolist() == [token for text in files for token in small.encode_ordinary(text)]
+    assert read_manifest(tmp_path / "ordinary")[0]["special_policy"] == {"allowed_special": [], "disallowed_special": []}
+
+
 # -- the tokenizer travels compactly --------------------------------------------------------------------------
 
 
@@ -297,20 +324,27 @@ KILLED_RUN = textwrap.dedent(
     with open(tokenizer_path, "rb") as file:
         tokenizer = pickle.load(file)
     with Client(address) as client:
-        encode_shards_on_dask(client, tokenizer, [data], out, ref="small")
+        encode_shards_on_dask(client, tokenizer, [data], out, ref="gpt2")
     """
 )
 
 
-def test_client_killed_mid_run_then_rerun_completes_without_redoing_shards(small, tmp_path, dask_cluster):
+def random_words(seed: int, size: int) -> str:
+    """``size`` characters of made-up lowercase words: nearly every pre-token new, so that the
+    encoder's cache does not help and a shard takes a while (~0.1 s per MB for GPT-2)."""
+    letters = np.random.default_rng(seed).integers(ord("a"), ord("z") + 1, size=size, dtype=np.uint8)
+    letters[np.random.default_rng(seed + 1).random(size) < 0.13] = ord(" ")
+    return letters.tobytes().decode("ascii")
+
+
+def test_client_killed_mid_run_then_rerun_completes_without_redoing_shards(gpt2, tmp_path, dask_cluster):
     from bpestore.distributed.encode import encode_shards_on_dask
 
-    corpus = shared_file("corpora", "tinystories_800K.txt").read_text(encoding="utf-8") * 2
-    files = [corpus[start:start + 200_000] for start in range(0, 1_600_000, 200_000)]  # 8 shards of 0.2 MB
+    files = [random_words(seed, 800_000) for seed in range(8)]  # 8 shards, ~0.1 s each on one core
     write_files(tmp_path / "data", files)
     out = tmp_path / "out"
-    tokenizer_path = tmp_path / "small.pickle"
-    tokenizer_path.write_bytes(pickle.dumps(small))
+    tokenizer_path = tmp_path / "gpt2.pickle"
+    tokenizer_path.write_bytes(pickle.dumps(gpt2))
     environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     process = subprocess.Popen(
         [sys.executable, "-c", KILLED_RUN, dask_cluster.scheduler_info()["address"], str(tokenizer_path),
@@ -334,12 +368,13 @@ def test_client_killed_mid_run_then_rerun_completes_without_redoing_shards(small
     assert 1 <= len(done_at_kill) < len(files), "the run was not killed part-way; make the shards bigger"
     finished = {entry["file"]: (out / entry["file"]).stat().st_mtime_ns for entry in done_at_kill.values()}
 
-    result = encode_shards_on_dask(dask_cluster, small, [str(tmp_path / "data" / "*.txt")], out, ref="small")
+    result = encode_shards_on_dask(dask_cluster, gpt2, [str(tmp_path / "data" / "*.txt")], out, ref="gpt2")
     assert set(result.skipped) >= set(done_at_kill)
     assert not set(result.encoded) & set(done_at_kill)
     assert set(result.skipped) | set(result.encoded) == set(range(len(files)))
     assert {name: (out / name).stat().st_mtime_ns for name in finished} == finished
-    assert np.array_equal(load_shards(out), per_file_ids(small, files))
+    expected = np.concatenate([np.array(ids, dtype=np.int64) for ids in gpt2.encode_batch(files)])
+    assert np.array_equal(load_shards(out), expected)
     check_manifest(out, files, "uint16")
 
 

@@ -94,9 +94,11 @@ def dask_client(address: str, *, n_workers: int | None = None, threads_per_worke
 def check_worker_environment(client: "Client") -> dict[str, str | None]:
     """Each worker's ``MALLOC_TRIM_THRESHOLD_``; warns when a worker runs with Dask's small default.
 
-    Workers of a remote cluster get their environment when they start; start them with
-    ``DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_TRIM_THRESHOLD_=""`` unset, or with a
-    large value, to avoid the extra CPU the small threshold costs.
+    Workers of a remote cluster get their environment when they start: start them with a Dask
+    config file that sets ``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_: null``
+    (README, "When one machine is not enough"). An environment variable
+    ``DASK_DISTRIBUTED__NANNY__...`` does not work: Dask lower-cases its keys, so it would set a
+    variable glibc never reads.
     """
     import os
 
