@@ -243,6 +243,30 @@ def test_fsspec_urls_and_another_special_policy(small, tmp_path):
     assert read_manifest(tmp_path / "ordinary")[0]["special_policy"] == {"allowed_special": [], "disallowed_special": []}
 
 
+def test_fsspec_output_directory(small, tmp_path):
+    """Shards and manifest written through fsspec (an in-memory file system), rerun skipping them."""
+    import fsspec
+
+    files = awkward_files()[:4]
+    write_files(tmp_path / "data", files)
+    memory = fsspec.filesystem("memory")
+    out = f"memory:///dencode-out-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        first = encode_shards(small, [str(tmp_path / "data" / "*.txt")], out, ref="small")
+        assert first.encoded == [0, 1, 2, 3]
+        assert np.array_equal(load_shards(out), per_file_ids(small, files))
+        header, entries = read_manifest(out)
+        assert header["shards"] == 4 and header["tokenizer"] == "small"
+        for entry in entries.values():
+            data = memory.cat_file(out[len("memory://"):] + "/" + entry["file"])
+            assert hashlib.sha256(data).hexdigest() == entry["sha256"] and len(data) == entry["bytes"]
+        assert not [name for name in memory.ls(out[len("memory://"):], detail=False) if name.endswith(".partial")]
+        assert encode_shards(small, [str(tmp_path / "data" / "*.txt")], out).skipped == [0, 1, 2, 3]
+        assert shard_paths(out)[0] == out + "/shard-00000.npy"
+    finally:
+        memory.rm(out[len("memory://"):], recursive=True)
+
+
 # -- the tokenizer travels compactly --------------------------------------------------------------------------
 
 
@@ -406,6 +430,12 @@ def test_cli_output_dir_locally_and_on_dask(small, tmp_path, dask_cluster):
     assert read_manifest(tmp_path / "a")[0]["tokenizer"] == "g"
     again = runner.invoke(main, ["encode", "g", pattern, "--output-dir", str(tmp_path / "a"), "--db", str(db), "-q"])
     assert again.exit_code == 0 and f"0 encoded now, {len(files)} already done" in again.output
+
+    urls = runner.invoke(  # URLs keep their "//" (file:// is local)
+        main, ["encode", "g", f"file://{tmp_path}/data/*.txt", "--output-dir", f"file://{tmp_path}/c", "--db", str(db), "-q"]
+    )
+    assert urls.exit_code == 0, urls.output
+    assert np.array_equal(load_shards(tmp_path / "c"), expected)
 
     several = runner.invoke(main, ["encode", "g", *map(str, sorted((tmp_path / "data").iterdir())[:2]), "--db", str(db)])
     assert several.exit_code != 0 and "--output-dir" in several.output
