@@ -124,13 +124,16 @@ def learn_merges(
     *,
     consume: bool = False,
     base: list[tuple[bytes, bytes]] | None = None,
+    base_ranks: list[tuple[int, bytes]] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to ``max_merges`` merges, best first: CS336's merge loop (the most frequent pair, ties to
     the lexicographically greatest (left bytes, right bytes)); stops early when no pair is left.
     Fewer merges give a prefix. ``progress(n)`` gets the merges done since its last call (at most
     every 0.1 s); ``consume=True`` empties ``counts`` once read, to free their memory. ``base``:
     a base tokenizer's merges, each applied in order to every word before the loop starts
-    (continued training); only the merges after them are returned."""
+    (continued training); only the merges after them are returned. ``base_ranks`` (instead of
+    ``base``): a token-rule base's vocabulary as (id, bytes), ids being ranks; each word is first
+    split as tiktoken's rule encodes it. ValueError if both are given."""
 
 # ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
 

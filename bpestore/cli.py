@@ -348,7 +348,15 @@ def _list_row(info: TokenizerInfo) -> list[str]:
         _short_source(info),
         info.created_at.strftime("%Y-%m-%d %H:%M"),
         f"{info.training_seconds:.2f}s" if info.training_seconds is not None else "-",
+        _base_ref(info) or "-",
     ]
+
+
+def _base_ref(info: TokenizerInfo) -> str | None:
+    """The ref of the tokenizer that ``info``'s training continued (its lineage), from the stored
+    training parameters; None if it was not continued."""
+    base = (info.training_params or {}).get("base")
+    return base if isinstance(base, str) else None
 
 
 def _short_source(info: TokenizerInfo) -> str:
@@ -368,7 +376,8 @@ def _short_source(info: TokenizerInfo) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
 @_db_option
 def list_(as_json: bool, db: str) -> None:
-    """List the stored tokenizers, one row per version.
+    """List the stored tokenizers, one row per version; CONTINUES (``base`` in --json) names
+    the tokenizer a continued training (``train --from``) started from.
 
     \b
     Example:
@@ -378,9 +387,10 @@ def list_(as_json: bool, db: str) -> None:
     with Store(db, create=False) as store:
         infos = store.list()
     if as_json:
-        click.echo(json.dumps([info.to_dict() for info in infos], indent=2, ensure_ascii=False))
+        rows = [info.to_dict() | {"base": _base_ref(info)} for info in infos]
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
     elif infos:
-        headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING"]
+        headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING", "CONTINUES"]
         click.echo(_table([_list_row(info) for info in infos], headers))
     else:
         click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)

@@ -234,11 +234,7 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 def _check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Sequence[int]) -> list[str]:
     """The special tokens of a training continuing ``base``: the base's, then the new ones.
-    ValueError for a base this cannot continue, or a vocab size that leaves no room."""
-    if base.merge_rule != "pair":
-        raise ValueError(f"cannot continue {ref}: it encodes by the {base.merge_rule!r} merge rule (tiktoken's); only the pair rule is supported")
-    if base.pattern != GPT2_PATTERN:
-        raise ValueError(f"cannot continue {ref}: its pre-tokenizer pattern is not GPT-2's, the only one training uses")
+    ValueError for a vocab size that leaves no room."""
     specials = [*base.special_tokens, *(token for token in special_tokens if token not in base.special_tokens)]
     minimum = _first_new_id(base, specials)
     for size in sizes:
@@ -280,6 +276,21 @@ def _continued(base: BPEModel, special_tokens: Sequence[str], new_merges: Sequen
     return BPEModel(vocab, [*base.merges, *new_merges], special_tokens, base.pattern, base.merge_rule)
 
 
+def _learn_continued(counts: Mapping[bytes, int], max_merges: int, base: BPEModel, **options: Any) -> list[tuple[bytes, bytes]]:
+    """The new merges of a training continuing ``base``, its words first split by the base's own
+    merge rule: the pair rule replays its merges in order (GPT-2's ``bpe()``); the token rule
+    encodes each word as tiktoken does (ranks = ids), the merges being unused."""
+    if base.merge_rule == "token":
+        return training.learn_merges(counts, max_merges, base_ranks=base.vocab, **options)
+    return training.learn_merges(counts, max_merges, base=base.merges, **options)
+
+
+def _replayed_merges(base: BPEModel | None) -> int:
+    """The merges that the merge loop replays before learning new ones (for its memory estimate):
+    a pair-rule base's; a token-rule base splits the words without merging."""
+    return len(base.merges) if base is not None and base.merge_rule == "pair" else 0
+
+
 def _pause_after_counting_in_tests() -> None:
     """For the tests of Ctrl-C after counting only: with BPESTORE_TEST_PAUSE_AFTER_COUNTING set
     (seconds), say so on stderr and wait that long, for a signal to arrive at a known moment."""
@@ -316,19 +327,21 @@ class Store(ModelStore):
         *,
         workers: int | None = None,
         progress: bool = False,
+        pattern: str = GPT2_PATTERN,
     ) -> CorpusCounts:
         """The pre-token counts of ``corpus`` (one or several files, directories, globs, compressed
         files: see :mod:`bpestore.pretokenize.inputs`), counted and saved in the store, or read
         back from it when the same content was counted before with the same special tokens.
 
         The counts are saved in a transaction of their own as soon as they are complete, before
-        any merge: a training interrupted later keeps them, and the next one reuses them."""
+        any merge: a training interrupted later keeps them, and the next one reuses them.
+        ``pattern``: the pre-tokenizer's regex (a continued training counts with its base's);
+        counts are stored and reused per pattern."""
         self.check_writable()  # new counts are saved: refuse before counting, not after
         if isinstance(corpus, Counts):
             return self._save_counts(corpus, special_tokens, progress)
         special_tokens = training.check_special_tokens(special_tokens)
         files = CorpusFiles(corpus)
-        pattern = GPT2_PATTERN
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
         sha256, size_bytes = files.identity()
         with self._transaction() as connection:
@@ -425,8 +438,12 @@ class Store(ModelStore):
         extended), then learns further merges from this corpus's counts, its words first split by
         the base's merges; the base's special tokens keep their ids, new ones get the next free
         ids, and each vocab size counts them all. The base's ref is kept in the training
-        parameters (``base``). Bases with GPT-2's pattern and the pair merge rule only (trained
-        here, or imported GPT-2 / Hugging Face files).
+        parameters (``base``). Any base continues with its own pattern (the corpus is counted
+        with it) and its own merge rule: a pair-rule base (trained here, GPT-2, Hugging Face)
+        replays its merges on the words; a token-rule base (tiktoken's files: cl100k_base,
+        o200k_base) splits each word as tiktoken encodes it, and the result keeps the token
+        rule, its new tokens ranked after all the base's, so that text whose pre-tokens no new
+        token can join encodes to exactly the base's ids.
         """
         started = time.perf_counter()
         self.check_writable()  # before the work, not after it
@@ -443,7 +460,8 @@ class Store(ModelStore):
         else:
             for size in sizes:
                 training.check_vocab_size(size, special_tokens)
-        counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
+        pattern = GPT2_PATTERN if base_model is None else base_model.pattern
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern)
         corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
         pretokenize_seconds = time.perf_counter() - started
         if base_model is None:
@@ -451,16 +469,17 @@ class Store(ModelStore):
         else:
             max_merges = max(sizes) - _first_new_id(base_model, special_tokens)
         # Replaying the base's merges costs what learning them would.
-        estimate = estimate_merge_memory(counts, max_merges + (len(base_model.merges) if base_model else 0))
+        estimate = estimate_merge_memory(counts, max_merges + _replayed_merges(base_model))
         if progress:
             print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
         estimate.check(max_memory)
         found_at: list[float] = []  # when each merge was found (to within 0.1 s)
         try:
             _pause_after_counting_in_tests()
-            merges = training.learn_merges(
-                counts, max_merges, progress=progress, done_at=found_at, base=base_model.merges if base_model else None
-            )
+            if base_model is None:
+                merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
+            else:
+                merges = _learn_continued(counts, max_merges, base_model, progress=progress, done_at=found_at)
         except KeyboardInterrupt:
             raise TrainingInterrupted(corpus_id) from None
         done_at = [moment - started for moment in found_at]  # seconds since start
@@ -509,6 +528,7 @@ class Store(ModelStore):
         estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given),
         without merging."""
         special_tokens = training.check_special_tokens(special_tokens)
+        pattern = GPT2_PATTERN
         if base is None:
             training.check_vocab_size(vocab_size, special_tokens)
             merges = training.max_merges(vocab_size, special_tokens)
@@ -516,8 +536,9 @@ class Store(ModelStore):
             base_ref = self.info(base).ref
             base_model = self.load_model(base_ref)
             special_tokens = _check_base(base_ref, base_model, special_tokens, [vocab_size])
-            merges = len(base_model.merges) + vocab_size - _first_new_id(base_model, special_tokens)
-        counted = self.count(corpus, special_tokens, workers=workers, progress=progress)
+            merges = _replayed_merges(base_model) + vocab_size - _first_new_id(base_model, special_tokens)
+            pattern = base_model.pattern
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern)
         return counted, estimate_merge_memory(counted.counts, merges)
 
     def diff(

@@ -81,8 +81,18 @@ def reference_train(text: str, vocab_size: int, special_tokens: list[str]) -> tu
     for pretoken, count in reference_pretoken_counts(text, special_tokens).items():
         words[tuple(bytes([b]) for b in pretoken)] = count
 
+    merges = reference_merges(words, vocab_size - len(vocab))
+    for left, right in merges:
+        vocab[len(vocab)] = left + right
+    return vocab, merges
+
+
+def reference_merges(words: Counter[tuple[bytes, ...]], num_merges: int) -> Merges:
+    """Up to ``num_merges`` merges learned from ``words`` (each a tuple of tokens, with its count):
+    CS336's loop. Words start as single bytes in training; continued training starts them as a
+    base tokenizer split them."""
     merges: Merges = []
-    while len(vocab) < vocab_size:
+    while len(merges) < num_merges:
         pair_counts: Counter[tuple[bytes, bytes]] = Counter()
         for word, count in words.items():
             for pair in zip(word, word[1:]):
@@ -92,12 +102,11 @@ def reference_train(text: str, vocab_size: int, special_tokens: list[str]) -> tu
         # Most frequent first; among equals, the greatest (left, right) by tuple comparison.
         best = max(pair_counts, key=lambda pair: (pair_counts[pair], pair))
         merges.append(best)
-        vocab[len(vocab)] = best[0] + best[1]
         new_words: Counter[tuple[bytes, ...]] = Counter()
         for word, count in words.items():
             new_words[merge_pair(word, best)] += count
         words = new_words
-    return vocab, merges
+    return merges
 
 
 def bpe(pretoken: bytes, ranks: dict[tuple[bytes, bytes], int]) -> list[bytes]:

@@ -7,18 +7,25 @@ import json
 import random
 import re
 import tempfile
+import warnings
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import regex
+import tiktoken
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bpestore import Store
+from bpestore import Store, Tokenizer
 from bpestore.model import BPEModel
-from reference import reference_pretoken_counts, reference_train
+from bpestore.pretokenize.patterns import CL100K_PATTERN
+from bpestore.train.trainer import VocabSizeNotReachedWarning
+from reference import bpe, pretokenize, reference_merges, reference_pretoken_counts, reference_train, split_on_specials
 from strategies import ENDOFTEXT, SPECIAL_TOKEN_SETS, random_text, texts
 from test_cli import invoke, ok
 from test_engine_pretokenize import comparable
+from test_interop import bpe_openai_file, fixture_text, sample_text, tiktoken_encoding
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -81,20 +88,160 @@ def test_cli_from(tmp_path):
         assert store.load_model(ref).merges == store.load_model(full).merges
         assert store.info(ref).training_params["base"] == "b@1"
     assert re.search(r"^continues +b@1$", ok(invoke("show", ref, "--db", db)), re.MULTILINE)
+    # list shows the lineage: a column in the table, "base" in --json (None when not continued)
+    listed = {row["ref"]: row["base"] for row in json.loads(ok(invoke("list", "--json", "--db", db)))}
+    assert listed == {"b@1": None, ref: "b@1", full: None}
+    lines = ok(invoke("list", "--db", db)).splitlines()
+    assert lines[0].split()[-1] == "CONTINUES"
+    rows = {tuple(line.split()[:2]): line.split()[-1] for line in lines[2:]}
+    assert rows == {("b", "1"): "-", tuple(ref.split("@")): "b@1", tuple(full.split("@")): "-"}
     # a dry run counts the base's merges (replayed) and the new ones
     dry = json.loads(ok(invoke("train", corpus, "--name", "d", "--vocab-size", 340, "--from", "b@1", "--dry-run", "--json", "--db", db)))
     assert dry["merges"] == 340 - 256 and dry["reused_pretoken_counts"] is True
 
 
-def test_token_rule_base_is_refused(tmp_path):
+# -- bases with their own merge rule and pattern (tiktoken's files) --------------------------------
+
+
+def _counts(text: str, specials: list[str], pattern: str) -> Counter[bytes]:
+    """The reference's pre-token counts, with any pattern."""
+    counts: Counter[bytes] = Counter()
+    for piece in split_on_specials(text, specials, keep=False):
+        counts.update(pretokenize(piece, pattern))
+    return counts
+
+
+def _ranks_encoding(model: BPEModel) -> tiktoken.Encoding:
+    """tiktoken's Encoding of a token-rule model: ranks = ids, the special tokens at theirs."""
+    specials = set(model.special_ids.values())
+    ranks = {token: token_id for token_id, token in model.vocab.items() if token_id not in specials}
+    return tiktoken.Encoding(name="t", pat_str=model.pattern, mergeable_ranks=ranks, special_tokens=dict(model.special_ids))
+
+
+def _expected_new_merges(base: tiktoken.Encoding, text: str, specials: list[str], pattern: str, num_merges: int):
+    """The reference's merges from the pre-tokens of ``text`` (``pattern``), each first split as
+    tiktoken encodes it with the base."""
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for pretoken, count in _counts(text, specials, pattern).items():
+        words[tuple(base.decode_single_token_bytes(i) for i in base._encode_single_piece(pretoken))] += count
+    return reference_merges(words, num_merges)
+
+
+def _token_rule_base(text: str, merges: int, rng: random.Random) -> BPEModel:
+    """A tiktoken-style base: the tokens a reference training on ``text`` learns, ranked in a
+    shuffled order (so that the token rule splits words unlike replaying merges would), cl100k's
+    pattern, and <|endoftext|> as a special token after them."""
+    vocab, _ = reference_train(text, 256 + merges, [])
+    learned = list(dict.fromkeys(vocab[i] for i in sorted(vocab) if i >= 256))
+    rng.shuffle(learned)
+    ranks = {i: bytes([i]) for i in range(256)} | {256 + i: token for i, token in enumerate(learned)}
+    return BPEModel(ranks, [], [ENDOFTEXT], CL100K_PATTERN, "token")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base_text=texts(max_pieces=30, assigned_only=True).map(comparable),
+    text=texts(max_pieces=30, assigned_only=True).map(comparable),
+    base_merges=st.integers(0, 40),
+    extra=st.integers(0, 40),
+    seed=st.integers(0, 2**32),
+)
+def test_continuing_a_token_rule_base(base_text, text, base_merges, extra, seed):
+    """A tiktoken-style base (token rule, cl100k's pattern) continues with its own rule and
+    pattern: the new merges are the reference's on the words as tiktoken splits them with the
+    base; every base token keeps its id; the result is still a tiktoken vocabulary (ranks = ids)
+    and encodes every pre-token that no new token can join exactly as the base does."""
+    text = text + " 123456 DON'T don't"  # where cl100k's pattern and GPT-2's differ
+    base = _token_rule_base(base_text, base_merges, random.Random(seed))
+    base_encoding = _ranks_encoding(base)
+    vocab_size = base.vocab_size + extra
+    with tempfile.TemporaryDirectory() as directory:
+        corpus = Path(directory) / "corpus.txt"
+        corpus.write_bytes(text.encode("utf-8"))
+        with Store(Path(directory) / "store.db") as store:
+            store.save("tik", base)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", VocabSizeNotReachedWarning)
+                (ref,) = store.train(corpus, "more", vocab_size, base="tik")
+            model = store.load_model(ref)
+    new_merges = model.merges[len(base.merges):]
+    assert new_merges == _expected_new_merges(base_encoding, text, [ENDOFTEXT], CL100K_PATTERN, extra)
+    assert model.merge_rule == "token" and model.pattern == CL100K_PATTERN
+    assert model.special_ids == base.special_ids
+    assert all(model.vocab[i] == token for i, token in base.vocab.items())
+    new_tokens = {token for i, token in model.vocab.items() if i not in base.vocab}
+    assert new_tokens <= {left + right for left, right in new_merges}
+    assert min(set(model.vocab) - set(base.vocab), default=max(base.vocab) + 1) > max(base.vocab)
+    tokenizer = Tokenizer.from_model(model)
+    probe = text + ENDOFTEXT + base_text
+    assert tokenizer.encode(probe) == _ranks_encoding(model).encode(probe, allowed_special="all")
+    for piece in regex.findall(CL100K_PATTERN, base_text + " " + text):
+        if not any(token in piece.encode("utf-8") for token in new_tokens):
+            assert tokenizer.encode(piece) == base_encoding.encode_ordinary(piece), piece
+
+
+def test_a_pair_rule_base_with_its_own_pattern_counts_with_it(tmp_path):
+    """A pair-rule base with a pattern other than GPT-2's: the corpus is counted with its pattern."""
+    pattern = r"\p{L}+|\p{N}|[^\p{L}\p{N}]+"
+    text = "aaa bbb 12345 12345 aaa,bbb; hello hello world 999 " * 20
+    vocab, merges = reference_train("aaa bbb", 256 + 2, [])
     corpus = tmp_path / "c.txt"
-    corpus.write_text("hello world")
-    vocab = {i: bytes([i]) for i in range(256)}
+    corpus.write_text(text)
     with Store(tmp_path / "s.db") as store:
-        store.save("tik", BPEModel(vocab, [], [], merge_rule="token"))
-        with pytest.raises(ValueError, match="merge rule"):
-            store.train(corpus, "x", 300, base="tik")
-        assert store.refs() == ["tik@1"]
+        store.save("b", BPEModel(vocab, merges, [], pattern))
+        (ref,) = store.train(corpus, "c", 258 + 8, base="b")
+        model = store.load_model(ref)
+    words: Counter[tuple[bytes, ...]] = Counter()
+    ranks = {merge: rank for rank, merge in enumerate(merges)}
+    for pretoken, count in _counts(text, [], pattern).items():
+        words[tuple(bpe(pretoken, ranks))] += count
+    assert model.pattern == pattern
+    assert model.merges == merges + reference_merges(words, 8)
+    assert b"12" not in {left + right for left, right in model.merges}  # digits are single pre-tokens
+
+
+@pytest.fixture(scope="module")
+def cl100k(tmp_path_factory):
+    """cl100k_base imported into a store, and tiktoken's Encoding of it."""
+    path = bpe_openai_file("cl100k_base")
+    directory = tmp_path_factory.mktemp("cl100k")
+    db = directory / "store.db"
+    ok(invoke("import", "tiktoken", path, "--name", "cl100k", "--pattern", "cl100k_base", "--db", db))
+    return db, tiktoken_encoding("cl100k_base", path, directory)
+
+
+def test_continue_cl100k_on_domain_text(cl100k, tmp_path):
+    """The issue's case: an imported tiktoken tokenizer (cl100k_base) continued on domain text
+    through the command line; cl100k's ids are all kept, the new tokens follow its last id."""
+    db, encoding = cl100k
+    domain = "Quux-frobnication of zorblax kernels: zorblaxification, frobnicated zorblaxes. 4242 " * 40
+    text = domain + fixture_text("german.txt")[:20_000]
+    corpus = tmp_path / "domain.txt"
+    corpus.write_text(text)
+    size = len(encoding._mergeable_ranks) + len(encoding._special_tokens) + 30  # not n_vocab: cl100k skips id 100256
+    ref = ok(invoke("train", corpus, "--name", "domain", "--vocab-size", size, "--from", "cl100k", "-q", "--db", db)).strip()
+    with Store(db) as store:
+        model = store.load_model(ref)
+        base = store.load_model("cl100k@1")
+        assert store.info(ref).training_params["base"] == "cl100k@1"
+    assert model.merge_rule == "token" and model.pattern == encoding._pat_str
+    assert model.special_ids == encoding._special_tokens
+    specials = set(model.special_ids.values())
+    assert all(model.vocab[rank] == token for token, rank in encoding._mergeable_ranks.items())
+    new_ids = sorted(set(model.vocab) - set(encoding._mergeable_ranks.values()) - specials)
+    assert new_ids == list(range(encoding.max_token_value + 1, encoding.max_token_value + 1 + len(new_ids)))
+    assert len(model.vocab) == size
+    new_merges = model.merges[len(base.merges):]
+    assert model.merges[: len(base.merges)] == base.merges
+    assert new_merges == _expected_new_merges(encoding, text, list(encoding._special_tokens), encoding._pat_str, 30)
+    assert any(b"zorbl" in left + right for left, right in new_merges)
+    tokenizer = Tokenizer.from_model(model)
+    assert tokenizer.encode(text) != encoding.encode_ordinary(text)  # the new tokens are used
+    plain = fixture_text("german.txt")[20_000:40_000] + sample_text(sorted(encoding._special_tokens))
+    new_tokens = [model.vocab[i] for i in new_ids]
+    for piece in regex.findall(encoding._pat_str, plain):
+        if not any(token in piece.encode("utf-8") for token in new_tokens):
+            assert tokenizer.encode(piece) == encoding.encode_ordinary(piece), piece
 
 
 def test_a_special_token_the_base_holds_as_a_token_keeps_its_id(tmp_path):

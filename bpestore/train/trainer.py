@@ -84,13 +84,17 @@ def learn_merges(
     consume_counts: bool = False,
     done_at: list[float] | None = None,
     base: Sequence[tuple[bytes, bytes]] | None = None,
+    base_ranks: Mapping[int, bytes] | None = None,
 ) -> Merges:
     """The merges learned from pre-token counts (a mapping of bytes to counts, or the engine's
     :class:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
     engine counts once read, to save memory. ``done_at``, if given, receives for each merge the
     ``time.perf_counter()`` at which it was known (to within the 0.1 s between progress reports).
     ``base``: a base tokenizer's merges, which first split the words (continued training); only
-    the new merges are returned.
+    the new merges are returned. ``base_ranks`` (instead of ``base``): a token-rule base's
+    vocabulary (id -> bytes, the id being the rank, as tiktoken's): each word is first split as
+    tiktoken's rule encodes it (the adjacent pair whose concatenation ranks lowest merges first),
+    and the merge loop continues from those tokens.
 
     The seam of the merge loop, one function from counts to merges. Contract: up to
     ``max_merges`` merges, each the most frequent adjacent pair of tokens within the pre-tokens
@@ -107,7 +111,11 @@ def learn_merges(
             done = checkpoints[-1][0] + more if checkpoints else more
             checkpoints.append((done, time.perf_counter()))
 
-        options = {} if base is None else {"base": list(base)}
+        options: dict[str, object] = {}
+        if base is not None:
+            options["base"] = list(base)
+        if base_ranks is not None:
+            options["base_ranks"] = list(base_ranks.items())
         merges = engine_learn_merges(counts, max_merges, report, consume=consume_counts, **options)
         if len(merges) < max_merges:  # no pair left: say so rather than leave the bar unfinished
             bar.total = bar.n

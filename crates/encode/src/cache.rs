@@ -259,7 +259,7 @@ impl PieceCache {
             Inserted::Not => {}
             Inserted::Full => {
                 if let Some(next) = tables.replace(table) {
-                    self.table_inserts = 0; // (counted in the table left behind)
+                    self.table_inserts = 0; // (the full table is left: its count matters no more)
                     if next.insert(key, ids) == Inserted::New {
                         self.table_inserts = 1;
                     }

@@ -395,6 +395,16 @@ impl Encoder {
         self.vocab.get(id)
     }
 
+    /// The ids of one pre-token's bytes, merged by the encoder's rule: no pre-tokenizing, no
+    /// special tokens, no cache (continued training splits each distinct word once with this).
+    pub fn piece_ids(&self, piece: &[u8]) -> Vec<TokenId> {
+        let mut ids = Vec::with_capacity(piece.len());
+        if !piece.is_empty() {
+            self.merge_piece(piece, &mut ids);
+        }
+        ids
+    }
+
     /// Appends the ids of `text` to `out`, using `cache`.
     fn encode_into(
         &self,

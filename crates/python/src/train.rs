@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use bpestore_pretokenize::{Pretokenizer, SpecialTokens};
+use bpestore_encode::{Encoder, MergeRule as EncodeRule};
+use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
     count_file_in_chunks, count_text, CountError, MergeLoop, DEFAULT_CHUNK_BYTES,
 };
@@ -485,8 +486,10 @@ fn count_texts(
 /// last call. `consume=True` empties `counts` once read, to free their memory for the merges.
 #[pyfunction]
 /// `base`: a base tokenizer's merges, applied first to split the words (see
-/// `MergeLoop::with_base`); only the new merges are returned.
-#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None))]
+/// `MergeLoop::with_base`); only the new merges are returned. `base_ranks`: instead, a
+/// token-rule base's vocabulary as (id, bytes), ids being ranks: each word is first split as
+/// tiktoken encodes it (see `MergeLoop::with_split_words`).
+#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None, base_ranks=None))]
 fn learn_merges<'py>(
     py: Python<'py>,
     mut counts: PyRefMut<'_, PyPretokenCounts>,
@@ -494,15 +497,42 @@ fn learn_merges<'py>(
     progress: Option<Py<PyAny>>,
     consume: bool,
     base: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    base_ranks: Option<Vec<(u32, Vec<u8>)>>,
 ) -> PyResult<Bound<'py, PyList>> {
+    if base.is_some() && base_ranks.is_some() {
+        return Err(PyValueError::new_err(
+            "give a base's merges (pair rule) or its ranks (token rule), not both",
+        ));
+    }
+    // The token rule's splitter: an encoder of the base's ranks (pattern and special tokens are
+    // unused: it only merges single words).
+    let splitter = base_ranks
+        .map(|ranks| {
+            Encoder::new(
+                ranks,
+                Vec::new(),
+                Vec::new(),
+                GPT2_PATTERN,
+                EncodeRule::Token,
+            )
+            .map_err(|error| PyValueError::new_err(error.to_string()))
+        })
+        .transpose()?;
     let reporter = Reporter::new(progress);
     let merges = {
         let counts = &mut counts.inner;
         let reporter = &reporter;
         py.detach(move || {
-            let merge_loop = match &base {
-                Some(base) => MergeLoop::with_base(counts, base),
-                None => MergeLoop::new(counts),
+            let merge_loop = match (&base, &splitter) {
+                (Some(base), _) => MergeLoop::with_base(counts, base),
+                (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
+                    splitter
+                        .piece_ids(word)
+                        .into_iter()
+                        .map(|id| splitter.token_bytes(id).map_or(0, <[u8]>::len))
+                        .collect()
+                }),
+                (None, None) => MergeLoop::new(counts),
             };
             if consume {
                 counts.clear();

@@ -331,6 +331,73 @@ impl Trainer {
         }
     }
 
+    /// The merge loop's state with each word already split into tokens: `split(word)` gives the
+    /// byte lengths of its tokens, in order (summing to the word's length). Used to continue a
+    /// tokenizer whose words are not made by replaying merges (tiktoken's token rule).
+    fn from_split(counts: &PretokenCounts, mut split: impl FnMut(&[u8]) -> Vec<usize>) -> Trainer {
+        let mut tokens = Tokens::new();
+        let mut words = Words {
+            symbols: Vec::new(),
+            heads: Vec::new(),
+        };
+        let mut pairs: FxHashMap<PairKey, PairInfo> = FxHashMap::default();
+        for (pretoken, count) in counts.iter() {
+            if pretoken.len() < 2 || count == 0 {
+                continue;
+            }
+            let lengths = split(pretoken);
+            assert_eq!(
+                lengths.iter().sum::<usize>(),
+                pretoken.len(),
+                "a split must cover its word"
+            );
+            if lengths.len() < 2 {
+                continue; // one token: it never holds a pair
+            }
+            let word_id =
+                WordId::try_from(words.heads.len()).expect("more than 2^32 distinct pre-tokens");
+            let start = words.symbols.len();
+            let mut offset = 0;
+            for length in lengths {
+                assert!(length > 0, "a split into empty tokens");
+                words
+                    .symbols
+                    .push(tokens.intern(&pretoken[offset..offset + length]));
+                offset += length;
+            }
+            let len =
+                u32::try_from(words.symbols.len() - start).expect("a pre-token of 4 GiB or more");
+            words.heads.push(WordHead { start, count, len });
+            for window in words.symbols[start..].windows(2) {
+                let info = pairs.entry(pair_key(window[0], window[1])).or_default();
+                info.count += count;
+                // Words are visited in ascending order: a word already noted is the last one.
+                if info.words.last() != Some(&word_id) {
+                    info.words.push(word_id);
+                }
+            }
+        }
+        let mut heap = PairHeap {
+            entries: pairs
+                .iter()
+                .map(|(&pair, info)| HeapEntry {
+                    count: info.count,
+                    pair,
+                })
+                .collect(),
+        };
+        heap.heapify(&tokens);
+        Trainer {
+            words,
+            tokens,
+            pairs,
+            heap,
+            merges_done: 0,
+            raised: Vec::new(),
+            changes: Default::default(),
+        }
+    }
+
     /// Applies a base tokenizer's merge of `left` and `right`, best or not: every occurrence of
     /// the pair in the words is merged, as if the loop had chosen it. A pair that no word holds
     /// only makes its token, so that later merges of the base can use it.
@@ -705,6 +772,22 @@ impl MergeLoop {
     }
 }
 
+impl MergeLoop {
+    /// Prepares the merge loop to continue a base tokenizer whose words are split by a rule other
+    /// than replaying its merges (tiktoken's token rule): `split(word)` gives the byte lengths of
+    /// the word's tokens under the base, in order. The loop then learns new merges over those
+    /// tokens with CS336's rules, a token being its bytes (a merge that makes the bytes of a base
+    /// token makes that token).
+    pub fn with_split_words(
+        counts: &PretokenCounts,
+        split: impl FnMut(&[u8]) -> Vec<usize>,
+    ) -> MergeLoop {
+        MergeLoop {
+            trainer: Trainer::from_split(counts, split),
+        }
+    }
+}
+
 impl Iterator for MergeLoop {
     type Item = Merge;
 
@@ -747,10 +830,15 @@ mod tests {
 
     /// The naive reference: words as lists of byte strings, every pair recounted after every merge.
     fn brute_force(counts: &[(Vec<u8>, u64)], max_merges: usize) -> Vec<Merge> {
-        let mut words: Vec<(Vec<Vec<u8>>, u64)> = counts
+        let words: Vec<(Vec<Vec<u8>>, u64)> = counts
             .iter()
             .map(|(w, c)| (w.iter().map(|&b| vec![b]).collect(), *c))
             .collect();
+        brute_force_words(words, max_merges)
+    }
+
+    /// The naive reference on words already split into tokens.
+    fn brute_force_words(mut words: Vec<(Vec<Vec<u8>>, u64)>, max_merges: usize) -> Vec<Merge> {
         let mut merges = Vec::new();
         while merges.len() < max_merges {
             let mut pair_counts: HashMap<(Vec<u8>, Vec<u8>), u64> = HashMap::new();
@@ -884,6 +972,63 @@ mod tests {
                 let rest: Vec<Merge> = MergeLoop::with_base(&table, &all[..k]).collect();
                 assert_eq!(rest, all[k..], "{counts:?} from {k}");
             }
+        }
+    }
+
+    /// A split of `word` into tokens that depends only on the word (as a base tokenizer's does).
+    fn some_split(word: &[u8]) -> Vec<usize> {
+        let mut lengths = Vec::new();
+        let mut rest = word.len();
+        let mut state = word.iter().fold(0x9e37_79b9_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        while rest > 0 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let length = ((state >> 33) % 3 + 1).min(rest as u64) as usize;
+            lengths.push(length);
+            rest -= length;
+        }
+        lengths
+    }
+
+    #[test]
+    fn split_words_learn_the_merges_of_the_brute_force_on_the_same_tokens() {
+        let mut rng = Rng(1616);
+        for _ in 0..40 {
+            let counts = random_counts(&mut rng);
+            let table: PretokenCounts = counts.iter().map(|(w, c)| (w.as_slice(), *c)).collect();
+            let words: Vec<(Vec<Vec<u8>>, u64)> = counts
+                .iter()
+                .map(|(word, count)| {
+                    let mut offset = 0;
+                    let tokens = some_split(word)
+                        .into_iter()
+                        .map(|length| {
+                            offset += length;
+                            word[offset - length..offset].to_vec()
+                        })
+                        .collect();
+                    (tokens, *count)
+                })
+                .collect();
+            let ours: Vec<Merge> = MergeLoop::with_split_words(&table, some_split)
+                .take(300)
+                .collect();
+            assert_eq!(ours, brute_force_words(words, 300), "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn split_into_bytes_is_the_plain_merge_loop() {
+        let mut rng = Rng(1717);
+        for _ in 0..20 {
+            let counts = random_counts(&mut rng);
+            let table: PretokenCounts = counts.iter().map(|(w, c)| (w.as_slice(), *c)).collect();
+            let split: Vec<Merge> =
+                MergeLoop::with_split_words(&table, |word| vec![1; word.len()]).collect();
+            assert_eq!(split, ours(&counts, usize::MAX));
         }
     }
 
