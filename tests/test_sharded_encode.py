@@ -11,7 +11,6 @@ encoding of all the text joined, which is tested too. The Dask tests share one `
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pickle
 import signal
@@ -26,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpestore import BPEModel, Tokenizer, train_bpe
+from bpestore import Tokenizer, train_bpe
 from bpestore.encode.shards import (
     MANIFEST_NAME,
     ShardManifestError,
@@ -397,6 +396,44 @@ def test_client_killed_mid_run_then_rerun_completes_without_redoing_shards(gpt2,
     assert not set(result.encoded) & set(done_at_kill)
     assert set(result.skipped) | set(result.encoded) == set(range(len(files)))
     assert {name: (out / name).stat().st_mtime_ns for name in finished} == finished
+    expected = np.concatenate([np.array(ids, dtype=np.int64) for ids in gpt2.encode_batch(files)])
+    assert np.array_equal(load_shards(out), expected)
+    check_manifest(out, files, "uint16")
+
+
+def test_worker_killed_mid_run_its_shard_is_redone_elsewhere(gpt2, tmp_path, dask_cluster):
+    """A worker SIGKILLed mid-run (after the first shard is recorded): Dask reruns its task on the
+    other worker (its nanny restarts it); the result is complete and equal, and no unfinished file
+    is left."""
+    import threading
+
+    from bpestore.distributed.encode import encode_shards_on_dask
+
+    files = [random_words(100 + seed, 800_000) for seed in range(8)]
+    write_files(tmp_path / "data", files)
+    out = tmp_path / "out"
+    pids = dask_cluster.run(os.getpid)
+    victim = pids[sorted(pids)[0]]
+    killed = threading.Event()
+
+    def kill_after_first_shard() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            manifest = out / MANIFEST_NAME
+            if manifest.exists() and len(manifest.read_text().splitlines()) >= 2:
+                os.kill(victim, signal.SIGKILL)
+                killed.set()
+                return
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill_after_first_shard)
+    killer.start()
+    try:
+        result = encode_shards_on_dask(dask_cluster, gpt2, [str(tmp_path / "data" / "*.txt")], out)
+    finally:
+        killer.join()
+    assert killed.is_set()
+    assert result.encoded == list(range(len(files)))
     expected = np.concatenate([np.array(ids, dtype=np.int64) for ids in gpt2.encode_batch(files)])
     assert np.array_equal(load_shards(out), expected)
     check_manifest(out, files, "uint16")

@@ -228,6 +228,7 @@ class OutputDir:
         return f"{self.root}/{name}"
 
     def make(self) -> None:
+        """Creates the directory (and its parents) if missing."""
         if self.fs is None:
             Path(self.root).mkdir(parents=True, exist_ok=True)
         else:
@@ -240,6 +241,7 @@ class OutputDir:
         return int(self.fs.size(self._remote(name)))
 
     def read_text(self, name: str) -> str:
+        """The UTF-8 text of ``name``; FileNotFoundError if it is missing."""
         if self.fs is None:
             return Path(self.path(name)).read_text(encoding="utf-8")
         return self.fs.cat_file(self._remote(name)).decode("utf-8")
@@ -260,6 +262,7 @@ class OutputDir:
         self.fs.mv(temporary, self._remote(name))
 
     def remove(self, name: str) -> None:
+        """Deletes ``name`` if it is there."""
         try:
             if self.fs is None:
                 os.unlink(self.path(name))
@@ -269,6 +272,7 @@ class OutputDir:
             pass
 
     def load(self, name: str) -> np.ndarray:
+        """The array in the ``.npy`` ``name``."""
         if self.fs is None:
             return np.load(self.path(name))
         with self.fs.open(self._remote(name), "rb") as file:
