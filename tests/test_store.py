@@ -5,6 +5,11 @@ Expected values are computed here, independently of the code under test: pre-tok
 naive ``tests/reference.py``, tokenizers with ``bpestore.train_bpe`` (which ``test_training.py``
 checks against the reference), view and query results from the tokenizers' own vocab and merges.
 The database is read with the plain ``sqlite3`` module, as a person at the ``sqlite3`` prompt would.
+
+Every test that takes the ``db`` fixture runs twice: on a SQLite file, and on a database of its own
+on a PostgreSQL server (tests/postgres.py; read there with plain psycopg, as at the ``psql``
+prompt), which skips, saying why, where there is no server. Tests about SQLite files (paths, URLs,
+WAL files) run on SQLite only.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -33,7 +39,9 @@ from bpestore import _engine
 from bpestore import Tokenizer, train_bpe
 from bpestore.errors import InvalidReferenceError, TokenizerNotFoundError
 from bpestore.workflow import Store
+from bpestore.store.database import readable_text
 from conftest import REPO_ROOT, shared_file
+from postgres import PostgresDatabase, fresh_database
 from reference import reference_pretoken_counts
 from strategies import texts
 
@@ -66,8 +74,10 @@ def corpus_b_text() -> str:
     return (fixtures[0] * 20) + (fixtures[1] * 20) + (fixtures[2] * 3)
 
 
-def query(db: Path, statement: str, params: tuple | dict = ()) -> list[tuple]:
-    """Rows of ``statement`` run with the plain sqlite3 module."""
+def query(db: Path | PostgresDatabase, statement: str, params: tuple | dict = ()) -> list[tuple]:
+    """Rows of ``statement`` run with the plain sqlite3 module, or psycopg on PostgreSQL."""
+    if isinstance(db, PostgresDatabase):
+        return db.query(statement, params)
     connection = sqlite3.connect(db)
     try:
         return connection.execute(statement, params).fetchall()
@@ -128,9 +138,19 @@ def corpus_b(tmp_path) -> Path:
     return write_corpus(tmp_path / "corpus_b.txt", corpus_b_text())
 
 
-@pytest.fixture
-def db(tmp_path) -> Path:
-    return tmp_path / "store.db"
+def readable(token: bytes, db: Path | PostgresDatabase) -> str:
+    """``vocab.text`` of ``token``: UTF-8 with errors replaced, and NUL too on PostgreSQL."""
+    return readable_text(token, postgresql=isinstance(db, PostgresDatabase))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path):
+    """A SQLite file's path, or the URL of a new database on the PostgreSQL server."""
+    if request.param == "sqlite":
+        yield tmp_path / "store.db"
+        return
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture
@@ -157,8 +177,9 @@ def test_store_is_exported_from_the_package():
 
 def test_new_store_has_the_tables_with_their_columns(db):
     Store(db).close()
-    tables = {row[0] for row in query(db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert set(TABLES) <= tables
+    engine = sqlalchemy.create_engine(db if isinstance(db, PostgresDatabase) else f"sqlite:///{db}")
+    inspector = sqlalchemy.inspect(engine)
+    assert set(TABLES) <= set(inspector.get_table_names())
     expected_columns = {
         "corpora": {"id", "sha256", "pattern", "special_tokens", "path", "size_bytes", "distinct_pretokens", "total_pretokens", "created_at"},
         "pretoken_counts": {"corpus_id", "pretoken", "count"},
@@ -170,9 +191,9 @@ def test_new_store_has_the_tables_with_their_columns(db):
         "merges": {"tokenizer_id", "rank", "left", "right", "result_id"},
     }
     for table, columns in expected_columns.items():
-        assert {row[1] for row in query(db, f"PRAGMA table_info({table})")} >= columns, table
-    views = {row[0] for row in query(db, "SELECT name FROM sqlite_master WHERE type = 'view'")}
-    assert {"vocab_readable", "merges_readable"} <= views
+        assert {column["name"] for column in inspector.get_columns(table)} >= columns, table
+    assert {"vocab_readable", "merges_readable"} <= set(inspector.get_view_names())
+    engine.dispose()
 
 
 def test_training_writes_corpus_counts_tokenizer_vocab_and_merges(store, db, corpus_a):
@@ -211,23 +232,25 @@ def test_training_writes_corpus_counts_tokenizer_vocab_and_merges(store, db, cor
 def test_foreign_keys_and_unique_constraints_are_enforced(store, db):
     ref = store.save("t", small_tokenizer())
     tid = tokenizer_id(db, "t", version_of(ref))
-    with store.engine.connect() as connection:
-        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    if store.is_sqlite:
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
     def fails(statement: str, **params) -> None:
+        # (bytes as parameters: SQLite's x'61' is a bit string to PostgreSQL)
         with pytest.raises(sqlalchemy.exc.IntegrityError):
             with store.engine.begin() as connection:
-                connection.execute(sql(statement), params)
+                connection.execute(sql(statement), {"zero": b"\x00", "a": b"a", "b": b"b", **params})
 
     # a vocab row / merge / tokenizer pointing nowhere
-    fails("INSERT INTO vocab (tokenizer_id, token_id, token, kind, text) VALUES (999999, 0, x'00', 'byte', 'a')")
-    fails("""INSERT INTO merges (tokenizer_id, rank, "left", "right", result_id) VALUES (999999, 0, x'61', x'62', 0)""")
-    fails("""INSERT INTO merges (tokenizer_id, rank, "left", "right", result_id) VALUES (:t, 1000, x'61', x'62', 999999)""", t=tid)
+    fails("INSERT INTO vocab (tokenizer_id, token_id, token, kind, text) VALUES (999999, 0, :zero, 'byte', 'a')")
+    fails("""INSERT INTO merges (tokenizer_id, rank, "left", "right", result_id) VALUES (999999, 0, :a, :b, 0)""")
+    fails("""INSERT INTO merges (tokenizer_id, rank, "left", "right", result_id) VALUES (:t, 1000, :a, :b, 999999)""", t=tid)
     fails(
         "INSERT INTO tokenizers (name, version, created_at, vocab_size, pattern, special_tokens, merge_rule, corpus_id, source)"
         " VALUES ('x', 1, '2020-01-01 00:00:00', 256, 'p', '[]', 'pair', 999999, 's')"
     )
-    fails("INSERT INTO pretoken_counts (corpus_id, pretoken, count) VALUES (999999, x'61', 1)")
+    fails("INSERT INTO pretoken_counts (corpus_id, pretoken, count) VALUES (999999, :a, 1)")
     # unique (name, version)
     fails(
         "INSERT INTO tokenizers (name, version, created_at, vocab_size, pattern, special_tokens, merge_rule, source)"
@@ -235,12 +258,12 @@ def test_foreign_keys_and_unique_constraints_are_enforced(store, db):
         v=version_of(ref),
     )
     # unique (tokenizer, token bytes): the byte 'a' again under a new id
-    fails("INSERT INTO vocab (tokenizer_id, token_id, token, kind, text) VALUES (:t, 999999, x'61', 'other', 'a')", t=tid)
+    fails("INSERT INTO vocab (tokenizer_id, token_id, token, kind, text) VALUES (:t, 999999, :a, 'other', 'a')", t=tid)
     # the same statements with valid values do work (so the failures above are the constraints)
     with store.engine.begin() as connection:
         connection.execute(
-            sql("INSERT INTO vocab (tokenizer_id, token_id, token, kind, text) VALUES (:t, 999999, x'616263646566', 'other', 'abcdef')"),
-            {"t": tid},
+            sql("INSERT INTO vocab (tokenizer_id, token_id, token, kind, text) VALUES (:t, 999999, :token, 'other', 'abcdef')"),
+            {"t": tid, "token": b"abcdef"},
         )
     assert query(db, "SELECT token FROM vocab WHERE tokenizer_id = ? AND token_id = 999999", (tid,)) == [(b"abcdef",)]
 
@@ -253,17 +276,17 @@ def test_a_corpus_in_use_cannot_be_deleted(store, db, corpus_a):
     assert len(query(db, "SELECT id FROM corpora")) == 1
 
 
-def expected_vocab_readable(name: str, version: int, tokenizer: Tokenizer) -> list[tuple]:
+def expected_vocab_readable(name: str, version: int, tokenizer: Tokenizer, db: Path | PostgresDatabase) -> list[tuple]:
     kinds = expected_kinds(tokenizer)
     return sorted(
-        (name, version, token_id, kinds[token_id], token.decode("utf-8", errors="replace"), token.hex().upper())
+        (name, version, token_id, kinds[token_id], readable(token, db), token.hex().upper())
         for token_id, token in tokenizer.vocab.items()
     )
 
 
-def expected_merges_readable(name: str, version: int, tokenizer: Tokenizer) -> list[tuple]:
+def expected_merges_readable(name: str, version: int, tokenizer: Tokenizer, db: Path | PostgresDatabase) -> list[tuple]:
     def text(token: bytes) -> str:
-        return token.decode("utf-8", errors="replace")
+        return readable(token, db)
 
     return [(name, version, rank, text(left), text(right), text(left + right)) for rank, (left, right) in enumerate(tokenizer.merges)]
 
@@ -274,21 +297,21 @@ def test_readable_views_of_a_hand_made_tokenizer(store, db):
     ref = store.save("small", tokenizer)
     version = version_of(ref)
     rows = query(db, "SELECT name, version, id, kind, token, token_hex FROM vocab_readable WHERE name = 'small' ORDER BY id")
-    assert rows == expected_vocab_readable("small", version, tokenizer)
+    assert rows == expected_vocab_readable("small", version, tokenizer, db)
     kinds = Counter(row[3] for row in rows)
     assert kinds == {"special": 1, "byte": 256, "merge": 6, "other": 1}
     assert "\ufffd" in dict((row[2], row[4]) for row in rows)[256 + 3]  # b"\xe4\xb8" is half a character
     merges = query(db, 'SELECT name, version, rank, "left", "right", result FROM merges_readable WHERE name = ? ORDER BY rank', ("small",))
-    assert merges == expected_merges_readable("small", version, tokenizer)
+    assert merges == expected_merges_readable("small", version, tokenizer, db)
 
 
 def test_readable_views_of_a_trained_tokenizer(store, db, corpus_b):
     (ref,) = store.train(corpus_b, "de", 500, SPECIALS, workers=1)
     tokenizer = store.load(ref)
     rows = query(db, "SELECT name, version, id, kind, token, token_hex FROM vocab_readable WHERE name = 'de' ORDER BY id")
-    assert rows == expected_vocab_readable("de", version_of(ref), tokenizer)
+    assert rows == expected_vocab_readable("de", version_of(ref), tokenizer, db)
     merges = query(db, 'SELECT name, version, rank, "left", "right", result FROM merges_readable ORDER BY rank')
-    assert merges == expected_merges_readable("de", version_of(ref), tokenizer)
+    assert merges == expected_merges_readable("de", version_of(ref), tokenizer, db)
 
 
 def readme_queries() -> list[str]:
@@ -312,12 +335,12 @@ def test_readme_queries(store, db, corpus_a, corpus_b):
 
     # the 10 longest tokens of stdlib@2
     expected = sorted(vocab_2.items(), key=lambda item: (-len(item[1]), item[0]))[:10]
-    assert query(db, longest_sql) == [(i, t.decode("utf-8", errors="replace"), len(t)) for i, t in expected]
+    assert query(db, longest_sql) == [(i, readable(t, db), len(t)) for i, t in expected]
 
     # the merges of stdlib@2 that stdlib@1 does not have, at any rank
     in_1 = set(merges_1)
     expected = [
-        (rank, left.decode("utf-8", errors="replace"), right.decode("utf-8", errors="replace"))
+        (rank, readable(left, db), readable(right, db))
         for rank, (left, right) in enumerate(merges_2)
         if (left, right) not in in_1
     ]
@@ -329,7 +352,7 @@ def test_readme_queries(store, db, corpus_a, corpus_b):
     rows = query(db, top_pretokens_sql)
     assert [count for _, count in rows] == sorted(counts.values(), reverse=True)[:20]
     for pretoken, count in rows:
-        assert counts[pretoken.encode("utf-8")] == count, pretoken
+        assert counts[pretoken] == count, pretoken
 
 
 # -- 4. versions, references, list / info / delete ------------------------------------------------
@@ -552,6 +575,9 @@ def assert_no_tokenizer_and_only_complete_counts(db, before, corpus) -> bool:
 def forget_new_corpora(db, before) -> None:
     """Deletes the corpora (and their counts) that ``before`` did not have."""
     old_ids = [row[0] for row in before["corpora"]]
+    if isinstance(db, PostgresDatabase):
+        db.execute("DELETE FROM corpora WHERE NOT (id = ANY(%s))", (old_ids,))
+        return
     connection = sqlite3.connect(db)
     try:
         connection.execute("PRAGMA foreign_keys = ON")
@@ -609,11 +635,15 @@ def test_failure_at_every_statement_of_the_write(store_with_data, corpus_a, monk
         return original(self, statement, *args, **kwargs)
 
     # A dry run on another database, to learn how many statements a training executes.
-    with Store(db.parent / "dry.db") as dry:
+    with ExitStack() as stack:
+        dry_db = stack.enter_context(fresh_database()) if isinstance(db, PostgresDatabase) else db.parent / "dry.db"
+        dry = stack.enter_context(Store(dry_db))
         monkeypatch.setattr(Connection, "execute", recording)
         dry.train(corpus_a, "new", [300, 310], SPECIALS, workers=1)
         monkeypatch.undo()
-    assert statements.count("INSERT") >= 4  # corpus, counts, and per tokenizer: tokenizer, vocab, merges
+    # corpus, counts, and per tokenizer: tokenizer, vocab, merges, packed copy (on PostgreSQL,
+    # counts, vocab and merges go by COPY: test_failed_save_leaves_nothing fails in those)
+    assert statements.count("INSERT") >= (4 if store.is_postgresql else 7)
 
     for fail_at in range(1, len(statements) + 1):
         for exception in (Boom, KeyboardInterrupt):
@@ -655,23 +685,22 @@ def test_interrupt_while_learning_merges(store_with_data, corpus_a, monkeypatch)
     assert_failed_training_left_nothing(store, db, before, corpus_a, KeyboardInterrupt)
 
 
-def test_failed_save_leaves_nothing(store_with_data, monkeypatch):
+@pytest.mark.parametrize("table", ["vocab", "merges"])
+def test_failed_save_leaves_nothing(store_with_data, monkeypatch, table):
     store, db, before = store_with_data
-    original = Connection.execute
-    count = 0
+    original = Store._bulk_insert
+    written = []
 
-    def fail_on_merges(self, statement, *args, **kwargs):
-        nonlocal count
-        count += 1
-        if "INSERT INTO merges" in str(statement):
+    def fail_after_the_rows(self, connection, into, rows):
+        written.append(original(self, connection, into, rows))
+        if into.name == table:  # its rows are in (by INSERT, or COPY on PostgreSQL): now fail
             raise Boom
-        return original(self, statement, *args, **kwargs)
 
-    monkeypatch.setattr(Connection, "execute", fail_on_merges)
+    monkeypatch.setattr(Store, "_bulk_insert", fail_after_the_rows)
     with pytest.raises(Boom):
         store.save("t", small_tokenizer())
     monkeypatch.undo()
-    assert count >= 3  # the tokenizer and vocab rows were written before the failure
+    assert written[-1] == (len(small_tokenizer().vocab) if table == "vocab" else len(small_tokenizer().merges))
     assert table_rows(db) == before
     assert store.save("t", small_tokenizer()) == "t@1"
 
@@ -679,13 +708,20 @@ def test_failed_save_leaves_nothing(store_with_data, monkeypatch):
 # -- 6. loading ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def saved_and_loaded(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def saved_and_loaded(request, tmp_path_factory):
     """A tokenizer trained with two special tokens (one containing a space) and its stored copy,
-    loaded both ways."""
+    loaded every way."""
     tmp = tmp_path_factory.mktemp("load")
     corpus = write_corpus(tmp / "corpus.txt", corpus_a_text().replace("\n\n", "\n<| sep |>\n"))
-    db = tmp / "store.db"
+    if request.param == "postgresql":
+        with fresh_database() as url:
+            yield saved_and_loaded_from(url, corpus)
+    else:
+        yield saved_and_loaded_from(tmp / "store.db", corpus)
+
+
+def saved_and_loaded_from(db: Path | PostgresDatabase, corpus: Path):
     specials = [ENDOFTEXT, "<| sep |>"]
     vocab, merges = train_bpe(corpus, 600, specials, workers=1)
     original = Tokenizer(vocab, merges, specials)
@@ -696,7 +732,7 @@ def saved_and_loaded(tmp_path_factory):
         via_store = store.load("tok")
     via_db = Tokenizer.from_db(db, "tok")
     via_ref = Tokenizer.from_db(str(db), ref)
-    via_url = Tokenizer.from_db(f"sqlite:///{db}", ref)
+    via_url = Tokenizer.from_db(db if isinstance(db, PostgresDatabase) else f"sqlite:///{db}", ref)
     return original, [via_store, via_db, via_ref, via_url], db
 
 
@@ -757,7 +793,7 @@ def test_gpt2_from_the_fixture_files_saves_and_loads(store, db):
         text = read_text(shared_file("fixtures", name))
         assert loaded.encode(text) == encoding.encode(text, allowed_special="all") == gpt2.encode(text)
     rows = query(db, "SELECT name, version, id, kind, token, token_hex FROM vocab_readable ORDER BY id")
-    assert rows == expected_vocab_readable("gpt2", version_of(ref), gpt2)
+    assert rows == expected_vocab_readable("gpt2", version_of(ref), gpt2, db)
     assert query(db, "SELECT count(*) FROM merges_readable") == [(len(merges),)]
     (info,) = store.list()
     assert (info.vocab_size, info.num_merges, info.special_tokens, info.corpus_sha256) == (50257, 50000, [ENDOFTEXT], None)
@@ -864,9 +900,9 @@ def barrier(directory, me, count):
 
 TRAINER = BARRIER + """
 from bpestore import Store
-db, corpus, me, count, rounds, open_first = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
+db, corpus, me, count, rounds, open_first, barrier_dir = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1", sys.argv[7]
 store = Store(db) if open_first else None
-barrier(Path(db).parent / "barrier", me, count)
+barrier(barrier_dir, me, count)
 store = store or Store(db)
 refs = []
 for _ in range(rounds):
@@ -891,7 +927,7 @@ def run_workers(tmp_path: Path, scripts: list[list[str]], timeout: float = 120) 
     return [out for _, out, _ in outputs]
 
 
-def check_concurrent_training(db: Path, outputs: list[str], rounds: int, corpus: Path) -> None:
+def check_concurrent_training(db: Path | PostgresDatabase, outputs: list[str], rounds: int, corpus: Path) -> None:
     refs = [json.loads(out) for out in outputs]
     every = [ref for worker in refs for ref in worker]
     assert len(every) == len(set(every)) == 2 * rounds * len(outputs)
@@ -906,17 +942,21 @@ def check_concurrent_training(db: Path, outputs: list[str], rounds: int, corpus:
     assert len(query(db, "SELECT id FROM corpora")) == 1  # both trained the same content: one corpus row
 
 
-def test_two_processes_train_into_one_database(tmp_path, corpus_b):
-    db = tmp_path / "store.db"
+def test_two_processes_train_into_one_database(tmp_path, db, corpus_b):
     Store(db).close()
-    outputs = run_workers(tmp_path, [[TRAINER, str(db), str(corpus_b), me, "2", "3", "1"] for me in "ab"])
+    barrier = tmp_path / "barrier"
+    outputs = run_workers(tmp_path, [[TRAINER, str(db), str(corpus_b), me, "2", "3", "1", str(barrier)] for me in "ab"])
     check_concurrent_training(db, outputs, 3, corpus_b)
 
 
-def test_two_processes_create_a_new_database_at_once(tmp_path, corpus_b):
-    """Both open (and so create) the same new database file at the same moment."""
-    db = tmp_path / "store.db"
-    outputs = run_workers(tmp_path, [[TRAINER, str(db), str(corpus_b), me, "3", "1", "0"] for me in "abc"])
+def test_processes_create_a_new_database_at_once(tmp_path, db, corpus_b):
+    """All open (and so create) the same new database at the same moment, then train into it:
+    no error, no version lost or given twice, one corpus row. Eight writers on PostgreSQL (three
+    on SQLite, where test_store_deployed runs more)."""
+    workers = 8 if isinstance(db, PostgresDatabase) else 3
+    barrier = tmp_path / "barrier"
+    names = "abcdefgh"[:workers]
+    outputs = run_workers(tmp_path, [[TRAINER, str(db), str(corpus_b), me, str(workers), "1", "0", str(barrier)] for me in names])
     check_concurrent_training(db, outputs, 1, corpus_b)
 
 
@@ -930,9 +970,9 @@ for i in range(2000):  # a tokenizer big enough that each save takes a while: 26
     left, right = last[i % 26], bytes([97 + (i // 26) % 26])
     merges.append((left, right)); vocab[len(vocab)] = last[i % 26] = left + right
 store = Store(db)
-barrier(Path(db).parent / "barrier", "writer", 2)
+barrier(sys.argv[3], "writer", 2)
 refs = [store.save("w", Tokenizer(vocab, merges[: 1000 + n])) for n in range(rounds)]
-(Path(db).parent / "writer-done").touch()
+(Path(sys.argv[3]) / "writer-done").touch()
 print(json.dumps(refs))
 """
 
@@ -940,9 +980,9 @@ READER = BARRIER + """
 from bpestore import Store
 db = sys.argv[1]
 store = Store(db, busy_timeout=0)  # readers must never wait for the writer: no retrying on a lock
-barrier(Path(db).parent / "barrier", "reader", 2)
+barrier(sys.argv[2], "reader", 2)
 seen, loads = [], 0
-while not (Path(db).parent / "writer-done").exists():
+while not (Path(sys.argv[2]) / "writer-done").exists():
     refs = store.refs()
     seen.append(len(refs))
     if refs:
@@ -954,11 +994,11 @@ print(json.dumps({"seen": seen, "loads": loads}))
 """
 
 
-def test_reading_while_another_process_writes(tmp_path):
-    db = tmp_path / "store.db"
+def test_reading_while_another_process_writes(tmp_path, db):
     Store(db).close()
     rounds = 25
-    writer, reader = run_workers(tmp_path, [[WRITER, str(db), str(rounds)], [READER, str(db)]])
+    barrier = str(tmp_path / "barrier")
+    writer, reader = run_workers(tmp_path, [[WRITER, str(db), str(rounds), barrier], [READER, str(db), barrier]])
     assert json.loads(writer) == [f"w@{v}" for v in range(1, rounds + 1)]
     report = json.loads(reader)
     seen = report["seen"]

@@ -1,9 +1,15 @@
 """``Store``: named, versioned tokenizers side by side in one database.
 
-A plain path means a SQLite file (created on first use); any SQLAlchemy URL is accepted. Every
-write is one transaction, so an error or Ctrl-C never leaves a partial tokenizer behind. On SQLite,
-write transactions start with ``BEGIN IMMEDIATE`` (so concurrent writers queue on the busy timeout
-instead of failing), and the database runs in WAL mode (so readers never wait for writers).
+A plain path means a SQLite file (created on first use); any SQLAlchemy URL is accepted, and
+PostgreSQL (``postgresql://user@host/db``, driver psycopg 3) is tested as well as SQLite. Every
+write is one transaction, so an error or Ctrl-C never leaves a partial tokenizer behind.
+
+Writers queue, one at a time, on both: on SQLite, write transactions start with ``BEGIN
+IMMEDIATE`` and the database runs in WAL mode (so readers never wait for writers); on PostgreSQL,
+write transactions first take a transaction-level advisory lock (:data:`WRITE_LOCK_KEY`), which
+serialises them as SQLite's write lock does (creating the schema of a new database included), while
+readers go on reading what was committed. Both wait up to the busy timeout. On PostgreSQL the big
+tables are filled with ``COPY``.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -44,6 +50,10 @@ from .sqlite_uri import connect_sqlite, read_only_reason, sqlite_uri
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 120.0
 _BATCH_ROWS = 50_000
+WRITE_LOCK_KEY = 0x6270_6573_746F_7265  # b"bpestore": the PostgreSQL advisory lock writers take
+"""The key of the transaction-level advisory lock every write transaction on PostgreSQL takes
+first (advisory locks belong to one database, so stores in other databases do not wait)."""
+_POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
 
 
 class HasModel(Protocol):
@@ -102,14 +112,17 @@ def _as_url(path_or_url: str | os.PathLike) -> URL:
     text = os.fsdecode(path_or_url)
     if "://" in text:
         try:
-            return make_url(text)
+            url = make_url(text)
         except sa_exc.ArgumentError as error:
             raise StoreUnavailableError(f"unusable store URL {text!r}: {error}") from None
+        # SQLAlchemy's default PostgreSQL driver is psycopg2; bpestore's (the postgres extra) is psycopg 3.
+        return url.set(drivername="postgresql+psycopg") if url.drivername in ("postgresql", "postgres") else url
     return URL.create("sqlite", database=str(Path(text).expanduser()))
 
 
 # The package that provides each database driver SQLAlchemy may ask for, where its name differs.
 _DRIVER_PACKAGES = {
+    "psycopg": "psycopg[binary]",
     "psycopg2": "psycopg2-binary",
     "MySQLdb": "mysqlclient",
     "pymysql": "PyMySQL",
@@ -120,14 +133,21 @@ _DRIVER_PACKAGES = {
 
 def _create_engine(url: URL, location: str, sqlite_timeout: float | None) -> Engine:
     """``create_engine``, with a missing driver or an unknown kind of database as one clear line."""
+    if sqlite_timeout is not None:
+        connect_args: dict[str, Any] = {"timeout": sqlite_timeout}
+    elif url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
+        connect_args = {"connect_timeout": _POSTGRES_CONNECT_TIMEOUT_SECONDS}  # an unreachable host: an error, not a hang
+    else:
+        connect_args = {}
     try:
-        return create_engine(url, connect_args={"timeout": sqlite_timeout} if sqlite_timeout is not None else {})
+        return create_engine(url, connect_args=connect_args)
     except ModuleNotFoundError as error:
         module = (error.name or "").partition(".")[0] or str(error)
         package = _DRIVER_PACKAGES.get(module, module)
+        extra = " (or: pip install 'bpestore[postgres]')" if module == "psycopg" else ""
         raise StoreUnavailableError(
             f"the store {location} needs the Python package {package} (module {module}), which is not installed: "
-            f"pip install {package}"
+            f"pip install '{package}'{extra}"
         ) from None
     except sa_exc.NoSuchModuleError:
         raise StoreUnavailableError(f"unusable store URL {location}: SQLAlchemy knows no database {url.drivername!r}") from None
@@ -159,6 +179,13 @@ def _sqlite_error(location: str, error: sqlite3.Error, writing: bool) -> StoreEr
     if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
         return DamagedStoreError(f"{location} is damaged or not a database: {error}")
     return None
+
+
+def readable_text(token: bytes, postgresql: bool) -> str:
+    """``vocab.text``: the token as UTF-8 with invalid bytes replaced by U+FFFD, and on PostgreSQL,
+    whose text cannot hold the character NUL, NUL replaced too (the ``token`` bytes stay exact)."""
+    text = token.decode("utf-8", errors="replace")
+    return text.replace("\x00", "\ufffd") if postgresql else text
 
 
 def _token_kind(token_id: int, token: bytes, special_ids: set[int], merged: set[bytes]) -> str:
@@ -203,6 +230,7 @@ class ModelStore:
         url = _as_url(path_or_url)
         self.url = url.render_as_string(hide_password=False)
         self.is_sqlite = url.get_backend_name() == "sqlite"
+        self.is_postgresql = url.get_backend_name() == "postgresql"
         # For messages: the file for SQLite, else the URL without its password.
         self.location = url.database if self.is_sqlite and url.database else url.render_as_string(hide_password=True)
         self.busy_timeout = busy_timeout
@@ -220,6 +248,8 @@ class ModelStore:
         if self.is_sqlite:
             event.listen(self.engine, "connect", _configure_sqlite_connection)
             event.listen(self.engine, "begin", _begin_sqlite_transaction)
+        elif self.is_postgresql:
+            event.listen(self.engine, "begin", self._begin_postgresql_transaction)
         with self._errors():
             if not create and not self.is_sqlite:
                 with self.engine.connect() as connection:
@@ -262,6 +292,14 @@ class ModelStore:
         return sqlite3.connect(
             sqlite_uri(self._sqlite_file, **self._sqlite_parameters), uri=True, timeout=self.busy_timeout, check_same_thread=False
         )
+
+    def _begin_postgresql_transaction(self, connection: Connection) -> None:
+        """A write transaction waits (up to the busy timeout) for the write lock, so that writers
+        run one at a time: what SQLite's ``BEGIN IMMEDIATE`` does. Without it two writers race on
+        the unique constraints (versions, corpora, a new database's schema) and one fails."""
+        if connection.get_execution_options().get("bpestore_write", False):
+            connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(self.busy_timeout * 1000))}")
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
 
     def _use_wal(self) -> None:
         """Put the store in WAL mode (readers then never wait for writers). The switch needs the
@@ -407,6 +445,9 @@ class ModelStore:
                 return unpack(packed, row.vocab_size, f"{row.name}@{row.version}", self.location)
             vocab = connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall()
             return vocab, connection.exec_driver_sql(MERGES_SQL, (tokenizer_id,)).fetchall()
+        packed = connection.execute(select(schema.packed_models.c.data).where(schema.packed_models.c.tokenizer_id == tokenizer_id)).scalar()
+        if packed is not None:
+            return unpack(bytes(packed), row.vocab_size, f"{row.name}@{row.version}", self.location)
         v, m = schema.vocab, schema.merges
         vocab = connection.execute(select(v.c.token_id, v.c.token).where(v.c.tokenizer_id == tokenizer_id)).all()
         merges = connection.execute(
@@ -488,31 +529,51 @@ class ModelStore:
         ).inserted_primary_key[0]
         special_ids = set(tokenizer.special_ids.values())
         merged = {left + right for left, right in tokenizer.merges}
-        connection.execute(
-            insert(schema.vocab),
-            [
-                {
-                    "tokenizer_id": tokenizer_id,
-                    "token_id": token_id,
-                    "token": token,
-                    "kind": _token_kind(token_id, token, special_ids, merged),
-                    "text": token.decode("utf-8", errors="replace"),
-                }
+        postgresql = self.is_postgresql
+        self._bulk_insert(
+            connection,
+            schema.vocab,
+            (
+                (tokenizer_id, token_id, token, _token_kind(token_id, token, special_ids, merged), readable_text(token, postgresql))
                 for token_id, token in sorted(tokenizer.vocab.items())
-            ],
+            ),
         )
         id_of = {token: token_id for token_id, token in tokenizer.vocab.items()}
-        if tokenizer.merges:
-            connection.execute(
-                insert(schema.merges),
-                [
-                    {"tokenizer_id": tokenizer_id, "rank": rank, "left": left, "right": right, "result_id": id_of[left + right]}
-                    for rank, (left, right) in enumerate(tokenizer.merges)
-                ],
-            )
-        if self.is_sqlite:  # after the rows: their triggers delete any packed copy of this id
+        self._bulk_insert(
+            connection,
+            schema.merges,
+            ((tokenizer_id, rank, left, right, id_of[left + right]) for rank, (left, right) in enumerate(tokenizer.merges)),
+        )
+        # After the rows: their triggers (SQLite; PostgreSQL since 0006) delete any packed copy of this
+        # id. Other databases have no such triggers, so no copy: they are read from the rows.
+        if self.is_sqlite or self.is_postgresql:
             connection.execute(insert(schema.packed_models).values(tokenizer_id=tokenizer_id, data=pack(tokenizer.vocab, tokenizer.merges)))
         return f"{name}@{version}"
+
+    def _bulk_insert(self, connection: Connection, table: Any, rows: Iterable[tuple]) -> int:
+        """Insert ``rows`` (tuples in the order of ``table``'s columns) into ``table``, in batches
+        of ``_BATCH_ROWS`` (a list of millions of rows at once would cost hundreds of MB); with
+        psycopg, by ``COPY``, the fastest way into PostgreSQL. Returns the number of rows."""
+        names = [column.name for column in table.columns]
+        done = 0
+        if self.is_postgresql and self.engine.dialect.driver == "psycopg":
+            from psycopg import sql as psql
+
+            statement = psql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+                psql.Identifier(table.name), psql.SQL(", ").join(map(psql.Identifier, names))
+            )
+            types = [_COPY_TYPES[type(column.type).__name__] for column in table.columns]
+            with connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
+                copy.set_types(types)
+                for row in rows:
+                    copy.write_row(row)
+                    done += 1
+            return done
+        rows = iter(rows)
+        while batch := [dict(zip(names, row)) for row in islice(rows, _BATCH_ROWS)]:
+            connection.execute(insert(table), batch)
+            done += len(batch)
+        return done
 
     def delete(self, ref: str) -> str:
         """Delete one tokenizer; its corpus and pre-token counts go too once no tokenizer uses them."""
@@ -563,16 +624,18 @@ class ModelStore:
                 created_at=datetime.now(timezone.utc).replace(tzinfo=None),
             )
         ).inserted_primary_key[0]
-        # In batches: a list of a million rows at once would cost hundreds of MB; the bar shows
-        # that saving a big corpus's counts is under way.
-        rows = iter(counts.items())
+        # The bar shows that saving a big corpus's counts is under way.
         with progress_bar(progress, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
-            while batch := [
-                {"corpus_id": corpus_id, "pretoken": token, "count": count} for token, count in islice(rows, _BATCH_ROWS)
-            ]:
-                connection.execute(insert(schema.pretoken_counts), batch)
+            rows = iter(counts.items())
+            while batch := list(islice(rows, _BATCH_ROWS)):
+                self._bulk_insert(connection, schema.pretoken_counts, ((corpus_id, token, count) for token, count in batch))
                 bar.update(len(batch))
         return corpus_id
+
+
+# The PostgreSQL type of each SQLAlchemy column type in the tables filled by COPY (binary COPY
+# needs each value sent as exactly its column's type).
+_COPY_TYPES = {"Integer": "int4", "BigInteger": "int8", "LargeBinary": "bytea", "String": "text", "Text": "text"}
 
 
 def _configure_sqlite_connection(dbapi_connection, _record) -> None:

@@ -6,7 +6,7 @@ import re
 
 from ..errors import InvalidReferenceError
 
-_NAME = re.compile(r"[^@\s]+")
+_NAME = re.compile(r"[^@\s\x00]+")  # no NUL: PostgreSQL's text cannot hold it
 MAX_VERSION = 2**63 - 1
 """The largest version: SQLite's integers are 64-bit."""
 
@@ -39,5 +39,5 @@ def _is_name(name: str) -> bool:
 
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not _is_name(name) or len(name) > 200:
-        raise InvalidReferenceError(f"invalid tokenizer name {name!r}: use up to 200 characters, no '@' and no spaces")
+        raise InvalidReferenceError(f"invalid tokenizer name {name!r}: use up to 200 characters, no '@', no spaces and no NUL")
     return name

@@ -6,18 +6,26 @@ test checks that the two agree (alembic's autogenerate comparison finds no diffe
 The readable views (``vocab_readable``, ``merges_readable``) are defined in the migrations only.
 
 Tokens are stored as bytes (BLOB); ``vocab.text`` repeats each token as UTF-8 text with invalid
-bytes replaced by U+FFFD, so that people at the ``sqlite3`` prompt can read and search tokens.
+bytes replaced by U+FFFD (on PostgreSQL, whose text cannot hold NUL, the byte 0x00 too), so that
+people at the ``sqlite3`` or ``psql`` prompt can read and search tokens.
+
+PostgreSQL differs in three ways, all made by migration 0006 and invisible to the code: the keys on
+pre-tokens and tokens (``pretoken_counts``'s primary key, ``vocab``'s unique (tokenizer_id,
+token)) are unique indexes on the bytes' sha256 (a B-tree entry holds at most 2704 bytes, and a
+pre-token or token can be longer), and triggers drop stale ``packed_models`` rows as SQLite's do.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Column,
     DateTime,
     Float,
     ForeignKey,
     ForeignKeyConstraint,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -37,6 +45,10 @@ metadata = MetaData(
     }
 )
 
+BIG_INTEGER = BigInteger().with_variant(Integer(), "sqlite")
+"""A 64-bit integer: BIGINT, and on SQLite INTEGER, which is 64-bit already (0006 leaves SQLite's
+columns as they are: changing their type would copy the tables)."""
+
 TOKEN_KINDS = ("special", "byte", "merge", "other")
 MERGE_RULES = ("pair", "token")
 
@@ -48,9 +60,10 @@ corpora = Table(
     Column("pattern", Text, nullable=False, comment="pre-tokenizer regex"),
     Column("special_tokens", Text, nullable=False, comment="JSON list of the special tokens that cut the corpus"),
     Column("path", Text, nullable=False, comment="where the corpus was read from"),
-    Column("size_bytes", Integer, nullable=False),
-    Column("distinct_pretokens", Integer, nullable=False),
-    Column("total_pretokens", Integer, nullable=False),
+    # 64-bit (since 0006): a corpus can hold more than 2 GiB and more than 2^31 pre-tokens.
+    Column("size_bytes", BIG_INTEGER, nullable=False),
+    Column("distinct_pretokens", BIG_INTEGER, nullable=False),
+    Column("total_pretokens", BIG_INTEGER, nullable=False),
     Column("created_at", DateTime, nullable=False),
     UniqueConstraint("sha256", "pattern", "special_tokens"),
 )
@@ -60,7 +73,7 @@ pretoken_counts = Table(
     metadata,
     Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="CASCADE"), primary_key=True),
     Column("pretoken", LargeBinary, primary_key=True),
-    Column("count", Integer, nullable=False),
+    Column("count", BIG_INTEGER, nullable=False),
 )
 
 tokenizers = Table(
@@ -74,7 +87,7 @@ tokenizers = Table(
     Column("pattern", Text, nullable=False, comment="pre-tokenizer regex"),
     Column("special_tokens", Text, nullable=False, comment="JSON list"),
     Column("merge_rule", String(10), nullable=False, comment="pair: GPT-2/HF/CS336 merge ranks; token: tiktoken token ranks"),
-    Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="RESTRICT"), nullable=True),
+    Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="RESTRICT"), nullable=True, index=True),
     Column("training_params", Text, nullable=True, comment="JSON object"),
     Column("training_seconds", Float, nullable=True),
     # (the comment as migration 0005 sets it; until 0003 an import wrote 'imported from <format> <path>')
@@ -126,6 +139,10 @@ merges = Table(
         name="fk_merges_result_vocab",
         ondelete="CASCADE",
     ),
+    # Deleting a tokenizer deletes its vocab rows, and each must find the merges that point at it
+    # (fk_merges_result_vocab): without this index, a scan of all the tokenizer's merges per token
+    # (rm of GPT-2 took 247 s on PostgreSQL). Since 0006.
+    Index("ix_merges_tokenizer_id_result_id", "tokenizer_id", "result_id"),
 )
 
 # A copy of each tokenizer's vocab and merges in one BLOB, the fast way to load it (since 0004;
