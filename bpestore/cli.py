@@ -597,10 +597,11 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 
 @main.command()
 @click.argument("ref")
-@click.argument("inputs", metavar="[INPUT]...", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
+# str, not Path: an fsspec URL (s3://...) must keep its "//"
+@click.argument("inputs", metavar="[INPUT]...", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write ids here: a .npy file (uint16 if every id fits, else uint32), else text.")
 @click.option(
-    "--output-dir", type=click.Path(path_type=Path, file_okay=False),
+    "--output-dir", metavar="DIR|URL", default=None,
     help="Encode each INPUT file (globs and fsspec URLs too) into its own .npy here, with a manifest; a rerun skips finished shards.",
 )
 @click.option(
@@ -617,7 +618,7 @@ def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
 @_quiet_option
 @_db_option
 def encode(
-    ref: str, inputs: tuple[Path, ...], output: Path | None, output_dir: Path | None, dask_address: str | None,
+    ref: str, inputs: tuple[str, ...], output: Path | None, output_dir: str | None, dask_address: str | None,
     workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
 ) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
@@ -649,9 +650,9 @@ def encode(
     tokenizer = _workflow().load_tokenizer(db, ref)
     policy = _special_policy(tokenizer.special_tokens, allowed_special, ordinary, ref)
     if output_dir is not None:
-        _encode_shards(tokenizer, ref, [str(path) for path in inputs], output_dir, dask_address, workers, quiet, policy)
+        _encode_shards(tokenizer, ref, list(inputs), output_dir, dask_address, workers, quiet, policy)
         return
-    input_path = inputs[0] if inputs else None
+    input_path = Path(inputs[0]) if inputs else None
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path
 
@@ -675,7 +676,7 @@ def encode(
 
 
 def _encode_shards(
-    tokenizer, ref: str, inputs: list[str], output_dir: Path, dask_address: str | None, workers: int | None, quiet: bool, policy: dict
+    tokenizer, ref: str, inputs: list[str], output_dir: str, dask_address: str | None, workers: int | None, quiet: bool, policy: dict
 ) -> None:
     """``encode --output-dir``: one shard per input file, here or on a Dask cluster."""
     options = {"ref": ref, "progress": _show_progress(quiet), **policy}

@@ -71,6 +71,12 @@ class CorpusDecodeError(BpestoreError, ValueError):
         return type(self), (self.path, self.offset, self.reason)
 
 
+class PatternError(BpestoreError, ValueError):
+    """A custom pre-tokenizer pattern hit the regex engine's backtracking limit on some text
+    (catastrophic backtracking that the probes at construction did not catch); the message names
+    the pattern and the byte offset (in the text or file) of the match that gave up."""
+
+
 class DisallowedSpecialTokenError(BpestoreError, ValueError):
     """Text to encode holds a special token's string that the call disallowed (tiktoken's check);
     ``token`` is that string and ``position`` its character index in the text."""

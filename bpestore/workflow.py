@@ -8,11 +8,8 @@ This is the one module that knows both :mod:`bpestore.store` and the pipeline's 
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import secrets
-import shutil
 import sys
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -25,6 +22,7 @@ from typing import IO, Any, BinaryIO, Literal
 import numpy as np
 
 from . import formats, metrics
+from .atomic import atomic_path
 from .encode.files import encode_file_to_npy, write_npy_stream
 from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --output-dir`)
@@ -571,50 +569,6 @@ def import_into_store(store: str | os.PathLike, name: str, format: str, *paths: 
     return ref, imported
 
 
-def _temporary_beside(path: Path) -> Path:
-    """A new name in ``path``'s directory (so on the same file system: renaming is atomic),
-    hidden and marked partial, so that nobody mistakes it for a result while it is written."""
-    if not path.parent.is_dir():
-        raise FileNotFoundError(errno.ENOENT, f"cannot write the output, no directory {path.parent}", str(path))
-    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
-
-
-@contextmanager
-def _cleaned_up(temporary: Path, output: Path) -> Iterator[None]:
-    """Removes ``temporary`` if the block fails in any way (an error, a full disk, Ctrl-C), and
-    names ``output`` in an OSError that names no file or only the temporary one (a full disk
-    gives "No space left on device" and no name), so that the user learns which output failed."""
-    try:
-        yield
-    except OSError as error:
-        _remove(temporary)
-        if error.filename is None or Path(os.fspath(error.filename)).name.startswith(f".{output.name}."):
-            raise OSError(error.errno, error.strerror, str(output)) from None
-        raise
-    except BaseException:
-        _remove(temporary)
-        raise
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path beside ``path`` to write a file at; it is renamed to ``path`` when the
-    block completes, and removed when the block fails in any way: ``path`` is then left as it
-    was. A missing directory is an error naming ``path``."""
-    path = Path(path)
-    temporary = _temporary_beside(path)
-    with _cleaned_up(temporary, path):
-        yield temporary
-        os.replace(temporary, path)
-
-
 @contextmanager
 def atomic_output(path: str | os.PathLike, mode: str = "w", **open_options: Any) -> Iterator[IO[Any]]:
     """A file opened for writing that appears as ``path`` only once the block completes (see
@@ -626,28 +580,10 @@ def atomic_output(path: str | os.PathLike, mode: str = "w", **open_options: Any)
 
 
 def export_from_store(store: str | os.PathLike, ref: str, format: str, output: str | os.PathLike) -> list[str]:
-    """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`); returns notes.
-
-    Atomic as :func:`atomic_path`: the output file appears only once complete. A format that
-    writes a directory (``gpt2``) writes into a temporary directory, whose files are then renamed
-    into ``output`` (made if missing): no partial file is ever left there.
-    """
-    target = formats.get(format)  # an unknown format is refused before anything is read
-    model = load_model(store, ref)
-    output = Path(output)
-    if not getattr(target, "writes_directory", False):
-        with atomic_path(output) as temporary:
-            notes = formats.export(model, format, temporary)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        temporary = _temporary_beside(output)
-        with _cleaned_up(temporary, output):
-            notes = formats.export(model, format, temporary)
-            output.mkdir(exist_ok=True)
-            for written in sorted(temporary.iterdir()):
-                os.replace(written, output / written.name)
-            temporary.rmdir()
-    return [note.replace(str(temporary), str(output)) for note in notes]
+    """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`,
+    atomic: the output appears only once complete); returns notes."""
+    formats.get(format)  # an unknown format is refused before anything is read
+    return formats.export(load_model(store, ref), format, output)
 
 
 def encode_to(

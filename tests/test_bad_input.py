@@ -370,3 +370,32 @@ def test_nothing_is_stored_when_an_import_is_refused(tmp_path):
     with pytest.raises(FormatError):
         import_into_store(db, "bad", "hf", write_hf(tmp_path, document))
     assert db.read_bytes() == before
+
+
+# -- a custom pattern that passes the probes but hits the backtracking limit on some text ----------
+
+# Exponential on a run of "ab" that no "c" ends, yet fine on the construction probes (runs of one
+# character); the look-ahead keeps it on the backtracking engine. A hit costs 10^8 steps (seconds).
+BACKTRACKING_PATTERN = r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]"
+BACKTRACKING_TEXT = "xy" + "ab" * 26 + "d"  # the match at byte 2 gives up
+
+
+def test_counting_with_a_pattern_that_hits_the_backtracking_limit_is_a_pattern_error(tmp_path):
+    """Counting (continued training from a base with such a pattern) ends in one PatternError
+    naming the pattern and the byte offset in the file, never a PanicException; nothing is
+    stored."""
+    from bpestore import _engine
+    from bpestore.errors import PatternError
+
+    with pytest.raises(PatternError, match=r"text 1: .*backtracks catastrophically.*at byte 2 of"):
+        _engine.count_texts(["fine", BACKTRACKING_TEXT], BACKTRACKING_PATTERN, [])
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("abc " * 100 + ENDOFTEXT + BACKTRACKING_TEXT)
+    with Store(tmp_path / "s.db") as store:
+        store.save("b", BPEModel(BYTES, [], [ENDOFTEXT], pattern=BACKTRACKING_PATTERN))
+        with pytest.raises(PatternError) as raised:
+            store.train(corpus, "c", 300, base="b")
+        assert store.refs() == ["b@1"]
+    offset = 400 + len(ENDOFTEXT) + 2
+    assert str(raised.value).startswith(f"{corpus}: pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)}")
+    assert f"at byte {offset} of the corpus" in str(raised.value)

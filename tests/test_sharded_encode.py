@@ -11,7 +11,6 @@ encoding of all the text joined, which is tested too. The Dask tests share one `
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pickle
 import signal
@@ -26,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpestore import BPEModel, Tokenizer, train_bpe
+from bpestore import Tokenizer, train_bpe
 from bpestore.encode.shards import (
     MANIFEST_NAME,
     ShardManifestError,
@@ -243,6 +242,30 @@ def test_fsspec_urls_and_another_special_policy(small, tmp_path):
     assert read_manifest(tmp_path / "ordinary")[0]["special_policy"] == {"allowed_special": [], "disallowed_special": []}
 
 
+def test_fsspec_output_directory(small, tmp_path):
+    """Shards and manifest written through fsspec (an in-memory file system), rerun skipping them."""
+    import fsspec
+
+    files = awkward_files()[:4]
+    write_files(tmp_path / "data", files)
+    memory = fsspec.filesystem("memory")
+    out = f"memory:///dencode-out-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        first = encode_shards(small, [str(tmp_path / "data" / "*.txt")], out, ref="small")
+        assert first.encoded == [0, 1, 2, 3]
+        assert np.array_equal(load_shards(out), per_file_ids(small, files))
+        header, entries = read_manifest(out)
+        assert header["shards"] == 4 and header["tokenizer"] == "small"
+        for entry in entries.values():
+            data = memory.cat_file(out[len("memory://"):] + "/" + entry["file"])
+            assert hashlib.sha256(data).hexdigest() == entry["sha256"] and len(data) == entry["bytes"]
+        assert not [name for name in memory.ls(out[len("memory://"):], detail=False) if name.endswith(".partial")]
+        assert encode_shards(small, [str(tmp_path / "data" / "*.txt")], out).skipped == [0, 1, 2, 3]
+        assert shard_paths(out)[0] == out + "/shard-00000.npy"
+    finally:
+        memory.rm(out[len("memory://"):], recursive=True)
+
+
 # -- the tokenizer travels compactly --------------------------------------------------------------------------
 
 
@@ -378,6 +401,44 @@ def test_client_killed_mid_run_then_rerun_completes_without_redoing_shards(gpt2,
     check_manifest(out, files, "uint16")
 
 
+def test_worker_killed_mid_run_its_shard_is_redone_elsewhere(gpt2, tmp_path, dask_cluster):
+    """A worker SIGKILLed mid-run (after the first shard is recorded): Dask reruns its task on the
+    other worker (its nanny restarts it); the result is complete and equal, and no unfinished file
+    is left."""
+    import threading
+
+    from bpestore.distributed.encode import encode_shards_on_dask
+
+    files = [random_words(100 + seed, 800_000) for seed in range(8)]
+    write_files(tmp_path / "data", files)
+    out = tmp_path / "out"
+    pids = dask_cluster.run(os.getpid)
+    victim = pids[sorted(pids)[0]]
+    killed = threading.Event()
+
+    def kill_after_first_shard() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            manifest = out / MANIFEST_NAME
+            if manifest.exists() and len(manifest.read_text().splitlines()) >= 2:
+                os.kill(victim, signal.SIGKILL)
+                killed.set()
+                return
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill_after_first_shard)
+    killer.start()
+    try:
+        result = encode_shards_on_dask(dask_cluster, gpt2, [str(tmp_path / "data" / "*.txt")], out)
+    finally:
+        killer.join()
+    assert killed.is_set()
+    assert result.encoded == list(range(len(files)))
+    expected = np.concatenate([np.array(ids, dtype=np.int64) for ids in gpt2.encode_batch(files)])
+    assert np.array_equal(load_shards(out), expected)
+    check_manifest(out, files, "uint16")
+
+
 # -- the command line ------------------------------------------------------------------------------------------------
 
 
@@ -406,6 +467,12 @@ def test_cli_output_dir_locally_and_on_dask(small, tmp_path, dask_cluster):
     assert read_manifest(tmp_path / "a")[0]["tokenizer"] == "g"
     again = runner.invoke(main, ["encode", "g", pattern, "--output-dir", str(tmp_path / "a"), "--db", str(db), "-q"])
     assert again.exit_code == 0 and f"0 encoded now, {len(files)} already done" in again.output
+
+    urls = runner.invoke(  # URLs keep their "//" (file:// is local)
+        main, ["encode", "g", f"file://{tmp_path}/data/*.txt", "--output-dir", f"file://{tmp_path}/c", "--db", str(db), "-q"]
+    )
+    assert urls.exit_code == 0, urls.output
+    assert np.array_equal(load_shards(tmp_path / "c"), expected)
 
     several = runner.invoke(main, ["encode", "g", *map(str, sorted((tmp_path / "data").iterdir())[:2]), "--db", str(db)])
     assert several.exit_code != 0 and "--output-dir" in several.output

@@ -7,7 +7,7 @@ as for a local run; here only the runner differs. The tokenizer is sent to each 
 each worker rebuilds one engine for all its shards); every shard is one task whose result is its
 manifest entry, recorded by this process (the client) as soon as it arrives. Workers write the
 ``.npy`` files themselves, so ``output_dir`` must be a path every worker sees (a shared file
-system, or a local cluster); inputs may be local paths the workers see, or fsspec URLs.
+system, or a local cluster) or an fsspec URL they can all write (``s3://...``); inputs likewise.
 """
 
 from __future__ import annotations

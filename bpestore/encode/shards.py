@@ -3,6 +3,8 @@
 The plan: the inputs (paths, globs or fsspec URLs such as ``s3://bucket/data/*.txt``) are expanded,
 each glob's matches sorted, the arguments kept in the order given; shard ``i`` is the ``i``-th file
 and is written as ``OUTPUT_DIR/shard-0000i.npy`` (uint16 when every id fits, else uint32).
+``OUTPUT_DIR`` is a local directory or an fsspec URL (a remote shard is encoded into a local
+temporary file, then uploaded; see :class:`OutputDir`).
 
 What the shards hold: each file is encoded on its own, as :meth:`Tokenizer.encode` of its whole
 text, and the shards' concatenation is the concatenation of those. A file boundary is therefore a
@@ -183,7 +185,7 @@ def fingerprint(tokenizer: Tokenizer) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+    temporary = path.with_name(_temporary_name(path.name))
     try:
         with open(temporary, "x", encoding="utf-8") as file:
             file.write(text)
@@ -195,11 +197,98 @@ def _write_atomically(path: Path, text: str) -> None:
             temporary.unlink()
 
 
-def read_manifest(output_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+class OutputDir:
+    """Where the shards and the manifest go: a local directory, or an fsspec URL (``s3://...``;
+    ``file://`` is local). A remote shard is written to a local temporary file, uploaded under a
+    hidden temporary name and moved to its name (on object stores a move is a copy and a delete:
+    the name appears only complete, and the manifest records it only after)."""
+
+    def __init__(self, location: str | os.PathLike):
+        location = os.fspath(location)
+        self.location = location
+        self.fs: Any = None
+        if _is_url(location):
+            from fsspec.core import url_to_fs
+
+            self.fs, self.root = url_to_fs(location)
+            self.root = self.root.rstrip("/")
+        else:
+            self.root = _local(location)
+
+    def __str__(self) -> str:
+        return self.location
+
+    def path(self, name: str) -> str:
+        """``name`` inside the directory (a local path, or a URL)."""
+        if self.fs is None:
+            return os.path.join(self.root, name)
+        return self.fs.unstrip_protocol(f"{self.root}/{name}")
+
+    def _remote(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def make(self) -> None:
+        """Creates the directory (and its parents) if missing."""
+        if self.fs is None:
+            Path(self.root).mkdir(parents=True, exist_ok=True)
+        else:
+            self.fs.makedirs(self.root, exist_ok=True)
+
+    def size(self, name: str) -> int:
+        """The size of ``name``; OSError (FileNotFoundError) if it is missing."""
+        if self.fs is None:
+            return os.path.getsize(self.path(name))
+        return int(self.fs.size(self._remote(name)))
+
+    def read_text(self, name: str) -> str:
+        """The UTF-8 text of ``name``; FileNotFoundError if it is missing."""
+        if self.fs is None:
+            return Path(self.path(name)).read_text(encoding="utf-8")
+        return self.fs.cat_file(self._remote(name)).decode("utf-8")
+
+    def write_text(self, name: str, text: str) -> None:
+        """Writes ``name`` whole or not at all: a temporary name, then a rename (a move)."""
+        if self.fs is None:
+            _write_atomically(Path(self.path(name)), text)
+            return
+        temporary = self._remote(_temporary_name(name))
+        self.fs.pipe_file(temporary, text.encode("utf-8"))
+        self.fs.mv(temporary, self._remote(name))
+
+    def put(self, local_file: Path, name: str) -> None:
+        """Uploads a finished local file as ``name`` (remote directories only)."""
+        temporary = self._remote(_temporary_name(name))
+        self.fs.put_file(str(local_file), temporary)
+        self.fs.mv(temporary, self._remote(name))
+
+    def remove(self, name: str) -> None:
+        """Deletes ``name`` if it is there."""
+        try:
+            if self.fs is None:
+                os.unlink(self.path(name))
+            else:
+                self.fs.rm_file(self._remote(name))
+        except OSError:
+            pass
+
+    def load(self, name: str) -> np.ndarray:
+        """The array in the ``.npy`` ``name``."""
+        if self.fs is None:
+            return np.load(self.path(name))
+        with self.fs.open(self._remote(name), "rb") as file:
+            return np.load(file)
+
+
+def _temporary_name(name: str) -> str:
+    return f".{name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
+
+
+def read_manifest(output_dir: str | os.PathLike | OutputDir) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     """The header and the finished shards' entries (by shard index) of ``output_dir``'s manifest;
     FileNotFoundError if it has none, ShardManifestError if it is not one of ours."""
-    path = Path(output_dir) / MANIFEST_NAME
-    lines = path.read_text(encoding="utf-8").splitlines()
+    directory = output_dir if isinstance(output_dir, OutputDir) else OutputDir(output_dir)
+    path = directory.path(MANIFEST_NAME)
+    lines = directory.read_text(MANIFEST_NAME).splitlines()
     try:
         header = json.loads(lines[0])
         entries = [json.loads(line) for line in lines[1:] if line.strip()]
@@ -215,8 +304,8 @@ def read_manifest(output_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[i
 class Manifest:
     """The manifest of one run: the finished shards, rewritten atomically as each one is added."""
 
-    def __init__(self, output_dir: Path, header: dict[str, Any], entries: dict[int, dict[str, Any]]):
-        self.path = output_dir / MANIFEST_NAME
+    def __init__(self, output_dir: OutputDir, header: dict[str, Any], entries: dict[int, dict[str, Any]]):
+        self.directory = output_dir
         self.header = header
         self.entries = entries
 
@@ -224,7 +313,7 @@ class Manifest:
         """Rewrites the manifest (temporary file, then a rename)."""
         lines = [json.dumps(self.header, sort_keys=True)]
         lines += [json.dumps(self.entries[index], sort_keys=True) for index in sorted(self.entries)]
-        _write_atomically(self.path, "\n".join(lines) + "\n")
+        self.directory.write_text(MANIFEST_NAME, "\n".join(lines) + "\n")
 
     def record(self, entry: dict[str, Any]) -> None:
         """Adds a finished shard (its ``.npy`` already renamed into place) and saves."""
@@ -232,20 +321,20 @@ class Manifest:
         self.save()
 
 
-def _is_done(entry: dict[str, Any] | None, shard: Shard, output_dir: Path) -> bool:
+def _is_done(entry: dict[str, Any] | None, shard: Shard, output_dir: OutputDir) -> bool:
     if entry is None:
         return False
     same_source = (entry.get("source"), entry.get("source_size"), entry.get("source_version")) == (shard.source, shard.size, shard.version)
     if not same_source or entry.get("file") != shard.file_name:
         return False
     try:
-        return os.path.getsize(output_dir / shard.file_name) == entry.get("bytes")
+        return output_dir.size(shard.file_name) == entry.get("bytes")
     except OSError:
         return False
 
 
 def open_manifest(
-    output_dir: Path, shards: Sequence[Shard], header: dict[str, Any]
+    output_dir: OutputDir, shards: Sequence[Shard], header: dict[str, Any]
 ) -> tuple[Manifest, list[Shard]]:
     """The run's manifest, keeping the entries of shards that are still done, and the shards left
     to encode. ShardManifestError if the directory holds another tokenizer's (or policy's) shards."""
@@ -268,10 +357,8 @@ def open_manifest(
     # would otherwise be taken for part of this dataset.
     for index, entry in old_entries.items():
         if index >= len(shards):
-            try:
-                (output_dir / entry["file"]).unlink()
-            except (OSError, KeyError):
-                pass
+            if "file" in entry:
+                output_dir.remove(entry["file"])
     manifest = Manifest(output_dir, header, kept)
     manifest.save()
     return manifest, [shard for shard in shards if shard.index not in kept]
@@ -297,7 +384,17 @@ def encode_shard(
     """Encodes ``shard``'s file into ``output_dir`` (atomically: a temporary file, then a rename)
     and returns its manifest entry. A local file with the default policy is encoded on
     ``threads`` threads by the engine; a remote file, or another policy, as a stream on one."""
-    output = Path(output_dir) / shard.file_name
+    directory = OutputDir(output_dir)
+    if directory.fs is not None:  # encode here, then upload
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="bpestore-shard-") as local:
+            entry = encode_shard(
+                tokenizer, shard, local, threads=threads, allowed_special=allowed_special, disallowed_special=disallowed_special
+            )
+            directory.put(Path(local) / shard.file_name, shard.file_name)
+        return entry
+    output = Path(directory.root) / shard.file_name
     policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
     default_policy = allowed_special == "all" and disallowed_special == "all"
     if not _is_url(shard.source) and default_policy:
@@ -346,7 +443,7 @@ class ShardedEncoding:
     """What :func:`encode_shards` did: every shard's manifest entry in shard order, and which
     shards it encoded now (the others were done already)."""
 
-    output_dir: Path
+    output_dir: str
     entries: list[dict[str, Any]]
     encoded: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
@@ -383,9 +480,9 @@ def encode_shards(
         FileNotFoundError: an input names no file.
         CorpusDecodeError: a file is not UTF-8 (the shards finished before it stay recorded).
     """
-    output_path = Path(output_dir)
+    output_path = OutputDir(output_dir)
     shards = plan_shards(inputs)
-    output_path.mkdir(parents=True, exist_ok=True)
+    output_path.make()
     header = {
         "kind": MANIFEST_KIND,
         "version": MANIFEST_VERSION,
@@ -410,24 +507,29 @@ def encode_shards(
             encoded.append(entry["shard"])
             bar.update(sizes[entry["shard"]])
     entries = [manifest.entries[index] for index in sorted(manifest.entries)]
-    return ShardedEncoding(output_path, entries, sorted(encoded), skipped)
+    return ShardedEncoding(output_path.location, entries, sorted(encoded), skipped)
 
 
-def shard_paths(output_dir: str | os.PathLike) -> list[Path]:
-    """The ``.npy`` files of a finished sharded encoding, in shard order; ShardManifestError if
-    some shard is not done."""
-    output_path = Path(output_dir)
+def shard_paths(output_dir: str | os.PathLike) -> list[str]:
+    """The ``.npy`` files of a finished sharded encoding (paths, or URLs), in shard order;
+    ShardManifestError if some shard is not done."""
+    return [OutputDir(output_dir).path(name) for name in _shard_names(output_dir)]
+
+
+def _shard_names(output_dir: str | os.PathLike) -> list[str]:
+    output_path = OutputDir(output_dir)
     header, entries = read_manifest(output_path)
     missing = [index for index in range(header["shards"]) if index not in entries]
     if missing:
         raise ShardManifestError(
             f"{output_path}: {len(missing)} of {header['shards']} shards are not done (first: {missing[0]}); rerun the encoding"
         )
-    return [output_path / entries[index]["file"] for index in range(header["shards"])]
+    return [entries[index]["file"] for index in range(header["shards"])]
 
 
 def load_shards(output_dir: str | os.PathLike) -> np.ndarray:
     """The ids of all the shards of a finished sharded encoding, concatenated in shard order."""
     header, _ = read_manifest(output_dir)
-    arrays = [np.load(path) for path in shard_paths(output_dir)]
+    directory = OutputDir(output_dir)
+    arrays = [directory.load(name) for name in _shard_names(output_dir)]
     return np.concatenate(arrays) if arrays else np.zeros(0, dtype=header["dtype"])

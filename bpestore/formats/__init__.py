@@ -21,6 +21,7 @@ import pkgutil
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..atomic import atomic_directory, atomic_path
 from ..model import BPEModel
 from .registry import Format, Imported, get, names, register
 
@@ -63,9 +64,20 @@ def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLik
     returns notes for the user (what the format cannot carry, what was written).
 
     ``gpt2`` writes ``vocab.json`` and ``merges.txt`` into the directory ``output``; ``hf`` and
-    ``tiktoken`` write the file ``output``.
+    ``tiktoken`` write the file ``output``. Atomic (see :mod:`bpestore.atomic`): each file
+    appears only once complete; a failure part-way leaves no partial file.
+
+    Raises:
+        TypeError: ``tokenizer`` is neither a Tokenizer nor a BPEModel.
+        ValueError: ``format`` is not a registered format.
+        OSError: the output cannot be written (its directory missing, a full disk).
     """
-    model = tokenizer if isinstance(tokenizer, BPEModel) else tokenizer.model
+    if isinstance(tokenizer, BPEModel):
+        model = tokenizer
+    elif isinstance(getattr(tokenizer, "model", None), BPEModel):
+        model = tokenizer.model
+    else:
+        raise TypeError(f"export needs a Tokenizer or a BPEModel, not {type(tokenizer).__name__}")
     target = get(format)
     notes: list[str] = []
     if model.merge_rule == "token" and target.merge_rule != "token":
@@ -75,4 +87,7 @@ def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLik
             f"this tokenizer merges by token rank (tiktoken); {format} tools merge by pair rank, "
             f"and {max(unreachable, 0)} tokens are not reached by any pair merge, so some texts may encode differently"
         )
-    return notes + target.write(model, Path(output))
+    output = Path(output)
+    with (atomic_directory if target.writes_directory else atomic_path)(output) as temporary:
+        written = target.write(model, temporary)
+    return notes + [note.replace(str(temporary), str(output)) for note in written]

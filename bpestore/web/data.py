@@ -27,7 +27,7 @@ from ..store import schema
 from ..store.database import ModelStore, TokenizerInfo
 from ..store.migrate import check_sqlite_file
 from ..store.schema_revision import is_current
-from ..store.sqlite_uri import sqlite_uri
+from ..store.sqlite_uri import read_only_reason, sqlite_uri
 
 # Tokenizers kept loaded (GPT-2's takes about 0.2 s to load and some tens of MB to keep).
 _KEPT_TOKENIZERS = 8
@@ -80,13 +80,19 @@ class ReadOnlyStore(ModelStore):
             raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", str(path))
         check_sqlite_file(path)  # a file that is not a bpestore store is refused, untouched
         self._path = path
+        parameters = {"mode": "ro"}
+        if read_only_reason(path) is not None and not _wal_files(path)[0].exists():
+            # As the store package does (store/sqlite_uri.py, connect_sqlite): where the side
+            # files cannot be made (a read-only directory or file system) and no -wal file says
+            # anyone is writing, read the file as it is. Plain mode=ro would need a -shm file.
+            parameters["immutable"] = "1"
         # A read-only connection to a WAL database makes its -wal and -shm files if they are not
         # there, and cannot remove them: close() does, if nobody was using the store meanwhile.
-        self._made_wal_files = not _wal_files(path)[0].exists()
+        self._made_wal_files = "immutable" not in parameters and not _wal_files(path)[0].exists()
         self.is_sqlite = True
         self.location = str(path)
         self.url = f"sqlite:///{path}"
-        uri = sqlite_uri(path, mode="ro")
+        uri = sqlite_uri(path, **parameters)
         self.engine = create_engine(
             "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
         )

@@ -92,6 +92,9 @@ pub enum PretokenizeError {
         pattern: String,
         /// The text (probe) it failed on, or a description of it.
         text: String,
+        /// Where the match that gave up started: a byte offset in the text pre-tokenized (None
+        /// for a probe at construction).
+        offset: Option<usize>,
     },
 }
 
@@ -107,11 +110,23 @@ impl fmt::Display for PretokenizeError {
                  group as a non-capturing (?:...) group (a pre-token is the whole match)",
                 if *groups == 1 { "" } else { "s" }
             ),
-            PretokenizeError::Backtracking { pattern, text } => write!(
-                f,
-                "pre-tokenizer pattern {pattern:?} backtracks catastrophically (it gave up on \
-                 {text}); rewrite it without nested or overlapping repetitions"
-            ),
+            PretokenizeError::Backtracking {
+                pattern,
+                text,
+                offset,
+            } => {
+                write!(
+                    f,
+                    "pre-tokenizer pattern {pattern:?} backtracks catastrophically (it gave up on "
+                )?;
+                if let Some(offset) = offset {
+                    write!(f, "the match at byte {offset} of ")?;
+                }
+                write!(
+                    f,
+                    "{text}); rewrite it without nested or overlapping repetitions"
+                )
+            }
         }
     }
 }
@@ -160,10 +175,12 @@ impl Pretokenizer {
         Pretokenizer::build(pattern, false, BACKTRACK_LIMIT)
     }
 
-    /// A pre-tokenizer whose matches give up after `limit` backtracking steps (tests reach the
-    /// limit without spending 10^8 steps).
-    #[cfg(test)]
-    fn with_backtrack_limit(pattern: &str, limit: usize) -> Result<Pretokenizer, PretokenizeError> {
+    /// A pre-tokenizer whose matches give up after `limit` backtracking steps instead of 10^8
+    /// (tests of the callers' error paths reach the limit without spending 10^8 steps).
+    pub fn with_backtrack_limit(
+        pattern: &str,
+        limit: usize,
+    ) -> Result<Pretokenizer, PretokenizeError> {
         Pretokenizer::build(pattern, true, limit)
     }
 
@@ -252,14 +269,21 @@ impl Pretokenizer {
             }
             return Ok(());
         }
+        // Where the next match is searched from: the offset reported if it gives up.
+        let mut searched_from = 0;
         for found in self.inner.regex.find_iter(text) {
             match found {
-                Ok(piece) if !piece.as_str().is_empty() => f(piece.as_str()),
-                Ok(_) => {}
+                Ok(piece) => {
+                    searched_from = piece.end();
+                    if !piece.as_str().is_empty() {
+                        f(piece.as_str());
+                    }
+                }
                 Err(_) => {
                     return Err(PretokenizeError::Backtracking {
                         pattern: self.inner.pattern.clone(),
                         text: format!("a text of {} bytes", text.len()),
+                        offset: Some(searched_from),
                     })
                 }
             }
@@ -304,6 +328,7 @@ fn probe_backtracking(pattern: &str, regex: &fancy_regex::Regex) -> Result<(), P
                 return Err(PretokenizeError::Backtracking {
                     pattern: pattern.to_string(),
                     text: format!("{probe:?}"),
+                    offset: None,
                 });
             }
         }

@@ -420,8 +420,23 @@ fn count_file(
                 reason,
             ))?))
         }
+        Err(CountError::Pattern(error)) => {
+            Err(pattern_error(py, format!("{}: {error}", path.display())))
+        }
         Err(CountError::Io(error)) => Err(error.into()),
         Err(CountError::Stopped) => unreachable!("handled above"),
+    }
+}
+
+/// `bpestore.errors.PatternError(message)`: a pattern that hit the backtracking limit.
+pub fn pattern_error(py: Python<'_>, message: String) -> PyErr {
+    match py
+        .import("bpestore.errors")
+        .and_then(|errors| errors.getattr("PatternError"))
+        .and_then(|class| class.call1((message,)))
+    {
+        Ok(error) => PyErr::from_value(error),
+        Err(error) => error,
     }
 }
 
@@ -458,25 +473,32 @@ fn count_texts(
     let mut counts = bpestore_train::PretokenCounts::new();
     let mut batch: Vec<PyBackedStr> = Vec::new();
     let mut batch_bytes = 0;
-    let count_batch = |batch: &mut Vec<PyBackedStr>,
-                       counts: &mut bpestore_train::PretokenCounts| {
-        py.detach(|| {
-            for text in batch.iter() {
-                count_text(text, &pretokenizer, &specials, counts);
+    // The index of the text (counted from 0) where the pattern gave up, and why.
+    let mut texts_before = 0usize;
+    let mut count_batch = |batch: &mut Vec<PyBackedStr>,
+                           counts: &mut bpestore_train::PretokenCounts|
+     -> PyResult<()> {
+        let result = py.detach(|| {
+            for (index, text) in batch.iter().enumerate() {
+                count_text(text, &pretokenizer, &specials, counts)
+                    .map_err(|error| (texts_before + index, error))?;
             }
+            Ok(())
         });
+        texts_before += batch.len();
         batch.clear();
+        result.map_err(|(index, error)| pattern_error(py, format!("text {index}: {error}")))
     };
     for text in texts.try_iter()? {
         let text: PyBackedStr = text?.extract()?;
         batch_bytes += text.len();
         batch.push(text);
         if batch_bytes >= TEXT_BATCH_BYTES {
-            count_batch(&mut batch, &mut counts);
+            count_batch(&mut batch, &mut counts)?;
             batch_bytes = 0;
         }
     }
-    count_batch(&mut batch, &mut counts);
+    count_batch(&mut batch, &mut counts)?;
     Ok(PyPretokenCounts { inner: counts })
 }
 

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use bpestore_pretokenize::{
-    check_utf8, is_regex_whitespace, next_safe_cut, Part, Pretokenizer, SpecialTokens,
+    check_utf8, is_regex_whitespace, next_safe_cut, Part, PretokenizeError, Pretokenizer,
+    SpecialTokens,
 };
 
 use crate::counts::HotCache;
@@ -36,6 +37,9 @@ pub enum CountError {
     Io(io::Error),
     /// The progress callback asked to stop.
     Stopped,
+    /// The pattern (an arbitrary one, run by the backtracking regex engine) hit its
+    /// backtracking limit; the error's offset is the byte offset in the file (or text).
+    Pattern(PretokenizeError),
     /// The file is not UTF-8: the offset of its first bad byte, and Python's reason words
     /// (`"invalid start byte"`, `"invalid continuation byte"`, `"unexpected end of data"`).
     Decode {
@@ -51,6 +55,7 @@ impl fmt::Display for CountError {
         match self {
             CountError::Io(error) => error.fmt(f),
             CountError::Stopped => f.write_str("stopped"),
+            CountError::Pattern(error) => error.fmt(f),
             CountError::Decode { offset, reason } => {
                 write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
             }
@@ -62,6 +67,7 @@ impl std::error::Error for CountError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CountError::Io(error) => Some(error),
+            CountError::Pattern(error) => Some(error),
             CountError::Decode { .. } | CountError::Stopped => None,
         }
     }
@@ -74,16 +80,42 @@ impl From<io::Error> for CountError {
 }
 
 /// Counts the pre-tokens of `text` into `into`: the text is cut at its special tokens (which are
-/// not counted), and each part between them is pre-tokenized on its own.
+/// not counted), and each part between them is pre-tokenized on its own. An arbitrary pattern
+/// that hits its backtracking limit is an error whose offset is a byte offset in `text`; `into`
+/// is then unchanged.
 pub fn count_text(
     text: &str,
     pretokenizer: &Pretokenizer,
     specials: &SpecialTokens,
     into: &mut PretokenCounts,
-) {
+) -> Result<(), PretokenizeError> {
     let mut counter = Counter::new(pretokenizer, specials);
-    counter.add_text(text);
-    into.merge(&counter.finish());
+    counter.add_text(text)?;
+    into.merge(&counter.finish()?);
+    Ok(())
+}
+
+/// `error` (from pre-tokenizing `part`, a slice of `whole`) with its offset and text made those
+/// of `whole`, plus `shift` (the offset of `whole` in a file).
+fn relocate(error: PretokenizeError, part: &str, whole: &str, shift: u64) -> PretokenizeError {
+    match error {
+        PretokenizeError::Backtracking {
+            pattern,
+            offset: Some(offset),
+            ..
+        } => {
+            // `part` borrows from `whole`: the address difference is its offset there.
+            let part_start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
+            PretokenizeError::Backtracking {
+                pattern,
+                text: "the corpus".to_string(),
+                offset: usize::try_from(shift)
+                    .ok()
+                    .map(|shift| shift + part_start + offset),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Distinct segments held before they are pre-tokenized and forgotten, per thread: enough to
@@ -120,27 +152,29 @@ impl<'p> Counter<'p> {
         }
     }
 
-    /// Counts a text that may hold special tokens.
-    fn add_text(&mut self, text: &str) {
+    /// Counts a text that may hold special tokens; a backtracking limit hit is an error whose
+    /// offset is in `text` (the counts so far are then of no use).
+    fn add_text(&mut self, text: &str) -> Result<(), PretokenizeError> {
         if self.specials.is_empty() {
-            self.add_part(text);
-            return;
+            return self.add_part(text);
         }
         let specials = self.specials;
         for part in specials.split(text) {
             if let Part::Text(part) = part {
-                self.add_part(part);
+                self.add_part(part)
+                    .map_err(|error| relocate(error, part, text, 0))?;
             }
         }
+        Ok(())
     }
 
     /// Counts a text that holds no special token.
-    fn add_part(&mut self, part: &str) {
+    fn add_part(&mut self, part: &str) -> Result<(), PretokenizeError> {
         if !self.pretokenizer.is_split_safe() {
             let pretokens = &mut self.pretokens;
-            self.pretokenizer
-                .for_each_piece(part, |piece| pretokens.add(piece.as_bytes(), 1));
-            return;
+            return self
+                .pretokenizer
+                .try_for_each_piece(part, |piece| pretokens.add(piece.as_bytes(), 1));
         }
         let bytes = part.as_bytes();
         let mut start = 0;
@@ -153,28 +187,42 @@ impl<'p> Counter<'p> {
         self.hot
             .add_one(&mut self.segments, bytes, start, bytes.len());
         if self.segments.len() >= MAX_SEGMENTS {
-            self.fold();
+            self.fold()?;
         }
+        Ok(())
     }
 
-    /// Pre-tokenizes the distinct segments into the pre-token counts, and forgets them.
-    fn fold(&mut self) {
+    /// Pre-tokenizes the distinct segments into the pre-token counts, and forgets them. (A
+    /// segment's place in the text is not kept: a limit hit here names no offset. Only the
+    /// known patterns are split-safe, and their scanners never backtrack.)
+    fn fold(&mut self) -> Result<(), PretokenizeError> {
         self.hot.flush(&mut self.segments);
         for (segment, count) in self.segments.iter() {
             // Cut at ASCII spaces out of valid UTF-8: valid UTF-8.
             let segment = std::str::from_utf8(segment).expect("segments are cut at spaces");
             let pretokens = &mut self.pretokens;
             self.pretokenizer
-                .for_each_piece(segment, |piece| pretokens.add(piece.as_bytes(), count));
+                .try_for_each_piece(segment, |piece| pretokens.add(piece.as_bytes(), count))
+                .map_err(|error| match error {
+                    PretokenizeError::Backtracking { pattern, text, .. } => {
+                        PretokenizeError::Backtracking {
+                            pattern,
+                            text,
+                            offset: None,
+                        }
+                    }
+                    other => other,
+                })?;
         }
         // The table fills up again at once: keep its memory rather than grow it anew.
         self.segments.clear_keeping_memory();
+        Ok(())
     }
 
     /// The pre-token counts of everything added.
-    fn finish(mut self) -> PretokenCounts {
-        self.fold();
-        self.pretokens
+    fn finish(mut self) -> Result<PretokenCounts, PretokenizeError> {
+        self.fold()?;
+        Ok(self.pretokens)
     }
 }
 
@@ -271,7 +319,13 @@ pub fn count_file_in_chunks(
         loop {
             let index = next_chunk.fetch_add(1, Ordering::Relaxed);
             if index >= chunks.len() || index > first_bad_chunk.load(Ordering::Relaxed) {
-                return counter.finish();
+                return counter.finish().unwrap_or_else(|error| {
+                    failures
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((chunks.len(), CountError::Pattern(error)));
+                    PretokenCounts::new()
+                });
             }
             let (start, end) = chunks[index];
             let result = read_chunk(&file, start, end, &mut buffer).and_then(|()| {
@@ -279,8 +333,9 @@ pub fn count_file_in_chunks(
                     offset: start + error.offset as u64,
                     reason: error.reason,
                 })?;
-                counter.add_text(text);
-                Ok(())
+                counter
+                    .add_text(text)
+                    .map_err(|error| CountError::Pattern(relocate(error, text, text, start)))
             });
             if let Err(error) = result {
                 first_bad_chunk.fetch_min(index, Ordering::Relaxed);
@@ -466,7 +521,7 @@ mod tests {
         specials: &SpecialTokens,
     ) -> HashMap<Vec<u8>, u64> {
         let mut counts = PretokenCounts::new();
-        count_text(text, pretokenizer, specials, &mut counts);
+        count_text(text, pretokenizer, specials, &mut counts).unwrap();
         as_map(&counts)
     }
 
@@ -513,6 +568,44 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Catastrophic on runs of "ab" not followed by "c", yet passing the probes at construction
+    /// (runs of one character).
+    const BACKTRACKING: &str = r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]";
+
+    fn backtracking_offset(error: &PretokenizeError) -> Option<usize> {
+        match error {
+            PretokenizeError::Backtracking { offset, .. } => *offset,
+            other => panic!("not a backtracking error: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_backtracking_limit_hit_is_an_error_with_its_offset() {
+        let pretokenizer = Pretokenizer::with_backtrack_limit(BACKTRACKING, 10_000).unwrap();
+        let specials = SpecialTokens::new(&["<s>".to_string()]);
+        let bad = format!("xy<s>z{}d", "ab".repeat(20));
+        let mut counts = PretokenCounts::new();
+        let error = count_text(&bad, &pretokenizer, &specials, &mut counts).unwrap_err();
+        assert_eq!(backtracking_offset(&error), Some(6), "{error}");
+        assert!(error.to_string().contains("at byte 6"), "{error}");
+        assert_eq!(counts.len(), 0);
+        // the same text in a file, after 1000 bytes that are fine, over several chunks
+        let good = "abc xyz ".repeat(125);
+        let path = temp_file("backtracking", format!("{good}{bad}").as_bytes());
+        for (threads, chunk) in [(1, 1 << 20), (2, 64)] {
+            let never_stop = |_: u64| ControlFlow::Continue(());
+            let result =
+                count_file_in_chunks(&path, &pretokenizer, &specials, threads, chunk, &never_stop);
+            match result {
+                Err(CountError::Pattern(error)) => {
+                    assert_eq!(backtracking_offset(&error), Some(1006), "{error}")
+                }
+                other => panic!("{:?}", other.map(|c| c.len())),
+            }
+        }
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
