@@ -12,6 +12,7 @@ test_training.py checks against the reference trainer); the database is read wit
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from bpestore.cli import main
 from bpestore.errors import StoreUnavailableError
 from bpestore.store import schema
 from bpestore.store.migrate import migrations_dir
+from conftest import shared_file
 from postgres import PostgresDatabase, fresh_database
 from reference import reference_pretoken_counts
 
@@ -215,3 +217,32 @@ def test_a_missing_driver_is_one_clear_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails, as if not installed
     with pytest.raises(StoreUnavailableError, match=r"psycopg.*not installed.*pip install 'psycopg\[binary\]'.*bpestore\[postgres\]"):
         Store("postgresql://postgres@127.0.0.1/x")
+
+
+def test_the_command_line_on_a_postgresql_store(pg, tmp_path):
+    """train, import, list, show, info, encode, decode and rm with --db URL, as on a file."""
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None) -> str:
+        result = runner.invoke(main, [*args, "--db", pg], input=input, env={"BPESTORE_DEBUG": None, "BPESTORE_DB": None})
+        assert result.exit_code == 0, (args, result.output, result.exception)
+        return result.stdout
+
+    corpus = tmp_path / "corpus.txt"
+    english = shared_file("fixtures", "corpus.en").read_bytes().decode("utf-8")
+    corpus.write_text(english + "low lower lowest newer wider \x00nul\x00 " * 40, encoding="utf-8")
+    assert run("train", str(corpus), "--name", "c", "--vocab-size", "280", "-q") == "c@1\n"
+    run("import", "gpt2", str(shared_file("fixtures", "gpt2_vocab.json")), str(shared_file("fixtures", "gpt2_merges.txt")), "--name", "gpt2")
+    listed = {row["ref"]: row for row in json.loads(run("list", "--json"))}
+    assert "c@1" in listed and listed["c@1"]["vocab_size"] == 280
+    assert "c@1" in run("show", "c")
+    info = json.loads(run("info", "--json"))
+    assert info["kind"] == "postgresql" and info["exists"] and info["tokenizers"] == len(listed)
+    expected = train_bpe(corpus, 280, [], workers=1)
+    tokenizer = Tokenizer(*expected, [])
+    text = "lowest \x00nul\x00 newer"
+    ids = [int(word) for word in run("encode", "c", input=text).split()]
+    assert ids == tokenizer.encode(text)
+    assert run("decode", "c", *map(str, ids)) == text
+    run("rm", "c@1")
+    assert "c@1" not in {row["ref"] for row in json.loads(run("list", "--json"))}
