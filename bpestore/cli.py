@@ -30,7 +30,7 @@ try:
     import warnings
     from collections.abc import Iterable, Iterator
     from pathlib import Path
-    from typing import TYPE_CHECKING
+    from typing import TYPE_CHECKING, Any
 
     import click
     import numpy as np
@@ -290,7 +290,7 @@ def train(
             raise
         infos = [store.info(ref) for ref in refs]
     if as_json:
-        click.echo(json.dumps([info.to_dict() for info in infos], indent=2, ensure_ascii=False))
+        click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
     else:
         for info in infos:
             click.echo(info.ref)
@@ -352,6 +352,12 @@ def _list_row(info: TokenizerInfo) -> list[str]:
     ]
 
 
+def _info_dict(info: TokenizerInfo) -> dict[str, Any]:
+    """A tokenizer's metadata as `list --json` and `train --json` print it: with its lineage
+    (``base``: the ref it continues, or None)."""
+    return info.to_dict() | {"base": _base_ref(info)}
+
+
 def _base_ref(info: TokenizerInfo) -> str | None:
     """The ref of the tokenizer that ``info``'s training continued (its lineage), from the stored
     training parameters; None if it was not continued."""
@@ -387,8 +393,7 @@ def list_(as_json: bool, db: str) -> None:
     with Store(db, create=False) as store:
         infos = store.list()
     if as_json:
-        rows = [info.to_dict() | {"base": _base_ref(info)} for info in infos]
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
     elif infos:
         headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING", "CONTINUES"]
         click.echo(_table([_list_row(info) for info in infos], headers))

@@ -399,3 +399,25 @@ def test_counting_with_a_pattern_that_hits_the_backtracking_limit_is_a_pattern_e
     offset = 400 + len(ENDOFTEXT) + 2
     assert str(raised.value).startswith(f"{corpus}: pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)}")
     assert f"at byte {offset} of the corpus" in str(raised.value)
+
+
+def test_encoding_with_a_pattern_that_hits_the_backtracking_limit_is_a_pattern_error(tmp_path):
+    """encode, encode_batch and file encoding (on threads, then again as a stream): one PatternError naming the
+    pattern and the byte offset, never a PanicException; the tokenizer still works afterwards,
+    and no partial output file is left."""
+    from bpestore.errors import PatternError
+    from bpestore.workflow import encode_to
+
+    tokenizer = Tokenizer.from_model(BPEModel(BYTES, [], [ENDOFTEXT], pattern=BACKTRACKING_PATTERN))
+    text = "abc" + ENDOFTEXT + BACKTRACKING_TEXT
+    message = r"backtracks catastrophically \(it gave up on the match at byte 2 of a text of 55 bytes\)"
+    with pytest.raises(PatternError, match=message):
+        tokenizer.encode(text)
+    with pytest.raises(PatternError, match="text 1: .*backtracks catastrophically"):
+        tokenizer.encode_batch(["fine", text])
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(text)
+    with pytest.raises(PatternError, match="backtracks catastrophically"):
+        encode_to(tokenizer, corpus, tmp_path / "ids.npy")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.txt"]
+    assert tokenizer.encode("abcd" + ENDOFTEXT) == [97, 98, 99, 100, 256]
