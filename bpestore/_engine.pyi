@@ -144,6 +144,12 @@ class Encoder:
     ids of their own left out); ``merges`` in rank order (unused by the token rule);
     ``special_tokens``: token -> id; ``merge_rule``: ``"pair"`` (GPT-2, CS336, Hugging Face) or
     ``"token"`` (tiktoken). Bad input raises ValueError with bpestore's messages.
+
+    A custom pattern (not one of the three known ones) that gives up on a match at the regex
+    engine's backtracking limit while encoding raises ``bpestore.errors.PatternError`` (a
+    ValueError) naming the pattern and the byte offset where that match started: in the text
+    (``encode_batch``: ``"text I: ..."``, in text I), in the stream (``iter_ids``, ``stream``), or
+    in the file (``encode_file_to_npy``: ``"PATH: ..."``).
     """
 
     def __init__(
@@ -193,7 +199,8 @@ class Encoder:
         """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via a hidden
         ``.NAME.PID-HEX.partial`` beside it (not a ``.npy`` until complete) and a rename; returns
         the number of ids. ``progress(n)``: n more input bytes done. Invalid UTF-8:
-        ``bpestore.errors.CorpusDecodeError``."""
+        ``bpestore.errors.CorpusDecodeError``; a pattern that gives up on a match:
+        ``bpestore.errors.PatternError`` (the offset in the file). Nothing is left on failure."""
     @property
     def max_id(self) -> int:
         """The highest id, special tokens included."""

@@ -26,6 +26,7 @@ from .atomic import atomic_path
 from .encode.files import encode_file_to_npy, write_npy_stream
 from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --output-dir`)
+from .errors import PatternError
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
@@ -614,12 +615,18 @@ def encode_to(
     if to_npy and from_file and default_policy:
         return encode_file_to_npy(tokenizer, source, output, workers=workers, progress=progress)
     total = os.path.getsize(check_corpus_path(source)) if from_file else None
-    with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
-        texts = iter_text_blocks(source, on_bytes=bar.update)
-        if to_npy:
-            return write_npy_stream(tokenizer, texts, output, **policy)
-        assert write_text is not None, "give write_text for output that is not .npy"
-        write_text(tokenizer.encode_blocks(texts, **policy))
+    try:
+        with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
+            texts = iter_text_blocks(source, on_bytes=bar.update)
+            if to_npy:
+                return write_npy_stream(tokenizer, texts, output, **policy)
+            assert write_text is not None, "give write_text for output that is not .npy"
+            write_text(tokenizer.encode_blocks(texts, **policy))
+    except PatternError as error:
+        # The stream's offsets are the file's: name the file too, as encoding it on threads does.
+        if from_file:
+            raise PatternError(f"{os.fspath(source)}: {error}") from None
+        raise
     return None
 
 

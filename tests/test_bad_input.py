@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bpestore import BPEModel, Store, Tokenizer, formats
@@ -402,22 +404,62 @@ def test_counting_with_a_pattern_that_hits_the_backtracking_limit_is_a_pattern_e
 
 
 def test_encoding_with_a_pattern_that_hits_the_backtracking_limit_is_a_pattern_error(tmp_path):
-    """encode, encode_batch and file encoding (on threads, then again as a stream): one PatternError naming the
-    pattern and the byte offset, never a PanicException; the tokenizer still works afterwards,
-    and no partial output file is left."""
+    """Every way of encoding ends in one PatternError naming the pattern and the byte offset of the
+    match that gave up, in what was given (the text, text I of a batch, the stream, the file),
+    never a PanicException; the tokenizer still works afterwards. (Six hits of the limit: seconds.)"""
     from bpestore.errors import PatternError
-    from bpestore.workflow import encode_to
 
     tokenizer = Tokenizer.from_model(BPEModel(BYTES, [], [ENDOFTEXT], pattern=BACKTRACKING_PATTERN))
     text = "abc" + ENDOFTEXT + BACKTRACKING_TEXT
-    message = r"backtracks catastrophically \(it gave up on the match at byte 2 of a text of 55 bytes\)"
-    with pytest.raises(PatternError, match=message):
+    offset = text.index("xy") + 2  # in bytes: the text is ASCII
+    gave_up = f"backtracks catastrophically (it gave up on the match at byte {offset} of"
+    with pytest.raises(PatternError) as raised:
         tokenizer.encode(text)
-    with pytest.raises(PatternError, match="text 1: .*backtracks catastrophically"):
-        tokenizer.encode_batch(["fine", text])
-    corpus = tmp_path / "c.txt"
-    corpus.write_text(text)
-    with pytest.raises(PatternError, match="backtracks catastrophically"):
-        encode_to(tokenizer, corpus, tmp_path / "ids.npy")
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.txt"]
+    assert str(raised.value).startswith(f"pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)} ")
+    assert f"{gave_up} a text of {len(text)} bytes)" in str(raised.value)
+    with pytest.raises(PatternError, match=re.escape(f"{gave_up} a text of {len(text)} bytes)")):
+        tokenizer.encode_with_offsets(text)
+    # On two threads, the bad text not the first: the message names it.
+    batch = ["fine", "abc " * 50, text, "more"]
+    with pytest.raises(PatternError, match=re.escape(f"text 2: pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)}")) as raised:
+        tokenizer.encode_batch(batch, num_threads=2)
+    assert f"{gave_up} a text of {len(text)} bytes)" in str(raised.value)
+    # A stream fed in pieces: the offset in the whole stream.
+    head = ("abc " * 30 + ENDOFTEXT) * 100
+    pieces = [head[i : i + 7] for i in range(0, len(head), 7)] + [text, "abc"]
+    with pytest.raises(PatternError, match=re.escape(f"byte {len(head) + offset} of the stream)")):
+        list(tokenizer.encode_iterable(pieces))
     assert tokenizer.encode("abcd" + ENDOFTEXT) == [97, 98, 99, 100, 256]
+    assert tokenizer.encode_batch(batch[:2] + batch[3:], num_threads=2) == [tokenizer.encode(t) for t in batch[:2] + batch[3:]]
+
+
+def test_encoding_a_file_with_a_pattern_that_hits_the_backtracking_limit_leaves_nothing(tmp_path):
+    """A file encoded on two threads, the bad text far past the first chunk: one PatternError
+    naming the file and the byte offset in it, and no output, partial or whole; the command line
+    prints one line for it. Then a good file is encoded as the text is."""
+    from bpestore.errors import PatternError
+    from bpestore.workflow import encode_to
+    from test_cli import assert_user_error, invoke
+
+    tokenizer = Tokenizer.from_model(BPEModel(BYTES, [], [ENDOFTEXT], pattern=BACKTRACKING_PATTERN))
+    head = ("abc " * 30 + ENDOFTEXT) * 3000  # 400 kB, cut into chunks at the special tokens
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(head + BACKTRACKING_TEXT + ENDOFTEXT + "abc", encoding="utf-8")
+    offset = len(head) + 2
+    with pytest.raises(PatternError) as raised:
+        encode_to(tokenizer, corpus, tmp_path / "ids.npy", workers=2)
+    assert str(raised.value).startswith(f"{corpus}: pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)} ")
+    assert f"at byte {offset} of the file)" in str(raised.value)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.txt"]
+    # The command line, writing text ids (a stream, then an atomic rename): one line, no file.
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        store.save("b", tokenizer.model)
+    result = invoke("encode", "b", corpus, "--output", tmp_path / "ids.txt", "--db", db)
+    message = assert_user_error(result, "backtracks catastrophically", f"at byte {offset} of the stream")
+    assert message.startswith(f"Error: {corpus}: pre-tokenizer pattern ")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.txt", "s.db"]
+    good = tmp_path / "good.txt"
+    good.write_text(head, encoding="utf-8")
+    assert encode_to(tokenizer, good, tmp_path / "ids.npy", workers=2) == len(tokenizer.encode(head))
+    assert np.load(tmp_path / "ids.npy").tolist() == tokenizer.encode(head)

@@ -17,9 +17,8 @@ import numpy as np
 from .._engine import Encoder
 from ..errors import DisallowedSpecialTokenError
 from ..model import BPEModel, MergeRule
-from ..pretokenize.patterns import GPT2_PATTERN, SPLIT_SAFE_PATTERNS
+from ..pretokenize.patterns import GPT2_PATTERN
 from .engine import EncoderEngine
-from .guard import GuardedEngine
 
 # Distinct pre-tokens remembered by each of the engine's caches (one per thread encoding at
 # once); a cache that is full starts afresh.
@@ -86,8 +85,6 @@ class Tokenizer:
         # BPE, so no pre-token ever holds its bytes.
         # The seam of the encoder's BPE (see bpestore.encode.engine for its contract).
         self._engine: EncoderEngine = Encoder(self.vocab, self.merges, self.special_ids, self.pattern, self.merge_rule, cache_size)
-        if self.pattern not in SPLIT_SAFE_PATTERNS:  # a custom pattern may hit the backtracking limit
-            self._engine = GuardedEngine(self._engine)  # type: ignore[assignment]
 
     def __reduce__(self):
         # The engine is rebuilt from the model (for pickling, e.g. into worker processes).

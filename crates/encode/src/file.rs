@@ -6,14 +6,19 @@
 //! they come, at most `2 * threads` chunks ahead of the one being written. The array goes to a
 //! hidden temporary file beside `OUTPUT` ([`partial_path`]), which is not a valid `.npy` until
 //! its header is written last, and is renamed to `OUTPUT` once complete.
+//!
+//! A chunk the pattern gives up on ([`FileError::Pattern`]) stops the job like any other error:
+//! the chunks before it are still encoded (an earlier one may fail too, and the first failure
+//! in the file is the one reported), those after it are not.
 
-use crate::{AllowedSpecial, Encoder, TokenId};
-use bpestore_pretokenize::{check_utf8, next_safe_cut};
+use crate::{named, shifted, AllowedSpecial, Encoder, TokenId};
+use bpestore_pretokenize::{check_utf8, next_safe_cut, PretokenizeError};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 
 /// Chunks hold about this many bytes of text.
@@ -59,6 +64,9 @@ pub enum FileError {
         /// Why it is bad.
         reason: &'static str,
     },
+    /// The pre-tokenizer pattern gave up on a match at the regex engine's backtracking limit (a
+    /// [`PretokenizeError::Backtracking`] whose offset is the match's start in the file).
+    Pattern(PretokenizeError),
     /// The progress callback asked to stop.
     Cancelled,
 }
@@ -70,6 +78,7 @@ impl fmt::Display for FileError {
             FileError::Decode { offset, reason } => {
                 write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
             }
+            FileError::Pattern(error) => write!(f, "{error}"),
             FileError::Cancelled => f.write_str("cancelled"),
         }
     }
@@ -104,8 +113,9 @@ impl Encoder {
     /// Encodes the UTF-8 file `path` (all special tokens allowed) on `threads` threads into the
     /// `.npy` file `output`; returns the number of ids. `progress` is called on this thread with
     /// the number of input bytes done, after each chunk written; if it returns false, encoding
-    /// stops with [`FileError::Cancelled`]. On error no file is left at `output`, nor the
-    /// temporary one ([`partial_path`]).
+    /// stops with [`FileError::Cancelled`]. On error (the pattern giving up on a match included:
+    /// [`FileError::Pattern`]) no file is left at `output`, nor the temporary one
+    /// ([`partial_path`]).
     pub fn encode_file_to_npy(
         &self,
         path: &Path,
@@ -158,11 +168,18 @@ impl Encoder {
         let syncing = file.try_clone()?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let job_slots = threads;
-        let (job_tx, job_rx) = mpsc::sync_channel::<(usize, String)>(job_slots);
+        // A job: the chunk's index, its offset in the file, its text.
+        let (job_tx, job_rx) = mpsc::sync_channel::<(usize, u64, String)>(job_slots);
         let job_rx = Mutex::new(job_rx);
-        let (done_tx, done_rx) = mpsc::channel::<Encoded>();
+        let (done_tx, done_rx) = mpsc::channel::<Result<Encoded, (usize, FileError)>>();
         let shared = &self.caches.new_shared();
+        // Chunks after this one are not encoded (they are taken from the queue and dropped): the
+        // lowest index of a chunk that failed, or 0 once this thread has stopped. Chunks are
+        // taken in order, so every chunk before a failed one is encoded, and the first failure
+        // in the file reaches the writer.
+        let skip_after = &AtomicUsize::new(usize::MAX);
         let total_ids = std::thread::scope(|scope| -> Result<u64, FileError> {
+            let _stop = SkipAllOnExit(skip_after);
             // The array's bytes go to disk while the rest is encoded: the final `sync_data`
             // then waits only for the last few megabytes (for a whole 20 MB text, it waited
             // 25-40 ms, alone, after the threads). Its errors are left to that final call.
@@ -180,17 +197,34 @@ impl Encoder {
                     self.caches
                         .with_shared(self.table.table(), shared, |cache| loop {
                             let job = job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                            let Ok((index, text)) = job else { break };
-                            let mut ids = Vec::with_capacity(text.len() / 4 + 16);
-                            self.encode_into(&text, AllowedSpecial::All, cache, &mut ids);
-                            let mut data = Vec::with_capacity(ids.len() * 4);
-                            dtype.append(&ids, &mut data);
-                            let encoded = Encoded {
-                                index,
-                                text_bytes: text.len(),
-                                ids: ids.len(),
-                                data,
+                            let Ok((index, offset, text)) = job else {
+                                break;
                             };
+                            if index > skip_after.load(Ordering::Relaxed) {
+                                continue;
+                            }
+                            let mut ids = Vec::with_capacity(text.len() / 4 + 16);
+                            let encoded =
+                                match self.encode_into(&text, AllowedSpecial::All, cache, &mut ids)
+                                {
+                                    Ok(()) => {
+                                        let mut data = Vec::with_capacity(ids.len() * 4);
+                                        dtype.append(&ids, &mut data);
+                                        Ok(Encoded {
+                                            index,
+                                            text_bytes: text.len(),
+                                            ids: ids.len(),
+                                            data,
+                                        })
+                                    }
+                                    Err(error) => {
+                                        skip_after.fetch_min(index, Ordering::Relaxed);
+                                        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+                                        let error =
+                                            named(shifted(error, offset), "the file".into());
+                                        Err((index, FileError::Pattern(error)))
+                                    }
+                                };
                             if done_tx.send(encoded).is_err() {
                                 break;
                             }
@@ -201,6 +235,7 @@ impl Encoder {
             let mut writer = OrderedWriter {
                 out: &mut out,
                 waiting: BTreeMap::new(),
+                failed: false,
                 next: 0,
                 ids: 0,
                 progress,
@@ -211,7 +246,10 @@ impl Encoder {
             let mut chunks = Chunks::new(&mut input, self, chunk_bytes);
             chunks.shrink_towards_the_end(file_bytes, threads);
             let outcome = loop {
-                let chunk = match chunks.next_chunk() {
+                if writer.failed {
+                    break Ok(()); // (the chunks before the failed one are awaited below)
+                }
+                let (offset, chunk) = match chunks.next_chunk() {
                     Ok(Some(chunk)) => chunk,
                     Ok(None) => break Ok(()),
                     Err(error) => break Err(error),
@@ -223,7 +261,7 @@ impl Encoder {
                         Err(_) => return Err(io::Error::other("an encoding thread stopped").into()),
                     }
                 }
-                if job_tx.send((sent, chunk)).is_err() {
+                if job_tx.send((sent, offset, chunk)).is_err() {
                     return Err(io::Error::other("the encoding threads stopped").into());
                 }
                 sent += 1;
@@ -251,10 +289,23 @@ impl Encoder {
 /// Bytes of the array written between two requests to the syncing thread to put them on disk.
 const SYNC_EVERY_BYTES: usize = 1 << 20;
 
-/// Writes chunks' ids in chunk order, whatever order they arrive in.
+/// Sets the index after which workers skip their chunks to 0 when dropped: once the thread that
+/// hands out chunks is done, with or without an error, no chunk still queued is wanted.
+struct SkipAllOnExit<'a>(&'a AtomicUsize);
+
+impl Drop for SkipAllOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Writes chunks' ids in chunk order, whatever order they arrive in; a chunk that failed is
+/// the error once its turn comes.
 struct OrderedWriter<'a, W: Write> {
     out: &'a mut W,
-    waiting: BTreeMap<usize, Encoded>,
+    waiting: BTreeMap<usize, Result<Encoded, FileError>>,
+    /// Whether a chunk that failed has arrived (its turn may not have come yet).
+    failed: bool,
     next: usize,
     ids: u64,
     progress: &'a mut dyn FnMut(u64) -> bool,
@@ -264,9 +315,16 @@ struct OrderedWriter<'a, W: Write> {
 }
 
 impl<W: Write> OrderedWriter<'_, W> {
-    fn add(&mut self, encoded: Encoded) -> Result<(), FileError> {
-        self.waiting.insert(encoded.index, encoded);
+    fn add(&mut self, encoded: Result<Encoded, (usize, FileError)>) -> Result<(), FileError> {
+        match encoded {
+            Ok(encoded) => self.waiting.insert(encoded.index, Ok(encoded)),
+            Err((index, error)) => {
+                self.failed = true;
+                self.waiting.insert(index, Err(error))
+            }
+        };
         while let Some(encoded) = self.waiting.remove(&self.next) {
+            let encoded = encoded?;
             self.out.write_all(&encoded.data)?;
             self.unsynced += encoded.data.len();
             if self.unsynced >= SYNC_EVERY_BYTES {
@@ -357,7 +415,8 @@ impl<'a, R: Read> Chunks<'a, R> {
         Ok(())
     }
 
-    fn next_chunk(&mut self) -> Result<Option<String>, FileError> {
+    /// The next chunk's offset in the file and its text; None at the end of the file.
+    fn next_chunk(&mut self) -> Result<Option<(u64, String)>, FileError> {
         // Room past the chunk's end, so that the cut can see what follows it.
         let chunk_bytes = self.next_chunk_bytes();
         let mut want = chunk_bytes + (chunk_bytes >> 4) + 64;
@@ -388,8 +447,9 @@ impl<'a, R: Read> Chunks<'a, R> {
         // that fails is looked at again, to name its first bad byte as Python would.
         match String::from_utf8(chunk) {
             Ok(text) => {
+                let offset = self.offset;
                 self.offset += cut as u64;
-                Ok(Some(text))
+                Ok(Some((offset, text)))
             }
             Err(error) => {
                 // The bytes after the cut too, so that a sequence cut short by it is judged as

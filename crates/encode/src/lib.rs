@@ -5,6 +5,11 @@
 //! it has seen. It is `Send + Sync`: [`Encoder::encode_batch`] and [`Encoder::encode_file_to_npy`]
 //! encode on several threads, and a [`StreamEncoder`] encodes a stream piece by piece in constant
 //! memory with the same ids as the whole text.
+//!
+//! Encoding fails only when a pattern other than the three known ones (which run on hand-written
+//! scanners that cannot fail) gives up on a match at the regex engine's backtracking limit:
+//! [`EncodeError::Backtracking`], whose offset is a byte offset in what the caller gave (the
+//! text, the stream, the file), never a panic.
 
 mod bpe;
 mod cache;
@@ -22,6 +27,7 @@ pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, PARTIAL_HEADER_START};
+pub use offsets::IdsAndOffsets;
 use shared::SharedCache;
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
@@ -50,13 +56,17 @@ pub enum AllowedSpecial<'a> {
     Only(&'a [&'a str]),
 }
 
-/// What can go wrong building an encoder or decoding.
+/// What can go wrong building an encoder, encoding or decoding.
 #[derive(Debug)]
 pub enum EncodeError {
     /// The vocabulary or merges cannot be used (the message says why, as bpestore's Python did).
     InvalidVocab(String),
-    /// The pre-tokenizer pattern does not compile.
+    /// The pre-tokenizer pattern does not compile (or is refused at construction).
     Pattern(PretokenizeError),
+    /// While encoding, the pre-tokenizer pattern gave up on a match at the regex engine's
+    /// backtracking limit (a [`PretokenizeError::Backtracking`] whose offset is the byte where
+    /// that match started, in the text as a whole, special tokens included).
+    Backtracking(PretokenizeError),
     /// An id to decode that no token has.
     UnknownId {
         /// The id.
@@ -70,7 +80,7 @@ impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EncodeError::InvalidVocab(message) => f.write_str(message),
-            EncodeError::Pattern(error) => write!(f, "{error}"),
+            EncodeError::Pattern(error) | EncodeError::Backtracking(error) => write!(f, "{error}"),
             EncodeError::UnknownId { id, max_id } => {
                 write!(
                     f,
@@ -82,6 +92,33 @@ impl fmt::Display for EncodeError {
 }
 
 impl std::error::Error for EncodeError {}
+
+/// A text of a batch that could not be encoded: the first in the batch's order.
+#[derive(Debug)]
+pub struct BatchError {
+    /// The text's index in the batch.
+    pub index: usize,
+    /// Why (an [`EncodeError::Backtracking`], its offset in that text).
+    pub error: EncodeError,
+}
+
+impl fmt::Display for BatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "text {}: {}", self.index, self.error)
+    }
+}
+
+impl std::error::Error for BatchError {}
+
+/// Why [`Encoder::encode_batch_overlapped`] stopped: a text that could not be encoded, or the
+/// caller's `take` failing.
+#[derive(Debug)]
+pub enum OverlappedError<E> {
+    /// The first text of the batch, in order, that could not be encoded.
+    Encode(BatchError),
+    /// The error `take` returned.
+    Take(E),
+}
 
 /// A byte-level BPE encoder and decoder. Cheap to share between threads (`&Encoder`).
 pub struct Encoder {
@@ -229,15 +266,30 @@ impl Encoder {
     }
 
     /// The ids of `text`; the special tokens `allowed` become their own ids.
-    pub fn encode(&self, text: &str, allowed: AllowedSpecial<'_>) -> Vec<TokenId> {
+    ///
+    /// # Errors
+    /// [`EncodeError::Backtracking`] if the pattern gives up on a match (see the crate's docs).
+    pub fn encode(
+        &self,
+        text: &str,
+        allowed: AllowedSpecial<'_>,
+    ) -> Result<Vec<TokenId>, EncodeError> {
         let mut out = Vec::with_capacity(text.len() / 4 + 1);
         self.caches
-            .with(|cache| self.encode_into(text, allowed, cache, &mut out));
-        out
+            .with(|cache| self.encode_into(text, allowed, cache, &mut out))
+            .map_err(|error| EncodeError::Backtracking(in_text(error, text)))?;
+        Ok(out)
     }
 
     /// The ids of each text, encoded on `threads` threads (at least one), in order.
-    pub fn encode_batch(&self, texts: &[&str], threads: usize) -> Vec<Vec<TokenId>> {
+    ///
+    /// # Errors
+    /// The first text, in the batch's order, that cannot be encoded (as for [`Encoder::encode`]).
+    pub fn encode_batch(
+        &self,
+        texts: &[&str],
+        threads: usize,
+    ) -> Result<Vec<Vec<TokenId>>, BatchError> {
         self.encode_batch_allowed(texts, threads, AllowedSpecial::All)
     }
 
@@ -247,38 +299,58 @@ impl Encoder {
         texts: &[&str],
         threads: usize,
         allowed: AllowedSpecial<'_>,
-    ) -> Vec<Vec<TokenId>> {
+    ) -> Result<Vec<Vec<TokenId>>, BatchError> {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let failed = |index: usize, error: PretokenizeError| BatchError {
+            index,
+            error: EncodeError::Backtracking(in_text(error, texts[index])),
+        };
         let threads = threads.clamp(1, texts.len().max(1));
         if threads == 1 {
             return self.caches.with(|cache| {
                 texts
                     .iter()
-                    .map(|text| {
+                    .enumerate()
+                    .map(|(i, text)| {
                         let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                        self.encode_into(text, allowed, cache, &mut out);
-                        out
+                        self.encode_into(text, allowed, cache, &mut out)
+                            .map_err(|error| failed(i, error))?;
+                        Ok(out)
                     })
                     .collect()
             });
         }
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        let next = AtomicUsize::new(0);
+        // Set by a thread whose text failed: the others take no new text. Texts are taken in
+        // order, so every text before the failed one has been taken by then, and is finished:
+        // the first failure in the batch's order is among those reported.
+        let stop = AtomicBool::new(false);
         let shared = self.caches.new_shared();
         let mut results: Vec<Vec<TokenId>> = vec![Vec::new(); texts.len()];
-        let parts: Vec<Vec<(usize, Vec<TokenId>)>> = std::thread::scope(|scope| {
+        type Done = (
+            Vec<(usize, Vec<TokenId>)>,
+            Option<(usize, PretokenizeError)>,
+        );
+        let parts: Vec<Done> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| {
                         self.caches
                             .with_shared(self.table.table(), &shared, |cache| {
                                 let mut done = Vec::new();
-                                loop {
-                                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                while !stop.load(Ordering::Relaxed) {
+                                    let i = next.fetch_add(1, Ordering::Relaxed);
                                     let Some(text) = texts.get(i) else { break };
                                     let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                    self.encode_into(text, allowed, cache, &mut out);
+                                    if let Err(error) =
+                                        self.encode_into(text, allowed, cache, &mut out)
+                                    {
+                                        stop.store(true, Ordering::Relaxed);
+                                        return (done, Some((i, error)));
+                                    }
                                     done.push((i, out));
                                 }
-                                done
+                                (done, None)
                             })
                     })
                 })
@@ -288,10 +360,21 @@ impl Encoder {
                 .map(|w| w.join().expect("an encoding thread panicked"))
                 .collect()
         });
-        for (i, ids) in parts.into_iter().flatten() {
-            results[i] = ids;
+        let mut first_failure: Option<(usize, PretokenizeError)> = None;
+        for (done, failure) in parts {
+            for (i, ids) in done {
+                results[i] = ids;
+            }
+            if let Some((i, error)) = failure {
+                if first_failure.as_ref().is_none_or(|(first, _)| i < *first) {
+                    first_failure = Some((i, error));
+                }
+            }
         }
-        results
+        match first_failure {
+            Some((i, error)) => Err(failed(i, error)),
+            None => Ok(results),
+        }
     }
 
     /// [`Encoder::encode_batch_allowed`] for callers that turn ids into objects of their own on the
@@ -300,22 +383,31 @@ impl Encoder {
     /// finish, to `take(the block)`, so that the making overlaps the encoding instead of
     /// following it. Each wait for the next block goes through
     /// `wait(next)`, which must call `next` (the bindings release the GIL around it). If `take`
-    /// fails, the workers stop after their current block and the error is returned.
+    /// fails, the workers stop after their current block and the error is returned
+    /// ([`OverlappedError::Take`]).
+    ///
+    /// # Errors
+    /// Besides `take`'s: the first text, in the batch's order, that cannot be encoded
+    /// ([`OverlappedError::Encode`], as for [`Encoder::encode_batch`]); the blocks before it may
+    /// have been taken by then.
     pub fn encode_batch_overlapped<E>(
         &self,
         texts: &[&str],
         threads: usize,
         allowed: AllowedSpecial<'_>,
-        mut wait: impl FnMut(&(dyn Fn() -> Option<IdsBlock> + Sync)) -> Option<IdsBlock>,
+        mut wait: impl FnMut(&(dyn Fn() -> Option<EncodedBlock> + Sync)) -> Option<EncodedBlock>,
         mut take: impl FnMut(IdsBlock) -> Result<(), E>,
-    ) -> Result<(), E> {
+    ) -> Result<(), OverlappedError<E>> {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let threads = threads.max(1);
         let blocks = batch_blocks(texts, threads);
         let next = AtomicUsize::new(0);
+        // Set on any error: the workers take no new block. Blocks are taken in order, so every
+        // block before a failed one has been taken by then and is finished: the first failure
+        // in the batch's order is among those that arrive.
         let stop = AtomicBool::new(false);
         let shared = self.caches.new_shared();
-        let (sender, receiver) = std::sync::mpsc::channel::<IdsBlock>();
+        let (sender, receiver) = std::sync::mpsc::channel::<EncodedBlock>();
         let receiver = std::sync::Mutex::new(receiver);
         std::thread::scope(|scope| {
             for _ in 0..threads {
@@ -339,11 +431,25 @@ impl Encoder {
                                     ids: Vec::with_capacity(bytes / 4 + 16),
                                     ends: Vec::with_capacity(texts.len()),
                                 };
-                                for text in texts {
-                                    self.encode_into(text, allowed, cache, &mut block.ids);
+                                let mut failure = None;
+                                for (i, text) in texts.iter().enumerate() {
+                                    if let Err(error) =
+                                        self.encode_into(text, allowed, cache, &mut block.ids)
+                                    {
+                                        stop.store(true, Ordering::Relaxed);
+                                        failure = Some(BatchError {
+                                            index: range.start + i,
+                                            error: EncodeError::Backtracking(in_text(error, text)),
+                                        });
+                                        break;
+                                    }
                                     block.ends.push(block.ids.len());
                                 }
-                                if sender.send(block).is_err() {
+                                let encoded = EncodedBlock(match failure {
+                                    None => Ok(block),
+                                    Some(failure) => Err(failure),
+                                });
+                                if sender.send(encoded).is_err() {
                                     break;
                                 }
                             }
@@ -358,13 +464,31 @@ impl Encoder {
                     .recv()
                     .ok()
             };
-            while let Some(block) = wait(&next_block) {
-                if let Err(error) = take(block) {
-                    stop.store(true, Ordering::Relaxed);
-                    return Err(error);
+            let mut first_failure: Option<BatchError> = None;
+            while let Some(EncodedBlock(block)) = wait(&next_block) {
+                match block {
+                    // (after a failure, the blocks still to come are only waited for)
+                    Ok(block) if first_failure.is_none() => {
+                        if let Err(error) = take(block) {
+                            stop.store(true, Ordering::Relaxed);
+                            return Err(OverlappedError::Take(error));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(failure) => {
+                        if first_failure
+                            .as_ref()
+                            .is_none_or(|first| failure.index < first.index)
+                        {
+                            first_failure = Some(failure);
+                        }
+                    }
                 }
             }
-            Ok(())
+            match first_failure {
+                Some(failure) => Err(OverlappedError::Encode(failure)),
+                None => Ok(()),
+            }
         })
     }
 
@@ -405,22 +529,30 @@ impl Encoder {
         ids
     }
 
-    /// Appends the ids of `text` to `out`, using `cache`.
+    /// Appends the ids of `text` to `out`, using `cache`. If the pattern gives up on a match, the
+    /// error's offset is that match's in `text` (the ids before it have been appended).
     fn encode_into(
         &self,
         text: &str,
         allowed: AllowedSpecial<'_>,
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
-    ) {
+    ) -> Result<(), PretokenizeError> {
+        // The text between special tokens borrows from `text`: the address difference is its
+        // offset there.
+        let in_whole =
+            |part: &str, error| shifted(error, part.as_ptr() as usize - text.as_ptr() as usize);
         match allowed {
             AllowedSpecial::All if !self.specials.is_empty() => {
                 for part in self.specials.split(text) {
                     match part {
-                        Part::Text(text) => self.encode_ordinary_into(text, cache, out),
+                        Part::Text(part) => self
+                            .encode_ordinary_into(part, cache, out)
+                            .map_err(|error| in_whole(part, error))?,
                         Part::Special { index, .. } => out.push(self.special_ids[index]),
                     }
                 }
+                Ok(())
             }
             AllowedSpecial::All | AllowedSpecial::None => {
                 self.encode_ordinary_into(text, cache, out)
@@ -439,10 +571,13 @@ impl Encoder {
                 let subset = SpecialTokens::new(&chosen);
                 for part in subset.split(text) {
                     match part {
-                        Part::Text(text) => self.encode_ordinary_into(text, cache, out),
+                        Part::Text(part) => self
+                            .encode_ordinary_into(part, cache, out)
+                            .map_err(|error| in_whole(part, error))?,
                         Part::Special { text, .. } => out.push(self.special_id(text)),
                     }
                 }
+                Ok(())
             }
         }
     }
@@ -457,12 +592,18 @@ impl Encoder {
         self.special_ids[index]
     }
 
-    /// Appends the ids of `text`, which holds no special token, to `out`.
-    fn encode_ordinary_into(&self, text: &str, cache: &mut PieceCache, out: &mut Vec<TokenId>) {
+    /// Appends the ids of `text`, which holds no special token, to `out` (see
+    /// [`Encoder::encode_into`]; the known patterns' scanners never fail).
+    fn encode_ordinary_into(
+        &self,
+        text: &str,
+        cache: &mut PieceCache,
+        out: &mut Vec<TokenId>,
+    ) -> Result<(), PretokenizeError> {
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
         let whole = text.as_bytes();
         let base = whole.as_ptr() as usize;
-        self.pretokenizer.for_each_piece(text, |piece| {
+        self.pretokenizer.try_for_each_piece(text, |piece| {
             // Pieces borrow from `text`: the address difference is the piece's offset (checked,
             // so that a piece from elsewhere would only take the slower way).
             let start = (piece.as_ptr() as usize).wrapping_sub(base);
@@ -472,7 +613,7 @@ impl Encoder {
                 cache::short_key(piece.as_bytes())
             };
             self.encode_piece(piece.as_bytes(), key, cache, &mut scratch, out)
-        });
+        })
     }
 
     /// Appends the ids of one pre-token to `out`: from the cache, or merged and cached.
@@ -547,6 +688,11 @@ impl Encoder {
     }
 }
 
+/// A block of consecutive texts encoded by [`Encoder::encode_batch_overlapped`]'s workers, or
+/// the text among them that could not be encoded (opaque: what `wait`'s `next` returns, for
+/// `wait` to return in turn).
+pub struct EncodedBlock(Result<IdsBlock, BatchError>);
+
 /// The ids of a block of consecutive texts (see [`Encoder::encode_batch_overlapped`]).
 pub struct IdsBlock {
     /// The index of the block's first text.
@@ -565,6 +711,43 @@ impl IdsBlock {
             .zip(&self.ends)
             .map(|(start, &end)| &self.ids[start..end])
     }
+}
+
+/// `error` (a [`PretokenizeError::Backtracking`] from pre-tokenizing a slice of some input) with
+/// its offset moved `by` bytes on: the slice's start in that input.
+fn shifted(error: PretokenizeError, by: usize) -> PretokenizeError {
+    match error {
+        PretokenizeError::Backtracking {
+            pattern,
+            text,
+            offset,
+        } => PretokenizeError::Backtracking {
+            pattern,
+            text,
+            offset: offset.map(|offset| offset + by),
+        },
+        other => other,
+    }
+}
+
+/// `error` (its offset already one in `input`, see [`shifted`]) with `input` as the text it names.
+fn named(error: PretokenizeError, input: String) -> PretokenizeError {
+    match error {
+        PretokenizeError::Backtracking {
+            pattern, offset, ..
+        } => PretokenizeError::Backtracking {
+            pattern,
+            text: input,
+            offset,
+        },
+        other => other,
+    }
+}
+
+/// `error`, from [`Encoder::encode_into`] on `text`, naming that text by its length (as the
+/// pre-tokenizer names a text).
+fn in_text(error: PretokenizeError, text: &str) -> PretokenizeError {
+    named(error, format!("a text of {} bytes", text.len()))
 }
 
 /// Consecutive texts grouped into blocks of about `BLOCK_BYTES` of text (never fewer than 8 per

@@ -7,19 +7,25 @@
 //! gives for a byte-level BPE with `trim_offsets: false` (the leading space of `" word"` is part of
 //! its span).
 
-use crate::{AllowedSpecial, Encoder, TokenId};
+use crate::{AllowedSpecial, EncodeError, Encoder, TokenId};
+
+/// The ids of a text and each one's `(start, end)` character span in it.
+pub type IdsAndOffsets = (Vec<TokenId>, Vec<(usize, usize)>);
 
 impl Encoder {
     /// The ids of `text` and, for each, the `(start, end)` character span it covers in `text`
     /// (see the module's documentation for tokens that split a character).
+    ///
+    /// # Errors
+    /// As [`Encoder::encode`]'s.
     pub fn encode_with_offsets(
         &self,
         text: &str,
         allowed: AllowedSpecial<'_>,
-    ) -> (Vec<TokenId>, Vec<(usize, usize)>) {
-        let ids = self.encode(text, allowed);
+    ) -> Result<IdsAndOffsets, EncodeError> {
+        let ids = self.encode(text, allowed)?;
         let offsets = self.char_offsets(text, &ids);
-        (ids, offsets)
+        Ok((ids, offsets))
     }
 
     /// The character span of each token of `ids`, the encoding of `text`.
@@ -109,7 +115,9 @@ mod tests {
     fn a_token_that_cuts_a_character_spans_all_of_it() {
         let encoder = encoder();
         let text = "ab 日<s>ab😀 x";
-        let (ids, offsets) = encoder.encode_with_offsets(text, AllowedSpecial::All);
+        let (ids, offsets) = encoder
+            .encode_with_offsets(text, AllowedSpecial::All)
+            .unwrap();
         assert_eq!(&ids[..3], &[258, 256, 257]);
         // "ab" = chars 0..2; " \xe6" = the space (2) and 日 (3); "\x97\xa5" = 日 again.
         assert_eq!(&offsets[..3], &[(0, 2), (2, 4), (3, 4)]);
@@ -134,13 +142,17 @@ mod tests {
             "a\u{0301}b  \t x",
         ];
         for text in texts {
-            let (ids, offsets) = encoder.encode_with_offsets(text, AllowedSpecial::All);
+            let (ids, offsets) = encoder
+                .encode_with_offsets(text, AllowedSpecial::All)
+                .unwrap();
             assert_eq!(
                 offsets,
                 spans_by_definition(text, &ids, &encoder),
                 "{text:?}"
             );
-            let (_, none) = encoder.encode_with_offsets(text, AllowedSpecial::None);
+            let (_, none) = encoder
+                .encode_with_offsets(text, AllowedSpecial::None)
+                .unwrap();
             assert_eq!(none.last().map_or(0, |s| s.1), text.chars().count());
         }
     }

@@ -1,7 +1,7 @@
 //! Encoding a stream of text pieces in constant memory, with the same ids as the whole text.
 
 use crate::cache::PieceCache;
-use crate::{AllowedSpecial, Encoder, TokenId};
+use crate::{named, shifted, AllowedSpecial, EncodeError, Encoder, TokenId};
 use bpestore_pretokenize::{last_safe_cut, SpecialTokens};
 
 /// Text is gathered until about this many bytes wait, then encoded up to the last safe cut.
@@ -19,6 +19,8 @@ const STREAM_CACHE_ENTRIES: usize = 4096;
 /// such as the Python bindings' `Arc`, can keep both).
 pub struct StreamState {
     pending: String,
+    /// Bytes of the stream encoded before `pending` (the offset of an error is the stream's).
+    encoded: u64,
     block: usize,
     /// Look for a cut only once this many bytes wait: doubled after a search that found none, so
     /// a long stretch without a safe cut is searched O(log n) times, not once per piece.
@@ -47,6 +49,7 @@ impl StreamState {
         let block = block.max(1);
         StreamState {
             pending: String::new(),
+            encoded: 0,
             block,
             threshold: block,
             cache: None,
@@ -65,10 +68,14 @@ impl StreamState {
 
     /// Takes the next piece of text; returns the ids of the text up to the last place where what
     /// follows can no longer change them (often none yet).
-    pub fn feed(&mut self, encoder: &Encoder, text: &str) -> Vec<TokenId> {
+    ///
+    /// # Errors
+    /// [`EncodeError::Backtracking`] if the pattern gives up on a match: its offset is in the
+    /// stream as a whole (everything fed since it began). The stream is then of no further use.
+    pub fn feed(&mut self, encoder: &Encoder, text: &str) -> Result<Vec<TokenId>, EncodeError> {
         self.pending.push_str(text);
         if self.pending.len() < self.threshold {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let specials = match &self.only {
             Some((_, specials)) => specials,
@@ -77,30 +84,36 @@ impl StreamState {
         let cut = last_safe_cut(&self.pending, &encoder.pretokenizer, specials);
         if cut == 0 {
             self.threshold = 2 * self.pending.len();
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        let ids = self.encode(encoder, cut);
+        let ids = self.encode(encoder, cut)?;
         self.pending.drain(..cut);
+        self.encoded += cut as u64;
         self.threshold = self.block.max(2 * self.pending.len());
-        ids
+        Ok(ids)
     }
 
-    /// The ids of the text still waiting: the end of the stream.
-    pub fn finish(&mut self, encoder: &Encoder) -> Vec<TokenId> {
-        let ids = self.encode(encoder, self.pending.len());
+    /// The ids of the text still waiting: the end of the stream (the state can then start a new
+    /// one).
+    ///
+    /// # Errors
+    /// As for [`StreamState::feed`].
+    pub fn finish(&mut self, encoder: &Encoder) -> Result<Vec<TokenId>, EncodeError> {
+        let ids = self.encode(encoder, self.pending.len())?;
         self.pending = String::new();
+        self.encoded = 0;
         self.threshold = self.block;
-        ids
+        Ok(ids)
     }
 
     /// The ids of the first `end` bytes waiting.
-    fn encode(&mut self, encoder: &Encoder, end: usize) -> Vec<TokenId> {
+    fn encode(&mut self, encoder: &Encoder, end: usize) -> Result<Vec<TokenId>, EncodeError> {
         let cache = self
             .cache
             .get_or_insert_with(|| PieceCache::new(STREAM_CACHE_ENTRIES));
         let mut ids = Vec::with_capacity(end / 4 + 1);
         let text = &self.pending[..end];
-        match &self.only {
+        let result = match &self.only {
             None => encoder.encode_into(text, AllowedSpecial::All, cache, &mut ids),
             Some((allowed, _)) if allowed.is_empty() => {
                 encoder.encode_into(text, AllowedSpecial::None, cache, &mut ids)
@@ -109,8 +122,12 @@ impl StreamState {
                 let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
                 encoder.encode_into(text, AllowedSpecial::Only(&allowed), cache, &mut ids)
             }
-        }
-        ids
+        };
+        let encoded = usize::try_from(self.encoded).unwrap_or(usize::MAX);
+        result.map_err(|error| {
+            EncodeError::Backtracking(named(shifted(error, encoded), "the stream".into()))
+        })?;
+        Ok(ids)
     }
 
     /// How many bytes of text wait for a safe cut.
@@ -136,12 +153,18 @@ impl<'e> StreamEncoder<'e> {
     }
 
     /// See [`StreamState::feed`].
-    pub fn feed(&mut self, text: &str) -> Vec<TokenId> {
+    ///
+    /// # Errors
+    /// As there.
+    pub fn feed(&mut self, text: &str) -> Result<Vec<TokenId>, EncodeError> {
         self.state.feed(self.encoder, text)
     }
 
     /// See [`StreamState::finish`].
-    pub fn finish(mut self) -> Vec<TokenId> {
+    ///
+    /// # Errors
+    /// As there.
+    pub fn finish(mut self) -> Result<Vec<TokenId>, EncodeError> {
         self.state.finish(self.encoder)
     }
 }

@@ -131,20 +131,22 @@ fn encode_matches_brute_force_with_each_special_token_policy() {
             for _ in 0..20 {
                 let text = random_text(&mut rng, 30);
                 assert_eq!(
-                    encoder.encode(&text, AllowedSpecial::All),
+                    encoder.encode(&text, AllowedSpecial::All).unwrap(),
                     expected(&fixture, rule, &text, &[EOT, "<a>"])
                 );
                 assert_eq!(
-                    encoder.encode(&text, AllowedSpecial::None),
+                    encoder.encode(&text, AllowedSpecial::None).unwrap(),
                     expected(&fixture, rule, &text, &[])
                 );
                 assert_eq!(
-                    encoder.encode(&text, AllowedSpecial::Only(&["<a>"])),
+                    encoder
+                        .encode(&text, AllowedSpecial::Only(&["<a>"]))
+                        .unwrap(),
                     expected(&fixture, rule, &text, &["<a>"])
                 );
                 // once more, now from the cache
                 assert_eq!(
-                    encoder.encode(&text, AllowedSpecial::All),
+                    encoder.encode(&text, AllowedSpecial::All).unwrap(),
                     expected(&fixture, rule, &text, &[EOT, "<a>"])
                 );
             }
@@ -159,7 +161,7 @@ fn a_stream_gives_the_same_ids_however_it_is_cut() {
     let mut rng = Rng(4242);
     for _ in 0..40 {
         let text = random_text(&mut rng, 200);
-        let whole = encoder.encode(&text, AllowedSpecial::All);
+        let whole = encoder.encode(&text, AllowedSpecial::All).unwrap();
         let mut state = StreamState::with_block(1 + rng.below(40));
         let mut ids = Vec::new();
         let mut position = 0;
@@ -168,10 +170,10 @@ fn a_stream_gives_the_same_ids_however_it_is_cut() {
             while !text.is_char_boundary(end) {
                 end += 1;
             }
-            ids.extend(state.feed(&encoder, &text[position..end]));
+            ids.extend(state.feed(&encoder, &text[position..end]).unwrap());
             position = end;
         }
-        ids.extend(state.finish(&encoder));
+        ids.extend(state.finish(&encoder).unwrap());
         assert_eq!(ids, whole, "{text:?}");
     }
 }
@@ -185,12 +187,12 @@ fn batches_on_several_threads_keep_their_order() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let one_by_one: Vec<Vec<u32>> = refs
         .iter()
-        .map(|t| encoder.encode(t, AllowedSpecial::All))
+        .map(|t| encoder.encode(t, AllowedSpecial::All).unwrap())
         .collect();
     for threads in [1, 2, 3, 64] {
-        assert_eq!(encoder.encode_batch(&refs, threads), one_by_one);
+        assert_eq!(encoder.encode_batch(&refs, threads).unwrap(), one_by_one);
     }
-    assert!(encoder.encode_batch(&[], 2).is_empty());
+    assert!(encoder.encode_batch(&[], 2).unwrap().is_empty());
 }
 
 #[test]
@@ -204,7 +206,7 @@ fn an_overlapped_batch_hands_over_every_text_once_and_stops_on_an_error() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let one_by_one: Vec<Vec<u32>> = refs
         .iter()
-        .map(|t| encoder.encode(t, AllowedSpecial::All))
+        .map(|t| encoder.encode(t, AllowedSpecial::All).unwrap())
         .collect();
     for threads in [1, 2, 3, 64] {
         let mut got: Vec<Option<Vec<u32>>> = vec![None; refs.len()];
@@ -243,10 +245,11 @@ fn an_overlapped_batch_hands_over_every_text_once_and_stops_on_an_error() {
             Err("no room")
         },
     );
-    assert_eq!((result, taken), (Err("no room"), 1));
+    assert!(matches!(result, Err(OverlappedError::Take("no room"))));
+    assert_eq!(taken, 1);
     let nothing =
         encoder.encode_batch_overlapped(&[], 2, AllowedSpecial::All, |next| next(), |_| Err(()));
-    assert_eq!(nothing, Ok(()));
+    assert!(nothing.is_ok());
 }
 
 #[test]
@@ -256,7 +259,7 @@ fn decoding_gives_the_bytes_back_and_names_an_unknown_id() {
     let text = "cab é<|endoftext|> a<a>\n";
     assert_eq!(
         encoder
-            .decode_bytes(&encoder.encode(text, AllowedSpecial::All))
+            .decode_bytes(&encoder.encode(text, AllowedSpecial::All).unwrap())
             .unwrap(),
         text.as_bytes()
     );
@@ -370,7 +373,7 @@ fn chunks_shrink_towards_the_end_of_a_file_and_the_ids_stay_the_same() {
     let (input, output) = (dir.join("input.txt"), dir.join("ids.npy"));
     let text = random_text(&mut Rng(99), 400_000); // about a megabyte
     std::fs::write(&input, &text).unwrap();
-    let expected = encoder.encode(&text, AllowedSpecial::All);
+    let expected = encoder.encode(&text, AllowedSpecial::All).unwrap();
     let chunk_bytes = 1 << 18;
     let mut sizes = Vec::new();
     let count = encoder
@@ -416,7 +419,7 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     let mut rng = Rng(12345);
     let text = random_text(&mut rng, 3000);
     std::fs::write(&input, &text).unwrap();
-    let expected = encoder.encode(&text, AllowedSpecial::All);
+    let expected = encoder.encode(&text, AllowedSpecial::All).unwrap();
     for (threads, chunk_bytes) in [(1, 1 << 20), (1, 37), (2, 100), (3, 1)] {
         let mut done = 0;
         let count = encoder
@@ -482,5 +485,229 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
         ),
         "{error}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// -- a custom pattern that gives up on a match: an error on every path, never a panic ------------
+
+/// Exponential on a run of "ab" that no "c" ends, yet fine on the construction probes (runs of
+/// one character); the look-ahead keeps it on the backtracking engine.
+const BACKTRACKING_PATTERN: &str = r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]";
+
+/// A text on which [`backtracking_encoder`]'s pattern gives up on the match at byte 2 (2^20
+/// steps there; 100 on a run of three "ab").
+fn backtracking_text() -> String {
+    format!("xy{}d", "ab".repeat(20))
+}
+
+/// An encoder of single bytes with `<|endoftext|>` (id 256), pre-tokenizing with
+/// [`BACKTRACKING_PATTERN`] and a backtracking limit of 10^4 steps (cheap to reach).
+fn backtracking_encoder() -> Encoder {
+    let vocab: Vec<(TokenId, Bytes)> = (0..=255u8).map(|b| (b.into(), vec![b])).collect();
+    let mut encoder = Encoder::new(
+        vocab,
+        Vec::new(),
+        vec![(EOT.into(), 256)],
+        BACKTRACKING_PATTERN,
+        MergeRule::Pair,
+    )
+    .unwrap();
+    encoder.pretokenizer =
+        Pretokenizer::with_backtrack_limit(BACKTRACKING_PATTERN, 10_000).unwrap();
+    encoder
+}
+
+/// The offset and the text named by a [`PretokenizeError::Backtracking`].
+fn gave_up_at(error: &PretokenizeError) -> (usize, String) {
+    match error {
+        PretokenizeError::Backtracking {
+            pattern,
+            text,
+            offset: Some(offset),
+        } => {
+            assert_eq!(pattern, BACKTRACKING_PATTERN);
+            (*offset, text.clone())
+        }
+        other => panic!("not a backtracking error with an offset: {other:?}"),
+    }
+}
+
+fn backtracking(error: &EncodeError) -> (usize, String) {
+    match error {
+        EncodeError::Backtracking(error) => gave_up_at(error),
+        other => panic!("not a backtracking error: {other:?}"),
+    }
+}
+
+/// Fine text (runs of at most one "ab") with a special token every few words.
+fn fine_text(rng: &mut Rng, words: usize) -> String {
+    const PARTS: [&str; 8] = ["ab ", "abc", "x", " ", "\n", EOT, "yab", "é"];
+    (0..words).map(|_| PARTS[rng.below(PARTS.len())]).collect()
+}
+
+#[test]
+fn encoding_a_text_the_pattern_gives_up_on_is_an_error_at_its_offset_in_the_text() {
+    let encoder = backtracking_encoder();
+    let text = format!("abc{EOT}{}", backtracking_text());
+    let at = text.find("xy").unwrap() + 2;
+    let policies = [
+        AllowedSpecial::All,
+        AllowedSpecial::None,
+        AllowedSpecial::Only(&[EOT]),
+    ];
+    for allowed in policies {
+        let error = encoder.encode(&text, allowed).unwrap_err();
+        assert_eq!(
+            backtracking(&error),
+            (at, format!("a text of {} bytes", text.len()))
+        );
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("at byte {at} of a text of {} bytes", text.len())),
+            "{error}"
+        );
+        let error = encoder.encode_with_offsets(&text, allowed).unwrap_err();
+        assert_eq!(backtracking(&error).0, at);
+    }
+    // The encoder is as good as before.
+    let fine = format!("abcd{EOT}");
+    assert_eq!(
+        encoder.encode(&fine, AllowedSpecial::All).unwrap(),
+        [97, 98, 99, 100, 256]
+    );
+}
+
+#[test]
+fn a_batch_names_its_first_text_the_pattern_gives_up_on() {
+    let encoder = backtracking_encoder();
+    let mut rng = Rng(31);
+    let mut texts: Vec<String> = (0..120).map(|i| fine_text(&mut rng, i % 30)).collect();
+    // Two bad texts: the first in the batch's order is the one named, whichever thread has it.
+    let bad = format!("{EOT}ab {}", backtracking_text());
+    let at = bad.find("xy").unwrap() + 2;
+    texts[37] = bad.clone();
+    texts[90] = backtracking_text();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for threads in [1, 2, 3] {
+        let error = encoder.encode_batch(&refs, threads).unwrap_err();
+        assert_eq!(error.index, 37, "{threads} threads");
+        assert_eq!(
+            backtracking(&error.error),
+            (at, format!("a text of {} bytes", bad.len()))
+        );
+        assert!(error.to_string().starts_with("text 37: "), "{error}");
+        let mut taken = Vec::new();
+        let result = encoder.encode_batch_overlapped(
+            &refs,
+            threads,
+            AllowedSpecial::All,
+            |next| next(),
+            |block| {
+                taken.extend(block.first..block.first + block.texts().count());
+                Ok::<(), ()>(())
+            },
+        );
+        match result {
+            Err(OverlappedError::Encode(error)) => {
+                assert_eq!(error.index, 37, "{threads} threads");
+                assert_eq!(backtracking(&error.error).0, at);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!taken.contains(&37), "{threads} threads");
+    }
+    // Without the bad texts, the same batch is encoded.
+    texts[37] = "fine".into();
+    texts[90] = "fine".into();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let one_by_one: Vec<Vec<TokenId>> = refs
+        .iter()
+        .map(|t| encoder.encode(t, AllowedSpecial::All).unwrap())
+        .collect();
+    assert_eq!(encoder.encode_batch(&refs, 2).unwrap(), one_by_one);
+}
+
+#[test]
+fn a_stream_fed_in_pieces_names_the_offset_in_the_whole_stream() {
+    let encoder = backtracking_encoder();
+    let mut rng = Rng(32);
+    let head = fine_text(&mut rng, 400);
+    let text = format!(
+        "{head}{EOT}{}{EOT}{}",
+        backtracking_text(),
+        fine_text(&mut rng, 50)
+    );
+    let at = head.len() + EOT.len() + 2;
+    for block in [1, 16, 200] {
+        let mut state = StreamState::with_block(block);
+        let mut position = 0;
+        let mut ids = Vec::new();
+        let error = loop {
+            let mut end = (position + 1 + rng.below(30)).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            let fed = if position == text.len() {
+                state.finish(&encoder)
+            } else {
+                state.feed(&encoder, &text[position..end])
+            };
+            position = end;
+            match fed {
+                Ok(more) => ids.extend(more),
+                Err(error) => break error,
+            }
+        };
+        assert!(ids.len() < at, "the ids before it, at most");
+        assert_eq!(
+            backtracking(&error),
+            (at, "the stream".to_string()),
+            "block {block}"
+        );
+    }
+    // The crate's StreamEncoder too, fed the whole text at once.
+    let mut stream = encoder.stream();
+    let error = match stream.feed(&text) {
+        Err(error) => error,
+        Ok(_) => stream.finish().unwrap_err(),
+    };
+    assert_eq!(backtracking(&error).0, at);
+}
+
+#[test]
+fn a_file_names_the_offset_in_the_file_and_leaves_nothing() {
+    let encoder = backtracking_encoder();
+    let dir = std::env::temp_dir().join(format!("bpestore-pattern-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, output) = (dir.join("input.txt"), dir.join("ids.npy"));
+    let mut rng = Rng(33);
+    // Chunks of about 1000 bytes are cut at special tokens: the bad text is far past the first.
+    let head: String = (0..200).map(|_| fine_text(&mut rng, 20) + EOT).collect();
+    let tail: String = (0..50).map(|_| fine_text(&mut rng, 20) + EOT).collect();
+    let content = format!(
+        "{head}{}{EOT}{tail}{}",
+        backtracking_text(),
+        backtracking_text()
+    );
+    let at = head.len() + 2;
+    assert!(at > 5000);
+    for threads in [1, 2, 3] {
+        match file_error(&encoder, &input, &output, content.as_bytes(), threads, 1000) {
+            FileError::Pattern(error) => {
+                assert_eq!(gave_up_at(&error), (at, "the file".to_string()))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(entries(&dir), ["input.txt"], "{threads} threads");
+    }
+    // Without the bad texts, the file is encoded as the whole text is.
+    let fine = format!("{head}{tail}");
+    std::fs::write(&input, &fine).unwrap();
+    let count = encoder
+        .encode_file_in_chunks(&input, &output, 2, &mut |_| true, 1000)
+        .unwrap();
+    let expected = encoder.encode(&fine, AllowedSpecial::All).unwrap();
+    assert_eq!(count, expected.len() as u64);
     std::fs::remove_dir_all(&dir).unwrap();
 }

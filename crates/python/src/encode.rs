@@ -1,11 +1,14 @@
 //! The encode stage's Python bindings: `Encoder` and its `StreamEncoder`.
 //!
 //! Long work runs with the GIL released; errors become bpestore's exception types
-//! (`ValueError`, `bpestore.errors.CorpusDecodeError`, `OSError`) with the Python code's messages.
+//! (`ValueError`, `bpestore.errors.CorpusDecodeError`, `OSError`) with the Python code's messages,
+//! and a custom pattern that gives up on a match (the regex engine's backtracking limit) is one
+//! `bpestore.errors.PatternError` naming the byte offset (in the text, the stream or the file).
 
+use crate::train::pattern_error;
 use bpestore_encode::{
-    AllowedSpecial, EncodeError, Encoder, FileError, MergeRule, StreamState, TokenId,
-    DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK,
+    AllowedSpecial, BatchError, EncodeError, Encoder, FileError, MergeRule, OverlappedError,
+    StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK,
 };
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -22,6 +25,19 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
 
 fn value_error(error: EncodeError) -> PyErr {
     PyValueError::new_err(error.to_string())
+}
+
+/// An error from encoding: `PatternError` for a pattern that gave up on a match, its message
+/// after `prefix` (which names the text of a batch); `ValueError` otherwise.
+fn encode_error(py: Python<'_>, prefix: &str, error: EncodeError) -> PyErr {
+    match error {
+        EncodeError::Backtracking(_) => pattern_error(py, format!("{prefix}{error}")),
+        other => value_error(other),
+    }
+}
+
+fn batch_error(py: Python<'_>, error: BatchError) -> PyErr {
+    encode_error(py, &format!("text {}: ", error.index), error.error)
 }
 
 fn default_threads() -> usize {
@@ -221,10 +237,12 @@ impl PyEncoder {
         self.ints
             .prepare(py, texts.iter().map(|t| t.len()).sum::<usize>() / 4);
         if threads == 1 || texts.len() < 2 {
-            let batches = py.detach(move || {
-                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-                allowed.with(|allowed| encoder.encode_batch_allowed(&refs, threads, allowed))
-            });
+            let batches = py
+                .detach(move || {
+                    let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                    allowed.with(|allowed| encoder.encode_batch_allowed(&refs, threads, allowed))
+                })
+                .map_err(|error| batch_error(py, error))?;
             let lists = without_gc(py, || {
                 batches
                     .into_iter()
@@ -274,7 +292,11 @@ impl PyEncoder {
                     },
                 )
             });
-            encoded?;
+            match encoded {
+                Ok(()) => {}
+                Err(OverlappedError::Take(error)) => return Err(error),
+                Err(OverlappedError::Encode(error)) => return Err(batch_error(py, error)),
+            }
             collect_young(&mut young_ids)
         })?;
         let lists = lists
@@ -295,8 +317,9 @@ impl PyEncoder {
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let allowed = Allowed::from_py(allowed_special)?;
         let encoder = Arc::clone(&self.inner);
-        let (ids, offsets) =
-            py.detach(move || allowed.with(|allowed| encoder.encode_with_offsets(&text, allowed)));
+        let (ids, offsets) = py
+            .detach(move || allowed.with(|allowed| encoder.encode_with_offsets(&text, allowed)))
+            .map_err(|error| encode_error(py, "", error))?;
         Ok((self.ints.list(py, &ids)?, PyList::new(py, offsets)?))
     }
 
@@ -373,7 +396,9 @@ impl PyEncoder {
     /// Encodes the UTF-8 file `path` into the `.npy` file `output` (uint16 if every id fits,
     /// else uint32) on `threads` threads (default: the CPUs); returns the number of ids.
     /// `progress(n)` is called with the number of input bytes done. Invalid UTF-8 raises
-    /// `bpestore.errors.CorpusDecodeError`; nothing is left at `output` on failure.
+    /// `bpestore.errors.CorpusDecodeError`, a pattern that gives up on a match
+    /// `bpestore.errors.PatternError` (naming `path` and the byte offset in it); nothing is
+    /// left at `output` on failure.
     #[pyo3(signature = (path, output, threads = None, progress = None, chunk_bytes = DEFAULT_CHUNK_BYTES))]
     fn encode_file_to_npy(
         &self,
@@ -425,6 +450,9 @@ impl PyEncoder {
                     .call1((path, offset, reason))?;
                 Err(PyErr::from_value(error))
             }
+            Err(FileError::Pattern(error)) => {
+                Err(pattern_error(py, format!("{}: {error}", path.display())))
+            }
             Err(FileError::Io(error)) => Err(error.into()),
         }
     }
@@ -474,10 +502,12 @@ impl PyEncoder {
         let allowed = Allowed::from_py(allowed_special)?;
         let encoder = Arc::clone(&self.inner);
         // Releasing the GIL costs about a microsecond: not worth it for a few words.
-        if text.len() < 4096 {
-            return Ok(allowed.with(|allowed| encoder.encode(&text, allowed)));
-        }
-        Ok(py.detach(move || allowed.with(|allowed| encoder.encode(&text, allowed))))
+        let ids = if text.len() < 4096 {
+            allowed.with(|allowed| encoder.encode(&text, allowed))
+        } else {
+            py.detach(move || allowed.with(|allowed| encoder.encode(&text, allowed)))
+        };
+        ids.map_err(|error| encode_error(py, "", error))
     }
 }
 
@@ -494,7 +524,9 @@ impl PyStreamEncoder {
     fn feed<'py>(&mut self, py: Python<'py>, text: PyBackedStr) -> PyResult<Bound<'py, PyList>> {
         let encoder = Arc::clone(&self.encoder);
         let state = &mut self.state;
-        let ids = py.detach(move || state.feed(&encoder, &text));
+        let ids = py
+            .detach(move || state.feed(&encoder, &text))
+            .map_err(|error| encode_error(py, "", error))?;
         // (plain ints: the shared ones would cost a stream more memory than it may use)
         PyList::new(py, ids)
     }
@@ -503,7 +535,9 @@ impl PyStreamEncoder {
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let encoder = Arc::clone(&self.encoder);
         let state = &mut self.state;
-        let ids = py.detach(move || state.finish(&encoder));
+        let ids = py
+            .detach(move || state.finish(&encoder))
+            .map_err(|error| encode_error(py, "", error))?;
         // (plain ints: the shared ones would cost a stream more memory than it may use)
         PyList::new(py, ids)
     }
@@ -569,17 +603,34 @@ impl PyIdIterator {
                             repr(&piece)
                         ))
                     })?;
-                    self.ids = self.state.feed(&self.encoder, text.to_str()?);
+                    let fed = self.state.feed(&self.encoder, text.to_str()?);
+                    self.ids = self.finished_on_error(py, fed)?;
                 }
                 None => {
-                    self.ids = self.state.finish(&self.encoder);
                     self.source = None;
+                    let rest = self.state.finish(&self.encoder);
+                    self.ids = self.finished_on_error(py, rest)?;
                 }
             }
         }
         let id = self.ids[self.next];
         self.next += 1;
         Ok(Some(id))
+    }
+}
+
+impl PyIdIterator {
+    /// `ids`, or, for an error, the Python exception, with the iterator then at its end (a
+    /// generator that raised is finished too; the stream is of no further use).
+    fn finished_on_error(
+        &mut self,
+        py: Python<'_>,
+        ids: Result<Vec<TokenId>, EncodeError>,
+    ) -> PyResult<Vec<TokenId>> {
+        ids.map_err(|error| {
+            self.source = None;
+            encode_error(py, "", error)
+        })
     }
 }
 
