@@ -85,3 +85,53 @@ def test_the_docstring_examples():
             failures.append(name)
     assert not failures, f"doctest failures in {failures} (run python -m doctest -v on them)"
     assert attempted >= 8, attempted
+
+
+# The command line's allowed imports (issue 11: "the CLI importing only the public API and the
+# workflow module", with the two front ends above workflow). pyproject's CLI contract forbids the rest.
+CLI_MAY_IMPORT = {"bpestore.errors", "bpestore.formats", "bpestore.workflow", "bpestore.web", "bpestore.distributed"}
+PACKAGE_DIR = Path(bpestore.__file__).parent
+
+
+def python_modules(folder: Path, prefix: str) -> set[str]:
+    """The modules and packages directly in ``folder``, as import-linter names them (Python source
+    only: the compiled engine is not in its graph)."""
+    names = {f"{prefix}.{path.stem}" for path in folder.glob("*.py") if path.stem != "__init__"}
+    names |= {f"{prefix}.{path.name}" for path in folder.iterdir() if (path / "__init__.py").is_file()}
+    return names
+
+
+def cli_contract() -> dict:
+    (contract,) = [c for c in contracts() if c.get("source_modules") == ["bpestore.cli"]]
+    return contract
+
+
+def test_every_module_is_allowed_or_forbidden_for_the_cli():
+    """Each top-level module and subpackage of bpestore/ is either one the CLI may import or
+    forbidden to it by pyproject's contract (not both): a new module cannot slip through unchecked.
+    The format modules behind ``bpestore.formats`` are forbidden one by one."""
+    contract = cli_contract()
+    forbidden = set(contract["forbidden_modules"])
+    top_level = python_modules(PACKAGE_DIR, "bpestore") - {"bpestore.cli"}
+    assert not CLI_MAY_IMPORT & forbidden
+    unchecked = top_level - CLI_MAY_IMPORT - forbidden
+    assert not unchecked, f"add {sorted(unchecked)} to the CLI contract's forbidden_modules in pyproject.toml (or to CLI_MAY_IMPORT)"
+    assert CLI_MAY_IMPORT <= top_level, "an allowed module no longer exists"
+    format_modules = python_modules(PACKAGE_DIR / "formats", "bpestore.formats")
+    assert format_modules and format_modules <= forbidden, sorted(format_modules - forbidden)
+    assert forbidden <= top_level | format_modules, "the contract forbids a module that does not exist"
+
+
+def test_the_cli_does_not_import_the_compiled_engine():
+    """import-linter does not see the extension module, so this one is checked on cli.py's source."""
+    import ast
+
+    tree = ast.parse((PACKAGE_DIR / "cli.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        assert not any("_engine" in name for name in names), ast.dump(node)
