@@ -219,13 +219,15 @@ class CorpusCounts:
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during the merge loop: no tokenizer was stored, but the corpus's pre-token counts
-    were, complete; training again on the same corpus reuses them."""
+    """Ctrl-C after counting (during the merge loop, or while the new tokenizers were being
+    written, a transaction that is rolled back): no tokenizer was stored, but the corpus's
+    pre-token counts were, complete, in a transaction of their own; training again on the same
+    corpus reuses them."""
 
     def __init__(self, corpus_id: int) -> None:
         super().__init__(
-            f"the pre-token counts of the corpus are saved in the store (corpus {corpus_id}); "
-            "training again on it skips counting"
+            f"no tokenizer was stored, but the pre-token counts of the corpus are kept in the store "
+            f"(corpus {corpus_id}); training again on it reuses them"
         )
         self.corpus_id = corpus_id
 
@@ -462,54 +464,57 @@ class Store(ModelStore):
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern)
         corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
         pretokenize_seconds = time.perf_counter() - started
-        if base_model is None:
-            max_merges = training.max_merges(max(sizes), special_tokens)
-        else:
-            max_merges = max(sizes) - _first_new_id(base_model, special_tokens)
-        # Replaying the base's merges costs what learning them would.
-        estimate = estimate_merge_memory(counts, max_merges + _replayed_merges(base_model))
-        if progress:
-            print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
-        estimate.check(max_memory)
-        found_at: list[float] = []  # when each merge was found (to within 0.1 s)
+        # From here on the counts are saved: a Ctrl-C (in the merge loop, which can take hours,
+        # or while the tokenizers are written, seconds for a big vocab; that transaction rolls
+        # back) keeps them, and says so.
         try:
+            if base_model is None:
+                max_merges = training.max_merges(max(sizes), special_tokens)
+            else:
+                max_merges = max(sizes) - _first_new_id(base_model, special_tokens)
+            # Replaying the base's merges costs what learning them would.
+            estimate = estimate_merge_memory(counts, max_merges + _replayed_merges(base_model))
+            if progress:
+                print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
+            estimate.check(max_memory)
+            found_at: list[float] = []  # when each merge was found (to within 0.1 s)
             _pause_after_counting_in_tests()
             if base_model is None:
                 merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
             else:
                 merges = _learn_continued(counts, max_merges, base_model, progress=progress, done_at=found_at)
+            done_at = [moment - started for moment in found_at]  # seconds since start
+            with self._transaction(write=True) as connection:
+                refs = []
+                for size in sizes:
+                    if base_model is None:
+                        num_merges = min(training.max_merges(size, special_tokens), len(merges))
+                        vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
+                        model = BPEModel(vocab, size_merges, special_tokens)
+                    else:
+                        num_merges = min(size - _first_new_id(base_model, special_tokens), len(merges))
+                        model = _continued(base_model, special_tokens, merges[:num_merges])
+                    seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
+                    params = {} if base_ref is None else {"base": base_ref}
+                    refs.append(
+                        self._insert_tokenizer(
+                            connection,
+                            name,
+                            model,
+                            corpus_id=corpus_id,
+                            source="trained",
+                            training_params={
+                                "vocab_size": size,
+                                "workers": workers,
+                                "reused_pretoken_counts": reused,
+                                "pretokenize_seconds": round(pretokenize_seconds, 3),
+                                **params,
+                            },
+                            training_seconds=round(seconds, 3),
+                        )
+                    )
         except KeyboardInterrupt:
             raise TrainingInterrupted(corpus_id) from None
-        done_at = [moment - started for moment in found_at]  # seconds since start
-        with self._transaction(write=True) as connection:
-            refs = []
-            for size in sizes:
-                if base_model is None:
-                    num_merges = min(training.max_merges(size, special_tokens), len(merges))
-                    vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
-                    model = BPEModel(vocab, size_merges, special_tokens)
-                else:
-                    num_merges = min(size - _first_new_id(base_model, special_tokens), len(merges))
-                    model = _continued(base_model, special_tokens, merges[:num_merges])
-                seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
-                params = {} if base_ref is None else {"base": base_ref}
-                refs.append(
-                    self._insert_tokenizer(
-                        connection,
-                        name,
-                        model,
-                        corpus_id=corpus_id,
-                        source="trained",
-                        training_params={
-                            "vocab_size": size,
-                            "workers": workers,
-                            "reused_pretoken_counts": reused,
-                            "pretokenize_seconds": round(pretokenize_seconds, 3),
-                            **params,
-                        },
-                        training_seconds=round(seconds, 3),
-                    )
-                )
         return refs
 
     def estimate_training(

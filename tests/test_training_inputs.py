@@ -311,7 +311,10 @@ def test_ctrl_c_after_counting_keeps_the_counts(shards, tmp_path):
     finally:
         process.kill()
     assert process.returncode == 130, stderr
-    assert b"pre-token counts of the corpus are saved in the store" in stderr and b"Traceback" not in stderr
+    lines = stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Interrupted after counting: no tokenizer was stored"), stderr
+    assert f"the pre-token counts of {root} are kept in the store" in lines[0]
+    assert "run the same command again to reuse them" in lines[0]
     assert stdout == b""
     connection = sqlite3.connect(db)
     try:
@@ -343,6 +346,51 @@ def test_interrupt_in_the_merge_loop_is_training_interrupted(shards, tmp_path, m
         monkeypatch.undo()
         store.train(root, "x", 400)
         assert store.info("x@1").training_params["reused_pretoken_counts"] is True
+
+
+def test_interrupt_while_the_tokenizers_are_written_keeps_only_the_counts(shards, tmp_path, monkeypatch):
+    """Ctrl-C after merging, while the new tokenizers are written (seconds for a big vocab): the
+    write's transaction rolls back, half a write included, and the saved counts are reused."""
+    root, _, parts = shards
+    db = tmp_path / "w.db"
+    real_insert = Store._insert_tokenizer
+    written = []
+
+    def insert_then_interrupt(self, *args, **kwargs):
+        written.append(real_insert(self, *args, **kwargs))
+        if len(written) % 2 == 0:  # the second of the two sizes is written, then Ctrl-C
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "_insert_tokenizer", insert_then_interrupt)
+    args = ["train", root, "--name", "w", "--vocab-size", 300, "--vocab-size", 400, "--special-token", ENDOFTEXT, "-q", "--db", db]
+    result = invoke(*args)
+    assert result.exit_code == 130, (result.stderr, result.exception)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"Interrupted after counting: no tokenizer was stored, but the pre-token counts of {root} are kept")
+    assert lines[0].endswith("run the same command again to reuse them.")
+    with Store(db) as store:
+        with pytest.raises(TrainingInterrupted) as caught:  # the API says the same
+            store.train(root, "w", [300, 400], [ENDOFTEXT])
+        assert isinstance(caught.value, KeyboardInterrupt)
+        assert f"(corpus {caught.value.corpus_id})" in lines[0]
+        assert store.refs() == []
+    assert len(written) == 4  # both sizes were written, twice, and rolled back
+    connection = sqlite3.connect(db)
+    try:
+        for table in ("tokenizers", "vocab", "merges"):
+            assert connection.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table
+        stored = dict(connection.execute("SELECT pretoken, count FROM pretoken_counts").fetchall())
+    finally:
+        connection.close()
+    assert stored == dict(counts_of_files_rule(parts, [ENDOFTEXT]))
+    monkeypatch.undo()
+    refs = ok(invoke(*args)).split()
+    assert refs == ["w@1", "w@2"]
+    with Store(db) as store:
+        assert all(store.info(ref).training_params["reused_pretoken_counts"] is True for ref in refs)
+        assert store.load("w@2").merges == train_bpe(root, 400, [ENDOFTEXT])[1]
 
 
 def test_environment_pause_is_off_by_default():
