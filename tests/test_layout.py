@@ -135,3 +135,71 @@ def test_the_cli_does_not_import_the_compiled_engine():
         else:
             continue
         assert not any("_engine" in name for name in names), ast.dump(node)
+
+
+# -- README's "How the code is laid out" tree ---------------------------------------------------------
+
+CONTINUATION_INDENT = 16
+"""A line of the tree indented this far or more continues the description above it."""
+
+
+def readme_tree() -> list[tuple[str, bool]]:
+    """The paths README's layout tree names, relative to the repository root, each with whether it
+    is a folder listed without any entry under it (which then stands for everything inside it)."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## How the code is laid out", 1)[1]
+    block = section.split("```", 2)[1]
+    entries: list[tuple[int, str]] = []  # (depth, path)
+    folders: list[str] = []  # the folder at each depth above the current line
+    for line in block.splitlines()[1:]:  # the first line is the fence's info string
+        indent = len(line) - len(line.lstrip(" "))
+        if not line.strip() or indent >= CONTINUATION_INDENT:
+            continue
+        assert indent % 2 == 0, f"odd indentation in README's tree: {line!r}"
+        depth = indent // 2
+        names_field = line.strip().split("  ")[0]  # names, then two or more spaces, then the description
+        del folders[depth:]
+        assert len(folders) == depth, f"README's tree skips a level at {line!r}"
+        names = [name.strip() for name in names_field.split(",")]
+        for name in names:
+            entries.append((depth, "".join(folders) + name))
+        if len(names) == 1 and names[0].endswith("/"):
+            folders.append(names[0])
+    named = []
+    for index, (depth, path) in enumerate(entries):
+        has_children = any(other.startswith(path) and other != path for _, other in entries[index + 1:]) if path.endswith("/") else False
+        named.append((path, path.endswith("/") and not has_children))
+    return named
+
+
+def expand(path: str) -> list[str]:
+    """``bpestore/_engine.*.so/.pyi`` -> ``bpestore/_engine.*.so`` and ``bpestore/_engine.pyi``."""
+    if "/." not in path:
+        return [path]
+    first, other_suffix = path.rsplit("/.", 1)
+    folder, _, file = first.rpartition("/")
+    return [first, f"{folder}/{file.split('.')[0]}.{other_suffix}"]
+
+
+def test_the_readme_tree_names_every_module_and_crate():
+    """Every module of bpestore/ (a folder listed without entries under it stands for its files)
+    and every crate is in README's layout tree, and everything the tree names exists."""
+    named = readme_tree()
+    paths = {path for path, _ in named}
+    leaf_folders = [path for path, leaf in named if leaf]
+    assert "bpestore/workflow.py" in paths and "crates/" in paths, sorted(paths)  # the parser found the tree
+    modules = {
+        path.relative_to(REPO_ROOT).as_posix()
+        for path in PACKAGE_DIR.rglob("*.py")
+        if not (path.name == "__init__.py" and path.parent != PACKAGE_DIR)  # a package is its folder
+    }
+    packages = {path.parent.relative_to(REPO_ROOT).as_posix() + "/" for path in PACKAGE_DIR.rglob("__init__.py")}
+    crates = {path.parent.relative_to(REPO_ROOT).as_posix() + "/" for path in (REPO_ROOT / "crates").glob("*/Cargo.toml")}
+    assert crates, "no crates found"
+    missing = sorted(
+        path for path in modules | packages | crates
+        if path not in paths and not any(path.startswith(folder) and path != folder for folder in leaf_folders)
+    )
+    assert not missing, f"README's 'How the code is laid out' does not name {missing}"
+    absent = sorted(path for path in paths for pattern in expand(path) if not list(REPO_ROOT.glob(pattern.rstrip("/"))))
+    assert not absent, f"README's 'How the code is laid out' names what does not exist: {absent}"
