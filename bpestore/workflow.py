@@ -33,7 +33,7 @@ from .pretokenize.inputs import CorpusFiles
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
 from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
-from .store.loader import load_model
+from .store import loader
 from .store.refs import check_name
 from .train import trainer as training
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
@@ -317,8 +317,9 @@ class Store(ModelStore):
     """
 
     def load(self, ref: str) -> Tokenizer:
-        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
-        return Tokenizer.from_model(self.load_model(ref))
+        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``), read by
+        the one loader (:func:`bpestore.store.loader.load_model`) on this store's connection."""
+        return Tokenizer.from_model(loader.load_model(self, ref))
 
     def count(
         self,
@@ -455,7 +456,7 @@ class Store(ModelStore):
         base_ref, base_model = None, None
         if base is not None:
             base_ref = self.info(base).ref
-            base_model = self.load_model(base_ref)
+            base_model = loader.load_model(self, base_ref)
             special_tokens = _check_base(base_ref, base_model, special_tokens, sizes)
         else:
             for size in sizes:
@@ -537,7 +538,7 @@ class Store(ModelStore):
             merges = training.max_merges(vocab_size, special_tokens)
         else:
             base_ref = self.info(base).ref
-            base_model = self.load_model(base_ref)
+            base_model = loader.load_model(self, base_ref)
             special_tokens = _check_base(base_ref, base_model, special_tokens, [vocab_size])
             merges = _replayed_merges(base_model) + vocab_size - _first_new_id(base_model, special_tokens)
             pattern = base_model.pattern
@@ -561,7 +562,7 @@ class Store(ModelStore):
 def load_tokenizer(store: str | os.PathLike, ref: str) -> Tokenizer:
     """The tokenizer ``ref`` from the store at ``store``, by the one loader (the fast SQLite path
     first); a store that does not exist is an error, never created."""
-    return Tokenizer.from_model(load_model(store, ref))
+    return Tokenizer.from_model(loader.load_model(store, ref))
 
 
 def import_into_store(store: str | os.PathLike, name: str, format: str, *paths: str | os.PathLike, **options: Any) -> tuple[str, formats.Imported]:
@@ -588,7 +589,7 @@ def export_from_store(store: str | os.PathLike, ref: str, format: str, output: s
     """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`,
     atomic: the output appears only once complete); returns notes."""
     formats.get(format)  # an unknown format is refused before anything is read
-    return formats.export(load_model(store, ref), format, output)
+    return formats.export(loader.load_model(store, ref), format, output)
 
 
 def encode_to(
@@ -644,7 +645,7 @@ def describe(store: str | os.PathLike, ref: str, count: int = 10) -> TokenizerSu
     listing one twice) and its ``count`` longest tokens."""
     with Store(store, create=False) as opened:
         info = opened.info(ref)
-        model = opened.load_model(info.ref)
+        model = loader.load_model(opened, info.ref)
     merges = model.merges
     first = list(enumerate(merges[:count]))
     last = list(enumerate(merges))[max(len(merges) - count, count):] if count else []
