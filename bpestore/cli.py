@@ -286,8 +286,16 @@ def train(
                 max_memory=limit, base=base,
             )
         except _workflow().TrainingInterrupted as interrupted:
-            click.echo(f"Interrupted while merging: {interrupted}.", err=True)
-            raise
+            # One line, in place of the generic one: what was kept is worth knowing.
+            what = counts_file if counts_file is not None else _inputs_described(corpus)
+            # --dask counts before the store is consulted: a rerun counts again, then finds them stored
+            again = "run the same command again to reuse them" if dask_address is None else "a rerun with --dask counts again"
+            click.echo(
+                f"Interrupted after counting: no tokenizer was stored, but the pre-token counts of {what} are kept "
+                f"in the store (corpus {interrupted.corpus_id}); {again}.",
+                err=True,
+            )
+            sys.exit(EXIT_INTERRUPTED)
         infos = [store.info(ref) for ref in refs]
     if as_json:
         click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
@@ -298,6 +306,12 @@ def train(
         for info in infos:
             click.echo(f"{info.ref}\tvocab_size={info.vocab_size}\tmerges={info.num_merges}\ttrained in {info.training_seconds:.2f}s", err=True)
         click.echo(f"wall time {time.perf_counter() - started:.2f}s", err=True)
+
+
+def _inputs_described(corpus: tuple[str, ...]) -> str:
+    """CORPUS in a message: the first input, and how many more."""
+    more = len(corpus) - 1
+    return corpus[0] + (f" (+{more} more input{'s' if more > 1 else ''})" if more else "")
 
 
 def _training_source(
@@ -573,10 +587,7 @@ def _files_table(result) -> str:
     rows = []
     groups = [(Path(row.path).name, row.a, row.b) for row in result.files]
     if len(result.files) > 1:
-        metrics = _workflow().metrics
-        total_a = metrics.Measurement.combine([row.a for row in result.files])
-        total_b = metrics.Measurement.combine([row.b for row in result.files])
-        groups.append(("(all files)", total_a, total_b))
+        groups.append(("(all files)", result.total_a, result.total_b))
     for label, a, b in groups:
         for ref, measured in ((result.a, a), (result.b, b)):
             rows.append([

@@ -34,7 +34,7 @@ from .pretokenize.inputs import CorpusFiles
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
 from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
-from .store.loader import load_model
+from .store import loader
 from .store.refs import check_name
 from .train import trainer as training
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
@@ -98,6 +98,11 @@ class TokenizerDiff:
     tokens_b: int | None = None
     files: list[FileComparison] | None = None
     """One row per file compared on (see :class:`FileComparison`), in the order given."""
+    total_a: Measurement | None = None
+    """``a`` measured on all the files compared on together (:meth:`Measurement.combine`: as if
+    on their concatenation, each file's pre-tokens kept apart); None without a corpus."""
+    total_b: Measurement | None = None
+    """The same for ``b``."""
 
     @property
     def bytes_per_token_a(self) -> float | None:
@@ -109,7 +114,7 @@ class TokenizerDiff:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: tokens as readable text (see :func:`token_text`)."""
-        data = {key: value for key, value in self.__dict__.items() if key not in {"only_a", "only_b"}}
+        data = {key: value for key, value in self.__dict__.items() if key not in {"only_a", "only_b", "total_a", "total_b"}}
         data["only_a"] = [{"id": i, "token": token_text(t)} for i, t in self.only_a]
         data["only_b"] = [{"id": i, "token": token_text(t)} for i, t in self.only_b]
         if self.corpus is not None:
@@ -117,6 +122,9 @@ class TokenizerDiff:
             data["bytes_per_token_b"] = self.bytes_per_token_b
         if self.files is not None:
             data["files"] = [row.to_dict() for row in self.files]
+        if self.total_a is not None and self.total_b is not None:
+            data["total"] = FileComparison("(all files)", self.total_a, self.total_b).to_dict()
+            del data["total"]["path"]
         return data
 
 
@@ -206,6 +214,8 @@ def diff_tokenizers(
         result.corpus_bytes = sum(row.a.bytes for row in result.files)
         result.tokens_a = sum(row.a.tokens for row in result.files)
         result.tokens_b = sum(row.b.tokens for row in result.files)
+        result.total_a = Measurement.combine([row.a for row in result.files])
+        result.total_b = Measurement.combine([row.b for row in result.files])
     return result
 
 
@@ -220,13 +230,15 @@ class CorpusCounts:
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during the merge loop: no tokenizer was stored, but the corpus's pre-token counts
-    were, complete; training again on the same corpus reuses them."""
+    """Ctrl-C after counting (during the merge loop, or while the new tokenizers were being
+    written, a transaction that is rolled back): no tokenizer was stored, but the corpus's
+    pre-token counts were, complete, in a transaction of their own; training again on the same
+    corpus reuses them."""
 
     def __init__(self, corpus_id: int) -> None:
         super().__init__(
-            f"the pre-token counts of the corpus are saved in the store (corpus {corpus_id}); "
-            "training again on it skips counting"
+            f"no tokenizer was stored, but the pre-token counts of the corpus are kept in the store "
+            f"(corpus {corpus_id}); training again on it reuses them"
         )
         self.corpus_id = corpus_id
 
@@ -316,8 +328,9 @@ class Store(ModelStore):
     """
 
     def load(self, ref: str) -> Tokenizer:
-        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``)."""
-        return Tokenizer.from_model(self.load_model(ref))
+        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``), read by
+        the one loader (:func:`bpestore.store.loader.load_model`) on this store's connection."""
+        return Tokenizer.from_model(loader.load_model(self, ref))
 
     def count(
         self,
@@ -454,7 +467,7 @@ class Store(ModelStore):
         base_ref, base_model = None, None
         if base is not None:
             base_ref = self.info(base).ref
-            base_model = self.load_model(base_ref)
+            base_model = loader.load_model(self, base_ref)
             special_tokens = _check_base(base_ref, base_model, special_tokens, sizes)
         else:
             for size in sizes:
@@ -463,54 +476,57 @@ class Store(ModelStore):
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern)
         corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
         pretokenize_seconds = time.perf_counter() - started
-        if base_model is None:
-            max_merges = training.max_merges(max(sizes), special_tokens)
-        else:
-            max_merges = max(sizes) - _first_new_id(base_model, special_tokens)
-        # Replaying the base's merges costs what learning them would.
-        estimate = estimate_merge_memory(counts, max_merges + _replayed_merges(base_model))
-        if progress:
-            print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
-        estimate.check(max_memory)
-        found_at: list[float] = []  # when each merge was found (to within 0.1 s)
+        # From here on the counts are saved: a Ctrl-C (in the merge loop, which can take hours,
+        # or while the tokenizers are written, seconds for a big vocab; that transaction rolls
+        # back) keeps them, and says so.
         try:
+            if base_model is None:
+                max_merges = training.max_merges(max(sizes), special_tokens)
+            else:
+                max_merges = max(sizes) - _first_new_id(base_model, special_tokens)
+            # Replaying the base's merges costs what learning them would.
+            estimate = estimate_merge_memory(counts, max_merges + _replayed_merges(base_model))
+            if progress:
+                print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
+            estimate.check(max_memory)
+            found_at: list[float] = []  # when each merge was found (to within 0.1 s)
             _pause_after_counting_in_tests()
             if base_model is None:
                 merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
             else:
                 merges = _learn_continued(counts, max_merges, base_model, progress=progress, done_at=found_at)
+            done_at = [moment - started for moment in found_at]  # seconds since start
+            with self._transaction(write=True) as connection:
+                refs = []
+                for size in sizes:
+                    if base_model is None:
+                        num_merges = min(training.max_merges(size, special_tokens), len(merges))
+                        vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
+                        model = BPEModel(vocab, size_merges, special_tokens)
+                    else:
+                        num_merges = min(size - _first_new_id(base_model, special_tokens), len(merges))
+                        model = _continued(base_model, special_tokens, merges[:num_merges])
+                    seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
+                    params = {} if base_ref is None else {"base": base_ref}
+                    refs.append(
+                        self._insert_tokenizer(
+                            connection,
+                            name,
+                            model,
+                            corpus_id=corpus_id,
+                            source="trained",
+                            training_params={
+                                "vocab_size": size,
+                                "workers": workers,
+                                "reused_pretoken_counts": reused,
+                                "pretokenize_seconds": round(pretokenize_seconds, 3),
+                                **params,
+                            },
+                            training_seconds=round(seconds, 3),
+                        )
+                    )
         except KeyboardInterrupt:
             raise TrainingInterrupted(corpus_id) from None
-        done_at = [moment - started for moment in found_at]  # seconds since start
-        with self._transaction(write=True) as connection:
-            refs = []
-            for size in sizes:
-                if base_model is None:
-                    num_merges = min(training.max_merges(size, special_tokens), len(merges))
-                    vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
-                    model = BPEModel(vocab, size_merges, special_tokens)
-                else:
-                    num_merges = min(size - _first_new_id(base_model, special_tokens), len(merges))
-                    model = _continued(base_model, special_tokens, merges[:num_merges])
-                seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
-                params = {} if base_ref is None else {"base": base_ref}
-                refs.append(
-                    self._insert_tokenizer(
-                        connection,
-                        name,
-                        model,
-                        corpus_id=corpus_id,
-                        source="trained",
-                        training_params={
-                            "vocab_size": size,
-                            "workers": workers,
-                            "reused_pretoken_counts": reused,
-                            "pretokenize_seconds": round(pretokenize_seconds, 3),
-                            **params,
-                        },
-                        training_seconds=round(seconds, 3),
-                    )
-                )
         return refs
 
     def estimate_training(
@@ -533,7 +549,7 @@ class Store(ModelStore):
             merges = training.max_merges(vocab_size, special_tokens)
         else:
             base_ref = self.info(base).ref
-            base_model = self.load_model(base_ref)
+            base_model = loader.load_model(self, base_ref)
             special_tokens = _check_base(base_ref, base_model, special_tokens, [vocab_size])
             merges = _replayed_merges(base_model) + vocab_size - _first_new_id(base_model, special_tokens)
             pattern = base_model.pattern
@@ -557,7 +573,7 @@ class Store(ModelStore):
 def load_tokenizer(store: str | os.PathLike, ref: str) -> Tokenizer:
     """The tokenizer ``ref`` from the store at ``store``, by the one loader (the fast SQLite path
     first); a store that does not exist is an error, never created."""
-    return Tokenizer.from_model(load_model(store, ref))
+    return Tokenizer.from_model(loader.load_model(store, ref))
 
 
 def import_into_store(store: str | os.PathLike, name: str, format: str, *paths: str | os.PathLike, **options: Any) -> tuple[str, formats.Imported]:
@@ -584,7 +600,7 @@ def export_from_store(store: str | os.PathLike, ref: str, format: str, output: s
     """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`,
     atomic: the output appears only once complete); returns notes."""
     formats.get(format)  # an unknown format is refused before anything is read
-    return formats.export(load_model(store, ref), format, output)
+    return formats.export(loader.load_model(store, ref), format, output)
 
 
 def encode_to(
@@ -646,7 +662,7 @@ def describe(store: str | os.PathLike, ref: str, count: int = 10) -> TokenizerSu
     listing one twice) and its ``count`` longest tokens."""
     with Store(store, create=False) as opened:
         info = opened.info(ref)
-        model = opened.load_model(info.ref)
+        model = loader.load_model(opened, info.ref)
     merges = model.merges
     first = list(enumerate(merges[:count]))
     last = list(enumerate(merges))[max(len(merges) - count, count):] if count else []

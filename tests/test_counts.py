@@ -328,6 +328,27 @@ def test_parquet_as_spark_writes_it(tmp_path):
     assert {key.decode() for key in sliced} == {"cat", " 日本"}
 
 
+def test_parquet_as_ray_writes_it_in_a_directory_named_anything(tmp_path):
+    """Ray's write_parquet fills the directory it is given (``s3://bucket/counts``, no .parquet in
+    the name) with part files: read as Parquet from its path and from its URL, while a TSV file
+    given as a URL is still read as TSV."""
+    pytest.importorskip("fsspec")
+    words = {" the": 10, "cat": 3, " 日本": 2, "\n\n": 5}
+    table = pa.table({"word": list(words), "count": pa.array(list(words.values()), type=pa.int64())})
+    directory = tmp_path / "counts"
+    directory.mkdir()
+    pq.write_table(table.slice(0, 3), directory / "0352gBsuzy_75a2c23f_000000-0.parquet")
+    pq.write_table(table.slice(3), directory / "0352gBsuzy_75a2c23f_000001-0.parquet")
+    expected = {word.encode(): count for word, count in words.items()}
+    for where in (directory, directory.as_uri(), directory.as_uri() + "/"):
+        counts = read_counts(where, special_tokens=[ENDOFTEXT])
+        assert as_dict(counts) == expected, where
+        assert counts.special_tokens == (ENDOFTEXT,)
+    tsv = tmp_path / "words"
+    tsv.write_text(" the\t10\ncat\t3\n")
+    assert as_dict(read_counts(tsv.as_uri())) == {b" the": 10, b"cat": 3}
+
+
 def test_parquet_refusals(tmp_path):
     def write(name, **columns):
         path = tmp_path / name

@@ -62,8 +62,9 @@ def sha256(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory) -> Path:
-    """A store with en@1, en@2 (one corpus), de@1 (another), and evil@1, whose vocab holds a
-    token that is a script element and a special token that is an HTML tag."""
+    """A store with en@1, en@2 (one corpus), de@1 (another), evil@1, whose vocab holds a
+    token that is a script element and a special token that is an HTML tag, and two continued
+    trainings: en-more@1 continues en@1, orphan@1 continues gone@1, since deleted."""
     folder = tmp_path_factory.mktemp("web")
     english = folder / "en.txt"
     english.write_text(("the cat sat on the mat. hello world, tokens are fun! " * 120 + ENDOFTEXT) * 3 + shared_text("tinystories_sample.txt"), encoding="utf-8")
@@ -75,6 +76,10 @@ def store_path(tmp_path_factory) -> Path:
         store.train(german, "de", [500], [ENDOFTEXT], workers=1)
         vocab = {i: bytes([i]) for i in range(256)} | {256: b"sc", 257: SCRIPT_TOKEN}
         store.save("evil", BPEModel(vocab, [(b"s", b"c")], [SCRIPT_SPECIAL]))
+        store.train(english, "en-more", [400], [ENDOFTEXT], base="en@1")
+        store.train(german, "gone", [300], [ENDOFTEXT])
+        store.train(german, "orphan", [320], [ENDOFTEXT], base="gone@1")
+        store.delete("gone@1")
     return db
 
 
@@ -88,7 +93,7 @@ def page_urls() -> list[str]:
     """One URL of every kind of page, with searches."""
     return [
         "/", "/?q=en",
-        "/tokenizer?ref=en@2", "/tokenizer?ref=evil",
+        "/tokenizer?ref=en@2", "/tokenizer?ref=evil", "/tokenizer?ref=en-more", "/tokenizer?ref=orphan",
         "/vocab?ref=en@2", "/vocab?ref=en@2&q=th", "/vocab?ref=en@1&id=257", "/vocab?ref=de@1&hex=c3", "/vocab?ref=en@2&page=1",
         "/vocab?ref=evil&q=script",
         "/merges?ref=en@2", "/merges?ref=en@2&q=at", "/merges?ref=en@2&rank=5",
@@ -113,6 +118,34 @@ def test_every_page_answers_and_the_store_is_unchanged(store_path, client):
     assert client.get("/tokenizer?ref=nope", headers={"Host": "localhost"}).status_code == 404
     assert client.get("/vocab?ref=en@1&hex=zz", headers={"Host": "localhost"}).status_code == 400
     assert sha256(store_path) == before
+
+
+def test_continued_training_links_to_its_base(client):
+    """The lineage of `train --from`: the index and the tokenizer page say which tokenizer a
+    training continued, linking to the base's page while it is stored."""
+
+    def get(url: str) -> str:
+        response = client.get(url, headers={"Host": "localhost"})
+        assert response.status_code == 200, url
+        return response.data.decode()
+
+    index = get("/")
+    rows = dict(re.findall(r'<tr data-name="([^"]*)">(.*?)</tr>', index, re.S))
+    assert set(rows) == {"de", "en", "en-more", "evil", "orphan"}
+    links = {name: re.findall(r'<span class="continues">continues (.*?)</span>(?=;|</td>)', row, re.S) for name, row in rows.items()}
+    assert {name: found for name, found in links.items() if found} == {
+        "en-more": ['<a href="/tokenizer?ref=en@1">en@1</a>'],
+        "orphan": ['gone@1 <span class="muted">(deleted)</span>'],
+    }
+    for url in ("/tokenizer?ref=en-more@1", "/tokenizer?ref=orphan"):
+        assert re.search(r'<tr id="continues"><th>lineage</th><td>continues ', get(url))
+    page = get("/tokenizer?ref=en-more@1")
+    target = re.search(r'<tr id="continues"><th>lineage</th><td>continues <a href="([^"]+)">en@1</a>', page).group(1)
+    assert re.search(r"<h1>en@1</h1>", get(target))  # the link leads to the base's page
+    assert "(deleted from the store)" in get("/tokenizer?ref=orphan")
+    assert "<a" not in re.search(r'<tr id="continues">(.*?)</tr>', get("/tokenizer?ref=orphan"), re.S).group(1)
+    for url in ("/tokenizer?ref=en@1", "/tokenizer?ref=evil"):  # not continued: no lineage row
+        assert 'id="continues"' not in get(url)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -137,9 +137,9 @@ class Tokenizer:
     @classmethod
     def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
-        from ..store.loader import load_model
+        from ..store import loader
 
-        return cls.from_model(load_model(path_or_url, name))
+        return cls.from_model(loader.load_model(path_or_url, name))
 
     # -- encoding -------------------------------------------------------------------------------
     #

@@ -1,11 +1,16 @@
 """Loading a stored tokenizer: the one way a database row becomes a :class:`~bpestore.BPEModel`.
 
-:func:`load_model` serves ``Tokenizer.from_db``, ``Store.load`` and the command line alike. On a
-SQLite file at the current schema revision it reads with the standard library alone: it needs
-neither SQLAlchemy nor alembic (whose imports alone cost more than the load) and runs two or
-three queries, reading the tokenizer's packed copy (:mod:`.packed`) when there is one and its rows
-otherwise. Anything unusual (another database, an older schema, an unknown name) goes through
-:class:`bpestore.store.database.ModelStore`, which upgrades the schema or explains the problem.
+:func:`load_model` serves ``Tokenizer.from_db``, ``Store.load`` (and so ``Store.diff``) and every
+command of the command line that reads a tokenizer (``encode``, ``decode``, ``show``, ``diff``,
+``export``) alike. On a SQLite file at the current schema revision it reads with the standard
+library alone: it needs neither SQLAlchemy nor alembic (whose imports alone cost more than the
+load) and runs two or three queries, reading the tokenizer's packed copy (:mod:`.packed`) when
+there is one and its rows otherwise. Given a store that is already open (a
+:class:`~bpestore.store.database.ModelStore`), it runs the same queries on that store's own SQLite
+connection instead of opening another. Anything unusual (another database, an older schema, an
+unknown name) goes through :meth:`ModelStore.load_model
+<bpestore.store.database.ModelStore.load_model>`, which upgrades the schema or explains the
+problem. The schema revision is checked in one place, :func:`.schema_revision.is_current`.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import StoreNotFoundError
 from ..model import BPEModel
@@ -22,6 +28,9 @@ from .rows import MERGES_SQL, VOCAB_SQL, model_from_rows
 from .schema_revision import is_current
 from .sqlite_uri import connect_sqlite
 
+if TYPE_CHECKING:  # not at run time: the fast path must not import SQLAlchemy
+    from .database import ModelStore
+
 _TOKENIZER_SQL = (
     "SELECT t.id, t.version, t.special_tokens, t.pattern, t.merge_rule, t.vocab_size, p.data"
     " FROM tokenizers t LEFT JOIN packed_models p ON p.tokenizer_id = t.id WHERE t.name = ?"
@@ -30,9 +39,11 @@ _TABLES = ("alembic_version", "tokenizers", "packed_models", "vocab", "merges")
 _KINDS_SQL = f"SELECT name, type FROM sqlite_master WHERE name IN ({', '.join(repr(t) for t in _TABLES)})"
 
 
-def load_model(path_or_url: str | os.PathLike, ref: str) -> BPEModel:
-    """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``) from the store
-    at ``path_or_url`` (a SQLite file or a SQLAlchemy URL).
+def load_model(store: str | os.PathLike | ModelStore, ref: str) -> BPEModel:
+    """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``) from ``store``:
+    a SQLite file or a SQLAlchemy URL, or a store already open (a
+    :class:`~bpestore.store.database.ModelStore`, such as a :class:`bpestore.Store`), which is read
+    through its own connection.
 
     Raises:
         StoreNotFoundError: a SQLite file that does not exist or is empty (a read creates nothing;
@@ -41,9 +52,9 @@ def load_model(path_or_url: str | os.PathLike, ref: str) -> BPEModel:
         InvalidReferenceError, TypeError: ``ref`` is not ``name`` or ``name@N``, or not a str.
         StoreError: the database is not a bpestore store, is damaged, or is newer than this bpestore.
     """
-    if not isinstance(path_or_url, (str, os.PathLike)):
-        raise TypeError(f"a store is a path or a database URL (str or os.PathLike), not {type(path_or_url).__name__}")
-    location = os.fsdecode(path_or_url)
+    if not isinstance(store, (str, os.PathLike)):
+        return _load_from_open_store(store, ref)
+    location = os.fsdecode(store)
     parse_ref(ref)  # a bad reference (or not a str) is refused before the store is opened
     if "://" not in location and not os.path.exists(location):
         raise StoreNotFoundError(f"no store at {location} (no such file): only writes (train, import) create one")
@@ -51,9 +62,29 @@ def load_model(path_or_url: str | os.PathLike, ref: str) -> BPEModel:
     if model is None:
         from .database import ModelStore  # upgrades an older schema, or explains what is wrong
 
-        with ModelStore(location, create=False) as store:
-            model = store.load_model(ref)
+        with ModelStore(location, create=False) as opened:
+            model = opened.load_model(ref)
     return model
+
+
+def _load_from_open_store(store: ModelStore, ref: str) -> BPEModel:
+    """:func:`load_model` for a store already open: the fast queries on one of its own pooled
+    connections when it is a SQLite file, its SQLAlchemy path otherwise or when they find nothing."""
+    from .database import ModelStore  # already imported by whoever opened the store: costs nothing
+
+    if not isinstance(store, ModelStore):
+        raise TypeError(f"a store is a path or a database URL (str or os.PathLike), not {type(store).__name__}")
+    parse_ref(ref)
+    model = None
+    if store.is_sqlite:
+        pooled = store.engine.raw_connection()
+        try:
+            connection = pooled.driver_connection
+            assert isinstance(connection, sqlite3.Connection)
+            model = _read_current_sqlite(connection, store.location, ref)
+        finally:
+            pooled.close()  # back to the store's pool, not closed
+    return model if model is not None else store.load_model(ref)
 
 
 def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> BPEModel | None:
@@ -61,7 +92,6 @@ def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> BPEModel | Non
     text = os.fspath(path_or_url)
     if "://" in text or not Path(text).is_file():
         return None
-    name, version = parse_ref(ref)
     try:
         # Read-write where possible: only a writable connection removes the WAL files when it
         # closes. Read-only (or immutable) where the file, directory or file system is read-only.
@@ -69,6 +99,21 @@ def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> BPEModel | Non
     except sqlite3.Error:
         return None
     try:
+        return _read_current_sqlite(connection, text, ref)
+    finally:
+        connection.close()
+
+
+def _read_current_sqlite(connection: sqlite3.Connection, location: str, ref: str) -> BPEModel | None:
+    """The tokenizer ``ref`` read on ``connection`` (to the SQLite file ``location``) with plain
+    SQL, in one read transaction, if the file is a store at the current revision holding it; else
+    None (for :meth:`ModelStore.load_model` to upgrade, refuse or explain)."""
+    name, version = parse_ref(ref)
+    began = False
+    try:
+        if not connection.in_transaction:
+            connection.execute("BEGIN")  # one snapshot: the tokenizer's row and its vocab and merges
+            began = True
         # Tables must be tables: a view in a table's place (a recursive one never ends) is for
         # ModelStore to refuse, with its reason.
         kinds = dict(connection.execute(_KINDS_SQL).fetchall())
@@ -88,7 +133,11 @@ def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> BPEModel | Non
     except sqlite3.Error:
         return None
     finally:
-        connection.close()
+        if began:
+            try:
+                connection.execute("ROLLBACK")  # read only: nothing to keep
+            except sqlite3.Error:
+                pass
     if packed is not None:
-        vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", text)
+        vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location)
     return model_from_rows(special_tokens, pattern, merge_rule, vocab_rows, merge_rows)

@@ -429,14 +429,26 @@ def read_tsv(
 def read_counts(
     path: str | os.PathLike, *, pattern: str | None = None, special_tokens: Sequence[str] | None = None
 ) -> Counts:
-    """Counts from a file: Parquet (``.parquet``/``.pq``, or a directory of Parquet files), else a
-    ``word<TAB>count`` text file (:func:`read_tsv`)."""
+    """Counts from a file: Parquet (``.parquet``/``.pq``, or a directory of Parquet files, a path
+    or a URL), else a ``word<TAB>count`` text file (:func:`read_tsv`)."""
     text = os.fspath(path)
     if "://" not in text and not Path(text).exists():
         raise FileNotFoundError(errno.ENOENT, "No such counts file", text)
-    if text.rstrip("/").lower().endswith((".parquet", ".pq")) or ("://" not in text and Path(text).is_dir()):
+    if text.rstrip("/").lower().endswith((".parquet", ".pq")) or _is_directory(text):
         return read_parquet(path, pattern=pattern, special_tokens=special_tokens)
     return read_tsv(path, pattern=pattern or GPT2_PATTERN, special_tokens=special_tokens or ())
+
+
+def _is_directory(text: str) -> bool:
+    """Whether a path or an fsspec URL names a directory. Ray writes its Parquet parts into the
+    directory it is given, whatever its name (``s3://bucket/counts``): by the name alone such a
+    URL would be read as one TSV file."""
+    if "://" not in text:
+        return Path(text).is_dir()
+    import fsspec
+
+    filesystem, inner = fsspec.core.url_to_fs(text)
+    return filesystem.isdir(inner)
 
 
 def _where(path: str | os.PathLike) -> str:

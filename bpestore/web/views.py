@@ -13,7 +13,7 @@ from typing import Any
 from flask import Blueprint, current_app, render_template, request
 
 from ..encode.tokenizer import Tokenizer
-from ..errors import BpestoreError
+from ..errors import BpestoreError, TokenizerNotFoundError
 from ..metrics import Measurement, measure_file, measure_text
 from ..store.database import TokenizerInfo
 from ..workflow import diff_tokenizers, token_text
@@ -89,6 +89,24 @@ def _lineage(infos: list[TokenizerInfo]) -> dict[str, list[str]]:
     return {info.ref: [ref for ref in by_corpus.get(info.corpus_sha256 or "", []) if ref != info.ref] for info in infos}
 
 
+def base_ref(info: TokenizerInfo) -> str | None:
+    """The ref of the tokenizer whose training ``info``'s continued (``train --from``,
+    ``Store.train(base=...)``: kept in its training parameters as ``base``); None otherwise."""
+    base = (info.training_params or {}).get("base")
+    return base if isinstance(base, str) else None
+
+
+def _continues(infos: list[TokenizerInfo], known: set[str]) -> dict[str, tuple[str, bool]]:
+    """For each continued tokenizer: its base's ref, and whether the base is still in the store
+    (a deleted base is named but not linked)."""
+    found = {}
+    for info in infos:
+        base = base_ref(info)
+        if base is not None:
+            found[info.ref] = (base, base in known)
+    return found
+
+
 @pages.app_errorhandler(BpestoreError)
 def _store_error(error: BpestoreError):
     return render_template("error.html", message=str(error)), 404
@@ -109,7 +127,10 @@ def index():
     lineage = _lineage(infos)
     shown = [info for info in infos if query.lower() in info.name.lower()]
     names = sorted({info.name for info in infos})
-    return render_template("index.html", infos=shown, total=len(infos), query=query, lineage=lineage, names=names)
+    continues = _continues(infos, {info.ref for info in infos})
+    return render_template(
+        "index.html", infos=shown, total=len(infos), query=query, lineage=lineage, continues=continues, names=names,
+    )
 
 
 @pages.route("/tokenizer")
@@ -122,10 +143,22 @@ def tokenizer_page():
         title="token lengths", x_label="bytes per token", y_label="tokens",
     )
     versions = explorer().store.list(info.name)
+    base = base_ref(info)
+    continues = None
+    if base is not None:
+        continues = (base, _is_stored(base))
     return render_template(
         "tokenizer.html", info=info, kinds=kinds, longest=longest, histogram=histogram, show_token=show_token,
-        versions=versions, mean_length=_mean_length(lengths),
+        versions=versions, mean_length=_mean_length(lengths), continues=continues,
     )
+
+
+def _is_stored(ref: str) -> bool:
+    try:
+        explorer().info(ref)
+    except TokenizerNotFoundError:  # deleted since (the lineage keeps its name)
+        return False
+    return True
 
 
 def _mean_length(lengths: dict[int, int]) -> float | None:
