@@ -584,10 +584,7 @@ def _files_table(result) -> str:
     rows = []
     groups = [(Path(row.path).name, row.a, row.b) for row in result.files]
     if len(result.files) > 1:
-        metrics = _workflow().metrics
-        total_a = metrics.Measurement.combine([row.a for row in result.files])
-        total_b = metrics.Measurement.combine([row.b for row in result.files])
-        groups.append(("(all files)", total_a, total_b))
+        groups.append(("(all files)", result.total_a, result.total_b))
     for label, a, b in groups:
         for ref, measured in ((result.a, a), (result.b, b)):
             rows.append([

@@ -97,6 +97,11 @@ class TokenizerDiff:
     tokens_b: int | None = None
     files: list[FileComparison] | None = None
     """One row per file compared on (see :class:`FileComparison`), in the order given."""
+    total_a: Measurement | None = None
+    """``a`` measured on all the files compared on together (:meth:`Measurement.combine`: as if
+    on their concatenation, each file's pre-tokens kept apart); None without a corpus."""
+    total_b: Measurement | None = None
+    """The same for ``b``."""
 
     @property
     def bytes_per_token_a(self) -> float | None:
@@ -108,7 +113,7 @@ class TokenizerDiff:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: tokens as readable text (see :func:`token_text`)."""
-        data = {key: value for key, value in self.__dict__.items() if key not in {"only_a", "only_b"}}
+        data = {key: value for key, value in self.__dict__.items() if key not in {"only_a", "only_b", "total_a", "total_b"}}
         data["only_a"] = [{"id": i, "token": token_text(t)} for i, t in self.only_a]
         data["only_b"] = [{"id": i, "token": token_text(t)} for i, t in self.only_b]
         if self.corpus is not None:
@@ -116,6 +121,9 @@ class TokenizerDiff:
             data["bytes_per_token_b"] = self.bytes_per_token_b
         if self.files is not None:
             data["files"] = [row.to_dict() for row in self.files]
+        if self.total_a is not None and self.total_b is not None:
+            data["total"] = FileComparison("(all files)", self.total_a, self.total_b).to_dict()
+            del data["total"]["path"]
         return data
 
 
@@ -205,6 +213,8 @@ def diff_tokenizers(
         result.corpus_bytes = sum(row.a.bytes for row in result.files)
         result.tokens_a = sum(row.a.tokens for row in result.files)
         result.tokens_b = sum(row.b.tokens for row in result.files)
+        result.total_a = Measurement.combine([row.a for row in result.files])
+        result.total_b = Measurement.combine([row.b for row in result.files])
     return result
 
 

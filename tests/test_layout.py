@@ -85,3 +85,121 @@ def test_the_docstring_examples():
             failures.append(name)
     assert not failures, f"doctest failures in {failures} (run python -m doctest -v on them)"
     assert attempted >= 8, attempted
+
+
+# The command line's allowed imports (issue 11: "the CLI importing only the public API and the
+# workflow module", with the two front ends above workflow). pyproject's CLI contract forbids the rest.
+CLI_MAY_IMPORT = {"bpestore.errors", "bpestore.formats", "bpestore.workflow", "bpestore.web", "bpestore.distributed"}
+PACKAGE_DIR = Path(bpestore.__file__).parent
+
+
+def python_modules(folder: Path, prefix: str) -> set[str]:
+    """The modules and packages directly in ``folder``, as import-linter names them (Python source
+    only: the compiled engine is not in its graph)."""
+    names = {f"{prefix}.{path.stem}" for path in folder.glob("*.py") if path.stem != "__init__"}
+    names |= {f"{prefix}.{path.name}" for path in folder.iterdir() if (path / "__init__.py").is_file()}
+    return names
+
+
+def cli_contract() -> dict:
+    (contract,) = [c for c in contracts() if c.get("source_modules") == ["bpestore.cli"]]
+    return contract
+
+
+def test_every_module_is_allowed_or_forbidden_for_the_cli():
+    """Each top-level module and subpackage of bpestore/ is either one the CLI may import or
+    forbidden to it by pyproject's contract (not both): a new module cannot slip through unchecked.
+    The format modules behind ``bpestore.formats`` are forbidden one by one."""
+    contract = cli_contract()
+    forbidden = set(contract["forbidden_modules"])
+    top_level = python_modules(PACKAGE_DIR, "bpestore") - {"bpestore.cli"}
+    assert not CLI_MAY_IMPORT & forbidden
+    unchecked = top_level - CLI_MAY_IMPORT - forbidden
+    assert not unchecked, f"add {sorted(unchecked)} to the CLI contract's forbidden_modules in pyproject.toml (or to CLI_MAY_IMPORT)"
+    assert CLI_MAY_IMPORT <= top_level, "an allowed module no longer exists"
+    format_modules = python_modules(PACKAGE_DIR / "formats", "bpestore.formats")
+    assert format_modules and format_modules <= forbidden, sorted(format_modules - forbidden)
+    assert forbidden <= top_level | format_modules, "the contract forbids a module that does not exist"
+
+
+def test_the_cli_does_not_import_the_compiled_engine():
+    """import-linter does not see the extension module, so this one is checked on cli.py's source."""
+    import ast
+
+    tree = ast.parse((PACKAGE_DIR / "cli.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        assert not any("_engine" in name for name in names), ast.dump(node)
+
+
+# -- README's "How the code is laid out" tree ---------------------------------------------------------
+
+CONTINUATION_INDENT = 16
+"""A line of the tree indented this far or more continues the description above it."""
+
+
+def readme_tree() -> list[tuple[str, bool]]:
+    """The paths README's layout tree names, relative to the repository root, each with whether it
+    is a folder listed without any entry under it (which then stands for everything inside it)."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## How the code is laid out", 1)[1]
+    block = section.split("```", 2)[1]
+    entries: list[tuple[int, str]] = []  # (depth, path)
+    folders: list[str] = []  # the folder at each depth above the current line
+    for line in block.splitlines()[1:]:  # the first line is the fence's info string
+        indent = len(line) - len(line.lstrip(" "))
+        if not line.strip() or indent >= CONTINUATION_INDENT:
+            continue
+        assert indent % 2 == 0, f"odd indentation in README's tree: {line!r}"
+        depth = indent // 2
+        names_field = line.strip().split("  ")[0]  # names, then two or more spaces, then the description
+        del folders[depth:]
+        assert len(folders) == depth, f"README's tree skips a level at {line!r}"
+        names = [name.strip() for name in names_field.split(",")]
+        for name in names:
+            entries.append((depth, "".join(folders) + name))
+        if len(names) == 1 and names[0].endswith("/"):
+            folders.append(names[0])
+    named = []
+    for index, (depth, path) in enumerate(entries):
+        has_children = any(other.startswith(path) and other != path for _, other in entries[index + 1:]) if path.endswith("/") else False
+        named.append((path, path.endswith("/") and not has_children))
+    return named
+
+
+def expand(path: str) -> list[str]:
+    """``bpestore/_engine.*.so/.pyi`` -> ``bpestore/_engine.*.so`` and ``bpestore/_engine.pyi``."""
+    if "/." not in path:
+        return [path]
+    first, other_suffix = path.rsplit("/.", 1)
+    folder, _, file = first.rpartition("/")
+    return [first, f"{folder}/{file.split('.')[0]}.{other_suffix}"]
+
+
+def test_the_readme_tree_names_every_module_and_crate():
+    """Every module of bpestore/ (a folder listed without entries under it stands for its files)
+    and every crate is in README's layout tree, and everything the tree names exists."""
+    named = readme_tree()
+    paths = {path for path, _ in named}
+    leaf_folders = [path for path, leaf in named if leaf]
+    assert "bpestore/workflow.py" in paths and "crates/" in paths, sorted(paths)  # the parser found the tree
+    modules = {
+        path.relative_to(REPO_ROOT).as_posix()
+        for path in PACKAGE_DIR.rglob("*.py")
+        if not (path.name == "__init__.py" and path.parent != PACKAGE_DIR)  # a package is its folder
+    }
+    packages = {path.parent.relative_to(REPO_ROOT).as_posix() + "/" for path in PACKAGE_DIR.rglob("__init__.py")}
+    crates = {path.parent.relative_to(REPO_ROOT).as_posix() + "/" for path in (REPO_ROOT / "crates").glob("*/Cargo.toml")}
+    assert crates, "no crates found"
+    missing = sorted(
+        path for path in modules | packages | crates
+        if path not in paths and not any(path.startswith(folder) and path != folder for folder in leaf_folders)
+    )
+    assert not missing, f"README's 'How the code is laid out' does not name {missing}"
+    absent = sorted(path for path in paths for pattern in expand(path) if not list(REPO_ROOT.glob(pattern.rstrip("/"))))
+    assert not absent, f"README's 'How the code is laid out' names what does not exist: {absent}"

@@ -244,3 +244,28 @@ def test_cli_diff_takes_several_files_after_corpus(two_tokenizers):
     # files without --corpus are a usage error
     result = invoke("diff", small, large, english, "--db", db)
     assert result.exit_code == 2 and "--corpus" in result.stderr
+
+
+def test_diff_totals_are_the_measurement_of_the_files_together(two_tokenizers, tmp_path):
+    """The "(all files)" totals of ``diff --corpus`` come from the library (TokenizerDiff, --json),
+    and equal measuring the concatenated files (which end in a newline, so that no pre-token or
+    word spans two of them)."""
+    from test_cli import invoke, ok
+
+    db, small, large, english, german = two_tokenizers
+    texts = ["The cat sat on the mat.\nA dog ran  away!\n" * 40, "Grüße aus München, 123 Katzen.\n" * 30, "日本語 😀 x\n"]
+    paths = []
+    for index, text in enumerate(texts):
+        paths.append(tmp_path / f"{index}.txt")
+        paths[-1].write_bytes(text.encode("utf-8"))
+    data = json.loads(ok(invoke("diff", small, large, "--corpus", *paths, "--json", "--db", db)))
+    with Store(db) as store:
+        together = {ref: measure_text(store.load(ref), "".join(texts)).to_dict() for ref in (small, large)}
+    assert data["total"]["a"] == together[small] and data["total"]["b"] == together[large]
+    assert data["total"]["bytes"] == sum(path.stat().st_size for path in paths) == data["corpus_bytes"]
+    assert data["total"]["words"] == len("".join(texts).split())
+    # the text output prints the same totals
+    out = ok(invoke("diff", small, large, "--corpus", *paths, "--db", db))
+    rows = [line.split() for line in out.splitlines() if line.startswith("(all files)")]
+    assert [row[5] for row in rows] == [str(together[small]["tokens"]), str(together[large]["tokens"])]
+    assert [row[8] for row in rows] == [f"{together[ref]['renyi_efficiency']:.3f}" for ref in (small, large)]
