@@ -3,7 +3,8 @@ strings), the merge loop's memory estimate (--dry-run, --max-memory), and Ctrl-C
 
 The rule under test: a file boundary (or the boundary between two strings of an iterable) is a
 cut like a special token. So the counts of several files are the reference counts of their
-concatenation with a special token between them, and so are the merges.
+concatenation with a special token between them, and so are the merges. For files of whole lines
+(README states the condition) that is also the literal concatenation's counts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -91,6 +93,66 @@ def test_files_count_as_their_concatenation_cut_between_files(parts, specials, d
         paths = [write(Path(directory) / f"part{i}.txt{suffix}", part) for i, (part, suffix) in enumerate(zip(parts, suffixes))]
         counted = count_any(paths, specials, workers=2).to_dict()
     assert counted == dict(counts_of_files_rule(parts, specials))
+
+
+LEADING_WHITESPACE = regex.compile(r"\A\s+")  # \s as the GPT-2 pattern means it (tests/reference.py)
+TRAILING_WHITESPACE = regex.compile(r"\s+\Z")
+
+
+def as_shard(text: str, *, first: bool, last: bool) -> str:
+    """``text`` in the shape README names for files whose counts are the concatenation's: every
+    file but the first starts with a non-whitespace character; every file but the last ends with
+    a single "\n" after a non-whitespace character."""
+    if not first:
+        text = LEADING_WHITESPACE.sub("", text) or "x"
+    if not last:
+        text = (TRAILING_WHITESPACE.sub("", text) or "x") + "\n"
+    return text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts_=st.lists(TEXTS, min_size=1, max_size=4),
+    specials=st.sampled_from(SPECIAL_TOKEN_SETS),
+    data=st.data(),
+)
+def test_files_shaped_as_lines_count_as_their_literal_concatenation(texts_, specials, data):
+    """Issue 15's "equal to the concatenated file's counts", where it holds: files of whole lines
+    (each ends with one "\n" after a non-whitespace character, the next starts with one) count,
+    given as files, a directory or a glob, plain or compressed, exactly as `cat` of them does."""
+    parts = [as_shard(text, first=i == 0, last=i == len(texts_) - 1) for i, text in enumerate(texts_)]
+    suffixes = data.draw(st.lists(st.sampled_from(COMPRESSIONS), min_size=len(parts), max_size=len(parts)))
+    concatenated = "".join(parts)
+    expected = dict(reference_pretoken_counts(concatenated, specials))
+    with tempfile.TemporaryDirectory() as directory:
+        shards = Path(directory) / "shards"
+        paths = [write(shards / f"{i:02d}.txt{suffix}", part) for i, (part, suffix) in enumerate(zip(parts, suffixes))]
+        cat = write(Path(directory) / "cat.txt", concatenated)
+        assert count_any(cat, specials).to_dict() == expected
+        assert count_any(paths, specials, workers=2).to_dict() == expected
+        assert count_any(shards, specials).to_dict() == expected
+        assert count_any(str(shards / "*"), specials).to_dict() == expected
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ["a blank line\n\n", "at the end\n"],  # "\n\n" alone is one pre-token, before a word two
+        ["spaces after the last line  \n", "next\n"],
+        ["a last line of spaces\n  \n", "next\n"],
+        ["CRLF\r\n", "next\n"],
+        ["a line\n", "  indented\n"],  # "\n " then " indented" in the concatenation
+        ["no newline at the end", "joins the next word\n"],
+    ],
+)
+def test_files_not_shaped_as_lines_can_count_otherwise_than_their_concatenation(parts, tmp_path):
+    """Why README's condition is needed: at these boundaries the files' counts (cut between files)
+    differ from the literal concatenation's."""
+    paths = [write(tmp_path / f"{i}.txt", part) for i, part in enumerate(parts)]
+    cat = write(tmp_path / "cat" / "cat.txt", "".join(parts))
+    counted = count_any(paths, []).to_dict()
+    assert counted == dict(counts_of_files_rule(parts, []))
+    assert counted != count_any(cat, []).to_dict() == dict(reference_pretoken_counts("".join(parts), []))
 
 
 @settings(max_examples=60, deadline=None)
