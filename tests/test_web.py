@@ -283,6 +283,46 @@ def test_the_token_length_chart_counts_the_vocab(store_path, client):
     assert [(int(length), int(count.replace(",", ""))) for length, count in bars] == sorted(lengths.items())
 
 
+def test_playground_and_diff_numbers_on_a_pasted_text(store_path, client):
+    """On a pasted text: the playground's bytes per token and tokens per word, the diff page's
+    compression table, its overlap chart and the words split differently, from Tokenizer.encode
+    and the text itself (UTF-8 bytes, str.split() words)."""
+    # (a text area sends line breaks as CRLF and the pages take them back to LF: see above)
+    text = NASTY_TEXT.replace("\r\n", "\n") + " the cat sat on the mat, Katze und Matte! " * 3
+    with Store(store_path) as store:
+        tok_a, tok_b = store.load("en@2"), store.load("de@1")
+        diffed = store.diff("en@2", "de@1")
+    num_bytes, words = len(text.encode()), len(text.split())
+    html = client.post("/playground", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"}).data.decode()
+    stats = re.findall(r'<p class="stats"><span class="count">(\d+)</span> tokens · (\d+) bytes · ([\d.]+) bytes/token · ([\d.]+) tokens/word</p>', html)
+    want = [(len(ids), num_bytes, f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}") for ids in (tok_a.encode(text), tok_b.encode(text))]
+    assert [(int(n), int(b), per_token, per_word) for n, b, per_token, per_word in stats] == want
+
+    html = client.post("/diff", data={"a": "en@2", "b": "de@1", "text": text}, headers={"Host": "localhost"}).data.decode()
+    assert "<h2>On the pasted text</h2>" in html and 'id="corpus-note"' not in html
+    for row, tokenizer in zip(table_rows(html, "compression"), (tok_a, tok_b), strict=True):
+        ids = tokenizer.encode(text)
+        per_id = Counter(ids)
+        renyi = renyi_efficiency(list(per_id.values()), tokenizer.vocab_size)
+        share = len(per_id) / tokenizer.vocab_size * 100
+        assert row[1:] == [str(num_bytes), str(words), f"{len(ids):,}", f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}", f"{renyi:.3f}", f"{share:.1f}%"]
+    # the words (with the space before them) split differently, most frequent first, ties in order of appearance
+    counted = Counter(re.findall(r"\s?\S+", text))
+    differing = [
+        (word, count) for word, count in counted.most_common()
+        if [tok_a.vocab[i] for i in tok_a.encode(word)] != [tok_b.vocab[i] for i in tok_b.encode(word)]
+    ][:40]
+    body = re.search(r'<table id="differing-words">.*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    shown = [(unescape(word), int(count)) for word, count in re.findall(r'<tr><td><code class="token">(.*?)</code></td><td class="num">(\d+)</td>', body, re.S)]
+    from bpestore.web.views import show_token
+
+    assert differing and shown == [(show_token(word.encode()), count) for word, count in differing]
+    # the vocabulary overlap chart
+    assert re.findall(r"<rect [^>]*><title>([^<]*)</title></rect>", html) == [
+        f"only in en@2: {len(diffed.only_a):,}", f"shared: {diffed.shared_tokens:,}", f"only in de@1: {len(diffed.only_b):,}",
+    ]
+
+
 def test_short_corpus_paths(store_path):
     from bpestore.pretokenize.inputs import short_corpus_path
     from test_cli import invoke
