@@ -33,9 +33,9 @@ from ..store.sqlite_uri import read_only_reason, sqlite_uri
 
 # Tokenizers kept loaded (GPT-2's takes about 0.2 s to load and some tens of MB to keep).
 _KEPT_TOKENIZERS = 8
-# The most frequent pre-tokens of a corpus the explorer measures tokenizers on. Measured
-# (benchmarks in the report of this change): GPT-2 encodes wiki_en_57M's 307,187 distinct
-# pre-tokens in 1.15 s on one thread, the top 200,000 (98.4 % of its bytes) in 0.77 s.
+# The most frequent pre-tokens of a corpus the explorer measures tokenizers on. Measured by
+# benchmarks/measure_counts.py: GPT-2 encodes wiki_en_57M's 307,187 distinct pre-tokens in
+# 1.2-1.5 s on one thread, the top 200,000 (98.4 % of its bytes) in 0.7-0.8 s.
 MAX_PRETOKENS = 200_000
 # Corpora whose pre-tokens are kept read (some tens of MB each at MAX_PRETOKENS).
 _KEPT_CORPORA = 4
