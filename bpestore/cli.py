@@ -380,13 +380,10 @@ def _base_ref(info: TokenizerInfo) -> str | None:
 
 
 def _short_source(info: TokenizerInfo) -> str:
-    """The corpus file name, or the format and file names an import came from."""
+    """The corpus file name (``a.txt +2 files`` for several), or the format and file names an
+    import came from."""
     if info.corpus_path:
-        path, kind = info.corpus_path, ""
-        for marker in ("counts: ", "dask: "):  # counts trained from (Store.train_from_counts)
-            if path.startswith(marker):
-                path, kind = path.removeprefix(marker), kind + marker
-        return kind + Path(path).name
+        return _workflow().short_corpus_path(info.corpus_path)
     if info.source_format is not None:
         return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source

@@ -29,7 +29,7 @@ from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --out
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
-from .pretokenize.inputs import CorpusFiles
+from .pretokenize.inputs import CorpusFiles, short_corpus_path  # noqa: F401  (the CLI's `list`)
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
 from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
