@@ -323,7 +323,7 @@ def test_playground_and_diff_numbers_on_a_pasted_text(store_path, client):
     ]
 
 
-def test_short_corpus_paths(store_path):
+def test_short_corpus_paths(store_path, client):
     from bpestore.pretokenize.inputs import short_corpus_path
     from test_cli import invoke
 
@@ -336,6 +336,10 @@ def test_short_corpus_paths(store_path):
     assert short_corpus_path("counts: /data/c.parquet") == "counts: c.parquet"
     assert short_corpus_path("counts: dask: /data/a b.txt s3://bucket/x.txt /data/c.txt") == "counts: dask: a b.txt +2 files"
     assert short_corpus_path("[not json") == "[not json"
+    # the tokenizer page lists a corpus's files
+    html = client.get("/tokenizer?ref=mix", headers={"Host": "localhost"}).data.decode()
+    files = re.search(r'<tr id="corpus"><th>corpus</th><td>2 files:<ul class="files">(.*?)</ul>', html, re.S).group(1)
+    assert re.findall(r"<li>([^<]*)</li>", files) == [str(store_path.parent / "en.txt"), str(store_path.parent / "de.txt.gz")]  # in the order given
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -390,6 +394,16 @@ def test_vocab_and_merges_searches_find_what_the_model_holds(store_path, client)
     assert found("/merges?ref=en@2&q=at") == sum("at" in (a + b).decode("utf-8", errors="replace") for a, b in merges)
     html = client.get("/merges?ref=en@2&rank=5", headers={"Host": "localhost"}).data.decode()
     assert found("/merges?ref=en@2&rank=5") == 1 and '<td class="num">5</td>' in html
+
+    # what a page holds: the second page of the vocab is ids 100-199 with their bytes (hex), and
+    # of the merges, ranks 100-199 with the id each makes
+    html = client.get("/vocab?ref=en@2&page=1", headers={"Host": "localhost"}).data.decode()
+    rows = re.findall(r'<tr><td class="num">(\d+)</td>.*?<code class="hex">([0-9a-f ]*)</code>', html)
+    assert [(int(i), bytes.fromhex(h)) for i, h in rows] == [(i, vocab[i]) for i in sorted(vocab)[100:200]]
+    html = client.get("/merges?ref=en@2&page=1", headers={"Host": "localhost"}).data.decode()
+    rows = re.findall(r'<tr><td class="num">(\d+)</td>.*?<td class="num">(\d+)</td></tr>', html)
+    id_of = {token: i for i, token in vocab.items()}
+    assert [(int(rank), int(made)) for rank, made in rows] == [(rank, id_of[a + b]) for rank, (a, b) in enumerate(merges)][100:200]
 
 
 def test_untrusted_text_is_escaped(client):
