@@ -260,13 +260,14 @@ def train(
     """
     started = time.perf_counter()
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
-    source = _training_source(corpus, counts_file, dask_address, min_count, special_tokens, quiet, workers)
+    source, counting = _training_source(corpus, counts_file, dask_address, min_count, special_tokens, workers)
     if not special_tokens and isinstance(source, _workflow().Counts):
         special_tokens = source.special_tokens  # those the counts were made with (Parquet metadata)
     with Store(db) as store:
         if dry_run:
             counted, estimate = store.estimate_training(
-                source, max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base
+                source, max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base,
+                counting=counting,
             )
             if as_json:
                 click.echo(json.dumps({
@@ -283,7 +284,7 @@ def train(
         try:
             refs = store.train(
                 source, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
-                max_memory=limit, base=base,
+                max_memory=limit, base=base, counting=counting,
             )
         except _workflow().TrainingInterrupted as interrupted:
             # One line, in place of the generic one: what was kept is worth knowing.
@@ -316,10 +317,11 @@ def _inputs_described(corpus: tuple[str, ...]) -> str:
 
 def _training_source(
     corpus: tuple[str, ...], counts_file: str | None, dask_address: str | None, min_count: int | None,
-    special_tokens: tuple[str, ...], quiet: bool, workers: int | None,
+    special_tokens: tuple[str, ...], workers: int | None,
 ):
-    """What ``train`` trains on: the CORPUS paths, or counts (read from --counts, or counted on
-    Dask), pruned to --min-count; usage errors for options that do not go together."""
+    """What ``train`` trains on and what counts it: the CORPUS paths, counted in process (no
+    backend given) or by the Dask backend for --dask; or the counts read from --counts. Pruned to
+    --min-count; usage errors for options that do not go together."""
     if counts_file is not None and corpus:
         _fail("give either CORPUS or --counts FILE, not both")
     if counts_file is None and not corpus:
@@ -328,19 +330,16 @@ def _training_source(
         _fail("--dask counts a CORPUS; --counts FILE needs no counting")
     if min_count is not None and counts_file is None and dask_address is None:
         _fail("--min-count applies to --counts or --dask")
-    if counts_file is None and dask_address is None:
-        return list(corpus)
-    workflow = _workflow()
-    specials = list(special_tokens)
     if counts_file is not None:
-        counts = workflow.read_counts(counts_file, special_tokens=specials or None)
-        return counts.pruned(min_count) if min_count is not None else counts
-    from .distributed.cluster import dask_client
-    from .distributed.count import count_on_dask
+        counts = _workflow().read_counts(counts_file, special_tokens=list(special_tokens) or None)
+        return (counts.pruned(min_count) if min_count is not None else counts), None
+    if dask_address is None:
+        return list(corpus), None
+    from .distributed.count import DaskCounting
 
-    with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
-        # pruned on the cluster (exactly: each part's totals), so only what is kept comes here
-        return count_on_dask(client, list(corpus), specials, min_count=min_count, progress=_show_progress(quiet))
+    # --workers: a local cluster's processes. Pruned on the cluster (exactly: each part's
+    # totals), so only what is kept comes here.
+    return list(corpus), DaskCounting(dask_address, n_workers=workers, min_count=min_count)
 
 
 # -- list / show -----------------------------------------------------------------------------------
@@ -380,13 +379,10 @@ def _base_ref(info: TokenizerInfo) -> str | None:
 
 
 def _short_source(info: TokenizerInfo) -> str:
-    """The corpus file name, or the format and file names an import came from."""
+    """The corpus file name (``a.txt +2 files`` for several), or the format and file names an
+    import came from."""
     if info.corpus_path:
-        path, kind = info.corpus_path, ""
-        for marker in ("counts: ", "dask: "):  # counts trained from (Store.train_from_counts)
-            if path.startswith(marker):
-                path, kind = path.removeprefix(marker), kind + marker
-        return kind + Path(path).name
+        return _workflow().short_corpus_path(info.corpus_path)
     if info.source_format is not None:
         return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source

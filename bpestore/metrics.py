@@ -11,14 +11,16 @@
 - **share of the vocabulary used**: the tokens that occur at least once, over the vocab size.
 
 The formulas are plain functions of counts (:func:`renyi_entropy`, :func:`renyi_efficiency`, ...);
-:func:`measure_text` and :func:`measure_file` encode a text and gather the counts.
+:func:`measure_text` and :func:`measure_file` encode a text and gather the counts;
+:func:`measure_counts` measures a corpus from its pre-token counts (as the store keeps them) without
+the text.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,7 @@ __all__ = [
     "bytes_per_token",
     "count_words",
     "fertility",
+    "measure_counts",
     "measure_file",
     "measure_text",
     "renyi_efficiency",
@@ -226,3 +229,52 @@ def measure_file(tokenizer: Tokenizer, path: str | os.PathLike, *, on_bytes: Cal
         tokens += len(ids)
         counts = _add_ids(counts, ids)
     return Measurement(bytes=num_bytes, words=words.words, tokens=tokens, vocab_size=tokenizer.vocab_size, token_counts=counts)
+
+
+def measure_counts(
+    tokenizer: Tokenizer, counts: Mapping[bytes, int] | Iterable[tuple[bytes, int]], *, num_threads: int | None = None
+) -> Measurement:
+    """Measure ``tokenizer`` on a corpus known by its pre-token counts (pre-token bytes to how
+    often each occurs, as :meth:`bpestore.Store.count` and the store keep them), without its text.
+
+    Each distinct pre-token is encoded once (on ``num_threads`` threads) and weighted by its count.
+    Encoding never joins two pre-tokens, so where ``tokenizer`` pre-tokenizes as the counts were
+    made (the same pattern), the bytes, tokens and token counts, and so bytes per token, Rényi
+    efficiency and the vocabulary used, are exactly those of :func:`measure_text` on the corpus
+    with its special tokens left out (the counts hold none: special tokens cut the corpus). With
+    another pattern it is an estimate in which no token spans two of the counts' pre-tokens.
+    Special tokens' strings in a pre-token are encoded as ordinary text.
+
+    Words are not in the counts: ``words`` is 0, so ``fertility`` is None (measure a text or a file
+    for it).
+
+    Raises:
+        ValueError: a pre-token is not valid UTF-8 (only counts made elsewhere can hold one), or a
+            count is negative.
+    """
+    items = list(counts.items()) if isinstance(counts, Mapping) else list(counts)
+    texts = []
+    for pretoken, _ in items:
+        try:
+            texts.append(bytes(pretoken).decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise ValueError(f"pre-token {bytes(pretoken)!r} is not valid UTF-8 ({error.reason}): it cannot be encoded as text") from None
+    weights = np.fromiter((count for _, count in items), dtype=np.int64, count=len(items))
+    if len(weights) and weights.min() < 0:
+        raise ValueError(f"counts must not be negative, got {int(weights.min())}")
+    encoded = tokenizer.encode_ordinary_batch(texts, num_threads)
+    lengths = np.fromiter((len(ids) for ids in encoded), dtype=np.int64, count=len(encoded))
+    sizes = np.fromiter((len(pretoken) for pretoken, _ in items), dtype=np.int64, count=len(items))
+    ids = np.fromiter((i for one in encoded for i in one), dtype=np.int64, count=int(lengths.sum()))
+    token_counts = _counts_array(tokenizer)
+    if len(ids):
+        if ids.max() >= len(token_counts):  # cannot happen for ids of the vocab; kept exact anyway
+            token_counts = np.concatenate([token_counts, np.zeros(int(ids.max()) + 1 - len(token_counts), dtype=np.int64)])
+        np.add.at(token_counts, ids, np.repeat(weights, lengths))  # exact in int64, unlike bincount's float weights
+    return Measurement(
+        bytes=int((sizes * weights).sum()),
+        words=0,
+        tokens=int((lengths * weights).sum()),
+        vocab_size=tokenizer.vocab_size,
+        token_counts=token_counts,
+    )

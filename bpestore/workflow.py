@@ -30,18 +30,19 @@ from .errors import PatternError
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
-from .pretokenize.inputs import CorpusFiles
+from .pretokenize.inputs import CorpusFiles, short_corpus_path  # noqa: F401  (the CLI's `list`)
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
 from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
 from .store import loader
 from .store.refs import check_name
 from .train import trainer as training
+from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
 
 __all__ = [
-    "CorpusCounts", "Counts", "FileComparison", "read_counts", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
+    "CorpusCounts", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
     "TokenizerSummary", "TrainingInterrupted", "atomic_output", "atomic_path", "describe", "diff_tokenizers", "encode_to",
     "export_from_store", "import_into_store", "load_tokenizer", "parse_bytes", "summarize_store", "token_text",
 ]
@@ -340,6 +341,7 @@ class Store(ModelStore):
         workers: int | None = None,
         progress: bool = False,
         pattern: str = GPT2_PATTERN,
+        counting: CountingBackend | None = None,
     ) -> CorpusCounts:
         """The pre-token counts of ``corpus`` (one or several files, directories, globs, compressed
         files: see :mod:`bpestore.pretokenize.inputs`), counted and saved in the store, or read
@@ -348,11 +350,23 @@ class Store(ModelStore):
         The counts are saved in a transaction of their own as soon as they are complete, before
         any merge: a training interrupted later keeps them, and the next one reuses them.
         ``pattern``: the pre-tokenizer's regex (a continued training counts with its base's);
-        counts are stored and reused per pattern."""
+        counts are stored and reused per pattern.
+
+        ``counting``: the :class:`~bpestore.train.backends.CountingBackend` that counts (Dask's,
+        say: :class:`bpestore.distributed.count.DaskCounting`), given ``corpus`` as it is; its
+        counts are then stored as :meth:`train_from_counts` stores counts (identified by their
+        own hash, so the store is consulted after counting, not before). By default the corpus
+        is counted in this process (:class:`~bpestore.train.backends.InProcessCounting` on
+        ``workers`` threads), once per content."""
         self.check_writable()  # new counts are saved: refuse before counting, not after
         if isinstance(corpus, Counts):
             return self._save_counts(corpus, special_tokens, progress)
         special_tokens = training.check_special_tokens(special_tokens)
+        if counting is not None:
+            counts = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
+            if not isinstance(counts, Counts):
+                raise TypeError(f"a counting backend returns Counts, not {type(counts).__name__}")
+            return self._save_counts(counts, special_tokens, progress)
         files = CorpusFiles(corpus)
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
         sha256, size_bytes = files.identity()
@@ -360,7 +374,7 @@ class Store(ModelStore):
             corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
         if corpus_id is not None:
             return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True)
-        counts = training.count_any(files, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        counts = InProcessCounting(workers).count(files, special_tokens, pattern=pattern, progress=progress).table
         training.check_not_empty(counts, files.describe())  # nothing to train on: store nothing
         with self._transaction(write=True) as connection:
             # Another process may have stored the same corpus since we looked.
@@ -431,6 +445,7 @@ class Store(ModelStore):
         progress: bool = False,
         max_memory: int | None = None,
         base: str | None = None,
+        counting: CountingBackend | None = None,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size.
 
@@ -444,6 +459,11 @@ class Store(ModelStore):
         :class:`~bpestore.train.memory.MemoryLimitError`, before merging) when the merge loop's
         estimated memory (:func:`estimate_training`) is above this many bytes. Returns the new
         refs, in the order of ``vocab_sizes``.
+
+        ``counting``: a :class:`~bpestore.train.backends.CountingBackend` to count the corpus
+        with (for example :class:`bpestore.distributed.count.DaskCounting`), instead of this
+        process's threads; see :meth:`count`. Every backend's counts are the same, so are the
+        merges.
 
         ``base`` (a ref, ``name@N``): continue that stored tokenizer's training. The new one keeps
         its vocabulary, ids and merges exactly, in order (so a model's embedding table can be
@@ -473,7 +493,7 @@ class Store(ModelStore):
             for size in sizes:
                 training.check_vocab_size(size, special_tokens)
         pattern = GPT2_PATTERN if base_model is None else base_model.pattern
-        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern)
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
         corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
         pretokenize_seconds = time.perf_counter() - started
         # From here on the counts are saved: a Ctrl-C (in the merge loop, which can take hours,
@@ -538,6 +558,7 @@ class Store(ModelStore):
         workers: int | None = None,
         progress: bool = False,
         base: str | None = None,
+        counting: CountingBackend | None = None,
     ) -> tuple[CorpusCounts, MemoryEstimate]:
         """A dry run: count ``corpus`` (or reuse its stored counts; new counts are saved) and
         estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given),
@@ -553,7 +574,7 @@ class Store(ModelStore):
             special_tokens = _check_base(base_ref, base_model, special_tokens, [vocab_size])
             merges = _replayed_merges(base_model) + vocab_size - _first_new_id(base_model, special_tokens)
             pattern = base_model.pattern
-        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern)
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
         return counted, estimate_merge_memory(counted.counts, merges)
 
     def diff(

@@ -19,7 +19,8 @@ pytest.importorskip("pyarrow")
 
 from bpestore import Store, train_bpe  # noqa: E402
 from bpestore.distributed.cluster import MALLOC_TRIM_VARIABLE, dask_client  # noqa: E402
-from bpestore.distributed.count import count_on_dask, plan_shards  # noqa: E402
+from bpestore.distributed.count import DaskCounting, count_on_dask, plan_shards  # noqa: E402
+from bpestore.train.backends import CountingBackend, InProcessCounting  # noqa: E402
 from bpestore.errors import CorpusDecodeError  # noqa: E402
 from bpestore.train.counts import Counts, train_bpe_from_counts  # noqa: E402
 from bpestore.train.trainer import count_corpus  # noqa: E402
@@ -126,6 +127,20 @@ def test_training_from_dask_counts_gives_the_merges_of_train_bpe(client, fixture
         [ref] = store.train_from_counts(counts, "dask", 500)
         assert store.load_model(ref).merges == expected[1]
         assert store.info(ref).corpus_path == f"counts: dask: {corpus}"
+
+
+def test_the_dask_backend_counts_what_the_in_process_one_does_and_trains_alike(client, fixture_path, tmp_path):
+    """The two backends of the counting seam: identical counts; Store.train with either gives the same merges."""
+    corpus = fixture_path("corpus.en")
+    dask = DaskCounting(client, shard_bytes=10000, partitions=3)
+    assert isinstance(dask, CountingBackend)
+    counts = dask.count([corpus], [ENDOFTEXT])
+    assert as_dict(counts) == as_dict(InProcessCounting().count(corpus, [ENDOFTEXT]))
+    with Store(tmp_path / "s.db") as store:
+        [on_dask] = store.train([corpus], "d", 400, [ENDOFTEXT], counting=dask)
+        [here] = store.train(corpus, "h", 400, [ENDOFTEXT])
+        assert store.load_model(on_dask).merges == store.load_model(here).merges
+        assert store.info(on_dask).corpus_path == f"counts: dask: {corpus}"
 
 
 def test_a_shards_error_reaches_the_caller(client, tmp_path):

@@ -22,12 +22,14 @@ from bpestore.metrics import (
     bytes_per_token,
     count_words,
     fertility,
+    measure_counts,
     measure_file,
     measure_text,
     renyi_efficiency,
     renyi_entropy,
     vocab_used,
 )
+from reference import reference_pretoken_counts, split_on_specials
 from strategies import texts
 
 ENDOFTEXT = "<|endoftext|>"
@@ -139,6 +141,40 @@ def test_combine_is_the_measurement_of_the_texts_together():
     assert together.renyi_efficiency() == pytest.approx(whole.renyi_efficiency())
 
 
+def test_measure_counts_by_hand():
+    # "hi" x3 -> hi (1 token each); " ho" x2 -> ' ' h o (3 tokens each): 12 bytes, 9 tokens
+    measured = measure_counts(tiny_tokenizer(), {b"hi": 3, b" ho": 2})
+    assert (measured.bytes, measured.tokens, measured.words) == (12, 9, 0)
+    assert {i: int(c) for i, c in enumerate(measured.token_counts) if c} == {256: 3, ord(" "): 2, ord("h"): 2, ord("o"): 2}
+    assert measured.bytes_per_token == pytest.approx(12 / 9)
+    assert measured.fertility is None  # the counts hold no words
+    # pairs in any iterable, and nothing at all
+    assert measure_counts(tiny_tokenizer(), [(b"hi", 3), (b" ho", 2)]).tokens == 9
+    empty = measure_counts(tiny_tokenizer(), {})
+    assert (empty.bytes, empty.tokens, empty.bytes_per_token, empty.renyi_efficiency()) == (0, 0, None, None)
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        measure_counts(tiny_tokenizer(), {b"\xff": 1})
+    with pytest.raises(ValueError, match="negative"):
+        measure_counts(tiny_tokenizer(), {b"hi": -1})
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=texts())
+def test_measure_counts_equals_measure_text_on_the_text_without_special_tokens(gpt2_tokenizer, text):
+    """A corpus measured from its pre-token counts (the reference's, special tokens left out) is
+    the text measured piece by piece between its special tokens: the same bytes, tokens and count
+    of every id."""
+    from_counts = measure_counts(gpt2_tokenizer, reference_pretoken_counts(text, [ENDOFTEXT]))
+    pieces = [piece for piece in split_on_specials(text, [ENDOFTEXT], keep=False) if piece]
+    if pieces:
+        from_text = Measurement.combine([measure_text(gpt2_tokenizer, piece) for piece in pieces])
+        assert (from_counts.bytes, from_counts.tokens) == (from_text.bytes, from_text.tokens)
+        assert (from_counts.token_counts == from_text.token_counts).all()
+        assert from_counts.renyi_efficiency() == pytest.approx(from_text.renyi_efficiency())
+    else:
+        assert (from_counts.bytes, from_counts.tokens, int(from_counts.token_counts.sum())) == (0, 0, 0)
+
+
 # -- diff on several files ---------------------------------------------------------------------------
 
 
@@ -153,6 +189,14 @@ def two_tokenizers(tmp_path_factory):
     with Store(db) as store:
         small, large = store.train(english, "en", [300, 360], [ENDOFTEXT], workers=1)
     return db, small, large, english, german
+
+
+@pytest.fixture(scope="module")
+def gpt2_tokenizer() -> Tokenizer:
+    """GPT-2's 50,000 merges (from the shared fixtures; skips without them) and <|endoftext|>."""
+    from conftest import shared_file
+
+    return Tokenizer.from_files(shared_file("fixtures", "gpt2_vocab.json"), shared_file("fixtures", "gpt2_merges.txt"), [ENDOFTEXT])
 
 
 def test_store_diff_measures_each_file(two_tokenizers):

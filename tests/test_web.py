@@ -13,11 +13,15 @@ Screenshots of the playground and the diff page go to ``$BPESTORE_SCREENSHOTS`` 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import math
 import os
 import re
 import shutil
 import threading
+from collections import Counter
+from html import unescape
 from pathlib import Path
 from urllib.parse import quote
 
@@ -27,11 +31,14 @@ from hypothesis import HealthCheck, given, settings
 pytest.importorskip("flask", reason="the web extra is not installed (pip install -e '.[web]')")
 
 from bpestore import BPEModel, Store  # noqa: E402
+from bpestore.metrics import renyi_efficiency  # noqa: E402
 from bpestore.web import check_host, close_app, create_app, make_server  # noqa: E402
 from conftest import shared_dir  # noqa: E402
+from reference import reference_pretoken_counts  # noqa: E402
 from strategies import texts  # noqa: E402
 
 ENDOFTEXT = "<|endoftext|>"
+OTHER_PATTERN = r"\S+|\s+"  # not GPT-2's: measures on a GPT-2-counted corpus are estimates for it
 SCRIPT_TOKEN = b"<script>document.title='pwned'</script>"
 SCRIPT_SPECIAL = "<img src=x onerror=\"document.title='pwned'\">"
 # Special tokens, multi-byte characters (2, 3 and 4 bytes, emoji sequences), odd whitespace.
@@ -63,8 +70,9 @@ def sha256(path: Path) -> str:
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory) -> Path:
     """A store with en@1, en@2 (one corpus), de@1 (another), evil@1, whose vocab holds a
-    token that is a script element and a special token that is an HTML tag, and two continued
-    trainings: en-more@1 continues en@1, orphan@1 continues gone@1, since deleted."""
+    token that is a script element and a special token that is an HTML tag (and which
+    pre-tokenizes with another pattern), two continued trainings (en-more@1 continues en@1,
+    orphan@1 continues gone@1, since deleted), and mix@1, trained on two files, one gzipped."""
     folder = tmp_path_factory.mktemp("web")
     english = folder / "en.txt"
     english.write_text(("the cat sat on the mat. hello world, tokens are fun! " * 120 + ENDOFTEXT) * 3 + shared_text("tinystories_sample.txt"), encoding="utf-8")
@@ -75,11 +83,14 @@ def store_path(tmp_path_factory) -> Path:
         store.train(english, "en", [300, 600], [ENDOFTEXT], workers=1)
         store.train(german, "de", [500], [ENDOFTEXT], workers=1)
         vocab = {i: bytes([i]) for i in range(256)} | {256: b"sc", 257: SCRIPT_TOKEN}
-        store.save("evil", BPEModel(vocab, [(b"s", b"c")], [SCRIPT_SPECIAL]))
+        store.save("evil", BPEModel(vocab, [(b"s", b"c")], [SCRIPT_SPECIAL], pattern=OTHER_PATTERN))
         store.train(english, "en-more", [400], [ENDOFTEXT], base="en@1")
         store.train(german, "gone", [300], [ENDOFTEXT])
         store.train(german, "orphan", [320], [ENDOFTEXT], base="gone@1")
         store.delete("gone@1")
+        gzipped = folder / "de.txt.gz"
+        gzipped.write_bytes(gzip.compress(german.read_bytes()))
+        store.train([english, gzipped], "mix", [280], [ENDOFTEXT], workers=1)
     return db
 
 
@@ -97,9 +108,9 @@ def page_urls() -> list[str]:
         "/vocab?ref=en@2", "/vocab?ref=en@2&q=th", "/vocab?ref=en@1&id=257", "/vocab?ref=de@1&hex=c3", "/vocab?ref=en@2&page=1",
         "/vocab?ref=evil&q=script",
         "/merges?ref=en@2", "/merges?ref=en@2&q=at", "/merges?ref=en@2&rank=5",
-        "/versions?name=en",
+        "/versions?name=en", "/versions?name=mix", "/versions?name=evil",
         f"/playground?t=en@2&t=de@1&t=evil&text={quote(NASTY_TEXT)}",
-        "/diff?a=en@1&b=en@2", "/diff?a=en@2&b=de@1", "/diff?a=en@2&b=evil",
+        "/diff?a=en@1&b=en@2", "/diff?a=en@2&b=de@1", "/diff?a=en@2&b=evil", "/diff?a=evil&b=mix",
     ]
 
 
@@ -131,7 +142,7 @@ def test_continued_training_links_to_its_base(client):
 
     index = get("/")
     rows = dict(re.findall(r'<tr data-name="([^"]*)">(.*?)</tr>', index, re.S))
-    assert set(rows) == {"de", "en", "en-more", "evil", "orphan"}
+    assert set(rows) == {"de", "en", "en-more", "evil", "mix", "orphan"}
     links = {name: re.findall(r'<span class="continues">continues (.*?)</span>(?=;|</td>)', row, re.S) for name, row in rows.items()}
     assert {name: found for name, found in links.items() if found} == {
         "en-more": ['<a href="/tokenizer?ref=en@1">en@1</a>'],
@@ -146,6 +157,189 @@ def test_continued_training_links_to_its_base(client):
     assert "<a" not in re.search(r'<tr id="continues">(.*?)</tr>', get("/tokenizer?ref=orphan"), re.S).group(1)
     for url in ("/tokenizer?ref=en@1", "/tokenizer?ref=evil"):  # not continued: no lineage row
         assert 'id="continues"' not in get(url)
+
+
+def corpus_text(store_path: Path, *names: str) -> list[str]:
+    folder = store_path.parent
+    return [(folder / name).read_text(encoding="utf-8") for name in names]
+
+
+def expected_on_counts(tokenizer, counts: dict[bytes, int]) -> tuple[int, int, str, str]:
+    """Bytes, tokens, bytes per token and Rényi efficiency (as the pages print them) of a corpus
+    given by its pre-token counts: each pre-token encoded by Tokenizer.encode, times its count."""
+    ids_of = {pretoken: tokenizer.encode(pretoken.decode("utf-8")) for pretoken in counts}
+    num_bytes = sum(len(pretoken) * count for pretoken, count in counts.items())
+    tokens = sum(len(ids_of[pretoken]) * count for pretoken, count in counts.items())
+    per_id: dict[int, int] = {}
+    for pretoken, count in counts.items():
+        for i in ids_of[pretoken]:
+            per_id[i] = per_id.get(i, 0) + count
+    return num_bytes, tokens, f"{num_bytes / tokens:.3f}", f"{renyi_efficiency(list(per_id.values()), tokenizer.vocab_size):.3f}"
+
+
+def table_rows(html: str, table_id: str) -> list[list[str]]:
+    body = re.search(rf'<table id="{table_id}">.*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    return [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)] for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+
+
+def test_versions_are_measured_on_the_stored_pre_token_counts(store_path, client):
+    """No corpus file is read: the numbers are those of the corpus's pre-token counts (the
+    reference's), for a single file and for a corpus of two files, one of them gzipped."""
+    english, german = corpus_text(store_path, "en.txt", "de.txt")
+    with Store(store_path) as store:
+        for name, counts in (
+            ("en", reference_pretoken_counts(english, [ENDOFTEXT])),
+            ("mix", reference_pretoken_counts(english, [ENDOFTEXT]) + reference_pretoken_counts(german, [ENDOFTEXT])),
+        ):
+            html = client.get(f"/versions?name={name}", headers={"Host": "localhost"}).data.decode()
+            refs = [info.ref for info in store.list(name)]
+            rows = table_rows(html, "versions")
+            assert [row[0] for row in rows] == refs
+            points = []
+            for ref, row in zip(refs, rows):
+                tokenizer = store.load(ref)
+                num_bytes, tokens, per_token, renyi = expected_on_counts(tokenizer, counts)
+                assert (int(row[2].replace(",", "")), row[3], row[4], row[5]) == (tokens, per_token, "–", renyi), ref
+                points.append(f"{name}: {tokenizer.vocab_size:,}, {num_bytes / tokens:.3g}")
+            note = re.search(r'<p class="muted" id="corpus-note">(.*?)</p>', html, re.S).group(1)
+            assert re.search(rf'all <span class="used">{len(counts):,}</span> distinct pre-tokens', note)
+            # the chart of bytes per token against vocab size: a point per version, at its values
+            assert re.findall(r"<circle [^>]*><title>([^<]*)</title></circle>", html) == points
+    assert "en.txt +1 file" in client.get("/versions?name=mix", headers={"Host": "localhost"}).data.decode()
+    index = client.get("/", headers={"Host": "localhost"}).data.decode()
+    assert re.search(r'<tr data-name="mix">.*?<span class="corpus" title="\[[^"]*">en.txt \+1 file</span>', index, re.S)
+    # a pasted text instead (the form posts)
+    response = client.post("/versions?name=en", data={"text": "the cat sat on the mat"}, headers={"Host": "localhost"})
+    assert response.status_code == 200
+    html = response.data.decode()
+    assert "Measured on the pasted text" in html and 'id="corpus-note"' not in html
+    with Store(store_path) as store:
+        assert [int(row[2]) for row in table_rows(html, "versions")] == [len(store.load(ref).encode("the cat sat on the mat")) for ref in ("en@1", "en@2")]
+    # a tokenizer with no stored corpus, alone under its name: nothing to measure on
+    assert "paste a text to measure them on" in client.get("/versions?name=evil", headers={"Host": "localhost"}).data.decode()
+
+
+def test_diff_measures_and_differing_pre_tokens_come_from_the_stored_counts(store_path, client):
+    english, german = corpus_text(store_path, "en.txt", "de.txt")
+    counts = reference_pretoken_counts(english, [ENDOFTEXT])
+    html = client.get("/diff?a=en@2&b=de@1", headers={"Host": "localhost"}).data.decode()
+    with Store(store_path) as store:
+        tok_a, tok_b = store.load("en@2"), store.load("de@1")
+    rows = table_rows(html, "compression")
+    for row, tokenizer in zip(rows, (tok_a, tok_b), strict=True):
+        num_bytes, tokens, per_token, renyi = expected_on_counts(tokenizer, counts)
+        assert (int(row[1]), row[2], int(row[3].replace(",", "")), row[4], row[5], row[6]) == (num_bytes, "–", tokens, per_token, "–", renyi)
+    # the most frequent pre-tokens the two split differently, most frequent first
+    by_count = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    differing = [
+        (pretoken.decode(), count) for pretoken, count in by_count
+        if [tok_a.vocab[i] for i in tok_a.encode(pretoken.decode())] != [tok_b.vocab[i] for i in tok_b.encode(pretoken.decode())]
+    ][:40]
+    body = re.search(r'<table id="differing-words">.*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    shown = [
+        (unescape(word), int(count))
+        for word, count in re.findall(r'<tr><td><code class="token">(.*?)</code></td><td class="num">(\d+)</td>', body, re.S)
+    ]
+    from bpestore.web.views import show_token
+
+    assert differing and shown == [(show_token(word.encode()), count) for word, count in differing]
+    # evil pre-tokenizes otherwise: its numbers on en@2's corpus are called estimates
+    html = client.get("/diff?a=en@2&b=evil", headers={"Host": "localhost"}).data.decode()
+    assert re.search(r'<span class="other-pattern">evil@1 pre-tokenizes with another pattern', html)
+    assert 'class="other-pattern"' not in client.get("/diff?a=en@1&b=en@2", headers={"Host": "localhost"}).data.decode()
+
+
+def test_a_big_corpus_is_measured_on_its_most_frequent_pre_tokens(store_path, monkeypatch):
+    """Past MAX_PRETOKENS distinct pre-tokens, the most frequent ones, and the page says how
+    much of the corpus they hold."""
+    from bpestore.web import data
+
+    monkeypatch.setattr(data, "MAX_PRETOKENS", 50)
+    (english,) = corpus_text(store_path, "en.txt")
+    counts = reference_pretoken_counts(english, [ENDOFTEXT])
+    top = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:50])
+    app = create_app(store_path, allowed_hosts=["localhost"])
+    try:
+        html = app.test_client().get("/versions?name=en", headers={"Host": "localhost"}).data.decode()
+    finally:
+        close_app(app)
+    note = re.search(r'<p class="muted" id="corpus-note">(.*?)</p>', html, re.S).group(1)
+    covered = sum(len(pretoken) * count for pretoken, count in top.items()) / len(english.encode())
+    assert re.search(rf'the\s+<span class="used">50</span> most frequent of {len(counts):,} distinct pre-tokens, covering\s+<span class="covered">{covered * 100:.1f}</span>% of its bytes', note), note
+    with Store(store_path) as store:
+        for row in table_rows(html, "versions"):
+            assert int(row[2].replace(",", "")) == expected_on_counts(store.load(row[0]), top)[1]
+
+
+def test_the_token_length_chart_counts_the_vocab(store_path, client):
+    """/tokenizer's bar chart: a bar per length in bytes, its height the number of non-special
+    tokens of that length."""
+    html = client.get("/tokenizer?ref=de@1", headers={"Host": "localhost"}).data.decode()
+    with Store(store_path) as store:
+        tokenizer = store.load("de@1")
+    specials = set(tokenizer.special_ids.values())
+    lengths = Counter(len(token) for i, token in tokenizer.vocab.items() if i not in specials)
+    bars = re.findall(r"<rect [^>]*><title>(\d+): ([\d,]+)</title></rect>", html)
+    assert [(int(length), int(count.replace(",", ""))) for length, count in bars] == sorted(lengths.items())
+
+
+def test_playground_and_diff_numbers_on_a_pasted_text(store_path, client):
+    """On a pasted text: the playground's bytes per token and tokens per word, the diff page's
+    compression table, its overlap chart and the words split differently, from Tokenizer.encode
+    and the text itself (UTF-8 bytes, str.split() words)."""
+    # (a text area sends line breaks as CRLF and the pages take them back to LF: see above)
+    text = NASTY_TEXT.replace("\r\n", "\n") + " the cat sat on the mat, Katze und Matte! " * 3
+    with Store(store_path) as store:
+        tok_a, tok_b = store.load("en@2"), store.load("de@1")
+        diffed = store.diff("en@2", "de@1")
+    num_bytes, words = len(text.encode()), len(text.split())
+    html = client.post("/playground", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"}).data.decode()
+    stats = re.findall(r'<p class="stats"><span class="count">(\d+)</span> tokens · (\d+) bytes · ([\d.]+) bytes/token · ([\d.]+) tokens/word</p>', html)
+    want = [(len(ids), num_bytes, f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}") for ids in (tok_a.encode(text), tok_b.encode(text))]
+    assert [(int(n), int(b), per_token, per_word) for n, b, per_token, per_word in stats] == want
+
+    html = client.post("/diff", data={"a": "en@2", "b": "de@1", "text": text}, headers={"Host": "localhost"}).data.decode()
+    assert "<h2>On the pasted text</h2>" in html and 'id="corpus-note"' not in html
+    for row, tokenizer in zip(table_rows(html, "compression"), (tok_a, tok_b), strict=True):
+        ids = tokenizer.encode(text)
+        per_id = Counter(ids)
+        renyi = renyi_efficiency(list(per_id.values()), tokenizer.vocab_size)
+        share = len(per_id) / tokenizer.vocab_size * 100
+        assert row[1:] == [str(num_bytes), str(words), f"{len(ids):,}", f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}", f"{renyi:.3f}", f"{share:.1f}%"]
+    # the words (with the space before them) split differently, most frequent first, ties in order of appearance
+    counted = Counter(re.findall(r"\s?\S+", text))
+    differing = [
+        (word, count) for word, count in counted.most_common()
+        if [tok_a.vocab[i] for i in tok_a.encode(word)] != [tok_b.vocab[i] for i in tok_b.encode(word)]
+    ][:40]
+    body = re.search(r'<table id="differing-words">.*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    shown = [(unescape(word), int(count)) for word, count in re.findall(r'<tr><td><code class="token">(.*?)</code></td><td class="num">(\d+)</td>', body, re.S)]
+    from bpestore.web.views import show_token
+
+    assert differing and shown == [(show_token(word.encode()), count) for word, count in differing]
+    # the vocabulary overlap chart
+    assert re.findall(r"<rect [^>]*><title>([^<]*)</title></rect>", html) == [
+        f"only in en@2: {len(diffed.only_a):,}", f"shared: {diffed.shared_tokens:,}", f"only in de@1: {len(diffed.only_b):,}",
+    ]
+
+
+def test_short_corpus_paths(store_path, client):
+    from bpestore.pretokenize.inputs import short_corpus_path
+    from test_cli import invoke
+
+    listed = invoke("list", "--db", store_path)
+    assert listed.exit_code == 0 and re.search(r"^mix +1 +280 +<\|endoftext\|> +en\.txt \+1 file ", listed.output, re.M), listed.output
+
+    assert short_corpus_path("/data/a.txt") == "a.txt"
+    assert short_corpus_path('["/data/a.txt", "/data/b.txt.gz", "/x/c.zst"]') == "a.txt +2 files"
+    assert short_corpus_path('["/data/a.txt", "/data/b.txt.gz"]') == "a.txt +1 file"
+    assert short_corpus_path("counts: /data/c.parquet") == "counts: c.parquet"
+    assert short_corpus_path("counts: dask: /data/a b.txt s3://bucket/x.txt /data/c.txt") == "counts: dask: a b.txt +2 files"
+    assert short_corpus_path("[not json") == "[not json"
+    # the tokenizer page lists a corpus's files
+    html = client.get("/tokenizer?ref=mix", headers={"Host": "localhost"}).data.decode()
+    files = re.search(r'<tr id="corpus"><th>corpus</th><td>2 files:<ul class="files">(.*?)</ul>', html, re.S).group(1)
+    assert re.findall(r"<li>([^<]*)</li>", files) == [str(store_path.parent / "en.txt"), str(store_path.parent / "de.txt.gz")]  # in the order given
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -200,6 +394,16 @@ def test_vocab_and_merges_searches_find_what_the_model_holds(store_path, client)
     assert found("/merges?ref=en@2&q=at") == sum("at" in (a + b).decode("utf-8", errors="replace") for a, b in merges)
     html = client.get("/merges?ref=en@2&rank=5", headers={"Host": "localhost"}).data.decode()
     assert found("/merges?ref=en@2&rank=5") == 1 and '<td class="num">5</td>' in html
+
+    # what a page holds: the second page of the vocab is ids 100-199 with their bytes (hex), and
+    # of the merges, ranks 100-199 with the id each makes
+    html = client.get("/vocab?ref=en@2&page=1", headers={"Host": "localhost"}).data.decode()
+    rows = re.findall(r'<tr><td class="num">(\d+)</td>.*?<code class="hex">([0-9a-f ]*)</code>', html)
+    assert [(int(i), bytes.fromhex(h)) for i, h in rows] == [(i, vocab[i]) for i in sorted(vocab)[100:200]]
+    html = client.get("/merges?ref=en@2&page=1", headers={"Host": "localhost"}).data.decode()
+    rows = re.findall(r'<tr><td class="num">(\d+)</td>.*?<td class="num">(\d+)</td></tr>', html)
+    id_of = {token: i for i, token in vocab.items()}
+    assert [(int(rank), int(made)) for rank, made in rows] == [(rank, id_of[a + b]) for rank, (a, b) in enumerate(merges)][100:200]
 
 
 def test_untrusted_text_is_escaped(client):

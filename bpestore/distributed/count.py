@@ -29,12 +29,12 @@ from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
 from ..train.counts import Counts, count_shard
 from ..train.trainer import check_special_tokens
-from .cluster import import_distributed
+from .cluster import dask_client, import_distributed
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from distributed import Client, Future
 
-__all__ = ["DEFAULT_SHARD_BYTES", "Shard", "count_on_dask", "describe_inputs", "plan_shards"]
+__all__ = ["DEFAULT_SHARD_BYTES", "DaskCounting", "Shard", "count_on_dask", "describe_inputs", "plan_shards"]
 
 #: Shards of 64 MiB: about a second of counting each (the engine counts some 50 MB/s a thread),
 #: few enough tasks for the scheduler; a shard's text is read 1 MiB at a time, never whole.
@@ -210,3 +210,48 @@ def count_on_dask(
         raise
     result.source = describe_inputs(inputs) + ("" if min_count is None else f" (min_count={min_count})")
     return result
+
+
+class DaskCounting:
+    """A :class:`~bpestore.train.backends.CountingBackend` that counts on a Dask cluster
+    (:func:`count_on_dask`): ``Store.train(corpus, ..., counting=DaskCounting("local"))``, or
+    ``bpestore train --dask ADDRESS``.
+
+    ``cluster``: a ``distributed.Client``, used as it is, or an address (a scheduler such as
+    ``tcp://host:8786``, or ``"local"`` for a local cluster of ``n_workers`` processes), connected
+    to (or started) for each count and closed after it (:func:`~.cluster.dask_client`).
+    ``min_count``, ``shard_bytes`` and ``partitions``: as for :func:`count_on_dask` (with
+    ``min_count`` the counts are pruned on the cluster, exactly).
+    """
+
+    def __init__(
+        self,
+        cluster: str | Client = "local",
+        *,
+        n_workers: int | None = None,
+        min_count: int | None = None,
+        shard_bytes: int = DEFAULT_SHARD_BYTES,
+        partitions: int | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.n_workers = n_workers
+        self.min_count = min_count
+        self.shard_bytes = shard_bytes
+        self.partitions = partitions
+
+    def count(
+        self,
+        corpus: str | os.PathLike | Iterable[str | os.PathLike],
+        special_tokens: Sequence[str] = (),
+        *,
+        pattern: str = GPT2_PATTERN,
+        progress: bool = False,
+    ) -> Counts:
+        options = {"pattern": pattern, "shard_bytes": self.shard_bytes, "min_count": self.min_count, "partitions": self.partitions, "progress": progress}
+        if not isinstance(self.cluster, str):
+            return count_on_dask(self.cluster, corpus, special_tokens, **options)
+        with dask_client(self.cluster, n_workers=self.n_workers) as client:
+            return count_on_dask(client, corpus, special_tokens, **options)
+
+    def __repr__(self) -> str:
+        return f"DaskCounting({self.cluster!r})"

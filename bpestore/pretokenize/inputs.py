@@ -22,13 +22,24 @@ import hashlib
 import json
 import lzma
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from .corpus import _decode_blocks, check_corpus_path
 
-__all__ = ["COMPRESSED_SUFFIXES", "CorpusFiles", "corpus_identity", "expand_inputs", "is_compressed", "open_binary", "text_pieces"]
+__all__ = [
+    "COMPRESSED_SUFFIXES",
+    "CorpusFiles",
+    "corpus_identity",
+    "expand_inputs",
+    "is_compressed",
+    "open_binary",
+    "short_corpus_path",
+    "stored_corpus_paths",
+    "text_pieces",
+]
 
 COMPRESSED_SUFFIXES = (".gz", ".xz", ".zst")
 _GLOB_CHARACTERS = frozenset("*?[")
@@ -207,3 +218,37 @@ class CorpusFiles:
         if len(self.paths) == 1:
             return str(self.paths[0].resolve())
         return json.dumps([str(path.resolve()) for path in self.paths], ensure_ascii=False)
+
+
+# Where a list of Dask inputs (``dask: PATH PATH ...``, absolute paths or URLs) starts each item.
+_NEXT_DASK_INPUT = re.compile(r" (?=/|[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def stored_corpus_paths(stored: str) -> tuple[str, list[str]]:
+    """A stored corpus path (the ``corpora.path`` column) taken apart: the markers that say the
+    counts were made elsewhere (``counts: ``, ``dask: ``, or ``""``) and the files or URLs, one for
+    a single file, several for :meth:`CorpusFiles.describe`'s JSON list or the space-separated
+    inputs of a Dask count."""
+    kind = ""
+    for marker in ("counts: ", "dask: "):  # in the order Store.train_from_counts and Dask write them
+        if stored.startswith(marker):
+            stored, kind = stored.removeprefix(marker), kind + marker
+    if stored.startswith("["):
+        try:
+            listed = json.loads(stored)
+        except ValueError:
+            listed = None
+        if isinstance(listed, list) and listed and all(isinstance(path, str) for path in listed):
+            return kind, listed
+    elif kind.endswith("dask: "):
+        return kind, _NEXT_DASK_INPUT.split(stored)
+    return kind, [stored]
+
+
+def short_corpus_path(stored: str) -> str:
+    """A stored corpus path shortened for a table: the file name, ``a.txt +2 files`` for several
+    (see :func:`stored_corpus_paths`), with the ``counts: `` and ``dask: `` markers kept."""
+    kind, paths = stored_corpus_paths(stored)
+    name = paths[0].rstrip("/").rsplit("/", 1)[-1] or paths[0]
+    more = len(paths) - 1
+    return kind + name + (f" +{more} file{'s' if more != 1 else ''}" if more else "")

@@ -14,16 +14,18 @@ from flask import Blueprint, current_app, render_template, request
 
 from ..encode.tokenizer import Tokenizer
 from ..errors import BpestoreError, TokenizerNotFoundError
-from ..metrics import Measurement, measure_file, measure_text
+from ..metrics import Measurement, measure_counts, measure_file, measure_text
+from ..pretokenize.inputs import short_corpus_path, stored_corpus_paths
 from ..store.database import TokenizerInfo
 from ..workflow import diff_tokenizers, token_text
 from . import svg
-from .data import Explorer
+from .data import CorpusCounts, Explorer
 
 pages = Blueprint("pages", __name__)
 
 MAX_TEXT_CHARS = 200_000  # pasted text beyond this is cut (the page would be unreadable anyway)
 MAX_SIDE_BY_SIDE = 4
+DIFFERING_CANDIDATES = 5000  # the most frequent words (pre-tokens) searched for different splits
 PAGE_SIZE = 100
 DEFAULT_TEXT = "Hello world! Tokenizers split text into pieces: naïve café, 中文, emoji 👍🏽 and <|endoftext|> too."
 _WORD = re.compile(r"\s?\S+")  # a word with the space before it, as GPT-2's pre-tokens carry it
@@ -105,6 +107,18 @@ def _continues(infos: list[TokenizerInfo], known: set[str]) -> dict[str, tuple[s
         if base is not None:
             found[info.ref] = (base, base in known)
     return found
+
+
+@pages.app_template_filter("short_corpus")
+def _short_corpus(path: str) -> str:
+    """A stored corpus path for a table: ``a.txt``, ``a.txt +2 files``, ``counts: c.parquet``."""
+    return short_corpus_path(path)
+
+
+@pages.app_template_filter("corpus_files")
+def _corpus_files(path: str) -> tuple[str, list[str]]:
+    """A stored corpus path as its markers (``counts: ``...) and its files."""
+    return stored_corpus_paths(path)
 
 
 @pages.app_errorhandler(BpestoreError)
@@ -198,31 +212,60 @@ def merges_page():
     )
 
 
-@pages.route("/versions")
+def _corpus_of(infos: list[TokenizerInfo]) -> tuple[TokenizerInfo, CorpusCounts] | None:
+    """The first of ``infos`` trained on a stored corpus, with the corpus's pre-tokens."""
+    for info in infos:
+        corpus = explorer().corpus_counts(info)
+        if corpus is not None:
+            return info, corpus
+    return None
+
+
+def _measure_on_counts(info: TokenizerInfo, corpus: CorpusCounts) -> Measurement:
+    key = ("counts", info.ref, corpus.corpus_id, corpus.path, len(corpus.counts))
+    return explorer().cached(key, lambda: measure_counts(explorer().tokenizer(info.ref)[1], corpus.counts))
+
+
+def _corpus_note(owner: TokenizerInfo, corpus: CorpusCounts, measured: list[TokenizerInfo]) -> dict[str, Any]:
+    """What the page says about measuring on ``corpus`` (``owner``'s): which, how much of it, and
+    which tokenizers pre-tokenize otherwise (their numbers are estimates)."""
+    return {
+        "ref": owner.ref,
+        "path": corpus.path,
+        "label": short_corpus_path(corpus.path),
+        "complete": corpus.complete,
+        "used": len(corpus.counts),
+        "distinct": corpus.distinct_pretokens,
+        "covered": corpus.covered_share,
+        "unreadable": corpus.unreadable,
+        "other_pattern": [info.ref for info in measured if info.pattern != corpus.pattern],
+    }
+
+
+@pages.route("/versions", methods=["GET", "POST"])
 def versions_page():
-    """The versions of one name, and how their compression grows with the vocab size."""
-    name = request.args.get("name", "")
+    """The versions of one name, and how their compression grows with the vocab size: on a
+    pasted text, else on the corpus of the latest version trained on one (from its stored
+    pre-token counts)."""
+    name = request.values.get("name", "")
     infos = explorer().store.list(name)
     if not infos:
         raise BpestoreError(f"no tokenizer named {name!r}")
     text = _text_argument()
-    source = "the pasted text"
-    if not text:
-        for info in reversed(infos):
-            sample = explorer().corpus_sample(info)
-            if sample:
-                text, source = sample, f"the first {len(sample.encode()):,} bytes of {info.corpus_path}"
-                break
-    rows = []
+    rows, corpus = [], None
     if text:
         for info in infos:
             measured = explorer().cached(("text", info.ref, text), lambda info=info: measure_text(explorer().tokenizer(info.ref)[1], text))
             rows.append((info, measured))
+    elif (found := _corpus_of(list(reversed(infos)))) is not None:
+        owner, counts = found
+        rows = [(info, _measure_on_counts(info, counts)) for info in infos]
+        corpus = _corpus_note(owner, counts, infos)
     chart = svg.line_chart(
         [(name, [(info.vocab_size, m.bytes_per_token or 0) for info, m in rows])],
         title=f"bytes per token against vocab size ({name})", x_label="vocab size", y_label="bytes per token",
     )
-    return render_template("versions.html", name=name, infos=infos, rows=rows, chart=chart, text=text if source == "the pasted text" else "", source=source)
+    return render_template("versions.html", name=name, infos=infos, rows=rows, chart=chart, text=text, corpus=corpus)
 
 
 # -- playground --------------------------------------------------------------------------------------
@@ -247,20 +290,32 @@ def playground():
 # -- diff --------------------------------------------------------------------------------------------
 
 
-def differing_words(a: Tokenizer, b: Tokenizer, text: str, limit: int = 40, candidates: int = 5000) -> list[dict[str, Any]]:
-    """The most frequent words of ``text`` (with the space before them) that ``a`` and ``b`` split
-    differently, with both splits."""
-    counts = Counter(_WORD.findall(text)).most_common(candidates)
-    words = [word for word, _ in counts]
-    ids_a, ids_b = a.encode_batch(words), b.encode_batch(words)
+def differing_words(
+    a: Tokenizer, b: Tokenizer, counted: list[tuple[str, int]], limit: int = 40, *, special_tokens: bool = True
+) -> list[dict[str, Any]]:
+    """The first of ``counted`` (words or pre-tokens with their counts, most frequent first) that
+    ``a`` and ``b`` split differently, with both splits; at most ``limit``. ``special_tokens``:
+    whether special tokens' strings are encoded as such (as in a text) or as ordinary text (as
+    in a corpus's pre-tokens, which hold none)."""
+    words = [word for word, _ in counted]
+    if special_tokens:
+        ids_a, ids_b = a.encode_batch(words), b.encode_batch(words)
+    else:
+        ids_a, ids_b = a.encode_ordinary_batch(words), b.encode_ordinary_batch(words)
     found = []
-    for (word, count), one, other in zip(counts, ids_a, ids_b):
+    for (word, count), one, other in zip(counted, ids_a, ids_b):
         split_a, split_b = [a.vocab[i] for i in one], [b.vocab[i] for i in other]
         if split_a != split_b:
             found.append({"word": word, "count": count, "a": pieces(a, one), "b": pieces(b, other)})
             if len(found) == limit:
                 break
     return found
+
+
+def text_words(text: str, candidates: int = DIFFERING_CANDIDATES) -> list[tuple[str, int]]:
+    """The most frequent words of ``text`` (with the space before them, as GPT-2's pre-tokens
+    carry it), with their counts."""
+    return Counter(_WORD.findall(text)).most_common(candidates)
 
 
 def _measure_file_cached(ref: str, tokenizer: Tokenizer, path: str) -> Measurement:
@@ -281,19 +336,17 @@ def diff_page():
     info_b, tok_b = explorer().tokenizer(ref_b)
     result = explorer().cached(("diff", info_a.ref, info_b.ref), lambda: diff_tokenizers(info_a.ref, tok_a, info_b.ref, tok_b))
     text = _text_argument()
-    source = "the pasted text"
-    if not text:
-        for info in (info_a, info_b):
-            sample = explorer().corpus_sample(info)
-            if sample:
-                text, source = sample, f"the first {len(sample.encode()):,} bytes of {info.corpus_path} ({info.ref}'s corpus)"
-                break
-    compared = None
+    compared, corpus = None, None
     if text:
+        compared = {"a": measure_text(tok_a, text), "b": measure_text(tok_b, text), "words": differing_words(tok_a, tok_b, text_words(text))}
+    elif (found := _corpus_of([info_a, info_b])) is not None:
+        owner, counts = found
+        corpus = _corpus_note(owner, counts, [info_a, info_b])
+        candidates = [(pretoken.decode("utf-8"), count) for pretoken, count in counts.counts[:DIFFERING_CANDIDATES]]
         compared = {
-            "a": measure_text(tok_a, text),
-            "b": measure_text(tok_b, text),
-            "words": differing_words(tok_a, tok_b, text),
+            "a": _measure_on_counts(info_a, counts),
+            "b": _measure_on_counts(info_b, counts),
+            "words": explorer().cached(("differing", info_a.ref, info_b.ref, counts.corpus_id), lambda: differing_words(tok_a, tok_b, candidates, special_tokens=False)),
         }
     files = [
         {"path": path, "a": _measure_file_cached(info_a.ref, tok_a, path), "b": _measure_file_cached(info_b.ref, tok_b, path)}
@@ -304,7 +357,6 @@ def diff_page():
         totals = {"a": Measurement.combine([f["a"] for f in files]), "b": Measurement.combine([f["b"] for f in files])}
     overlap = svg.overlap_bar(len(result.only_a), result.shared_tokens, len(result.only_b), name_a=info_a.ref, name_b=info_b.ref)
     return render_template(
-        "diff.html", infos=infos, result=result, info_a=info_a, info_b=info_b, text=text if source == "the pasted text" else "",
-        source=source, compared=compared, files=files, totals=totals, overlap=overlap, show_token=show_token,
+        "diff.html", infos=infos, result=result, info_a=info_a, info_b=info_b, text=text, corpus=corpus, compared=compared, files=files, totals=totals, overlap=overlap, show_token=show_token,
         shown=200,
     )
