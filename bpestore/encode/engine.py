@@ -9,7 +9,10 @@ of tiktoken, for the ``"token"`` rule): special tokens found longest first are t
 text between them is pre-tokenized by the pattern and each pre-token merged by the merge rule.
 It is safe to use from several threads at once. ``stream()`` returns ids that equal the whole
 text's however the text is cut into pieces; ``decode_bytes`` raises ValueError naming the first id
-not in the vocabulary; invalid UTF-8 in a file raises ``CorpusDecodeError`` with its offset.
+not in the vocabulary; invalid UTF-8 in a file raises ``CorpusDecodeError`` with its offset. A
+pattern that gives up on a match (a regex engine's backtracking limit) raises ``PatternError``
+naming the byte offset (in the text, in text I of a batch as ``"text I: ..."``, in the stream, or
+in the file as ``"PATH: ..."``), from every method, never anything else, and leaves no output file.
 """
 
 from __future__ import annotations
