@@ -382,7 +382,7 @@ def _short_source(info: TokenizerInfo) -> str:
     """The corpus file name (``a.txt +2 files`` for several), or the format and file names an
     import came from."""
     if info.corpus_path:
-        return _workflow().short_corpus_path(info.corpus_path)
+        return _workflow().short_corpus_path(info.corpus_path, info.corpus_origin)
     if info.source_format is not None:
         return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source

@@ -219,19 +219,19 @@ class CorpusFiles:
         return json.dumps([str(path.resolve()) for path in self.paths], ensure_ascii=False)
 
 
-# Where a list of Dask inputs (``dask: PATH PATH ...``, absolute paths or URLs) starts each item.
+# Where a list of Dask inputs (``PATH PATH ...``, absolute paths or URLs) starts each item.
 _NEXT_DASK_INPUT = re.compile(r" (?=/|[A-Za-z][A-Za-z0-9+.-]*://)")
 
+# How a table marks counts made elsewhere, by the corpus's origin (``corpora.origin``).
+_ORIGIN_MARKERS = {"files": "", "counts": "counts: ", "dask": "counts: dask: "}
 
-def short_corpus_path(stored: str) -> str:
+
+def short_corpus_path(stored: str, origin: str | None = "files") -> str:
     """A stored corpus path (the ``corpora.path`` column) shortened for a table: the file name,
     ``a.txt +2 files`` for several files (:meth:`CorpusFiles.describe`'s JSON list, or the
-    space-separated inputs of a Dask count), keeping the ``counts: `` and ``dask: `` markers that
-    say the counts were made elsewhere."""
-    kind = ""
-    for marker in ("counts: ", "dask: "):  # in the order Store.train_from_counts and Dask write them
-        if stored.startswith(marker):
-            stored, kind = stored.removeprefix(marker), kind + marker
+    space-separated inputs of a Dask count), marked ``counts: `` or ``counts: dask: `` when its
+    ``origin`` (``corpora.origin``) says the counts were made elsewhere."""
+    kind = _ORIGIN_MARKERS.get(origin or "files", f"{origin}: ")
     paths: list[str] = [stored]
     if stored.startswith("["):
         try:
@@ -240,7 +240,7 @@ def short_corpus_path(stored: str) -> str:
             listed = None
         if isinstance(listed, list) and listed and all(isinstance(path, str) for path in listed):
             paths = listed
-    elif kind.endswith("dask: "):
+    elif origin == "dask":
         paths = _NEXT_DASK_INPUT.split(stored)
     name = paths[0].rstrip("/").rsplit("/", 1)[-1] or paths[0]
     more = len(paths) - 1
