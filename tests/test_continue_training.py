@@ -257,3 +257,47 @@ def test_a_special_token_the_base_holds_as_a_token_keeps_its_id(tmp_path):
     assert model.special_ids == {"<|x|>": 256}
     assert len(model.vocab) == 260 and len(model.merges) == 3
     assert model.merges == reference_train("the cat<|x|>the hat " * 50, 260, ["<|x|>"])[1][:3]
+
+
+def test_continue_the_real_gpt2_import_on_domain_text(tmp_path, fixture_path):
+    """The issue's case with GPT-2 itself: its files imported (`bpestore import gpt2`), then
+    continued on a little domain text through the command line, with a special token of its own.
+    GPT-2's 50,257 ids and 50,000 merges stay as they are, <|endoftext|> keeps 50256, <|pad|> gets
+    50257, and the new merges are the reference's on the words first split by GPT-2's merges."""
+    from gpt2_tiktoken import ENDOFTEXT_ID, gpt2_encoding, gpt2_vocab_and_merges
+
+    gpt2_vocab, gpt2_merges = gpt2_vocab_and_merges()  # skips without the fixtures
+    db = tmp_path / "store.db"
+    vocab_json, merges_txt = fixture_path("gpt2_vocab.json"), fixture_path("gpt2_merges.txt")
+    ok(invoke("import", "gpt2", vocab_json, merges_txt, "--name", "gpt2", "--special-token", ENDOFTEXT, "-q", "--db", db))
+    domain = "Quux-frobnication of zorblax kernels: zorblaxification, frobnicated zorblaxes.<|pad|> 4242\n" * 30
+    text = domain + fixture_text("german.txt")[:6_000]
+    corpus = tmp_path / "domain.txt"
+    corpus.write_text(text, encoding="utf-8")
+    new = 30
+    size = len(gpt2_vocab) + 1 + new  # <|pad|>, then the new tokens
+    args = ["train", corpus, "--name", "gpt2-domain", "--vocab-size", size, "--from", "gpt2", "--special-token", "<|pad|>", "-q", "--db", db]
+    ref = ok(invoke(*args)).strip()
+    with Store(db) as store:
+        model = store.load_model(ref)
+        assert store.info(ref).training_params["base"] == "gpt2@1"
+    assert model.merge_rule == "pair" and len(model.vocab) == size
+    assert all(model.vocab[i] == token for i, token in gpt2_vocab.items())
+    assert model.special_ids == {ENDOFTEXT: ENDOFTEXT_ID, "<|pad|>": len(gpt2_vocab)}
+    assert model.merges[: len(gpt2_merges)] == gpt2_merges
+    new_merges = model.merges[len(gpt2_merges):]
+    first_new_id = len(gpt2_vocab) + 1
+    assert [model.vocab[first_new_id + i] for i in range(new)] == [left + right for left, right in new_merges]
+    # the reference: GPT-2's pre-tokens of the text, each split as GPT-2's bpe() splits it
+    ranks = {merge: rank for rank, merge in enumerate(gpt2_merges)}
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for pretoken, count in reference_pretoken_counts(text, [ENDOFTEXT, "<|pad|>"]).items():
+        words[tuple(bpe(pretoken, ranks))] += count
+    assert new_merges == reference_merges(words, new)
+    assert any(b"zorbl" in left + right for left, right in new_merges)
+    # text none of whose pre-tokens a new token can join encodes to GPT-2's ids
+    tokenizer, encoding = Tokenizer.from_model(model), gpt2_encoding()
+    new_tokens = [left + right for left, right in new_merges]
+    for piece in regex.findall(encoding._pat_str, fixture_text("german.txt")[6_000:12_000]):
+        if not any(token in piece.encode("utf-8") for token in new_tokens):
+            assert tokenizer.encode(piece) == encoding.encode_ordinary(piece), piece

@@ -213,6 +213,68 @@ def test_an_unreachable_server_is_one_clear_line():
     assert len(lines) == 1 and "cannot use the store" in lines[0], result.output
 
 
+def test_serve_on_an_unreachable_server_is_one_clear_line():
+    """`bpestore serve` opens the store as every command does: one line, no password, no trace."""
+    pytest.importorskip("flask", reason="the web extra is not installed (pip install -e '.[web]')")
+    result = CliRunner().invoke(main, ["serve", "--port", "0", "--db", "postgresql://postgres:secret@127.0.0.1:1/nowhere"], env={"BPESTORE_DEBUG": None})
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: cannot use the store postgresql+psycopg://postgres:***@127.0.0.1:1/nowhere"), result.output
+    assert "secret" not in result.output
+
+
+def test_the_explorer_reads_a_postgresql_store_and_cannot_write_it(pg, tmp_path):
+    """Every kind of page answers on a PostgreSQL store, with what the store holds; the server
+    itself refuses a write through the explorer's engine (its transactions are read-only), and
+    the store's writing methods refuse before reaching it."""
+    pytest.importorskip("flask", reason="the web extra is not installed (pip install -e '.[web]')")
+    import re
+
+    from sqlalchemy.exc import DBAPIError
+
+    from bpestore.errors import ReadOnlyStoreError
+    from bpestore.web import close_app, create_app
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat, héllo wörld <|endoftext|> " * 200, encoding="utf-8")
+    with Store(pg) as store:
+        store.train(corpus, "cats", [270, 275], ["<|endoftext|>"], workers=1)
+        store.train(corpus, "more", [278], ["<|endoftext|>"], base="cats@1")
+        tokenizer = store.load("cats@2")
+    count_rows = "SELECT (SELECT count(*) FROM tokenizers), (SELECT count(*) FROM vocab), (SELECT count(*) FROM pretoken_counts)"
+    before = pg.query(count_rows)
+    app = create_app(pg, allowed_hosts=["localhost"])
+    try:
+        client = app.test_client()
+
+        def get(url: str) -> str:
+            response = client.get(url, headers={"Host": "localhost"})
+            assert response.status_code == 200, (url, response.data[:500])
+            return response.data.decode()
+
+        for url in (
+            "/", "/tokenizer?ref=cats@2", "/vocab?ref=cats@2&q=at", "/vocab?ref=cats@2&hex=c3", "/merges?ref=cats@2&q=at",
+            "/versions?name=cats", "/playground?t=cats@2&text=the+cat", "/diff?a=cats@1&b=more@1",
+        ):
+            get(url)
+        assert re.search(r'continues <a href="/tokenizer\?ref=cats@1">cats@1</a>', get("/tokenizer?ref=more"))
+        found = int(re.search(r'class="pager">([\d,]+) found', get("/vocab?ref=cats@2&q=at")).group(1))
+        assert found == sum("at" in token.decode("utf-8", errors="replace") for token in tokenizer.vocab.values())
+        explorer = app.extensions["bpestore_explorer"]
+        with pytest.raises(DBAPIError, match="read-only transaction"):
+            with explorer.store.engine.begin() as connection:
+                connection.exec_driver_sql("CREATE TABLE intruder (a integer)")
+        with pytest.raises(DBAPIError, match="read-only transaction"):
+            with explorer.store.engine.begin() as connection:
+                connection.exec_driver_sql("DELETE FROM tokenizers")
+        with pytest.raises(ReadOnlyStoreError):
+            explorer.store.delete("cats@1")
+    finally:
+        close_app(app)
+    assert pg.query(count_rows) == before
+    assert pg.query("SELECT count(*) FROM pg_tables WHERE tablename = 'intruder'") == [(0,)]
+
+
 def test_a_missing_driver_is_one_clear_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails, as if not installed
     with pytest.raises(StoreUnavailableError, match=r"psycopg.*not installed.*pip install 'psycopg\[binary\]'.*bpestore\[postgres\]"):

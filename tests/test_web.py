@@ -283,7 +283,47 @@ def test_the_token_length_chart_counts_the_vocab(store_path, client):
     assert [(int(length), int(count.replace(",", ""))) for length, count in bars] == sorted(lengths.items())
 
 
-def test_short_corpus_paths(store_path):
+def test_playground_and_diff_numbers_on_a_pasted_text(store_path, client):
+    """On a pasted text: the playground's bytes per token and tokens per word, the diff page's
+    compression table, its overlap chart and the words split differently, from Tokenizer.encode
+    and the text itself (UTF-8 bytes, str.split() words)."""
+    # (a text area sends line breaks as CRLF and the pages take them back to LF: see above)
+    text = NASTY_TEXT.replace("\r\n", "\n") + " the cat sat on the mat, Katze und Matte! " * 3
+    with Store(store_path) as store:
+        tok_a, tok_b = store.load("en@2"), store.load("de@1")
+        diffed = store.diff("en@2", "de@1")
+    num_bytes, words = len(text.encode()), len(text.split())
+    html = client.post("/playground", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"}).data.decode()
+    stats = re.findall(r'<p class="stats"><span class="count">(\d+)</span> tokens · (\d+) bytes · ([\d.]+) bytes/token · ([\d.]+) tokens/word</p>', html)
+    want = [(len(ids), num_bytes, f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}") for ids in (tok_a.encode(text), tok_b.encode(text))]
+    assert [(int(n), int(b), per_token, per_word) for n, b, per_token, per_word in stats] == want
+
+    html = client.post("/diff", data={"a": "en@2", "b": "de@1", "text": text}, headers={"Host": "localhost"}).data.decode()
+    assert "<h2>On the pasted text</h2>" in html and 'id="corpus-note"' not in html
+    for row, tokenizer in zip(table_rows(html, "compression"), (tok_a, tok_b), strict=True):
+        ids = tokenizer.encode(text)
+        per_id = Counter(ids)
+        renyi = renyi_efficiency(list(per_id.values()), tokenizer.vocab_size)
+        share = len(per_id) / tokenizer.vocab_size * 100
+        assert row[1:] == [str(num_bytes), str(words), f"{len(ids):,}", f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}", f"{renyi:.3f}", f"{share:.1f}%"]
+    # the words (with the space before them) split differently, most frequent first, ties in order of appearance
+    counted = Counter(re.findall(r"\s?\S+", text))
+    differing = [
+        (word, count) for word, count in counted.most_common()
+        if [tok_a.vocab[i] for i in tok_a.encode(word)] != [tok_b.vocab[i] for i in tok_b.encode(word)]
+    ][:40]
+    body = re.search(r'<table id="differing-words">.*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    shown = [(unescape(word), int(count)) for word, count in re.findall(r'<tr><td><code class="token">(.*?)</code></td><td class="num">(\d+)</td>', body, re.S)]
+    from bpestore.web.views import show_token
+
+    assert differing and shown == [(show_token(word.encode()), count) for word, count in differing]
+    # the vocabulary overlap chart
+    assert re.findall(r"<rect [^>]*><title>([^<]*)</title></rect>", html) == [
+        f"only in en@2: {len(diffed.only_a):,}", f"shared: {diffed.shared_tokens:,}", f"only in de@1: {len(diffed.only_b):,}",
+    ]
+
+
+def test_short_corpus_paths(store_path, client):
     from bpestore.pretokenize.inputs import short_corpus_path
     from test_cli import invoke
 
@@ -297,6 +337,10 @@ def test_short_corpus_paths(store_path):
     assert short_corpus_path("/data/a b.txt s3://bucket/x.txt /data/c.txt", "dask") == "counts: dask: a b.txt +2 files"
     assert short_corpus_path("/data/a b.txt", "files") == "a b.txt"  # the origin, not the text, says it is several
     assert short_corpus_path("[not json") == "[not json"
+    # the tokenizer page lists a corpus's files
+    html = client.get("/tokenizer?ref=mix", headers={"Host": "localhost"}).data.decode()
+    files = re.search(r'<tr id="corpus"><th>corpus</th><td>2 files:<ul class="files">(.*?)</ul>', html, re.S).group(1)
+    assert re.findall(r"<li>([^<]*)</li>", files) == [str(store_path.parent / "en.txt"), str(store_path.parent / "de.txt.gz")]  # in the order given
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -351,6 +395,16 @@ def test_vocab_and_merges_searches_find_what_the_model_holds(store_path, client)
     assert found("/merges?ref=en@2&q=at") == sum("at" in (a + b).decode("utf-8", errors="replace") for a, b in merges)
     html = client.get("/merges?ref=en@2&rank=5", headers={"Host": "localhost"}).data.decode()
     assert found("/merges?ref=en@2&rank=5") == 1 and '<td class="num">5</td>' in html
+
+    # what a page holds: the second page of the vocab is ids 100-199 with their bytes (hex), and
+    # of the merges, ranks 100-199 with the id each makes
+    html = client.get("/vocab?ref=en@2&page=1", headers={"Host": "localhost"}).data.decode()
+    rows = re.findall(r'<tr><td class="num">(\d+)</td>.*?<code class="hex">([0-9a-f ]*)</code>', html)
+    assert [(int(i), bytes.fromhex(h)) for i, h in rows] == [(i, vocab[i]) for i in sorted(vocab)[100:200]]
+    html = client.get("/merges?ref=en@2&page=1", headers={"Host": "localhost"}).data.decode()
+    rows = re.findall(r'<tr><td class="num">(\d+)</td>.*?<td class="num">(\d+)</td></tr>', html)
+    id_of = {token: i for i, token in vocab.items()}
+    assert [(int(rank), int(made)) for rank, made in rows] == [(rank, id_of[a + b]) for rank, (a, b) in enumerate(merges)][100:200]
 
 
 def test_untrusted_text_is_escaped(client):

@@ -37,6 +37,7 @@ __all__ = [
     "is_compressed",
     "open_binary",
     "short_corpus_path",
+    "stored_corpus_paths",
     "text_pieces",
 ]
 
@@ -226,22 +227,28 @@ _NEXT_DASK_INPUT = re.compile(r" (?=/|[A-Za-z][A-Za-z0-9+.-]*://)")
 _ORIGIN_MARKERS = {"files": "", "counts": "counts: ", "dask": "counts: dask: "}
 
 
-def short_corpus_path(stored: str, origin: str | None = "files") -> str:
-    """A stored corpus path (the ``corpora.path`` column) shortened for a table: the file name,
-    ``a.txt +2 files`` for several files (:meth:`CorpusFiles.describe`'s JSON list, or the
-    space-separated inputs of a Dask count), marked ``counts: `` or ``counts: dask: `` when its
-    ``origin`` (``corpora.origin``) says the counts were made elsewhere."""
+def stored_corpus_paths(stored: str, origin: str | None = "files") -> tuple[str, list[str]]:
+    """A stored corpus path (the ``corpora.path`` column) taken apart: the marker that says, by
+    its ``origin`` (``corpora.origin``), the counts were made elsewhere (``counts: ``,
+    ``counts: dask: ``, or ``""``) and the files or URLs, one for a single file, several for
+    :meth:`CorpusFiles.describe`'s JSON list or the space-separated inputs of a Dask count."""
     kind = _ORIGIN_MARKERS.get(origin or "files", f"{origin}: ")
-    paths: list[str] = [stored]
     if stored.startswith("["):
         try:
             listed = json.loads(stored)
         except ValueError:
             listed = None
         if isinstance(listed, list) and listed and all(isinstance(path, str) for path in listed):
-            paths = listed
+            return kind, listed
     elif origin == "dask":
-        paths = _NEXT_DASK_INPUT.split(stored)
+        return kind, _NEXT_DASK_INPUT.split(stored)
+    return kind, [stored]
+
+
+def short_corpus_path(stored: str, origin: str | None = "files") -> str:
+    """A stored corpus path shortened for a table: the file name, ``a.txt +2 files`` for several
+    (see :func:`stored_corpus_paths`), marked ``counts: `` or ``counts: dask: `` by its ``origin``."""
+    kind, paths = stored_corpus_paths(stored, origin)
     name = paths[0].rstrip("/").rsplit("/", 1)[-1] or paths[0]
     more = len(paths) - 1
     return kind + name + (f" +{more} file{'s' if more != 1 else ''}" if more else "")

@@ -2,7 +2,9 @@
 
 :class:`ReadOnlyStore` opens a SQLite store with ``mode=ro`` (SQLite itself then refuses any
 write) and never creates, upgrades or configures it: a store at another schema revision is refused
-with a message, not migrated. Other SQLAlchemy URLs are opened as given and only ever read.
+with a message, not migrated. Other SQLAlchemy URLs are opened as the store opens them
+(``_create_engine``: the driver, a connect timeout, one-line errors) and only ever read; on
+PostgreSQL every transaction is ``READ ONLY``, so the server refuses writes.
 Tokenizers are loaded once and kept (a few of them, most recently used first). Corpora are
 measured from their stored pre-token counts (:meth:`Explorer.corpus_counts`), never from the files
 they were read from, which may be gone, compressed or never have existed (counts made on Dask).
@@ -19,22 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, func, select
-from sqlalchemy.engine import make_url
+from sqlalchemy import create_engine, event, func, select
 
 from ..encode.tokenizer import Tokenizer
 from ..errors import StoreError
 from ..store import schema
-from ..store.database import ModelStore, TokenizerInfo
+from ..store.database import ModelStore, TokenizerInfo, _as_url, _create_engine
 from ..store.migrate import check_sqlite_file
 from ..store.schema_revision import is_current
 from ..store.sqlite_uri import read_only_reason, sqlite_uri
 
 # Tokenizers kept loaded (GPT-2's takes about 0.2 s to load and some tens of MB to keep).
 _KEPT_TOKENIZERS = 8
-# The most frequent pre-tokens of a corpus the explorer measures tokenizers on. Measured
-# (benchmarks in the report of this change): GPT-2 encodes wiki_en_57M's 307,187 distinct
-# pre-tokens in 1.15 s on one thread, the top 200,000 (98.4 % of its bytes) in 0.77 s.
+# The most frequent pre-tokens of a corpus the explorer measures tokenizers on. Measured by
+# benchmarks/measure_counts.py: GPT-2 encodes wiki_en_57M's 307,187 distinct pre-tokens in
+# 1.2-1.5 s on one thread, the top 200,000 (98.4 % of its bytes) in 0.7-0.8 s.
 MAX_PRETOKENS = 200_000
 # Corpora whose pre-tokens are kept read (some tens of MB each at MAX_PRETOKENS).
 _KEPT_CORPORA = 4
@@ -103,17 +104,25 @@ class ReadOnlyStore(ModelStore):
     they fail: the connection is read-only).
     """
 
+    read_only_reason = "the explorer only reads"
+
     def __init__(self, path_or_url: str | os.PathLike):  # noqa: D107 - no super().__init__: it writes
         text = os.fspath(path_or_url)
+        self.is_postgresql = False
         if "://" in text:
-            url = make_url(text)
+            url = _as_url(text)  # as the store does: postgresql:// means psycopg 3
             self.url = url.render_as_string(hide_password=False)
             self.is_sqlite = url.get_backend_name() == "sqlite"
+            self.is_postgresql = url.get_backend_name() == "postgresql"
             self.location = url.render_as_string(hide_password=True)
             if self.is_sqlite and url.database and url.database != ":memory:":
                 text = url.database  # a sqlite:/// URL: open the file read-only as below
             else:
-                self.engine = create_engine(url)
+                # The store's engine (its driver, PostgreSQL's connect timeout, one-line errors
+                # for a missing driver); every transaction read-only where the server can say so.
+                self.engine = _create_engine(url, self.location, None)
+                if self.is_postgresql:
+                    event.listen(self.engine, "begin", _read_only_transaction)
                 self._check_revision()
                 return
         path = Path(text).expanduser()
@@ -156,7 +165,8 @@ class ReadOnlyStore(ModelStore):
                 connection.close()
 
     def _check_revision(self) -> None:
-        with self.engine.connect() as connection:
+        # An unreachable server, refused login, ...: the store's one-line StoreUnavailableError.
+        with self._errors(), self.engine.connect() as connection:
             try:
                 revision = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
             except Exception:  # noqa: BLE001 - any database error means: not a store we can read
@@ -338,6 +348,12 @@ class Explorer:
             while len(self._corpora) > _KEPT_CORPORA:
                 self._corpora.popitem(last=False)
         return found
+
+
+def _read_only_transaction(connection) -> None:
+    """Start each PostgreSQL transaction read-only: the server then refuses any write (the store's
+    tables, a temporary table, a sequence), as SQLite's ``mode=ro`` does."""
+    connection.exec_driver_sql("SET TRANSACTION READ ONLY")
 
 
 def _wal_files(path: Path) -> tuple[Path, Path]:

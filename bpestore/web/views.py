@@ -15,7 +15,7 @@ from flask import Blueprint, current_app, render_template, request
 from ..encode.tokenizer import Tokenizer
 from ..errors import BpestoreError, TokenizerNotFoundError
 from ..metrics import Measurement, measure_counts, measure_file, measure_text
-from ..pretokenize.inputs import short_corpus_path
+from ..pretokenize.inputs import short_corpus_path, stored_corpus_paths
 from ..store.database import TokenizerInfo
 from ..workflow import diff_tokenizers, token_text
 from . import svg
@@ -113,6 +113,12 @@ def _continues(infos: list[TokenizerInfo], known: set[str]) -> dict[str, tuple[s
 def _short_corpus(info: TokenizerInfo) -> str:
     """A tokenizer's corpus for a table: ``a.txt``, ``a.txt +2 files``, ``counts: c.parquet``."""
     return short_corpus_path(info.corpus_path or "", info.corpus_origin)
+
+
+@pages.app_template_filter("corpus_files")
+def _corpus_files(info: TokenizerInfo) -> tuple[str, list[str]]:
+    """A tokenizer's corpus as its marker (``counts: ``..., from its origin) and its files."""
+    return stored_corpus_paths(info.corpus_path or "", info.corpus_origin)
 
 
 @pages.app_errorhandler(BpestoreError)
