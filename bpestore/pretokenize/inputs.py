@@ -132,6 +132,35 @@ class _CountingReader:
         self.close()
 
 
+class _OwningGzipFile(gzip.GzipFile):
+    """A GzipFile that closes the file it decompresses: ``GzipFile(fileobj=...)`` leaves it open
+    (a file handle per .gz input until the garbage collector finds it)."""
+
+    def __init__(self, raw: _CountingReader) -> None:
+        super().__init__(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+class _OwningLZMAFile(lzma.LZMAFile):
+    """As :class:`_OwningGzipFile`, for .xz (``LZMAFile`` given a file object leaves it open)."""
+
+    def __init__(self, raw: _CountingReader) -> None:
+        super().__init__(raw, mode="rb")  # type: ignore[arg-type]
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
 def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | None = None) -> BinaryIO:
     """``path`` opened for reading its (decompressed) bytes; ``on_disk_bytes(n)`` hears of the
     bytes read from the disk. ``.zst`` needs the ``zstandard`` package."""
@@ -139,9 +168,9 @@ def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | 
     suffix = Path(path).suffix.lower()
     try:
         if suffix == ".gz":
-            return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+            return _OwningGzipFile(raw)
         if suffix == ".xz":
-            return lzma.LZMAFile(raw, mode="rb")  # type: ignore[arg-type]
+            return _OwningLZMAFile(raw)
         if suffix == ".zst":
             try:
                 import zstandard
