@@ -382,7 +382,7 @@ def _short_source(info: TokenizerInfo) -> str:
     """The corpus file name (``a.txt +2 files`` for several), or the format and file names an
     import came from."""
     if info.corpus_path:
-        return _workflow().short_corpus_path(info.corpus_path)
+        return _workflow().short_corpus_path(info.corpus_path, info.corpus_origin)
     if info.source_format is not None:
         return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source
@@ -780,7 +780,58 @@ def _import(db: str, name: str, format: str, *paths: Path, **options) -> None:
     click.echo(f"{ref}\tvocab_size={model.vocab_size}\tmerges={len(model.merges)}\tspecial_tokens={model.special_tokens}")
 
 
-@main.group("import")
+class _ImportGroup(_Group):
+    """``bpestore import``: one subcommand per registered format that says how it is imported
+    (:class:`bpestore.formats.ImportCommand`), built from the registry, so that a new format is
+    one module (no command-line code of its own)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in formats.names() if formats.get(name).importer is not None]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.list_commands(ctx):
+            return None
+        return _import_command(name, formats.get(name).importer)
+
+
+def _import_command(format_name: str, spec: formats.ImportCommand) -> click.Command:
+    """The ``bpestore import FORMAT`` subcommand that ``spec`` describes: its files, ``--name``,
+    ``--quiet``, the format's own options and ``--db``."""
+
+    def run(name: str, quiet: bool, db: str, **values: Any) -> None:
+        files = [values.pop(argument) for argument in spec.files]
+        positional, options = [], {}
+        for option in spec.options:
+            value = values.pop(option.keyword)
+            if option.multiple:
+                value = tuple(value)
+            if option.convert is not None:
+                try:
+                    value = option.convert(value)
+                except ValueError as error:
+                    raise click.BadParameter(str(error), param_hint=option.flag) from None
+            if option.positional:
+                positional.append(value)
+            else:
+                options[option.keyword] = value
+        if spec.progress:
+            options["progress"] = _show_progress(quiet)
+        _import(db, name, format_name, *files, *positional, **options)
+
+    # Decorators apply bottom-up: the options end up in the order of a hand-written command's.
+    command = _db_option(run)
+    for option in reversed(spec.options):
+        command = click.option(
+            option.flag, option.keyword, multiple=option.multiple, required=option.required, metavar=option.metavar, help=option.help
+        )(command)
+    command = click.option("--name", required=True, help="Name to store it under.")(command)
+    command = _quiet_option(command)
+    for argument in reversed(spec.files):
+        command = click.argument(argument, type=click.Path(path_type=Path))(command)
+    return click.command(format_name, cls=_Command, help=spec.help)(command)
+
+
+@main.group("import", cls=_ImportGroup)
 def import_() -> None:
     """Import a tokenizer from GPT-2, Hugging Face or tiktoken files.
 
@@ -792,74 +843,6 @@ def import_() -> None:
       bpestore import hf tokenizer.json --name mine
       bpestore import tiktoken cl100k_base.tiktoken --name cl100k --pattern cl100k_base
     """
-
-
-@import_.command("gpt2")
-@click.argument("vocab_json", type=click.Path(path_type=Path))
-@click.argument("merges_txt", type=click.Path(path_type=Path))
-@_quiet_option
-@click.option("--name", required=True, help="Name to store it under.")
-@click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
-@_db_option
-def import_gpt2(vocab_json: Path, merges_txt: Path, name: str, special_tokens: tuple[str, ...], quiet: bool, db: str) -> None:
-    """GPT-2's vocab.json (encoder.json) and merges.txt (vocab.bpe).
-
-    \b
-    Example:
-      bpestore import gpt2 vocab.json merges.txt --name gpt2 --special-token '<|endoftext|>'
-    """
-    _import(db, name, "gpt2", vocab_json, merges_txt, special_tokens=special_tokens)
-
-
-@import_.command("hf")
-@click.argument("tokenizer_json", type=click.Path(path_type=Path))
-@_quiet_option
-@click.option("--name", required=True, help="Name to store it under.")
-@_db_option
-def import_hf(tokenizer_json: Path, name: str, quiet: bool, db: str) -> None:
-    """A Hugging Face tokenizer.json (byte-level BPE; added tokens become special tokens).
-
-    \b
-    Example:
-      bpestore import hf tokenizer.json --name my-hf-bpe
-    """
-    _import(db, name, "hf", tokenizer_json)
-
-
-def _parse_special_assignments(values: tuple[str, ...]) -> dict[str, int] | None:
-    if not values:
-        return None
-    specials = {}
-    for value in values:
-        text, equals, token_id = value.rpartition("=")
-        if not equals or not text or not token_id.isdigit():
-            raise click.BadParameter(f"{value!r}: expected TOKEN=ID, e.g. '<|endoftext|>=100257'", param_hint="--special-token")
-        specials[text] = int(token_id)
-    return specials
-
-
-@import_.command("tiktoken")
-@click.argument("file", type=click.Path(path_type=Path))
-@_quiet_option
-@click.option("--name", required=True, help="Name to store it under.")
-@click.option(
-    "--pattern", required=True, metavar="{r50k_base,p50k_base,cl100k_base,o200k_base}|REGEX",
-    help="The pre-tokenizer: a well-known encoding's name (which also brings its special tokens) or a regex.",
-)
-@click.option("--special-token", "special_tokens", multiple=True, metavar="TOK=ID", help="A special token and its id (repeatable); replaces the defaults.")
-@_db_option
-def import_tiktoken(file: Path, name: str, pattern: str, special_tokens: tuple[str, ...], quiet: bool, db: str) -> None:
-    """A .tiktoken file (base64 token and rank per line; gzip'd or not).
-
-    tiktoken merges by the rank of the resulting token; the stored tokenizer does the same, and a
-    merges list is reconstructed for export, show and diff.
-
-    \b
-    Example:
-      bpestore import tiktoken cl100k_base.tiktoken --name cl100k --pattern cl100k_base
-    """
-    specials = _parse_special_assignments(special_tokens)
-    _import(db, name, "tiktoken", file, pattern, special_tokens=specials, progress=_show_progress(quiet))
 
 
 @main.command()

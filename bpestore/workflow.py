@@ -403,7 +403,8 @@ class Store(ModelStore):
                 corpus_id = self._find_corpus(connection, sha256, GPT2_PATTERN, specials_json)
                 if corpus_id is None:
                     corpus_id = self._insert_corpus(
-                        connection, f"counts: {source}", counts.text_bytes, sha256, GPT2_PATTERN, specials_json, counts.table, progress
+                        connection, source, counts.text_bytes, sha256, GPT2_PATTERN, specials_json, counts.table, progress,
+                        origin=counts.origin,
                     )
             return CorpusCounts(corpus_id, counts.table, reused=False)
         return CorpusCounts(corpus_id, counts.table, reused=True)  # the same counts: nothing to read back

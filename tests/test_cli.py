@@ -186,9 +186,15 @@ def db(tmp_path) -> Path:
 
 
 def all_command_paths(group=main, prefix=()) -> list[tuple[str, ...]]:
+    """Every command, subcommands included, as click lists them (``import``'s come from the
+    format registry)."""
+    import click
+
     paths = [prefix]
-    for name, command in sorted(getattr(group, "commands", {}).items()):
-        paths += all_command_paths(command, (*prefix, name))
+    if isinstance(group, click.Group):
+        context = click.Context(group)
+        for name in sorted(group.list_commands(context)):
+            paths += all_command_paths(group.get_command(context, name), (*prefix, name))
     return paths
 
 

@@ -39,7 +39,7 @@ def test_a_fake_backend_plugs_in_and_its_counts_are_trained(tmp_path):
     assert calls == [("not/a/file/the/backend/reads", [ENDOFTEXT], False)]
     assert model.merges == train_bpe_from_counts(table, 262, [ENDOFTEXT])[1]
     assert len(model.merges) == 262 - 256 - 1
-    assert info.corpus_path == "counts: a table"
+    assert (info.corpus_path, info.corpus_origin) == ("a table", "counts")
 
 
 def test_a_backend_must_return_counts(tmp_path):

@@ -440,7 +440,7 @@ def test_store_trains_from_counts_as_a_corpus(tmp_path, fixture_path):
         model = store.load_model(ref)
         assert (model.vocab, model.merges, model.special_tokens) == (direct.vocab, direct.merges, direct.special_tokens)
         info = store.info(ref)
-        assert info.corpus_path.startswith("counts: ")
+        assert info.corpus_origin == "counts" and info.corpus_path == "counts given"
         assert info.corpus_sha256 == counts.sha256()
         assert info.corpus_bytes == counts.text_bytes
         # the same counts come back as the same corpus, even read from a file
@@ -466,7 +466,9 @@ def test_cli_trains_from_parquet_and_tsv_counts(tmp_path, fixture_path):
     ok(invoke("train", "--counts", tsv, "--name", "tsv", "--vocab-size", 350, "-q", "--db", db))
     ok(invoke("train", "--counts", parquet, "--min-count", 2, "--name", "pruned", "--vocab-size", 350, "-q", "--db", db))
     with Store(db) as store:
-        assert store.info("pruned").corpus_path == f"counts: {parquet} (min_count=2)"
+        assert store.info("pruned").corpus_path == f"{parquet} (min_count=2)"
+        assert store.info("pruned").corpus_origin == store.info("pq").corpus_origin == "counts"
+        assert store.info("plain").corpus_origin == "files"
         plain = store.load_model("plain")
         assert store.load_model("pq").merges == plain.merges
         without_newlines = {w: n for w, n in as_dict(counts).items() if b"\n" not in w}

@@ -448,3 +448,73 @@ def test_an_import_stores_its_format_and_paths(tmp_path):
         info = store.info(ref)
     assert (info.source_format, info.source_paths) == ("gpt2", [str(vocab.resolve()), str(merges.resolve())])
     assert info.source == f"imported from gpt2 {vocab.resolve()} {merges.resolve()}"
+
+
+OLD_CORPUS_PATHS = {  # corpora.path as stores before 0007 wrote it -> (origin, path) after
+    "/data/a.txt": ("files", "/data/a.txt"),
+    '["/data/a.txt", "/data/b.txt.gz"]': ("files", '["/data/a.txt", "/data/b.txt.gz"]'),
+    "counts: /data/c.parquet (min_count=2)": ("counts", "/data/c.parquet (min_count=2)"),
+    "counts: counts given": ("counts", "counts given"),
+    "counts: dask: /data/a b.txt s3://bucket/x.txt": ("dask", "/data/a b.txt s3://bucket/x.txt"),
+}
+
+
+def test_upgrading_from_0006_moves_the_corpus_origin_into_a_column(tmp_path):
+    """0007 keeps how a corpus's counts were made in ``corpora.origin`` instead of prefixes of its
+    path; the rows of a store made by a 0006 release are converted (and the tokenizers trained on
+    them list as before), and a downgrade writes the prefixes back."""
+    db = tmp_path / "old.db"
+    Store(db).close()
+    command.downgrade(alembic_config(db), "0006")
+    assert revision_of(db) == [("0006",)]
+    connection = sqlite3.connect(db)
+    with connection:
+        for index, path in enumerate(OLD_CORPUS_PATHS, start=1):
+            connection.execute(
+                "INSERT INTO corpora (id, sha256, pattern, special_tokens, path, size_bytes, distinct_pretokens, total_pretokens, created_at)"
+                " VALUES (?, ?, 'p', '[]', ?, 10, 1, 1, '2026-11-22 10:00:00')",
+                (index, f"{index:064x}", path),
+            )
+            connection.execute(
+                "INSERT INTO tokenizers (name, version, created_at, vocab_size, pattern, special_tokens, merge_rule, source, corpus_id)"
+                " VALUES ('t', ?, '2026-11-22 10:00:00', 256, 'p', '[]', 'pair', 'trained', ?)",
+                (index, index),
+            )
+        connection.execute("INSERT INTO tokenizer_names (name, last_version) VALUES ('t', ?)", (len(OLD_CORPUS_PATHS),))
+    connection.close()
+
+    with Store(db) as store:
+        assert revision_of(db) == [(head(),)]
+        infos = sorted(store.list(), key=lambda info: info.version)
+    connection = sqlite3.connect(db)
+    rows = connection.execute("SELECT origin, path FROM corpora ORDER BY id").fetchall()
+    connection.close()
+    assert rows == list(OLD_CORPUS_PATHS.values())
+    assert [(info.corpus_origin, info.corpus_path) for info in infos] == list(OLD_CORPUS_PATHS.values())
+    # What `list` shows is what it showed before, read from the column instead of the text.
+    from bpestore.pretokenize.inputs import short_corpus_path
+
+    assert [short_corpus_path(info.corpus_path, info.corpus_origin) for info in infos] == [
+        "a.txt", "a.txt +1 file", "counts: c.parquet (min_count=2)", "counts: counts given", "counts: dask: a b.txt +1 file",
+    ]
+
+    command.downgrade(alembic_config(db), "0006")
+    connection = sqlite3.connect(db)
+    assert [row[0] for row in connection.execute("SELECT path FROM corpora ORDER BY id")] == list(OLD_CORPUS_PATHS)
+    assert "origin" not in {row[1] for row in connection.execute("PRAGMA table_info(corpora)")}
+    connection.close()
+
+
+def test_new_corpora_store_their_origin_and_a_bare_path(tmp_path):
+    """Training from files, and from counts given, fill the column directly (no text to parse back)."""
+    from bpestore.train.counts import count_shard
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat\n" * 50, encoding="utf-8")
+    with Store(tmp_path / "s.db") as store:
+        [here] = store.train(corpus, "here", 260)
+        counts = count_shard(corpus)
+        counts.source = "made in a notebook"
+        [given] = store.train_from_counts(counts, "given", 260)
+        assert (store.info(here).corpus_origin, store.info(here).corpus_path) == ("files", str(corpus.resolve()))
+        assert (store.info(given).corpus_origin, store.info(given).corpus_path) == ("counts", "made in a notebook")

@@ -176,6 +176,26 @@ def test_big_compressed_file_streams_in_pieces(tmp_path):
     assert counted == dict(reference_pretoken_counts(text, [ENDOFTEXT]))
 
 
+@pytest.mark.parametrize("suffix", [".txt", ".txt.gz", ".txt.xz"] + ([".txt.zst"] if zstandard else []))
+def test_a_compressed_input_closes_its_file(tmp_path, suffix):
+    """Closing what open_binary returns closes the file on disk too (GzipFile and LZMAFile given
+    a file object leave it open: a file handle per input until the garbage collector, and a
+    ResourceWarning)."""
+    import gc
+    import warnings
+
+    from bpestore.pretokenize.inputs import open_binary
+
+    path = write(tmp_path / f"t{suffix}", "some text\n" * 100)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with open_binary(path) as file:
+            assert file.read() == b"some text\n" * 100
+        del file
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
 @pytest.fixture
 def shards(tmp_path):
     """Texts spread over a tree of plain and compressed files, with a hidden file and directory

@@ -333,8 +333,9 @@ def test_short_corpus_paths(store_path, client):
     assert short_corpus_path("/data/a.txt") == "a.txt"
     assert short_corpus_path('["/data/a.txt", "/data/b.txt.gz", "/x/c.zst"]') == "a.txt +2 files"
     assert short_corpus_path('["/data/a.txt", "/data/b.txt.gz"]') == "a.txt +1 file"
-    assert short_corpus_path("counts: /data/c.parquet") == "counts: c.parquet"
-    assert short_corpus_path("counts: dask: /data/a b.txt s3://bucket/x.txt /data/c.txt") == "counts: dask: a b.txt +2 files"
+    assert short_corpus_path("/data/c.parquet", "counts") == "counts: c.parquet"
+    assert short_corpus_path("/data/a b.txt s3://bucket/x.txt /data/c.txt", "dask") == "counts: dask: a b.txt +2 files"
+    assert short_corpus_path("/data/a b.txt", "files") == "a b.txt"  # the origin, not the text, says it is several
     assert short_corpus_path("[not json") == "[not json"
     # the tokenizer page lists a corpus's files
     html = client.get("/tokenizer?ref=mix", headers={"Host": "localhost"}).data.decode()

@@ -106,11 +106,11 @@ def plan_shards(inputs: str | os.PathLike | Iterable[str | os.PathLike], shard_b
 
 
 def describe_inputs(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> str:
-    """Where Dask-counted counts came from, for the store: ``dask: `` and the inputs as given
+    """Where Dask-counted counts came from, for the store: the inputs as given, space-separated
     (local paths and globs made absolute)."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
-    return "dask: " + " ".join(text if "://" in (text := os.fspath(source)) else os.path.abspath(text) for source in inputs)
+    return " ".join(text if "://" in (text := os.fspath(source)) else os.path.abspath(text) for source in inputs)
 
 
 # The tasks (module-level functions: workers import them by name).
@@ -209,6 +209,7 @@ def count_on_dask(
         client.cancel([*mapped, *roots], force=True)
         raise
     result.source = describe_inputs(inputs) + ("" if min_count is None else f" (min_count={min_count})")
+    result.origin = "dask"
     return result
 
 

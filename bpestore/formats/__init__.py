@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 from ..atomic import atomic_directory, atomic_path
 from ..model import BPEModel
-from .registry import Format, Imported, get, names, register
+from .registry import Format, ImportCommand, Imported, ImportOption, get, names, register
 
-__all__ = ["Format", "Imported", "export", "get", "names", "read", "register"]
+__all__ = ["Format", "ImportCommand", "ImportOption", "Imported", "export", "get", "names", "read", "register"]
 
 
 class HasModel(Protocol):

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import GPT2_PATTERN
-from .registry import Format, Imported, build_model, register, resolved, unreached_tokens_notes
+from .registry import Format, ImportCommand, Imported, ImportOption, build_model, register, resolved, unreached_tokens_notes
 
 
 @lru_cache(maxsize=1)
@@ -137,4 +137,15 @@ def write(model: BPEModel, output: Path) -> list[str]:
     return notes
 
 
-FORMAT = register(Format("gpt2", read, write, merge_rule="pair", writes_directory=True))
+IMPORTER = ImportCommand(
+    help="""GPT-2's vocab.json (encoder.json) and merges.txt (vocab.bpe).
+
+    \b
+    Example:
+      bpestore import gpt2 vocab.json merges.txt --name gpt2 --special-token '<|endoftext|>'
+    """,
+    files=("vocab_json", "merges_txt"),
+    options=(ImportOption("--special-token", "special_tokens", "A special token (repeatable), e.g. '<|endoftext|>'.", multiple=True),),
+)
+
+FORMAT = register(Format("gpt2", read, write, merge_rule="pair", writes_directory=True, importer=IMPORTER))

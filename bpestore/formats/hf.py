@@ -20,7 +20,7 @@ from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
-from .registry import Format, Imported, build_model, register, resolved, unreached_tokens_notes
+from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
 
 
 # A bounded quantifier followed by "+": possessive in Python's `regex`, but in Oniguruma (the
@@ -273,4 +273,14 @@ def write(model: BPEModel, output: Path) -> list[str]:
     return [f"wrote {output}"]
 
 
-FORMAT = register(Format("hf", read, write, merge_rule="pair"))
+IMPORTER = ImportCommand(
+    help="""A Hugging Face tokenizer.json (byte-level BPE; added tokens become special tokens).
+
+    \b
+    Example:
+      bpestore import hf tokenizer.json --name my-hf-bpe
+    """,
+    files=("tokenizer_json",),
+)
+
+FORMAT = register(Format("hf", read, write, merge_rule="pair", importer=IMPORTER))

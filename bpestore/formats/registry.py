@@ -2,8 +2,9 @@
 
 A format is one module in :mod:`bpestore.formats` that calls :func:`register` with a
 :class:`Format`: a name, a reader that checks the whole input and returns an :class:`Imported`
-(a :class:`~bpestore.BPEModel` with the paths it came from), and a writer. The command line, the
-store and Python users all go through the registry, so a new format needs nothing else.
+(a :class:`~bpestore.BPEModel` with the paths it came from), a writer, and how ``bpestore import
+NAME`` calls the reader (:class:`ImportCommand`). The command line, the store and Python users
+all go through the registry, so a new format needs nothing else.
 """
 
 from __future__ import annotations
@@ -29,6 +30,48 @@ class Imported:
 
 
 @dataclass(frozen=True)
+class ImportOption:
+    """An option of ``bpestore import NAME``, handed to the format's reader.
+
+    Attributes:
+        flag: the option on the command line (``--special-token``).
+        keyword: the reader's argument it fills (``special_tokens``).
+        help: one line for ``--help``.
+        metavar, multiple, required: as click's options have them (``multiple``: repeatable, the
+            values a tuple).
+        positional: pass it to the reader positionally, after the files, instead of by keyword.
+        convert: turns what the command line gave into what the reader takes; a ValueError is a
+            usage error naming the option.
+    """
+
+    flag: str
+    keyword: str
+    help: str
+    metavar: str | None = None
+    multiple: bool = False
+    required: bool = False
+    positional: bool = False
+    convert: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class ImportCommand:
+    """How ``bpestore import NAME`` reads a format: ``read(*files, *positional options, **options)``.
+
+    Attributes:
+        help: the subcommand's help (its first line is its summary in ``bpestore import --help``).
+        files: the names of its file arguments, in the order the reader takes them.
+        options: its own options (``--name``, ``--quiet`` and ``--db`` every import has).
+        progress: whether the reader takes ``progress=`` (a bar, unless ``--quiet``).
+    """
+
+    help: str
+    files: tuple[str, ...]
+    options: tuple[ImportOption, ...] = ()
+    progress: bool = False
+
+
+@dataclass(frozen=True)
 class Format:
     """A tokenizer file format.
 
@@ -41,6 +84,7 @@ class Format:
         merge_rule: the rule the format's own tools apply (``"pair"`` or ``"token"``); exporting a
             model with the other rule adds a note that some texts may encode differently.
         writes_directory: whether ``output`` names a directory of files rather than one file.
+        importer: how ``bpestore import NAME`` calls ``read``; None: no import command.
     """
 
     name: str
@@ -48,6 +92,7 @@ class Format:
     write: Callable[[BPEModel, Path], list[str]]
     merge_rule: str = "pair"
     writes_directory: bool = False
+    importer: ImportCommand | None = None
 
 
 _FORMATS: dict[str, Format] = {}

@@ -12,7 +12,7 @@ import base64
 import binascii
 import gzip
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -21,7 +21,7 @@ from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from ..progress import progress_bar
-from .registry import Format, Imported, build_model, register, resolved
+from .registry import Format, ImportCommand, Imported, ImportOption, build_model, register, resolved
 
 
 @dataclass(frozen=True)
@@ -192,4 +192,40 @@ def write(model: BPEModel, output: Path) -> list[str]:
     return notes
 
 
-FORMAT = register(Format("tiktoken", read, write, merge_rule="token"))
+def parse_special_assignments(values: Iterable[str]) -> dict[str, int] | None:
+    """``TOKEN=ID`` strings (``--special-token`` of ``bpestore import tiktoken``) as a dict; None
+    for none (the well-known encoding's own); ValueError for one that is not ``TOKEN=ID``."""
+    specials = {}
+    for value in values:
+        text, equals, token_id = value.rpartition("=")
+        if not equals or not text or not token_id.isdigit():
+            raise ValueError(f"{value!r}: expected TOKEN=ID, e.g. '<|endoftext|>=100257'")
+        specials[text] = int(token_id)
+    return specials or None
+
+
+IMPORTER = ImportCommand(
+    help="""A .tiktoken file (base64 token and rank per line; gzip'd or not).
+
+    tiktoken merges by the rank of the resulting token; the stored tokenizer does the same, and a
+    merges list is reconstructed for export, show and diff.
+
+    \b
+    Example:
+      bpestore import tiktoken cl100k_base.tiktoken --name cl100k --pattern cl100k_base
+    """,
+    files=("file",),
+    options=(
+        ImportOption(
+            "--pattern", "pattern", "The pre-tokenizer: a well-known encoding's name (which also brings its special tokens) or a regex.",
+            metavar="{r50k_base,p50k_base,cl100k_base,o200k_base}|REGEX", required=True, positional=True,
+        ),
+        ImportOption(
+            "--special-token", "special_tokens", "A special token and its id (repeatable); replaces the defaults.",
+            metavar="TOK=ID", multiple=True, convert=parse_special_assignments,
+        ),
+    ),
+    progress=True,
+)
+
+FORMAT = register(Format("tiktoken", read, write, merge_rule="token", importer=IMPORTER))

@@ -132,6 +132,35 @@ class _CountingReader:
         self.close()
 
 
+class _OwningGzipFile(gzip.GzipFile):
+    """A GzipFile that closes the file it decompresses: ``GzipFile(fileobj=...)`` leaves it open
+    (a file handle per .gz input until the garbage collector finds it)."""
+
+    def __init__(self, raw: _CountingReader) -> None:
+        super().__init__(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+class _OwningLZMAFile(lzma.LZMAFile):
+    """As :class:`_OwningGzipFile`, for .xz (``LZMAFile`` given a file object leaves it open)."""
+
+    def __init__(self, raw: _CountingReader) -> None:
+        super().__init__(raw, mode="rb")  # type: ignore[arg-type]
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
 def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | None = None) -> BinaryIO:
     """``path`` opened for reading its (decompressed) bytes; ``on_disk_bytes(n)`` hears of the
     bytes read from the disk. ``.zst`` needs the ``zstandard`` package."""
@@ -139,9 +168,9 @@ def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | 
     suffix = Path(path).suffix.lower()
     try:
         if suffix == ".gz":
-            return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+            return _OwningGzipFile(raw)
         if suffix == ".xz":
-            return lzma.LZMAFile(raw, mode="rb")  # type: ignore[arg-type]
+            return _OwningLZMAFile(raw)
         if suffix == ".zst":
             try:
                 import zstandard
@@ -220,19 +249,19 @@ class CorpusFiles:
         return json.dumps([str(path.resolve()) for path in self.paths], ensure_ascii=False)
 
 
-# Where a list of Dask inputs (``dask: PATH PATH ...``, absolute paths or URLs) starts each item.
+# Where a list of Dask inputs (``PATH PATH ...``, absolute paths or URLs) starts each item.
 _NEXT_DASK_INPUT = re.compile(r" (?=/|[A-Za-z][A-Za-z0-9+.-]*://)")
 
+# How a table marks counts made elsewhere, by the corpus's origin (``corpora.origin``).
+_ORIGIN_MARKERS = {"files": "", "counts": "counts: ", "dask": "counts: dask: "}
 
-def stored_corpus_paths(stored: str) -> tuple[str, list[str]]:
-    """A stored corpus path (the ``corpora.path`` column) taken apart: the markers that say the
-    counts were made elsewhere (``counts: ``, ``dask: ``, or ``""``) and the files or URLs, one for
-    a single file, several for :meth:`CorpusFiles.describe`'s JSON list or the space-separated
-    inputs of a Dask count."""
-    kind = ""
-    for marker in ("counts: ", "dask: "):  # in the order Store.train_from_counts and Dask write them
-        if stored.startswith(marker):
-            stored, kind = stored.removeprefix(marker), kind + marker
+
+def stored_corpus_paths(stored: str, origin: str | None = "files") -> tuple[str, list[str]]:
+    """A stored corpus path (the ``corpora.path`` column) taken apart: the marker that says, by
+    its ``origin`` (``corpora.origin``), the counts were made elsewhere (``counts: ``,
+    ``counts: dask: ``, or ``""``) and the files or URLs, one for a single file, several for
+    :meth:`CorpusFiles.describe`'s JSON list or the space-separated inputs of a Dask count."""
+    kind = _ORIGIN_MARKERS.get(origin or "files", f"{origin}: ")
     if stored.startswith("["):
         try:
             listed = json.loads(stored)
@@ -240,15 +269,15 @@ def stored_corpus_paths(stored: str) -> tuple[str, list[str]]:
             listed = None
         if isinstance(listed, list) and listed and all(isinstance(path, str) for path in listed):
             return kind, listed
-    elif kind.endswith("dask: "):
+    elif origin == "dask":
         return kind, _NEXT_DASK_INPUT.split(stored)
     return kind, [stored]
 
 
-def short_corpus_path(stored: str) -> str:
+def short_corpus_path(stored: str, origin: str | None = "files") -> str:
     """A stored corpus path shortened for a table: the file name, ``a.txt +2 files`` for several
-    (see :func:`stored_corpus_paths`), with the ``counts: `` and ``dask: `` markers kept."""
-    kind, paths = stored_corpus_paths(stored)
+    (see :func:`stored_corpus_paths`), marked ``counts: `` or ``counts: dask: `` by its ``origin``."""
+    kind, paths = stored_corpus_paths(stored, origin)
     name = paths[0].rstrip("/").rsplit("/", 1)[-1] or paths[0]
     more = len(paths) - 1
     return kind + name + (f" +{more} file{'s' if more != 1 else ''}" if more else "")

@@ -85,8 +85,13 @@ class TokenizerInfo:
     training_seconds: float | None
     training_params: dict[str, Any] | None
     corpus_path: str | None
+    """Where the corpus it was trained on came from: a file, a JSON list of files, a counts file,
+    a Dask count's inputs (see ``corpus_origin``); None if it was not trained here."""
     corpus_sha256: str | None
     corpus_bytes: int | None
+    corpus_origin: str | None = None
+    """How the corpus's counts were made: ``files`` (counted here from ``corpus_path``),
+    ``counts`` (given as counts) or ``dask`` (counted on a Dask cluster)."""
 
     @property
     def ref(self) -> str:
@@ -372,7 +377,10 @@ class ModelStore:
         name, version = parse_ref(ref)
         t, c = schema.tokenizers, schema.corpora
         query = (
-            select(t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"))
+            select(
+                t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
+                c.c.origin.label("corpus_origin"),
+            )
             .select_from(t.outerjoin(c, t.c.corpus_id == c.c.id))
             .where(t.c.name == name)
         )
@@ -410,6 +418,7 @@ class ModelStore:
             corpus_path=row.corpus_path,
             corpus_sha256=row.corpus_sha256,
             corpus_bytes=row.corpus_bytes,
+            corpus_origin=row.corpus_origin,
         )
 
     def info(self, ref: str) -> TokenizerInfo:
@@ -421,7 +430,10 @@ class ModelStore:
         """All tokenizers (or all versions of ``name``), by name then version."""
         t, c = schema.tokenizers, schema.corpora
         query = (
-            select(t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"))
+            select(
+                t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
+                c.c.origin.label("corpus_origin"),
+            )
             .select_from(t.outerjoin(c, t.c.corpus_id == c.c.id))
             .order_by(t.c.name, t.c.version)
         )
@@ -611,6 +623,7 @@ class ModelStore:
         specials_json: str,
         counts: Mapping[bytes, int],
         progress: bool,
+        origin: str = "files",
     ) -> int:
         corpus_id = connection.execute(
             insert(schema.corpora).values(
@@ -618,6 +631,7 @@ class ModelStore:
                 pattern=pattern,
                 special_tokens=specials_json,
                 path=source,
+                origin=origin,
                 size_bytes=size_bytes,
                 distinct_pretokens=len(counts),
                 total_pretokens=sum(counts.values()),

@@ -60,6 +60,11 @@ corpora = Table(
     Column("pattern", Text, nullable=False, comment="pre-tokenizer regex"),
     Column("special_tokens", Text, nullable=False, comment="JSON list of the special tokens that cut the corpus"),
     Column("path", Text, nullable=False, comment="where the corpus was read from"),
+    Column(
+        "origin", String(16), nullable=False, server_default="files",
+        comment="how the counts were made: 'files' (counted here from path), 'counts' (given as counts; path: where from), "
+        "'dask' (counted on a Dask cluster; path: its inputs)",
+    ),
     # 64-bit (since 0006): a corpus can hold more than 2 GiB and more than 2^31 pre-tokens.
     Column("size_bytes", BIG_INTEGER, nullable=False),
     Column("distinct_pretokens", BIG_INTEGER, nullable=False),

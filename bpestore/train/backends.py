@@ -55,4 +55,4 @@ class InProcessCounting:
 
     def count(self, corpus: Corpus, special_tokens: Sequence[str] = (), *, pattern: str = GPT2_PATTERN, progress: bool = False) -> Counts:
         table = trainer.count_any(corpus, special_tokens, pattern=pattern, workers=self.workers, progress=progress)
-        return Counts(table, pattern, special_tokens, source=trainer.describe_corpus(corpus))
+        return Counts(table, pattern, special_tokens, source=trainer.describe_corpus(corpus), origin="files")

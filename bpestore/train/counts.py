@@ -108,7 +108,7 @@ class Counts(Mapping[bytes, int]):
     (2, 7)
     """
 
-    __slots__ = ("pattern", "source", "special_tokens", "table")
+    __slots__ = ("origin", "pattern", "source", "special_tokens", "table")
 
     def __init__(
         self,
@@ -116,14 +116,19 @@ class Counts(Mapping[bytes, int]):
         pattern: str = GPT2_PATTERN,
         special_tokens: Sequence[str] = (),
         source: str | None = None,
+        origin: str = "counts",
     ) -> None:
         if isinstance(special_tokens, str):
             raise TypeError("special_tokens must be a list of strings, not one string")
         self.table = PretokenCounts() if table is None else table
         self.pattern = pattern
         self.special_tokens: tuple[str, ...] = tuple(special_tokens)
-        #: Where the counts came from (a file, ``dask: ...``), for the store; None if unknown.
+        #: Where the counts came from (a counts file, a Dask count's inputs), for the store; None
+        #: if unknown.
         self.source = source
+        #: How they were made, for the store (``corpora.origin``): ``counts`` (given as counts:
+        #: read from a file, made in Python) or ``dask`` (counted on a Dask cluster).
+        self.origin = origin
 
     # -- a mapping ------------------------------------------------------------------------------
 
@@ -210,7 +215,7 @@ class Counts(Mapping[bytes, int]):
         return result
 
     def copy(self) -> Counts:
-        return Counts(self.table.copy(), self.pattern, self.special_tokens, self.source)
+        return Counts(self.table.copy(), self.pattern, self.special_tokens, self.source, self.origin)
 
     def pruned(self, min_count: int) -> Counts:
         """The pre-tokens counted at least ``min_count`` times (a rare pre-token hardly changes
@@ -218,7 +223,7 @@ class Counts(Mapping[bytes, int]):
         if not isinstance(min_count, int) or min_count < 1:
             raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
         source = None if self.source is None else f"{self.source} (min_count={min_count})"
-        return Counts(self.table.pruned(min_count), self.pattern, self.special_tokens, source)
+        return Counts(self.table.pruned(min_count), self.pattern, self.special_tokens, source, self.origin)
 
     def split(self, parts: int) -> list[Counts]:
         """These counts in ``parts`` disjoint pieces by a hash of each pre-token: a pre-token
@@ -268,7 +273,7 @@ class Counts(Mapping[bytes, int]):
     def __reduce__(self) -> tuple[Any, ...]:
         # Three bytes objects, never a dict: unpickling millions of Python objects is what makes
         # a plain dict slow to move between Dask workers.
-        return _rebuild, (self.pattern, self.special_tokens, self.source, *self.table.to_arrays())
+        return _rebuild, (self.pattern, self.special_tokens, self.source, *self.table.to_arrays(), self.origin)
 
     def sha256(self) -> str:
         """The identity of the counts themselves (hex): a hash of the sorted pre-tokens and their
@@ -345,8 +350,10 @@ class Counts(Mapping[bytes, int]):
         return cls.from_arrays(data, offsets, count_values, pattern=pattern, special_tokens=special_tokens)
 
 
-def _rebuild(pattern: str, special_tokens: Sequence[str], source: str | None, data: bytes, offsets: bytes, counts: bytes) -> Counts:
-    return Counts(PretokenCounts.from_arrays(data, offsets, counts), pattern, special_tokens, source)
+def _rebuild(
+    pattern: str, special_tokens: Sequence[str], source: str | None, data: bytes, offsets: bytes, counts: bytes, origin: str = "counts"
+) -> Counts:
+    return Counts(PretokenCounts.from_arrays(data, offsets, counts), pattern, special_tokens, source, origin)
 
 
 def _kind_from_metadata(

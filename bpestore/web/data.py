@@ -48,7 +48,8 @@ class CorpusCounts:
 
     corpus_id: int
     path: str
-    """Where it was read from, as stored (a path, a JSON list of paths, ``counts: ...``)."""
+    """Where it was read from, as stored (a path, a JSON list of paths, a counts file, a Dask
+    count's inputs: see ``origin``)."""
     pattern: str
     """The pattern it was pre-tokenized with: the measure is exact for tokenizers that use it."""
     size_bytes: int
@@ -58,6 +59,8 @@ class CorpusCounts:
     """The most frequent pre-tokens (valid UTF-8 only), most frequent first."""
     unreadable: int
     """Pre-tokens among the most frequent left out because they are not UTF-8 (counts made elsewhere)."""
+    origin: str = "files"
+    """How the counts were made (``corpora.origin``): ``files``, ``counts`` or ``dask``."""
 
     @property
     def complete(self) -> bool:
@@ -307,7 +310,7 @@ class Explorer:
         t, c, p = schema.tokenizers, schema.corpora, schema.pretoken_counts
         with self.store._transaction() as connection:
             corpus = connection.execute(
-                select(c.c.id, c.c.sha256, c.c.path, c.c.pattern, c.c.size_bytes, c.c.distinct_pretokens, c.c.total_pretokens)
+                select(c.c.id, c.c.sha256, c.c.path, c.c.origin, c.c.pattern, c.c.size_bytes, c.c.distinct_pretokens, c.c.total_pretokens)
                 .select_from(t.join(c, t.c.corpus_id == c.c.id))
                 .where(t.c.name == info.name, t.c.version == info.version)
             ).first()
@@ -330,7 +333,7 @@ class Explorer:
                 counts.append((pretoken, int(count)))
             return CorpusCounts(
                 corpus.id, corpus.path, corpus.pattern, int(corpus.size_bytes), int(corpus.distinct_pretokens),
-                int(corpus.total_pretokens), counts, unreadable,
+                int(corpus.total_pretokens), counts, unreadable, corpus.origin,
             )
 
         key = (corpus.id, corpus.sha256, limit)  # ids of deleted corpora can come back

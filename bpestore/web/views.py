@@ -110,15 +110,15 @@ def _continues(infos: list[TokenizerInfo], known: set[str]) -> dict[str, tuple[s
 
 
 @pages.app_template_filter("short_corpus")
-def _short_corpus(path: str) -> str:
-    """A stored corpus path for a table: ``a.txt``, ``a.txt +2 files``, ``counts: c.parquet``."""
-    return short_corpus_path(path)
+def _short_corpus(info: TokenizerInfo) -> str:
+    """A tokenizer's corpus for a table: ``a.txt``, ``a.txt +2 files``, ``counts: c.parquet``."""
+    return short_corpus_path(info.corpus_path or "", info.corpus_origin)
 
 
 @pages.app_template_filter("corpus_files")
-def _corpus_files(path: str) -> tuple[str, list[str]]:
-    """A stored corpus path as its markers (``counts: ``...) and its files."""
-    return stored_corpus_paths(path)
+def _corpus_files(info: TokenizerInfo) -> tuple[str, list[str]]:
+    """A tokenizer's corpus as its marker (``counts: ``..., from its origin) and its files."""
+    return stored_corpus_paths(info.corpus_path or "", info.corpus_origin)
 
 
 @pages.app_errorhandler(BpestoreError)
@@ -232,7 +232,7 @@ def _corpus_note(owner: TokenizerInfo, corpus: CorpusCounts, measured: list[Toke
     return {
         "ref": owner.ref,
         "path": corpus.path,
-        "label": short_corpus_path(corpus.path),
+        "label": short_corpus_path(corpus.path, corpus.origin),
         "complete": corpus.complete,
         "used": len(corpus.counts),
         "distinct": corpus.distinct_pretokens,
