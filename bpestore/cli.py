@@ -361,21 +361,15 @@ def _list_row(info: TokenizerInfo) -> list[str]:
         _short_source(info),
         info.created_at.strftime("%Y-%m-%d %H:%M"),
         f"{info.training_seconds:.2f}s" if info.training_seconds is not None else "-",
-        _base_ref(info) or "-",
+        info.base_ref or "-",
     ]
 
 
 def _info_dict(info: TokenizerInfo) -> dict[str, Any]:
     """A tokenizer's metadata as `list --json` and `train --json` print it: with its lineage
     (``base``: the ref it continues, or None)."""
-    return info.to_dict() | {"base": _base_ref(info)}
+    return info.to_dict() | {"base": info.base_ref}
 
-
-def _base_ref(info: TokenizerInfo) -> str | None:
-    """The ref of the tokenizer that ``info``'s training continued (its lineage), from the stored
-    training parameters; None if it was not continued."""
-    base = (info.training_params or {}).get("base")
-    return base if isinstance(base, str) else None
 
 
 def _short_source(info: TokenizerInfo) -> str:

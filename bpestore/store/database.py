@@ -97,6 +97,14 @@ class TokenizerInfo:
     def ref(self) -> str:
         return f"{self.name}@{self.version}"
 
+    @property
+    def base_ref(self) -> str | None:
+        """The ref of the tokenizer whose training this one continued (``train --from``,
+        ``Store.train(base=...)``; kept in its training parameters as ``base``): its lineage.
+        None if it was not continued."""
+        base = (self.training_params or {}).get("base")
+        return base if isinstance(base, str) else None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ref"] = self.ref

@@ -27,6 +27,7 @@ from ..encode.tokenizer import Tokenizer
 from ..errors import StoreError
 from ..store import schema
 from ..store.database import ModelStore, TokenizerInfo, _as_url, _create_engine
+from ..store.loader import load_model
 from ..store.migrate import check_sqlite_file
 from ..store.schema_revision import is_current
 from ..store.sqlite_uri import read_only_reason, sqlite_uri
@@ -208,7 +209,7 @@ class Explorer:
             if tokenizer is not None:
                 self._tokenizers.move_to_end(info.ref)
                 return info, tokenizer
-        tokenizer = Tokenizer.from_model(self.store.load_model(info.ref))
+        tokenizer = Tokenizer.from_model(load_model(self.store, info.ref))
         with self._lock:
             self._tokenizers[info.ref] = tokenizer
             while len(self._tokenizers) > _KEPT_TOKENIZERS:

@@ -91,19 +91,12 @@ def _lineage(infos: list[TokenizerInfo]) -> dict[str, list[str]]:
     return {info.ref: [ref for ref in by_corpus.get(info.corpus_sha256 or "", []) if ref != info.ref] for info in infos}
 
 
-def base_ref(info: TokenizerInfo) -> str | None:
-    """The ref of the tokenizer whose training ``info``'s continued (``train --from``,
-    ``Store.train(base=...)``: kept in its training parameters as ``base``); None otherwise."""
-    base = (info.training_params or {}).get("base")
-    return base if isinstance(base, str) else None
-
-
 def _continues(infos: list[TokenizerInfo], known: set[str]) -> dict[str, tuple[str, bool]]:
     """For each continued tokenizer: its base's ref, and whether the base is still in the store
     (a deleted base is named but not linked)."""
     found = {}
     for info in infos:
-        base = base_ref(info)
+        base = info.base_ref
         if base is not None:
             found[info.ref] = (base, base in known)
     return found
@@ -157,7 +150,7 @@ def tokenizer_page():
         title="token lengths", x_label="bytes per token", y_label="tokens",
     )
     versions = explorer().store.list(info.name)
-    base = base_ref(info)
+    base = info.base_ref
     continues = None
     if base is not None:
         continues = (base, _is_stored(base))
