@@ -105,6 +105,28 @@ def test_kill_9_during_an_npy_encoding_leaves_nothing_loadable_and_the_next_run_
     assert np.load(output).tolist() == expected
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc to see a zombie")
+def test_a_killed_writer_not_yet_reaped_is_gone(tmp_path):
+    """A writer killed but not yet reaped by its parent (a zombie, as a SIGKILLed Dask worker is
+    until its nanny waits for it) still answers kill(pid, 0); its file is stale all the same (the
+    shard it was writing can be rerun elsewhere before the reaping)."""
+    output = tmp_path / "x.npy"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        partial = tmp_path / f".x.npy.{child.pid}-abcd1234.partial"
+        partial.write_bytes(PARTIAL_MARK + b" ...")
+        assert remove_stale_partials(output) == []  # alive: its writer's
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_bytes().rpartition(b")")[2].split()[0] != b"Z":
+            assert time.monotonic() < deadline, "the child did not become a zombie"
+            time.sleep(0.01)
+        assert remove_stale_partials(output) == [partial]  # dead, though not reaped yet
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_only_surely_stale_temporary_files_are_removed(tmp_path):
     output = tmp_path / "x.npy"
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

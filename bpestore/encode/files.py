@@ -86,7 +86,22 @@ def _process_exists(pid: int) -> bool:
         return False
     except (PermissionError, OSError, OverflowError):
         return True  # someone else's, or cannot tell: leave its file alone
-    return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """Whether ``pid`` has died but is not yet reaped by its parent (Linux: state Z or X in
+    /proc/PID/stat). Such a process still answers ``kill(pid, 0)``, yet writes nothing ever again:
+    a killed Dask worker stays a zombie until its nanny reaps it, and the shard it was writing may
+    be rerun elsewhere before then. False where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return False
+    # "PID (COMMAND) STATE ...": the command may hold spaces and parentheses, so split after the last ')'.
+    fields = stat.rpartition(b")")[2].split()
+    return bool(fields) and fields[0] in (b"Z", b"X")
 
 
 def remove_stale_partials(output_path: str | os.PathLike) -> list[Path]:
