@@ -121,9 +121,10 @@ def learn_merges(
             bar.total = bar.n
             bar.set_postfix_str("no pairs left")
     if len(merges) < max_merges:
+        missing = max_merges - len(merges)
         warnings.warn(
             f"training stopped after {len(merges)} of the {max_merges} merges asked for: no pair of tokens is left "
-            f"in the corpus, so the vocabulary is {max_merges - len(merges)} tokens smaller than asked for",
+            f"in the corpus, so the vocabulary is {missing} token{'s' if missing != 1 else ''} smaller than asked for",
             VocabSizeNotReachedWarning,
             stacklevel=2,
         )
