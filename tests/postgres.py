@@ -94,3 +94,14 @@ def fresh_database() -> Iterator[PostgresDatabase]:
     finally:
         with psycopg.connect(_conninfo(url), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(name="db", params=["sqlite", "postgresql"])
+def sqlite_or_postgresql_db(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    """The ``db`` fixture of the store tests that run on both back ends: a SQLite file's path, or
+    the URL of a new database on the PostgreSQL server (skipped, saying why, where there is none)."""
+    if request.param == "sqlite":
+        yield tmp_path / "store.db"
+        return
+    with fresh_database() as url:
+        yield url

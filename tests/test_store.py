@@ -41,7 +41,7 @@ from bpestore.errors import InvalidReferenceError, TokenizerNotFoundError
 from bpestore.workflow import Store
 from bpestore.store.database import readable_text
 from conftest import REPO_ROOT, shared_file
-from postgres import PostgresDatabase, fresh_database
+from postgres import PostgresDatabase, fresh_database, sqlite_or_postgresql_db  # noqa: F401 (the db fixture)
 from reference import reference_pretoken_counts
 from strategies import texts
 
@@ -141,16 +141,6 @@ def corpus_b(tmp_path) -> Path:
 def readable(token: bytes, db: Path | PostgresDatabase) -> str:
     """``vocab.text`` of ``token``: UTF-8 with errors replaced, and NUL too on PostgreSQL."""
     return readable_text(token, postgresql=isinstance(db, PostgresDatabase))
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request, tmp_path):
-    """A SQLite file's path, or the URL of a new database on the PostgreSQL server."""
-    if request.param == "sqlite":
-        yield tmp_path / "store.db"
-        return
-    with fresh_database() as url:
-        yield url
 
 
 @pytest.fixture

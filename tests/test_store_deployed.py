@@ -203,7 +203,14 @@ print("ok")
 def test_chmod_read_only_stores(tmp_path, kind):
     """A read-only file, and a read-only directory and file (a WAL store there has no -shm).
     Root writes through chmod: as root the check runs without the capabilities that allow it."""
-    command = [sys.executable, "-c", CHMOD_READ_ONLY, str(tmp_path), kind]
+    run_where_chmod_holds(CHMOD_READ_ONLY, str(tmp_path), kind)
+
+
+def run_where_chmod_holds(script: str, *args: str) -> None:
+    """Runs the Python ``script`` with ``args`` in a fresh interpreter where file permissions hold
+    (as root: without the capabilities that write through them, or skips when that cannot be
+    done), and asserts that it printed ``ok``."""
+    command = [sys.executable, "-c", script, *args]
     if IS_ROOT:
         if shutil.which("setpriv") is None:
             pytest.skip("as root, chmod stops nothing, and setpriv (to drop root's capabilities) is missing")

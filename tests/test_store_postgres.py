@@ -30,21 +30,12 @@ from bpestore.errors import StoreUnavailableError
 from bpestore.store import schema
 from bpestore.store.migrate import migrations_dir
 from conftest import shared_file
-from postgres import PostgresDatabase, fresh_database
+from postgres import PostgresDatabase, fresh_database, sqlite_or_postgresql_db  # noqa: F401 (the db fixture)
 from reference import reference_pretoken_counts
 
 
 @pytest.fixture
 def pg():
-    with fresh_database() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request, tmp_path):
-    if request.param == "sqlite":
-        yield tmp_path / "store.db"
-        return
     with fresh_database() as url:
         yield url
 

@@ -4,14 +4,7 @@ directory cannot hold; now it reads such a file as the store package does (``imm
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-
-import pytest
-
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+from test_store_deployed import run_where_chmod_holds
 
 SCRIPT = """
 import hashlib, sys
@@ -45,13 +38,4 @@ print("ok")
 
 
 def test_the_explorer_reads_a_wal_store_in_a_read_only_directory(tmp_path):
-    command = [sys.executable, "-c", SCRIPT, str(tmp_path)]
-    if IS_ROOT:  # root writes through chmod: run without the capabilities that allow it
-        if shutil.which("setpriv") is None:
-            pytest.skip("as root, chmod stops nothing, and setpriv (to drop root's capabilities) is missing")
-        command = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", *command]
-    env = {key: value for key, value in os.environ.items() if key not in {"BPESTORE_DB", "BPESTORE_DEBUG"}}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
-    if IS_ROOT and "Operation not permitted" in result.stderr and "setpriv" in result.stderr:
-        pytest.skip("setpriv cannot drop capabilities here")
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+    run_where_chmod_holds(SCRIPT, str(tmp_path))
