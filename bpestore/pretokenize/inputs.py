@@ -132,33 +132,30 @@ class _CountingReader:
         self.close()
 
 
-class _OwningGzipFile(gzip.GzipFile):
-    """A GzipFile that closes the file it decompresses: ``GzipFile(fileobj=...)`` leaves it open
-    (a file handle per .gz input until the garbage collector finds it)."""
+class _ClosesItsFile:
+    """For a decompressor given a file object (``GzipFile(fileobj=...)``, ``LZMAFile(file)``),
+    which leaves that file open when closed: close it too (else a file handle per compressed
+    input stays open until the garbage collector finds it)."""
 
+    _raw: _CountingReader
+
+    def close(self) -> None:
+        try:
+            super().close()  # type: ignore[misc]
+        finally:
+            self._raw.close()
+
+
+class _OwningGzipFile(_ClosesItsFile, gzip.GzipFile):
     def __init__(self, raw: _CountingReader) -> None:
+        self._raw = raw
         super().__init__(fileobj=raw, mode="rb")  # type: ignore[arg-type]
-        self._raw = raw
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._raw.close()
 
 
-class _OwningLZMAFile(lzma.LZMAFile):
-    """As :class:`_OwningGzipFile`, for .xz (``LZMAFile`` given a file object leaves it open)."""
-
+class _OwningLZMAFile(_ClosesItsFile, lzma.LZMAFile):
     def __init__(self, raw: _CountingReader) -> None:
-        super().__init__(raw, mode="rb")  # type: ignore[arg-type]
         self._raw = raw
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._raw.close()
+        super().__init__(raw, mode="rb")  # type: ignore[arg-type]
 
 
 def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | None = None) -> BinaryIO:
