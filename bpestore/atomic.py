@@ -14,7 +14,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_directory", "atomic_path"]
+__all__ = ["atomic_directory", "atomic_path", "temporary_name"]
+
+
+def temporary_name(name: str) -> str:
+    """The name to write an output called ``name`` under until it is complete: hidden, marked
+    partial, and unique to this process (``.NAME.PID-HEX.partial``, the form that
+    :func:`bpestore.encode.files.remove_stale_partials` recognises)."""
+    return f".{name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
 
 
 def _temporary_beside(path: Path) -> Path:
@@ -22,7 +29,7 @@ def _temporary_beside(path: Path) -> Path:
     hidden and marked partial, so that nobody mistakes it for a result while it is written."""
     if not path.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, f"cannot write the output, no directory {path.parent}", str(path))
-    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+    return path.with_name(temporary_name(path.name))
 
 
 def _remove(path: Path) -> None:

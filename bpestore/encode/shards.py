@@ -34,7 +34,6 @@ import glob
 import hashlib
 import json
 import os
-import secrets
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..atomic import temporary_name
 from ..errors import BpestoreError
 from ..progress import progress_bar
 from ..workers import default_workers
@@ -185,7 +185,7 @@ def fingerprint(tokenizer: Tokenizer) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(_temporary_name(path.name))
+    temporary = path.with_name(temporary_name(path.name))
     try:
         with open(temporary, "x", encoding="utf-8") as file:
             file.write(text)
@@ -251,13 +251,13 @@ class OutputDir:
         if self.fs is None:
             _write_atomically(Path(self.path(name)), text)
             return
-        temporary = self._remote(_temporary_name(name))
+        temporary = self._remote(temporary_name(name))
         self.fs.pipe_file(temporary, text.encode("utf-8"))
         self.fs.mv(temporary, self._remote(name))
 
     def put(self, local_file: Path, name: str) -> None:
         """Uploads a finished local file as ``name`` (remote directories only)."""
-        temporary = self._remote(_temporary_name(name))
+        temporary = self._remote(temporary_name(name))
         self.fs.put_file(str(local_file), temporary)
         self.fs.mv(temporary, self._remote(name))
 
@@ -277,10 +277,6 @@ class OutputDir:
             return np.load(self.path(name))
         with self.fs.open(self._remote(name), "rb") as file:
             return np.load(file)
-
-
-def _temporary_name(name: str) -> str:
-    return f".{name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
 
 
 def read_manifest(output_dir: str | os.PathLike | OutputDir) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
