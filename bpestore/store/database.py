@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from sqlalchemy import create_engine, delete, event, func, insert, select, updat
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import StaticPool
 
 from . import schema
 from ..errors import (
@@ -168,6 +170,28 @@ def _create_engine(url: URL, location: str, sqlite_timeout: float | None) -> Eng
         raise StoreUnavailableError(f"unusable store URL {location}: {error}") from None
 
 
+def _in_memory_engine(url: URL, location: str, busy_timeout: float) -> Engine:
+    """The engine of an in-memory SQLite store: its one connection, usable from the thread that
+    opened the store only. SQLAlchemy's default for such a URL (SingletonThreadPool) would give
+    each thread a database of its own, empty, and past 5 threads close connections that other
+    threads are using (a crash in SQLite); sharing the one connection between threads would be
+    no safer. Another thread gets a :class:`StoreError` saying so."""
+    owner = threading.get_ident()
+
+    class OneThreadPool(StaticPool):
+        # Refused before the pool hands the connection out: refusing later (a "checkout" event)
+        # would make SQLAlchemy invalidate the connection, and with it the whole database.
+        def _do_get(self) -> Any:
+            if threading.get_ident() != owner:
+                raise StoreError(
+                    f"the in-memory store {location} can be used only from the thread that opened it (its database "
+                    "lives in one SQLite connection, which threads must not share); for a store shared by threads, use a file"
+                )
+            return super()._do_get()
+
+    return create_engine(url, poolclass=OneThreadPool, connect_args={"timeout": busy_timeout, "check_same_thread": False})
+
+
 def _disk_is_full(location: str) -> bool:
     """Whether the file system holding ``location`` has no space left (SQLite reports a full disk
     as an I/O error when it cannot grow its shared-memory file)."""
@@ -256,8 +280,10 @@ class ModelStore:
             state = sqlite_file_state(database, busy_timeout)
             self._open_sqlite_file(database, state, create)
             self.engine: Engine = create_engine(url, creator=self._connect_sqlite_file)
+        elif self.is_sqlite:  # in memory: the database lives in one connection
+            self.engine = _in_memory_engine(url, self.location, busy_timeout)
         else:
-            self.engine = _create_engine(url, self.location, busy_timeout if self.is_sqlite else None)
+            self.engine = _create_engine(url, self.location, None)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _configure_sqlite_connection)
             event.listen(self.engine, "begin", _begin_sqlite_transaction)

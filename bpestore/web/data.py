@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event, func, select
+from sqlalchemy.pool import QueuePool
 
 from ..encode.tokenizer import Tokenizer
 from ..errors import StoreError
@@ -40,6 +41,10 @@ _KEPT_TOKENIZERS = 8
 MAX_PRETOKENS = 200_000
 # Corpora whose pre-tokens are kept read (some tens of MB each at MAX_PRETOKENS).
 _KEPT_CORPORA = 4
+# SQLite connections kept open for the server's threads, and as many more opened for a burst (a
+# request holds one for a few milliseconds); a request waits this long for one before failing.
+_POOLED_CONNECTIONS = 8
+_POOL_TIMEOUT_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -144,8 +149,19 @@ class ReadOnlyStore(ModelStore):
         self.location = str(path)
         self.url = f"sqlite:///{path}"
         uri = sqlite_uri(path, **parameters)
+        # A queue of connections, each used by one request's thread at a time (a threaded server
+        # runs many requests at once). Not the pool SQLAlchemy picks for a "sqlite://" URL
+        # (SingletonThreadPool): past 5 threads it closes other threads' connections while they
+        # are in use, which crashed the server (a segmentation fault in SQLite) under a burst of
+        # requests. check_same_thread=False only lets a connection pass from one thread to the
+        # next through the pool; no two threads ever hold it at once.
         self.engine = create_engine(
-            "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
+            "sqlite://",
+            creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False),
+            poolclass=QueuePool,
+            pool_size=_POOLED_CONNECTIONS,
+            max_overflow=_POOLED_CONNECTIONS,
+            pool_timeout=_POOL_TIMEOUT_SECONDS,
         )
         self._check_revision()
 

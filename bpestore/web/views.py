@@ -75,11 +75,25 @@ def _text_argument() -> str:
     return request.values.get("text", "").replace("\r\n", "\n")[:MAX_TEXT_CHARS]
 
 
-def _int_argument(name: str, default: int = 0) -> int:
+# The largest number a page, id or rank argument may hold: ids and ranks are 32-bit in the store,
+# and a page beyond it would ask the database for an offset past what its integers hold (SQLite
+# refuses a Python int above 2**63 with OverflowError: a 500 before this bound).
+MAX_NUMBER_ARGUMENT = 2**31 - 1
+
+
+def _int_argument(name: str) -> int | None:
+    """The query argument ``name`` as a whole number from 0 to :data:`MAX_NUMBER_ARGUMENT`, None
+    when absent or blank; a ValueError (a 400 page) naming it otherwise."""
+    text = request.args.get(name, "").strip()
+    if not text:
+        return None
     try:
-        return max(0, int(request.args.get(name, default)))
+        value = int(text)
     except ValueError:
-        return default
+        value = -1
+    if not 0 <= value <= MAX_NUMBER_ARGUMENT:
+        raise ValueError(f"{name} must be a whole number from 0 to {MAX_NUMBER_ARGUMENT:,}, got {text[:40]!r}")
+    return value
 
 
 def _lineage(infos: list[TokenizerInfo]) -> dict[str, list[str]]:
@@ -179,12 +193,12 @@ def vocab_page():
     text = request.args.get("q", "")
     id_text = request.args.get("id", "").strip()
     hex_text = request.args.get("hex", "").strip()
-    token_id = int(id_text) if id_text else None
+    token_id = _int_argument("id")
     try:
         hex_bytes = bytes.fromhex(hex_text) if hex_text else None
     except ValueError:
         raise ValueError(f"not hexadecimal bytes: {hex_text!r} (e.g. 'e4b8ad' or 'e4 b8 ad')") from None
-    page = _int_argument("page")
+    page = _int_argument("page") or 0
     total, rows = explorer().vocab_page(info, text=text, token_id=token_id, hex_bytes=hex_bytes, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
     return render_template(
         "vocab.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, id=id_text, hex=hex_text,
@@ -197,8 +211,8 @@ def merges_page():
     info = explorer().info(request.args.get("ref", ""))
     text = request.args.get("q", "")
     rank_text = request.args.get("rank", "").strip()
-    page = _int_argument("page")
-    rank = int(rank_text) if rank_text else None
+    page = _int_argument("page") or 0
+    rank = _int_argument("rank")
     total, rows = explorer().merges_page(info, text=text, rank=rank, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
     return render_template(
         "merges.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, rank=rank_text, show_token=show_token,
