@@ -42,6 +42,19 @@ class StoreUnavailableError(StoreError):
     the disk failed or is full. The message says which."""
 
 
+class StoreLockTimeoutError(StoreError):
+    """Another writer held the store's write lock for longer than the lock timeout
+    (``--lock-timeout``, ``BPESTORE_LOCK_TIMEOUT``, ``Store(lock_timeout=)``); nothing was
+    written. ``waited``: how long this writer waited, in seconds."""
+
+    def __init__(self, message: str, waited: float) -> None:
+        super().__init__(message)
+        self.waited = waited
+
+    def __reduce__(self):  # so that it crosses process boundaries intact
+        return type(self), (str(self), self.waited)
+
+
 class TokenizerNotFoundError(StoreError, LookupError):
     """No tokenizer with that name or version."""
 

@@ -33,7 +33,7 @@ from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, short_corpus_path  # noqa: F401  (the CLI's `list`)
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
+from .store.database import CorpusFile, ModelStore, StoreSummary, TokenizerInfo, summarize_store
 from .store import loader
 from .store.refs import check_name
 from .train import trainer as training
@@ -226,8 +226,12 @@ class CorpusCounts:
 
     corpus_id: int
     counts: Mapping[bytes, int]
+    """The engine's counts (:class:`~bpestore._engine.PretokenCounts`), or the counts given."""
     reused: bool
     """Whether they were read back from the store rather than counted now."""
+    seconds: float = 0.0
+    """How long getting them took (hashing and counting the files, or reading the stored counts
+    back), not writing them into the store nor waiting for its lock."""
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -358,34 +362,37 @@ class Store(ModelStore):
         own hash, so the store is consulted after counting, not before). By default the corpus
         is counted in this process (:class:`~bpestore.train.backends.InProcessCounting` on
         ``workers`` threads), once per content."""
+        started = time.perf_counter()
         self.check_writable()  # new counts are saved: refuse before counting, not after
         if isinstance(corpus, Counts):
-            return self._save_counts(corpus, special_tokens, progress)
+            return self._save_counts(corpus, special_tokens, progress, started)
         special_tokens = training.check_special_tokens(special_tokens)
         if counting is not None:
             counts = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
             if not isinstance(counts, Counts):
                 raise TypeError(f"a counting backend returns Counts, not {type(counts).__name__}")
-            return self._save_counts(counts, special_tokens, progress)
+            return self._save_counts(counts, special_tokens, progress, started)
         files = CorpusFiles(corpus)
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
         sha256, size_bytes = files.identity()
         with self._transaction() as connection:
             corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
         if corpus_id is not None:
-            return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True)
+            return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True, seconds=time.perf_counter() - started)
         counts = InProcessCounting(workers).count(files, special_tokens, pattern=pattern, progress=progress).table
         training.check_not_empty(counts, files.describe())  # nothing to train on: store nothing
+        seconds = time.perf_counter() - started
         with self._transaction(write=True) as connection:
             # Another process may have stored the same corpus since we looked.
             corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
             if corpus_id is None:
                 corpus_id = self._insert_corpus(
-                    connection, files.describe(), size_bytes, sha256, pattern, specials_json, counts, progress
+                    connection, files.describe(), size_bytes, sha256, pattern, specials_json, counts, progress,
+                    files=[CorpusFile(str(path.resolve()), digest, size) for path, digest, size in files.hashed()],
                 )
-        return CorpusCounts(corpus_id, counts, reused=False)
+        return CorpusCounts(corpus_id, counts, reused=False, seconds=seconds)
 
-    def _save_counts(self, counts: Counts, special_tokens: Sequence[str], progress: bool) -> CorpusCounts:
+    def _save_counts(self, counts: Counts, special_tokens: Sequence[str], progress: bool, started: float) -> CorpusCounts:
         """:meth:`count` for counts made elsewhere: stored as a corpus identified by the hash of
         the counts themselves (:meth:`Counts.sha256`), its path saying where they came from and
         its size the bytes of text they cover; found again when the same counts come back."""
@@ -396,6 +403,7 @@ class Store(ModelStore):
         sha256 = counts.sha256()
         with self._transaction() as connection:
             corpus_id = self._find_corpus(connection, sha256, GPT2_PATTERN, specials_json)
+        seconds = time.perf_counter() - started
         if corpus_id is None:
             source = counts.source or "counts given"
             training.check_not_empty(counts, source)
@@ -406,8 +414,8 @@ class Store(ModelStore):
                         connection, source, counts.text_bytes, sha256, GPT2_PATTERN, specials_json, counts.table, progress,
                         origin=counts.origin,
                     )
-            return CorpusCounts(corpus_id, counts.table, reused=False)
-        return CorpusCounts(corpus_id, counts.table, reused=True)  # the same counts: nothing to read back
+            return CorpusCounts(corpus_id, counts.table, reused=False, seconds=seconds)
+        return CorpusCounts(corpus_id, counts.table, reused=True, seconds=seconds)  # the same counts: nothing to read back
 
     def train_from_counts(
         self,
@@ -478,7 +486,6 @@ class Store(ModelStore):
         rule, its new tokens ranked after all the base's, so that text whose pre-tokens no new
         token can join encodes to exactly the base's ids.
         """
-        started = time.perf_counter()
         self.check_writable()  # before the work, not after it
         check_name(name)
         special_tokens = training.check_special_tokens(special_tokens)
@@ -496,7 +503,9 @@ class Store(ModelStore):
         pattern = GPT2_PATTERN if base_model is None else base_model.pattern
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
         corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
-        pretokenize_seconds = time.perf_counter() - started
+        # The training's own time: getting the counts, then merging; not writing the store nor
+        # waiting for its write lock (another writer's).
+        pretokenize_seconds = counted.seconds
         # From here on the counts are saved: a Ctrl-C (in the merge loop, which can take hours,
         # or while the tokenizers are written, seconds for a big vocab; that transaction rolls
         # back) keeps them, and says so.
@@ -512,11 +521,15 @@ class Store(ModelStore):
             estimate.check(max_memory)
             found_at: list[float] = []  # when each merge was found (to within 0.1 s)
             _pause_after_counting_in_tests()
+            merging_since = time.perf_counter()
+            # The counts are stored: the merge loop may empty them once read (memory), unless
+            # they are the caller's (counts given).
+            consume = not isinstance(corpus, Counts)
             if base_model is None:
-                merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at)
+                merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at, consume_counts=consume)
             else:
-                merges = _learn_continued(counts, max_merges, base_model, progress=progress, done_at=found_at)
-            done_at = [moment - started for moment in found_at]  # seconds since start
+                merges = _learn_continued(counts, max_merges, base_model, progress=progress, done_at=found_at, consume_counts=consume)
+            done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
             with self._transaction(write=True) as connection:
                 refs = []
                 for size in sizes:

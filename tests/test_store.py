@@ -969,7 +969,7 @@ print(json.dumps(refs))
 READER = BARRIER + """
 from bpestore import Store
 db = sys.argv[1]
-store = Store(db, busy_timeout=0)  # readers must never wait for the writer: no retrying on a lock
+store = Store(db, lock_timeout=0)  # readers must never wait for the writer: no retrying on a lock
 barrier(sys.argv[2], "reader", 2)
 seen, loads = [], 0
 while not (Path(sys.argv[2]) / "writer-done").exists():

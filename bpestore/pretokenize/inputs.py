@@ -227,17 +227,25 @@ class CorpusFiles:
 
     def __init__(self, sources: str | os.PathLike | Iterable[str | os.PathLike]) -> None:
         self.paths = expand_inputs(sources)
+        self._hashed: list[tuple[Path, str, int]] | None = None
 
     @property
     def disk_bytes(self) -> int:
         """The files' sizes on disk (compressed where they are): the progress bar's total."""
         return sum(path.stat().st_size for path in self.paths)
 
+    def hashed(self) -> list[tuple[Path, str, int]]:
+        """Each file with the sha256 (hex) of its (decompressed) content and that content's
+        length: :func:`content_sha256`, each file read once, then remembered."""
+        if self._hashed is None:
+            self._hashed = [(path, *content_sha256(path)) for path in self.paths]
+        return self._hashed
+
     def identity(self) -> tuple[str, int]:
         """:func:`corpus_identity` of the files' contents and their total (decompressed) length
-        in bytes; reads every file once."""
-        hashed = [content_sha256(path) for path in self.paths]
-        return corpus_identity([digest for digest, _ in hashed]), sum(size for _, size in hashed)
+        in bytes (see :meth:`hashed`)."""
+        hashed = self.hashed()
+        return corpus_identity([digest for _, digest, _ in hashed]), sum(size for _, _, size in hashed)
 
     def describe(self) -> str:
         """Where the corpus was read from: the resolved path of one file, else a JSON list of them."""

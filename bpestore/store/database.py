@@ -19,11 +19,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from itertools import islice
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,11 +33,13 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from . import schema
+from . import bulk, schema
+from .._engine import PretokenCounts
 from ..errors import (
     DamagedStoreError,
     ReadOnlyStoreError,
     StoreError,
+    StoreLockTimeoutError,
     StoreNotFoundError,
     StoreUnavailableError,
     TokenizerNotFoundError,
@@ -50,8 +52,10 @@ from ..progress import progress_bar
 from .refs import check_name, parse_ref
 from .sqlite_uri import connect_sqlite, read_only_reason, sqlite_uri
 
-DEFAULT_BUSY_TIMEOUT_SECONDS = 120.0
-_BATCH_ROWS = 50_000
+DEFAULT_LOCK_TIMEOUT_SECONDS = 120.0
+LOCK_TIMEOUT_VARIABLE = "BPESTORE_LOCK_TIMEOUT"
+"""The environment variable that sets how long a writer waits for the store's write lock when
+``Store(lock_timeout=)`` (or ``--lock-timeout``) is not given."""
 WRITE_LOCK_KEY = 0x6270_6573_746F_7265  # b"bpestore": the PostgreSQL advisory lock writers take
 """The key of the transaction-level advisory lock every write transaction on PostgreSQL takes
 first (advisory locks belong to one database, so stores in other databases do not wait)."""
@@ -170,6 +174,27 @@ def _create_engine(url: URL, location: str, sqlite_timeout: float | None) -> Eng
         raise StoreUnavailableError(f"unusable store URL {location}: {error}") from None
 
 
+def lock_timeout_seconds(lock_timeout: float | None) -> float:
+    """How long a writer waits for the write lock: ``lock_timeout`` (seconds) if given, else
+    ``$BPESTORE_LOCK_TIMEOUT``, else :data:`DEFAULT_LOCK_TIMEOUT_SECONDS`. ValueError (naming
+    where it came from) for anything but a finite number of seconds, 0 or more."""
+    where, value = "lock_timeout", lock_timeout
+    if value is None:
+        text = os.environ.get(LOCK_TIMEOUT_VARIABLE, "").strip()
+        if not text:
+            return DEFAULT_LOCK_TIMEOUT_SECONDS
+        where = LOCK_TIMEOUT_VARIABLE
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{LOCK_TIMEOUT_VARIABLE} must be a number of seconds (0 or more), got {text!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where} must be a number of seconds, not {type(value).__name__}")
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"{where} must be a number of seconds, 0 or more, got {value!r}")
+    return float(value)
+
+
 def _in_memory_engine(url: URL, location: str, busy_timeout: float) -> Engine:
     """The engine of an in-memory SQLite store: its one connection, usable from the thread that
     opened the store only. SQLAlchemy's default for such a URL (SingletonThreadPool) would give
@@ -190,6 +215,14 @@ def _in_memory_engine(url: URL, location: str, busy_timeout: float) -> Engine:
             return super()._do_get()
 
     return create_engine(url, poolclass=OneThreadPool, connect_args={"timeout": busy_timeout, "check_same_thread": False})
+
+
+def _is_lock_timeout(error: BaseException | None) -> bool:
+    """Whether ``error`` (the driver's) says the write lock was not had in time: SQLite's
+    SQLITE_BUSY ("database is locked"), PostgreSQL's lock_not_available (55P03)."""
+    if isinstance(error, sqlite3.Error):
+        return (getattr(error, "sqlite_errorname", "") or "").startswith("SQLITE_BUSY")
+    return getattr(error, "sqlstate", None) == "55P03"
 
 
 def _disk_is_full(location: str) -> bool:
@@ -244,13 +277,16 @@ class ModelStore:
     # Defaults for subclasses that make their own engine (the web explorer's read-only store).
     read_only_reason: str | None = None
     """Why the store cannot be written, or None if it can."""
-    busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS
+    """How long, in seconds, a write waits for another writer to finish before it fails."""
+    lock_waited: float = 0.0
+    """How long the last write transaction waited for the write lock, in seconds."""
 
     def __init__(
         self,
         path_or_url: str | os.PathLike = "bpestore.db",
         *,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+        lock_timeout: float | None = None,
         create: bool = True,
     ):
         """Open the store at ``path_or_url``.
@@ -263,6 +299,12 @@ class ModelStore:
 
         A store that cannot be written (a read-only file, directory or file system) opens for
         reading; writing to it raises :class:`~bpestore.errors.ReadOnlyStoreError`.
+
+        Writers take the store's write lock one at a time, for their final inserts and commit
+        only (counting, merging and reading files happen before). ``lock_timeout``: how long, in
+        seconds, a write waits for another writer's to finish (default ``$BPESTORE_LOCK_TIMEOUT``,
+        else 120); past it, :class:`~bpestore.errors.StoreLockTimeoutError` says so. Readers never
+        wait.
         """
         url = _as_url(path_or_url)
         self.url = url.render_as_string(hide_password=False)
@@ -270,7 +312,7 @@ class ModelStore:
         self.is_postgresql = url.get_backend_name() == "postgresql"
         # For messages: the file for SQLite, else the URL without its password.
         self.location = url.database if self.is_sqlite and url.database else url.render_as_string(hide_password=True)
-        self.busy_timeout = busy_timeout
+        self.lock_timeout = busy_timeout = lock_timeout_seconds(lock_timeout)
         self.read_only_reason = None
         self._sqlite_file: Path | None = None
         self._sqlite_parameters: dict[str, str] = {}
@@ -314,7 +356,7 @@ class ModelStore:
             self._sqlite_parameters = {"mode": "rwc"}
             return
         try:
-            connection, self._sqlite_parameters = connect_sqlite(database, timeout=self.busy_timeout)
+            connection, self._sqlite_parameters = connect_sqlite(database, timeout=self.lock_timeout)
         except sqlite3.Error as error:
             raise _sqlite_error(str(database), error, writing=False) from None
         connection.close()
@@ -329,7 +371,7 @@ class ModelStore:
     def _connect_sqlite_file(self) -> sqlite3.Connection:
         assert self._sqlite_file is not None
         return sqlite3.connect(
-            sqlite_uri(self._sqlite_file, **self._sqlite_parameters), uri=True, timeout=self.busy_timeout, check_same_thread=False
+            sqlite_uri(self._sqlite_file, **self._sqlite_parameters), uri=True, timeout=self.lock_timeout, check_same_thread=False
         )
 
     def _begin_postgresql_transaction(self, connection: Connection) -> None:
@@ -337,7 +379,7 @@ class ModelStore:
         run one at a time: what SQLite's ``BEGIN IMMEDIATE`` does. Without it two writers race on
         the unique constraints (versions, corpora, a new database's schema) and one fails."""
         if connection.get_execution_options().get("bpestore_write", False):
-            connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(self.busy_timeout * 1000))}")
+            connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(self.lock_timeout * 1000))}")
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
 
     def _use_wal(self) -> None:
@@ -347,7 +389,7 @@ class ModelStore:
         connection = self.engine.raw_connection()
         try:
             sqlite = connection.driver_connection
-            deadline = time.monotonic() + self.busy_timeout
+            deadline = time.monotonic() + self.lock_timeout
             while True:
                 try:
                     if sqlite.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
@@ -361,11 +403,15 @@ class ModelStore:
             connection.close()
 
     @contextmanager
-    def _errors(self, writing: bool = False) -> Iterator[None]:
-        """Database errors that are the disk's or the system's, as one clear StoreError."""
+    def _errors(self, writing: bool = False, waiting_since: float | None = None) -> Iterator[None]:
+        """Database errors that are the disk's or the system's, as one clear StoreError; a write
+        lock not had within the lock timeout (asked for at ``waiting_since``, a monotonic time)
+        as :class:`StoreLockTimeoutError`."""
         try:
             yield
         except DBAPIError as error:
+            if waiting_since is not None and _is_lock_timeout(error.orig):
+                raise self._lock_timeout_error(waiting_since) from None
             if isinstance(error.orig, sqlite3.Error):
                 if (translated := _sqlite_error(self.location, error.orig, writing)) is not None:
                     raise translated from None
@@ -374,9 +420,20 @@ class ModelStore:
                 raise StoreUnavailableError(f"cannot use the store {self.location}: {reason}") from None
             raise
         except sqlite3.Error as error:
+            if waiting_since is not None and _is_lock_timeout(error):
+                raise self._lock_timeout_error(waiting_since) from None
             if (translated := _sqlite_error(self.location, error, writing)) is not None:
                 raise translated from None
             raise
+
+    def _lock_timeout_error(self, waiting_since: float) -> StoreLockTimeoutError:
+        waited = time.monotonic() - waiting_since
+        return StoreLockTimeoutError(
+            f"another writer holds the store {self.location}: waited {waited:.1f} s for its write lock "
+            f"(the lock timeout is {self.lock_timeout:g} s: --lock-timeout SECONDS or {LOCK_TIMEOUT_VARIABLE}); "
+            "nothing was written",
+            waited,
+        )
 
     def check_writable(self) -> None:
         """Raise ReadOnlyStoreError if the store cannot be written (before any long work)."""
@@ -397,11 +454,17 @@ class ModelStore:
 
     @contextmanager
     def _transaction(self, write: bool = False) -> Iterator[Connection]:
+        """A transaction on a connection of the store's own. A write one first takes the store's
+        write lock (SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's advisory lock), waiting up to
+        :attr:`lock_timeout`; :attr:`lock_waited` then says how long it waited, in seconds."""
         if write:
             self.check_writable()
-        with self._errors(writing=write), self.engine.connect() as connection:
+        asked = time.monotonic()
+        with self._errors(writing=write, waiting_since=asked if write else None), self.engine.connect() as connection:
             connection.execution_options(bpestore_write=write)
             with connection.begin():
+                if write:
+                    self.lock_waited = time.monotonic() - asked
                 yield connection
 
     # -- reading ----------------------------------------------------------------------------------
@@ -516,12 +579,14 @@ class ModelStore:
         source_paths: Sequence[str | os.PathLike] | None = None,
         training_params: dict[str, Any] | None = None,
         training_seconds: float | None = None,
+        progress: bool = False,
     ) -> str:
         """Store ``tokenizer`` (a :class:`BPEModel` or a ``Tokenizer``) as the next version of
         ``name``; returns ``"name@version"``.
 
         ``source`` says where it came from (default ``"imported"`` when ``source_format`` is given,
         else ``"saved from Python"``); an import gives the format it read and the files.
+        ``progress``: a bar while the vocab and merges are written.
         """
         check_name(name)
         model = tokenizer if isinstance(tokenizer, BPEModel) else tokenizer.model
@@ -531,7 +596,7 @@ class ModelStore:
         with self._transaction(write=True) as connection:
             return self._insert_tokenizer(
                 connection, name, model, corpus_id=None, source=source, source_format=source_format,
-                source_paths=paths, training_params=training_params, training_seconds=training_seconds,
+                source_paths=paths, training_params=training_params, training_seconds=training_seconds, progress=progress,
             )
 
     def _insert_tokenizer(
@@ -546,6 +611,7 @@ class ModelStore:
         training_seconds: float | None,
         source_format: str | None = None,
         source_paths: list[str] | None = None,
+        progress: bool = False,
     ) -> str:
         t, names = schema.tokenizers, schema.tokenizer_names
         # Versions are never reused, even after deletions: a ref always means one tokenizer.
@@ -573,53 +639,52 @@ class ModelStore:
                 source_paths=json.dumps(source_paths, ensure_ascii=False) if source_paths is not None else None,
             )
         ).inserted_primary_key[0]
+        self._insert_vocab_and_merges(connection, tokenizer_id, tokenizer, progress)
+        return f"{name}@{version}"
+
+    def _insert_vocab_and_merges(self, connection: Connection, tokenizer_id: int, tokenizer: BPEModel, progress: bool) -> None:
+        """The rows of ``tokenizer``'s vocab and merges, in bulk (:mod:`.bulk`), then its packed copy."""
         special_ids = set(tokenizer.special_ids.values())
         merged = {left + right for left, right in tokenizer.merges}
         postgresql = self.is_postgresql
-        self._bulk_insert(
-            connection,
-            schema.vocab,
-            (
-                (tokenizer_id, token_id, token, _token_kind(token_id, token, special_ids, merged), readable_text(token, postgresql))
-                for token_id, token in sorted(tokenizer.vocab.items())
-            ),
-        )
-        id_of = {token: token_id for token_id, token in tokenizer.vocab.items()}
-        self._bulk_insert(
-            connection,
-            schema.merges,
-            ((tokenizer_id, rank, left, right, id_of[left + right]) for rank, (left, right) in enumerate(tokenizer.merges)),
-        )
+        ids = sorted(tokenizer.vocab)
+        tokens = [tokenizer.vocab[token_id] for token_id in ids]
+        id_of = dict(zip(tokens, ids))
+        merges = tokenizer.merges
+        with progress_bar(progress, len(ids) + len(merges), "saving the vocab and merges", unit="row", unit_scale=True) as bar:
+            self._bulk_insert(
+                connection,
+                schema.vocab,
+                [
+                    repeat(tokenizer_id),
+                    ids,
+                    tokens,
+                    [_token_kind(token_id, token, special_ids, merged) for token_id, token in zip(ids, tokens)],
+                    [readable_text(token, postgresql) for token in tokens],
+                ],
+            )
+            bar.update(len(ids))
+            self._bulk_insert(
+                connection,
+                schema.merges,
+                [
+                    repeat(tokenizer_id),
+                    range(len(merges)),
+                    [left for left, _ in merges],
+                    [right for _, right in merges],
+                    [id_of[left + right] for left, right in merges],
+                ],
+            )
+            bar.update(len(merges))
         # After the rows: their triggers (SQLite; PostgreSQL since 0006) delete any packed copy of this
         # id. Other databases have no such triggers, so no copy: they are read from the rows.
         if self.is_sqlite or self.is_postgresql:
             connection.execute(insert(schema.packed_models).values(tokenizer_id=tokenizer_id, data=pack(tokenizer.vocab, tokenizer.merges)))
-        return f"{name}@{version}"
 
-    def _bulk_insert(self, connection: Connection, table: Any, rows: Iterable[tuple]) -> int:
-        """Insert ``rows`` (tuples in the order of ``table``'s columns) into ``table``, in batches
-        of ``_BATCH_ROWS`` (a list of millions of rows at once would cost hundreds of MB); with
-        psycopg, by ``COPY``, the fastest way into PostgreSQL. Returns the number of rows."""
-        names = [column.name for column in table.columns]
-        done = 0
-        if self.is_postgresql and self.engine.dialect.driver == "psycopg":
-            from psycopg import sql as psql
-
-            statement = psql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-                psql.Identifier(table.name), psql.SQL(", ").join(map(psql.Identifier, names))
-            )
-            types = [_COPY_TYPES[type(column.type).__name__] for column in table.columns]
-            with connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
-                copy.set_types(types)
-                for row in rows:
-                    copy.write_row(row)
-                    done += 1
-            return done
-        rows = iter(rows)
-        while batch := [dict(zip(names, row)) for row in islice(rows, _BATCH_ROWS)]:
-            connection.execute(insert(table), batch)
-            done += len(batch)
-        return done
+    def _bulk_insert(self, connection: Connection, table: Any, columns: Sequence[Any]) -> int:
+        """Insert rows given as columns into ``table`` in bulk (:func:`.bulk.insert_rows`);
+        returns the number of rows."""
+        return bulk.insert_rows(connection, table, columns)
 
     def delete(self, ref: str) -> str:
         """Delete one tokenizer; its corpus and pre-token counts go too once no tokenizer uses them."""
@@ -642,10 +707,15 @@ class ModelStore:
             select(c.c.id).where(c.c.sha256 == sha256, c.c.pattern == pattern, c.c.special_tokens == specials_json)
         ).scalar()
 
-    def pretoken_counts(self, corpus_id: int) -> dict[bytes, int]:
-        p = schema.pretoken_counts
+    def pretoken_counts(self, corpus_id: int) -> PretokenCounts:
+        """The stored counts of corpus ``corpus_id``, as the engine's counts (read in bulk:
+        :func:`.bulk.read_counts`)."""
+        c = schema.corpora
         with self._transaction() as connection:
-            return dict(connection.execute(select(p.c.pretoken, p.c.count).where(p.c.corpus_id == corpus_id)).all())
+            row = connection.execute(select(c.c.distinct_pretokens, c.c.total_pretokens).where(c.c.id == corpus_id)).first()
+            if row is None:
+                raise StoreError(f"no corpus {corpus_id} in {self.location}")
+            return bulk.read_counts(connection, corpus_id, row.distinct_pretokens, row.total_pretokens)
 
     def _insert_corpus(
         self,
@@ -655,10 +725,19 @@ class ModelStore:
         sha256: str,
         pattern: str,
         specials_json: str,
-        counts: Mapping[bytes, int],
+        counts: PretokenCounts,
         progress: bool,
         origin: str = "files",
+        files: Sequence[CorpusFile] = (),
     ) -> int:
+        """A new corpus: its row, its files (if counted from files), its counts' rows and their
+        packed copy, in bulk (:func:`.bulk.write_counts`)."""
+        total = counts.total
+        if total >= 1 << 63:
+            raise ValueError(
+                f"the pre-tokens of {source} are counted {total} times in all, more than the store's 64-bit counts hold (2**63 - 1)"
+            )
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
         corpus_id = connection.execute(
             insert(schema.corpora).values(
                 sha256=sha256,
@@ -668,22 +747,51 @@ class ModelStore:
                 origin=origin,
                 size_bytes=size_bytes,
                 distinct_pretokens=len(counts),
-                total_pretokens=sum(counts.values()),
-                created_at=datetime.now(timezone.utc).replace(tzinfo=None),
+                total_pretokens=total,
+                created_at=now,
             )
         ).inserted_primary_key[0]
-        # The bar shows that saving a big corpus's counts is under way.
+        if files:
+            self._bulk_insert(
+                connection,
+                schema.corpus_files,
+                [
+                    repeat(corpus_id),
+                    range(len(files)),
+                    [file.path for file in files],
+                    [file.sha256 for file in files],
+                    [file.size_bytes for file in files],
+                    [file.added_at or now for file in files],
+                ],
+            )
+        # The bar shows that saving a big corpus's counts is under way, with its rate.
         with progress_bar(progress, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
-            rows = iter(counts.items())
-            while batch := list(islice(rows, _BATCH_ROWS)):
-                self._bulk_insert(connection, schema.pretoken_counts, ((corpus_id, token, count) for token, count in batch))
-                bar.update(len(batch))
+            bulk.write_counts(connection, corpus_id, counts, on_rows=bar.update)
         return corpus_id
 
+    def corpus_files(self, corpus_id: int) -> list[CorpusFile]:
+        """The files corpus ``corpus_id`` was counted from, in order (none listed for counts made
+        elsewhere, and for corpora stored before bpestore listed them)."""
+        f = schema.corpus_files
+        with self._transaction() as connection:
+            rows = connection.execute(
+                select(f.c.path, f.c.sha256, f.c.size_bytes, f.c.added_at).where(f.c.corpus_id == corpus_id).order_by(f.c.position)
+            ).all()
+        return [CorpusFile(row.path, row.sha256, row.size_bytes, row.added_at) for row in rows]
 
-# The PostgreSQL type of each SQLAlchemy column type in the tables filled by COPY (binary COPY
-# needs each value sent as exactly its column's type).
-_COPY_TYPES = {"Integer": "int4", "BigInteger": "int8", "LargeBinary": "bytea", "String": "text", "Text": "text"}
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """One file a stored corpus was counted from."""
+
+    path: str
+    """Where it was read from (resolved)."""
+    sha256: str
+    """The sha256 of its content, decompressed (hex): what identifies it."""
+    size_bytes: int
+    """Its content's length, decompressed."""
+    added_at: datetime | None = None
+    """When it was counted into the corpus (None: now, for one being stored)."""
 
 
 def _configure_sqlite_connection(dbapi_connection, _record) -> None:

@@ -79,6 +79,32 @@ pretoken_counts = Table(
     Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="CASCADE"), primary_key=True),
     Column("pretoken", LargeBinary, primary_key=True),
     Column("count", BIG_INTEGER, nullable=False),
+    # On SQLite (since 0008) the rows live in the primary key's B-tree, in (corpus_id, pretoken)
+    # order: written in that order they are appended, and a corpus is read as one range.
+    sqlite_with_rowid=False,
+)
+
+# A copy of each corpus's counts in one BLOB (parts, for a huge corpus), the fast way to read them
+# back (since 0008; packed and unpacked by the engine: SortedRows.pack, PretokenCounts.unpack).
+# Triggers (in the migration) delete a copy when its rows change; the rows stay the truth.
+packed_counts = Table(
+    "packed_counts",
+    metadata,
+    Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="CASCADE"), primary_key=True),
+    Column("part", Integer, primary_key=True, comment="0, 1, ...: consecutive ranges of the counts in byte order"),
+    Column("data", LargeBinary, nullable=False, comment="those counts packed (the engine's SortedRows.pack)"),
+)
+
+# The files a corpus was counted from, in order (since 0008): what `bpestore count add` grows.
+corpus_files = Table(
+    "corpus_files",
+    metadata,
+    Column("corpus_id", Integer, ForeignKey("corpora.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, primary_key=True, comment="0, 1, ...: the order the files were given and added in"),
+    Column("path", Text, nullable=False, comment="where the file was read from (resolved)"),
+    Column("sha256", String(64), nullable=False, comment="sha256 of the file's content (decompressed), hex"),
+    Column("size_bytes", BIG_INTEGER, nullable=False, comment="its content in bytes (decompressed)"),
+    Column("added_at", DateTime, nullable=False),
 )
 
 tokenizers = Table(

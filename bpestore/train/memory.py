@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .._engine import PretokenCounts
+
 __all__ = ["MemoryEstimate", "MemoryLimitError", "estimate_merge_memory", "format_bytes", "parse_bytes"]
 
 BYTES_PER_PRETOKEN_BYTE = 26
@@ -79,7 +81,9 @@ def estimate_merge_memory(counts: Mapping[bytes, int], merges: int) -> MemoryEst
     """The :class:`MemoryEstimate` of a merge loop of up to ``merges`` merges over ``counts``.
     A merge shortens at least one distinct pre-token by a symbol, so there are at most
     ``L - D`` of them; a corpus that runs out of pairs sooner is overestimated."""
-    distinct, length = len(counts), sum(map(len, counts.keys()))
+    # The engine's counts know their length; a mapping's keys are walked.
+    length = counts.pretoken_bytes if isinstance(counts, PretokenCounts) else sum(map(len, counts.keys()))
+    distinct = len(counts)
     return MemoryEstimate(distinct, length, min(merges, length - distinct))
 
 

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
-    count_file_in_chunks, count_text, CountError, MergeLoop, DEFAULT_CHUNK_BYTES,
+    count_file_in_chunks, count_text, CountError, MergeLoop, SortedCounts, DEFAULT_CHUNK_BYTES,
 };
 use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyIterator, PyList, PyTuple};
 
 /// How often, at most, progress reaches Python (each report takes the GIL).
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -81,6 +81,12 @@ impl PyPretokenCounts {
     #[getter]
     fn total(&self) -> u64 {
         self.inner.total()
+    }
+
+    /// The total length of the distinct pre-tokens, in bytes.
+    #[getter]
+    fn pretoken_bytes(&self) -> usize {
+        self.inner.pretoken_bytes()
     }
 
     /// How often `pretoken` occurs (`default` if never).
@@ -200,6 +206,78 @@ impl PyPretokenCounts {
         Ok(Self { inner })
     }
 
+    /// Counts from their packed copy: the parts `SortedRows.pack` made, in order (layout in
+    /// crates/train/src/stored.rs); ValueError ("damaged packed counts: ...") for anything else.
+    #[staticmethod]
+    #[pyo3(signature = (*parts))]
+    fn unpack(py: Python<'_>, parts: Vec<PyBackedBytes>) -> PyResult<Self> {
+        let parts: Vec<&[u8]> = parts.iter().map(|part| &part[..]).collect();
+        let inner = py
+            .detach(|| bpestore_train::unpack(&parts))
+            .map_err(|reason| PyValueError::new_err(format!("damaged packed counts: {reason}")))?;
+        Ok(Self { inner })
+    }
+
+    /// Counts from a PostgreSQL `COPY (SELECT pretoken, count ...) TO STDOUT (FORMAT BINARY)`;
+    /// ValueError naming the row for NULLs, negative counts or a damaged stream.
+    #[staticmethod]
+    fn from_copy(py: Python<'_>, data: PyBackedBytes) -> PyResult<Self> {
+        let inner = py
+            .detach(|| bpestore_train::from_copy_rows(&data))
+            .map_err(|reason| {
+                PyValueError::new_err(format!("unreadable COPY of pre-token counts: {reason}"))
+            })?;
+        Ok(Self { inner })
+    }
+
+    /// Counts from rows `(pre-token bytes, count)` (a database cursor, say), read here without a
+    /// Python object per row beyond the row itself; a pre-token given twice gets the sum.
+    /// ValueError for a row that is not bytes and a non-negative integer.
+    #[staticmethod]
+    fn from_rows(rows: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let mut inner = bpestore_train::PretokenCounts::new();
+        for (index, row) in rows.try_iter()?.enumerate() {
+            let row = row?;
+            let (pretoken, count): (Bound<'_, PyAny>, Bound<'_, PyAny>) = row.extract()?;
+            let pretoken = pretoken.cast::<PyBytes>().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "row {index}: a pre-token must be bytes, got {}",
+                    type_name(&pretoken)
+                ))
+            })?;
+            let count: u64 = count.extract().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "row {index}: a count must be an integer from 0 to 2**64-1, got {count}"
+                ))
+            })?;
+            if inner.total().checked_add(count).is_none() {
+                return Err(PyValueError::new_err("the counts add up to 2**64 or more"));
+            }
+            if count > 0 {
+                inner.add(pretoken.as_bytes(), count);
+            }
+        }
+        Ok(Self { inner })
+    }
+
+    /// These counts' rows in byte order of the pre-tokens, to be written in batches
+    /// ([`SortedRows`]); they must not change meanwhile.
+    fn sorted_rows(slf: Bound<'_, Self>) -> SortedRows {
+        let py = slf.py();
+        let (order, len, total) = {
+            let counts = slf.borrow();
+            let inner = &counts.inner;
+            let order = py.detach(|| inner.sorted_ids());
+            (order, inner.len(), inner.total())
+        };
+        SortedRows {
+            counts: slf.unbind(),
+            order,
+            len,
+            total,
+        }
+    }
+
     /// A copy of these counts (the table copied as it is, not rebuilt).
     fn copy(&self, py: Python<'_>) -> Self {
         Self {
@@ -222,6 +300,126 @@ impl PyPretokenCounts {
             .map(|inner| Self { inner })
             .collect()
     }
+}
+
+/// Pre-token counts' rows in byte order of the pre-tokens, for writing them into a database in
+/// batches: `rows(start, end)` for an `executemany`, `copy_rows(corpus_id, start, end)` for a
+/// PostgreSQL binary `COPY` (the pieces of consecutive ranges make one stream). Holds the counts
+/// and their order (4 bytes a row), not a copy of them.
+#[pyclass(module = "bpestore._engine", name = "SortedRows", frozen)]
+pub struct SortedRows {
+    counts: Py<PyPretokenCounts>,
+    order: Vec<u32>,
+    len: usize,
+    total: u64,
+}
+
+impl SortedRows {
+    /// The counts, borrowed, and `start..end` checked; ValueError if the counts changed since
+    /// the order was taken or the range is not within the rows.
+    fn check<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+        end: usize,
+    ) -> PyResult<PyRef<'py, PyPretokenCounts>> {
+        let counts = self.counts.bind(py).borrow();
+        if counts.inner.len() != self.len || counts.inner.total() != self.total {
+            return Err(PyValueError::new_err(
+                "the pre-token counts changed after their rows were sorted",
+            ));
+        }
+        if start > end || end > self.len {
+            return Err(PyValueError::new_err(format!(
+                "rows {start}..{end} are not within the {} rows",
+                self.len
+            )));
+        }
+        Ok(counts)
+    }
+}
+
+#[pymethods]
+impl SortedRows {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// Rows `start..end` as one flat list of their values, row after row: a pre-token, then its
+    /// count, ... The pre-tokens are `bytearray`s: Python's sqlite3 binds those as BLOBs
+    /// directly, where it first looks for an adapter for each `bytes` (a third of the time of
+    /// inserting a row). For a multi-row `INSERT ... VALUES (?, ?), (?, ?), ...`.
+    fn flat_rows<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+        end: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let counts = self.check(py, start, end)?;
+        let sorted = SortedCounts::with_order(&counts.inner, &self.order);
+        let list = PyList::empty(py);
+        for (pretoken, count) in sorted.rows(start, end) {
+            list.append(PyByteArray::new(py, pretoken))?;
+            list.append(count)?;
+        }
+        Ok(list)
+    }
+
+    /// Where to cut the rows into pieces of at most `max_rows` rows and about `max_bytes` bytes
+    /// of pre-tokens (at least a row each): the end of each piece, the last being `len()`.
+    fn piece_ends(
+        &self,
+        py: Python<'_>,
+        max_rows: usize,
+        max_bytes: usize,
+    ) -> PyResult<Vec<usize>> {
+        let counts = self.check(py, 0, self.len)?;
+        let inner = &counts.inner;
+        let order = &self.order;
+        Ok(py.detach(|| {
+            SortedCounts::with_order(inner, order).piece_ends(max_rows.max(1), max_bytes)
+        }))
+    }
+
+    /// Rows `start..end` packed (one part of a packed copy, with a checksum; read back by
+    /// `PretokenCounts.unpack`).
+    fn pack<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+        end: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let counts = self.check(py, start, end)?;
+        let inner = &counts.inner;
+        let order = &self.order;
+        let data = py.detach(|| SortedCounts::with_order(inner, order).pack(start, end));
+        Ok(PyBytes::new(py, &data))
+    }
+
+    /// Rows `start..end` as PostgreSQL binary `COPY` data of `(corpus_id, pretoken, count)`
+    /// (int4, bytea, int8), the header with the first rows and the trailer with the last.
+    fn copy_rows<'py>(
+        &self,
+        py: Python<'py>,
+        corpus_id: i32,
+        start: usize,
+        end: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let counts = self.check(py, start, end)?;
+        let inner = &counts.inner;
+        let order = &self.order;
+        let data =
+            py.detach(|| SortedCounts::with_order(inner, order).copy_rows(corpus_id, start, end));
+        Ok(PyBytes::new(py, &data))
+    }
+}
+
+/// A Python object's type name, for messages.
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |name| name.to_string())
 }
 
 /// 64-bit words as little-endian bytes.
@@ -579,6 +777,7 @@ fn learn_merges<'py>(
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyPretokenCounts>()?;
+    module.add_class::<SortedRows>()?;
     module.add_function(wrap_pyfunction!(count_file, module)?)?;
     module.add_function(wrap_pyfunction!(count_texts, module)?)?;
     module.add_function(wrap_pyfunction!(file_chunk_boundaries, module)?)?;

@@ -135,6 +135,46 @@ impl PretokenCounts {
         big
     }
 
+    /// No pre-tokens yet, with room for `distinct` of them holding `bytes` bytes in all
+    /// (filling a table of known size never rehashes).
+    pub fn with_capacity(distinct: usize, bytes: usize) -> PretokenCounts {
+        let mut starts = Vec::with_capacity(distinct + 1);
+        starts.push(0);
+        PretokenCounts {
+            table: HashTable::with_capacity(distinct),
+            arena: Vec::with_capacity(bytes),
+            starts,
+            counts: Vec::with_capacity(distinct),
+            total: 0,
+        }
+    }
+
+    /// The bytes of the pre-token of id `id` (ids are `0..len()`, in order of first appearance).
+    #[inline]
+    pub fn pretoken(&self, id: u32) -> &[u8] {
+        key(&self.arena, &self.starts, id)
+    }
+
+    /// The count of the pre-token of id `id`.
+    #[inline]
+    pub fn count_of(&self, id: u32) -> u64 {
+        self.counts[id as usize]
+    }
+
+    /// The total length of the distinct pre-tokens, in bytes.
+    pub fn pretoken_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// The ids of the pre-tokens in byte order of the pre-tokens (a canonical order, the same for
+    /// equal counts however they were made).
+    pub fn sorted_ids(&self) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.len() as u32).collect();
+        let (arena, starts) = (&self.arena, &self.starts);
+        order.sort_unstable_by(|&a, &b| key(arena, starts, a).cmp(key(arena, starts, b)));
+        order
+    }
+
     /// Every distinct pre-token with its count, in order of first appearance.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
         self.counts
@@ -149,11 +189,11 @@ impl PretokenCounts {
     /// the counts. `sorted`: pre-tokens in byte order (a canonical form, the same for equal
     /// counts however they were made), else in order of first appearance.
     pub fn to_arrays(&self, sorted: bool) -> (Vec<u8>, Vec<u64>, Vec<u64>) {
-        let mut order: Vec<u32> = (0..self.len() as u32).collect();
-        if sorted {
-            let (arena, starts) = (&self.arena, &self.starts);
-            order.sort_unstable_by(|&a, &b| key(arena, starts, a).cmp(key(arena, starts, b)));
-        }
+        let order: Vec<u32> = if sorted {
+            self.sorted_ids()
+        } else {
+            (0..self.len() as u32).collect()
+        };
         let mut data = Vec::with_capacity(self.arena.len());
         let mut offsets = Vec::with_capacity(self.len() + 1);
         let mut counts = Vec::with_capacity(self.len());

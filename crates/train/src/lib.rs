@@ -6,6 +6,7 @@
 mod count;
 mod counts;
 mod merge;
+mod stored;
 
 pub use count::{
     count_file, count_file_in_chunks, count_text, file_chunk_boundaries, CountError,
@@ -13,3 +14,4 @@ pub use count::{
 };
 pub use counts::PretokenCounts;
 pub use merge::{learn_merges, Merge, MergeLoop};
+pub use stored::{checksum, from_copy_rows, unpack, SortedCounts};

@@ -1,0 +1,148 @@
+"""Counts in bulk: a packed copy of each corpus's counts, the files a corpus holds, and on SQLite
+the counts clustered by (corpus, pre-token).
+
+* ``packed_counts``: each corpus's pre-token counts in one BLOB (several parts for a huge corpus:
+  a database value holds at most about 1 GB; layout: the engine's ``SortedRows.pack``,
+  crates/train/src/stored.rs), read back in milliseconds where 300,000 rows took seconds. The rows of ``pretoken_counts`` stay the truth, and plain SQL reads them as
+  before: triggers delete a corpus's packed copy whenever any of its rows is inserted, changed or
+  deleted (row triggers on SQLite, guarded so that writing a new corpus's rows, before its copy
+  exists, costs one index probe a row; per statement on PostgreSQL, with transition tables, as
+  0006's for ``packed_models``), so a copy is never stale; readers then fall back to the rows.
+  Corpora stored before have no copy and are read from their rows.
+* ``corpus_files``: the files a corpus was counted from, in order, each with its content's
+  sha256 and size (``bpestore count add`` grows a corpus by files; adding one twice is refused).
+  Corpora stored before have none listed (``corpora.path`` still says where they came from).
+* On SQLite, ``pretoken_counts`` becomes a ``WITHOUT ROWID`` table: its rows live in the primary
+  key's B-tree, in (corpus_id, pretoken) order, instead of a table plus a copy of every pre-token
+  in the key's index. Written in that order, rows are appended; a corpus's rows are read as one
+  range. (Rebuilt by copying: nothing references ``pretoken_counts``, so nothing cascades.)
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-11-25
+"""
+
+from typing import Sequence, Union
+
+import sqlalchemy as sa
+from alembic import op
+
+
+# revision identifiers, used by Alembic.
+revision: str = '0008'
+down_revision: Union[str, Sequence[str], None] = '0007'
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
+
+# (frozen here, as migrations must be)
+_SQLITE_COUNTS = """
+CREATE TABLE pretoken_counts{suffix} (
+    corpus_id INTEGER NOT NULL,
+    pretoken BLOB NOT NULL,
+    count INTEGER NOT NULL,
+    CONSTRAINT pk_pretoken_counts PRIMARY KEY (corpus_id, pretoken),
+    CONSTRAINT fk_pretoken_counts_corpus_id_corpora FOREIGN KEY(corpus_id) REFERENCES corpora (id) ON DELETE CASCADE
+){rowid}
+"""
+
+_POSTGRESQL_FUNCTION = """
+CREATE FUNCTION bpestore_unpack_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        DELETE FROM packed_counts WHERE corpus_id IN (SELECT corpus_id FROM old_rows);
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        DELETE FROM packed_counts WHERE corpus_id IN (SELECT corpus_id FROM new_rows);
+    END IF;
+    RETURN NULL;
+END
+$$
+"""
+
+
+def _sqlite_triggers() -> dict[str, str]:
+    """Row triggers: a change to a corpus's counts deletes its packed copy. The WHEN clauses keep
+    the cost of a row written where there is no copy (a new corpus, before its copy) to a probe."""
+    statements = {}
+    for event, ids in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
+        name = f"pretoken_counts_{event.lower()}_unpacks"
+        listed = ", ".join(f"{row}.corpus_id" for row in ids)
+        statements[name] = (
+            f"CREATE TRIGGER {name} AFTER {event} ON pretoken_counts FOR EACH ROW "
+            f"WHEN EXISTS (SELECT 1 FROM packed_counts WHERE corpus_id IN ({listed})) "
+            f"BEGIN DELETE FROM packed_counts WHERE corpus_id IN ({listed}); END"
+        )
+    return statements
+
+
+def _postgresql_triggers() -> dict[str, str]:
+    statements = {}
+    for event, tables in (
+        ("INSERT", "NEW TABLE AS new_rows"),
+        ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
+        ("DELETE", "OLD TABLE AS old_rows"),
+    ):
+        name = f"pretoken_counts_{event.lower()}_unpacks"
+        statements[name] = (
+            f"CREATE TRIGGER {name} AFTER {event} ON pretoken_counts REFERENCING {tables} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION bpestore_unpack_counts()"
+        )
+    return statements
+
+
+def _rebuild_sqlite_counts(rowid: bool) -> None:
+    """Copy ``pretoken_counts`` into a table of the other kind (WITHOUT ROWID or not), in key order."""
+    op.execute(_SQLITE_COUNTS.format(suffix="_rebuilt", rowid="" if rowid else " WITHOUT ROWID"))
+    op.execute(
+        "INSERT INTO pretoken_counts_rebuilt (corpus_id, pretoken, count) "
+        "SELECT corpus_id, pretoken, count FROM pretoken_counts ORDER BY corpus_id, pretoken"
+    )
+    op.execute("DROP TABLE pretoken_counts")
+    op.execute("ALTER TABLE pretoken_counts_rebuilt RENAME TO pretoken_counts")
+
+
+def upgrade() -> None:
+    """Upgrade schema."""
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
+        _rebuild_sqlite_counts(rowid=False)
+    op.create_table('packed_counts',
+    sa.Column('corpus_id', sa.Integer(), nullable=False),
+    sa.Column('part', sa.Integer(), nullable=False, comment='0, 1, ...: consecutive ranges of the counts in byte order'),
+    sa.Column('data', sa.LargeBinary(), nullable=False, comment="those counts packed (the engine's SortedRows.pack)"),
+    sa.ForeignKeyConstraint(['corpus_id'], ['corpora.id'], name=op.f('fk_packed_counts_corpus_id_corpora'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('corpus_id', 'part', name=op.f('pk_packed_counts'))
+    )
+    op.create_table('corpus_files',
+    sa.Column('corpus_id', sa.Integer(), nullable=False),
+    sa.Column('position', sa.Integer(), nullable=False, comment='0, 1, ...: the order the files were given and added in'),
+    sa.Column('path', sa.Text(), nullable=False, comment='where the file was read from (resolved)'),
+    sa.Column('sha256', sa.String(length=64), nullable=False, comment="sha256 of the file's content (decompressed), hex"),
+    sa.Column('size_bytes', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False, comment='its content in bytes (decompressed)'),
+    sa.Column('added_at', sa.DateTime(), nullable=False),
+    sa.ForeignKeyConstraint(['corpus_id'], ['corpora.id'], name=op.f('fk_corpus_files_corpus_id_corpora'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('corpus_id', 'position', name=op.f('pk_corpus_files'))
+    )
+    if dialect == "sqlite":
+        for statement in _sqlite_triggers().values():
+            op.execute(statement)
+    elif dialect == "postgresql":
+        op.execute(_POSTGRESQL_FUNCTION)
+        for statement in _postgresql_triggers().values():
+            op.execute(statement)
+
+
+def downgrade() -> None:
+    """Downgrade schema."""
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
+        for name in _sqlite_triggers():
+            op.execute(f"DROP TRIGGER IF EXISTS {name}")
+    elif dialect == "postgresql":
+        for name in _postgresql_triggers():
+            op.execute(f"DROP TRIGGER {name} ON pretoken_counts")
+        op.execute("DROP FUNCTION bpestore_unpack_counts()")
+    op.drop_table('corpus_files')
+    op.drop_table('packed_counts')
+    if dialect == "sqlite":
+        _rebuild_sqlite_counts(rowid=True)
