@@ -122,9 +122,10 @@ def _workflow():
     return workflow
 
 
-def Store(db: str, *, create: bool = True):  # noqa: N802 - stands in for the class, imported late to keep --help fast
-    """The store at ``db``; ``create=False`` for reads, which need a store and never make one."""
-    return _workflow().Store(db, create=create)
+def Store(db: str, *, create: bool = True, lock_timeout: float | None = None):  # noqa: N802 - stands in for the class, imported late to keep --help fast
+    """The store at ``db``; ``create=False`` for reads, which need a store and never make one.
+    ``lock_timeout``: how long a write waits for another writer (None: BPESTORE_LOCK_TIMEOUT, else 120 s)."""
+    return _workflow().Store(db, create=create, lock_timeout=lock_timeout)
 
 
 DEFAULT_DB = "bpestore.db"
@@ -166,6 +167,16 @@ def _say_which_store(db: str) -> None:
         details.append(f"{summary.tokenizers} tokenizer{'s' if summary.tokenizers != 1 else ''}")
     details.append(f"read-only: {summary.read_only_reason}" if summary.read_only_reason else "writable")
     click.echo(f"store: {summary.location} ({', '.join(details)})", err=True)
+
+
+def _lock_timeout_option(function):
+    """``--lock-timeout``, for every command that writes to the store."""
+    return click.option(
+        "--lock-timeout", "lock_timeout", type=click.FloatRange(min=0), default=None, envvar="BPESTORE_LOCK_TIMEOUT",
+        metavar="SECONDS",
+        help="How long to wait for another writer of the store to finish (env BPESTORE_LOCK_TIMEOUT) [default: 120]. "
+        "Counting and merging never hold the store's lock; only the final writes do.",
+    )(function)
 
 
 def _quiet_option(function):
@@ -230,11 +241,16 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 )
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS", help="Count CORPUS on a Dask cluster (a scheduler address, or 'local'), then merge here.")
 @click.option("--min-count", type=click.IntRange(min=1), default=None, help="With --counts or --dask: train on pre-tokens counted at least this often.")
+@click.option(
+    "--stored-corpus", "stored_corpus", default=None, metavar="ID|REF",
+    help="Train on a corpus the store holds, without counting: its id (bpestore count list) or a tokenizer's ref (the corpus it was trained on).",
+)
+@_lock_timeout_option
 @_db_option
 def train(
     corpus: tuple[str, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
     as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
-    dask_address: str | None, min_count: int | None, db: str,
+    dask_address: str | None, min_count: int | None, stored_corpus: str | None, lock_timeout: float | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -260,10 +276,16 @@ def train(
     """
     started = time.perf_counter()
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
-    source, counting = _training_source(corpus, counts_file, dask_address, min_count, special_tokens, workers)
+    if stored_corpus is not None and (corpus or counts_file is not None or dask_address is not None or min_count is not None):
+        _fail("--stored-corpus trains on counts the store holds: give no CORPUS, --counts, --dask or --min-count with it")
+    source, counting = (None, None) if stored_corpus is not None else _training_source(corpus, counts_file, dask_address, min_count, special_tokens, workers)
     if not special_tokens and isinstance(source, _workflow().Counts):
         special_tokens = source.special_tokens  # those the counts were made with (Parquet metadata)
-    with Store(db) as store:
+    with Store(db, lock_timeout=lock_timeout) as store:
+        if stored_corpus is not None:
+            source = store.corpus_of(stored_corpus)
+            if not special_tokens:
+                special_tokens = tuple(source.special_tokens)  # those it was counted with
         if dry_run:
             counted, estimate = store.estimate_training(
                 source, max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base,
@@ -288,7 +310,7 @@ def train(
             )
         except _workflow().TrainingInterrupted as interrupted:
             # One line, in place of the generic one: what was kept is worth knowing.
-            what = counts_file if counts_file is not None else _inputs_described(corpus)
+            what = counts_file or (f"stored corpus {stored_corpus}" if stored_corpus is not None else _inputs_described(corpus))
             # --dask counts before the store is consulted: a rerun counts again, then finds them stored
             again = "run the same command again to reuse them" if dask_address is None else "a rerun with --dask counts again"
             click.echo(
@@ -792,7 +814,7 @@ def _import_command(format_name: str, spec: formats.ImportCommand) -> click.Comm
     """The ``bpestore import FORMAT`` subcommand that ``spec`` describes: its files, ``--name``,
     ``--quiet``, the format's own options and ``--db``."""
 
-    def run(name: str, quiet: bool, db: str, **values: Any) -> None:
+    def run(name: str, quiet: bool, lock_timeout: float | None, db: str, **values: Any) -> None:
         files = [values.pop(argument) for argument in spec.files]
         positional, options = [], {}
         for option in spec.options:
@@ -810,10 +832,11 @@ def _import_command(format_name: str, spec: formats.ImportCommand) -> click.Comm
                 options[option.keyword] = value
         if spec.progress:
             options["progress"] = _show_progress(quiet)
-        _import(db, name, format_name, *files, *positional, **options)
+        _import(db, name, format_name, *files, *positional, lock_timeout=lock_timeout, save_progress=_show_progress(quiet), **options)
 
     # Decorators apply bottom-up: the options end up in the order of a hand-written command's.
     command = _db_option(run)
+    command = _lock_timeout_option(command)
     for option in reversed(spec.options):
         command = click.option(
             option.flag, option.keyword, multiple=option.multiple, required=option.required, metavar=option.metavar, help=option.help
@@ -856,6 +879,91 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
         click.echo(note, err=True)
 
 
+# -- count -----------------------------------------------------------------------------------------
+
+
+@main.group("count", cls=_Group)
+def count_() -> None:
+    """The corpora the store holds (their pre-token counts): list them, grow one by new files.
+
+    \b
+    Example:
+      bpestore count list
+      bpestore count add web@3 shards-2026-12/        # count only the new files, add them up
+      bpestore train --stored-corpus 7 --name web --vocab-size 32000
+    """
+
+
+def _corpus_row(corpus) -> list[str]:
+    return [
+        str(corpus.id),
+        _workflow().short_corpus_path(corpus.path, corpus.origin),
+        f"{corpus.files:,}" if corpus.files else "-",
+        f"{corpus.size_bytes:,}",
+        f"{corpus.distinct_pretokens:,}",
+        f"{corpus.total_pretokens:,}",
+        " ".join(corpus.special_tokens) or "-",
+        " ".join(corpus.tokenizers) or "-",
+    ]
+
+
+_CORPUS_HEADERS = ["ID", "CORPUS", "FILES", "BYTES", "DISTINCT", "PRE-TOKENS", "SPECIAL TOKENS", "TRAINED"]
+
+
+@count_.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
+@_db_option
+def count_list(as_json: bool, db: str) -> None:
+    """List the stored corpora: where they came from, their files, their pre-token counts, the
+    tokenizers trained on them.
+
+    \b
+    Example:
+      bpestore count list
+    """
+    with Store(db, create=False) as store:
+        corpora = store.corpora()
+    if as_json:
+        click.echo(json.dumps([corpus.to_dict() for corpus in corpora], indent=2, ensure_ascii=False))
+    elif corpora:
+        click.echo(_table([_corpus_row(corpus) for corpus in corpora], _CORPUS_HEADERS))
+    else:
+        click.echo(f"No corpora in {db} yet: training on files stores their counts.", err=True)
+
+
+@count_.command("add")
+@click.argument("corpus", metavar="CORPUS")
+@click.argument("inputs", metavar="FILE...", nargs=-1, required=True)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for counting [default: CPUs].")
+@click.option("--json", "as_json", is_flag=True, help="Print the new corpus as JSON (as `count list --json`).")
+@_quiet_option
+@_lock_timeout_option
+@_db_option
+def count_add(corpus: str, inputs: tuple[str, ...], workers: int | None, as_json: bool, quiet: bool, lock_timeout: float | None, db: str) -> None:
+    """Add FILEs to a stored CORPUS, counting only them.
+
+    CORPUS is a corpus id (bpestore count list) or a tokenizer's ref (the corpus it was trained
+    on). FILEs are files, directories or quoted globs, as for `train`; each is a document of its
+    own. The corpus's counts plus the new files' are stored as a new corpus (printed: its id),
+    in one transaction; training on it (`train --stored-corpus ID`, or `train` on all the files)
+    gives exactly the merges of training on all the files together. A file whose content the
+    corpus holds already is refused.
+
+    \b
+    Example:
+      bpestore count add web@3 new-shards/
+      bpestore count add 7 extra.txt.gz --json
+    """
+    with Store(db, create=False, lock_timeout=lock_timeout) as store:
+        grown = store.add_to_corpus(corpus, list(inputs), workers=workers, progress=_show_progress(quiet))
+    if as_json:
+        click.echo(json.dumps(grown.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(grown.id)
+    if not quiet:
+        click.echo(_table([_corpus_row(grown)], _CORPUS_HEADERS), err=True)
+
+
 # -- serve -----------------------------------------------------------------------------------------
 
 
@@ -896,8 +1004,9 @@ def serve(host: str, port: int, allow_remote: bool, corpora: tuple[Path, ...], d
 
 @main.command()
 @click.argument("ref")
+@_lock_timeout_option
 @_db_option
-def rm(ref: str, db: str) -> None:
+def rm(ref: str, lock_timeout: float | None, db: str) -> None:
     """Delete one tokenizer version (REF is NAME for the latest, or NAME@VERSION).
 
     Its corpus's pre-token counts are kept while another tokenizer still uses them.
@@ -906,7 +1015,7 @@ def rm(ref: str, db: str) -> None:
     Example:
       bpestore rm ts@1
     """
-    with Store(db, create=False) as store:
+    with Store(db, create=False, lock_timeout=lock_timeout) as store:
         click.echo(f"deleted {store.delete(ref)}")
 
 

@@ -26,14 +26,14 @@ from .atomic import atomic_path
 from .encode.files import encode_file_to_npy, write_npy_stream
 from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --output-dir`)
-from .errors import PatternError
+from .errors import PatternError, StoreError
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
-from .pretokenize.inputs import CorpusFiles, short_corpus_path  # noqa: F401  (the CLI's `list`)
+from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths  # noqa: F401  (short_corpus_path: the CLI's `list`)
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import CorpusFile, ModelStore, StoreSummary, TokenizerInfo, summarize_store
+from .store.database import CorpusFile, CorpusInfo, ModelStore, StoreSummary, TokenizerInfo, summarize_store
 from .store import loader
 from .store.refs import check_name
 from .train import trainer as training
@@ -339,7 +339,7 @@ class Store(ModelStore):
 
     def count(
         self,
-        corpus: str | os.PathLike | Sequence[str | os.PathLike],
+        corpus: str | os.PathLike | Sequence[str | os.PathLike] | Counts | CorpusInfo,
         special_tokens: Sequence[str] = (),
         *,
         workers: int | None = None,
@@ -363,6 +363,8 @@ class Store(ModelStore):
         is counted in this process (:class:`~bpestore.train.backends.InProcessCounting` on
         ``workers`` threads), once per content."""
         started = time.perf_counter()
+        if isinstance(corpus, CorpusInfo):
+            return self._stored_counts(corpus, special_tokens, pattern, started)
         self.check_writable()  # new counts are saved: refuse before counting, not after
         if isinstance(corpus, Counts):
             return self._save_counts(corpus, special_tokens, progress, started)
@@ -391,6 +393,81 @@ class Store(ModelStore):
                     files=[CorpusFile(str(path.resolve()), digest, size) for path, digest, size in files.hashed()],
                 )
         return CorpusCounts(corpus_id, counts, reused=False, seconds=seconds)
+
+    def _stored_counts(self, corpus: CorpusInfo, special_tokens: Sequence[str], pattern: str, started: float) -> CorpusCounts:
+        """:meth:`count` of a corpus the store holds (:meth:`corpus_of`): its counts read back,
+        if they were made with ``pattern`` and ``special_tokens`` (ValueError otherwise)."""
+        special_tokens = training.check_special_tokens(special_tokens)
+        if set(special_tokens) != set(corpus.special_tokens):
+            raise ValueError(
+                f"corpus {corpus.id} was counted with the special tokens {corpus.special_tokens}, not {list(special_tokens)}: "
+                "train on it with those (--special-token for each)"
+            )
+        if corpus.pattern != pattern:
+            raise ValueError(f"corpus {corpus.id} was counted with another pre-tokenizer pattern ({corpus.pattern!r}) than {pattern!r}")
+        return CorpusCounts(corpus.id, self.pretoken_counts(corpus.id), reused=True, seconds=time.perf_counter() - started)
+
+    def add_to_corpus(
+        self,
+        corpus: int | str | CorpusInfo,
+        inputs: str | os.PathLike | Sequence[str | os.PathLike],
+        *,
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> CorpusInfo:
+        """Grow a stored corpus by files, counting only them: the stored counts plus the new
+        files' (counted with the corpus's pattern and special tokens, in this process) are stored
+        as a corpus listing every file, in one transaction. Training on it gives exactly the
+        merges of training on all the files together (each file is a document of its own, as
+        always: a file boundary is a cut). ``corpus``: its id, a tokenizer's ref (the corpus it
+        was trained on), or a :class:`CorpusInfo`.
+
+        Corpora do not change under the tokenizers trained on them: the sum is a new corpus, and
+        the one grown is deleted in the same transaction only if no tokenizer uses it. Returns the
+        new corpus (an equal one already stored, if so). ValueError for a file whose content the
+        corpus holds already (adding it would count it twice), or given twice.
+        """
+        self.check_writable()
+        old = corpus if isinstance(corpus, CorpusInfo) else self.corpus_of(corpus)
+        files = CorpusFiles(inputs)
+        held = {file.sha256: file.path for file in self.corpus_files(old.id)}
+        given: dict[str, Path] = {}
+        for path, digest, _ in files.hashed():  # each file read once here, before any counting
+            if digest in held:
+                raise ValueError(
+                    f"{path}: corpus {old.id} holds this content already (as {held[digest]}); adding it again would count it twice"
+                )
+            if digest in given:
+                raise ValueError(f"{path} and {given[digest]} have the same content: give it once")
+            given[digest] = path
+        added = InProcessCounting(workers).count(files, old.special_tokens, pattern=old.pattern, progress=progress).table
+        counts = self.pretoken_counts(old.id)
+        counts.merge(added)
+        old_files = self.corpus_files(old.id)
+        new_files = [CorpusFile(str(path.resolve()), digest, size) for path, digest, size in files.hashed()]
+        if old.origin == "files" and old_files:
+            # Every file is known: the identity of training on all of them (`train A B C`).
+            sha256 = corpus_identity([file.sha256 for file in [*old_files, *new_files]])
+        else:
+            # Counts made elsewhere, or files not listed (stored before 0008): the counts' own.
+            sha256 = Counts(counts, old.pattern, old.special_tokens).sha256()
+        old_paths = [file.path for file in old_files] or stored_corpus_paths(old.path, old.origin)[1]
+        source = json.dumps([*old_paths, *(file.path for file in new_files)], ensure_ascii=False)
+        specials_json = json.dumps(old.special_tokens, ensure_ascii=False)
+        size = old.size_bytes + sum(file.size_bytes for file in new_files)
+        with self._transaction(write=True) as connection:
+            now = self._find_corpus(connection, old.sha256, old.pattern, specials_json)
+            if now != old.id:
+                raise StoreError(f"corpus {old.id} was deleted or changed while the new files were counted; nothing was stored: run again")
+            new_id = self._find_corpus(connection, sha256, old.pattern, specials_json)
+            if new_id is None:
+                new_id = self._insert_corpus(
+                    connection, source, size, sha256, old.pattern, specials_json, counts, progress, origin=old.origin,
+                    files=[*old_files, *new_files] if old_files or old.origin == "files" else [],
+                )
+            if not old.tokenizers and new_id != old.id:
+                self._delete_corpus(connection, old.id)
+        return self.corpora(new_id)[0]
 
     def _save_counts(self, counts: Counts, special_tokens: Sequence[str], progress: bool, started: float) -> CorpusCounts:
         """:meth:`count` for counts made elsewhere: stored as a corpus identified by the hash of
@@ -445,7 +522,7 @@ class Store(ModelStore):
 
     def train(
         self,
-        corpus: str | os.PathLike | Sequence[str | os.PathLike],
+        corpus: str | os.PathLike | Sequence[str | os.PathLike] | Counts | CorpusInfo,
         name: str,
         vocab_sizes: int | Sequence[int],
         special_tokens: Sequence[str] = (),
@@ -460,7 +537,8 @@ class Store(ModelStore):
 
         ``corpus``: a text file, or a list of files, directories and globs, ``.gz``/``.xz``/``.zst``
         files among them, counted as one corpus (no pre-token spans two files; see
-        :mod:`bpestore.pretokenize.inputs`). One merge run serves every size (a smaller vocab's
+        :mod:`bpestore.pretokenize.inputs`); or a corpus the store holds (:meth:`corpus_of`: its
+        counts are read back, nothing is counted). One merge run serves every size (a smaller vocab's
         merges are a prefix of a larger one's). The corpus's pre-token counts are stored first
         (:meth:`count`), and reused when the same content is trained on again with the same
         special tokens, skipping pre-tokenization; a training interrupted after counting
@@ -565,7 +643,7 @@ class Store(ModelStore):
 
     def estimate_training(
         self,
-        corpus: str | os.PathLike | Sequence[str | os.PathLike],
+        corpus: str | os.PathLike | Sequence[str | os.PathLike] | Counts | CorpusInfo,
         vocab_size: int,
         special_tokens: Sequence[str] = (),
         *,
@@ -611,13 +689,18 @@ def load_tokenizer(store: str | os.PathLike, ref: str) -> Tokenizer:
     return Tokenizer.from_model(loader.load_model(store, ref))
 
 
-def import_into_store(store: str | os.PathLike, name: str, format: str, *paths: str | os.PathLike, **options: Any) -> tuple[str, formats.Imported]:
-    """Read ``format``'s files (see :func:`bpestore.formats.read`) and store the tokenizer as the
-    next version of ``name``; returns the new ref and what the import found. Nothing is stored
-    unless the whole input is understood."""
+def import_into_store(
+    store: str | os.PathLike, name: str, format: str, *paths: str | os.PathLike, lock_timeout: float | None = None,
+    save_progress: bool = False, **options: Any,
+) -> tuple[str, formats.Imported]:
+    """Read ``format``'s files (see :func:`bpestore.formats.read`; ``options`` are its) and store
+    the tokenizer as the next version of ``name``; returns the new ref and what the import found.
+    Nothing is stored unless the whole input is understood; the files are read before the store's
+    write lock is taken (``lock_timeout``: see :class:`Store`). ``save_progress``: a bar while
+    the vocab and merges are written."""
     imported = formats.read(format, *paths, **options)
-    with Store(store) as opened:
-        ref = opened.save(name, imported.model, source_format=imported.format, source_paths=imported.paths)
+    with Store(store, lock_timeout=lock_timeout) as opened:
+        ref = opened.save(name, imported.model, source_format=imported.format, source_paths=imported.paths, progress=save_progress)
     return ref, imported
 
 

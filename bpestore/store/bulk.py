@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection
 from .._engine import PretokenCounts
 from . import schema
 
-__all__ = ["insert_rows", "read_counts", "write_counts"]
+__all__ = ["delete_corpus", "insert_rows", "read_counts", "write_counts"]
 
 # A batch of counts' rows (one executemany, one piece of COPY data): few enough Python objects
 # at once (a pre-token's bytes and an int each) to keep memory flat, enough to make each call's
@@ -42,8 +42,9 @@ BYTES_PER_BATCH = 16 << 20
 # limits), and one part is held in memory twice while written.
 BYTES_PER_PACKED_PART = 128 << 20
 
-# The SQLite trigger that drops a corpus's packed copy when a row is inserted (migration 0008).
+# The SQLite triggers that drop a corpus's packed copy when a row is inserted or deleted (0008).
 _COUNTS_INSERT_TRIGGER = "pretoken_counts_insert_unpacks"
+_COUNTS_DELETE_TRIGGER = "pretoken_counts_delete_unpacks"
 
 # Rows per multi-row INSERT on SQLite: far below its limits (999 parameters in old builds), and
 # past the point where the statement's own cost matters (measured: 100 rows a statement as fast as 1000).
@@ -138,6 +139,17 @@ def read_counts(connection: Connection, corpus_id: int, distinct: int, total: in
             return PretokenCounts.from_copy(b"".join(copy))
     c = schema.pretoken_counts
     return PretokenCounts.from_rows(connection.execute(select(c.c.pretoken, c.c.count).where(c.c.corpus_id == corpus_id)))
+
+
+def delete_corpus(connection: Connection, corpus_id: int) -> None:
+    """Delete corpus ``corpus_id`` with its counts (their rows and packed copy) and its files."""
+    connection.execute(schema.packed_counts.delete().where(schema.packed_counts.c.corpus_id == corpus_id))
+    if _driver(connection) == "sqlite":
+        # Its copy is gone: the row trigger would only look for it once per deleted row.
+        with _sqlite_trigger_suspended(connection, _COUNTS_DELETE_TRIGGER):
+            connection.execute(schema.corpora.delete().where(schema.corpora.c.id == corpus_id))  # the rows cascade
+        return
+    connection.execute(schema.corpora.delete().where(schema.corpora.c.id == corpus_id))
 
 
 def insert_rows(connection: Connection, table: Any, columns: Sequence[Sequence[Any]]) -> int:

@@ -696,8 +696,12 @@ class ModelStore:
                     select(func.count()).select_from(schema.tokenizers).where(schema.tokenizers.c.corpus_id == row.corpus_id)
                 ).scalar_one()
                 if not still_used:
-                    connection.execute(delete(schema.corpora).where(schema.corpora.c.id == row.corpus_id))
+                    self._delete_corpus(connection, row.corpus_id)
             return f"{row.name}@{row.version}"
+
+    def _delete_corpus(self, connection: Connection, corpus_id: int) -> None:
+        """Delete a corpus, its counts and its list of files (in bulk: :func:`.bulk.delete_corpus`)."""
+        bulk.delete_corpus(connection, corpus_id)
 
     # -- corpora and their pre-token counts ----------------------------------------------------------
 
@@ -706,6 +710,50 @@ class ModelStore:
         return connection.execute(
             select(c.c.id).where(c.c.sha256 == sha256, c.c.pattern == pattern, c.c.special_tokens == specials_json)
         ).scalar()
+
+    def corpora(self, corpus_id: int | None = None) -> list[CorpusInfo]:
+        """The stored corpora (or the one ``corpus_id``), by id: what they hold and which
+        tokenizers were trained on them."""
+        c, f, t = schema.corpora, schema.corpus_files, schema.tokenizers
+        query = select(c).order_by(c.c.id)
+        if corpus_id is not None:
+            query = query.where(c.c.id == corpus_id)
+        with self._transaction() as connection:
+            rows = connection.execute(query).all()
+            files = dict(connection.execute(select(f.c.corpus_id, func.count()).group_by(f.c.corpus_id)).all())
+            users: dict[int, list[str]] = {}
+            for used, name, version in connection.execute(
+                select(t.c.corpus_id, t.c.name, t.c.version).where(t.c.corpus_id.is_not(None)).order_by(t.c.name, t.c.version)
+            ):
+                users.setdefault(used, []).append(f"{name}@{version}")
+        return [
+            CorpusInfo(
+                id=row.id, sha256=row.sha256, pattern=row.pattern, special_tokens=json.loads(row.special_tokens), path=row.path,
+                origin=row.origin, size_bytes=row.size_bytes, distinct_pretokens=row.distinct_pretokens,
+                total_pretokens=row.total_pretokens, created_at=row.created_at.replace(tzinfo=timezone.utc),
+                files=files.get(row.id, 0), tokenizers=users.get(row.id, []),
+            )
+            for row in rows
+        ]
+
+    def corpus_of(self, ref_or_id: int | str) -> CorpusInfo:
+        """A stored corpus, named by its id (an int, or digits) or by a tokenizer's ref (the
+        corpus it was trained on); StoreError (TokenizerNotFoundError) if there is none."""
+        if isinstance(ref_or_id, bool) or not isinstance(ref_or_id, (int, str)):
+            raise TypeError(f"a corpus is named by its id or a tokenizer's ref, not {type(ref_or_id).__name__}")
+        if isinstance(ref_or_id, int) or ref_or_id.isdigit():
+            found = self.corpora(int(ref_or_id))
+            if not found:
+                raise StoreError(f"no corpus {ref_or_id} in {self.location} (bpestore count list shows the corpora)")
+            return found[0]
+        info = self.info(ref_or_id)
+        with self._transaction() as connection:
+            corpus_id = connection.execute(
+                select(schema.tokenizers.c.corpus_id).where(schema.tokenizers.c.name == info.name, schema.tokenizers.c.version == info.version)
+            ).scalar()
+        if corpus_id is None:
+            raise StoreError(f"{info.ref} was not trained here ({info.source}): it has no stored corpus")
+        return self.corpora(corpus_id)[0]
 
     def pretoken_counts(self, corpus_id: int) -> PretokenCounts:
         """The stored counts of corpus ``corpus_id``, as the engine's counts (read in bulk:
@@ -778,6 +826,35 @@ class ModelStore:
                 select(f.c.path, f.c.sha256, f.c.size_bytes, f.c.added_at).where(f.c.corpus_id == corpus_id).order_by(f.c.position)
             ).all()
         return [CorpusFile(row.path, row.sha256, row.size_bytes, row.added_at) for row in rows]
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    """What the store knows about one stored corpus (everything but its counts)."""
+
+    id: int
+    sha256: str
+    """Its identity: the sha256 of its file's content, of its files' sorted content hashes, or of
+    the counts themselves (counts made elsewhere)."""
+    pattern: str
+    special_tokens: list[str]
+    path: str
+    """Where it came from (a file, a JSON list of files, a counts file, a Dask count's inputs)."""
+    origin: str
+    """``files`` (counted here), ``counts`` (given as counts) or ``dask``."""
+    size_bytes: int
+    distinct_pretokens: int
+    total_pretokens: int
+    created_at: datetime
+    files: int
+    """How many files it lists (:meth:`ModelStore.corpus_files`); 0 for counts made elsewhere."""
+    tokenizers: list[str]
+    """The refs of the tokenizers trained on it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["created_at"] = self.created_at.isoformat()
+        return data
 
 
 @dataclass(frozen=True)
