@@ -200,7 +200,8 @@ def all_command_paths(group=main, prefix=()) -> list[tuple[str, ...]]:
 
 EXPECTED_COMMANDS = [
     (), ("decode",), ("diff",), ("encode",), ("export",), ("import",), ("import", "gpt2"), ("import", "hf"),
-    ("import", "tiktoken"), ("info",), ("list",), ("rm",), ("serve",), ("show",), ("train",),
+    ("import", "tiktoken"), ("info",), ("list",), ("rm",), ("serve",), ("show",), ("train",), ("count",), ("count", "add"),
+    ("count", "list"),
 ]
 
 

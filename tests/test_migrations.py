@@ -143,6 +143,25 @@ def test_a_store_and_alembic_create_the_same_schema(tmp_path):
     assert schema_sql(by_store) == schema_sql(by_alembic)
 
 
+def test_a_new_sqlite_store_is_made_from_the_head_file_without_alembic(tmp_path):
+    """A new SQLite store is created from sqlite_head.sql (what the migrations make: the test
+    above compares the two schemas), without importing alembic; the file is the migrations'
+    output exactly, so a new migration without a regenerated file fails here."""
+    import subprocess
+    import sys
+
+    from bpestore.store.migrate import SQLITE_HEAD_FILE, sqlite_head_statements, sqlite_head_text
+
+    assert (migrations_dir() / SQLITE_HEAD_FILE).read_text(encoding="utf-8") == sqlite_head_text(), (
+        "sqlite_head.sql is stale: python -c 'from bpestore.store.migrate import write_sqlite_head; write_sqlite_head()'"
+    )
+    assert sqlite_head_statements() is not None
+    code = "import sys; from bpestore import Store; Store(sys.argv[1]).close(); print('alembic' in sys.modules)"
+    made = subprocess.run([sys.executable, "-c", code, str(tmp_path / "new.db")], capture_output=True, text=True, check=True)
+    assert made.stdout.strip() == "False"
+    assert revision_of(tmp_path / "new.db") == [(head(),)]
+
+
 def test_downgrade_and_upgrade_round_trip(tmp_path):
     db = tmp_path / "round.db"
     Store(db).close()

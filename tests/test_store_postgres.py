@@ -13,6 +13,7 @@ test_training.py checks against the reference trainer); the database is read wit
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -299,3 +300,81 @@ def test_the_command_line_on_a_postgresql_store(pg, tmp_path):
     assert run("decode", "c", *map(str, ids)) == text
     run("rm", "c@1")
     assert "c@1" not in {row["ref"] for row in json.loads(run("list", "--json"))}
+
+
+# -- roles: a user who may only read (issue 23, section 5) -------------------------------------------
+
+
+@pytest.fixture
+def reader(pg):
+    """(the store's URL as its owner, the same database as a user granted SELECT only), with a
+    tokenizer trained into it."""
+    import secrets
+
+    from sqlalchemy.engine import make_url
+
+    with Store(pg) as store:
+        store.train_from_counts({b" the": 9, b" cat": 4, b" hat": 3, b"s": 2}, "t", [262])
+    role = f"bpestore_reader_{secrets.token_hex(4)}"
+    database = make_url(pg).database
+    pg.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        pg.execute(f'GRANT CONNECT ON DATABASE "{database}" TO "{role}"')
+        pg.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+        pg.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+        yield pg, make_url(pg).set(username=role).render_as_string(hide_password=False), role
+    finally:
+        pg.execute(f'DROP OWNED BY "{role}"')
+        pg.execute(f'DROP ROLE "{role}"')
+
+
+def test_a_read_only_user_reads_everything_and_is_refused_writes_in_one_line(reader, tmp_path):
+    from bpestore.errors import ReadOnlyStoreError
+
+    owner, url, role = reader
+    with Store(url) as store:
+        assert store.refs() == ["t@1"]
+        assert store.load("t").encode(" the cat") == Store(owner).load("t").encode(" the cat")
+        assert store.read_only_reason is not None and role in store.read_only_reason
+        with pytest.raises(ReadOnlyStoreError, match=f"the user '{role}' may not write this store"):
+            store.save("x", Tokenizer.from_db(owner, "t"))
+    assert Tokenizer.from_db(url, "t").encode(" the hat") == Tokenizer.from_db(owner, "t").encode(" the hat")
+    runner = CliRunner()
+    info = runner.invoke(main, ["info", "--db", url])
+    assert info.exit_code == 0 and f"no: the user '{role}' may not write this store" in info.stdout, info.output
+    assert re.search(r"^writable +yes$", runner.invoke(main, ["info", "--db", owner]).stdout, re.M)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat\n" * 100, encoding="utf-8")
+    for command_line in (
+        ["train", str(corpus), "--name", "x", "--vocab-size", "270"],
+        ["rm", "t"],
+        ["count", "add", "t", str(corpus)],
+    ):
+        result = runner.invoke(main, [*command_line, "--db", url], env={"BPESTORE_DEBUG": None})
+        assert result.exit_code == 1, (command_line, result.output)
+        assert result.stderr.startswith("Error: cannot write to") and role in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+    with Store(owner) as store:
+        assert store.refs() == ["t@1"]  # nothing was written
+
+
+def test_a_write_refused_by_the_server_is_one_line_too(reader):
+    """Privileges revoked after the store was opened: the server's refusal itself is one line."""
+    from bpestore.errors import ReadOnlyStoreError
+
+    owner, url, role = reader
+    with Store(url) as store:
+        store.read_only_reason = None  # as if the user could write when the store was opened
+        with pytest.raises(ReadOnlyStoreError, match="permission denied"):
+            store.save("x", Tokenizer.from_db(owner, "t"))
+
+
+def test_a_count_total_that_does_not_fit_is_one_line(db, tmp_path):
+    """Counts are 64-bit in the store: counts whose sum does not fit are refused before any write."""
+    with Store(db) as store:
+        with pytest.raises(ValueError, match="more than the store's 64-bit counts hold"):
+            store.train_from_counts({b" a": 2**62, b" b": 2**62, b"c": 5}, "big", [258])
+        assert store.refs() == [] and store.corpora() == []
+    counts = tmp_path / "counts.tsv"
+    counts.write_text(f" a\t{2**63}\n b\t1\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["train", "--counts", str(counts), "--name", "big", "--vocab-size", "258", "--db", str(db)], env={"BPESTORE_DEBUG": None})
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1 and "64-bit" in result.stderr, result.output

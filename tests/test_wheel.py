@@ -107,7 +107,7 @@ def test_the_wheel_carries_the_package_the_migrations_and_the_script(wheel):
         entry_points = next((archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")), "")
     assert "bpestore/__init__.py" in names and "bpestore/store/database.py" in names
     migrations = REPO_ROOT / "bpestore" / "store" / "migrations"
-    for path in [migrations / "env.py", migrations / "script.py.mako", *sorted((migrations / "versions").glob("*.py"))]:
+    for path in [migrations / "env.py", migrations / "script.py.mako", migrations / "sqlite_head.sql", *sorted((migrations / "versions").glob("*.py"))]:
         assert f"bpestore/store/migrations/{path.relative_to(migrations).as_posix()}" in names, path
     assert not any(name.startswith("tests/") for name in names)
     assert re.search(r"^bpestore\s*=\s*bpestore\.cli:main$", entry_points, re.MULTILINE), entry_points

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -341,6 +341,8 @@ class ModelStore:
                 upgrade_to_head(self.engine, self.location)
             if self._sqlite_file is not None and self.read_only_reason is None and create:
                 self._use_wal()
+            if self.is_postgresql:
+                self.read_only_reason = self._postgresql_read_only_reason()
 
     def _open_sqlite_file(self, database: Path, state: str, create: bool) -> None:
         """Decide how to connect to the SQLite file ``database`` (see :meth:`__init__`)."""
@@ -382,6 +384,30 @@ class ModelStore:
             connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(self.lock_timeout * 1000))}")
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
 
+    def _postgresql_read_only_reason(self) -> str | None:
+        """Why the server's user may not write this store (the privileges it lacks), or None:
+        asked once, at open, so that a write is refused before any work (counting a corpus for
+        an hour, say), not at its first INSERT."""
+        with self.engine.connect() as connection:
+            user = connection.exec_driver_sql("SELECT current_user").scalar()
+            missing = connection.exec_driver_sql(
+                "SELECT p.privilege || ' on ' || t.name FROM unnest(%(tables)s::text[]) WITH ORDINALITY t(name, i) "
+                "CROSS JOIN unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) WITH ORDINALITY p(privilege, j) "
+                "WHERE NOT has_table_privilege(t.name, p.privilege) ORDER BY i, j",
+                {"tables": sorted(schema.metadata.tables)},
+            ).scalars().all()
+            missing += connection.exec_driver_sql(
+                "SELECT 'USAGE on ' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                # (CASE: the server may test the privilege before the kind, and a table is no sequence)
+                "WHERE c.relkind = 'S' AND n.nspname = current_schema() "
+                "AND NOT CASE WHEN c.relkind = 'S' THEN has_sequence_privilege(c.oid, 'USAGE') ELSE true END "
+                "ORDER BY c.relname"
+            ).scalars().all()
+        if not missing:
+            return None
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        return f"the user {user!r} may not write this store (no {shown})"
+
     def _use_wal(self) -> None:
         """Put the store in WAL mode (readers then never wait for writers). The switch needs the
         database to itself for a moment, and SQLite does not wait for that on its own, so retry
@@ -412,6 +438,9 @@ class ModelStore:
         except DBAPIError as error:
             if waiting_since is not None and _is_lock_timeout(error.orig):
                 raise self._lock_timeout_error(waiting_since) from None
+            if getattr(error.orig, "sqlstate", None) == "42501":  # insufficient_privilege (PostgreSQL)
+                reason = (str(error.orig).strip().splitlines() or ["permission denied"])[0]
+                raise ReadOnlyStoreError(f"cannot write to {self.location}: the server's user may not ({reason}); nothing was written") from None
             if isinstance(error.orig, sqlite3.Error):
                 if (translated := _sqlite_error(self.location, error.orig, writing)) is not None:
                     raise translated from None
@@ -773,13 +802,15 @@ class ModelStore:
         sha256: str,
         pattern: str,
         specials_json: str,
-        counts: PretokenCounts,
+        counts: PretokenCounts | Mapping[bytes, int],
         progress: bool,
         origin: str = "files",
         files: Sequence[CorpusFile] = (),
     ) -> int:
         """A new corpus: its row, its files (if counted from files), its counts' rows and their
-        packed copy, in bulk (:func:`.bulk.write_counts`)."""
+        packed copy, in bulk (:func:`.bulk.write_counts`). ``counts``: the engine's, or a mapping."""
+        if not isinstance(counts, PretokenCounts):
+            counts = PretokenCounts.from_dict(counts)
         total = counts.total
         if total >= 1 << 63:
             raise ValueError(

@@ -69,6 +69,41 @@ impl PyPretokenCounts {
         self.inner.len()
     }
 
+    /// Equal to other counts, or to any mapping (a dict, a Counter) that holds exactly the same
+    /// pre-tokens with the same counts (pre-tokens counted 0 times are not in these).
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if let Ok(other) = other.cast::<PyPretokenCounts>() {
+            let other = &other.borrow().inner;
+            let equal = other.len() == self.inner.len()
+                && other.total() == self.inner.total()
+                && self
+                    .inner
+                    .iter()
+                    .all(|(pretoken, count)| other.get(pretoken) == count);
+            return Ok(equal.into_pyobject(py)?.to_owned().into_any().unbind());
+        }
+        let Ok(items) = other.call_method0("items") else {
+            return Ok(py.NotImplemented());
+        };
+        let mut seen = 0usize;
+        for item in items.try_iter()? {
+            let (pretoken, count): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+            let (Ok(pretoken), Ok(count)) = (pretoken.cast::<PyBytes>(), count.extract::<u64>())
+            else {
+                return Ok(false.into_pyobject(py)?.to_owned().into_any().unbind());
+            };
+            if self.inner.get(pretoken.as_bytes()) != count || count == 0 {
+                return Ok(false.into_pyobject(py)?.to_owned().into_any().unbind());
+            }
+            seen += 1;
+        }
+        Ok((seen == self.inner.len())
+            .into_pyobject(py)?
+            .to_owned()
+            .into_any()
+            .unbind())
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<PretokenCounts: {} distinct, {} in all>",

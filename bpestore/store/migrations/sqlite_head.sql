@@ -1,0 +1,143 @@
+-- A new SQLite store at the head revision: what the migrations in versions/ create, as SQLite
+-- keeps it (bpestore/store/migrate.py, sqlite_head_text). Generated, never edited by hand; a test
+-- checks that it matches the migrations.
+
+CREATE TABLE alembic_version (
+	version_num VARCHAR(32) NOT NULL, 
+	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
+);
+
+CREATE TABLE corpora (
+	id INTEGER NOT NULL, 
+	sha256 VARCHAR(64) NOT NULL, 
+	pattern TEXT NOT NULL, 
+	special_tokens TEXT NOT NULL, 
+	path TEXT NOT NULL, 
+	size_bytes INTEGER NOT NULL, 
+	distinct_pretokens INTEGER NOT NULL, 
+	total_pretokens INTEGER NOT NULL, 
+	created_at DATETIME NOT NULL, origin VARCHAR(16) DEFAULT 'files' NOT NULL, 
+	CONSTRAINT pk_corpora PRIMARY KEY (id), 
+	CONSTRAINT uq_corpora_sha256 UNIQUE (sha256, pattern, special_tokens)
+);
+
+CREATE TABLE tokenizers (
+	id INTEGER NOT NULL, 
+	name VARCHAR(200) NOT NULL, 
+	version INTEGER NOT NULL, 
+	created_at DATETIME NOT NULL, 
+	vocab_size INTEGER NOT NULL, 
+	pattern TEXT NOT NULL, 
+	special_tokens TEXT NOT NULL, 
+	merge_rule VARCHAR(10) NOT NULL, 
+	corpus_id INTEGER, 
+	training_params TEXT, 
+	training_seconds FLOAT, 
+	source TEXT NOT NULL, source_format VARCHAR(32), source_paths TEXT, 
+	CONSTRAINT pk_tokenizers PRIMARY KEY (id), 
+	CONSTRAINT ck_tokenizers_merge_rule_known CHECK (merge_rule IN ('pair', 'token')), 
+	CONSTRAINT ck_tokenizers_version_positive CHECK (version >= 1), 
+	CONSTRAINT fk_tokenizers_corpus_id_corpora FOREIGN KEY(corpus_id) REFERENCES corpora (id) ON DELETE RESTRICT, 
+	CONSTRAINT uq_tokenizers_name UNIQUE (name, version)
+);
+
+CREATE TABLE vocab (
+	tokenizer_id INTEGER NOT NULL, 
+	token_id INTEGER NOT NULL, 
+	token BLOB NOT NULL, 
+	kind VARCHAR(10) NOT NULL, 
+	text TEXT NOT NULL, 
+	CONSTRAINT pk_vocab PRIMARY KEY (tokenizer_id, token_id), 
+	CONSTRAINT ck_vocab_kind_known CHECK (kind IN ('special', 'byte', 'merge', 'other')), 
+	CONSTRAINT fk_vocab_tokenizer_id_tokenizers FOREIGN KEY(tokenizer_id) REFERENCES tokenizers (id) ON DELETE CASCADE, 
+	CONSTRAINT uq_vocab_tokenizer_id UNIQUE (tokenizer_id, token)
+);
+
+CREATE TABLE merges (
+	tokenizer_id INTEGER NOT NULL, 
+	rank INTEGER NOT NULL, 
+	"left" BLOB NOT NULL, 
+	"right" BLOB NOT NULL, 
+	result_id INTEGER NOT NULL, 
+	CONSTRAINT pk_merges PRIMARY KEY (tokenizer_id, rank), 
+	CONSTRAINT fk_merges_result_vocab FOREIGN KEY(tokenizer_id, result_id) REFERENCES vocab (tokenizer_id, token_id) ON DELETE CASCADE, 
+	CONSTRAINT fk_merges_tokenizer_id_tokenizers FOREIGN KEY(tokenizer_id) REFERENCES tokenizers (id) ON DELETE CASCADE
+);
+
+CREATE VIEW vocab_readable AS
+            SELECT t.name, t.version, v.token_id AS id, v.kind, v.text AS token, hex(v.token) AS token_hex
+            FROM vocab v JOIN tokenizers t ON t.id = v.tokenizer_id;
+
+CREATE VIEW merges_readable AS
+            SELECT t.name, t.version, m.rank, l.text AS "left", r.text AS "right", res.text AS result,
+                   m.result_id
+            FROM merges m
+            JOIN tokenizers t ON t.id = m.tokenizer_id
+            JOIN vocab l ON l.tokenizer_id = m.tokenizer_id AND l.token = m."left"
+            JOIN vocab r ON r.tokenizer_id = m.tokenizer_id AND r.token = m."right"
+            JOIN vocab res ON res.tokenizer_id = m.tokenizer_id AND res.token_id = m.result_id;
+
+CREATE TABLE tokenizer_names (
+	name VARCHAR(200) NOT NULL, 
+	last_version INTEGER NOT NULL, 
+	CONSTRAINT pk_tokenizer_names PRIMARY KEY (name)
+);
+
+CREATE TABLE packed_models (
+	tokenizer_id INTEGER NOT NULL, 
+	data BLOB NOT NULL, 
+	CONSTRAINT pk_packed_models PRIMARY KEY (tokenizer_id), 
+	CONSTRAINT fk_packed_models_tokenizer_id_tokenizers FOREIGN KEY(tokenizer_id) REFERENCES tokenizers (id) ON DELETE CASCADE
+);
+
+CREATE TRIGGER vocab_insert_unpacks AFTER INSERT ON vocab FOR EACH ROW BEGIN DELETE FROM packed_models WHERE tokenizer_id IN (NEW.tokenizer_id); END;
+
+CREATE TRIGGER vocab_update_unpacks AFTER UPDATE ON vocab FOR EACH ROW BEGIN DELETE FROM packed_models WHERE tokenizer_id IN (OLD.tokenizer_id, NEW.tokenizer_id); END;
+
+CREATE TRIGGER vocab_delete_unpacks AFTER DELETE ON vocab FOR EACH ROW BEGIN DELETE FROM packed_models WHERE tokenizer_id IN (OLD.tokenizer_id); END;
+
+CREATE TRIGGER merges_insert_unpacks AFTER INSERT ON merges FOR EACH ROW BEGIN DELETE FROM packed_models WHERE tokenizer_id IN (NEW.tokenizer_id); END;
+
+CREATE TRIGGER merges_update_unpacks AFTER UPDATE ON merges FOR EACH ROW BEGIN DELETE FROM packed_models WHERE tokenizer_id IN (OLD.tokenizer_id, NEW.tokenizer_id); END;
+
+CREATE TRIGGER merges_delete_unpacks AFTER DELETE ON merges FOR EACH ROW BEGIN DELETE FROM packed_models WHERE tokenizer_id IN (OLD.tokenizer_id); END;
+
+CREATE INDEX ix_merges_tokenizer_id_result_id ON merges (tokenizer_id, result_id);
+
+CREATE INDEX ix_tokenizers_corpus_id ON tokenizers (corpus_id);
+
+CREATE TABLE "pretoken_counts" (
+    corpus_id INTEGER NOT NULL,
+    pretoken BLOB NOT NULL,
+    count INTEGER NOT NULL,
+    CONSTRAINT pk_pretoken_counts PRIMARY KEY (corpus_id, pretoken),
+    CONSTRAINT fk_pretoken_counts_corpus_id_corpora FOREIGN KEY(corpus_id) REFERENCES corpora (id) ON DELETE CASCADE
+) WITHOUT ROWID
+;
+
+CREATE TABLE packed_counts (
+	corpus_id INTEGER NOT NULL, 
+	part INTEGER NOT NULL, 
+	data BLOB NOT NULL, 
+	CONSTRAINT pk_packed_counts PRIMARY KEY (corpus_id, part), 
+	CONSTRAINT fk_packed_counts_corpus_id_corpora FOREIGN KEY(corpus_id) REFERENCES corpora (id) ON DELETE CASCADE
+);
+
+CREATE TABLE corpus_files (
+	corpus_id INTEGER NOT NULL, 
+	position INTEGER NOT NULL, 
+	path TEXT NOT NULL, 
+	sha256 VARCHAR(64) NOT NULL, 
+	size_bytes INTEGER NOT NULL, 
+	added_at DATETIME NOT NULL, 
+	CONSTRAINT pk_corpus_files PRIMARY KEY (corpus_id, position), 
+	CONSTRAINT fk_corpus_files_corpus_id_corpora FOREIGN KEY(corpus_id) REFERENCES corpora (id) ON DELETE CASCADE
+);
+
+CREATE TRIGGER pretoken_counts_insert_unpacks AFTER INSERT ON pretoken_counts FOR EACH ROW WHEN EXISTS (SELECT 1 FROM packed_counts WHERE corpus_id IN (NEW.corpus_id)) BEGIN DELETE FROM packed_counts WHERE corpus_id IN (NEW.corpus_id); END;
+
+CREATE TRIGGER pretoken_counts_update_unpacks AFTER UPDATE ON pretoken_counts FOR EACH ROW WHEN EXISTS (SELECT 1 FROM packed_counts WHERE corpus_id IN (OLD.corpus_id, NEW.corpus_id)) BEGIN DELETE FROM packed_counts WHERE corpus_id IN (OLD.corpus_id, NEW.corpus_id); END;
+
+CREATE TRIGGER pretoken_counts_delete_unpacks AFTER DELETE ON pretoken_counts FOR EACH ROW WHEN EXISTS (SELECT 1 FROM packed_counts WHERE corpus_id IN (OLD.corpus_id)) BEGIN DELETE FROM packed_counts WHERE corpus_id IN (OLD.corpus_id); END;
+
+INSERT INTO alembic_version (version_num) VALUES ('0008');
