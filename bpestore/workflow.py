@@ -14,10 +14,11 @@ import sys
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Literal
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -40,6 +41,9 @@ from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
+
+if TYPE_CHECKING:
+    from ._engine import PretokenCounts
 
 __all__ = [
     "CorpusCounts", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
@@ -234,6 +238,25 @@ class CorpusCounts:
     back), not writing them into the store nor waiting for its lock."""
 
 
+@dataclass
+class _NewCorpus:
+    """Counts made now and not yet stored, with what the store needs to keep them as a corpus
+    (see :meth:`Store._store_new_corpus`)."""
+
+    counts: PretokenCounts
+    source: str
+    size_bytes: int
+    sha256: str
+    pattern: str
+    specials_json: str
+    origin: str
+    files: list[CorpusFile]
+    seconds: float
+    """How long counting took (see :attr:`CorpusCounts.seconds`)."""
+    owned: bool
+    """Whether the counts are bpestore's own (training may empty them once read), not the caller's."""
+
+
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C after counting (during the merge loop, or while the new tokenizers were being
     written, a transaction that is rolled back): no tokenizer was stored, but the corpus's
@@ -362,18 +385,36 @@ class Store(ModelStore):
         own hash, so the store is consulted after counting, not before). By default the corpus
         is counted in this process (:class:`~bpestore.train.backends.InProcessCounting` on
         ``workers`` threads), once per content."""
+        found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
+        if isinstance(found, CorpusCounts):
+            return found
+        return CorpusCounts(self._store_new_corpus(found, progress), found.counts, reused=False, seconds=found.seconds)
+
+    def _counted(
+        self,
+        corpus: str | os.PathLike | Sequence[str | os.PathLike] | Counts | CorpusInfo,
+        special_tokens: Sequence[str],
+        *,
+        workers: int | None,
+        progress: bool,
+        pattern: str,
+        counting: CountingBackend | None,
+    ) -> CorpusCounts | _NewCorpus:
+        """:meth:`count`'s work but the last step: the counts read back from the store (a
+        :class:`CorpusCounts`), or counted now and not yet stored (a :class:`_NewCorpus`, for
+        :meth:`_store_new_corpus`)."""
         started = time.perf_counter()
         if isinstance(corpus, CorpusInfo):
             return self._stored_counts(corpus, special_tokens, pattern, started)
         self.check_writable()  # new counts are saved: refuse before counting, not after
         if isinstance(corpus, Counts):
-            return self._save_counts(corpus, special_tokens, progress, started)
+            return self._given_counts(corpus, special_tokens, started, owned=False)
         special_tokens = training.check_special_tokens(special_tokens)
         if counting is not None:
             counts = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
             if not isinstance(counts, Counts):
                 raise TypeError(f"a counting backend returns Counts, not {type(counts).__name__}")
-            return self._save_counts(counts, special_tokens, progress, started)
+            return self._given_counts(counts, special_tokens, started, owned=True)
         files = CorpusFiles(corpus)
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
         sha256, size_bytes = files.identity()
@@ -383,16 +424,29 @@ class Store(ModelStore):
             return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True, seconds=time.perf_counter() - started)
         counts = InProcessCounting(workers).count(files, special_tokens, pattern=pattern, progress=progress).table
         training.check_not_empty(counts, files.describe())  # nothing to train on: store nothing
-        seconds = time.perf_counter() - started
+        return _NewCorpus(
+            counts, files.describe(), size_bytes, sha256, pattern, specials_json, "files",
+            [CorpusFile(str(path.resolve()), digest, size) for path, digest, size in files.hashed()],
+            seconds=time.perf_counter() - started, owned=True,
+        )
+
+    def _store_new_corpus(self, new: _NewCorpus, progress: bool) -> int:
+        """Store counts made now as a corpus, in a transaction of their own; returns its id (that
+        of the same corpus, if another process stored it since it was looked for)."""
         with self._transaction(write=True) as connection:
-            # Another process may have stored the same corpus since we looked.
-            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+            corpus_id = self._find_corpus(connection, new.sha256, new.pattern, new.specials_json)
             if corpus_id is None:
                 corpus_id = self._insert_corpus(
-                    connection, files.describe(), size_bytes, sha256, pattern, specials_json, counts, progress,
-                    files=[CorpusFile(str(path.resolve()), digest, size) for path, digest, size in files.hashed()],
+                    connection, new.source, new.size_bytes, new.sha256, new.pattern, new.specials_json, new.counts, progress,
+                    origin=new.origin, files=new.files,
                 )
-        return CorpusCounts(corpus_id, counts, reused=False, seconds=seconds)
+        return corpus_id
+
+    def _writes_in_background(self) -> bool:
+        """Whether a thread of its own may write to this store while this one merges: a file or a
+        server (each thread gets a connection of its own from the pool), not a database in memory
+        (one connection, for the thread that opened it)."""
+        return not (self.is_sqlite and getattr(self, "_sqlite_file", None) is None)
 
     def _stored_counts(self, corpus: CorpusInfo, special_tokens: Sequence[str], pattern: str, started: float) -> CorpusCounts:
         """:meth:`count` of a corpus the store holds (:meth:`corpus_of`): its counts read back,
@@ -469,10 +523,12 @@ class Store(ModelStore):
                 self._delete_corpus(connection, old.id)
         return self.corpora(new_id)[0]
 
-    def _save_counts(self, counts: Counts, special_tokens: Sequence[str], progress: bool, started: float) -> CorpusCounts:
-        """:meth:`count` for counts made elsewhere: stored as a corpus identified by the hash of
-        the counts themselves (:meth:`Counts.sha256`), its path saying where they came from and
-        its size the bytes of text they cover; found again when the same counts come back."""
+    def _given_counts(self, counts: Counts, special_tokens: Sequence[str], started: float, owned: bool) -> CorpusCounts | _NewCorpus:
+        """:meth:`_counted` for counts made elsewhere: a corpus identified by the hash of the
+        counts themselves (:meth:`Counts.sha256`), its path saying where they came from and its
+        size the bytes of text they cover; found again when the same counts come back.
+        ``owned``: whether the counts are bpestore's own (a counting backend's), which training
+        may empty once read, or the caller's."""
         special_tokens = check_training_specials(counts, special_tokens)
         if counts.pattern != GPT2_PATTERN:
             raise ValueError("the counts were made with another pre-tokenizer pattern than GPT-2's, the only one training uses")
@@ -481,18 +537,11 @@ class Store(ModelStore):
         with self._transaction() as connection:
             corpus_id = self._find_corpus(connection, sha256, GPT2_PATTERN, specials_json)
         seconds = time.perf_counter() - started
-        if corpus_id is None:
-            source = counts.source or "counts given"
-            training.check_not_empty(counts, source)
-            with self._transaction(write=True) as connection:
-                corpus_id = self._find_corpus(connection, sha256, GPT2_PATTERN, specials_json)
-                if corpus_id is None:
-                    corpus_id = self._insert_corpus(
-                        connection, source, counts.text_bytes, sha256, GPT2_PATTERN, specials_json, counts.table, progress,
-                        origin=counts.origin,
-                    )
-            return CorpusCounts(corpus_id, counts.table, reused=False, seconds=seconds)
-        return CorpusCounts(corpus_id, counts.table, reused=True, seconds=seconds)  # the same counts: nothing to read back
+        if corpus_id is not None:
+            return CorpusCounts(corpus_id, counts.table, reused=True, seconds=seconds)  # the same counts: nothing to read back
+        source = counts.source or "counts given"
+        training.check_not_empty(counts, source)
+        return _NewCorpus(counts.table, source, counts.text_bytes, sha256, GPT2_PATTERN, specials_json, counts.origin, [], seconds, owned)
 
     def train_from_counts(
         self,
@@ -579,14 +628,33 @@ class Store(ModelStore):
             for size in sizes:
                 training.check_vocab_size(size, special_tokens)
         pattern = GPT2_PATTERN if base_model is None else base_model.pattern
-        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
-        corpus_id, counts, reused = counted.corpus_id, counted.counts, counted.reused
+        found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
+        counts = found.counts
+        reused = isinstance(found, CorpusCounts)
         # The training's own time: getting the counts, then merging; not writing the store nor
         # waiting for its write lock (another writer's).
-        pretokenize_seconds = counted.seconds
-        # From here on the counts are saved: a Ctrl-C (in the merge loop, which can take hours,
-        # or while the tokenizers are written, seconds for a big vocab; that transaction rolls
-        # back) keeps them, and says so.
+        pretokenize_seconds = found.seconds
+        # New counts are stored on a thread of their own while this one merges (the merge loop
+        # runs in the engine, without the GIL): a big corpus's rows take seconds to write, and
+        # the merge loop needs the counts only to read them. In memory, they are written first.
+        corpus_id = found.corpus_id if isinstance(found, CorpusCounts) else None
+        saver: ThreadPoolExecutor | None = None
+        saving: Future[int] | None = None
+        if isinstance(found, _NewCorpus):
+            if self._writes_in_background():
+                saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpestore-save-counts")
+                saving = saver.submit(self._store_new_corpus, found, False)
+            else:
+                corpus_id = self._store_new_corpus(found, progress)
+        owned = found.owned if isinstance(found, _NewCorpus) else not isinstance(corpus, Counts)
+
+        def stop_if_saving_failed() -> None:
+            if saving is not None and saving.done() and saving.exception() is not None:
+                raise saving.exception()  # type: ignore[misc]
+
+        # From here on the counts are saved (or being saved): a Ctrl-C (in the merge loop, which
+        # can take hours, or while the tokenizers are written, seconds for a big vocab; that
+        # transaction rolls back) keeps them, and says so.
         try:
             if base_model is None:
                 max_merges = training.max_merges(max(sizes), special_tokens)
@@ -600,14 +668,26 @@ class Store(ModelStore):
             found_at: list[float] = []  # when each merge was found (to within 0.1 s)
             _pause_after_counting_in_tests()
             merging_since = time.perf_counter()
-            # The counts are stored: the merge loop may empty them once read (memory), unless
-            # they are the caller's (counts given).
-            consume = not isinstance(corpus, Counts)
-            if base_model is None:
-                merges = training.learn_merges(counts, max_merges, progress=progress, done_at=found_at, consume_counts=consume)
+            # The merge loop may empty the counts once read (memory), unless they are the
+            # caller's (counts given) or are being written meanwhile.
+            options: dict[str, Any] = {
+                "progress": progress, "done_at": found_at, "consume_counts": owned and saving is None, "stop_if": stop_if_saving_failed,
+            }
+            # A training of these very counts stored already, with as many merges (or all there
+            # are): its merges are this one's, a prefix of them (the merge loop is deterministic,
+            # and a smaller vocab's merges are a prefix of a larger one's). No loop to run again.
+            donor = self._same_training(corpus_id, special_tokens, max_merges) if reused and base_model is None else None
+            if donor is not None:
+                merges = donor[1]
+                found_at[:] = [time.perf_counter()] * len(merges)
+                training.warn_if_short(len(merges), max_merges)
+            elif base_model is None:
+                merges = training.learn_merges(counts, max_merges, **options)
             else:
-                merges = _learn_continued(counts, max_merges, base_model, progress=progress, done_at=found_at, consume_counts=consume)
+                merges = _learn_continued(counts, max_merges, base_model, **options)
             done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
+            if saving is not None:
+                corpus_id = saving.result()
             with self._transaction(write=True) as connection:
                 refs = []
                 for size in sizes:
@@ -620,6 +700,8 @@ class Store(ModelStore):
                         model = _continued(base_model, special_tokens, merges[:num_merges])
                     seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
                     params = {} if base_ref is None else {"base": base_ref}
+                    if donor is not None:
+                        params["merges_of"] = donor[0]  # the stored training whose merges these are
                     refs.append(
                         self._insert_tokenizer(
                             connection,
@@ -638,8 +720,34 @@ class Store(ModelStore):
                         )
                     )
         except KeyboardInterrupt:
+            if saving is not None:
+                try:
+                    corpus_id = saving.result()  # the counts' own transaction finishes first
+                except Exception:  # noqa: BLE001 - not saved after all: nothing was kept
+                    raise KeyboardInterrupt from None
+            assert corpus_id is not None
             raise TrainingInterrupted(corpus_id) from None
+        finally:
+            if saver is not None:
+                saver.shutdown(wait=True)
         return refs
+
+    def _same_training(self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int) -> tuple[str, list[tuple[bytes, bytes]]] | None:
+        """A stored training of corpus ``corpus_id`` (its counts, pattern and special tokens, in
+        this order, no base) whose merges include the first ``max_merges`` of this training's: it
+        has that many, or stopped sooner because no pair was left. Returns its ref and those
+        merges, or None."""
+        if corpus_id is None:
+            return None
+        for info in sorted(self.tokenizers_trained_on(corpus_id), key=lambda info: -info.num_merges):
+            params = info.training_params or {}
+            if info.base_ref is not None or info.merge_rule != "pair" or info.special_tokens != list(special_tokens):
+                continue
+            asked = params.get("vocab_size")
+            ran_out = isinstance(asked, int) and info.num_merges < training.max_merges(asked, special_tokens)
+            if info.num_merges >= max_merges or ran_out:
+                return info.ref, loader.load_model(self, info.ref).merges[:max_merges]
+        return None
 
     def estimate_training(
         self,

@@ -388,3 +388,34 @@ def test_counting_and_merging_hold_no_lock_and_training_time_excludes_waiting(db
             assert store.info(ref).training_params["pretokenize_seconds"] < 1.5
     finally:
         holder.join()
+
+
+# -- a new vocab size from stored counts -------------------------------------------------------------
+
+
+def test_a_smaller_vocab_from_stored_counts_takes_the_stored_training_s_merges(db, corpus):
+    """The merges of a training of the same counts are the first ones of any bigger training of
+    them: a smaller vocab size (or any, once a training ran out of pairs) needs no merge loop."""
+    with Store(db) as store:
+        (big,) = store.train(corpus, "t", [420], [ENDOFTEXT])
+        (small,) = store.train(corpus, "t", [330], [ENDOFTEXT])
+        (bigger,) = store.train(corpus, "t", [450], [ENDOFTEXT])
+        assert store.info(small).training_params["merges_of"] == big
+        assert "merges_of" not in store.info(bigger).training_params  # more merges: the loop ran
+        for ref, size in ((big, 420), (small, 330), (bigger, 450)):
+            assert store.info(ref).training_params["reused_pretoken_counts"] is (ref != big)
+            assert store.load(ref).merges == train_bpe(corpus, size, [ENDOFTEXT])[1], ref
+        # Other special tokens are another corpus; a continued training is never a donor.
+        (other,) = store.train(corpus, "o", [300], [ENDOFTEXT, "<|pad|>"])
+        assert "merges_of" not in store.info(other).training_params
+
+
+def test_a_training_that_ran_out_of_pairs_serves_any_bigger_size(db, tmp_path):
+    corpus = write(tmp_path / "tiny.txt", "abab cdcd abab")
+    with Store(db) as store:
+        with pytest.warns(bpestore.train.trainer.VocabSizeNotReachedWarning):
+            (first,) = store.train(corpus, "t", [300], [])
+        with pytest.warns(bpestore.train.trainer.VocabSizeNotReachedWarning):
+            (second,) = store.train(corpus, "t", [400], [])
+        assert store.info(second).training_params["merges_of"] == first
+        assert store.load(second).merges == store.load(first).merges == train_bpe(corpus, 400)[1]

@@ -765,6 +765,21 @@ class ModelStore:
             for row in rows
         ]
 
+    def tokenizers_trained_on(self, corpus_id: int) -> list[TokenizerInfo]:
+        """The tokenizers trained on corpus ``corpus_id`` (not imported or saved), by name and version."""
+        t, c = schema.tokenizers, schema.corpora
+        query = (
+            select(
+                t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
+                c.c.origin.label("corpus_origin"),
+            )
+            .select_from(t.join(c, t.c.corpus_id == c.c.id))
+            .where(t.c.corpus_id == corpus_id, t.c.source == "trained")
+            .order_by(t.c.name, t.c.version)
+        )
+        with self._transaction() as connection:
+            return [self._info(connection, row) for row in connection.execute(query)]
+
     def corpus_of(self, ref_or_id: int | str) -> CorpusInfo:
         """A stored corpus, named by its id (an int, or digits) or by a tokenizer's ref (the
         corpus it was trained on); StoreError (TokenizerNotFoundError) if there is none."""

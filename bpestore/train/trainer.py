@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .._engine import PretokenCounts
 from .._engine import count_file as engine_count_file
@@ -85,6 +85,7 @@ def learn_merges(
     done_at: list[float] | None = None,
     base: Sequence[tuple[bytes, bytes]] | None = None,
     base_ranks: Mapping[int, bytes] | None = None,
+    stop_if: Callable[[], object] | None = None,
 ) -> Merges:
     """The merges learned from pre-token counts (a mapping of bytes to counts, or the engine's
     :class:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
@@ -94,7 +95,9 @@ def learn_merges(
     the new merges are returned. ``base_ranks`` (instead of ``base``): a token-rule base's
     vocabulary (id -> bytes, the id being the rank, as tiktoken's): each word is first split as
     tiktoken's rule encodes it (the adjacent pair whose concatenation ranks lowest merges first),
-    and the merge loop continues from those tokens.
+    and the merge loop continues from those tokens. ``stop_if``, if given, is called as the
+    merges progress (every 0.1 s at most); an exception it raises stops the loop and is raised
+    here (work done meanwhile elsewhere that failed, say).
 
     The seam of the merge loop, one function from counts to merges. Contract: up to
     ``max_merges`` merges, each the most frequent adjacent pair of tokens within the pre-tokens
@@ -107,6 +110,8 @@ def learn_merges(
     with progress_bar(progress, max_merges, "merges", unit="merge") as bar:
 
         def report(more: int) -> None:
+            if stop_if is not None:
+                stop_if()
             bar.update(more)
             done = checkpoints[-1][0] + more if checkpoints else more
             checkpoints.append((done, time.perf_counter()))
@@ -120,14 +125,7 @@ def learn_merges(
         if len(merges) < max_merges:  # no pair left: say so rather than leave the bar unfinished
             bar.total = bar.n
             bar.set_postfix_str("no pairs left")
-    if len(merges) < max_merges:
-        missing = max_merges - len(merges)
-        warnings.warn(
-            f"training stopped after {len(merges)} of the {max_merges} merges asked for: no pair of tokens is left "
-            f"in the corpus, so the vocabulary is {missing} token{'s' if missing != 1 else ''} smaller than asked for",
-            VocabSizeNotReachedWarning,
-            stacklevel=2,
-        )
+    warn_if_short(len(merges), max_merges, stacklevel=3)
     if done_at is not None:
         done_at.clear()
         ends = iter(checkpoints)
@@ -137,6 +135,19 @@ def learn_merges(
                 end = next(ends)
             done_at.append(end[1])
     return merges
+
+
+def warn_if_short(merges: int, max_merges: int, *, stacklevel: int = 2) -> None:
+    """VocabSizeNotReachedWarning if a training found fewer merges than asked for (no pair of
+    tokens was left)."""
+    if merges < max_merges:
+        missing = max_merges - merges
+        warnings.warn(
+            f"training stopped after {merges} of the {max_merges} merges asked for: no pair of tokens is left "
+            f"in the corpus, so the vocabulary is {missing} token{'s' if missing != 1 else ''} smaller than asked for",
+            VocabSizeNotReachedWarning,
+            stacklevel=stacklevel + 1,
+        )
 
 
 def vocab_and_merges(special_tokens: Sequence[str], merges: Iterable[tuple[bytes, bytes]]) -> tuple[Vocab, Merges]:

@@ -747,7 +747,7 @@ fn count_texts(
 #[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None, base_ranks=None))]
 fn learn_merges<'py>(
     py: Python<'py>,
-    mut counts: PyRefMut<'_, PyPretokenCounts>,
+    counts: Bound<'py, PyPretokenCounts>,
     max_merges: usize,
     progress: Option<Py<PyAny>>,
     consume: bool,
@@ -774,33 +774,41 @@ fn learn_merges<'py>(
         })
         .transpose()?;
     let reporter = Reporter::new(progress);
-    let merges = {
+    let run = |counts: &bpestore_train::PretokenCounts| match (&base, &splitter) {
+        (Some(base), _) => MergeLoop::with_base(counts, base),
+        (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
+            splitter
+                .piece_ids(word)
+                .into_iter()
+                .map(|id| splitter.token_bytes(id).map_or(0, <[u8]>::len))
+                .collect()
+        }),
+        (None, None) => MergeLoop::new(counts),
+    };
+    let take = |merge_loop: MergeLoop| {
+        let mut merges = Vec::new();
+        for merge in merge_loop.take(max_merges) {
+            merges.push(merge);
+            if reporter.add(1).is_break() {
+                break;
+            }
+        }
+        merges
+    };
+    let merges = if consume {
+        // Emptied once read, to free their memory for the merges: this needs the counts alone.
+        let mut counts = counts.borrow_mut();
         let counts = &mut counts.inner;
-        let reporter = &reporter;
         py.detach(move || {
-            let merge_loop = match (&base, &splitter) {
-                (Some(base), _) => MergeLoop::with_base(counts, base),
-                (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
-                    splitter
-                        .piece_ids(word)
-                        .into_iter()
-                        .map(|id| splitter.token_bytes(id).map_or(0, <[u8]>::len))
-                        .collect()
-                }),
-                (None, None) => MergeLoop::new(counts),
-            };
-            if consume {
-                counts.clear();
-            }
-            let mut merges = Vec::new();
-            for merge in merge_loop.take(max_merges) {
-                merges.push(merge);
-                if reporter.add(1).is_break() {
-                    break;
-                }
-            }
-            merges
+            let merge_loop = run(counts);
+            counts.clear();
+            take(merge_loop)
         })
+    } else {
+        // Only read: other threads may read the same counts meanwhile (the store writing them).
+        let counts = counts.borrow();
+        let counts = &counts.inner;
+        py.detach(move || take(run(counts)))
     };
     reporter.finish()?;
     let merges = merges
