@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -430,15 +430,16 @@ class Store(ModelStore):
             seconds=time.perf_counter() - started, owned=True,
         )
 
-    def _store_new_corpus(self, new: _NewCorpus, progress: bool) -> int:
+    def _store_new_corpus(self, new: _NewCorpus, progress: bool, on_rows: Callable[[int], object] | None = None) -> int:
         """Store counts made now as a corpus, in a transaction of their own; returns its id (that
-        of the same corpus, if another process stored it since it was looked for)."""
+        of the same corpus, if another process stored it since it was looked for). ``progress``:
+        a bar of the rows written, or ``on_rows(n)`` told of each n more."""
         with self._transaction(write=True) as connection:
             corpus_id = self._find_corpus(connection, new.sha256, new.pattern, new.specials_json)
             if corpus_id is None:
                 corpus_id = self._insert_corpus(
                     connection, new.source, new.size_bytes, new.sha256, new.pattern, new.specials_json, new.counts, progress,
-                    origin=new.origin, files=new.files,
+                    origin=new.origin, files=new.files, on_rows=on_rows,
                 )
         return corpus_id
 
@@ -640,10 +641,11 @@ class Store(ModelStore):
         corpus_id = found.corpus_id if isinstance(found, CorpusCounts) else None
         saver: ThreadPoolExecutor | None = None
         saving: Future[int] | None = None
+        saved_rows = [0]  # rows the saving thread has written (for a bar, if the merges end first)
         if isinstance(found, _NewCorpus):
             if self._writes_in_background():
                 saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpestore-save-counts")
-                saving = saver.submit(self._store_new_corpus, found, False)
+                saving = saver.submit(self._store_new_corpus, found, False, lambda rows: saved_rows.__setitem__(0, saved_rows[0] + rows))
             else:
                 corpus_id = self._store_new_corpus(found, progress)
         owned = found.owned if isinstance(found, _NewCorpus) else not isinstance(corpus, Counts)
@@ -687,6 +689,12 @@ class Store(ModelStore):
                 merges = _learn_continued(counts, max_merges, base_model, **options)
             done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
             if saving is not None:
+                if progress and not saving.done():  # the merges are done first: show the rest of the save
+                    with progress_bar(True, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
+                        while not saving.done():
+                            bar.update(saved_rows[0] - bar.n)
+                            wait([saving], timeout=0.1)
+                        bar.update(saved_rows[0] - bar.n)
                 corpus_id = saving.result()
             with self._transaction(write=True) as connection:
                 refs = []
@@ -717,6 +725,7 @@ class Store(ModelStore):
                                 **params,
                             },
                             training_seconds=round(seconds, 3),
+                            progress=progress,
                         )
                     )
         except KeyboardInterrupt:

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -821,9 +821,12 @@ class ModelStore:
         progress: bool,
         origin: str = "files",
         files: Sequence[CorpusFile] = (),
+        on_rows: Callable[[int], object] | None = None,
     ) -> int:
         """A new corpus: its row, its files (if counted from files), its counts' rows and their
-        packed copy, in bulk (:func:`.bulk.write_counts`). ``counts``: the engine's, or a mapping."""
+        packed copy, in bulk (:func:`.bulk.write_counts`). ``counts``: the engine's, or a mapping.
+        ``progress``: a bar of the rows written; ``on_rows(n)``: told of each n more rows instead
+        (for a bar drawn elsewhere: another thread's)."""
         if not isinstance(counts, PretokenCounts):
             counts = PretokenCounts.from_dict(counts)
         total = counts.total
@@ -859,8 +862,8 @@ class ModelStore:
                 ],
             )
         # The bar shows that saving a big corpus's counts is under way, with its rate.
-        with progress_bar(progress, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
-            bulk.write_counts(connection, corpus_id, counts, on_rows=bar.update)
+        with progress_bar(progress and on_rows is None, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
+            bulk.write_counts(connection, corpus_id, counts, on_rows=on_rows or bar.update)
         return corpus_id
 
     def corpus_files(self, corpus_id: int) -> list[CorpusFile]:
