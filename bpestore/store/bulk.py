@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection
 from .._engine import PretokenCounts
 from . import schema
 
-__all__ = ["delete_corpus", "insert_rows", "read_counts", "write_counts"]
+__all__ = ["delete_corpus", "insert_rows", "read_counts", "sqlite_triggers_suspended", "write_counts"]
 
 # A batch of counts' rows (one executemany, one piece of COPY data): few enough Python objects
 # at once (a pre-token's bytes and an int each) to keep memory flat, enough to make each call's
@@ -83,7 +83,7 @@ def write_counts(connection: Connection, corpus_id: int, counts: PretokenCounts,
     driver = _driver(connection)
     start = 0
     if driver == "sqlite":
-        with _sqlite_trigger_suspended(connection, _COUNTS_INSERT_TRIGGER):
+        with sqlite_triggers_suspended(connection, _COUNTS_INSERT_TRIGGER):
             for end in ends:
                 # The corpus id, an int, is written into the statement: one parameter less a row.
                 flat = rows.flat_rows(start, end)
@@ -146,7 +146,7 @@ def delete_corpus(connection: Connection, corpus_id: int) -> None:
     connection.execute(schema.packed_counts.delete().where(schema.packed_counts.c.corpus_id == corpus_id))
     if _driver(connection) == "sqlite":
         # Its copy is gone: the row trigger would only look for it once per deleted row.
-        with _sqlite_trigger_suspended(connection, _COUNTS_DELETE_TRIGGER):
+        with sqlite_triggers_suspended(connection, _COUNTS_DELETE_TRIGGER):
             connection.execute(schema.corpora.delete().where(schema.corpora.c.id == corpus_id))  # the rows cascade
         return
     connection.execute(schema.corpora.delete().where(schema.corpora.c.id == corpus_id))
@@ -187,20 +187,29 @@ def insert_rows(connection: Connection, table: Any, columns: Sequence[Sequence[A
 
 
 @contextmanager
-def _sqlite_trigger_suspended(connection: Connection, name: str) -> Iterator[None]:
-    """Within ``connection``'s write transaction, drop the trigger ``name`` and create it again
-    from its own SQL (as ``sqlite_master`` holds it: the migration stays its one owner) at the
-    end. A row trigger costs SQLite a sub-program a row: writing a new corpus's rows, which no
-    packed copy exists for yet, took three times as long with it. Nobody else ever sees it
-    missing: readers see the schema as committed, other writers wait for the write lock, and a
-    failure rolls the drop back with everything else."""
-    found = connection.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)).scalar()
-    if found is None:
+def sqlite_triggers_suspended(connection: Connection, *names: str) -> Iterator[None]:
+    """Within ``connection``'s write transaction on SQLite (elsewhere: nothing), drop the triggers
+    ``names`` and create them again from their own SQL (as ``sqlite_master`` holds it: the
+    migrations stay their one owner) at the end. For rows that a trigger has nothing to do for:
+    the triggers that drop a packed copy, while the rows of a new corpus or tokenizer, which has
+    none yet, are written. A row trigger costs SQLite a sub-program a row: such writes took three
+    times as long with them. Nobody else ever sees them missing: readers see the schema as
+    committed, other writers wait for the write lock, and a failure rolls the drop back with
+    everything else."""
+    if _driver(connection) != "sqlite":
         yield
         return
-    connection.exec_driver_sql(f'DROP TRIGGER "{name}"')
+    found = {
+        name: sql
+        for name, sql in connection.exec_driver_sql(
+            f"SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN ({', '.join('?' * len(names))})", names
+        ).all()
+    }
+    for name in found:
+        connection.exec_driver_sql(f'DROP TRIGGER "{name}"')
     yield
-    connection.exec_driver_sql(found)
+    for sql in found.values():
+        connection.exec_driver_sql(sql)
 
 
 def _sqlite_insert_flat(raw: Any, table: str, names: Sequence[str], flat: list[Any], width: int, constants: Sequence[str] = ()) -> None:

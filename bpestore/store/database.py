@@ -680,7 +680,10 @@ class ModelStore:
         tokens = [tokenizer.vocab[token_id] for token_id in ids]
         id_of = dict(zip(tokens, ids))
         merges = tokenizer.merges
-        with progress_bar(progress, len(ids) + len(merges), "saving the vocab and merges", unit="row", unit_scale=True) as bar:
+        # A new tokenizer has no packed copy for the rows' triggers to drop (migration 0004).
+        unpacks = ("vocab_insert_unpacks", "merges_insert_unpacks")
+        with progress_bar(progress, len(ids) + len(merges), "saving the vocab and merges", unit="row", unit_scale=True) as bar, \
+                bulk.sqlite_triggers_suspended(connection, *unpacks):
             self._bulk_insert(
                 connection,
                 schema.vocab,
