@@ -374,6 +374,26 @@ def test_nothing_is_stored_when_an_import_is_refused(tmp_path):
     assert db.read_bytes() == before
 
 
+def test_a_pattern_too_big_to_compile_is_refused_at_once(tmp_path):
+    """``a{99999999}``: once, ``bpestore import tiktoken --pattern`` compiled it with Python's
+    ``regex`` module, which did not return within a minute. Now the engine refuses it at once."""
+    import time
+
+    from test_cli import assert_user_error, invoke
+
+    pattern = "a{99999999}"
+    too_big = f"pre-tokenizer pattern {json.dumps(pattern)} is too big to compile (over 10 MB)"
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=re.escape(too_big)):
+        small_model(pattern)
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(tiktoken_lines(tiktoken_ranks()))
+    assert_refused(lambda: formats.read("tiktoken", path, pattern), str(path), too_big)
+    result = invoke("import", "tiktoken", path, "--name", "x", "--pattern", pattern, "--db", tmp_path / "s.db")
+    assert_user_error(result, str(path), f"--pattern {pattern!r} is not a known encoding", too_big)
+    assert time.monotonic() - started < 5
+
+
 # -- a custom pattern that passes the probes but hits the backtracking limit on some text ----------
 
 # Exponential on a run of "ab" that no "c" ends, yet fine on the construction probes (runs of one
