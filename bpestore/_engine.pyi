@@ -17,9 +17,11 @@ class Pretokenizer:
     """A pre-tokenizer with its special tokens: ``regex.findall(pattern, text)`` on the text
     between special tokens (found longest first), each special token a piece of its own.
     Hand-written scanners run the three known patterns; any other runs on fancy_regex.
-    ValueError for an invalid pattern, one with capture groups, one that backtracks
-    catastrophically on short probe texts, or an empty special token; ``pretokenize`` and
-    ``piece_count`` raise ValueError if the pattern hits the backtracking limit on ``text``."""
+    ValueError for an invalid pattern, one too big to compile, one with capture groups, one that
+    backtracks catastrophically on short probe texts or whose matches do not cover all of one (they
+    must tile any text: a character no match covers would be dropped), or an empty special token;
+    ``pretokenize`` and ``piece_count`` raise ``bpestore.errors.PatternError`` (a ValueError) if the
+    pattern hits the backtracking limit on ``text`` or leaves some of it uncovered."""
 
     def __init__(self, pattern: str, special_tokens: list[str] = ..., *, regex_engine: bool = False) -> None:
         """``regex_engine=True`` runs fancy_regex even for the three known patterns (tests, benchmarks)."""
@@ -107,7 +109,9 @@ def count_file(
     ``threads`` threads (None: one per CPU) over chunks of about ``chunk_bytes`` (default 4 MiB)
     cut where a cut changes nothing. ``progress(n)`` gets the bytes counted since its last call
     (at most every 0.1 s). Raises FileNotFoundError, ``bpestore.errors.CorpusDecodeError`` (the
-    first bad byte's offset), ValueError (bad pattern, empty special token)."""
+    first bad byte's offset), ValueError (bad pattern, empty special token),
+    ``bpestore.errors.PatternError`` (``"PATH: ..."``: the pattern failed on the text, at a byte
+    offset in the file)."""
 
 def file_chunk_boundaries(
     path: str | PathLike[str], pattern: str, special_tokens: list[str], chunk_bytes: int
@@ -115,7 +119,8 @@ def file_chunk_boundaries(
     """The offsets ``[0, ..., size]`` at which ``count_file`` cuts the file into chunks."""
 
 def count_texts(texts: Iterable[str], pattern: str, special_tokens: list[str]) -> PretokenCounts:
-    """The pre-token counts of some texts, each cut at ``special_tokens`` (not counted)."""
+    """The pre-token counts of some texts, each cut at ``special_tokens`` (not counted);
+    ``bpestore.errors.PatternError`` (``"text I: ..."``) if the pattern fails on text I."""
 
 def learn_merges(
     counts: PretokenCounts,
@@ -145,11 +150,12 @@ class Encoder:
     ``special_tokens``: token -> id; ``merge_rule``: ``"pair"`` (GPT-2, CS336, Hugging Face) or
     ``"token"`` (tiktoken). Bad input raises ValueError with bpestore's messages.
 
-    A custom pattern (not one of the three known ones) that gives up on a match at the regex
-    engine's backtracking limit while encoding raises ``bpestore.errors.PatternError`` (a
-    ValueError) naming the pattern and the byte offset where that match started: in the text
-    (``encode_batch``: ``"text I: ..."``, in text I), in the stream (``iter_ids``, ``stream``), or
-    in the file (``encode_file_to_npy``: ``"PATH: ..."``).
+    A custom pattern (not one of the three known ones) that fails on a text while encoding (it
+    gives up on a match at the regex engine's backtracking limit, or no match covers some of the
+    text, which would otherwise be dropped) raises ``bpestore.errors.PatternError`` (a ValueError)
+    naming the pattern and a byte offset (where that match started, or the first byte uncovered):
+    in the text (``encode_batch``: ``"text I: ..."``, in text I), in the stream (``iter_ids``,
+    ``stream``), or in the file (``encode_file_to_npy``: ``"PATH: ..."``).
     """
 
     def __init__(
@@ -199,7 +205,7 @@ class Encoder:
         """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via a hidden
         ``.NAME.PID-HEX.partial`` beside it (not a ``.npy`` until complete) and a rename; returns
         the number of ids. ``progress(n)``: n more input bytes done. Invalid UTF-8:
-        ``bpestore.errors.CorpusDecodeError``; a pattern that gives up on a match:
+        ``bpestore.errors.CorpusDecodeError``; a pattern that fails on the text:
         ``bpestore.errors.PatternError`` (the offset in the file). Nothing is left on failure."""
     @property
     def max_id(self) -> int:

@@ -85,9 +85,12 @@ class CorpusDecodeError(BpestoreError, ValueError):
 
 
 class PatternError(BpestoreError, ValueError):
-    """A custom pre-tokenizer pattern hit the regex engine's backtracking limit on some text
-    (catastrophic backtracking that the probes at construction did not catch); the message names
-    the pattern and the byte offset (in the text or file) of the match that gave up."""
+    """A custom pre-tokenizer pattern failed on some text in a way that the probes at construction
+    did not catch: it hit the regex engine's backtracking limit (catastrophic backtracking), or its
+    matches do not cover all of the text (encoding would drop what they leave: a pattern's matches
+    must tile any text). The message names the pattern and a byte offset in the text, stream or
+    file: where the match that gave up started, or the first byte that no match covers (and that
+    character)."""
 
 
 class DisallowedSpecialTokenError(BpestoreError, ValueError):

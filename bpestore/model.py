@@ -53,9 +53,10 @@ class BPEModel:
             the same way, as for ``"!"``, but adds a new id when GPT-2's byte alphabet spells it
             differently, as for ``" "``, written ``"Ġ"``.)
         pattern: the pre-tokenizer regex (GPT-2's by default), in the syntax of Python's
-            ``regex`` module; a pre-token is a whole match. Refused: an invalid pattern, one with
-            capture groups (write ``(?:...)``), and one that backtracks catastrophically on short
-            probe texts (see :func:`check_pattern`).
+            ``regex`` module; a pre-token is a whole match, and the matches must tile any text.
+            Refused: an invalid pattern, one with capture groups (write ``(?:...)``), and one that
+            backtracks catastrophically on short probe texts or whose matches leave a character
+            of one uncovered (see :func:`check_pattern`).
         merge_rule: ``"pair"`` (GPT-2, CS336, Hugging Face: lowest-ranked merge first) or
             ``"token"`` (tiktoken: lowest-ranked resulting token first; a token's rank is its id).
 
@@ -168,8 +169,13 @@ def check_pattern(pattern: object) -> None:
     r"""ValueError unless ``pattern`` can be a pre-tokenizer: a regex string that the engine
     compiles, without capture groups (tools disagree on what such a pattern's pre-tokens are:
     tiktoken, Hugging Face and ``re.finditer`` take whole matches, ``regex.findall`` takes the
-    groups and drops the rest of the text), and that does not backtrack catastrophically on short
-    probe texts (such a pattern makes encoding exponential in the length of a word). The known
+    groups and drops the rest of the text), that is not too big to compile, that does not
+    backtrack catastrophically on short probe texts (such a pattern makes encoding exponential in
+    the length of a word), and whose non-empty matches tile each probe text: every character of
+    every kind (letters of many scripts, digits, whitespace, punctuation, symbols, emoji, marks,
+    controls, ..., and those the pattern names) is in some match, else encoding would drop it
+    (``\w+``, ``(?=a)`` and the empty pattern are refused). Encoding checks tiling again and raises
+    :class:`~bpestore.errors.PatternError` for a text the probes did not foresee. The known
     patterns pass at no cost; another is checked once per process.
 
     >>> check_pattern(r"(\w+)|\s+")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -374,66 +375,201 @@ def test_nothing_is_stored_when_an_import_is_refused(tmp_path):
     assert db.read_bytes() == before
 
 
-# -- a custom pattern that passes the probes but hits the backtracking limit on some text ----------
+# -- a pattern whose matches do not cover all of the text: refused, never silent loss -------------
 
-# Exponential on a run of "ab" that no "c" ends, yet fine on the construction probes (runs of one
-# character); the look-ahead keeps it on the backtracking engine. A hit costs 10^8 steps (seconds).
-BACKTRACKING_PATTERN = r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]"
-BACKTRACKING_TEXT = "xy" + "ab" * 26 + "d"  # the match at byte 2 gives up
+# Each leaves some character to no match (text, punctuation, digits, a zero-width match is no
+# pre-token): once accepted, encoding silently dropped those characters.
+NOT_TILING = ["", "(?=a)", r"\w+", r"[a-z]+|\s+"]
 
 
-def test_counting_with_a_pattern_that_hits_the_backtracking_limit_is_a_pattern_error(tmp_path):
-    """Counting (continued training from a base with such a pattern) ends in one PatternError
-    naming the pattern and the byte offset in the file, never a PanicException; nothing is
-    stored."""
+@pytest.mark.parametrize("pattern", NOT_TILING)
+def test_patterns_that_leave_characters_out_are_refused_everywhere(tmp_path, pattern):
+    message = "does not cover all of the text (no match covers "
+    with pytest.raises(ValueError, match=re.escape(f"pre-tokenizer pattern {json.dumps(pattern)} {message}")):
+        small_model(pattern)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Tokenizer(small_model().vocab, MERGES, [ENDOFTEXT], pattern=pattern)
+    document = _hf_json()
+    document["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        ],
+    }
+    assert_refused(lambda: read_hf(tmp_path, document), message)
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(tiktoken_lines(tiktoken_ranks()))
+    assert_refused(lambda: formats.read("tiktoken", path, pattern), str(path), message)
+
+
+def test_a_stored_pattern_that_leaves_characters_out_is_one_line_from_the_command_line(tmp_path):
+    """A store whose pattern was changed behind bpestore's back (raw SQL) is not used to drop
+    text: encoding from the command line fails with one line naming the pattern and a character
+    it leaves out (one the probes find when the tokenizer is loaded, or one they do not, found at
+    its byte offset while encoding), and writes nothing."""
+    import sqlite3
+
+    from test_cli import assert_user_error, invoke
+
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        store.save("t", BPEModel(BYTES, [], [ENDOFTEXT], pattern=r"\S+|\s+"))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("abc 123 \u2801\n", encoding="utf-8")
+    found = {
+        r"[a-z]+|\s+": ["does not cover all of the text (no match covers 'H' (U+0048) in \"Hello, World!"] * 2,
+        r"[^\s\p{Braille}]+|\s": [
+            f"does not cover all of the text (no match covers '\u2801' (U+2801) at byte 8 of the {where})"
+            for where in ("stream", "file")
+        ],
+    }
+    for pattern, messages in found.items():
+        with sqlite3.connect(db) as connection:  # the tokenizers row only: the packed copy stays valid
+            connection.execute("UPDATE tokenizers SET pattern = ? WHERE name = 't'", (pattern,))
+        connection.close()
+        for output, message in zip(("ids.txt", "ids.npy"), messages):
+            result = invoke("encode", "t", corpus, "--output", tmp_path / output, "--db", db)
+            assert_user_error(result, f"pre-tokenizer pattern {json.dumps(pattern)} {message}")
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["c.txt", "s.db"]
+
+
+def test_a_pattern_too_big_to_compile_is_refused_at_once(tmp_path):
+    """``a{99999999}``: once, ``bpestore import tiktoken --pattern`` compiled it with Python's
+    ``regex`` module, which did not return within a minute. Now the engine refuses it at once."""
+    import time
+
+    from test_cli import assert_user_error, invoke
+
+    pattern = "a{99999999}"
+    too_big = f"pre-tokenizer pattern {json.dumps(pattern)} is too big to compile (over 10 MB)"
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=re.escape(too_big)):
+        small_model(pattern)
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(tiktoken_lines(tiktoken_ranks()))
+    assert_refused(lambda: formats.read("tiktoken", path, pattern), str(path), too_big)
+    result = invoke("import", "tiktoken", path, "--name", "x", "--pattern", pattern, "--db", tmp_path / "s.db")
+    assert_user_error(result, str(path), f"--pattern {pattern!r} is not a known encoding", too_big)
+    assert time.monotonic() - started < 5
+
+
+# -- a custom pattern that passes the probes but fails on some text: PatternError everywhere -------
+
+
+@dataclass(frozen=True)
+class Failing:
+    """A custom pattern that passes the probes at construction, a text on which it fails at byte 2,
+    and what the PatternError says of that failure (``{offset}``, ``{where}`` to fill in)."""
+
+    name: str
+    pattern: str
+    text: str
+    says: str
+
+    def at(self, offset: int, where: str) -> str:
+        return self.says.format(offset=offset, where=where)
+
+
+FAILING = [
+    # Exponential on a run of "ab" that no "c" ends, yet fine on the construction probes (runs of
+    # one character); the look-ahead keeps it on the backtracking engine. A hit costs 10^8 steps.
+    Failing(
+        "backtracking",
+        r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]",
+        "xy" + "ab" * 26 + "d",
+        "backtracks catastrophically (it gave up on the match at byte {offset} of {where})",
+    ),
+    # Covers every probe (they hold no Braille, and the pattern names none), not U+2801: before,
+    # encoding dropped it.
+    Failing(
+        "uncovered",
+        r"[^\s\p{Braille}]+|\s",
+        "xy\u2801d",
+        "does not cover all of the text (no match covers '\u2801' (U+2801) at byte {offset} of {where})",
+    ),
+]
+FAILING_IDS = [failing.name for failing in FAILING]
+
+
+def test_the_failing_patterns_pass_the_probes_and_fail_only_on_their_text():
     from bpestore import _engine
     from bpestore.errors import PatternError
 
-    with pytest.raises(PatternError, match=r"text 1: .*backtracks catastrophically.*at byte 2 of"):
-        _engine.count_texts(["fine", BACKTRACKING_TEXT], BACKTRACKING_PATTERN, [])
+    for failing in FAILING:
+        pretokenizer = _engine.Pretokenizer(failing.pattern, [ENDOFTEXT])
+        assert "".join(pretokenizer.pretokenize("ab c\n" + ENDOFTEXT + "d")) == "ab c\n" + ENDOFTEXT + "d"
+        with pytest.raises(PatternError, match=re.escape(failing.at(2, f"a text of {len(failing.text.encode())} bytes"))):
+            pretokenizer.pretokenize(failing.text)
+
+
+@pytest.mark.parametrize("failing", FAILING, ids=FAILING_IDS)
+def test_counting_with_a_pattern_that_fails_on_the_text_is_a_pattern_error(tmp_path, failing):
+    """Counting (continued training from a base with such a pattern, or a file counted by the
+    engine) ends in one PatternError naming the pattern and the byte offset in the file, never a
+    PanicException nor counts without the text; nothing is stored."""
+    from bpestore import _engine
+    from bpestore.errors import PatternError
+
+    with pytest.raises(PatternError, match=re.escape("text 1: pre-tokenizer pattern ")) as raised:
+        _engine.count_texts(["fine", failing.text], failing.pattern, [])
+    assert failing.at(2, f"a text of {len(failing.text.encode())} bytes") in str(raised.value)
     corpus = tmp_path / "c.txt"
-    corpus.write_text("abc " * 100 + ENDOFTEXT + BACKTRACKING_TEXT)
+    corpus.write_text("abc " * 100 + ENDOFTEXT + failing.text)
+    offset = 400 + len(ENDOFTEXT) + 2
     with Store(tmp_path / "s.db") as store:
-        store.save("b", BPEModel(BYTES, [], [ENDOFTEXT], pattern=BACKTRACKING_PATTERN))
+        store.save("b", BPEModel(BYTES, [], [ENDOFTEXT], pattern=failing.pattern))
         with pytest.raises(PatternError) as raised:
             store.train(corpus, "c", 300, base="b")
         assert store.refs() == ["b@1"]
-    offset = 400 + len(ENDOFTEXT) + 2
-    assert str(raised.value).startswith(f"{corpus}: pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)}")
-    assert f"at byte {offset} of the corpus" in str(raised.value)
+    assert str(raised.value).startswith(f"{corpus}: pre-tokenizer pattern {json.dumps(failing.pattern)}")
+    assert failing.at(offset, "the corpus") in str(raised.value)
+    with pytest.raises(PatternError, match=re.escape(f"{corpus}: pre-tokenizer pattern {json.dumps(failing.pattern)}")) as raised:
+        _engine.count_file(corpus, failing.pattern, [ENDOFTEXT], 2, chunk_bytes=64)
+    assert failing.at(offset, "the corpus") in str(raised.value)
 
 
-def test_encoding_with_a_pattern_that_hits_the_backtracking_limit_is_a_pattern_error(tmp_path):
+@pytest.mark.parametrize("failing", FAILING, ids=FAILING_IDS)
+def test_encoding_with_a_pattern_that_fails_on_the_text_is_a_pattern_error(failing):
     """Every way of encoding ends in one PatternError naming the pattern and the byte offset of the
-    match that gave up, in what was given (the text, text I of a batch, the stream, the file),
-    never a PanicException; the tokenizer still works afterwards. (Six hits of the limit: seconds.)"""
+    failure (where the match that gave up started, or the character no match covers), in what was
+    given (the text, text I of a batch, the stream), never a PanicException nor ids without that
+    text; the tokenizer still works afterwards. (Backtracking: ten hits of the limit, seconds.)"""
     from bpestore.errors import PatternError
 
-    tokenizer = Tokenizer.from_model(BPEModel(BYTES, [], [ENDOFTEXT], pattern=BACKTRACKING_PATTERN))
-    text = "abc" + ENDOFTEXT + BACKTRACKING_TEXT
-    offset = text.index("xy") + 2  # in bytes: the text is ASCII
-    gave_up = f"backtracks catastrophically (it gave up on the match at byte {offset} of"
+    tokenizer = Tokenizer.from_model(BPEModel(BYTES, [], [ENDOFTEXT], pattern=failing.pattern))
+    text = "abc" + ENDOFTEXT + failing.text
+    offset = text.index("xy") + 2  # in bytes: the text before it is ASCII
+    size = len(text.encode())
+    in_text = failing.at(offset, f"a text of {size} bytes")
     with pytest.raises(PatternError) as raised:
         tokenizer.encode(text)
-    assert str(raised.value).startswith(f"pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)} ")
-    assert f"{gave_up} a text of {len(text)} bytes)" in str(raised.value)
-    with pytest.raises(PatternError, match=re.escape(f"{gave_up} a text of {len(text)} bytes)")):
-        tokenizer.encode_with_offsets(text)
+    assert str(raised.value).startswith(f"pre-tokenizer pattern {json.dumps(failing.pattern)} ")
+    assert in_text in str(raised.value) and "\n" not in str(raised.value)
+    for encode in (tokenizer.encode_with_offsets, tokenizer.encode_to_array):
+        with pytest.raises(PatternError, match=re.escape(in_text)):
+            encode(text)
+    with pytest.raises(PatternError, match=re.escape(failing.at(offset - len(ENDOFTEXT), f"a text of {size - len(ENDOFTEXT)} bytes"))):
+        tokenizer.encode_ordinary(text.replace(ENDOFTEXT, ""))
     # On two threads, the bad text not the first: the message names it.
     batch = ["fine", "abc " * 50, text, "more"]
-    with pytest.raises(PatternError, match=re.escape(f"text 2: pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)}")) as raised:
+    with pytest.raises(PatternError, match=re.escape(f"text 2: pre-tokenizer pattern {json.dumps(failing.pattern)}")) as raised:
         tokenizer.encode_batch(batch, num_threads=2)
-    assert f"{gave_up} a text of {len(text)} bytes)" in str(raised.value)
+    assert in_text in str(raised.value)
     # A stream fed in pieces: the offset in the whole stream.
     head = ("abc " * 30 + ENDOFTEXT) * 100
     pieces = [head[i : i + 7] for i in range(0, len(head), 7)] + [text, "abc"]
-    with pytest.raises(PatternError, match=re.escape(f"byte {len(head) + offset} of the stream)")):
+    in_stream = failing.at(len(head) + offset, "the stream")
+    with pytest.raises(PatternError, match=re.escape(in_stream)):
         list(tokenizer.encode_iterable(pieces))
+    with pytest.raises(PatternError, match=re.escape(in_stream)):
+        list(tokenizer.encode_blocks(pieces, 64))
     assert tokenizer.encode("abcd" + ENDOFTEXT) == [97, 98, 99, 100, 256]
     assert tokenizer.encode_batch(batch[:2] + batch[3:], num_threads=2) == [tokenizer.encode(t) for t in batch[:2] + batch[3:]]
 
 
-def test_encoding_a_file_with_a_pattern_that_hits_the_backtracking_limit_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("failing", FAILING, ids=FAILING_IDS)
+def test_encoding_a_file_with_a_pattern_that_fails_on_the_text_leaves_nothing(tmp_path, failing):
     """A file encoded on two threads, the bad text far past the first chunk: one PatternError
     naming the file and the byte offset in it, and no output, partial or whole; the command line
     prints one line for it. Then a good file is encoded as the text is."""
@@ -441,22 +577,22 @@ def test_encoding_a_file_with_a_pattern_that_hits_the_backtracking_limit_leaves_
     from bpestore.workflow import encode_to
     from test_cli import assert_user_error, invoke
 
-    tokenizer = Tokenizer.from_model(BPEModel(BYTES, [], [ENDOFTEXT], pattern=BACKTRACKING_PATTERN))
+    tokenizer = Tokenizer.from_model(BPEModel(BYTES, [], [ENDOFTEXT], pattern=failing.pattern))
     head = ("abc " * 30 + ENDOFTEXT) * 3000  # 400 kB, cut into chunks at the special tokens
     corpus = tmp_path / "c.txt"
-    corpus.write_text(head + BACKTRACKING_TEXT + ENDOFTEXT + "abc", encoding="utf-8")
+    corpus.write_text(head + failing.text + ENDOFTEXT + "abc", encoding="utf-8")
     offset = len(head) + 2
     with pytest.raises(PatternError) as raised:
         encode_to(tokenizer, corpus, tmp_path / "ids.npy", workers=2)
-    assert str(raised.value).startswith(f"{corpus}: pre-tokenizer pattern {json.dumps(BACKTRACKING_PATTERN)} ")
-    assert f"at byte {offset} of the file)" in str(raised.value)
+    assert str(raised.value).startswith(f"{corpus}: pre-tokenizer pattern {json.dumps(failing.pattern)} ")
+    assert failing.at(offset, "the file") in str(raised.value)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["c.txt"]
     # The command line, writing text ids (a stream, then an atomic rename): one line, no file.
     db = tmp_path / "s.db"
     with Store(db) as store:
         store.save("b", tokenizer.model)
     result = invoke("encode", "b", corpus, "--output", tmp_path / "ids.txt", "--db", db)
-    message = assert_user_error(result, "backtracks catastrophically", f"at byte {offset} of the stream")
+    message = assert_user_error(result, failing.at(offset, "the stream"))
     assert message.startswith(f"Error: {corpus}: pre-tokenizer pattern ")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["c.txt", "s.db"]
     good = tmp_path / "good.txt"

@@ -32,10 +32,11 @@ from reference import split_on_specials
 from strategies import SPECIAL_TOKEN_SETS, random_text, texts
 
 # Patterns outside the three known ones run on fancy_regex: one like GPT-2's but with possessive
-# quantifiers and digits one at a time, and one with look-ahead and bounded repeats.
+# quantifiers and digits one at a time, and one with look-ahead and bounded repeats. (Both tile
+# any text, as a pattern must: see test_bad_input.py.)
 OTHER_PATTERNS = [
     r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
-    r"""(?i:'s|'t)|[\p{Lu}\p{Lt}]?[\p{Ll}\p{M}]+|\p{N}{1,2}|\s*[\r\n]+|\s+(?=\s)|\S""",
+    r"""(?i:'s|'t)|[\p{Lu}\p{Lt}]?[\p{Ll}\p{M}]+|\p{N}{1,2}|\s*[\r\n]+|\s+(?=\s)|\S|\s""",
 ]
 KNOWN_PATTERNS = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN]
 ALL_PATTERNS = KNOWN_PATTERNS + OTHER_PATTERNS
@@ -119,10 +120,14 @@ def test_pieces_equal_regex_findall_for_every_character(pattern):
 
 
 def test_unicode_tables_differ_only_on_newly_assigned_code_points():
-    everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    characters = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    everything = "".join(characters)
+    marked = "\x01".join(characters)  # each character of the class is a piece with the \x01 after it
     for name in ["L", "Lu", "Ll", "Lt", "Lm", "Lo", "M", "N", "s"]:
         pattern = r"\s" if name == "s" else rf"\p{{{name}}}"
-        engine = set(_engine.Pretokenizer(pattern, []).pretokenize(everything))
+        # (A pattern must tile the text: the engine runs one that takes every other character too.)
+        pieces = _engine.Pretokenizer(rf"{pattern}\x01|(?s:.)", []).pretokenize(marked)
+        engine = {piece[0] for piece in pieces if len(piece) == 2}
         python = set(regex.findall(pattern, everything))
         differing = sorted((engine ^ python) - set(CATEGORY_CHANGED))
         assert all(unicodedata.category(c) == "Cn" for c in differing), (name, [hex(ord(c)) for c in differing[:20]])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from bpestore import Tokenizer
@@ -165,18 +166,85 @@ def test_small_vocab_split_safe_patterns_match_reference(text, special_tokens, p
 
 
 # Patterns without the split property: the text is cut only at special tokens, and pieces longer
-# than the segment table's keys go through its dict of long segments. Some leave characters out.
-OTHER_PATTERNS = [r"\S+|\s+", r"\w+|\W+", r" ?[a-z]+|\s+|.", r"\S+", r"[a-z]+"]
+# than the segment table's keys go through its dict of long segments. (Each tiles any text, as a
+# pattern must: one that leaves characters out is refused, see test_bad_input.py.)
+OTHER_PATTERNS = [r"\S+|\s+", r"\w+|\W+", r" ?[a-z]+|\s+|.", r"\S+|\s", r"[a-z]+|[^a-z]"]
 
 
 @settings(max_examples=200, deadline=None)
-@example(text="x<|endoftext|>\n", special_tokens=[ENDOFTEXT], pattern=r"\S+")
-@example(text="ab<|endoftext|>12<|endoftext|>cd", special_tokens=[ENDOFTEXT], pattern="[a-z]+")
+@example(text="x<|endoftext|>\n", special_tokens=[ENDOFTEXT], pattern=r"\S+|\s")
+@example(text="ab<|endoftext|>12<|endoftext|>cd", special_tokens=[ENDOFTEXT], pattern="[a-z]+|[^a-z]")
 @given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(OTHER_PATTERNS))
 def test_small_vocab_other_patterns_match_reference(text, special_tokens, pattern):
     vocab, merges = small_vocab()
     tokenizer = Tokenizer(dict(vocab), list(merges), special_tokens, pattern=pattern)
     assert tokenizer.encode(text) == reference_encode(text, vocab, merges, special_tokens, pattern)
+
+
+# -- any pattern the engine accepts loses no text -----------------------------------------------
+
+# Patterns from a small grammar: an alternation of classes under quantifiers (greedy, possessive,
+# lazy), some with a leading optional space or a look-ahead, often (not always) ending in a
+# catch-all. Many leave some character uncovered: the probes refuse most of those at construction;
+# the others (the classes that leave out a script the probes do not hold) must fail with
+# PatternError on a text they do not cover, which the texts below sometimes are.
+PATTERN_CLASSES = [
+    r"\p{L}", r"\p{Lu}", r"\p{N}", r"\d", r"\s", r"\S", r"\w", r"\W", r".", r"(?s:.)", r"[\s\S]",
+    r"[^\s]", r"[a-z]", r"[^\p{L}\p{N}\s]", r"\p{P}", r"\p{M}", r"\p{So}", r"[\r\n]", "a", " ", "'", r"\n",
+    r"[^\p{Braille}]", r"[^\s\p{Runic}]", r"\P{Ogham}",
+]
+RARE_SCRIPTS = ["\u2801", "\u16a0", "\u1681"]  # Braille, Runic, Ogham: in no probe
+QUANTIFIERS = ["", "+", "*", "?", "++", "*+", "+?", "*?", "{1,3}", "{2}", "{1,3}+"]
+pattern_atoms = st.builds(
+    lambda space, cls, quantifier, look: space + cls + quantifier + look,
+    st.sampled_from(["", " ?"]),
+    st.sampled_from(PATTERN_CLASSES),
+    st.sampled_from(QUANTIFIERS),
+    st.sampled_from(["", "", "", r"(?!\S)", r"(?=\s)"]),
+)
+patterns = st.builds(
+    lambda atoms, catch_all: "|".join(atoms + catch_all),
+    st.lists(pattern_atoms, min_size=1, max_size=5),
+    st.sampled_from([[], [r"(?s:.)"], [r"\s"], [r"\S+"]]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@example(pattern=r"\w+", text="ab, c")  # once accepted: the comma and the space were dropped
+@example(pattern=r"[a-z]+|\s+", text="ab 12 cd")
+@example(pattern=r"\S+|(?s:.)", text="ab c")
+@example(pattern=r"[^\p{Braille}]+", text="ab \u2801 c")  # accepted; PatternError at byte 3
+@given(
+    pattern=patterns,
+    text=st.lists(st.one_of(texts(max_pieces=10), st.sampled_from(RARE_SCRIPTS)), max_size=4).map("".join),
+)
+def test_any_accepted_pattern_loses_no_text(pattern, text):
+    """For any pattern a BPEModel accepts, encoding gives ids whose bytes are the text's, or
+    raises PatternError (naming the first byte no match covers, with the character there): never
+    ids that silently leave text out."""
+    from bpestore import BPEModel
+    from bpestore.errors import PatternError
+
+    try:
+        model = BPEModel({i: bytes([i]) for i in range(256)}, [], [ENDOFTEXT], pattern=pattern)
+    except ValueError as error:
+        assert "pre-tokenizer pattern" in str(error) and "\n" not in str(error)
+        event("refused at construction")
+        return
+    tokenizer = Tokenizer.from_model(model)
+    try:
+        ids = tokenizer.encode(text)
+    except PatternError as error:
+        match = re.search(r"no match covers .* \(U\+([0-9A-F]{4,6})\) at byte (\d+) of", str(error))
+        assert match, str(error)
+        offset = int(match.group(2))
+        assert text.encode()[offset:].decode().startswith(chr(int(match.group(1), 16))), str(error)
+        event("PatternError while encoding")
+        return
+    event("encoded")
+    assert tokenizer.decode_bytes(ids) == text.encode()
+    half = len(text) // 2
+    assert list(tokenizer.encode_iterable([text[:half], text[half:]])) == ids
 
 
 @pytest.mark.parametrize("name", ["address.txt", "german.txt", "tinystories_sample.txt"])

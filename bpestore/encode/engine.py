@@ -10,8 +10,8 @@ text between them is pre-tokenized by the pattern and each pre-token merged by t
 It is safe to use from several threads at once. ``stream()`` returns ids that equal the whole
 text's however the text is cut into pieces; ``decode_bytes`` raises ValueError naming the first id
 not in the vocabulary; invalid UTF-8 in a file raises ``CorpusDecodeError`` with its offset. A
-pattern that gives up on a match (a regex engine's backtracking limit) raises ``PatternError``
-naming the byte offset (in the text, in text I of a batch as ``"text I: ..."``, in the stream, or
+pattern that fails on the text (it gives up on a match at a regex engine's backtracking limit, or
+its matches leave some text uncovered) raises ``PatternError`` naming the byte offset (in the text, in text I of a batch as ``"text I: ..."``, in the stream, or
 in the file as ``"PATH: ..."``), from every method, never anything else, and leaves no output file.
 """
 

@@ -167,9 +167,11 @@ class Tokenizer:
 
         Raises:
             DisallowedSpecialTokenError: (a ValueError) the text holds a disallowed string.
-            PatternError: (a ValueError) a custom pattern gave up on a match at the regex engine's
-                backtracking limit; the message names the byte offset in ``text`` (in text I of
-                a batch, in the stream of :meth:`encode_iterable`). The known patterns never do.
+            PatternError: (a ValueError) a custom pattern failed on the text: it gave up on a match
+                at the regex engine's backtracking limit, or no match covers some of the text
+                (which would otherwise be dropped); the message names the byte offset in ``text``
+                (in text I of a batch, in the stream of :meth:`encode_iterable`). The known
+                patterns never do.
             TypeError: ``text`` is not a str.
         """
         if allowed_special == "all" and disallowed_special == "all":  # the default, kept lean

@@ -18,7 +18,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from ..errors import FormatError
-from ..model import MAX_TOKEN_ID, BPEModel
+from ..model import MAX_TOKEN_ID, BPEModel, check_pattern
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from ..progress import progress_bar
 from .registry import Format, ImportCommand, Imported, ImportOption, build_model, register, resolved
@@ -135,18 +135,19 @@ def pair_merges_from_ranks(
     return merges, unreachable
 
 
-def resolve_pattern(pattern: str) -> tuple[str, dict[str, int]]:
-    """A well-known encoding name -> (its regex, its special tokens); anything else is a regex."""
+def resolve_pattern(pattern: str, path: str | os.PathLike) -> tuple[str, dict[str, int]]:
+    """A well-known encoding name -> (its regex, its special tokens); anything else is a regex,
+    which must be a pre-tokenizer pattern the engine accepts (FormatError naming ``path`` if not,
+    before the merges are reconstructed). The engine is the one to ask: compiling the pattern
+    with Python's ``regex`` module would hang on ``a{99999999}``."""
     known = KNOWN_ENCODINGS.get(pattern)
     if known is not None:
         return known.pattern, dict(known.special_tokens)
-    import regex
-
     try:
-        regex.compile(pattern)
-    except regex.error as error:
+        check_pattern(pattern)
+    except ValueError as error:
         names = ", ".join(KNOWN_ENCODINGS)
-        raise FormatError(f"--pattern {pattern!r} is neither a known encoding ({names}) nor a valid regex: {error}") from None
+        raise FormatError(f"{path}: --pattern {pattern!r} is not a known encoding ({names}); as a regex: {error}") from None
     return pattern, {}
 
 
@@ -156,7 +157,7 @@ def read(
     """A ``.tiktoken`` file. ``pattern`` is a well-known encoding name (which also brings its
     special tokens, unless ``special_tokens`` is given) or a regex. Reconstructing the merges of a
     big vocabulary takes seconds: ``progress`` shows a bar."""
-    regex_pattern, default_specials = resolve_pattern(pattern)
+    regex_pattern, default_specials = resolve_pattern(pattern, path)
     specials = default_specials if special_tokens is None else dict(special_tokens)
     ranks = read_ranks(path)
     vocab = {rank: token for token, rank in ranks.items()}

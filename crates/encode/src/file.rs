@@ -11,7 +11,7 @@
 //! the chunks before it are still encoded (an earlier one may fail too, and the first failure
 //! in the file is the one reported), those after it are not.
 
-use crate::{named, shifted, AllowedSpecial, Encoder, TokenId};
+use crate::{AllowedSpecial, Encoder, TokenId};
 use bpestore_pretokenize::{check_utf8, next_safe_cut, PretokenizeError};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -64,8 +64,9 @@ pub enum FileError {
         /// Why it is bad.
         reason: &'static str,
     },
-    /// The pre-tokenizer pattern gave up on a match at the regex engine's backtracking limit (a
-    /// [`PretokenizeError::Backtracking`] whose offset is the match's start in the file).
+    /// The pre-tokenizer pattern failed on the text (a [`PretokenizeError::MatchFailed`] whose
+    /// offset is in the file: where the match that gave up started, or the first byte no match
+    /// covers).
     Pattern(PretokenizeError),
     /// The progress callback asked to stop.
     Cancelled,
@@ -220,8 +221,7 @@ impl Encoder {
                                     Err(error) => {
                                         skip_after.fetch_min(index, Ordering::Relaxed);
                                         let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-                                        let error =
-                                            named(shifted(error, offset), "the file".into());
+                                        let error = error.shifted(offset).named("the file".into());
                                         Err((index, FileError::Pattern(error)))
                                     }
                                 };

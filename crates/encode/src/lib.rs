@@ -7,9 +7,10 @@
 //! memory with the same ids as the whole text.
 //!
 //! Encoding fails only when a pattern other than the three known ones (which run on hand-written
-//! scanners that cannot fail) gives up on a match at the regex engine's backtracking limit:
-//! [`EncodeError::Backtracking`], whose offset is a byte offset in what the caller gave (the
-//! text, the stream, the file), never a panic.
+//! scanners that cannot fail) fails on the text: it gives up on a match at the regex engine's
+//! backtracking limit, or its matches leave some text uncovered (which encoding would otherwise
+//! drop). That is [`EncodeError::MatchFailed`], whose offset is a byte offset in what the caller
+//! gave (the text, the stream, the file): never a panic, never text silently lost.
 
 mod bpe;
 mod cache;
@@ -63,10 +64,11 @@ pub enum EncodeError {
     InvalidVocab(String),
     /// The pre-tokenizer pattern does not compile (or is refused at construction).
     Pattern(PretokenizeError),
-    /// While encoding, the pre-tokenizer pattern gave up on a match at the regex engine's
-    /// backtracking limit (a [`PretokenizeError::Backtracking`] whose offset is the byte where
-    /// that match started, in the text as a whole, special tokens included).
-    Backtracking(PretokenizeError),
+    /// While encoding, the pre-tokenizer pattern failed on the text: it gave up on a match at the
+    /// regex engine's backtracking limit, or no match covers some text (a
+    /// [`PretokenizeError::MatchFailed`] whose offset is a byte offset in the text as a whole,
+    /// special tokens included: see [`bpestore_pretokenize::MatchFailure`]).
+    MatchFailed(PretokenizeError),
     /// An id to decode that no token has.
     UnknownId {
         /// The id.
@@ -80,7 +82,7 @@ impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EncodeError::InvalidVocab(message) => f.write_str(message),
-            EncodeError::Pattern(error) | EncodeError::Backtracking(error) => write!(f, "{error}"),
+            EncodeError::Pattern(error) | EncodeError::MatchFailed(error) => write!(f, "{error}"),
             EncodeError::UnknownId { id, max_id } => {
                 write!(
                     f,
@@ -98,7 +100,7 @@ impl std::error::Error for EncodeError {}
 pub struct BatchError {
     /// The text's index in the batch.
     pub index: usize,
-    /// Why (an [`EncodeError::Backtracking`], its offset in that text).
+    /// Why (an [`EncodeError::MatchFailed`], its offset in that text).
     pub error: EncodeError,
 }
 
@@ -268,7 +270,7 @@ impl Encoder {
     /// The ids of `text`; the special tokens `allowed` become their own ids.
     ///
     /// # Errors
-    /// [`EncodeError::Backtracking`] if the pattern gives up on a match (see the crate's docs).
+    /// [`EncodeError::MatchFailed`] if the pattern fails on the text (see the crate's docs).
     pub fn encode(
         &self,
         text: &str,
@@ -277,7 +279,7 @@ impl Encoder {
         let mut out = Vec::with_capacity(text.len() / 4 + 1);
         self.caches
             .with(|cache| self.encode_into(text, allowed, cache, &mut out))
-            .map_err(|error| EncodeError::Backtracking(in_text(error, text)))?;
+            .map_err(|error| EncodeError::MatchFailed(in_text(error, text)))?;
         Ok(out)
     }
 
@@ -303,7 +305,7 @@ impl Encoder {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let failed = |index: usize, error: PretokenizeError| BatchError {
             index,
-            error: EncodeError::Backtracking(in_text(error, texts[index])),
+            error: EncodeError::MatchFailed(in_text(error, texts[index])),
         };
         let threads = threads.clamp(1, texts.len().max(1));
         if threads == 1 {
@@ -439,7 +441,7 @@ impl Encoder {
                                         stop.store(true, Ordering::Relaxed);
                                         failure = Some(BatchError {
                                             index: range.start + i,
-                                            error: EncodeError::Backtracking(in_text(error, text)),
+                                            error: EncodeError::MatchFailed(in_text(error, text)),
                                         });
                                         break;
                                     }
@@ -540,8 +542,9 @@ impl Encoder {
     ) -> Result<(), PretokenizeError> {
         // The text between special tokens borrows from `text`: the address difference is its
         // offset there.
-        let in_whole =
-            |part: &str, error| shifted(error, part.as_ptr() as usize - text.as_ptr() as usize);
+        let in_whole = |part: &str, error: PretokenizeError| {
+            error.shifted(part.as_ptr() as usize - text.as_ptr() as usize)
+        };
         match allowed {
             AllowedSpecial::All if !self.specials.is_empty() => {
                 for part in self.specials.split(text) {
@@ -713,41 +716,10 @@ impl IdsBlock {
     }
 }
 
-/// `error` (a [`PretokenizeError::Backtracking`] from pre-tokenizing a slice of some input) with
-/// its offset moved `by` bytes on: the slice's start in that input.
-fn shifted(error: PretokenizeError, by: usize) -> PretokenizeError {
-    match error {
-        PretokenizeError::Backtracking {
-            pattern,
-            text,
-            offset,
-        } => PretokenizeError::Backtracking {
-            pattern,
-            text,
-            offset: offset.map(|offset| offset + by),
-        },
-        other => other,
-    }
-}
-
-/// `error` (its offset already one in `input`, see [`shifted`]) with `input` as the text it names.
-fn named(error: PretokenizeError, input: String) -> PretokenizeError {
-    match error {
-        PretokenizeError::Backtracking {
-            pattern, offset, ..
-        } => PretokenizeError::Backtracking {
-            pattern,
-            text: input,
-            offset,
-        },
-        other => other,
-    }
-}
-
 /// `error`, from [`Encoder::encode_into`] on `text`, naming that text by its length (as the
 /// pre-tokenizer names a text).
 fn in_text(error: PretokenizeError, text: &str) -> PretokenizeError {
-    named(error, format!("a text of {} bytes", text.len()))
+    error.named(format!("a text of {} bytes", text.len()))
 }
 
 /// Consecutive texts grouped into blocks of about `BLOCK_BYTES` of text (never fewer than 8 per

@@ -1,7 +1,7 @@
 //! Encoding a stream of text pieces in constant memory, with the same ids as the whole text.
 
 use crate::cache::PieceCache;
-use crate::{named, shifted, AllowedSpecial, EncodeError, Encoder, TokenId};
+use crate::{AllowedSpecial, EncodeError, Encoder, TokenId};
 use bpestore_pretokenize::{last_safe_cut, SpecialTokens};
 
 /// Text is gathered until about this many bytes wait, then encoded up to the last safe cut.
@@ -70,7 +70,7 @@ impl StreamState {
     /// follows can no longer change them (often none yet).
     ///
     /// # Errors
-    /// [`EncodeError::Backtracking`] if the pattern gives up on a match: its offset is in the
+    /// [`EncodeError::MatchFailed`] if the pattern fails on the text: its offset is in the
     /// stream as a whole (everything fed since it began). The stream is then of no further use.
     pub fn feed(&mut self, encoder: &Encoder, text: &str) -> Result<Vec<TokenId>, EncodeError> {
         self.pending.push_str(text);
@@ -125,7 +125,7 @@ impl StreamState {
         };
         let encoded = usize::try_from(self.encoded).unwrap_or(usize::MAX);
         result.map_err(|error| {
-            EncodeError::Backtracking(named(shifted(error, encoded), "the stream".into()))
+            EncodeError::MatchFailed(error.shifted(encoded).named("the stream".into()))
         })?;
         Ok(ids)
     }

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::bpe::tests::{brute_pair, brute_token, generate, Rng};
+use bpestore_pretokenize::MatchFailure;
 use std::collections::HashMap;
 
 const EOT: &str = "<|endoftext|>";
@@ -488,54 +489,87 @@ fn a_file_becomes_the_npy_of_its_ids_on_any_number_of_threads() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-// -- a custom pattern that gives up on a match: an error on every path, never a panic ------------
+// -- a custom pattern that fails on a text: an error on every path, never a panic nor lost text ---
 
-/// Exponential on a run of "ab" that no "c" ends, yet fine on the construction probes (runs of
-/// one character); the look-ahead keeps it on the backtracking engine.
-const BACKTRACKING_PATTERN: &str = r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]";
-
-/// A text on which [`backtracking_encoder`]'s pattern gives up on the match at byte 2 (2^20
-/// steps there; 100 on a run of three "ab").
-fn backtracking_text() -> String {
-    format!("xy{}d", "ab".repeat(20))
+/// The two ways a custom pattern that passed the probes at construction can fail on a text.
+#[derive(Clone, Copy, Debug)]
+enum Failing {
+    /// `(?:a(?=b)b|a(?=b)b)+c|[\s\S]`: exponential on a run of "ab" that no "c" ends, yet fine on
+    /// the construction probes (runs of one character); the look-ahead keeps it on the
+    /// backtracking engine.
+    Backtracking,
+    /// `[^\s\p{Braille}]+|\s`: covers every probe, but no Braille pattern (encoding would drop
+    /// them).
+    Uncovered,
 }
 
-/// An encoder of single bytes with `<|endoftext|>` (id 256), pre-tokenizing with
-/// [`BACKTRACKING_PATTERN`] and a backtracking limit of 10^4 steps (cheap to reach).
-fn backtracking_encoder() -> Encoder {
-    let vocab: Vec<(TokenId, Bytes)> = (0..=255u8).map(|b| (b.into(), vec![b])).collect();
-    let mut encoder = Encoder::new(
-        vocab,
-        Vec::new(),
-        vec![(EOT.into(), 256)],
-        BACKTRACKING_PATTERN,
-        MergeRule::Pair,
-    )
-    .unwrap();
-    encoder.pretokenizer =
-        Pretokenizer::with_backtrack_limit(BACKTRACKING_PATTERN, 10_000).unwrap();
-    encoder
-}
+const FAILING: [Failing; 2] = [Failing::Backtracking, Failing::Uncovered];
 
-/// The offset and the text named by a [`PretokenizeError::Backtracking`].
-fn gave_up_at(error: &PretokenizeError) -> (usize, String) {
-    match error {
-        PretokenizeError::Backtracking {
-            pattern,
-            text,
-            offset: Some(offset),
-        } => {
-            assert_eq!(pattern, BACKTRACKING_PATTERN);
-            (*offset, text.clone())
+impl Failing {
+    fn pattern(self) -> &'static str {
+        match self {
+            Failing::Backtracking => r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]",
+            Failing::Uncovered => r"[^\s\p{Braille}]+|\s",
         }
-        other => panic!("not a backtracking error with an offset: {other:?}"),
     }
-}
 
-fn backtracking(error: &EncodeError) -> (usize, String) {
-    match error {
-        EncodeError::Backtracking(error) => gave_up_at(error),
-        other => panic!("not a backtracking error: {other:?}"),
+    /// A text on which the pattern fails at byte 2: the match there gives up (2^20 steps there;
+    /// 100 on a run of three "ab"), or no match covers U+2801 there.
+    fn bad_text(self) -> String {
+        match self {
+            Failing::Backtracking => format!("xy{}d", "ab".repeat(20)),
+            Failing::Uncovered => "xy\u{2801}d".to_string(),
+        }
+    }
+
+    fn failure(self) -> MatchFailure {
+        match self {
+            Failing::Backtracking => MatchFailure::Backtracking,
+            Failing::Uncovered => MatchFailure::Uncovered('\u{2801}'),
+        }
+    }
+
+    /// An encoder of single bytes with `<|endoftext|>` (id 256), pre-tokenizing with the pattern
+    /// and a backtracking limit of 10^4 steps (cheap to reach).
+    fn encoder(self) -> Encoder {
+        let vocab: Vec<(TokenId, Bytes)> = (0..=255u8).map(|b| (b.into(), vec![b])).collect();
+        let mut encoder = Encoder::new(
+            vocab,
+            Vec::new(),
+            vec![(EOT.into(), 256)],
+            self.pattern(),
+            MergeRule::Pair,
+        )
+        .unwrap();
+        encoder.pretokenizer = Pretokenizer::with_backtrack_limit(self.pattern(), 10_000).unwrap();
+        encoder
+    }
+
+    /// The offset and the text named by `error`, a [`PretokenizeError::MatchFailed`] of this
+    /// pattern failing this way.
+    fn failed_at(self, error: &PretokenizeError) -> (usize, String) {
+        match error {
+            PretokenizeError::MatchFailed {
+                pattern,
+                failure,
+                text,
+                offset: Some(offset),
+            } => {
+                assert_eq!(
+                    (pattern.as_str(), *failure),
+                    (self.pattern(), self.failure())
+                );
+                (*offset, text.clone())
+            }
+            other => panic!("{self:?}: not a failed match with an offset: {other:?}"),
+        }
+    }
+
+    fn encode_failed_at(self, error: &EncodeError) -> (usize, String) {
+        match error {
+            EncodeError::MatchFailed(error) => self.failed_at(error),
+            other => panic!("{self:?}: not a failed match: {other:?}"),
+        }
     }
 }
 
@@ -546,168 +580,173 @@ fn fine_text(rng: &mut Rng, words: usize) -> String {
 }
 
 #[test]
-fn encoding_a_text_the_pattern_gives_up_on_is_an_error_at_its_offset_in_the_text() {
-    let encoder = backtracking_encoder();
-    let text = format!("abc{EOT}{}", backtracking_text());
-    let at = text.find("xy").unwrap() + 2;
-    let policies = [
-        AllowedSpecial::All,
-        AllowedSpecial::None,
-        AllowedSpecial::Only(&[EOT]),
-    ];
-    for allowed in policies {
-        let error = encoder.encode(&text, allowed).unwrap_err();
+fn encoding_a_text_the_pattern_fails_on_is_an_error_at_its_offset_in_the_text() {
+    for case in FAILING {
+        let encoder = case.encoder();
+        let text = format!("abc{EOT}{}", case.bad_text());
+        let at = text.find("xy").unwrap() + 2;
+        let policies = [
+            AllowedSpecial::All,
+            AllowedSpecial::None,
+            AllowedSpecial::Only(&[EOT]),
+        ];
+        for allowed in policies {
+            let error = encoder.encode(&text, allowed).unwrap_err();
+            assert_eq!(
+                case.encode_failed_at(&error),
+                (at, format!("a text of {} bytes", text.len()))
+            );
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("at byte {at} of a text of {} bytes", text.len())),
+                "{error}"
+            );
+            let error = encoder.encode_with_offsets(&text, allowed).unwrap_err();
+            assert_eq!(case.encode_failed_at(&error).0, at);
+        }
+        // The encoder is as good as before.
+        let fine = format!("abcd{EOT}");
         assert_eq!(
-            backtracking(&error),
-            (at, format!("a text of {} bytes", text.len()))
+            encoder.encode(&fine, AllowedSpecial::All).unwrap(),
+            [97, 98, 99, 100, 256]
         );
-        assert!(
-            error
-                .to_string()
-                .contains(&format!("at byte {at} of a text of {} bytes", text.len())),
-            "{error}"
-        );
-        let error = encoder.encode_with_offsets(&text, allowed).unwrap_err();
-        assert_eq!(backtracking(&error).0, at);
     }
-    // The encoder is as good as before.
-    let fine = format!("abcd{EOT}");
-    assert_eq!(
-        encoder.encode(&fine, AllowedSpecial::All).unwrap(),
-        [97, 98, 99, 100, 256]
-    );
 }
 
 #[test]
-fn a_batch_names_its_first_text_the_pattern_gives_up_on() {
-    let encoder = backtracking_encoder();
-    let mut rng = Rng(31);
-    let mut texts: Vec<String> = (0..120).map(|i| fine_text(&mut rng, i % 30)).collect();
-    // Two bad texts: the first in the batch's order is the one named, whichever thread has it.
-    let bad = format!("{EOT}ab {}", backtracking_text());
-    let at = bad.find("xy").unwrap() + 2;
-    texts[37] = bad.clone();
-    texts[90] = backtracking_text();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    for threads in [1, 2, 3] {
-        let error = encoder.encode_batch(&refs, threads).unwrap_err();
-        assert_eq!(error.index, 37, "{threads} threads");
-        assert_eq!(
-            backtracking(&error.error),
-            (at, format!("a text of {} bytes", bad.len()))
-        );
-        assert!(error.to_string().starts_with("text 37: "), "{error}");
-        let mut taken = Vec::new();
-        let result = encoder.encode_batch_overlapped(
-            &refs,
-            threads,
-            AllowedSpecial::All,
-            |next| next(),
-            |block| {
-                taken.extend(block.first..block.first + block.texts().count());
-                Ok::<(), ()>(())
-            },
-        );
-        match result {
-            Err(OverlappedError::Encode(error)) => {
-                assert_eq!(error.index, 37, "{threads} threads");
-                assert_eq!(backtracking(&error.error).0, at);
+fn a_batch_names_its_first_text_the_pattern_fails_on() {
+    for case in FAILING {
+        let encoder = case.encoder();
+        let mut rng = Rng(31);
+        let mut texts: Vec<String> = (0..120).map(|i| fine_text(&mut rng, i % 30)).collect();
+        // Two bad texts: the first in the batch's order is the one named, whichever thread has it.
+        let bad = format!("{EOT}ab {}", case.bad_text());
+        let at = bad.find("xy").unwrap() + 2;
+        texts[37] = bad.clone();
+        texts[90] = case.bad_text();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        for threads in [1, 2, 3] {
+            let error = encoder.encode_batch(&refs, threads).unwrap_err();
+            assert_eq!(error.index, 37, "{threads} threads");
+            assert_eq!(
+                case.encode_failed_at(&error.error),
+                (at, format!("a text of {} bytes", bad.len()))
+            );
+            assert!(error.to_string().starts_with("text 37: "), "{error}");
+            let mut taken = Vec::new();
+            let result = encoder.encode_batch_overlapped(
+                &refs,
+                threads,
+                AllowedSpecial::All,
+                |next| next(),
+                |block| {
+                    taken.extend(block.first..block.first + block.texts().count());
+                    Ok::<(), ()>(())
+                },
+            );
+            match result {
+                Err(OverlappedError::Encode(error)) => {
+                    assert_eq!(error.index, 37, "{threads} threads");
+                    assert_eq!(case.encode_failed_at(&error.error).0, at);
+                }
+                other => panic!("{other:?}"),
             }
-            other => panic!("{other:?}"),
+            assert!(!taken.contains(&37), "{threads} threads");
         }
-        assert!(!taken.contains(&37), "{threads} threads");
+        // Without the bad texts, the same batch is encoded.
+        texts[37] = "fine".into();
+        texts[90] = "fine".into();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let one_by_one: Vec<Vec<TokenId>> = refs
+            .iter()
+            .map(|t| encoder.encode(t, AllowedSpecial::All).unwrap())
+            .collect();
+        assert_eq!(encoder.encode_batch(&refs, 2).unwrap(), one_by_one);
     }
-    // Without the bad texts, the same batch is encoded.
-    texts[37] = "fine".into();
-    texts[90] = "fine".into();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let one_by_one: Vec<Vec<TokenId>> = refs
-        .iter()
-        .map(|t| encoder.encode(t, AllowedSpecial::All).unwrap())
-        .collect();
-    assert_eq!(encoder.encode_batch(&refs, 2).unwrap(), one_by_one);
 }
 
 #[test]
 fn a_stream_fed_in_pieces_names_the_offset_in_the_whole_stream() {
-    let encoder = backtracking_encoder();
-    let mut rng = Rng(32);
-    let head = fine_text(&mut rng, 400);
-    let text = format!(
-        "{head}{EOT}{}{EOT}{}",
-        backtracking_text(),
-        fine_text(&mut rng, 50)
-    );
-    let at = head.len() + EOT.len() + 2;
-    for block in [1, 16, 200] {
-        let mut state = StreamState::with_block(block);
-        let mut position = 0;
-        let mut ids = Vec::new();
-        let error = loop {
-            let mut end = (position + 1 + rng.below(30)).min(text.len());
-            while !text.is_char_boundary(end) {
-                end += 1;
-            }
-            let fed = if position == text.len() {
-                state.finish(&encoder)
-            } else {
-                state.feed(&encoder, &text[position..end])
-            };
-            position = end;
-            match fed {
-                Ok(more) => ids.extend(more),
-                Err(error) => break error,
-            }
-        };
-        assert!(ids.len() < at, "the ids before it, at most");
-        assert_eq!(
-            backtracking(&error),
-            (at, "the stream".to_string()),
-            "block {block}"
+    for case in FAILING {
+        let encoder = case.encoder();
+        let mut rng = Rng(32);
+        let head = fine_text(&mut rng, 400);
+        let text = format!(
+            "{head}{EOT}{}{EOT}{}",
+            case.bad_text(),
+            fine_text(&mut rng, 50)
         );
+        let at = head.len() + EOT.len() + 2;
+        for block in [1, 16, 200] {
+            let mut state = StreamState::with_block(block);
+            let mut position = 0;
+            let mut ids = Vec::new();
+            let error = loop {
+                let mut end = (position + 1 + rng.below(30)).min(text.len());
+                while !text.is_char_boundary(end) {
+                    end += 1;
+                }
+                let fed = if position == text.len() {
+                    state.finish(&encoder)
+                } else {
+                    state.feed(&encoder, &text[position..end])
+                };
+                position = end;
+                match fed {
+                    Ok(more) => ids.extend(more),
+                    Err(error) => break error,
+                }
+            };
+            assert!(ids.len() < at, "the ids before it, at most");
+            assert_eq!(
+                case.encode_failed_at(&error),
+                (at, "the stream".to_string()),
+                "block {block}"
+            );
+        }
+        // The crate's StreamEncoder too, fed the whole text at once.
+        let mut stream = encoder.stream();
+        let error = match stream.feed(&text) {
+            Err(error) => error,
+            Ok(_) => stream.finish().unwrap_err(),
+        };
+        assert_eq!(case.encode_failed_at(&error).0, at);
     }
-    // The crate's StreamEncoder too, fed the whole text at once.
-    let mut stream = encoder.stream();
-    let error = match stream.feed(&text) {
-        Err(error) => error,
-        Ok(_) => stream.finish().unwrap_err(),
-    };
-    assert_eq!(backtracking(&error).0, at);
 }
 
 #[test]
 fn a_file_names_the_offset_in_the_file_and_leaves_nothing() {
-    let encoder = backtracking_encoder();
-    let dir = std::env::temp_dir().join(format!("bpestore-pattern-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (input, output) = (dir.join("input.txt"), dir.join("ids.npy"));
-    let mut rng = Rng(33);
-    // Chunks of about 1000 bytes are cut at special tokens: the bad text is far past the first.
-    let head: String = (0..200).map(|_| fine_text(&mut rng, 20) + EOT).collect();
-    let tail: String = (0..50).map(|_| fine_text(&mut rng, 20) + EOT).collect();
-    let content = format!(
-        "{head}{}{EOT}{tail}{}",
-        backtracking_text(),
-        backtracking_text()
-    );
-    let at = head.len() + 2;
-    assert!(at > 5000);
-    for threads in [1, 2, 3] {
-        match file_error(&encoder, &input, &output, content.as_bytes(), threads, 1000) {
-            FileError::Pattern(error) => {
-                assert_eq!(gave_up_at(&error), (at, "the file".to_string()))
+    for case in FAILING {
+        let encoder = case.encoder();
+        let dir =
+            std::env::temp_dir().join(format!("bpestore-pattern-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (input, output) = (dir.join("input.txt"), dir.join("ids.npy"));
+        let mut rng = Rng(33);
+        // Chunks of about 1000 bytes are cut at special tokens: the bad text is far past the first.
+        let head: String = (0..200).map(|_| fine_text(&mut rng, 20) + EOT).collect();
+        let tail: String = (0..50).map(|_| fine_text(&mut rng, 20) + EOT).collect();
+        let content = format!("{head}{}{EOT}{tail}{}", case.bad_text(), case.bad_text());
+        let at = head.len() + 2;
+        assert!(at > 5000);
+        for threads in [1, 2, 3] {
+            match file_error(&encoder, &input, &output, content.as_bytes(), threads, 1000) {
+                FileError::Pattern(error) => {
+                    assert_eq!(case.failed_at(&error), (at, "the file".to_string()))
+                }
+                other => panic!("{other:?}"),
             }
-            other => panic!("{other:?}"),
+            assert_eq!(entries(&dir), ["input.txt"], "{threads} threads");
         }
-        assert_eq!(entries(&dir), ["input.txt"], "{threads} threads");
+        // Without the bad texts, the file is encoded as the whole text is.
+        let fine = format!("{head}{tail}");
+        std::fs::write(&input, &fine).unwrap();
+        let count = encoder
+            .encode_file_in_chunks(&input, &output, 2, &mut |_| true, 1000)
+            .unwrap();
+        let expected = encoder.encode(&fine, AllowedSpecial::All).unwrap();
+        assert_eq!(count, expected.len() as u64);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
-    // Without the bad texts, the file is encoded as the whole text is.
-    let fine = format!("{head}{tail}");
-    std::fs::write(&input, &fine).unwrap();
-    let count = encoder
-        .encode_file_in_chunks(&input, &output, 2, &mut |_| true, 1000)
-        .unwrap();
-    let expected = encoder.encode(&fine, AllowedSpecial::All).unwrap();
-    assert_eq!(count, expected.len() as u64);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

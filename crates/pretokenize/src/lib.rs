@@ -57,7 +57,7 @@ pub const O200K_PATTERN: &str = concat!(
 /// only guards arbitrary imported patterns against catastrophic backtracking.
 const BACKTRACK_LIMIT: usize = 100_000_000;
 
-/// The backtracking budget of one match on a probe text (see [`probe_backtracking`]): far above
+/// The backtracking budget of one match on a probe text (see [`probe`]): far above
 /// what a polynomial pattern needs on [`PROBE_RUN`] characters (a cubic one takes ~3 * 10^4 steps),
 /// far below what an exponential one does (2^32 steps, or 2 * 10^6 for a Fibonacci-like one such as
 /// `(?:a|aa)+`); a probe that hits it costs ~0.1 s.
@@ -65,6 +65,22 @@ const PROBE_BACKTRACK_LIMIT: usize = 1_000_000;
 
 /// How many times a probe text repeats its character.
 const PROBE_RUN: usize = 32;
+
+/// The most memory the regex engine may give one compiled part of a pattern (its default): a
+/// pattern over it is refused at once with [`PretokenizeError::TooBig`].
+const SIZE_LIMIT: usize = 10 << 20;
+
+/// Why a pattern's matching failed on some text (see [`PretokenizeError::MatchFailed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchFailure {
+    /// The match gave up at the regex engine's backtracking limit: the pattern backtracks
+    /// catastrophically (exponentially in the text's length). The offset is where the search for
+    /// that match started.
+    Backtracking,
+    /// No match covers this character: the pattern's non-empty matches leave a gap there, and
+    /// encoding would drop it (`decode(encode(text)) != text`). The offset is the character's.
+    Uncovered(char),
+}
 
 /// A pattern that cannot be used as a pre-tokenizer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +92,14 @@ pub enum PretokenizeError {
         /// The regex engine's explanation.
         message: String,
     },
+    /// The compiled pattern would be bigger than the regex engine's size limit (a bounded
+    /// repetition such as `a{99999999}` is compiled as that many copies).
+    TooBig {
+        /// The pattern as given.
+        pattern: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The pattern has capture groups. Tools disagree on what a match of such a pattern is
     /// (tiktoken, Hugging Face and `re.finditer` take the whole match; `regex.findall` takes the
     /// groups and drops the rest of the text), so it is refused rather than guessed at.
@@ -85,17 +109,41 @@ pub enum PretokenizeError {
         /// How many capture groups it has.
         groups: usize,
     },
-    /// The pattern backtracks catastrophically (exponentially in the text's length): found by
-    /// [`probe_backtracking`] on a short probe text, or when encoding hit the backtracking limit.
-    Backtracking {
+    /// Matching the pattern failed on a text (`failure` says how): found at construction on a
+    /// probe text (see [`probe`]), or while pre-tokenizing.
+    MatchFailed {
         /// The pattern as given.
         pattern: String,
-        /// The text (probe) it failed on, or a description of it.
+        /// How it failed.
+        failure: MatchFailure,
+        /// The text (probe) it failed on, or a description of it ("a text of 12 bytes", "the
+        /// file").
         text: String,
-        /// Where the match that gave up started: a byte offset in the text pre-tokenized (None
+        /// Where it failed (see [`MatchFailure`]): a byte offset in the text pre-tokenized (None
         /// for a probe at construction).
         offset: Option<usize>,
     },
+}
+
+impl PretokenizeError {
+    /// This error (a [`PretokenizeError::MatchFailed`] from pre-tokenizing a slice of some
+    /// input) with its offset moved `by` bytes on, the slice's start in that input; any other
+    /// error unchanged.
+    pub fn shifted(mut self, by: usize) -> PretokenizeError {
+        if let PretokenizeError::MatchFailed { offset, .. } = &mut self {
+            *offset = offset.map(|offset| offset.saturating_add(by));
+        }
+        self
+    }
+
+    /// This error (a [`PretokenizeError::MatchFailed`], its offset already one in `input`)
+    /// naming `input` as the text it failed on; any other error unchanged.
+    pub fn named(mut self, input: String) -> PretokenizeError {
+        if let PretokenizeError::MatchFailed { text, .. } = &mut self {
+            *text = input;
+        }
+        self
+    }
 }
 
 impl fmt::Display for PretokenizeError {
@@ -104,14 +152,21 @@ impl fmt::Display for PretokenizeError {
             PretokenizeError::InvalidPattern { pattern, message } => {
                 write!(f, "invalid pre-tokenizer pattern {pattern:?}: {message}")
             }
+            PretokenizeError::TooBig { pattern, limit } => write!(
+                f,
+                "pre-tokenizer pattern {pattern:?} is too big to compile (over {} MB); \
+                 use smaller bounded repetitions",
+                limit >> 20
+            ),
             PretokenizeError::CaptureGroups { pattern, groups } => write!(
                 f,
                 "pre-tokenizer pattern {pattern:?} has {groups} capture group{}; write each \
                  group as a non-capturing (?:...) group (a pre-token is the whole match)",
                 if *groups == 1 { "" } else { "s" }
             ),
-            PretokenizeError::Backtracking {
+            PretokenizeError::MatchFailed {
                 pattern,
+                failure: MatchFailure::Backtracking,
                 text,
                 offset,
             } => {
@@ -125,6 +180,29 @@ impl fmt::Display for PretokenizeError {
                 write!(
                     f,
                     "{text}); rewrite it without nested or overlapping repetitions"
+                )
+            }
+            PretokenizeError::MatchFailed {
+                pattern,
+                failure: MatchFailure::Uncovered(c),
+                text,
+                offset,
+            } => {
+                write!(
+                    f,
+                    "pre-tokenizer pattern {pattern:?} does not cover all of the text (no match \
+                     covers {c:?} (U+{:04X}) ",
+                    u32::from(*c)
+                )?;
+                match offset {
+                    Some(offset) => write!(f, "at byte {offset} of {text}")?,
+                    None => write!(f, "in {text}")?,
+                }
+                write!(
+                    f,
+                    "); its matches must cover every character of any text, or encoding would \
+                     drop the rest (a last alternative |(?s:.) takes any character the others \
+                     leave)"
                 )
             }
         }
@@ -188,11 +266,9 @@ impl Pretokenizer {
         let compile = |limit: usize| {
             fancy_regex::RegexBuilder::new(pattern)
                 .backtrack_limit(limit)
+                .delegate_size_limit(SIZE_LIMIT)
                 .build()
-                .map_err(|error| PretokenizeError::InvalidPattern {
-                    pattern: pattern.to_string(),
-                    message: error.to_string(),
-                })
+                .map_err(|error| compile_error(pattern, error))
         };
         let regex = compile(limit)?;
         // captures_len counts the whole match as group 0.
@@ -210,7 +286,7 @@ impl Pretokenizer {
             _ => None,
         };
         if known.is_none() {
-            probe_backtracking(pattern, &compile(PROBE_BACKTRACK_LIMIT)?)?;
+            probe(pattern, &compile(PROBE_BACKTRACK_LIMIT)?)?;
         }
         Ok(Pretokenizer {
             inner: Arc::new(Inner {
@@ -243,24 +319,28 @@ impl Pretokenizer {
     /// Calls `f` on each pre-token of `text`, left to right (pieces borrow from `text`).
     ///
     /// # Panics
-    /// If an arbitrary (not one of the three known) pattern backtracks catastrophically, past a
-    /// limit of 10^8 steps for one match, on a text that the probes at construction did not
-    /// foresee. [`Pretokenizer::try_for_each_piece`] returns that as an error instead.
+    /// If an arbitrary (not one of the three known) pattern fails on `text` in a way the probes
+    /// at construction did not foresee: it backtracks catastrophically, past a limit of 10^8
+    /// steps for one match, or its matches do not cover all of `text`.
+    /// [`Pretokenizer::try_for_each_piece`] returns that as an error instead.
     pub fn for_each_piece<'t>(&self, text: &'t str, f: impl FnMut(&'t str)) {
         if let Err(error) = self.try_for_each_piece(text, f) {
             panic!("{error}");
         }
     }
 
-    /// [`Pretokenizer::for_each_piece`], with catastrophic backtracking as an error
-    /// ([`PretokenizeError::Backtracking`]) rather than a panic; the pieces before the failing
-    /// match have been given to `f` by then.
+    /// [`Pretokenizer::for_each_piece`], with a failed match as an error
+    /// ([`PretokenizeError::MatchFailed`], its offset in `text`) rather than a panic: the
+    /// backtracking limit hit, or text that no match covers (the pieces would not tile `text`,
+    /// and encoding them would drop that text). The pieces before the failure have been given to
+    /// `f` by then.
     pub fn try_for_each_piece<'t>(
         &self,
         text: &'t str,
-        mut f: impl FnMut(&'t str),
+        f: impl FnMut(&'t str),
     ) -> Result<(), PretokenizeError> {
         if self.inner.scanner {
+            // The scanners tile the text by construction, and never backtrack.
             match self.inner.known {
                 Some(Known::Gpt2) => scan::gpt2(text, f),
                 Some(Known::Cl100k) => scan::cl100k(text, f),
@@ -269,26 +349,14 @@ impl Pretokenizer {
             }
             return Ok(());
         }
-        // Where the next match is searched from: the offset reported if it gives up.
-        let mut searched_from = 0;
-        for found in self.inner.regex.find_iter(text) {
-            match found {
-                Ok(piece) => {
-                    searched_from = piece.end();
-                    if !piece.as_str().is_empty() {
-                        f(piece.as_str());
-                    }
-                }
-                Err(_) => {
-                    return Err(PretokenizeError::Backtracking {
-                        pattern: self.inner.pattern.clone(),
-                        text: format!("a text of {} bytes", text.len()),
-                        offset: Some(searched_from),
-                    })
-                }
+        tile(&self.inner.regex, text, f).map_err(|(failure, offset)| {
+            PretokenizeError::MatchFailed {
+                pattern: self.inner.pattern.clone(),
+                failure,
+                text: format!("a text of {} bytes", text.len()),
+                offset: Some(offset),
             }
-        }
-        Ok(())
+        })
     }
 
     /// The pre-tokens of `text`, left to right.
@@ -299,41 +367,168 @@ impl Pretokenizer {
     }
 }
 
-/// Runs `regex` (compiled with a small backtracking limit) over short probe texts and refuses
-/// the pattern if any match gives up: a cheap screen, at construction, for patterns whose
-/// backtracking grows exponentially with the text (`(?:a|a)+(?=$)`), which would otherwise make
-/// encoding take minutes per match and then fail.
-///
-/// The probes are runs of one character (letters, digits, whitespace, punctuation, and each
-/// character the pattern itself names), each followed by a different character: catastrophic
-/// patterns backtrack over such runs when the end of the run does not let them finish. A screen,
-/// not a proof: [`Pretokenizer::try_for_each_piece`] still reports a limit hit while encoding.
-/// Patterns without look-around or possessive parts run on a linear-time engine and pass.
-fn probe_backtracking(pattern: &str, regex: &fancy_regex::Regex) -> Result<(), PretokenizeError> {
-    const CHARACTERS: &str = "aA0 \n\t'.,-_é中";
-    const ENDINGS: [&str; 7] = ["", "!", " ", "\n", "a", "0", "\u{1}"];
-    let mut characters: Vec<char> = CHARACTERS.chars().collect();
-    for c in pattern.chars() {
-        if !characters.contains(&c) && characters.len() < 96 {
-            characters.push(c);
+/// Calls `f` on each non-empty match of `regex` in `text`, left to right, checking that they tile
+/// `text` (each starts where the one before ended, the first at 0, the last ends at the end).
+/// The error is the first failure and its byte offset: the backtracking limit hit (where the
+/// search for that match started), or the first byte that no match covers.
+fn tile<'t>(
+    regex: &fancy_regex::Regex,
+    text: &'t str,
+    mut f: impl FnMut(&'t str),
+) -> Result<(), (MatchFailure, usize)> {
+    let uncovered = |at: usize| {
+        let c = text[at..].chars().next().expect("a gap holds a character");
+        (MatchFailure::Uncovered(c), at)
+    };
+    // Where the next match is searched from, and where the text covered so far ends.
+    let mut searched_from = 0;
+    let mut covered = 0;
+    for found in regex.find_iter(text) {
+        let Ok(piece) = found else {
+            return Err((MatchFailure::Backtracking, searched_from));
+        };
+        searched_from = piece.end();
+        if piece.start() == piece.end() {
+            continue; // an empty match makes no pre-token
         }
+        if piece.start() != covered {
+            return Err(uncovered(covered));
+        }
+        covered = piece.end();
+        f(piece.as_str());
     }
-    let mut probe = String::new();
-    for &c in &characters {
-        for ending in ENDINGS {
-            probe.clear();
-            probe.extend(std::iter::repeat_n(c, PROBE_RUN));
-            probe.push_str(ending);
-            if regex.find_iter(&probe).any(|found| found.is_err()) {
-                return Err(PretokenizeError::Backtracking {
+    if covered != text.len() {
+        return Err(uncovered(covered));
+    }
+    Ok(())
+}
+
+/// `error` from compiling `pattern`: [`PretokenizeError::TooBig`] if it went over the size limit.
+fn compile_error(pattern: &str, error: fancy_regex::Error) -> PretokenizeError {
+    if let fancy_regex::Error::CompileError(ref compile) = error {
+        if let fancy_regex::CompileError::InnerError(ref inner) = **compile {
+            if let Some(limit) = inner.size_limit() {
+                return PretokenizeError::TooBig {
                     pattern: pattern.to_string(),
-                    text: format!("{probe:?}"),
-                    offset: None,
-                });
+                    limit,
+                };
             }
         }
     }
-    Ok(())
+    PretokenizeError::InvalidPattern {
+        pattern: pattern.to_string(),
+        message: error.to_string(),
+    }
+}
+
+/// Probe texts for [`probe`]: every kind of character, alone and among others, at the start, in
+/// the middle and at the end of a text. Each short, so that an error can quote the one it names.
+const PROBES: &[&str] = &[
+    "Hello, World! It's 2024: (x+y)*3 = 42; done.",
+    "it's I'LL we've 'quoted' ‘curly’ don’t \"say\"",
+    "naïve café — “quoted” «guillemets» ¿qué? ¡sí! straße ǅ",
+    "Здравствуй, мир! Ελληνικά. Հայ ქარ",
+    "עברית ש\u{5b8}לו\u{5b9}ם، العربية؟ فارسی ۱۲۳",
+    "ह\u{93f}न\u{94d}द\u{940} ব\u{9be}\u{982}ল\u{9be} தம\u{bbf}ழ\u{bcd} ไทย བ\u{f7c}ད་ ខ\u{17d2}ម\u{17c2}រ",
+    "中文，日本語のテキスト。カタ 한국어 ㄅㄆ ꀀ",
+    "0123456789 ٠١٢ ०१ ½ ² Ⅻ ① 𝟙 1,000.50 -7e3",
+    "👍 👍\u{1f3fd} 👨\u{200d}👩\u{200d}👧\u{200d}👦 🏳\u{fe0f}\u{200d}🌈 😀🇫🇷 ❤\u{fe0f} #\u{fe0f}\u{20e3} 🧑\u{1f3ff}\u{200d}💻",
+    "$€£¥₹ +-*/=<>^|~`@#%&_\\{}[]() ©®™ ∑∞≠√ ☃★♥ →⌘♪ ─█",
+    "\u{301}\u{302}x e\u{301} a\u{308}\u{323} \u{20dd} \u{302}",
+    "a b\tc\r\nd\ne\rf\u{b}g\u{c}h\u{85}i\u{a0}j\u{2003}k\u{2028}l\u{2029}m\u{3000}n",
+    "  \t \n\n \r\n\r\n",
+    " ",
+    "\n",
+    "\u{0}\u{1}\u{7}\u{8}\u{1b}\u{1f}\u{7f}\u{80}\u{9f} \u{200b}\u{200c}\u{200d}\u{200e}\u{feff}\u{ad}\u{61c}\u{2060}",
+    "\u{fffd}\u{fffc} \u{e000}\u{f8ff} \u{f0000}\u{10fffd} \u{fdd0}\u{fffe}\u{ffff} \u{378}\u{e0001}\u{e0041} \u{10ffff}",
+    "𝔘𝔫𝔦 𐍈𐌰 𓀀 𠀀 𞤀",
+    "https://x.y/z?q=1&r=2#f\tfn(a,b){return a<=b;}",
+    "a1!B2?c_3-d.e\u{3000}F",
+];
+
+/// How many characters [`probe`] makes runs of, at most (a fixed set, then those the pattern
+/// names).
+const MAX_RUNS: usize = 96;
+
+/// The characters that `pattern` names: those of its `\x..`, `\x{..}`, `\u....`, `\u{..}` and
+/// `\U........` escapes (the ends of `[\u{2600}-\u{26ff}]` too), then its literal characters.
+fn named_characters(pattern: &str) -> Vec<char> {
+    let mut named = Vec::new();
+    let bytes = pattern.as_bytes();
+    let hex = |from: usize, digits: usize| -> Option<char> {
+        let digits = pattern.get(from..from + digits)?;
+        let code = u32::from_str_radix(digits, 16).ok()?;
+        char::from_u32(code)
+    };
+    for (at, _) in pattern.match_indices('\\') {
+        let escaped = match bytes.get(at + 1) {
+            Some(b'x' | b'u' | b'U') if bytes.get(at + 2) == Some(&b'{') => {
+                let end = pattern[at..].find('}').map(|end| at + end);
+                end.and_then(|end| hex(at + 3, end - at - 3))
+            }
+            Some(b'x') => hex(at + 2, 2),
+            Some(b'u') => hex(at + 2, 4),
+            Some(b'U') => hex(at + 2, 8),
+            _ => None,
+        };
+        named.extend(escaped);
+    }
+    named.extend(pattern.chars());
+    named
+}
+
+/// Runs `regex` (compiled with a small backtracking limit) over probe texts at construction and
+/// refuses the pattern if any match gives up, or if its matches leave any character of a probe
+/// uncovered. Cheap screens, not proofs: [`Pretokenizer::try_for_each_piece`] still checks
+/// both while pre-tokenizing.
+///
+/// Backtracking: patterns whose backtracking grows exponentially with the text
+/// (`(?:a|a)+(?=$)`) would make encoding take minutes per match and then fail. Catastrophic
+/// patterns backtrack over runs of one character when the end of the run does not let them
+/// finish, so the probes include runs of one character (letters, digits, whitespace,
+/// punctuation, and each character the pattern itself names), each followed by a different
+/// character. Patterns without look-around or possessive parts run on a linear-time engine and
+/// pass.
+///
+/// Tiling: a pattern whose matches do not cover every character (`\w+`, `[a-z]+|\s+`, `(?=a)`,
+/// the empty pattern) makes encoding drop the characters they leave. The probes are short texts
+/// holding every kind of character ([`PROBES`]: letters of many scripts, digits, whitespace and
+/// line breaks, punctuation, symbols, emoji sequences, combining marks, controls and format
+/// characters, U+FFFD, private use, noncharacters, unassigned code points) plus the runs above.
+/// A failure of the first kind is reported first: the second is found on the way.
+fn probe(pattern: &str, regex: &fancy_regex::Regex) -> Result<(), PretokenizeError> {
+    const CHARACTERS: &str = "aA0 \n\t'.,-_é中";
+    const ENDINGS: [&str; 7] = ["", "!", " ", "\n", "a", "0", "\u{1}"];
+    let mut characters: Vec<char> = CHARACTERS.chars().collect();
+    for c in named_characters(pattern) {
+        if !characters.contains(&c) && characters.len() < MAX_RUNS {
+            characters.push(c);
+        }
+    }
+    let runs = characters.iter().flat_map(|&c| {
+        ENDINGS.iter().map(move |ending| {
+            let mut run: String = std::iter::repeat_n(c, PROBE_RUN).collect();
+            run.push_str(ending);
+            run
+        })
+    });
+    let mut uncovered = None;
+    for probe in PROBES.iter().map(|probe| probe.to_string()).chain(runs) {
+        let failed = |failure| PretokenizeError::MatchFailed {
+            pattern: pattern.to_string(),
+            failure,
+            text: format!("{probe:?}"),
+            offset: None,
+        };
+        match tile(regex, &probe, |_| {}) {
+            Ok(()) => {}
+            Err((MatchFailure::Backtracking, _)) => return Err(failed(MatchFailure::Backtracking)),
+            Err((failure, _)) => {
+                uncovered.get_or_insert_with(|| failed(failure));
+            }
+        }
+    }
+    uncovered.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]

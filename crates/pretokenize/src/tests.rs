@@ -119,7 +119,7 @@ fn other_patterns_and_errors() {
         strings(&["ab", ",", " ", "c"])
     );
     // Empty matches make no pre-token.
-    assert_eq!(pieces(r"a*", "baab"), strings(&["aa"]));
+    assert_eq!(pieces(r"[^a]|a*", "baab"), strings(&["b", "aa", "b"]));
     let error = Pretokenizer::new("(").unwrap_err();
     assert!(
         matches!(error, PretokenizeError::InvalidPattern { ref pattern, .. } if pattern == "(")
@@ -603,10 +603,10 @@ fn capture_groups_are_refused() {
         assert!(error.to_string().contains("(?:...)"), "{error}");
     }
     for pattern in [
-        r"(?:\w+)|\s+",
-        r"(?i:ab)|.",
-        r"\s+(?!\S)|\s+",
-        r"[(]\w+[)]|.",
+        r"(?:\w+)|\s+|.",
+        r"(?i:ab)|(?s:.)",
+        r"\s+(?!\S)|\s+|\S+",
+        r"[(]\w+[)]|[\s\S]",
     ] {
         assert!(Pretokenizer::new(pattern).is_ok(), "{pattern}");
     }
@@ -621,7 +621,11 @@ fn catastrophic_backtracking_is_refused_at_construction() {
         r"(?:x+x+)+(?=y)|\s|.",
     ] {
         match Pretokenizer::new(pattern) {
-            Err(PretokenizeError::Backtracking { pattern: p, .. }) => assert_eq!(p, pattern),
+            Err(PretokenizeError::MatchFailed {
+                pattern: p,
+                failure: MatchFailure::Backtracking,
+                ..
+            }) => assert_eq!(p, pattern),
             other => panic!("{pattern}: {other:?}"),
         }
     }
@@ -639,16 +643,190 @@ fn catastrophic_backtracking_is_refused_at_construction() {
 #[test]
 fn backtracking_limit_while_splitting_is_an_error() {
     // A pattern exponential only on text the probes do not try: two alternating characters.
-    let pattern = r"(?:ab|a(?=b)b)+(?=$)|.";
+    let pattern = r"(?:ab|a(?=b)b)+(?=$)|(?s:.)";
     assert!(Pretokenizer::new(pattern).is_ok());
     let pretokenizer = Pretokenizer::with_backtrack_limit(pattern, 100_000).unwrap();
     let text = format!("{}c", "ab".repeat(30));
     let error = pretokenizer.try_for_each_piece(&text, |_| {}).unwrap_err();
     assert!(
-        matches!(error, PretokenizeError::Backtracking { pattern: ref p, .. } if p == pattern),
+        matches!(
+            error,
+            PretokenizeError::MatchFailed {
+                pattern: ref p,
+                failure: MatchFailure::Backtracking,
+                offset: Some(0),
+                ..
+            } if p == pattern
+        ),
         "{error}"
     );
     assert!(error.to_string().contains("backtracks catastrophically"));
     // Short texts still split.
     assert_eq!(pretokenizer.pieces("abab").len(), 1);
+}
+
+/// The character that `error` (a failure to cover a text) names, and its offset.
+fn uncovered(error: &PretokenizeError) -> (char, Option<usize>) {
+    match error {
+        PretokenizeError::MatchFailed {
+            failure: MatchFailure::Uncovered(c),
+            offset,
+            ..
+        } => (*c, *offset),
+        other => panic!("not an uncovered character: {other:?}"),
+    }
+}
+
+#[test]
+fn patterns_whose_matches_do_not_tile_the_text_are_refused_at_construction() {
+    // Each leaves some character of a probe to no match: encoding would drop it. Named: the
+    // character the error names (the first gap of the first probe with one).
+    for (pattern, missed) in [
+        ("", 'H'),
+        ("(?=a)", 'H'),
+        (r"\w+", ','),
+        (r"[a-z]+|\s+", 'H'),
+        (r"\S+", ' '),
+        (r".+", '\n'),
+        // an alternative that matches the empty string wins over the catch-all after it
+        (r"a*|(?s:.)", 'H'),
+        (r"\p{L}+|\p{N}+|\s+|\p{P}+", '+'),
+        // emoji sequences: the zero-width joiner is a format character
+        (r"[\p{L}\p{N}\p{P}\p{S}\s]+|\p{M}", '\u{200d}'),
+        // a base character with its combining marks: not a mark at the start of a text
+        (r"\P{M}\p{M}*", '\u{301}'),
+        (r"[^\r]|\r(?=\n)", '\r'),
+        (r"\s+(?!\S)|\S+", ' '),
+        // characters the pattern names (literally or by an escape) are probed too
+        ("[^\u{2801}]+|\u{2802}", '\u{2801}'),
+        (r"[^\x{2801}]+", '\u{2801}'),
+        (r"[^\u2801]+", '\u{2801}'),
+        (r"[^\u{2801}-\u{28ff}]+", '\u{2801}'),
+    ] {
+        let error = match Pretokenizer::new(pattern) {
+            Err(error) => error,
+            Ok(_) => panic!("{pattern:?} accepted"),
+        };
+        assert_eq!(uncovered(&error), (missed, None), "{pattern:?}: {error}");
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!(
+                "pre-tokenizer pattern {pattern:?} does not cover all of the text (no match \
+                 covers {missed:?} (U+{:04X}) in \"",
+                u32::from(missed)
+            )),
+            "{message}"
+        );
+        assert!(!message.contains('\n'), "{message}");
+    }
+    // The same with a last alternative that takes any character left.
+    for pattern in [
+        r"\w+|(?s:.)",
+        r"[a-z]+|\s+|[\s\S]",
+        r"\S+|\s+",
+        r".+|\n",
+        r"\p{L}+|\p{N}+|\s+|\p{P}+|(?s:.)",
+        r"\P{M}\p{M}*|(?s:.)",
+        r"\s+(?!\S)|\s+|\S+",
+        r"[^\x{2801}]+|\x{2801}",
+    ] {
+        assert!(Pretokenizer::new(pattern).is_ok(), "{pattern:?}");
+    }
+}
+
+#[test]
+fn a_gap_while_splitting_is_an_error_at_its_offset() {
+    // The probes hold no Braille pattern, and the pattern names none: accepted at construction,
+    // it fails on a text with one (at encode time, not silently).
+    let pattern = r"[^\s\p{Braille}]+|\s";
+    let pretokenizer = Pretokenizer::new(pattern).unwrap();
+    assert_eq!(pretokenizer.pieces("ab c"), ["ab", " ", "c"]);
+    assert_eq!(pretokenizer.pieces(""), Vec::<&str>::new());
+    for (text, at) in [
+        ("ab \u{2801}c", 3),
+        ("\u{2801}", 0),
+        ("\u{2801}ab", 0),
+        ("ab\u{2801}", 2),
+        ("é \u{2801}\u{2802}", 3),
+    ] {
+        let mut before = Vec::new();
+        let error = pretokenizer
+            .try_for_each_piece(text, |piece| before.push(piece))
+            .unwrap_err();
+        assert_eq!(uncovered(&error), ('\u{2801}', Some(at)), "{text:?}");
+        assert_eq!(before.concat(), &text[..at], "the pieces before the gap");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "pre-tokenizer pattern {pattern:?} does not cover all of the text (no match \
+                 covers '\u{2801}' (U+2801) at byte {at} of a text of {} bytes); its matches \
+                 must cover every character of any text, or encoding would drop the rest (a last \
+                 alternative |(?s:.) takes any character the others leave)",
+                text.len()
+            )
+        );
+    }
+    // A zero-width match in the gap changes nothing: the gap is still the first byte uncovered.
+    let pretokenizer = Pretokenizer::new(r"[^\p{Braille}]+|(?=\p{Braille})").unwrap();
+    let error = pretokenizer
+        .try_for_each_piece("ab\u{2801}", |_| {})
+        .unwrap_err();
+    assert_eq!(uncovered(&error), ('\u{2801}', Some(2)));
+}
+
+#[test]
+fn the_known_patterns_tile_on_the_regex_engine_too() {
+    // The scanners do not check (they tile by construction); the regex engine runs the check
+    // on the same patterns, over every character with several neighbours.
+    let mut text = String::new();
+    for c in (0..0x110000u32).step_by(7).filter_map(char::from_u32) {
+        text.push(c);
+        text.push_str(["a", " ", "\n", "1", "'s", "\r\n", "  "][c as usize % 7]);
+    }
+    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+        let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
+        assert_eq!(regex.pieces(&text).concat(), text, "{pattern}");
+    }
+}
+
+#[test]
+fn a_pattern_too_big_to_compile_is_refused_at_once() {
+    for pattern in [
+        r"a{99999999}|(?s:.)",
+        r"\p{L}{100000}|(?s:.)",
+        r"(?=x)a{99999999}",
+    ] {
+        let started = std::time::Instant::now();
+        let error = Pretokenizer::new(pattern).unwrap_err();
+        // (A second or less in a release build; a debug build on a busy machine is slower.)
+        assert!(started.elapsed().as_secs_f64() < 10.0, "{pattern}");
+        assert_eq!(
+            error,
+            PretokenizeError::TooBig {
+                pattern: pattern.to_string(),
+                limit: SIZE_LIMIT
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "pre-tokenizer pattern {pattern:?} is too big to compile (over 10 MB); use \
+                 smaller bounded repetitions"
+            )
+        );
+    }
+    assert!(Pretokenizer::new(r"a{1000}|(?s:.)").is_ok());
+}
+
+#[test]
+fn named_characters_include_escapes() {
+    let pattern = r"a\x41\x{263a}\u2603\u{1F600}\U0001F601\x{}\xZZ\u{110000}";
+    assert_eq!(
+        named_characters(pattern),
+        [
+            vec!['A', '\u{263a}', '\u{2603}', '\u{1F600}', '\u{1F601}'],
+            pattern.chars().collect(),
+        ]
+        .concat()
+    );
 }

@@ -2,7 +2,8 @@
 //!
 //! Long work runs with the GIL released; errors become bpestore's exception types
 //! (`ValueError`, `bpestore.errors.CorpusDecodeError`, `OSError`) with the Python code's messages,
-//! and a custom pattern that gives up on a match (the regex engine's backtracking limit) is one
+//! and a custom pattern that fails on the text (it gives up on a match at the regex engine's
+//! backtracking limit, or no match covers some of the text) is one
 //! `bpestore.errors.PatternError` naming the byte offset (in the text, the stream or the file).
 
 use crate::train::pattern_error;
@@ -27,11 +28,11 @@ fn value_error(error: EncodeError) -> PyErr {
     PyValueError::new_err(error.to_string())
 }
 
-/// An error from encoding: `PatternError` for a pattern that gave up on a match, its message
+/// An error from encoding: `PatternError` for a pattern that failed on the text, its message
 /// after `prefix` (which names the text of a batch); `ValueError` otherwise.
 fn encode_error(py: Python<'_>, prefix: &str, error: EncodeError) -> PyErr {
     match error {
-        EncodeError::Backtracking(_) => pattern_error(py, format!("{prefix}{error}")),
+        EncodeError::MatchFailed(_) => pattern_error(py, format!("{prefix}{error}")),
         other => value_error(other),
     }
 }

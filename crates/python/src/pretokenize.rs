@@ -1,6 +1,7 @@
 //! The pretokenize stage's Python bindings: `Pretokenizer` (pieces and safe cuts, special tokens
 //! included), the known patterns, and Python-style UTF-8 errors.
 
+use crate::train::pattern_error;
 use bpestore_pretokenize::{
     check_utf8, last_safe_cut, next_safe_cut, Part, PretokenizeError, Pretokenizer, SpecialTokens,
     CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN,
@@ -18,7 +19,7 @@ pub struct PyPretokenizer {
 
 impl PyPretokenizer {
     /// The byte spans of the pieces of `text`, special tokens included; an error if the pattern
-    /// backtracks catastrophically on it.
+    /// fails on it (backtracks catastrophically, or leaves some of it uncovered).
     fn spans(&self, text: &str) -> Result<Vec<(usize, usize)>, PretokenizeError> {
         let mut spans = Vec::new();
         let base = text.as_ptr() as usize;
@@ -98,12 +99,14 @@ impl PyPretokenizer {
             }
             Ok(count)
         })
-        .map_err(value_error)
+        .map_err(|error| failed(py, error))
     }
 
     /// The pre-tokens of `text`, special tokens as pieces of their own.
     fn pretokenize<'t>(&self, py: Python<'_>, text: &'t str) -> PyResult<Vec<&'t str>> {
-        let spans = py.detach(|| self.spans(text)).map_err(value_error)?;
+        let spans = py
+            .detach(|| self.spans(text))
+            .map_err(|error| failed(py, error))?;
         Ok(spans
             .into_iter()
             .map(|(start, end)| &text[start..end])
@@ -127,6 +130,15 @@ impl PyPretokenizer {
 /// A pattern error as the ValueError Python code gets (bad patterns are bad arguments).
 fn value_error(error: PretokenizeError) -> PyErr {
     PyValueError::new_err(error.to_string())
+}
+
+/// A pattern that failed on a text: `bpestore.errors.PatternError` (a ValueError) naming the
+/// byte offset in it, as encoding raises.
+fn failed(py: Python<'_>, error: PretokenizeError) -> PyErr {
+    match error {
+        PretokenizeError::MatchFailed { .. } => pattern_error(py, error.to_string()),
+        other => value_error(other),
+    }
 }
 
 /// `(offset, reason)` of the first invalid UTF-8 in `data`, as Python's decoder names it; None if

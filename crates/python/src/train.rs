@@ -661,7 +661,8 @@ fn count_file(
     }
 }
 
-/// `bpestore.errors.PatternError(message)`: a pattern that hit the backtracking limit.
+/// `bpestore.errors.PatternError(message)`: a pattern that failed on a text (the backtracking
+/// limit hit, or text that no match covers).
 pub fn pattern_error(py: Python<'_>, message: String) -> PyErr {
     match py
         .import("bpestore.errors")

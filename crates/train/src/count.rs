@@ -37,8 +37,9 @@ pub enum CountError {
     Io(io::Error),
     /// The progress callback asked to stop.
     Stopped,
-    /// The pattern (an arbitrary one, run by the backtracking regex engine) hit its
-    /// backtracking limit; the error's offset is the byte offset in the file (or text).
+    /// The pattern (an arbitrary one, run by the backtracking regex engine) failed on the text:
+    /// it hit its backtracking limit, or no match covers some text
+    /// ([`PretokenizeError::MatchFailed`], its offset a byte offset in the file or text).
     Pattern(PretokenizeError),
     /// The file is not UTF-8: the offset of its first bad byte, and Python's reason words
     /// (`"invalid start byte"`, `"invalid continuation byte"`, `"unexpected end of data"`).
@@ -81,8 +82,8 @@ impl From<io::Error> for CountError {
 
 /// Counts the pre-tokens of `text` into `into`: the text is cut at its special tokens (which are
 /// not counted), and each part between them is pre-tokenized on its own. An arbitrary pattern
-/// that hits its backtracking limit is an error whose offset is a byte offset in `text`; `into`
-/// is then unchanged.
+/// that fails on the text (its backtracking limit hit, or text no match covers) is an error
+/// whose offset is a byte offset in `text`; `into` is then unchanged.
 pub fn count_text(
     text: &str,
     pretokenizer: &Pretokenizer,
@@ -98,24 +99,21 @@ pub fn count_text(
 /// `error` (from pre-tokenizing `part`, a slice of `whole`) with its offset and text made those
 /// of `whole`, plus `shift` (the offset of `whole` in a file).
 fn relocate(error: PretokenizeError, part: &str, whole: &str, shift: u64) -> PretokenizeError {
-    match error {
-        PretokenizeError::Backtracking {
-            pattern,
-            offset: Some(offset),
+    if !matches!(
+        error,
+        PretokenizeError::MatchFailed {
+            offset: Some(_),
             ..
-        } => {
-            // `part` borrows from `whole`: the address difference is its offset there.
-            let part_start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
-            PretokenizeError::Backtracking {
-                pattern,
-                text: "the corpus".to_string(),
-                offset: usize::try_from(shift)
-                    .ok()
-                    .map(|shift| shift + part_start + offset),
-            }
         }
-        other => other,
+    ) {
+        return error;
     }
+    // `part` borrows from `whole`: the address difference is its offset there.
+    let part_start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
+    let shift = usize::try_from(shift).unwrap_or(usize::MAX);
+    error
+        .shifted(shift.saturating_add(part_start))
+        .named("the corpus".to_string())
 }
 
 /// Distinct segments held before they are pre-tokenized and forgotten, per thread: enough to
@@ -152,7 +150,7 @@ impl<'p> Counter<'p> {
         }
     }
 
-    /// Counts a text that may hold special tokens; a backtracking limit hit is an error whose
+    /// Counts a text that may hold special tokens; a failed match is an error whose
     /// offset is in `text` (the counts so far are then of no use).
     fn add_text(&mut self, text: &str) -> Result<(), PretokenizeError> {
         if self.specials.is_empty() {
@@ -193,8 +191,8 @@ impl<'p> Counter<'p> {
     }
 
     /// Pre-tokenizes the distinct segments into the pre-token counts, and forgets them. (A
-    /// segment's place in the text is not kept: a limit hit here names no offset. Only the
-    /// known patterns are split-safe, and their scanners never backtrack.)
+    /// segment's place in the text is not kept: a failed match here names no offset. Only the
+    /// known patterns are split-safe, and their scanners never fail.)
     fn fold(&mut self) -> Result<(), PretokenizeError> {
         self.hot.flush(&mut self.segments);
         for (segment, count) in self.segments.iter() {
@@ -203,15 +201,11 @@ impl<'p> Counter<'p> {
             let pretokens = &mut self.pretokens;
             self.pretokenizer
                 .try_for_each_piece(segment, |piece| pretokens.add(piece.as_bytes(), count))
-                .map_err(|error| match error {
-                    PretokenizeError::Backtracking { pattern, text, .. } => {
-                        PretokenizeError::Backtracking {
-                            pattern,
-                            text,
-                            offset: None,
-                        }
+                .map_err(|mut error| {
+                    if let PretokenizeError::MatchFailed { offset, .. } = &mut error {
+                        *offset = None;
                     }
-                    other => other,
+                    error
                 })?;
         }
         // The table fills up again at once: keep its memory rather than grow it anew.
@@ -507,7 +501,7 @@ fn read_exact_at(file: &File, mut buffer: &mut [u8], mut offset: u64) -> io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bpestore_pretokenize::GPT2_PATTERN;
+    use bpestore_pretokenize::{MatchFailure, GPT2_PATTERN};
     use std::collections::HashMap;
     use std::io::Write;
 
@@ -570,42 +564,68 @@ mod tests {
         }
     }
 
-    /// Catastrophic on runs of "ab" not followed by "c", yet passing the probes at construction
-    /// (runs of one character).
-    const BACKTRACKING: &str = r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]";
+    /// Patterns that pass the probes at construction yet fail on some text, each with a text on
+    /// which it fails at byte 1: catastrophic on runs of "ab" not followed by "c" (the probes are
+    /// runs of one character), and one that covers no Braille pattern (the probes hold none).
+    const FAILING: [(&str, &str, MatchFailure); 2] = [
+        (
+            r"(?:a(?=b)b|a(?=b)b)+c|[\s\S]",
+            "zabababababababababababababababababababababd",
+            MatchFailure::Backtracking,
+        ),
+        (
+            r"[^\s\p{Braille}]+|\s",
+            "z\u{2801}d",
+            MatchFailure::Uncovered('\u{2801}'),
+        ),
+    ];
 
-    fn backtracking_offset(error: &PretokenizeError) -> Option<usize> {
+    /// The offset of `error`, a [`PretokenizeError::MatchFailed`] failing as `expected`.
+    fn failed_at(error: &PretokenizeError, expected: MatchFailure) -> Option<usize> {
         match error {
-            PretokenizeError::Backtracking { offset, .. } => *offset,
-            other => panic!("not a backtracking error: {other}"),
+            PretokenizeError::MatchFailed {
+                failure, offset, ..
+            } if *failure == expected => *offset,
+            other => panic!("not a {expected:?} failure: {other}"),
         }
     }
 
     #[test]
-    fn a_backtracking_limit_hit_is_an_error_with_its_offset() {
-        let pretokenizer = Pretokenizer::with_backtrack_limit(BACKTRACKING, 10_000).unwrap();
-        let specials = SpecialTokens::new(&["<s>".to_string()]);
-        let bad = format!("xy<s>z{}d", "ab".repeat(20));
-        let mut counts = PretokenCounts::new();
-        let error = count_text(&bad, &pretokenizer, &specials, &mut counts).unwrap_err();
-        assert_eq!(backtracking_offset(&error), Some(6), "{error}");
-        assert!(error.to_string().contains("at byte 6"), "{error}");
-        assert_eq!(counts.len(), 0);
-        // the same text in a file, after 1000 bytes that are fine, over several chunks
-        let good = "abc xyz ".repeat(125);
-        let path = temp_file("backtracking", format!("{good}{bad}").as_bytes());
-        for (threads, chunk) in [(1, 1 << 20), (2, 64)] {
-            let never_stop = |_: u64| ControlFlow::Continue(());
-            let result =
-                count_file_in_chunks(&path, &pretokenizer, &specials, threads, chunk, &never_stop);
-            match result {
-                Err(CountError::Pattern(error)) => {
-                    assert_eq!(backtracking_offset(&error), Some(1006), "{error}")
+    fn a_failed_match_is_an_error_with_its_offset() {
+        for (pattern, bad_part, failure) in FAILING {
+            let pretokenizer = Pretokenizer::with_backtrack_limit(pattern, 10_000).unwrap();
+            let specials = SpecialTokens::new(&["<s>".to_string()]);
+            let bad = format!("xy<s>{bad_part}");
+            let mut counts = PretokenCounts::new();
+            let error = count_text(&bad, &pretokenizer, &specials, &mut counts).unwrap_err();
+            assert_eq!(failed_at(&error, failure), Some(6), "{error}");
+            assert!(
+                error.to_string().contains("at byte 6 of the corpus"),
+                "{error}"
+            );
+            assert_eq!(counts.len(), 0);
+            // the same text in a file, after 1000 bytes that are fine, over several chunks
+            let good = "abc xyz ".repeat(125);
+            let path = temp_file("failing", format!("{good}{bad}").as_bytes());
+            for (threads, chunk) in [(1, 1 << 20), (2, 64)] {
+                let never_stop = |_: u64| ControlFlow::Continue(());
+                let result = count_file_in_chunks(
+                    &path,
+                    &pretokenizer,
+                    &specials,
+                    threads,
+                    chunk,
+                    &never_stop,
+                );
+                match result {
+                    Err(CountError::Pattern(error)) => {
+                        assert_eq!(failed_at(&error, failure), Some(1006), "{error}")
+                    }
+                    other => panic!("{:?}", other.map(|c| c.len())),
                 }
-                other => panic!("{:?}", other.map(|c| c.len())),
             }
+            std::fs::remove_file(path).unwrap();
         }
-        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
