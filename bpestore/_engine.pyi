@@ -56,9 +56,10 @@ def utf8_error(data: bytes) -> tuple[int, str] | None:
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from os import PathLike
 
-class PretokenCounts:
+class PretokenCounts(Mapping[bytes, int]):
     """How often each pre-token occurs (pre-token bytes -> count, 64-bit); special tokens are
-    never counted."""
+    never counted. A read-only mapping (registered as one by ``bpestore.train.trainer``), equal to
+    any mapping of the same counts."""
 
     def __init__(self) -> None: ...
     @staticmethod
@@ -67,6 +68,24 @@ class PretokenCounts:
     @property
     def total(self) -> int:
         """The number of pre-token occurrences (the sum of the counts)."""
+    @property
+    def pretoken_bytes(self) -> int:
+        """The total length of the distinct pre-tokens, in bytes."""
+    def __eq__(self, other: object) -> bool: ...
+    @staticmethod
+    def unpack(*parts: bytes) -> PretokenCounts:
+        """Counts from their packed copy: the parts ``SortedRows.pack`` made, in order
+        (layout in crates/train/src/stored.rs); ValueError ("damaged packed counts: ...")."""
+    @staticmethod
+    def from_copy(data: bytes) -> PretokenCounts:
+        """Counts from a PostgreSQL ``COPY (SELECT pretoken, count ...) TO STDOUT (FORMAT
+        BINARY)``; ValueError naming the row for NULLs, negative counts or a damaged stream."""
+    @staticmethod
+    def from_rows(rows: Iterable[tuple[bytes, int]]) -> PretokenCounts:
+        """Counts from rows ``(pre-token bytes, count)`` (a database cursor); a pre-token given
+        twice gets the sum; ValueError naming the row for anything else."""
+    def sorted_rows(self) -> SortedRows:
+        """These counts' rows in byte order of the pre-tokens, to be written in batches."""
     def get(self, pretoken: bytes, default: int | None = None) -> int | None: ...
     def __getitem__(self, pretoken: bytes) -> int: ...
     def __contains__(self, pretoken: object) -> bool: ...
@@ -95,6 +114,23 @@ class PretokenCounts:
     def split(self, parts: int) -> list[PretokenCounts]:
         """These counts in ``parts`` disjoint parts by a hash of each pre-token (the same
         pre-token always lands in the same part)."""
+
+class SortedRows:
+    """Pre-token counts' rows in byte order of the pre-tokens, for writing them into a database
+    in batches; holds the counts and their order (4 bytes a row), not a copy. Every method raises
+    ValueError if the counts changed since the order was taken."""
+
+    def __len__(self) -> int: ...
+    def piece_ends(self, max_rows: int, max_bytes: int) -> list[int]:
+        """Where to cut the rows into pieces of at most ``max_rows`` rows and about ``max_bytes``
+        bytes of pre-tokens (at least a row each): the end of each piece, the last ``len()``."""
+    def flat_rows(self, start: int, end: int) -> list[bytearray | int]:
+        """Rows ``start..end`` as one flat list: a pre-token (bytearray), its count, ..."""
+    def pack(self, start: int, end: int) -> bytes:
+        """Rows ``start..end`` packed, with a checksum (one part of a packed copy)."""
+    def copy_rows(self, corpus_id: int, start: int, end: int) -> bytes:
+        """Rows ``start..end`` as PostgreSQL binary COPY data of ``(corpus_id, pretoken, count)``,
+        the header with the first rows and the trailer with the last."""
 
 def count_file(
     path: str | PathLike[str],

@@ -229,8 +229,8 @@ class CorpusCounts:
     """A corpus's pre-token counts as the store holds them (see :meth:`Store.count`)."""
 
     corpus_id: int
-    counts: Mapping[bytes, int]
-    """The engine's counts (:class:`~bpestore._engine.PretokenCounts`), or the counts given."""
+    counts: PretokenCounts
+    """The engine's counts: read back, counted now, or the table of the counts given."""
     reused: bool
     """Whether they were read back from the store rather than counted now."""
     seconds: float = 0.0
@@ -411,10 +411,10 @@ class Store(ModelStore):
             return self._given_counts(corpus, special_tokens, started, owned=False)
         special_tokens = training.check_special_tokens(special_tokens)
         if counting is not None:
-            counts = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
-            if not isinstance(counts, Counts):
-                raise TypeError(f"a counting backend returns Counts, not {type(counts).__name__}")
-            return self._given_counts(counts, special_tokens, started, owned=True)
+            made = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
+            if not isinstance(made, Counts):
+                raise TypeError(f"a counting backend returns Counts, not {type(made).__name__}")
+            return self._given_counts(made, special_tokens, started, owned=True)
         files = CorpusFiles(corpus)
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
         sha256, size_bytes = files.identity()

@@ -419,3 +419,23 @@ def test_a_training_that_ran_out_of_pairs_serves_any_bigger_size(db, tmp_path):
             (second,) = store.train(corpus, "t", [400], [])
         assert store.info(second).training_params["merges_of"] == first
         assert store.load(second).merges == store.load(first).merges == train_bpe(corpus, 400)[1]
+
+
+def test_a_store_held_by_a_rollback_journal_writer_is_a_lock_timeout_at_open(tmp_path):
+    """A store someone switched to rollback-journal mode blocks even readers while written: opening
+    it waits up to the lock timeout, then says so (SQLITE_BUSY at open was "Internal error")."""
+    db = tmp_path / "store.db"
+    Store(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("PRAGMA journal_mode=DELETE")
+        holder.execute("BEGIN EXCLUSIVE")
+        started = time.monotonic()
+        with pytest.raises(StoreLockTimeoutError, match="another writer holds the store"):
+            Store(db, lock_timeout=0.3)
+        assert 0.3 <= time.monotonic() - started < 10
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with Store(db) as store:
+        assert store.refs() == []

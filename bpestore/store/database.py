@@ -14,6 +14,7 @@ tables are filled with ``COPY``.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
@@ -357,10 +358,17 @@ class ModelStore:
                 raise ReadOnlyStoreError(f"cannot create a store at {database}: {reason}")
             self._sqlite_parameters = {"mode": "rwc"}
             return
+        waiting_since = time.monotonic()
         try:
             connection, self._sqlite_parameters = connect_sqlite(database, timeout=self.lock_timeout)
         except sqlite3.Error as error:
-            raise _sqlite_error(str(database), error, writing=False) from None
+            # (_sqlite_error is None for errors that are not the disk's: raising None was a TypeError.)
+            if _is_lock_timeout(error):  # a writer in rollback-journal mode held the file all along
+                raise self._lock_timeout_error(waiting_since) from None
+            translated = _sqlite_error(str(database), error, writing=False)
+            if translated is None:
+                raise
+            raise translated from None
         connection.close()
         if self._sqlite_parameters["mode"] != "rw":
             self.read_only_reason = read_only_reason(database) or "SQLite can open it only for reading"
@@ -743,7 +751,7 @@ class ModelStore:
             select(c.c.id).where(c.c.sha256 == sha256, c.c.pattern == pattern, c.c.special_tokens == specials_json)
         ).scalar()
 
-    def corpora(self, corpus_id: int | None = None) -> list[CorpusInfo]:
+    def corpora(self, corpus_id: int | None = None) -> builtins.list[CorpusInfo]:
         """The stored corpora (or the one ``corpus_id``), by id: what they hold and which
         tokenizers were trained on them."""
         c, f, t = schema.corpora, schema.corpus_files, schema.tokenizers
@@ -752,8 +760,8 @@ class ModelStore:
             query = query.where(c.c.id == corpus_id)
         with self._transaction() as connection:
             rows = connection.execute(query).all()
-            files = dict(connection.execute(select(f.c.corpus_id, func.count()).group_by(f.c.corpus_id)).all())
-            users: dict[int, list[str]] = {}
+            files: dict[int, int] = dict(connection.execute(select(f.c.corpus_id, func.count()).group_by(f.c.corpus_id)).all())
+            users: dict[int, builtins.list[str]] = {}
             for used, name, version in connection.execute(
                 select(t.c.corpus_id, t.c.name, t.c.version).where(t.c.corpus_id.is_not(None)).order_by(t.c.name, t.c.version)
             ):
@@ -768,7 +776,7 @@ class ModelStore:
             for row in rows
         ]
 
-    def tokenizers_trained_on(self, corpus_id: int) -> list[TokenizerInfo]:
+    def tokenizers_trained_on(self, corpus_id: int) -> builtins.list[TokenizerInfo]:
         """The tokenizers trained on corpus ``corpus_id`` (not imported or saved), by name and version."""
         t, c = schema.tokenizers, schema.corpora
         query = (
@@ -869,7 +877,7 @@ class ModelStore:
             bulk.write_counts(connection, corpus_id, counts, on_rows=on_rows or bar.update)
         return corpus_id
 
-    def corpus_files(self, corpus_id: int) -> list[CorpusFile]:
+    def corpus_files(self, corpus_id: int) -> builtins.list[CorpusFile]:
         """The files corpus ``corpus_id`` was counted from, in order (none listed for counts made
         elsewhere, and for corpora stored before bpestore listed them)."""
         f = schema.corpus_files

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import inspect
 
 from . import schema
-from ..errors import DamagedStoreError, DatabaseTooNewError, NotABpestoreDatabaseError, StoreUnavailableError
+from ..errors import DamagedStoreError, DatabaseTooNewError, NotABpestoreDatabaseError, StoreLockTimeoutError, StoreUnavailableError
 from .schema_revision import SCHEMA_REVISION, is_current
 from .sqlite_uri import sqlite_uri
 
@@ -117,6 +118,7 @@ def sqlite_file_state(path: Path, busy_timeout: float = 5.0) -> str:
     wal_mode = len(header) > 18 and header[18] == 2
     wal_in_use = path.with_name(path.name + "-wal").exists()
     parameters = {"mode": "ro", "immutable": "1"} if wal_mode and not wal_in_use else {"mode": "ro"}
+    started = time.monotonic()
     try:
         connection = sqlite3.connect(sqlite_uri(path, **parameters), uri=True, timeout=busy_timeout)
         try:
@@ -126,6 +128,14 @@ def sqlite_file_state(path: Path, busy_timeout: float = 5.0) -> str:
     except sqlite3.Error as error:
         if getattr(error, "sqlite_errorname", None) in _NOT_A_DATABASE:
             raise NotABpestoreDatabaseError(f"{path} is not a bpestore database (SQLite says: {error})") from None
+        if (getattr(error, "sqlite_errorname", None) or "").startswith("SQLITE_BUSY"):
+            # A writer in rollback-journal mode holds the file (a WAL store never blocks a reader).
+            waited = time.monotonic() - started
+            raise StoreLockTimeoutError(
+                f"another writer holds the store {path}: waited {waited:.1f} s for it to finish (the lock timeout is "
+                f"{busy_timeout:g} s: --lock-timeout SECONDS or BPESTORE_LOCK_TIMEOUT); nothing was written",
+                waited,
+            ) from None
         raise StoreUnavailableError(f"cannot read {path}: {error}") from None
     return classify(str(path), contents)
 
