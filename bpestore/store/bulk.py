@@ -36,8 +36,8 @@ __all__ = ["delete_corpus", "insert_rows", "read_counts", "sqlite_triggers_suspe
 # A batch of counts' rows (one executemany, one piece of COPY data): few enough Python objects
 # at once (a pre-token's bytes and an int each) to keep memory flat, enough to make each call's
 # cost vanish.
-ROWS_PER_BATCH = 100_000
-BYTES_PER_BATCH = 16 << 20
+ROWS_PER_BATCH = 20_000
+BYTES_PER_BATCH = 4 << 20
 # A part of a packed copy: a database value holds at most about 1 GB (SQLite's and PostgreSQL's
 # limits), and one part is held in memory twice while written.
 BYTES_PER_PACKED_PART = 128 << 20

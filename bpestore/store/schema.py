@@ -9,10 +9,12 @@ Tokens are stored as bytes (BLOB); ``vocab.text`` repeats each token as UTF-8 te
 bytes replaced by U+FFFD (on PostgreSQL, whose text cannot hold NUL, the byte 0x00 too), so that
 people at the ``sqlite3`` or ``psql`` prompt can read and search tokens.
 
-PostgreSQL differs in three ways, all made by migration 0006 and invisible to the code: the keys on
-pre-tokens and tokens (``pretoken_counts``'s primary key, ``vocab``'s unique (tokenizer_id,
+PostgreSQL differs in four ways, made by migrations 0006 and 0008 and invisible to the code: the
+keys on pre-tokens and tokens (``pretoken_counts``'s primary key, ``vocab``'s unique (tokenizer_id,
 token)) are unique indexes on the bytes' sha256 (a B-tree entry holds at most 2704 bytes, and a
-pre-token or token can be longer), and triggers drop stale ``packed_models`` rows as SQLite's do.
+pre-token or token can be longer); triggers drop stale ``packed_models`` and ``packed_counts``
+rows as SQLite's do; and ``pretoken_counts``'s foreign key to ``corpora`` is kept by statement
+triggers (the same rules, checked once a statement instead of by a query a row).
 """
 
 from __future__ import annotations
