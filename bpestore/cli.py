@@ -56,6 +56,7 @@ import click  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import formats  # noqa: E402
+from .model import MAX_TOKEN_ID  # noqa: E402
 from .errors import BpestoreError, DisallowedSpecialTokenError, OutputError  # noqa: E402
 
 if TYPE_CHECKING:
@@ -304,7 +305,14 @@ class _Command(click.Command):
     def invoke(self, ctx: click.Context):
         root = ctx.find_root()
         if "db" in ctx.params:
-            ctx.params["db"] = ctx.params["db"] or root.params.get("db") or DEFAULT_DB
+            # None when not given; an empty --db '' is refused below, not taken for the default.
+            db = next((value for value in (ctx.params["db"], root.params.get("db")) if value is not None), DEFAULT_DB)
+            ctx.params["db"] = db
+            # Before any work: ValueError (one line) for '' and for 'sqlite' (a URL without '://').
+            if _workflow().is_in_memory(db):
+                raise ValueError(
+                    f"--db {db} is a store in memory, gone when the command ends: give a SQLite file path or a database URL"
+                )
             if root.params.get("verbose"):
                 _say_which_store(ctx.params["db"])
         return super().invoke(ctx)
@@ -368,7 +376,9 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 @click.argument("corpus", nargs=-1, required=False)
 @click.option("--name", required=True, help="Name to store the tokenizer under; each run adds versions.")
 @click.option(
-    "--vocab-size", "vocab_sizes", type=int, required=True, multiple=True,
+    # At most the largest 32-bit id: a bigger size is refused here, before any work, not warned
+    # about after training (and 10**30 no longer overflows inside the engine).
+    "--vocab-size", "vocab_sizes", type=click.IntRange(max=MAX_TOKEN_ID), required=True, multiple=True,
     help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,13 +33,14 @@ from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, short_corpus_path  # noqa: F401  (the CLI's `list`)
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import ModelStore, StoreSummary, TokenizerInfo, summarize_store
+from .store.database import ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store  # noqa: F401  (is_in_memory: the CLI's --db)
 from .store import loader
 from .store.refs import check_name
 from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
+from .workers import check_workers
 
 __all__ = [
     "CorpusCounts", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
@@ -250,12 +251,26 @@ def _check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Sequ
     specials = [*base.special_tokens, *(token for token in special_tokens if token not in base.special_tokens)]
     minimum = _first_new_id(base, specials)
     for size in sizes:
-        if not isinstance(size, int) or size < minimum:
+        training.check_vocab_size_type(size)
+        if size < minimum:
             raise ValueError(
                 f"vocab_size must be at least {minimum} to continue {ref} (its {len(base.vocab)} tokens and "
                 f"{minimum - len(base.vocab)} new special tokens), got {size!r}"
             )
     return specials
+
+
+def _vocab_sizes(vocab_sizes: object) -> list[int]:
+    """``vocab_sizes`` (an int, or a list of them) as a list, each checked for its type and its
+    largest value (the smallest depends on the special tokens and the base: checked later)."""
+    if isinstance(vocab_sizes, (str, bytes)) or not isinstance(vocab_sizes, (int, Iterable)):
+        raise TypeError(f"vocab_sizes must be an int or a list of ints, not {type(vocab_sizes).__name__} ({vocab_sizes!r})")
+    sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
+    if not sizes:
+        raise ValueError("give at least one vocab size")
+    for size in sizes:
+        training.check_vocab_size_type(size)
+    return sizes
 
 
 def _new_specials(base: BPEModel, special_tokens: Sequence[str]) -> list[str]:
@@ -362,6 +377,8 @@ class Store(ModelStore):
         if isinstance(corpus, Counts):
             return self._save_counts(corpus, special_tokens, progress)
         special_tokens = training.check_special_tokens(special_tokens)
+        training.check_corpus_type(corpus)
+        check_workers(workers)
         if counting is not None:
             counts = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
             if not isinstance(counts, Counts):
@@ -482,9 +499,9 @@ class Store(ModelStore):
         self.check_writable()  # before the work, not after it
         check_name(name)
         special_tokens = training.check_special_tokens(special_tokens)
-        sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
-        if not sizes:
-            raise ValueError("give at least one vocab size")
+        sizes = _vocab_sizes(vocab_sizes)
+        training.check_corpus_type(corpus)
+        check_workers(workers)
         base_ref, base_model = None, None
         if base is not None:
             base_ref = self.info(base).ref
@@ -565,6 +582,8 @@ class Store(ModelStore):
         estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given),
         without merging."""
         special_tokens = training.check_special_tokens(special_tokens)
+        training.check_vocab_size_type(vocab_size)
+        check_workers(workers)
         pattern = GPT2_PATTERN
         if base is None:
             training.check_vocab_size(vocab_size, special_tokens)

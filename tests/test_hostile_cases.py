@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from bpestore import BPEModel, Store
+from bpestore import BPEModel, Counts, Store, Tokenizer, formats, train_bpe, train_bpe_from_counts
 from test_cli import ENDOFTEXT, corpus_text, find_executable, subprocess_env, write_text
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors, signals and limits")
@@ -389,3 +389,123 @@ def test_kill_9_while_writing_then_the_next_write_leaves_exactly_the_output(bpes
     again = run(bpestore, command, cwd=tmp_path, input=stdin)
     assert again.returncode == 0, again.stderr.decode()
     assert sorted(path.name for path in out.iterdir()) == [written], case
+
+
+# -- bad arguments: the command line ----------------------------------------------------------------
+
+MAX_ID = 2**31 - 1
+
+# (case, arguments, status, words of the one error line). Refused before any work: nothing is
+# created, trained or stored. Status 2 is click's usage error (its line is the last of its usage).
+CLI_BAD_ARGUMENTS = [
+    ("--db ''", ["list", "--db", ""], 1, ["store is empty"]),
+    ("bpestore --db '' COMMAND", ["--db", "", "list"], 1, ["store is empty"]),
+    ("--db sqlite", ["train", "{data}/text.txt", "--name", "x", "--vocab-size", "300", "--db", "sqlite"], 1, ["'sqlite'", "without its '://'"]),
+    ("--db sqlite:", ["list", "--db", "sqlite:"], 1, ["'sqlite:'", "without its '://'"]),
+    ("--db postgresql:", ["list", "--db", "postgresql:"], 1, ["'postgresql:'", "without its '://'"]),
+    ("--db postgresql+psycopg", ["info", "--db", "postgresql+psycopg"], 1, ["without its '://'"]),
+    ("--db sqlite:// (a write)", ["train", "{data}/text.txt", "--name", "x", "--vocab-size", "300", "--db", "sqlite://"], 1, ["in memory"]),
+    ("--db sqlite:// (a read)", ["list", "--db", "sqlite://"], 1, ["in memory"]),
+    ("--vocab-size 2147483648", ["train", "{data}/text.txt", "--name", "x", "--vocab-size", str(MAX_ID + 1)], 2, ["--vocab-size", f"x<={MAX_ID}"]),
+    ("--vocab-size 10**30", ["train", "{data}/text.txt", "--name", "x", "--vocab-size", str(10**30)], 2, ["--vocab-size", f"x<={MAX_ID}"]),
+    ("--vocab-size 1e30", ["train", "{data}/text.txt", "--name", "x", "--vocab-size", "1e30"], 2, ["--vocab-size", "'1e30'"]),
+    ("import tiktoken --pattern cl100k (a misspelt encoding)", ["import", "tiktoken", "{data}/ts.tiktoken", "--name", "x", "--pattern", "cl100k"],
+     1, ["'cl100k' is not a known encoding", "cl100k_base?"]),
+    ("import tiktoken: a special token twice", ["import", "tiktoken", "{data}/ts.tiktoken", "--name", "x", "--pattern", "r50k_base",
+                                                "--special-token", "<|a|>=500", "--special-token", "<|a|>=501"], 2, ["'<|a|>' is given twice"]),
+    ("import tiktoken: two special tokens, one id", ["import", "tiktoken", "{data}/ts.tiktoken", "--name", "x", "--pattern", "r50k_base",
+                                                     "--special-token", "<|a|>=500", "--special-token", "<|b|>=500"], 1,
+     ["'<|a|>' and '<|b|>'", "id 500"]),
+    ("import tiktoken: an id in other digits", ["import", "tiktoken", "{data}/ts.tiktoken", "--name", "x", "--pattern", "r50k_base",
+                                                "--special-token", "<|a|>=٣٠٠٠"], 2, ["expected TOKEN=ID"]),
+]
+
+
+@pytest.mark.parametrize("case, args, status, words", CLI_BAD_ARGUMENTS, ids=[row[0] for row in CLI_BAD_ARGUMENTS])
+def test_bad_arguments_to_the_command_line_are_refused_with_one_line(data, tmp_path, monkeypatch, case, args, status, words):
+    from test_cli import invoke
+
+    monkeypatch.chdir(tmp_path)  # where a bare --db would create its file
+    db = tmp_path / "store.db"
+    command = [arg.format(data=data) for arg in args]
+    if "--db" not in command:
+        command += ["--db", db]
+    result = invoke(*command)
+    assert result.exit_code == status, (case, result.exit_code, result.stderr, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("Error: ") and "Traceback" not in result.stderr, result.stderr
+    if status == 1:
+        assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[-1], (word, lines[-1])
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == [], f"{case}: something was created"
+
+
+# -- bad arguments: the Python API ------------------------------------------------------------------
+
+BYTES = {i: bytes([i]) for i in range(256)}
+
+
+def a_model() -> BPEModel:
+    return BPEModel(BYTES | {256: b"ab"}, [(b"a", b"b")], ["<|endoftext|>"])
+
+
+def in_memory_store() -> Store:
+    return Store("sqlite://")
+
+
+# (case, the call given the corpus path, the exception, words of its message): wrong types are
+# TypeErrors saying what was expected, bad values ValueErrors; all before any work.
+API_BAD_ARGUMENTS = [
+    ("Store.save(name, None)", lambda corpus: in_memory_store().save("x", None), TypeError, ["BPEModel or a Tokenizer", "NoneType"]),
+    ("Store.save(name, 'a str')", lambda corpus: in_memory_store().save("x", "tok"), TypeError, ["BPEModel or a Tokenizer", "str"]),
+    ("Store.save(1, model)", lambda corpus: in_memory_store().save(1, a_model()), TypeError, ["name is a str", "int"]),
+    ("Store.train(corpus, None, ...)", lambda corpus: in_memory_store().train(corpus, None, 300), TypeError, ["name is a str"]),
+    ("Store('')", lambda corpus: Store(""), ValueError, ["empty"]),
+    ("Store('sqlite')", lambda corpus: Store("sqlite"), ValueError, ["without its '://'"]),
+    ("train_bpe(path, '1000')", lambda corpus: train_bpe(corpus, "1000"), TypeError, ["vocab_size must be an int", "str"]),
+    ("train_bpe(path, True)", lambda corpus: train_bpe(corpus, True), TypeError, ["vocab_size must be an int", "bool"]),
+    ("train_bpe(path, 1000.0)", lambda corpus: train_bpe(corpus, 1000.0), TypeError, ["vocab_size must be an int", "float"]),
+    ("train_bpe(path, 2**31)", lambda corpus: train_bpe(corpus, 2**31), ValueError, [f"at most {MAX_ID}"]),
+    ("train_bpe(path, 10**30)", lambda corpus: train_bpe(corpus, 10**30), ValueError, [f"at most {MAX_ID}"]),
+    ("train_bpe(special_tokens=[None])", lambda corpus: train_bpe(corpus, 300, [None]), TypeError, ["special tokens must be strings"]),
+    ("train_bpe(special_tokens=5)", lambda corpus: train_bpe(corpus, 300, 5), TypeError, ["list of strings", "int"]),
+    ("train_bpe(special_tokens=[''])", lambda corpus: train_bpe(corpus, 300, [""]), ValueError, ["non-empty"]),
+    ("train_bpe(None, 300)", lambda corpus: train_bpe(None, 300), TypeError, ["corpus must be a path", "NoneType"]),
+    ("train_bpe(workers=0)", lambda corpus: train_bpe(corpus, 300, workers=0), ValueError, ["workers must be at least 1"]),
+    ("train_bpe(workers='2')", lambda corpus: train_bpe(corpus, 300, workers="2"), TypeError, ["workers must be an int"]),
+    ("train_bpe_from_counts(counts, '300')", lambda corpus: train_bpe_from_counts({b"ab": 3}, "300"), TypeError,
+     ["vocab_size must be an int"]),
+    ("Store.train(corpus, name, '300')", lambda corpus: in_memory_store().train(corpus, "x", "300"), TypeError, ["int or a list of ints"]),
+    ("Store.train(corpus, name, ['300'])", lambda corpus: in_memory_store().train(corpus, "x", ["300"]), TypeError, ["vocab_size must be an int"]),
+    ("Store.train(corpus, name, 2**31)", lambda corpus: in_memory_store().train(corpus, "x", 2**31), ValueError, [f"at most {MAX_ID}"]),
+    ("Store.train(special_tokens=[None])", lambda corpus: in_memory_store().train(corpus, "x", 300, [None]), TypeError,
+     ["special tokens must be strings"]),
+    ("Store.estimate_training(corpus, '300')", lambda corpus: in_memory_store().estimate_training(corpus, "300"), TypeError,
+     ["vocab_size must be an int"]),
+    ("Tokenizer(None, None)", lambda corpus: Tokenizer(None, None), TypeError, ["vocab must be a mapping"]),
+    ("Tokenizer(a list, merges)", lambda corpus: Tokenizer(list(BYTES.values()), []), TypeError, ["vocab must be a mapping", "list"]),
+    ("BPEModel(vocab, None)", lambda corpus: BPEModel(BYTES, None), TypeError, ["merges must be a list"]),
+    ("BPEModel(special_tokens=[None])", lambda corpus: BPEModel(BYTES, [], [None]), TypeError, ["special tokens must be strings"]),
+    ("BPEModel(pattern=5)", lambda corpus: BPEModel(BYTES, [], [], 5), TypeError, ["pattern must be a regex string", "int"]),
+    ("BPEModel(merge_rule=5)", lambda corpus: BPEModel(BYTES, [], [], merge_rule=5), TypeError, ["merge_rule", "int"]),
+    ("BPEModel(merge_rule='both')", lambda corpus: BPEModel(BYTES, [], [], merge_rule="both"), ValueError, ["merge_rule", "'both'"]),
+    ("BPEModel: str tokens", lambda corpus: BPEModel({i: chr(i) for i in range(256)}, []), TypeError, ["must be bytes"]),
+    ("BPEModel: str ids", lambda corpus: BPEModel({str(i): t for i, t in BYTES.items()}, []), TypeError, ["token ids must be integers"]),
+    ("BPEModel: a merge of str", lambda corpus: BPEModel(BYTES, [("a", "b")]), TypeError, ["merge 0 must be a pair of bytes"]),
+    ("formats.read(None, ...)", lambda corpus: formats.read(None, corpus), TypeError, ["format is named by a str"]),
+    ("Counts(a dict)", lambda corpus: Counts({b"ab": 1}), TypeError, ["PretokenCounts", "dict", "as_counts"]),
+]
+
+
+@pytest.mark.parametrize("case, call, error, words", API_BAD_ARGUMENTS, ids=[row[0] for row in API_BAD_ARGUMENTS])
+def test_bad_arguments_to_the_api_raise_type_or_value_errors_that_say_what_was_expected(data, tmp_path, monkeypatch, case, call, error, words):
+    monkeypatch.chdir(tmp_path)  # where Store("sqlite") would create its file
+    with pytest.raises(Exception) as raised:
+        call(data / "text.txt")
+    other = {TypeError: ValueError, ValueError: TypeError}[error]
+    assert isinstance(raised.value, error) and not isinstance(raised.value, other), (case, repr(raised.value))
+    for word in words:
+        assert word in str(raised.value), (case, word, str(raised.value))
+    assert list(tmp_path.iterdir()) == [], f"{case}: something was created"
