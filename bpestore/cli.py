@@ -1,10 +1,11 @@
 """The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm, info, serve.
 
 Every command takes ``--db PATH_OR_URL`` (environment variable ``BPESTORE_DB``, default
-``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases) print one
-line on stderr and exit with status 1; anything else is a bug in bpestore and says so in one line
-(exit status 70). ``BPESTORE_DEBUG=1`` shows the traceback of either. Progress bars go to stderr,
-and only to a terminal.
+``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases, output
+that cannot be written) print one line on stderr and exit with status 1; anything else is a bug in
+bpestore and says so in one line (exit status 70). ``BPESTORE_DEBUG=1`` shows the traceback of
+either. Ctrl-C, at any moment, is one line and status 130. Progress bars go to stderr, and only to
+a terminal.
 
 This module parses arguments and prints; the work is done by the public API and
 :mod:`bpestore.workflow`, the only parts of bpestore it imports.
