@@ -1,10 +1,11 @@
 """The ``bpestore`` command line: train, list, show, diff, encode, decode, import, export, rm, info, serve.
 
 Every command takes ``--db PATH_OR_URL`` (environment variable ``BPESTORE_DB``, default
-``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases) print one
-line on stderr and exit with status 1; anything else is a bug in bpestore and says so in one line
-(exit status 70). ``BPESTORE_DEBUG=1`` shows the traceback of either. Progress bars go to stderr,
-and only to a terminal.
+``./bpestore.db``). Mistakes (unknown names, missing files, bad ids, foreign databases, output
+that cannot be written) print one line on stderr and exit with status 1; anything else is a bug in
+bpestore and says so in one line (exit status 70). ``BPESTORE_DEBUG=1`` shows the traceback of
+either. Ctrl-C, at any moment, is one line and status 130. Progress bars go to stderr, and only to
+a terminal.
 
 This module parses arguments and prints; the work is done by the public API and
 :mod:`bpestore.workflow`, the only parts of bpestore it imports.
@@ -12,6 +13,7 @@ This module parses arguments and prints; the work is done by the public API and
 
 from __future__ import annotations
 
+import signal
 import sys
 
 EXIT_USER_ERROR = 1
@@ -20,26 +22,43 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what the shell reports for `yes | head -1`
 INTERRUPTED_MESSAGE = "Interrupted; nothing half-written was kept."
 
-# Start-up (click, NumPy, the engine: about half a second) can be interrupted too: one line and
-# status 130, not a traceback of an import (``import bpestore`` itself loads none of these).
-try:
-    import io
-    import json
-    import os
-    import time
-    import warnings
-    from collections.abc import Iterable, Iterator
-    from pathlib import Path
-    from typing import TYPE_CHECKING, Any
 
-    import click
-    import numpy as np
+def _interrupted_while_loading(signum: int, frame: object) -> None:
+    """Ctrl-C while this module loads: one line and status 130, not the traceback of whatever
+    line it hit."""
+    try:
+        sys.stderr.write(INTERRUPTED_MESSAGE + "\n")
+    except (OSError, ValueError):
+        pass  # stderr is gone: the status still says it
+    raise SystemExit(EXIT_INTERRUPTED)
 
-    from . import formats
-    from .errors import BpestoreError, DisallowedSpecialTokenError
-except KeyboardInterrupt:
-    sys.stderr.write(INTERRUPTED_MESSAGE + "\n")
-    raise SystemExit(EXIT_INTERRUPTED) from None
+
+# Loading this module (click, NumPy, the engine, then building the commands below: half a second,
+# more on a busy machine) can be interrupted too. Until its last line, Ctrl-C ends the process as
+# above; then the handler before it is back, and a command's Ctrl-C is a KeyboardInterrupt,
+# handled where it lands. (``import bpestore`` itself loads none of these.)
+_sigint_before_loading = signal.getsignal(signal.SIGINT)
+if _sigint_before_loading is not None:  # None: set outside Python, and could not be put back
+    try:
+        signal.signal(signal.SIGINT, _interrupted_while_loading)
+    except ValueError:  # imported by a thread other than the main one: not its signals
+        pass
+
+import io  # noqa: E402 - after the handler above, so that Ctrl-C during these imports is handled
+import json  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable, Iterable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import IO, TYPE_CHECKING, Any, TextIO, cast  # noqa: E402
+
+import click  # noqa: E402
+import numpy as np  # noqa: E402
+
+from . import formats  # noqa: E402
+from .model import MAX_TOKEN_ID  # noqa: E402
+from .errors import BpestoreError, DisallowedSpecialTokenError, OutputError  # noqa: E402
 
 if TYPE_CHECKING:
     from .workflow import TokenizerInfo
@@ -56,6 +75,28 @@ class _Group(click.Group):
     command_class: type[click.Command] | None = None  # set to _Command below, once it is defined
     group_class = type  # subgroups (`import`) are _Groups too, with the same commands
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+        """click's ``main``, with every write to stdout and stderr checked (:class:`_CheckedStream`)
+        and one policy for how the command line ends, whatever happens where (in a command, in
+        click's own code such as ``--help``, in the last flush of stdout): one line at most on
+        stderr, and the exit status (see :func:`_run`)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        stdout, stderr = sys.stdout, sys.stderr
+        checked_stderr = _CheckedStream(stderr, "standard error", raises=False)
+        sys.stdout = cast(TextIO, _CheckedStream(stdout, "standard output", raises=True))
+        sys.stderr = cast(TextIO, checked_stderr)
+        try:
+            # args=None: this process's own command line (the bpestore executable, python -m
+            # bpestore.cli), whose signal handling it owns; not a caller's, such as CliRunner's.
+            status = _run(lambda: super(_Group, self).main(args, prog_name, complete_var, False, **extra), owns_process=args is None)
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+        if status == 0 and checked_stderr.failed is not None:
+            # Nothing could say so on stderr; the status must.
+            status = EXIT_CLOSED_PIPE if isinstance(checked_stderr.failed, BrokenPipeError) else EXIT_USER_ERROR
+        sys.exit(status)
+
     def make_context(self, *args, **kwargs) -> click.Context:
         # Ctrl-C while the arguments are parsed: as anywhere else, not click's "Aborted!" (status 1).
         try:
@@ -63,6 +104,10 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo(INTERRUPTED_MESSAGE, err=True)
             sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # `bpestore --help | head -1`: as a command's output would (click would say status 1).
+            _silence(sys.stdout)
+            sys.exit(EXIT_CLOSED_PIPE)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -76,12 +121,14 @@ class _Group(click.Group):
         except BrokenPipeError:
             # The reader of our output has gone (`| head`): nobody is left to tell, so end
             # quietly, as tools killed by SIGPIPE do.
-            _silence_stdout()
+            _silence(sys.stdout)
             sys.exit(EXIT_CLOSED_PIPE)
+        except _StreamWriteError:
+            raise  # stdout failed: main() says so, wherever it fails (in --help too)
         except USER_ERRORS as error:
             if os.environ.get("BPESTORE_DEBUG"):
                 raise
-            if isinstance(error, OSError) and error.filename:
+            if isinstance(error, OSError) and error.filename and not isinstance(error, BpestoreError):
                 _fail(f"{error.strerror or error}: {error.filename}")
             _fail(str(error))
         except KeyboardInterrupt:
@@ -98,12 +145,121 @@ class _Group(click.Group):
             sys.exit(EXIT_INTERNAL_ERROR)
 
 
-def _silence_stdout() -> None:
-    """Point file descriptor 1 at /dev/null, so that flushing what is still buffered for a closed
-    pipe (Python does so at exit) cannot fail again."""
+def _run(command: Callable[[], object], *, owns_process: bool) -> int:
+    """Runs ``command`` (click's ``main``, not standalone: what it raises comes here) and returns
+    the exit status, once everything written to stdout is flushed: here, where a failure is still
+    reported, rather than at the interpreter's exit, where it is not. Ctrl-C in click's own code
+    (which makes it ``Abort``) or during that flush ends as anywhere else: one line, status 130.
+
+    From the moment the status is known, a Ctrl-C is ignored (``owns_process``): CPython restores
+    SIGINT's default action (death by signal) early in its exit, then spends 0.1-0.2 s tearing
+    down its modules (NumPy, SQLAlchemy), and a Ctrl-C in that window killed bpestore by SIGINT,
+    without its line and not with status 130, though its output was complete. An ignored signal
+    stays ignored through that teardown, so the status decided here is the one the shell sees."""
+    try:
+        try:
+            result = command()
+            status = result if isinstance(result, int) else 0  # click returns an Exit's code (--help: 0)
+        except SystemExit as exit:  # our own endings: errors, Ctrl-C, closed pipes
+            status = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else EXIT_USER_ERROR)
+        except click.ClickException as error:
+            error.show()
+            status = error.exit_code
+        except click.Abort:  # Ctrl-C in click's own code, outside the commands
+            raise KeyboardInterrupt from None
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _settle(owns_process)
+        _silence(sys.stdout)
+        return EXIT_CLOSED_PIPE
+    except _StreamWriteError as error:
+        _settle(owns_process)
+        _silence(sys.stdout)  # what is still buffered would fail again at exit
+        click.echo(f"Error: {error}", err=True)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        _settle(owns_process)
+        click.echo(INTERRUPTED_MESSAGE, err=True)
+        return EXIT_INTERRUPTED
+    _settle(owns_process)
+    return status
+
+
+def _settle(owns_process: bool) -> None:
+    """The exit status is decided: a Ctrl-C from now on can change nothing, so it is ignored
+    (see :func:`_run`)."""
+    if owns_process:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: its signals are not ours
+            pass
+
+
+class _StreamWriteError(OutputError):
+    """A write to standard output that failed: a full disk, an I/O error (not EPIPE: a reader that
+    left has its own quiet ending)."""
+
+    def __str__(self) -> str:
+        return f"cannot write to {self.filename}: {self.strerror}"
+
+
+class _CheckedStream:
+    """``sys.stdout`` or ``sys.stderr`` (or its binary ``buffer``) with every write and flush
+    checked; anything else is the stream's own.
+
+    On stdout (``raises``) a failure is a :class:`_StreamWriteError` at once: the results are
+    lost, nothing more is worth doing. On stderr, which only says how things go, it is kept in
+    ``failed`` and the command goes on, its exit status then non-zero (:meth:`_Group.main`): a
+    full stderr must not cost a training its result, nor can it be told anywhere. stderr then
+    points at /dev/null, so that its later writes and the last flush at exit cannot fail again.
+    EPIPE on stdout is left to the handlers of a closed pipe."""
+
+    def __init__(self, stream: IO[Any], name: str, *, raises: bool, owner: _CheckedStream | None = None) -> None:
+        self._stream = stream
+        self._name = name
+        self._raises = raises
+        self._owner = owner or self
+        self.failed: OSError | None = None
+
+    def _checked(self, operation: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return operation(*args)
+        except _StreamWriteError:
+            raise
+        except OSError as error:
+            if self._raises:
+                if isinstance(error, BrokenPipeError):
+                    raise
+                raise _StreamWriteError(error.errno, error.strerror, self._name) from None
+            if self._owner.failed is None:
+                self._owner.failed = error
+            _silence(self._stream)
+            return len(args[0]) if args else None
+
+    def write(self, data: Any) -> Any:
+        return self._checked(self._stream.write, data)
+
+    def writelines(self, lines: Iterable[Any]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._checked(self._stream.flush)
+
+    @property
+    def buffer(self) -> _CheckedStream:
+        return _CheckedStream(self._stream.buffer, self._name, raises=self._raises, owner=self._owner)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _silence(stream: IO[Any]) -> None:
+    """Point ``stream``'s file descriptor at /dev/null, so that flushing what is still buffered
+    for a closed pipe or a full disk (Python does so at exit) cannot fail again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         pass  # not a real file descriptor (as under click's CliRunner): nothing to flush at exit
@@ -151,7 +307,14 @@ class _Command(click.Command):
     def invoke(self, ctx: click.Context):
         root = ctx.find_root()
         if "db" in ctx.params:
-            ctx.params["db"] = ctx.params["db"] or root.params.get("db") or DEFAULT_DB
+            # None when not given; an empty --db '' is refused below, not taken for the default.
+            db = next((value for value in (ctx.params["db"], root.params.get("db")) if value is not None), DEFAULT_DB)
+            ctx.params["db"] = db
+            # Before any work: ValueError (one line) for '' and for 'sqlite' (a URL without '://').
+            if _workflow().is_in_memory(db):
+                raise ValueError(
+                    f"--db {db} is a store in memory, gone when the command ends: give a SQLite file path or a database URL"
+                )
             if root.params.get("verbose"):
                 _say_which_store(ctx.params["db"])
         return super().invoke(ctx)
@@ -225,7 +388,9 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 @click.argument("corpus", nargs=-1, required=False)
 @click.option("--name", required=True, help="Name to store the tokenizer under; each run adds versions.")
 @click.option(
-    "--vocab-size", "vocab_sizes", type=int, required=True, multiple=True,
+    # At most the largest 32-bit id: a bigger size is refused here, before any work, not warned
+    # about after training (and 10**30 no longer overflows inside the engine).
+    "--vocab-size", "vocab_sizes", type=click.IntRange(max=MAX_TOKEN_ID), required=True, multiple=True,
     help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
@@ -1018,6 +1183,10 @@ def rm(ref: str, lock_timeout: float | None, db: str) -> None:
     with Store(db, create=False, lock_timeout=lock_timeout) as store:
         click.echo(f"deleted {store.delete(ref)}")
 
+
+# This module is loaded: Ctrl-C is a KeyboardInterrupt again (see _interrupted_while_loading).
+if signal.getsignal(signal.SIGINT) is _interrupted_while_loading and _sigint_before_loading is not None:
+    signal.signal(signal.SIGINT, _sigint_before_loading)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

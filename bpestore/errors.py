@@ -12,6 +12,19 @@ class BpestoreError(Exception):
     """Base class of bpestore's own errors."""
 
 
+class OutputError(BpestoreError, OSError):
+    """An output could not be written: a full disk (ENOSPC), an I/O error (EIO), a file over its
+    size limit (EFBIG), a read-only file system... ``filename`` is the output as the caller named
+    it (never the temporary file it was being written to, which is removed), ``errno`` and
+    ``strerror`` say why: ``cannot write ids.txt: No space left on device``."""
+
+    def __init__(self, errno: int | None, strerror: str | None, output: str) -> None:
+        super().__init__(errno, strerror, output)
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
 class StoreError(BpestoreError):
     """A problem with the tokenizer store."""
 

@@ -61,6 +61,7 @@ class BPEModel:
             ``"token"`` (tiktoken: lowest-ranked resulting token first; a token's rank is its id).
 
     Raises:
+        TypeError: an argument (or a token, id or merge in it) of the wrong type, named.
         ValueError: anything inconsistent, with a message naming it.
     """
 
@@ -81,9 +82,15 @@ class BPEModel:
         *,
         _checked: bool = False,
     ):
+        if not isinstance(vocab, Mapping):
+            raise TypeError(f"vocab must be a mapping of int ids to bytes, not {type(vocab).__name__}")
+        if isinstance(merges, (str, bytes, bytearray)) or not isinstance(merges, Iterable):
+            raise TypeError(f"merges must be a list of (bytes, bytes) pairs, not {type(merges).__name__}")
         vocab = dict(vocab)
         merges = list(map(tuple, merges))
         specials = check_special_tokens(special_tokens, repeats="drop")
+        if not isinstance(merge_rule, str):
+            raise TypeError(f"merge_rule must be 'pair' or 'token', not {type(merge_rule).__name__}")
         if merge_rule not in MERGE_RULES:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
         check_pattern(pattern)
@@ -140,8 +147,8 @@ class BPEModel:
 
 
 def check_special_tokens(special_tokens: Iterable[str] | None, *, repeats: Literal["drop", "refuse"]) -> list[str]:
-    """The special tokens as a list; ValueError for empty strings or non-strings, TypeError for
-    one string or bytes (not a list of them: ``"abc"`` would otherwise be three special tokens).
+    """The special tokens as a list; ValueError for empty strings, TypeError for non-strings and
+    for one string or bytes (not a list of them: ``"abc"`` would otherwise be three special tokens).
     A token given twice is dropped the second time (a tokenizer) or refused (training, where the
     order gives ids).
 
@@ -154,9 +161,13 @@ def check_special_tokens(special_tokens: Iterable[str] | None, *, repeats: Liter
     """
     if isinstance(special_tokens, (str, bytes, bytearray)):
         raise TypeError(f"special_tokens must be a list of strings, not one {type(special_tokens).__name__} ({special_tokens!r})")
+    if special_tokens is not None and not isinstance(special_tokens, Iterable):
+        raise TypeError(f"special_tokens must be a list of strings, not {type(special_tokens).__name__}")
     tokens = list(special_tokens or ())
     for token in tokens:
-        if not isinstance(token, str) or not token:
+        if not isinstance(token, str):
+            raise TypeError(f"special tokens must be strings, not {type(token).__name__} ({token!r})")
+        if not token:
             raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
     unique = list(dict.fromkeys(tokens))
     if repeats == "refuse" and len(unique) != len(tokens):
@@ -184,7 +195,7 @@ def check_pattern(pattern: object) -> None:
     ValueError: pre-tokenizer pattern "(\\w+)|\\s+" has 1 capture group; write each group as a non-capturing (?:...) group (a pre-token is the whole match)
     """
     if not isinstance(pattern, str):
-        raise ValueError(f"pattern must be a regex string, not {pattern!r}")
+        raise TypeError(f"pattern must be a regex string, not {type(pattern).__name__} ({pattern!r})")
     if pattern not in SPLIT_SAFE_PATTERNS:
         _check_custom_pattern(pattern)
 
@@ -218,10 +229,11 @@ def _check_vocab(vocab: dict[int, bytes]) -> dict[bytes, int]:
     id_types, token_types = set(map(type, vocab)), set(map(type, vocab.values()))
     if not id_types <= {int} or (vocab and (min(vocab) < 0 or max(vocab) > MAX_TOKEN_ID)):
         bad = next(token_id for token_id in vocab if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID)
-        raise ValueError(f"token ids must be integers from 0 to {MAX_TOKEN_ID} (2**31-1), got {bad!r}")
+        wrong = TypeError if type(bad) is not int else ValueError  # not an int at all, or out of range
+        raise wrong(f"token ids must be integers from 0 to {MAX_TOKEN_ID} (2**31-1), got {bad!r}")
     if not token_types <= {bytes}:
         bad_id = next(token_id for token_id, token in vocab.items() if type(token) is not bytes)
-        raise ValueError(f"token {bad_id} must be bytes, got {vocab[bad_id]!r}")
+        raise TypeError(f"token {bad_id} must be bytes, got {vocab[bad_id]!r}")
     id_of = {token: token_id for token_id, token in vocab.items()}
     if len(id_of) != len(vocab):
         first: dict[bytes, int] = {}
@@ -247,7 +259,9 @@ def _check_merges(merges: Sequence[tuple[bytes, bytes]], id_of: Mapping[bytes, i
         ):
             return
     for rank, merge in enumerate(merges):  # name the first bad merge
-        if len(merge) != 2 or not all(isinstance(part, bytes) for part in merge):
+        if not all(isinstance(part, bytes) for part in merge):
+            raise TypeError(f"merge {rank} must be a pair of bytes, got {merge!r}")
+        if len(merge) != 2:
             raise ValueError(f"merge {rank} must be a pair of bytes, got {merge!r}")
         left, right = merge
         missing = [t for t in (left, right, left + right) if t not in id_of]

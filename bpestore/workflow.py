@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -34,13 +34,16 @@ from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths  # noqa: F401  (short_corpus_path: the CLI's `list`)
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import CorpusFile, CorpusInfo, ModelStore, StoreSummary, TokenizerInfo, summarize_store
+from .store.database import (  # noqa: F401  (is_in_memory: the CLI's --db)
+    CorpusFile, CorpusInfo, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
+)
 from .store import loader
 from .store.refs import check_name
 from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
+from .workers import check_workers
 
 if TYPE_CHECKING:
     from ._engine import PretokenCounts
@@ -277,12 +280,26 @@ def _check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Sequ
     specials = [*base.special_tokens, *(token for token in special_tokens if token not in base.special_tokens)]
     minimum = _first_new_id(base, specials)
     for size in sizes:
-        if not isinstance(size, int) or size < minimum:
+        training.check_vocab_size_type(size)
+        if size < minimum:
             raise ValueError(
                 f"vocab_size must be at least {minimum} to continue {ref} (its {len(base.vocab)} tokens and "
                 f"{minimum - len(base.vocab)} new special tokens), got {size!r}"
             )
     return specials
+
+
+def _vocab_sizes(vocab_sizes: object) -> list[int]:
+    """``vocab_sizes`` (an int, or a list of them) as a list, each checked for its type and its
+    largest value (the smallest depends on the special tokens and the base: checked later)."""
+    if isinstance(vocab_sizes, (str, bytes)) or not isinstance(vocab_sizes, (int, Iterable)):
+        raise TypeError(f"vocab_sizes must be an int or a list of ints, not {type(vocab_sizes).__name__} ({vocab_sizes!r})")
+    sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
+    if not sizes:
+        raise ValueError("give at least one vocab size")
+    for size in sizes:
+        training.check_vocab_size_type(size)
+    return sizes
 
 
 def _new_specials(base: BPEModel, special_tokens: Sequence[str]) -> list[str]:
@@ -410,6 +427,8 @@ class Store(ModelStore):
         if isinstance(corpus, Counts):
             return self._given_counts(corpus, special_tokens, started, owned=False)
         special_tokens = training.check_special_tokens(special_tokens)
+        training.check_corpus_type(corpus)
+        check_workers(workers)
         if counting is not None:
             made = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
             if not isinstance(made, Counts):
@@ -617,9 +636,9 @@ class Store(ModelStore):
         self.check_writable()  # before the work, not after it
         check_name(name)
         special_tokens = training.check_special_tokens(special_tokens)
-        sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
-        if not sizes:
-            raise ValueError("give at least one vocab size")
+        sizes = _vocab_sizes(vocab_sizes)
+        training.check_corpus_type(corpus)
+        check_workers(workers)
         base_ref, base_model = None, None
         if base is not None:
             base_ref = self.info(base).ref
@@ -773,6 +792,8 @@ class Store(ModelStore):
         estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given),
         without merging."""
         special_tokens = training.check_special_tokens(special_tokens)
+        training.check_vocab_size_type(vocab_size)
+        check_workers(workers)
         pattern = GPT2_PATTERN
         if base is None:
             training.check_vocab_size(vocab_size, special_tokens)

@@ -1,6 +1,7 @@
 """An encoding to ``.npy`` that is killed leaves nothing ``numpy.load`` reads as an array: its
 temporary file is hidden, named after the output and the process, and not a ``.npy`` until its
-last write; the next encoding to the same output removes it once its process is gone.
+last write; the next write to the same output removes it once its process is gone
+(:func:`bpestore.atomic.remove_stale_partials`, the rule for every output).
 
 The CLI runs in a subprocess (kill -9 is only real there); the ids expected come from
 ``Tokenizer.encode`` of the input.
@@ -128,21 +129,32 @@ def test_a_killed_writer_not_yet_reaped_is_gone(tmp_path):
 
 
 def test_only_surely_stale_temporary_files_are_removed(tmp_path):
+    """The rule is the name and the process: whatever a dead writer left under its temporary name
+    goes (marked unfinished, empty because it was killed before its first write, complete because
+    it was killed just before its rename, a directory of an export); nothing else does."""
     output = tmp_path / "x.npy"
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     gone = int(finished.stdout)  # a process that has ended
     unfinished = PARTIAL_MARK + b" ..."
-    files = {
-        f".x.npy.{gone}-abcd1234.partial": unfinished,  # stale: goes
+    stale = {
+        f".x.npy.{gone}-abcd1234.partial": unfinished,
+        f".x.npy.{gone}-00000000.partial": b"",  # killed between creating it and its first write
+        f".x.npy.{gone}-beef0000.partial": b"\x93NUMPY\x01\x00",  # killed between its last write and the rename
+    }
+    kept = {
         f".x.npy.{os.getpid()}-abcd1234.partial": unfinished,  # a running writer's (this one)
         f".x.npy.{gone}-0000ffff.partial.bak": unfinished,  # not our name
         f".y.npy.{gone}-abcd1234.partial": unfinished,  # another output's
-        f".x.npy.{gone}-beef0000.partial": b"\x93NUMPY\x01\x00",  # not marked unfinished
         f".x.npy.notapid-abcd1234.partial": unfinished,
+        f".x.npy.{gone}.partial": unfinished,  # no random part: not a temporary name
         "x.npy.partial": unfinished,
     }
-    for name, data in files.items():
+    for name, data in {**stale, **kept}.items():
         (tmp_path / name).write_bytes(data)
-    assert remove_stale_partials(output) == [tmp_path / f".x.npy.{gone}-abcd1234.partial"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(files) - {f".x.npy.{gone}-abcd1234.partial"})
+    directory = tmp_path / f".x.npy.{gone}-d1d1d1d1.partial"  # an export's temporary directory
+    directory.mkdir()
+    (directory / "vocab.json").write_text("{")
+    removed = remove_stale_partials(output)
+    assert sorted(removed) == sorted([tmp_path / name for name in stale] + [directory])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
     assert remove_stale_partials(tmp_path / "missing-dir" / "x.npy") == []

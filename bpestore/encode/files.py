@@ -8,19 +8,24 @@ are exactly ``Tokenizer.encode(whole text)`` and memory stays bounded.
 Both paths write to a hidden temporary file beside the output, ``.NAME.PID-HEX.partial``, and
 rename it once complete. Until its last write the file does not start as a ``.npy`` does, so
 ``numpy.load`` refuses one left by a killed process instead of reading an empty array; such a
-file is removed by the next encoding to the same output once its process is gone.
+file is removed by the next write to the same output once its process is gone
+(:func:`bpestore.atomic.remove_stale_partials`, the rule for every output). A write that fails
+(a full disk, a file over its size limit) is an :class:`~bpestore.errors.OutputError` naming the
+output.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import secrets
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
+from ..atomic import atomic_path, remove_stale_partials
+from ..errors import OutputError
 from ..pretokenize.corpus import check_corpus_path
 from ..progress import progress_bar
 from ..workers import default_workers
@@ -59,9 +64,34 @@ def encode_file_to_npy(
     size = os.path.getsize(input_path)
     remove_stale_partials(output_path)
     with progress_bar(progress, size, "encoding", unit="B", unit_scale=True) as bar:
-        return tokenizer._engine.encode_file_to_npy(
-            input_path, output_path, threads=workers or default_workers(), progress=bar.update, chunk_bytes=chunk_bytes
-        )
+        try:
+            return tokenizer._engine.encode_file_to_npy(
+                input_path, output_path, threads=workers or default_workers(), progress=bar.update, chunk_bytes=chunk_bytes
+            )
+        except OSError as error:
+            raise _named(error, input_path, output_path) from None
+
+
+# What only a write can fail with: such an error of the engine's surely is the output's. Others
+# (EIO, say) may be the input's as well: both files are named then.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
+# How the engine's errors (Rust's io::Error) end: "File too large (os error 27)", no errno set.
+_ENGINE_OS_ERROR = re.compile(r"(?P<strerror>.*) \(os error (?P<errno>\d+)\)")
+
+
+def _named(error: OSError, input_path: str | os.PathLike, output_path: Path) -> OSError:
+    """The engine's OSError, which names no file, naming its file: an
+    :class:`~bpestore.errors.OutputError` for a failed write."""
+    if error.filename is not None:
+        return error
+    code, strerror = error.errno, error.strerror
+    if code is None and len(error.args) == 1 and (match := _ENGINE_OS_ERROR.fullmatch(str(error.args[0]))):
+        code, strerror = int(match["errno"]), match["strerror"]
+    if code is None:
+        return error
+    if code in _WRITE_ERRNOS:
+        return OutputError(code, strerror, str(output_path))
+    return OSError(code, f"{strerror} (reading {os.fspath(input_path)} or writing it as {output_path})")
 
 
 # The first bytes of an array being written (crates/encode/src/file.rs writes the same): not the
@@ -72,68 +102,6 @@ PARTIAL_MARK = b"bpestore: an unfinished .npy"
 def _partial_header() -> bytes:
     text = PARTIAL_MARK + b" (its writer was stopped, or is still writing)"
     return text.ljust(_NPY_HEADER_BYTES - 1) + b"\n"
-
-
-def _partial_path(output_path: Path) -> Path:
-    """This process's temporary file for ``output_path`` (the engine names its own alike)."""
-    return output_path.with_name(f".{output_path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError, OverflowError):
-        return True  # someone else's, or cannot tell: leave its file alone
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    """Whether ``pid`` has died but is not yet reaped by its parent (Linux: state Z or X in
-    /proc/PID/stat). Such a process still answers ``kill(pid, 0)``, yet writes nothing ever again:
-    a killed Dask worker stays a zombie until its nanny reaps it, and the shard it was writing may
-    be rerun elsewhere before then. False where /proc cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read()
-    except OSError:
-        return False
-    # "PID (COMMAND) STATE ...": the command may hold spaces and parentheses, so split after the last ')'.
-    fields = stat.rpartition(b")")[2].split()
-    return bool(fields) and fields[0] in (b"Z", b"X")
-
-
-def remove_stale_partials(output_path: str | os.PathLike) -> list[Path]:
-    """Removes the temporary arrays a killed encoding left beside ``output_path``; returns them.
-
-    Only a file that is surely stale goes: named as an encoding to this very output names its
-    temporary file (``.NAME.PID-HEX.partial``), still marked unfinished, and whose process no
-    longer exists on this machine (an encoding running meanwhile keeps its file).
-    """
-    output_path = Path(output_path)
-    prefix, suffix = f".{output_path.name}.", ".partial"
-    removed = []
-    try:
-        candidates = list(output_path.parent.iterdir())
-    except OSError:
-        return removed
-    for candidate in candidates:
-        name = candidate.name
-        if not (name.startswith(prefix) and name.endswith(suffix)):
-            continue
-        pid, dash, hex_part = name[len(prefix):-len(suffix)].partition("-")
-        if not (pid.isdigit() and dash and hex_part) or _process_exists(int(pid)):
-            continue
-        try:
-            with open(candidate, "rb") as file:
-                if file.read(len(PARTIAL_MARK)) != PARTIAL_MARK:
-                    continue
-            candidate.unlink()
-        except OSError:
-            continue
-        removed.append(candidate)
-    return removed
 
 
 def _npy_header(dtype: np.dtype, length: int) -> bytes:
@@ -154,23 +122,15 @@ def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: st
     The file is written to a temporary file beside it (see the module's docstring) and renamed
     when complete, so a failure never leaves a truncated array under the requested name.
     """
-    output_path = Path(output_path)
-    _check_output_dir(output_path)
-    remove_stale_partials(output_path)
     dtype = id_dtype(tokenizer)
-    partial = _partial_path(output_path)
     total = 0
-    try:
-        with open(partial, "xb") as out:
-            out.write(_partial_header())
-            out.flush()
-            for ids in tokenizer.encode_blocks(texts, **policy):
-                out.write(ids.astype(dtype, copy=False).tobytes())
-                total += len(ids)
-            out.seek(0)
-            out.write(_npy_header(dtype, total))
-        os.replace(partial, output_path)
-    finally:
-        if partial.exists():
-            partial.unlink()
+    # atomic_path: stale temporary files go first; a failure removes this one and names the output
+    with atomic_path(output_path) as partial, open(partial, "xb") as out:
+        out.write(_partial_header())
+        out.flush()
+        for ids in tokenizer.encode_blocks(texts, **policy):
+            out.write(ids.astype(dtype, copy=False).tobytes())
+            total += len(ids)
+        out.seek(0)
+        out.write(_npy_header(dtype, total))
     return total

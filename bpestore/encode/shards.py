@@ -41,11 +41,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..atomic import temporary_name
+from ..atomic import atomic_path, temporary_name
 from ..errors import BpestoreError
 from ..progress import progress_bar
 from ..workers import default_workers
-from .files import encode_file_to_npy, id_dtype, remove_stale_partials, write_npy_stream
+from .files import encode_file_to_npy, id_dtype, write_npy_stream
 from .tokenizer import Tokenizer
 
 MANIFEST_NAME = "manifest.jsonl"
@@ -185,16 +185,10 @@ def fingerprint(tokenizer: Tokenizer) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(temporary_name(path.name))
-    try:
-        with open(temporary, "x", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    with atomic_path(path) as temporary, open(temporary, "x", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
 
 
 class OutputDir:
@@ -405,7 +399,6 @@ def encode_shard(
         from ..pretokenize.corpus import iter_text_blocks
 
         with fsspec.open(shard.source, "rb") as file:
-            remove_stale_partials(output)
             tokens = write_npy_stream(tokenizer, iter_text_blocks(file), output, **policy)
     return {
         "shard": shard.index,

@@ -113,6 +113,8 @@ def names() -> list[str]:
 
 def get(name: str) -> Format:
     """The format called ``name``; ValueError naming the known ones if there is none."""
+    if not isinstance(name, str):
+        raise TypeError(f"a format is named by a str (one of {', '.join(_FORMATS)}), not {type(name).__name__}")
     try:
         return _FORMATS[name]
     except KeyError:
@@ -129,7 +131,7 @@ def build_model(
     """A :class:`BPEModel` from what a file held; FormatError naming the file if it is inconsistent."""
     try:
         return BPEModel(vocab, merges, special_tokens, **options)
-    except ValueError as error:
+    except (ValueError, TypeError) as error:  # a file's wrong types are its format's errors too
         raise FormatError(f"{path}: {error}") from None
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import gzip
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
@@ -143,6 +145,13 @@ def resolve_pattern(pattern: str, path: str | os.PathLike) -> tuple[str, dict[st
     known = KNOWN_ENCODINGS.get(pattern)
     if known is not None:
         return known.pattern, dict(known.special_tokens)
+    if re.fullmatch(r"\w+", pattern, re.ASCII):
+        # A regex of letters, digits and '_' only matches that very word, so it is never a
+        # pre-tokenizer: a misspelt encoding ('cl100k'), which would otherwise drop the rest of
+        # every text.
+        close = difflib.get_close_matches(pattern, KNOWN_ENCODINGS, n=1, cutoff=0.5)
+        guess = f"; did you mean {close[0]}?" if close else ""
+        raise FormatError(f"--pattern {pattern!r} is not a known encoding ({', '.join(KNOWN_ENCODINGS)}){guess}")
     try:
         check_pattern(pattern)
     except ValueError as error:
@@ -159,6 +168,7 @@ def read(
     big vocabulary takes seconds: ``progress`` shows a bar."""
     regex_pattern, default_specials = resolve_pattern(pattern, path)
     specials = default_specials if special_tokens is None else dict(special_tokens)
+    _check_special_ids(specials)
     ranks = read_ranks(path)
     vocab = {rank: token for token, rank in ranks.items()}
     for text, token_id in specials.items():
@@ -172,6 +182,15 @@ def read(
     )
     notes = [f"{len(merges)} merges reconstructed; {len(unreachable)} tokens are not reached by any pair merge"]
     return Imported(model, "tiktoken", resolved(path), notes)
+
+
+def _check_special_ids(specials: Mapping[str, int]) -> None:
+    """FormatError for two special tokens given one id (the second would silently take the
+    first's place, or be blamed on the file)."""
+    holder: dict[int, str] = {}
+    for text, token_id in specials.items():
+        if holder.setdefault(token_id, text) != text:
+            raise FormatError(f"special tokens {holder[token_id]!r} and {text!r} are both given id {token_id}; each needs an id of its own")
 
 
 def write(model: BPEModel, output: Path) -> list[str]:
@@ -195,12 +214,15 @@ def write(model: BPEModel, output: Path) -> list[str]:
 
 def parse_special_assignments(values: Iterable[str]) -> dict[str, int] | None:
     """``TOKEN=ID`` strings (``--special-token`` of ``bpestore import tiktoken``) as a dict; None
-    for none (the well-known encoding's own); ValueError for one that is not ``TOKEN=ID``."""
-    specials = {}
+    for none (the well-known encoding's own); ValueError for one that is not ``TOKEN=ID`` (the id
+    in ASCII digits) and for a token given twice (the last would silently win)."""
+    specials: dict[str, int] = {}
     for value in values:
         text, equals, token_id = value.rpartition("=")
-        if not equals or not text or not token_id.isdigit():
+        if not equals or not text or not (token_id.isascii() and token_id.isdigit()):
             raise ValueError(f"{value!r}: expected TOKEN=ID, e.g. '<|endoftext|>=100257'")
+        if text in specials:
+            raise ValueError(f"special token {text!r} is given twice (ids {specials[text]} and {int(token_id)})")
         specials[text] = int(token_id)
     return specials or None
 

@@ -125,11 +125,25 @@ def _source_text(source: str, source_format: str | None, source_paths: list[str]
     return f"imported from {source_format} {' '.join(source_paths or [])}".rstrip()
 
 
+# SQLAlchemy's own database kinds (and its alias postgres): a store named like one of these but
+# without '://' ('sqlite', 'sqlite:', 'postgresql:x') is a URL written wrong, not a file name.
+_DATABASE_KINDS = frozenset({"sqlite", "postgresql", "postgres", "mysql", "mariadb", "oracle", "mssql"})
+
+
 def _as_url(path_or_url: str | os.PathLike) -> URL:
-    """A SQLAlchemy URL as given, or a path (any characters, '?' and '#' included) as SQLite."""
+    """A SQLAlchemy URL as given, or a path (any characters, '?' and '#' included) as SQLite.
+    ValueError for an empty string and for a URL without its '://'."""
     if not isinstance(path_or_url, (str, os.PathLike)):
         raise TypeError(f"a store is a path or a database URL (str or os.PathLike), not {type(path_or_url).__name__}")
     text = os.fsdecode(path_or_url)
+    if not text:
+        raise ValueError("the store is empty: give a SQLite file path or a database URL (such as postgresql://user@host/db)")
+    kind, colon, rest = text.partition(":")
+    if "://" not in text and kind.partition("+")[0].lower() in _DATABASE_KINDS and (colon or not rest):
+        raise ValueError(
+            f"the store {text!r} looks like a database URL without its '://' (such as sqlite:///tokenizers.db or "
+            f"postgresql://user@host/db); for a file of that name, write ./{text}"
+        )
     if "://" in text:
         try:
             url = make_url(text)
@@ -138,6 +152,13 @@ def _as_url(path_or_url: str | os.PathLike) -> URL:
         # SQLAlchemy's default PostgreSQL driver is psycopg2; bpestore's (the postgres extra) is psycopg 3.
         return url.set(drivername="postgresql+psycopg") if url.drivername in ("postgresql", "postgres") else url
     return URL.create("sqlite", database=str(Path(text).expanduser()))
+
+
+def is_in_memory(path_or_url: str | os.PathLike) -> bool:
+    """Whether ``path_or_url`` names an in-memory SQLite database (``sqlite://``), which lives only
+    as long as the store opened on it; the errors of :class:`ModelStore` for what names no store."""
+    url = _as_url(path_or_url)
+    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 
 
 # The package that provides each database driver SQLAlchemy may ask for, where its name differs.
@@ -626,7 +647,9 @@ class ModelStore:
         ``progress``: a bar while the vocab and merges are written.
         """
         check_name(name)
-        model = tokenizer if isinstance(tokenizer, BPEModel) else tokenizer.model
+        model = tokenizer if isinstance(tokenizer, BPEModel) else getattr(tokenizer, "model", None)
+        if not isinstance(model, BPEModel):
+            raise TypeError(f"save takes a BPEModel or a Tokenizer, not {type(tokenizer).__name__}")
         if source is None:
             source = "imported" if source_format is not None else "saved from Python"
         paths = [os.fspath(path) for path in source_paths] if source_paths is not None else None

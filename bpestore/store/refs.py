@@ -38,6 +38,8 @@ def _is_name(name: str) -> bool:
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not _is_name(name) or len(name) > 200:
+    if not isinstance(name, str):
+        raise TypeError(f"a tokenizer name is a str, not {type(name).__name__} ({name!r})")
+    if not _is_name(name) or len(name) > 200:
         raise InvalidReferenceError(f"invalid tokenizer name {name!r}: use up to 200 characters, no '@', no spaces and no NUL")
     return name

@@ -120,6 +120,12 @@ class Counts(Mapping[bytes, int]):
     ) -> None:
         if isinstance(special_tokens, str):
             raise TypeError("special_tokens must be a list of strings, not one string")
+        if table is not None and not isinstance(table, PretokenCounts):
+            # A dict would seem to work until its first use (AttributeError deep inside).
+            raise TypeError(
+                f"Counts takes the engine's PretokenCounts, not {type(table).__name__}; "
+                "for a mapping of pre-token bytes to counts use bpestore.train.counts.as_counts(mapping)"
+            )
         self.table = PretokenCounts() if table is None else table
         self.pattern = pattern
         self.special_tokens: tuple[str, ...] = tuple(special_tokens)

@@ -16,11 +16,12 @@ from .._engine import PretokenCounts
 from .._engine import count_file as engine_count_file
 from .._engine import learn_merges as engine_learn_merges
 from ..errors import EmptyCorpusError
-from ..model import BPEModel
+from ..model import MAX_TOKEN_ID, BPEModel
 from ..model import check_special_tokens as _check_special_tokens
 from ..pretokenize.corpus import check_corpus_path
 from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
+from ..workers import check_workers
 from . import sources
 
 Vocab = dict[int, bytes]
@@ -49,9 +50,24 @@ class VocabSizeNotReachedWarning(UserWarning):
     """Training ran out of pairs to merge before the vocabulary reached the size asked for."""
 
 
+# Ids are 32-bit (see bpestore.model.MAX_TOKEN_ID): no vocab of more tokens can be stored or
+# encoded with, and asking for one is a mistake to refuse before any work (not to warn about after).
+MAX_VOCAB_SIZE = MAX_TOKEN_ID
+
+
+def check_vocab_size_type(vocab_size: object) -> None:
+    """TypeError unless ``vocab_size`` is an int (a bool is not, nor a str or a float: '1000' or
+    1e3 is a mistake, not a size); ValueError above :data:`MAX_VOCAB_SIZE`."""
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__} ({vocab_size!r})")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size must be at most {MAX_VOCAB_SIZE} (2**31-1: ids are 32-bit), got {vocab_size}")
+
+
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
+    check_vocab_size_type(vocab_size)
     minimum = 256 + len(special_tokens)
-    if not isinstance(vocab_size, int) or vocab_size < minimum:
+    if vocab_size < minimum:
         raise ValueError(
             f"vocab_size must be at least {minimum} (256 byte tokens + {len(special_tokens)} special "
             f"tokens), got {vocab_size!r}"
@@ -215,6 +231,15 @@ def describe_corpus(corpus: object) -> str:
     return "the corpus given"
 
 
+def check_corpus_type(corpus: object) -> None:
+    """TypeError unless ``corpus`` is something :func:`train_bpe` takes: a path, a list of paths,
+    or an iterable of strings."""
+    if not isinstance(corpus, (str, os.PathLike, sources.CorpusFiles, Iterable)) or isinstance(corpus, (bytes, bytearray)):
+        raise TypeError(
+            f"the corpus must be a path (str or os.PathLike), a list of paths or an iterable of str, not {type(corpus).__name__}"
+        )
+
+
 def count_any(
     corpus: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str],
     special_tokens: Sequence[str] = (),
@@ -226,6 +251,7 @@ def count_any(
     """The counts of any corpus ``train_bpe`` accepts: one plain file by :func:`count_corpus`,
     several or compressed files by :func:`bpestore.train.sources.count_files`, an iterable of
     strings by :func:`bpestore.train.sources.count_strings`."""
+    check_corpus_type(corpus)
     if sources.is_texts(corpus):
         return sources.count_strings(corpus, special_tokens, pattern=pattern)  # type: ignore[arg-type]
     files = corpus if isinstance(corpus, sources.CorpusFiles) else sources.CorpusFiles(corpus)  # type: ignore[arg-type]
@@ -265,9 +291,10 @@ def train_bpe(
         FileNotFoundError: ``input_path`` is missing or not a file.
         CorpusDecodeError: (a ValueError) the file is not UTF-8; the message names the byte offset.
         EmptyCorpusError: (a ValueError) the file is empty or holds only special tokens.
-        ValueError: ``vocab_size`` is too small, or the special tokens repeat, are empty or are
-            single bytes (all checked before any work).
-        TypeError: ``special_tokens`` is one string rather than a list of them.
+        ValueError: ``vocab_size`` is too small or above 2**31-1, or the special tokens repeat,
+            are empty or are single bytes (all checked before any work).
+        TypeError: ``vocab_size`` is not an int, ``special_tokens`` is not a list of strings (one
+            string, or a list holding something else), ``input_path`` is none of the above.
 
     Warns:
         VocabSizeNotReachedWarning: no pair of tokens was left before ``vocab_size`` was reached
@@ -289,6 +316,8 @@ def train_model(
     pattern, the pair merge rule)."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
+    check_corpus_type(input_path)
+    check_workers(workers)
     counts = count_any(input_path, special_tokens, workers=workers, progress=progress)
     check_not_empty(counts, describe_corpus(input_path))
     vocab, merges = train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
