@@ -517,3 +517,22 @@ def test_paths_can_be_path_objects(tmp_path):
     path = Path(tmp_path / "x.txt")
     path.write_text("a b c")
     assert as_dict(count_shard(path, 1, 3)) == {b" b": 1}
+
+
+def test_parquet_counts_appear_whole_or_not_at_all(tmp_path, monkeypatch):
+    pyarrow = pytest.importorskip("pyarrow.parquet")
+    counts = count_shard(b"the cat and the hat", special_tokens=[])
+    target = tmp_path / "counts.parquet"
+    original = pyarrow.write_table
+
+    def fail_half_way(table, where, **options):
+        original(table, where, **options)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pyarrow, "write_table", fail_half_way)
+    with pytest.raises(OSError, match="counts.parquet"):
+        counts.to_parquet(target)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    counts.to_parquet(target)
+    assert read_counts(target) == counts

@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from .._engine import PretokenCounts, Pretokenizer
+from ..atomic import atomic_path
 from .._engine import count_file as engine_count_file
 from .._engine import count_texts as engine_count_texts
 from ..errors import BpestoreError, CorpusDecodeError
@@ -307,9 +308,11 @@ class Counts(Mapping[bytes, int]):
     def to_parquet(self, path: str | os.PathLike, **options: Any) -> None:
         """Writes the counts to a Parquet file (see :meth:`to_arrow`; sorted, which compresses
         better and makes equal counts give equal files). ``options`` go to
-        ``pyarrow.parquet.write_table``."""
+        ``pyarrow.parquet.write_table``. The file appears only once complete (written beside it
+        and renamed): a failure part-way leaves no partial file."""
         pa = _pyarrow()
-        pa.parquet.write_table(self.to_arrow(sorted=True), os.fspath(path), **options)
+        with atomic_path(path) as temporary:
+            pa.parquet.write_table(self.to_arrow(sorted=True), os.fspath(temporary), **options)
 
     @classmethod
     def from_arrow(
