@@ -6,6 +6,7 @@ come back to the caller."""
 from __future__ import annotations
 
 import gzip
+import math
 import os
 from collections import Counter
 from pathlib import Path
@@ -19,7 +20,7 @@ pytest.importorskip("pyarrow")
 
 from bpestore import Store, train_bpe  # noqa: E402
 from bpestore.distributed.cluster import MALLOC_TRIM_VARIABLE, dask_client  # noqa: E402
-from bpestore.distributed.count import DaskCounting, count_on_dask, plan_shards  # noqa: E402
+from bpestore.distributed.count import DaskCounting, count_on_dask, plan_shards, reduce_graph, split_level  # noqa: E402
 from bpestore.train.backends import CountingBackend, InProcessCounting  # noqa: E402
 from bpestore.errors import CorpusDecodeError  # noqa: E402
 from bpestore.train.counts import Counts, train_bpe_from_counts  # noqa: E402
@@ -98,6 +99,72 @@ def test_dask_counts_equal_the_reference_on_awkward_text(client, tmp_path_factor
     path.write_bytes(text.encode("utf-8"))
     counts = count_on_dask(client, [path], specials, shard_bytes=shard_bytes, partitions=2, fan_in=3)
     assert as_dict(counts) == dict(reference_pretoken_counts(text, specials))
+
+
+def reduce_of(shards: int, partitions: int, fan_in: int, min_count: int | None) -> tuple[dict, list]:
+    """The graph of :func:`reduce_graph` over ``shards`` stand-ins for the shards' counts, and its roots."""
+    import dask
+
+    stand_in = dask.delayed(int, pure=True)
+    maps = [stand_in(index, dask_key_name=("map", index)) for index in range(shards)]
+    roots = reduce_graph(maps, partitions, fan_in, min_count, "run")
+    graph: dict = {}
+    for root in roots:
+        graph.update(dict(root.__dask_graph__()))
+    return graph, [root.key for root in roots]
+
+
+@pytest.mark.parametrize("fan_in", [4, 8])
+@pytest.mark.parametrize("partitions", [1, 2, 4, 8, 9, 64])
+@pytest.mark.parametrize("shards", [1, 7, 40, 300])
+def test_the_reduce_has_a_task_per_shard_not_per_shard_and_part(shards, partitions, fan_in):
+    """O(shards + partitions) tasks; every task adds up at most fan_in inputs; each shard's
+    counts reach the root of each part by one path only (exact: counted once), and only through
+    the getitems of that part; below the split a task adds up at most fan_in ** split_level <
+    fan_in * partitions shards (its memory bound, whatever the corpus's size)."""
+    import dask.core
+
+    graph, roots = reduce_of(shards, partitions, fan_in, min_count=2)
+    maps = [key for key in graph if key[0] == "map"]
+    tasks = len(graph) - len(maps)
+    assert tasks <= shards * (1 + 3 / (fan_in - 1)) + partitions * (2 + math.log(shards + 1, fan_in)) + 1
+    if shards >= 40 and partitions >= 4:
+        assert tasks < shards * partitions / 2  # splitting each shard made shards * partitions getitems
+    dependencies = {key: dask.core.get_dependencies(graph, key) for key in graph}
+    assert max(len(inputs) for inputs in dependencies.values()) <= fan_in
+    below: dict = {key: {key} for key in maps}  # the shards each key adds up
+    paths: dict = {key: {key: 1} for key in maps}  # in how many ways each of them reaches it
+    parts: dict = {key: set() for key in maps}  # the parts of the getitems it is made of
+    for key in dask.core.toposort(graph, dependencies=dependencies):
+        if key in below:
+            continue
+        inputs = dependencies[key]
+        below[key] = set().union(*(below[input] for input in inputs))
+        parts[key] = set().union(*(parts[input] for input in inputs)) | ({key[-1]} if "part" in key[0] else set())
+        paths[key] = {}
+        for input in inputs:
+            for shard, ways in paths[input].items():
+                paths[key][shard] = paths[key].get(shard, 0) + ways
+    for part, root in enumerate(roots):
+        assert paths[root] == {shard: 1 for shard in maps}
+        assert parts[root] == ({part} if partitions > 1 else set())
+    if partitions > 1:
+        covered = max(len(below[key]) for key in graph if "split" in key[0])
+        assert covered <= fan_in ** split_level(partitions, fan_in) < fan_in * partitions
+
+
+def test_40_shards_in_4_parts_run_69_tasks_on_the_cluster(client, fixture_path):
+    """What the scheduler runs (its task stream): 40 counts, 5 sums split in 4 parts, 20 getitems
+    and 4 totals (pruned), where a getitem per shard and part made 40 + 160 + 4 * 6 = 224."""
+    import distributed
+
+    corpus = fixture_path("corpus.en")
+    shard_bytes = corpus.stat().st_size // 40 + 1
+    assert len(plan_shards([corpus], shard_bytes)) == 40
+    with distributed.get_task_stream(client) as stream:
+        counts = count_on_dask(client, [corpus], shard_bytes=shard_bytes, partitions=4, min_count=2)
+    assert as_dict(counts) == {word: n for word, n in as_dict(count_corpus(corpus, [])).items() if n >= 2}
+    assert len(stream.data) == 69, Counter(str(record["key"]).split(",")[0] for record in stream.data)
 
 
 def test_min_count_prunes_the_totals_exactly(client, fixture_path):
