@@ -20,14 +20,17 @@ pytest.importorskip("pyarrow")
 
 from bpestore import Store, train_bpe  # noqa: E402
 from bpestore.distributed.cluster import MALLOC_TRIM_VARIABLE, dask_client  # noqa: E402
-from bpestore.distributed.count import DaskCounting, count_on_dask, plan_shards, reduce_graph, split_level  # noqa: E402
+from bpestore.distributed import count as dask_count  # noqa: E402
+from bpestore.distributed.count import (  # noqa: E402
+    DEFAULT_SHARD_BYTES, DaskCounting, count_on_dask, plan_shards, reduce_graph, split_level,
+)
 from bpestore.train.backends import CountingBackend, InProcessCounting  # noqa: E402
 from bpestore.errors import CorpusDecodeError  # noqa: E402
 from bpestore.train.counts import Counts, train_bpe_from_counts  # noqa: E402
 from bpestore.train.trainer import count_corpus  # noqa: E402
 from reference import reference_pretoken_counts  # noqa: E402
 from strategies import ENDOFTEXT, SPACED_SPECIAL, SPECIAL_TOKEN_SETS, texts  # noqa: E402
-from test_cli import invoke, ok  # noqa: E402
+from test_cli import assert_user_error, invoke, ok  # noqa: E402
 from test_engine_pretokenize import comparable  # noqa: E402
 
 
@@ -223,12 +226,24 @@ def test_a_shards_error_reaches_the_caller(client, tmp_path):
         count_on_dask(client, [tmp_path / "missing.txt"])
 
 
-def test_cli_trains_with_dask_local(tmp_path, fixture_path):
-    """``--dask local`` starts (and stops) a cluster of its own."""
+def test_cli_trains_with_dask_local(tmp_path, fixture_path, monkeypatch):
+    """``--dask local`` starts (and stops) a cluster of its own; --shard-size and --partitions
+    reach the count."""
+    calls: list[dict] = []
+
+    def recording(client, inputs, special_tokens=(), **options):
+        calls.append(options)
+        return count_on_dask(client, inputs, special_tokens, **options)
+
+    monkeypatch.setattr(dask_count, "count_on_dask", recording)
     corpus = fixture_path("tinystories_sample.txt")
     db = tmp_path / "s.db"
     [ref] = ok(invoke("train", corpus, "--dask", "local", "--workers", 2, "--name", "d", "--vocab-size", 320, "-q", "--db", db)).split()
-    ok(invoke("train", corpus, "--dask", "local", "--workers", 2, "--min-count", 3, "--name", "p", "--vocab-size", 320, "-q", "--db", db))
+    ok(invoke(
+        "train", corpus, "--dask", "local", "--workers", 2, "--min-count", 3, "--shard-size", "1.5K", "--partitions", 3,
+        "--name", "p", "--vocab-size", 320, "-q", "--db", db,
+    ))
+    assert [(call["shard_bytes"], call["partitions"]) for call in calls] == [(DEFAULT_SHARD_BYTES, None), (1536, 3)]
     with Store(db) as store:
         assert store.load_model(ref).merges == train_bpe(corpus, 320)[1]
         assert Path(store.info(ref).corpus_path) == corpus and store.info(ref).corpus_origin == "dask"
@@ -236,3 +251,14 @@ def test_cli_trains_with_dask_local(tmp_path, fixture_path):
         assert store.load_model("p").merges == train_bpe_from_counts(pruned, 320)[1]
         assert store.info("p").corpus_path == f"{corpus} (min_count=3)"
     assert f"counts: dask: {corpus.name} (min_count=3)" in ok(invoke("list", "--db", db))
+
+
+def test_cli_shard_size_and_partitions_need_dask_and_a_size(tmp_path, fixture_path):
+    corpus = fixture_path("tinystories_sample.txt")
+    train = ("train", corpus, "--name", "t", "--vocab-size", 300, "--db", tmp_path / "s.db")
+    for option in (("--shard-size", "64M"), ("--partitions", 4)):
+        assert_user_error(invoke(*train, *option), option[0], "--dask")
+    for size in ("12Q", "0", "-1M"):
+        assert_user_error(invoke(*train, "--dask", "local", "--shard-size", size), "--shard-size", repr(size))
+    assert invoke(*train, "--dask", "local", "--partitions", 0).exit_code == 2  # click's usage error
+    assert not (tmp_path / "s.db").exists()  # refused before the store is opened (or a cluster started)
