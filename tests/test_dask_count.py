@@ -26,6 +26,8 @@ from bpestore.distributed.count import (  # noqa: E402
 )
 from bpestore.train.backends import CountingBackend, InProcessCounting  # noqa: E402
 from bpestore.errors import CorpusDecodeError  # noqa: E402
+from bpestore._engine import PretokenCounts  # noqa: E402
+from bpestore.train import counts as counts_module  # noqa: E402
 from bpestore.train.counts import Counts, train_bpe_from_counts  # noqa: E402
 from bpestore.train.trainer import count_corpus  # noqa: E402
 from reference import reference_pretoken_counts  # noqa: E402
@@ -251,6 +253,40 @@ def test_cli_trains_with_dask_local(tmp_path, fixture_path, monkeypatch):
         assert store.load_model("p").merges == train_bpe_from_counts(pruned, 320)[1]
         assert store.info("p").corpus_path == f"{corpus} (min_count=3)"
     assert f"counts: dask: {corpus.name} (min_count=3)" in ok(invoke("list", "--db", db))
+
+
+def test_the_client_receives_the_parts_as_engine_counts_and_makes_no_dict_of_them(client, fixture_path, tmp_path, monkeypatch):
+    """``train --dask``: the client receives one engine Counts per part (unpickled from flat
+    arrays, each a fraction of the whole), and nothing on the way into the store makes a dict
+    of the counts (or walks them in Python): every such method raises while the command runs."""
+    corpus = fixture_path("corpus.en")
+    received: list[int] = []
+    rebuild = counts_module._rebuild  # what unpickles Counts here: the parts as they arrive
+
+    def recording(*args):
+        counts = rebuild(*args)
+        received.append(len(counts))
+        return counts
+
+    def no_dict(*args, **kwargs):
+        raise AssertionError("the client walked or made a dict of the counts")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(counts_module, "_rebuild", recording)
+        for name in ("to_dict", "items", "keys", "values", "__iter__"):
+            patched.setattr(PretokenCounts, name, no_dict)
+        for name in ("__iter__", "items", "keys", "values"):
+            patched.setattr(Counts, name, no_dict)
+        result = invoke(
+            "train", corpus, "--dask", client.scheduler.address, "--shard-size", "8K", "--partitions", 3, "--min-count", 2,
+            "--name", "t", "--vocab-size", 400, "-q", "--db", tmp_path / "s.db", env={"BPESTORE_DEBUG": "1"},
+        )
+    ok(result)
+    expected = {word: n for word, n in as_dict(count_corpus(corpus, [])).items() if n >= 2}
+    assert len(received) == 3 and sum(received) == len(expected) and max(received) < len(expected) / 2
+    with Store(tmp_path / "s.db") as store:
+        assert store.load_model("t").merges == train_bpe_from_counts(expected, 400)[1]
+        assert store.pretoken_counts(store.corpus_of("t").id).to_dict() == expected
 
 
 def test_cli_shard_size_and_partitions_need_dask_and_a_size(tmp_path, fixture_path):

@@ -261,7 +261,8 @@ def count_on_dask(
     try:
         # The shards' futures are released as they finish (they are here for progress and their
         # errors): a shard's counts then live on the cluster only until the sum that reads them is
-        # done. Only the roots' results come here, one part at a time, as engine counts.
+        # done. Only the roots' results come here, one part at a time, as engine counts (three
+        # flat arrays each on the wire, see Counts.__reduce__), never as a dict.
         with progress_bar(progress, sum(sizes.values()), "counting on Dask", unit="B", unit_scale=True) as bar:
             for future in distributed.as_completed(mapped):
                 if future.status == "error":
@@ -269,10 +270,15 @@ def count_on_dask(
                 bar.update(sizes[future.key])
                 future.release()
         mapped.clear()
-        result = Counts(None, pattern, special_tokens)
+        result: Counts | None = None
         for future in distributed.as_completed(roots):
-            result.merge(future.result())
+            part = future.result()
             future.release()
+            if result is None:
+                result = part  # the first part is the start of the whole, not copied into it
+            else:
+                result.merge(part)  # the engine's hash tables: no Python object per pre-token
+        assert result is not None  # there is a root per part, and a part at least
     except BaseException:
         client.cancel([*mapped, *roots], force=True)
         raise
