@@ -285,7 +285,7 @@ def train(
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
     if stored_corpus is not None and (corpus or counts_file is not None or dask_address is not None or min_count is not None):
         _fail("--stored-corpus trains on counts the store holds: give no CORPUS, --counts, --dask or --min-count with it")
-    dask_options = _dask_counting_options(dask_address, shard_size, partitions)
+    dask_options = _dask_counting_options(dask_address, shard_size, partitions, quiet)
     source, counting = (None, None) if stored_corpus is not None else _training_source(
         corpus, counts_file, dask_address, min_count, special_tokens, workers, dask_options
     )
@@ -347,14 +347,17 @@ def _inputs_described(corpus: tuple[str, ...]) -> str:
     return corpus[0] + (f" (+{more} more input{'s' if more > 1 else ''})" if more else "")
 
 
-def _dask_counting_options(dask_address: str | None, shard_size: str | None, partitions: int | None) -> dict[str, int]:
-    """``train``'s --shard-size and --partitions, for :class:`~bpestore.distributed.count.DaskCounting`;
-    refused without --dask (only Dask counts in shards)."""
+def _dask_counting_options(dask_address: str | None, shard_size: str | None, partitions: int | None, quiet: bool) -> dict[str, Any]:
+    """``train``'s --shard-size and --partitions, for :class:`~bpestore.distributed.count.DaskCounting`,
+    refused without --dask (only Dask counts in shards); -q: Dask's logs (a lost worker's
+    tracebacks) kept off stderr too."""
     if dask_address is None:
         if shard_size is not None or partitions is not None:
             _fail("--shard-size and --partitions shape counting on a Dask cluster: give them with --dask ADDRESS")
         return {}
-    options = {} if partitions is None else {"partitions": partitions}
+    options: dict[str, Any] = {"quiet": quiet}
+    if partitions is not None:
+        options["partitions"] = partitions
     if shard_size is not None:
         try:
             options["shard_bytes"] = _workflow().parse_bytes(shard_size)
@@ -367,7 +370,7 @@ def _dask_counting_options(dask_address: str | None, shard_size: str | None, par
 
 def _training_source(
     corpus: tuple[str, ...], counts_file: str | None, dask_address: str | None, min_count: int | None,
-    special_tokens: tuple[str, ...], workers: int | None, dask_options: dict[str, int],
+    special_tokens: tuple[str, ...], workers: int | None, dask_options: dict[str, Any],
 ):
     """What ``train`` trains on and what counts it: the CORPUS paths, counted in process (no
     backend given) or by the Dask backend for --dask; or the counts read from --counts. Pruned to
@@ -743,7 +746,8 @@ def _encode_shards(
             from .distributed.cluster import dask_client
             from .distributed.encode import encode_shards_on_dask
 
-            with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
+            # --workers: a local cluster's processes; -q: Dask's logs (a lost worker's) kept off stderr
+            with dask_client(dask_address, n_workers=workers, quiet=quiet) as client:
                 result = encode_shards_on_dask(client, tokenizer, inputs, output_dir, **options)
     except DisallowedSpecialTokenError as error:
         raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None

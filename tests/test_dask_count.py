@@ -8,6 +8,10 @@ from __future__ import annotations
 import gzip
 import math
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +34,7 @@ from bpestore._engine import PretokenCounts  # noqa: E402
 from bpestore.train import counts as counts_module  # noqa: E402
 from bpestore.train.counts import Counts, train_bpe_from_counts  # noqa: E402
 from bpestore.train.trainer import count_corpus  # noqa: E402
+from conftest import REPO_ROOT  # noqa: E402
 from reference import reference_pretoken_counts  # noqa: E402
 from strategies import ENDOFTEXT, SPACED_SPECIAL, SPECIAL_TOKEN_SETS, texts  # noqa: E402
 from test_cli import assert_user_error, invoke, ok  # noqa: E402
@@ -298,3 +303,64 @@ def test_cli_shard_size_and_partitions_need_dask_and_a_size(tmp_path, fixture_pa
         assert_user_error(invoke(*train, "--dask", "local", "--shard-size", size), "--shard-size", repr(size))
     assert invoke(*train, "--dask", "local", "--partitions", 0).exit_code == 2  # click's usage error
     assert not (tmp_path / "s.db").exists()  # refused before the store is opened (or a cluster started)
+
+
+# -- a worker killed (the command in a process of its own, so that what Dask's processes print is
+# seen as a user sees it) ----------------------------------------------------------------------------
+
+
+def bpestore_process(*args, cwd: Path, env: dict | None = None) -> subprocess.Popen:
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]), **(env or {}))
+    environment.pop("BPESTORE_DEBUG", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bpestore.cli", *map(str, args)], cwd=cwd, env=environment,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def some_words(seed: int, size: int) -> str:
+    """About ``size`` characters of words drawn from 2,000 made-up ones: text the engine counts at a
+    steady pace, with few distinct pre-tokens (training on it is quick)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    vocabulary = ["".join(chr(ord("a") + letter) for letter in rng.integers(0, 26, size=rng.integers(2, 9))) for _ in range(2000)]
+    return " ".join(vocabulary[index] for index in rng.integers(0, len(vocabulary), size=size // 6))
+
+
+def test_quiet_keeps_a_killed_workers_logs_off_stderr(tmp_path):
+    """``train --dask local -q`` with a worker SIGKILLed while it counts a shard: its shards are
+    counted again elsewhere, the tokenizer is right, and stderr stays empty: no warning of the
+    scheduler or the nanny, no traceback of a peer whose transfer broke."""
+    psutil = pytest.importorskip("psutil")
+    files = []
+    for index in range(8):
+        files.append(tmp_path / f"part-{index}.txt")
+        files[-1].write_text(some_words(index, 400_000))
+    process = bpestore_process(
+        "train", *files, "--dask", "local", "--workers", 2, "--name", "k", "--vocab-size", 300, "-q", "--db", tmp_path / "s.db",
+        cwd=tmp_path,
+    )
+    counted = {str(path) for path in files}
+    killed = None
+    deadline = time.monotonic() + 120
+    try:
+        while killed is None and process.poll() is None and time.monotonic() < deadline:
+            for child in psutil.Process(process.pid).children():
+                try:
+                    if counted & {file.path for file in child.open_files()}:  # a worker counting a shard
+                        child.send_signal(signal.SIGKILL)
+                        killed = child.pid
+                        break
+                except psutil.Error:
+                    pass  # gone meanwhile, or not ours to look at
+            time.sleep(0.002)
+        stdout, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        process.kill()
+    assert killed is not None, "no worker was seen counting: the run ended first?"
+    assert process.returncode == 0, stderr
+    assert stderr == ""
+    with Store(tmp_path / "s.db") as store:
+        [here] = store.train(files, "here", 300)
+        assert store.load_model(stdout.strip()).merges == store.load_model(here).merges

@@ -6,13 +6,20 @@ allocates and frees many small buffers, and that setting made glibc return memor
 often that counting took 25–90% more CPU. A local cluster started here therefore leaves glibc's own
 (adaptive) threshold alone. A remote cluster's workers were configured when they were started:
 ``check_worker_environment`` says how to set them up the same way.
+
+Dask reports through the ``logging`` module (``distributed.*`` loggers): a worker that dies is a
+warning of the scheduler and of its nanny, and its peers log tracebacks of the transfers it broke,
+though its tasks are simply run again elsewhere. ``quiet`` holds those records back while the
+cluster is used (:func:`quiet_dask_logs` in this process, ``silence_logs`` in a local cluster's
+worker processes).
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BpestoreError
@@ -27,8 +34,49 @@ MALLOC_TRIM_VARIABLE = "MALLOC_TRIM_THRESHOLD_"
 LOCAL = "local"
 
 
+#: The loggers Dask reports through (``distributed`` sets up a handler on some of them).
+DASK_LOGGERS = ("distributed", "tornado", "bokeh")
+
+#: Above every record's level: what a quiet local cluster's workers silence their logs to.
+SILENT = logging.CRITICAL + 1
+
+
 class DaskUnavailableError(BpestoreError, ImportError):
     """``--dask`` was asked for but Dask is not installed, or its scheduler cannot be reached."""
+
+
+class _DropAll(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextmanager
+def quiet_dask_logs() -> Iterator[None]:
+    """No Dask log record from this process is printed while the block runs: no warning that a
+    worker was lost, no traceback of a broken transfer. Every handler of a Dask logger
+    (``distributed`` gives some their own, ``distributed.client`` for one) drops them, and the
+    top loggers pass none up to the root logger's; restored after. Handlers are kept, not
+    replaced, so that Dask's own ``silence_logs`` still finds them."""
+    drop = _DropAll()
+    tops = [logging.getLogger(name) for name in DASK_LOGGERS]
+    loggers = tops + [
+        logger
+        for name, logger in list(logging.root.manager.loggerDict.items())
+        if isinstance(logger, logging.Logger) and name.split(".")[0] in DASK_LOGGERS and logger.handlers
+    ]
+    handlers = list(dict.fromkeys(handler for logger in loggers for handler in logger.handlers))
+    propagate = [(logger, logger.propagate) for logger in tops]
+    for handler in handlers:
+        handler.addFilter(drop)
+    for logger, _ in propagate:
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(drop)
+        for logger, value in propagate:
+            logger.propagate = value
 
 
 def import_distributed() -> Any:
@@ -51,44 +99,67 @@ def _pre_spawn_environment_without_malloc_trim() -> dict[str, Any]:
 
 
 @contextmanager
-def dask_client(address: str, *, n_workers: int | None = None, threads_per_worker: int = 1) -> Iterator["Client"]:
+def dask_client(
+    address: str, *, n_workers: int | None = None, threads_per_worker: int = 1, quiet: bool = False
+) -> Iterator["Client"]:
     """A Dask client for ``address`` (a scheduler such as ``tcp://host:8786``), or for a new local
     cluster when ``address`` is ``"local"``; the local cluster is closed on exit.
 
     A local cluster runs one process per worker (``n_workers``, default: the CPUs this process may
     use) with one thread each: the engine releases the GIL, but one thread per process keeps each
-    worker's memory its own.
+    worker's memory its own. ``quiet``: Dask's log
+    records (a lost worker's warnings and tracebacks) are kept off stderr, in this process and in
+    a local cluster's workers.
 
     >>> with dask_client("local", n_workers=2) as client:   # doctest: +SKIP
     ...     client.submit(sum, [1, 2]).result()
     3
     """
     distributed = import_distributed()
+    with ExitStack() as stack:
+        if quiet:
+            stack.enter_context(quiet_dask_logs())
+        if address == LOCAL:
+            cluster = stack.enter_context(_local_cluster(n_workers or _default_workers(), threads_per_worker, quiet))
+            client = stack.enter_context(distributed.Client(cluster))
+            yield client
+            return
+        try:
+            client = distributed.Client(address, timeout="20s")
+        except (OSError, TimeoutError) as error:
+            raise DaskUnavailableError(f"cannot reach the Dask scheduler at {address}: {error}") from error
+        with client:
+            check_worker_environment(client)
+            yield client
+
+
+def _default_workers() -> int:
+    from ..workers import default_workers
+
+    return default_workers()
+
+
+@contextmanager
+def _local_cluster(n_workers: int, threads_per_worker: int, quiet: bool) -> Iterator[Any]:
+    """A LocalCluster for bpestore's work, closed on exit."""
+    distributed = import_distributed()
     import dask
 
-    if address == LOCAL:
-        from ..workers import default_workers
-
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": _pre_spawn_environment_without_malloc_trim()}):
-            cluster = distributed.LocalCluster(
-                n_workers=n_workers or default_workers(),
-                threads_per_worker=threads_per_worker,
-                processes=True,
-                dashboard_address=None,
-            )
-            try:
-                with distributed.Client(cluster) as client:
-                    yield client
-            finally:
-                cluster.close()
-        return
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": _pre_spawn_environment_without_malloc_trim()}):
+        cluster = distributed.LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            processes=True,
+            dashboard_address=None,
+            # No dashboard, and its HTTP server (/health, /metrics) on any free port, not on
+            # 8787: another cluster there would be a multi-line UserWarning on the terminal.
+            scheduler_kwargs={"dashboard_address": ":0"},
+            silence_logs=SILENT if quiet else logging.WARNING,  # the workers', and this process's handlers
+        )
     try:
-        client = distributed.Client(address, timeout="20s")
-    except (OSError, TimeoutError) as error:
-        raise DaskUnavailableError(f"cannot reach the Dask scheduler at {address}: {error}") from error
-    with client:
-        check_worker_environment(client)
-        yield client
+        yield cluster
+    finally:
+        cluster.close()
 
 
 def check_worker_environment(client: "Client") -> dict[str, str | None]:

@@ -42,6 +42,7 @@ held that are still needed, run again elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 from collections.abc import Iterable, Sequence
@@ -54,7 +55,7 @@ from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
 from ..train.counts import Counts, count_shard
 from ..train.trainer import check_special_tokens
-from .cluster import dask_client, import_distributed
+from .cluster import dask_client, import_distributed, quiet_dask_logs
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from dask.delayed import Delayed
@@ -296,7 +297,9 @@ class DaskCounting:
     ``tcp://host:8786``, or ``"local"`` for a local cluster of ``n_workers`` processes), connected
     to (or started) for each count and closed after it (:func:`~.cluster.dask_client`).
     ``min_count``, ``shard_bytes`` and ``partitions``: as for :func:`count_on_dask` (with
-    ``min_count`` the counts are pruned on the cluster, exactly).
+    ``min_count`` the counts are pruned on the cluster, exactly). ``quiet``: Dask's log records
+    (a lost worker's warnings and tracebacks) are kept off stderr while counting
+    (:func:`~.cluster.quiet_dask_logs`; a local cluster's workers too).
     """
 
     def __init__(
@@ -307,12 +310,14 @@ class DaskCounting:
         min_count: int | None = None,
         shard_bytes: int = DEFAULT_SHARD_BYTES,
         partitions: int | None = None,
+        quiet: bool = False,
     ) -> None:
         self.cluster = cluster
         self.n_workers = n_workers
         self.min_count = min_count
         self.shard_bytes = shard_bytes
         self.partitions = partitions
+        self.quiet = quiet
 
     def count(
         self,
@@ -329,8 +334,9 @@ class DaskCounting:
             )
 
         if not isinstance(self.cluster, str):
-            return count(self.cluster)
-        with dask_client(self.cluster, n_workers=self.n_workers) as client:
+            with quiet_dask_logs() if self.quiet else contextlib.nullcontext():
+                return count(self.cluster)
+        with dask_client(self.cluster, n_workers=self.n_workers, quiet=self.quiet) as client:
             return count(client)
 
     def __repr__(self) -> str:
