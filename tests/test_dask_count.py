@@ -364,3 +364,45 @@ def test_quiet_keeps_a_killed_workers_logs_off_stderr(tmp_path):
     with Store(tmp_path / "s.db") as store:
         [here] = store.train(files, "here", 300)
         assert store.load_model(stdout.strip()).merges == store.load_model(here).merges
+
+
+def test_a_worker_killed_while_the_local_cluster_starts_is_one_line(tmp_path):
+    """Each worker process kills itself as it starts (a preload script): one line that says so,
+    status 1, not an internal error (Dask's RuntimeError: Nanny failed to start)."""
+    preload = tmp_path / "die.py"
+    preload.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("some text to count " * 100)
+    process = bpestore_process(
+        "train", corpus, "--dask", "local", "--workers", 2, "--name", "k", "--vocab-size", 300, "--db", tmp_path / "s.db",
+        cwd=tmp_path, env={"DASK_DISTRIBUTED__WORKER__PRELOAD": f'["{preload}"]'},
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert (process.returncode, stdout) == (1, "")
+    assert stderr.startswith("Error: the local Dask cluster could not start: a worker process died (Worker process "), stderr
+    assert stderr.count("\n") == 1 and "killed by signal 9" in stderr
+
+
+
+def test_why_a_local_cluster_did_not_start():
+    """The one line's reason: a worker's own error (re-raised by Dask) before a nanny's note of
+    its death, Dask's "failed to start" RuntimeErrors and state assertions left out."""
+    import logging
+
+    from bpestore.distributed.cluster import _why_not_started
+
+    def chain(*errors: BaseException) -> BaseException:
+        for outer, inner in zip(errors, errors[1:]):
+            outer.__cause__ = inner
+        return errors[0]
+
+    death = logging.LogRecord("distributed.nanny", logging.INFO, "", 0, "Worker process %d was killed by signal %d", (12, 9), None)
+    killed = chain(RuntimeError("Nanny failed to start."), AssertionError("Status.starting"), RuntimeError("\n\n"))
+    assert _why_not_started(killed, [death]) == "a worker process died (Worker process 12 was killed by signal 9)"
+    assert _why_not_started(killed, []) == "a worker process died or failed while starting"
+    failed = chain(RuntimeError("Cluster failed to start: Nanny failed to start."), ImportError("no module named x"))
+    assert _why_not_started(failed, [death]) == "a worker process failed to start (ImportError: no module named x)"
+    assert _why_not_started(OSError(98, "Address already in use"), []) == "OSError: [Errno 98] Address already in use"

@@ -11,12 +11,14 @@ Dask reports through the ``logging`` module (``distributed.*`` loggers): a worke
 warning of the scheduler and of its nanny, and its peers log tracebacks of the transfers it broke,
 though its tasks are simply run again elsewhere. ``quiet`` holds those records back while the
 cluster is used (:func:`quiet_dask_logs` in this process, ``silence_logs`` in a local cluster's
-worker processes).
+worker processes). A local cluster that cannot start (a worker process killed while it starts)
+is one :class:`DaskUnavailableError` saying what happened, not Dask's exceptions.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -42,7 +44,19 @@ SILENT = logging.CRITICAL + 1
 
 
 class DaskUnavailableError(BpestoreError, ImportError):
-    """``--dask`` was asked for but Dask is not installed, or its scheduler cannot be reached."""
+    """``--dask`` was asked for but Dask is not installed, its scheduler cannot be reached, or a
+    local cluster could not start."""
+
+
+class _KeptRecords(logging.Handler):
+    """Keeps the records it is handed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 class _DropAll(logging.Filter):
@@ -79,6 +93,19 @@ def quiet_dask_logs() -> Iterator[None]:
             logger.propagate = value
 
 
+@contextmanager
+def _kept_dask_records() -> Iterator[list[logging.LogRecord]]:
+    """The records of Dask's loggers below ``distributed`` while the block runs, at the levels
+    those loggers let through (a nanny's INFO that its worker process died, say)."""
+    kept = _KeptRecords()
+    logger = logging.getLogger("distributed")
+    logger.addHandler(kept)
+    try:
+        yield kept.records
+    finally:
+        logger.removeHandler(kept)
+
+
 def import_distributed() -> Any:
     """The ``distributed`` module, or one clear error naming the extra to install."""
     try:
@@ -107,7 +134,7 @@ def dask_client(
 
     A local cluster runs one process per worker (``n_workers``, default: the CPUs this process may
     use) with one thread each: the engine releases the GIL, but one thread per process keeps each
-    worker's memory its own. ``quiet``: Dask's log
+    worker's memory its own. DaskUnavailableError if it cannot start. ``quiet``: Dask's log
     records (a lost worker's warnings and tracebacks) are kept off stderr, in this process and in
     a local cluster's workers.
 
@@ -141,25 +168,61 @@ def _default_workers() -> int:
 
 @contextmanager
 def _local_cluster(n_workers: int, threads_per_worker: int, quiet: bool) -> Iterator[Any]:
-    """A LocalCluster for bpestore's work, closed on exit."""
+    """A LocalCluster for bpestore's work, closed on exit. Dask's records while it starts are held
+    back: if it fails, they say why (a nanny logs how its worker process died) in one
+    DaskUnavailableError; if it starts, its warnings are printed after all (unless ``quiet``)."""
     distributed = import_distributed()
     import dask
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": _pre_spawn_environment_without_malloc_trim()}):
-        cluster = distributed.LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            processes=True,
-            dashboard_address=None,
-            # No dashboard, and its HTTP server (/health, /metrics) on any free port, not on
-            # 8787: another cluster there would be a multi-line UserWarning on the terminal.
-            scheduler_kwargs={"dashboard_address": ":0"},
-            silence_logs=SILENT if quiet else logging.WARNING,  # the workers', and this process's handlers
-        )
+    environment = _pre_spawn_environment_without_malloc_trim()
+    with quiet_dask_logs(), _kept_dask_records() as records, dask.config.set({"distributed.nanny.pre-spawn-environ": environment}):
+        try:
+            cluster = distributed.LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=threads_per_worker,
+                processes=True,
+                dashboard_address=None,
+                # No dashboard, and its HTTP server (/health, /metrics) on any free port, not on
+                # 8787: another cluster there would be a multi-line UserWarning on the terminal.
+                scheduler_kwargs={"dashboard_address": ":0"},
+                silence_logs=SILENT if quiet else logging.WARNING,  # the workers', and this process's handlers
+            )
+        except Exception as error:
+            raise DaskUnavailableError(f"the local Dask cluster could not start: {_why_not_started(error, records)}") from error
+    for record in records:  # the start's warnings after all (dropped still, if quiet)
+        if record.levelno >= logging.WARNING:
+            logging.getLogger(record.name).handle(record)
     try:
         yield cluster
     finally:
         cluster.close()
+
+
+#: How a nanny logs its worker process's end (distributed.nanny.WorkerProcess._death_message).
+_DEATH = re.compile(r"Worker process \d+ (was killed by|exited with)")
+
+
+def _why_not_started(error: BaseException, records: list[logging.LogRecord]) -> str:
+    """What stopped a local cluster from starting, in a few words: the innermost exception that
+    says more than Dask's own RuntimeErrors ("Nanny failed to start", "Cluster failed to start:
+    ...") do (a worker's error, re-raised here), else the death of a worker process as its nanny
+    logged it."""
+    reasons: list[str] = []
+    nanny = False
+    cause: BaseException | None = error
+    while cause is not None and len(reasons) < 20:
+        text = " ".join(str(cause).split())
+        if type(cause) is RuntimeError and "failed to start" in text:
+            nanny = True
+        elif text and not isinstance(cause, AssertionError):  # Dask asserts its states: no news for a user
+            reasons.append(text if type(cause) is RuntimeError else f"{type(cause).__name__}: {text}")
+        cause = cause.__cause__ or cause.__context__
+    if reasons:
+        return f"a worker process failed to start ({reasons[-1]})" if nanny else reasons[-1]
+    deaths = [message for record in records if _DEATH.match(message := record.getMessage())]
+    if deaths:
+        return f"a worker process died ({deaths[0]})"
+    return "a worker process died or failed while starting" if nanny else type(error).__name__
 
 
 def check_worker_environment(client: "Client") -> dict[str, str | None]:
