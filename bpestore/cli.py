@@ -405,6 +405,11 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
     help="Train on pre-token counts made elsewhere instead of a CORPUS: Parquet (pretoken or word, and count columns) or word<TAB>count lines.",
 )
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS", help="Count CORPUS on a Dask cluster (a scheduler address, or 'local'), then merge here.")
+@click.option("--shard-size", default=None, metavar="SIZE", help="With --dask: count CORPUS in shards of about SIZE (e.g. 64M) [default: 64M].")
+@click.option(
+    "--partitions", type=click.IntRange(min=1), default=None,
+    help="With --dask: add the counts up in N parts by hash, each on its own worker [default: the workers].",
+)
 @click.option("--min-count", type=click.IntRange(min=1), default=None, help="With --counts or --dask: train on pre-tokens counted at least this often.")
 @click.option(
     "--stored-corpus", "stored_corpus", default=None, metavar="ID|REF",
@@ -415,7 +420,8 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 def train(
     corpus: tuple[str, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
     as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
-    dask_address: str | None, min_count: int | None, stored_corpus: str | None, lock_timeout: float | None, db: str,
+    dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, stored_corpus: str | None,
+    lock_timeout: float | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -425,7 +431,8 @@ def train(
     continues that one: its tokens keep their ids, and --vocab-size counts them too.
 
     With --dask ADDRESS (or --dask local) the corpus (paths, or fsspec URLs such as
-    's3://bucket/shards/*.txt') is counted on a Dask cluster and merged here; with --counts FILE
+    's3://bucket/shards/*.txt') is counted on a Dask cluster, in shards of --shard-size,
+    and the counts added up there in --partitions parts, then merged here; with --counts FILE
     training starts from counts made anywhere (Spark, Ray: Parquet; sentencepiece-style TSV).
     Those counts are stored as a corpus too.
 
@@ -443,7 +450,10 @@ def train(
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
     if stored_corpus is not None and (corpus or counts_file is not None or dask_address is not None or min_count is not None):
         _fail("--stored-corpus trains on counts the store holds: give no CORPUS, --counts, --dask or --min-count with it")
-    source, counting = (None, None) if stored_corpus is not None else _training_source(corpus, counts_file, dask_address, min_count, special_tokens, workers)
+    dask_options = _dask_counting_options(dask_address, shard_size, partitions, quiet)
+    source, counting = (None, None) if stored_corpus is not None else _training_source(
+        corpus, counts_file, dask_address, min_count, special_tokens, workers, dask_options
+    )
     if not special_tokens and isinstance(source, _workflow().Counts):
         special_tokens = source.special_tokens  # those the counts were made with (Parquet metadata)
     with Store(db, lock_timeout=lock_timeout) as store:
@@ -502,9 +512,30 @@ def _inputs_described(corpus: tuple[str, ...]) -> str:
     return corpus[0] + (f" (+{more} more input{'s' if more > 1 else ''})" if more else "")
 
 
+def _dask_counting_options(dask_address: str | None, shard_size: str | None, partitions: int | None, quiet: bool) -> dict[str, Any]:
+    """``train``'s --shard-size and --partitions, for :class:`~bpestore.distributed.count.DaskCounting`,
+    refused without --dask (only Dask counts in shards); -q: Dask's logs (a lost worker's
+    tracebacks) kept off stderr too."""
+    if dask_address is None:
+        if shard_size is not None or partitions is not None:
+            _fail("--shard-size and --partitions shape counting on a Dask cluster: give them with --dask ADDRESS")
+        return {}
+    options: dict[str, Any] = {"quiet": quiet}
+    if partitions is not None:
+        options["partitions"] = partitions
+    if shard_size is not None:
+        try:
+            options["shard_bytes"] = _workflow().parse_bytes(shard_size)
+            if options["shard_bytes"] < 1:
+                raise ValueError(shard_size)
+        except ValueError:
+            _fail(f"--shard-size takes a size of at least one byte, such as 64M or 1G; got {shard_size!r}")
+    return options
+
+
 def _training_source(
     corpus: tuple[str, ...], counts_file: str | None, dask_address: str | None, min_count: int | None,
-    special_tokens: tuple[str, ...], workers: int | None,
+    special_tokens: tuple[str, ...], workers: int | None, dask_options: dict[str, Any],
 ):
     """What ``train`` trains on and what counts it: the CORPUS paths, counted in process (no
     backend given) or by the Dask backend for --dask; or the counts read from --counts. Pruned to
@@ -526,7 +557,7 @@ def _training_source(
 
     # --workers: a local cluster's processes. Pruned on the cluster (exactly: each part's
     # totals), so only what is kept comes here.
-    return list(corpus), DaskCounting(dask_address, n_workers=workers, min_count=min_count)
+    return list(corpus), DaskCounting(dask_address, n_workers=workers, min_count=min_count, **dask_options)
 
 
 # -- list / show -----------------------------------------------------------------------------------
@@ -880,7 +911,8 @@ def _encode_shards(
             from .distributed.cluster import dask_client
             from .distributed.encode import encode_shards_on_dask
 
-            with dask_client(dask_address, n_workers=workers) as client:  # --workers: a local cluster's processes
+            # --workers: a local cluster's processes; -q: Dask's logs (a lost worker's) kept off stderr
+            with dask_client(dask_address, n_workers=workers, quiet=quiet) as client:
                 result = encode_shards_on_dask(client, tokenizer, inputs, output_dir, **options)
     except DisallowedSpecialTokenError as error:
         raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None

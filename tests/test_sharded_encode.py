@@ -476,3 +476,30 @@ def test_cli_output_dir_locally_and_on_dask(small, tmp_path, dask_cluster):
 
     several = runner.invoke(main, ["encode", "g", *map(str, sorted((tmp_path / "data").iterdir())[:2]), "--db", str(db)])
     assert several.exit_code != 0 and "--output-dir" in several.output
+
+
+def test_cli_dask_hands_the_workers_absolute_paths(small, tmp_path, dask_cluster, monkeypatch):
+    """Relative INPUTs and --output-dir mean what they mean where the command runs, not where the
+    workers run (here: the directory the tests started in); the manifest names the sources as a
+    local run does, so a local rerun finds every shard done."""
+    from click.testing import CliRunner
+
+    from bpestore import Store
+    from bpestore.cli import main
+
+    workers_directories = set(dask_cluster.run(os.getcwd).values())
+    monkeypatch.chdir(tmp_path)
+    assert workers_directories.isdisjoint({str(tmp_path), os.path.realpath(tmp_path)})
+    with Store("store.db") as store:
+        store.save("g", small.model)
+    files = awkward_files()
+    write_files(tmp_path / "data", files)
+    runner = CliRunner()
+    arguments = ["encode", "g", "data/*.txt", "--output-dir", "out", "--db", "store.db", "-q"]
+    on_dask = runner.invoke(main, [*arguments, "--dask", dask_cluster.scheduler_info()["address"]])
+    assert on_dask.exit_code == 0, on_dask.output
+    assert np.array_equal(load_shards(tmp_path / "out"), per_file_ids(small, files))
+    assert read_manifest(tmp_path / "out")[1][0]["source"] == os.path.join("data", "part-000.txt")
+    assert not any(os.path.exists(os.path.join(directory, "out")) for directory in workers_directories)
+    again = runner.invoke(main, arguments)
+    assert again.exit_code == 0 and f"0 encoded now, {len(files)} already done" in again.output

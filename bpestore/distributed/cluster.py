@@ -6,13 +6,22 @@ allocates and frees many small buffers, and that setting made glibc return memor
 often that counting took 25–90% more CPU. A local cluster started here therefore leaves glibc's own
 (adaptive) threshold alone. A remote cluster's workers were configured when they were started:
 ``check_worker_environment`` says how to set them up the same way.
+
+Dask reports through the ``logging`` module (``distributed.*`` loggers): a worker that dies is a
+warning of the scheduler and of its nanny, and its peers log tracebacks of the transfers it broke,
+though its tasks are simply run again elsewhere. ``quiet`` holds those records back while the
+cluster is used (:func:`quiet_dask_logs` in this process, ``silence_logs`` in a local cluster's
+worker processes). A local cluster that cannot start (a worker process killed while it starts)
+is one :class:`DaskUnavailableError` saying what happened, not Dask's exceptions.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BpestoreError
@@ -27,8 +36,74 @@ MALLOC_TRIM_VARIABLE = "MALLOC_TRIM_THRESHOLD_"
 LOCAL = "local"
 
 
+#: The loggers Dask reports through (``distributed`` sets up a handler on some of them).
+DASK_LOGGERS = ("distributed", "tornado", "bokeh")
+
+#: Above every record's level: what a quiet local cluster's workers silence their logs to.
+SILENT = logging.CRITICAL + 1
+
+
 class DaskUnavailableError(BpestoreError, ImportError):
-    """``--dask`` was asked for but Dask is not installed, or its scheduler cannot be reached."""
+    """``--dask`` was asked for but Dask is not installed, its scheduler cannot be reached, or a
+    local cluster could not start."""
+
+
+class _KeptRecords(logging.Handler):
+    """Keeps the records it is handed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+class _DropAll(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextmanager
+def quiet_dask_logs() -> Iterator[None]:
+    """No Dask log record from this process is printed while the block runs: no warning that a
+    worker was lost, no traceback of a broken transfer. Every handler of a Dask logger
+    (``distributed`` gives some their own, ``distributed.client`` for one) drops them, and the
+    top loggers pass none up to the root logger's; restored after. Handlers are kept, not
+    replaced, so that Dask's own ``silence_logs`` still finds them."""
+    drop = _DropAll()
+    tops = [logging.getLogger(name) for name in DASK_LOGGERS]
+    loggers = tops + [
+        logger
+        for name, logger in list(logging.root.manager.loggerDict.items())
+        if isinstance(logger, logging.Logger) and name.split(".")[0] in DASK_LOGGERS and logger.handlers
+    ]
+    handlers = list(dict.fromkeys(handler for logger in loggers for handler in logger.handlers))
+    propagate = [(logger, logger.propagate) for logger in tops]
+    for handler in handlers:
+        handler.addFilter(drop)
+    for logger, _ in propagate:
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(drop)
+        for logger, value in propagate:
+            logger.propagate = value
+
+
+@contextmanager
+def _kept_dask_records() -> Iterator[list[logging.LogRecord]]:
+    """The records of Dask's loggers below ``distributed`` while the block runs, at the levels
+    those loggers let through (a nanny's INFO that its worker process died, say)."""
+    kept = _KeptRecords()
+    logger = logging.getLogger("distributed")
+    logger.addHandler(kept)
+    try:
+        yield kept.records
+    finally:
+        logger.removeHandler(kept)
 
 
 def import_distributed() -> Any:
@@ -51,44 +126,103 @@ def _pre_spawn_environment_without_malloc_trim() -> dict[str, Any]:
 
 
 @contextmanager
-def dask_client(address: str, *, n_workers: int | None = None, threads_per_worker: int = 1) -> Iterator["Client"]:
+def dask_client(
+    address: str, *, n_workers: int | None = None, threads_per_worker: int = 1, quiet: bool = False
+) -> Iterator["Client"]:
     """A Dask client for ``address`` (a scheduler such as ``tcp://host:8786``), or for a new local
     cluster when ``address`` is ``"local"``; the local cluster is closed on exit.
 
     A local cluster runs one process per worker (``n_workers``, default: the CPUs this process may
     use) with one thread each: the engine releases the GIL, but one thread per process keeps each
-    worker's memory its own.
+    worker's memory its own. DaskUnavailableError if it cannot start. ``quiet``: Dask's log
+    records (a lost worker's warnings and tracebacks) are kept off stderr, in this process and in
+    a local cluster's workers.
 
     >>> with dask_client("local", n_workers=2) as client:   # doctest: +SKIP
     ...     client.submit(sum, [1, 2]).result()
     3
     """
     distributed = import_distributed()
+    with ExitStack() as stack:
+        if quiet:
+            stack.enter_context(quiet_dask_logs())
+        if address == LOCAL:
+            cluster = stack.enter_context(_local_cluster(n_workers or _default_workers(), threads_per_worker, quiet))
+            client = stack.enter_context(distributed.Client(cluster))
+            yield client
+            return
+        try:
+            client = distributed.Client(address, timeout="20s")
+        except (OSError, TimeoutError) as error:
+            raise DaskUnavailableError(f"cannot reach the Dask scheduler at {address}: {error}") from error
+        with client:
+            check_worker_environment(client)
+            yield client
+
+
+def _default_workers() -> int:
+    from ..workers import default_workers
+
+    return default_workers()
+
+
+@contextmanager
+def _local_cluster(n_workers: int, threads_per_worker: int, quiet: bool) -> Iterator[Any]:
+    """A LocalCluster for bpestore's work, closed on exit. Dask's records while it starts are held
+    back: if it fails, they say why (a nanny logs how its worker process died) in one
+    DaskUnavailableError; if it starts, its warnings are printed after all (unless ``quiet``)."""
+    distributed = import_distributed()
     import dask
 
-    if address == LOCAL:
-        from ..workers import default_workers
-
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": _pre_spawn_environment_without_malloc_trim()}):
+    environment = _pre_spawn_environment_without_malloc_trim()
+    with quiet_dask_logs(), _kept_dask_records() as records, dask.config.set({"distributed.nanny.pre-spawn-environ": environment}):
+        try:
             cluster = distributed.LocalCluster(
-                n_workers=n_workers or default_workers(),
+                n_workers=n_workers,
                 threads_per_worker=threads_per_worker,
                 processes=True,
                 dashboard_address=None,
+                # No dashboard, and its HTTP server (/health, /metrics) on any free port, not on
+                # 8787: another cluster there would be a multi-line UserWarning on the terminal.
+                scheduler_kwargs={"dashboard_address": ":0"},
+                silence_logs=SILENT if quiet else logging.WARNING,  # the workers', and this process's handlers
             )
-            try:
-                with distributed.Client(cluster) as client:
-                    yield client
-            finally:
-                cluster.close()
-        return
+        except Exception as error:
+            raise DaskUnavailableError(f"the local Dask cluster could not start: {_why_not_started(error, records)}") from error
+    for record in records:  # the start's warnings after all (dropped still, if quiet)
+        if record.levelno >= logging.WARNING:
+            logging.getLogger(record.name).handle(record)
     try:
-        client = distributed.Client(address, timeout="20s")
-    except (OSError, TimeoutError) as error:
-        raise DaskUnavailableError(f"cannot reach the Dask scheduler at {address}: {error}") from error
-    with client:
-        check_worker_environment(client)
-        yield client
+        yield cluster
+    finally:
+        cluster.close()
+
+
+#: How a nanny logs its worker process's end (distributed.nanny.WorkerProcess._death_message).
+_DEATH = re.compile(r"Worker process \d+ (was killed by|exited with)")
+
+
+def _why_not_started(error: BaseException, records: list[logging.LogRecord]) -> str:
+    """What stopped a local cluster from starting, in a few words: the innermost exception that
+    says more than Dask's own RuntimeErrors ("Nanny failed to start", "Cluster failed to start:
+    ...") do (a worker's error, re-raised here), else the death of a worker process as its nanny
+    logged it."""
+    reasons: list[str] = []
+    nanny = False
+    cause: BaseException | None = error
+    while cause is not None and len(reasons) < 20:
+        text = " ".join(str(cause).split())
+        if type(cause) is RuntimeError and "failed to start" in text:
+            nanny = True
+        elif text and not isinstance(cause, AssertionError):  # Dask asserts its states: no news for a user
+            reasons.append(text if type(cause) is RuntimeError else f"{type(cause).__name__}: {text}")
+        cause = cause.__cause__ or cause.__context__
+    if reasons:
+        return f"a worker process failed to start ({reasons[-1]})" if nanny else reasons[-1]
+    deaths = [message for record in records if _DEATH.match(message := record.getMessage())]
+    if deaths:
+        return f"a worker process died ({deaths[0]})"
+    return "a worker process died or failed while starting" if nanny else type(error).__name__
 
 
 def check_worker_environment(client: "Client") -> dict[str, str | None]:

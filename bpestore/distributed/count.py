@@ -7,16 +7,42 @@ each compressed file whole. Each worker counts a shard with
 shards' counts sum to the corpus's exactly, whatever the shard size. The counts travel as three
 flat arrays (see :class:`~bpestore.train.counts.Counts`), never as a dict.
 
-The reduce is bounded in memory twice over: each shard's counts are split by a hash of the
-pre-token into ``partitions`` disjoint parts, and part ``i`` of all shards is added up apart from
-the other parts, in a tree (``fan_in`` counts per addition), so no task of the reduce holds more
-than about ``1 / partitions`` of the distinct pre-tokens (and its ``fan_in`` inputs). A
-pre-token lives in one part only, so pruning a part's total (``min_count``) is exact: the
-client receives only the pre-tokens counted at least ``min_count`` times in the whole corpus.
+The reduce adds the shards' counts up on the workers, in ``partitions`` disjoint parts by a hash of
+the pre-token, so that the client receives ``partitions`` sums and never one task holds all the
+distinct pre-tokens. Its layout (:func:`reduce_graph`), with ``S`` shards, ``P`` parts and a fan-in
+``f``:
+
+* below the split, a tree of whole counts: each task adds up ``f`` shards' counts (or ``f`` sums
+  of the level below), for ``L - 1`` levels, ``L`` the smallest with ``f ** L >= P``;
+* at level ``L``, each task adds up its ``f`` inputs and splits the sum into ``P`` parts; a
+  ``getitem`` task per part takes it out (it runs where the split is, so it moves nothing);
+* above the split, a tree per part: part ``i`` of every split, ``f`` at a time, to a root per part,
+  which prunes its totals (``min_count``). A pre-token lives in one part only, so pruning a part's
+  total is exact: the client receives only the pre-tokens counted at least ``min_count`` times in
+  the whole corpus.
+
+Splitting only once a task has added up ``f ** L >= P`` shards makes ``P * ceil(S / f ** L) <= S +
+P`` getitems, so the whole count is ``O(S + P)`` tasks: ``S`` counts, fewer than ``S / (f - 1)``
+sums below the split, and fewer than ``(S + P) f / (f - 1) + P log_f S`` at and above it (40
+shards in 4 parts with ``f = 8``: 69 tasks, where a getitem per shard and part made 228). The
+price is memory below the split: a task there holds its ``f`` inputs and their sum, whole
+counts of up to ``f ** L < f * P`` shards (for ``P <= f``: the ``f`` shards of its inputs), where
+splitting each shard kept every task to a part of its inputs. Above the split no task holds more
+than its ``f`` inputs and its part of the corpus's distinct pre-tokens. Both bounds are
+independent of the corpus's size. The other way to ``O(S)`` tasks, leaves that each take ``f >=
+P`` shards' counts and keep their own part of them, would hold ``P`` whole shards a task too, and
+send each shard's counts to up to ``P`` workers, one per part; here each count crosses the
+network at most once per level of the trees (a getitem runs where its split is).
+
+The graph is built with :func:`dask.delayed` and submitted once (``Client.compute``): Dask orders
+it (:mod:`dask.order`) so that sums run as soon as their inputs are done, freeing the shards'
+counts early, and a worker that dies is recovered from: its tasks, and those of the results it
+held that are still needed, run again elsewhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 from collections.abc import Iterable, Sequence
@@ -29,12 +55,15 @@ from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar
 from ..train.counts import Counts, count_shard
 from ..train.trainer import check_special_tokens
-from .cluster import dask_client, import_distributed
+from .cluster import dask_client, import_distributed, quiet_dask_logs
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from distributed import Client, Future
+    from dask.delayed import Delayed
+    from distributed import Client
 
-__all__ = ["DEFAULT_SHARD_BYTES", "DaskCounting", "Shard", "count_on_dask", "describe_inputs", "plan_shards"]
+__all__ = [
+    "DEFAULT_SHARD_BYTES", "DaskCounting", "Shard", "count_on_dask", "describe_inputs", "plan_shards", "reduce_graph", "split_level",
+]
 
 #: Shards of 64 MiB: about a second of counting each (the engine counts some 50 MB/s a thread),
 #: few enough tasks for the scheduler; a shard's text is read 1 MiB at a time, never whole.
@@ -116,28 +145,75 @@ def describe_inputs(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> 
 # The tasks (module-level functions: workers import them by name).
 
 
-def _count(shard: Shard, pattern: str, special_tokens: Sequence[str], parts: int) -> Counts | list[Counts]:
-    counts = count_shard(shard.source, shard.start, shard.end, pattern=pattern, special_tokens=special_tokens)
-    return counts if parts == 1 else counts.split(parts)
+def _count(shard: Shard, pattern: str, special_tokens: Sequence[str]) -> Counts:
+    return count_shard(shard.source, shard.start, shard.end, pattern=pattern, special_tokens=special_tokens)
 
 
-def _add_up(*counts: Counts) -> Counts:
-    return Counts.sum(counts)
+def _add_up(*counts: Counts, min_count: int | None = None, parts: int = 1) -> Counts | list[Counts]:
+    """The sum of ``counts``, pruned to ``min_count`` (only where the sum is a total: a root), in
+    ``parts`` parts by hash if more than one."""
+    total = counts[0] if len(counts) == 1 else Counts.sum(counts)  # pruned and split make new counts
+    if min_count is not None:
+        total = total.pruned(min_count)
+    return total if parts == 1 else total.split(parts)
 
 
-def _prune(counts: Counts, min_count: int) -> Counts:
-    return counts.pruned(min_count)
+def split_level(partitions: int, fan_in: int) -> int:
+    """The level of the reduce whose tasks split their sums into ``partitions`` parts: the lowest
+    whose tasks add up at least ``partitions`` shards (0: no split, for one part)."""
+    level, covered = 0, 1
+    while covered < partitions:
+        level, covered = level + 1, covered * fan_in
+    return level
 
 
-def _tree_reduce(client: Client, futures: list[Future], fan_in: int, key: str) -> Future:
-    level = 0
-    while len(futures) > 1:
-        futures = [
-            client.submit(_add_up, *futures[i : i + fan_in], key=f"{key}-{level}-{i // fan_in}")
-            for i in range(0, len(futures), fan_in)
+def reduce_graph(maps: Sequence[Delayed], partitions: int, fan_in: int, min_count: int | None, run: str) -> list[Delayed]:
+    """The reduce of the shards' counts ``maps`` (see the module's doc): one root per part, each
+    the (pruned) sum of its part of every shard. Its keys are tuples named for what they hold,
+    ``run`` in the name (``bpestore-sum-RUN``: whole sums below the split; ``-split-``,
+    ``-part-``: the getitems; ``-total-``: the trees per part), so a dashboard groups them."""
+    import dask
+
+    add = dask.delayed(_add_up, pure=True)
+
+    def added(nodes: Sequence[Delayed], name: str, *key: int) -> list[Delayed]:
+        # a group of one is passed up as it is: a task for it would only copy it
+        return [
+            group[0] if len(group) == 1 else add(*group, dask_key_name=(name, *key, index))
+            for index, group in enumerate(nodes[i : i + fan_in] for i in range(0, len(nodes), fan_in))
         ]
-        level += 1
-    return futures[0]
+
+    def tree(nodes: Sequence[Delayed], part: int, *, pruned: bool) -> Delayed:
+        """``nodes`` added up to one root, ``fan_in`` at a time; the root prunes (no task for a
+        lone node that is ``pruned`` already, or needs no pruning)."""
+        name, level = f"bpestore-total-{run}", 0
+        while len(nodes) > fan_in:
+            nodes, level = added(nodes, name, part, level), level + 1
+        if len(nodes) == 1 and (pruned or min_count is None):
+            return nodes[0]
+        return add(*nodes, min_count=min_count, dask_key_name=(name, part, level, 0))
+
+    if partitions == 1:
+        return [tree(maps, 0, pruned=False)]
+    nodes: Sequence[Delayed] = maps
+    for level in range(1, split_level(partitions, fan_in)):
+        if len(nodes) <= fan_in:
+            break  # one task adds them all up: let it be the split
+        nodes = added(nodes, f"bpestore-sum-{run}", level)
+    whole = len(nodes) <= fan_in  # one split adds up the whole corpus: it prunes, exactly
+    splits = [
+        add(*nodes[i : i + fan_in], parts=partitions, min_count=min_count if whole else None, dask_key_name=(f"bpestore-split-{run}", i // fan_in))
+        for i in range(0, len(nodes), fan_in)
+    ]
+    getitem = dask.delayed(operator.getitem, pure=True)
+    return [
+        tree(
+            [getitem(split, part, dask_key_name=(f"bpestore-part-{run}", index, part)) for index, split in enumerate(splits)],
+            part,
+            pruned=whole,
+        )
+        for part in range(partitions)
+    ]
 
 
 def count_on_dask(
@@ -161,6 +237,8 @@ def count_on_dask(
     import uuid
 
     distributed = import_distributed()
+    import dask
+
     special_tokens = check_special_tokens(special_tokens)
     pattern = pattern or GPT2_PATTERN
     if min_count is not None and (not isinstance(min_count, int) or min_count < 1):
@@ -173,27 +251,19 @@ def count_on_dask(
     if not isinstance(partitions, int) or partitions < 1:
         raise ValueError(f"partitions must be a positive integer, got {partitions!r}")
     run = uuid.uuid4().hex[:12]  # keys of this run only: never a stale result of another
-    mapped = [
-        client.submit(_count, shard, pattern, special_tokens, partitions, key=f"bpestore-count-{run}-{index}")
-        for index, shard in enumerate(shards)
+    count = dask.delayed(_count, pure=True)
+    maps = [
+        count(shard, pattern, special_tokens, dask_key_name=(f"bpestore-count-{run}", index)) for index, shard in enumerate(shards)
     ]
+    # One graph, submitted once: Dask orders it so that each sum runs as soon as its inputs are done.
+    futures = client.compute([*maps, *reduce_graph(maps, partitions, fan_in, min_count, run)])
+    mapped, roots = futures[: len(maps)], futures[len(maps) :]
     sizes = {future.key: shard.size for future, shard in zip(mapped, shards)}
-    roots: list[Future] = []
     try:
-        for part in range(partitions):
-            if partitions == 1:
-                leaves = mapped
-            else:
-                leaves = [
-                    client.submit(operator.getitem, future, part, key=f"bpestore-part-{run}-{index}-{part}")
-                    for index, future in enumerate(mapped)
-                ]
-            root = _tree_reduce(client, leaves, fan_in, f"bpestore-sum-{run}-{part}")
-            if min_count is not None:
-                root = client.submit(_prune, root, min_count, key=f"bpestore-prune-{run}-{part}")
-            roots.append(root)
-        # Only the roots stay referenced from here: each shard's counts (and each sum below a
-        # root) are freed on the cluster as soon as the tasks that read them are done.
+        # The shards' futures are released as they finish (they are here for progress and their
+        # errors): a shard's counts then live on the cluster only until the sum that reads them is
+        # done. Only the roots' results come here, one part at a time, as engine counts (three
+        # flat arrays each on the wire, see Counts.__reduce__), never as a dict.
         with progress_bar(progress, sum(sizes.values()), "counting on Dask", unit="B", unit_scale=True) as bar:
             for future in distributed.as_completed(mapped):
                 if future.status == "error":
@@ -201,10 +271,15 @@ def count_on_dask(
                 bar.update(sizes[future.key])
                 future.release()
         mapped.clear()
-        result = Counts(None, pattern, special_tokens)
+        result: Counts | None = None
         for future in distributed.as_completed(roots):
-            result.merge(future.result())
+            part = future.result()
             future.release()
+            if result is None:
+                result = part  # the first part is the start of the whole, not copied into it
+            else:
+                result.merge(part)  # the engine's hash tables: no Python object per pre-token
+        assert result is not None  # there is a root per part, and a part at least
     except BaseException:
         client.cancel([*mapped, *roots], force=True)
         raise
@@ -222,7 +297,9 @@ class DaskCounting:
     ``tcp://host:8786``, or ``"local"`` for a local cluster of ``n_workers`` processes), connected
     to (or started) for each count and closed after it (:func:`~.cluster.dask_client`).
     ``min_count``, ``shard_bytes`` and ``partitions``: as for :func:`count_on_dask` (with
-    ``min_count`` the counts are pruned on the cluster, exactly).
+    ``min_count`` the counts are pruned on the cluster, exactly). ``quiet``: Dask's log records
+    (a lost worker's warnings and tracebacks) are kept off stderr while counting
+    (:func:`~.cluster.quiet_dask_logs`; a local cluster's workers too).
     """
 
     def __init__(
@@ -233,12 +310,14 @@ class DaskCounting:
         min_count: int | None = None,
         shard_bytes: int = DEFAULT_SHARD_BYTES,
         partitions: int | None = None,
+        quiet: bool = False,
     ) -> None:
         self.cluster = cluster
         self.n_workers = n_workers
         self.min_count = min_count
         self.shard_bytes = shard_bytes
         self.partitions = partitions
+        self.quiet = quiet
 
     def count(
         self,
@@ -248,11 +327,17 @@ class DaskCounting:
         pattern: str = GPT2_PATTERN,
         progress: bool = False,
     ) -> Counts:
-        options = {"pattern": pattern, "shard_bytes": self.shard_bytes, "min_count": self.min_count, "partitions": self.partitions, "progress": progress}
+        def count(client: Client) -> Counts:
+            return count_on_dask(
+                client, corpus, special_tokens, pattern=pattern, shard_bytes=self.shard_bytes, min_count=self.min_count,
+                partitions=self.partitions, progress=progress,
+            )
+
         if not isinstance(self.cluster, str):
-            return count_on_dask(self.cluster, corpus, special_tokens, **options)
-        with dask_client(self.cluster, n_workers=self.n_workers) as client:
-            return count_on_dask(client, corpus, special_tokens, **options)
+            with quiet_dask_logs() if self.quiet else contextlib.nullcontext():
+                return count(self.cluster)
+        with dask_client(self.cluster, n_workers=self.n_workers, quiet=self.quiet) as client:
+            return count(client)
 
     def __repr__(self) -> str:
         return f"DaskCounting({self.cluster!r})"
