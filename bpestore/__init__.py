@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from . import formats
     from ._engine import __version__
     from .encode.tokenizer import Tokenizer
-    from .model import BPEModel, MergeRule
+    from .model import MAX_TOKEN_ID, BPEModel, MergeRule
     from .train.counts import Counts, train_bpe_from_counts
     from .train.trainer import train_bpe
     from .workflow import Store
@@ -53,6 +53,7 @@ __all__ = [
     "EmptyCorpusError",
     "FormatError",
     "InvalidReferenceError",
+    "MAX_TOKEN_ID",
     "MergeRule",
     "NotABpestoreDatabaseError",
     "Store",
@@ -74,6 +75,7 @@ _LAZY = {
     "__version__": "._engine",
     "Tokenizer": ".encode.tokenizer",
     "BPEModel": ".model",
+    "MAX_TOKEN_ID": ".model",  # the largest token id (2**31 - 1): ids are 32-bit everywhere
     "MergeRule": ".model",
     "train_bpe": ".train.trainer",
     "Counts": ".train.counts",  # pre-token counts made anywhere (issue 14)

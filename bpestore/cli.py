@@ -57,7 +57,7 @@ import click  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import formats  # noqa: E402
-from .model import MAX_TOKEN_ID  # noqa: E402
+from . import MAX_TOKEN_ID  # noqa: E402  (the public API's: the CLI imports no stage directly)
 from .errors import BpestoreError, DisallowedSpecialTokenError, OutputError  # noqa: E402
 
 if TYPE_CHECKING:
