@@ -10,7 +10,9 @@ growing as it would in a bigger real corpus instead of repeating one file's word
 
 It runs ``bpestore.train_bpe`` in a child process with progress bars on, samples the proportional
 set size (PSS) of the whole process tree every 0.1 s, and records when the progress bars last
-moved, so that the longest silence is reported too.
+moved, so that the longest silence is reported too. With ``--store`` it then runs ``bpestore
+train`` on the same corpus into a fresh SQLite store (and, with ``--postgres URL``, into a fresh
+PostgreSQL database), measured the same way, and reports each against ``train_bpe``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,18 @@ from rss import process_tree, pss_kb
 
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("BPESTORE_SHARED", HERE.parent.parent / "shared"))
+# As a user's Python runs: compiled modules kept (this sandbox sets PYTHONDONTWRITEBYTECODE).
+ENVIRONMENT = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 SOURCES = ["wiki_en_57M.txt", "reuters_17M.txt", "sotu_11M.txt", "tinystories_800K.txt"]
+
+STORE_CHILD = """
+import subprocess, sys, time
+path, vocab_size, workers, db = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+started = time.perf_counter()
+subprocess.run([sys.executable, "-m", "bpestore.cli", "train", path, "--name", "big", "--vocab-size", vocab_size,
+                "--special-token", "<|endoftext|>", "--workers", workers, "--db", db], check=True)
+print("RESULT", time.perf_counter() - started, 0, 0, 0, 0, flush=True)
+"""
 
 CHILD = """
 import sys, time, resource, bpestore
@@ -76,6 +89,8 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=1000, help="size of the built corpus, MB (default 1000)")
     parser.add_argument("--vocab-size", type=int, default=32_000)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--store", action="store_true", help="also train through the store (bpestore train), fresh SQLite")
+    parser.add_argument("--postgres", default=None, help="with --store: also into a fresh database on this PostgreSQL server")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         corpus = args.corpus
@@ -84,39 +99,63 @@ def main() -> None:
             print(f"building {args.size_mb} MB corpus at {corpus} ...", file=sys.stderr)
             build_corpus(corpus, args.size_mb * 1_000_000)
         size_mb = corpus.stat().st_size / 1e6
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(corpus), str(args.vocab_size), str(args.workers)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        peak_pss = 0.0
-        last_progress = time.monotonic()
-        longest_silence = 0.0
-        os.set_blocking(child.stderr.fileno(), False)
-        while child.poll() is None:
-            peak_pss = max(peak_pss, sum(pss_kb(pid) for pid in process_tree(child.pid)) / 1024)
-            chunk = child.stderr.read()  # non-blocking: None when the bars are quiet
-            now = time.monotonic()
-            if chunk:
-                longest_silence = max(longest_silence, now - last_progress)
-                last_progress = now
-            time.sleep(0.1)
-        output = child.stdout.read().decode()
-        if child.returncode:
-            sys.exit(f"training failed ({child.returncode}):\n{output}")
-        result = next(line for line in output.splitlines() if line.startswith("RESULT"))
-        seconds, vocab, merges, main_rss, child_rss = result.split()[1:]
-        report = {
-            "corpus_mb": round(size_mb, 1),
-            "vocab_size": int(vocab),
-            "merges": int(merges),
-            "wall_seconds": round(float(seconds), 1),
-            "peak_tree_pss_mb": round(peak_pss),
-            "peak_rss_main_mb": round(float(main_rss)),
-            "peak_rss_largest_worker_mb": round(float(child_rss)),
-            "longest_progress_silence_s": round(longest_silence, 1),
-        }
+        report = {"corpus_mb": round(size_mb, 1), "train_bpe": measure([sys.executable, "-c", CHILD, str(corpus), str(args.vocab_size), str(args.workers)])}
+        if args.store:
+            db = Path(tmp) / "store.db"
+            report["bpestore train, fresh SQLite store"] = measure(
+                [sys.executable, "-c", STORE_CHILD, str(corpus), str(args.vocab_size), str(args.workers), str(db)]
+            )
+            if args.postgres:
+                with postgres_database(args.postgres) as url:
+                    report["bpestore train, fresh PostgreSQL database"] = measure(
+                        [sys.executable, "-c", STORE_CHILD, str(corpus), str(args.vocab_size), str(args.workers), url]
+                    )
+            base = report["train_bpe"]
+            for label, row in report.items():
+                if isinstance(row, dict) and label != "train_bpe":
+                    row["wall_vs_train_bpe"] = round(row["wall_seconds"] / base["wall_seconds"], 2)
+                    row["peak_pss_vs_train_bpe"] = round(row["peak_tree_pss_mb"] / base["peak_tree_pss_mb"], 2)
         print(json.dumps(report, indent=2))
+
+
+def measure(command: list[str]) -> dict:
+    """Runs ``command`` (a child that prints a RESULT line), sampling its process tree's PSS every
+    0.1 s and watching its progress bars on stderr; exits if it fails."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENVIRONMENT)
+    started = time.monotonic()
+    peak_pss = 0.0
+    last_progress = time.monotonic()
+    longest_silence = 0.0
+    os.set_blocking(child.stderr.fileno(), False)
+    while child.poll() is None:
+        peak_pss = max(peak_pss, sum(pss_kb(pid) for pid in process_tree(child.pid)) / 1024)
+        chunk = child.stderr.read()  # non-blocking: None when the bars are quiet
+        now = time.monotonic()
+        if chunk:
+            longest_silence = max(longest_silence, now - last_progress)
+            last_progress = now
+        time.sleep(0.1)
+    wall = time.monotonic() - started
+    output = child.stdout.read().decode()
+    if child.returncode:
+        sys.exit(f"training failed ({child.returncode}):\n{output}\n{child.stderr.read()}")
+    result = next(line for line in output.splitlines() if line.startswith("RESULT"))
+    seconds, vocab, merges, main_rss, child_rss = result.split()[1:]
+    row = {"wall_seconds": round(wall, 1), "training_seconds": round(float(seconds), 1), "peak_tree_pss_mb": round(peak_pss)}
+    if int(vocab):
+        row |= {
+            "vocab_size": int(vocab), "merges": int(merges), "peak_rss_main_mb": round(float(main_rss)),
+            "peak_rss_largest_worker_mb": round(float(child_rss)),
+        }
+    row["longest_progress_silence_s"] = round(longest_silence, 1)
+    return row
+
+
+def postgres_database(url: str):
+    """A new database on the server of ``url``, dropped afterwards (see store_train.py)."""
+    from store_train import postgres_database as made
+
+    return made(url)
 
 
 if __name__ == "__main__":
