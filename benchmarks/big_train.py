@@ -152,8 +152,8 @@ def measure(command: list[str]) -> dict:
 
 
 def postgres_database(url: str):
-    """A new database on the server of ``url``, dropped afterwards (see store_train.py)."""
-    from store_train import postgres_database as made
+    """A new database on the server of ``url``, dropped afterwards."""
+    from store_backends import postgres_database as made
 
     return made(url)
 

@@ -28,15 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
+
+from store_backends import postgres_database
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("BPESTORE_SHARED", REPO.parent / "shared"))
@@ -124,22 +124,6 @@ def train_bpe(corpus: Path, vocab_size: int, workers: int) -> list[str]:
 def remove_sqlite(db: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(str(db) + suffix).unlink(missing_ok=True)
-
-
-@contextmanager
-def postgres_database(url: str) -> Iterator[str]:
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    server = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"bpestore_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(url).set(drivername="postgresql+psycopg", database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def empty_postgres(url: str) -> None:

@@ -25,20 +25,10 @@ from bpestore.store import bulk
 from bpestore.store.database import WRITE_LOCK_KEY
 from postgres import PostgresDatabase, sqlite_or_postgresql_db as db  # noqa: F401 - the fixture
 from reference import reference_pretoken_counts, reference_train
+from test_store import query
 from test_training_inputs import FILE_CUT, some_text
 
 ENDOFTEXT = "<|endoftext|>"
-
-
-def query(db, statement: str, params: tuple = ()) -> list[tuple]:
-    """Rows of ``statement`` read as a person at the sqlite3 or psql prompt would."""
-    if isinstance(db, PostgresDatabase):
-        return db.query(statement, params)
-    connection = sqlite3.connect(db)
-    try:
-        return connection.execute(statement, params).fetchall()
-    finally:
-        connection.close()
 
 
 def execute(db, statement: str, params: tuple = ()) -> None:

@@ -527,18 +527,20 @@ class ModelStore:
 
     # -- reading ----------------------------------------------------------------------------------
 
+    @staticmethod
+    def _tokenizers_with_corpora() -> Any:
+        """``tokenizers`` rows joined with what their corpus says (``_info`` reads them)."""
+        t, c = schema.tokenizers, schema.corpora
+        return select(
+            t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
+            c.c.origin.label("corpus_origin"),
+        ).select_from(t.outerjoin(c, t.c.corpus_id == c.c.id))
+
     def _resolve(self, connection: Connection, ref: str) -> Any:
         """The ``tokenizers`` row of ``ref``, joined with its corpus; TokenizerNotFoundError if none."""
         name, version = parse_ref(ref)
-        t, c = schema.tokenizers, schema.corpora
-        query = (
-            select(
-                t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
-                c.c.origin.label("corpus_origin"),
-            )
-            .select_from(t.outerjoin(c, t.c.corpus_id == c.c.id))
-            .where(t.c.name == name)
-        )
+        t = schema.tokenizers
+        query = self._tokenizers_with_corpora().where(t.c.name == name)
         query = query.where(t.c.version == version) if version else query.order_by(t.c.version.desc()).limit(1)
         row = connection.execute(query).first()
         if row is not None:
@@ -583,15 +585,8 @@ class ModelStore:
 
     def list(self, name: str | None = None) -> list[TokenizerInfo]:
         """All tokenizers (or all versions of ``name``), by name then version."""
-        t, c = schema.tokenizers, schema.corpora
-        query = (
-            select(
-                t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
-                c.c.origin.label("corpus_origin"),
-            )
-            .select_from(t.outerjoin(c, t.c.corpus_id == c.c.id))
-            .order_by(t.c.name, t.c.version)
-        )
+        t = schema.tokenizers
+        query = self._tokenizers_with_corpora().order_by(t.c.name, t.c.version)
         if name is not None:
             query = query.where(t.c.name == check_name(name))
         with self._transaction() as connection:
@@ -801,13 +796,9 @@ class ModelStore:
 
     def tokenizers_trained_on(self, corpus_id: int) -> builtins.list[TokenizerInfo]:
         """The tokenizers trained on corpus ``corpus_id`` (not imported or saved), by name and version."""
-        t, c = schema.tokenizers, schema.corpora
+        t = schema.tokenizers
         query = (
-            select(
-                t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
-                c.c.origin.label("corpus_origin"),
-            )
-            .select_from(t.join(c, t.c.corpus_id == c.c.id))
+            self._tokenizers_with_corpora()
             .where(t.c.corpus_id == corpus_id, t.c.source == "trained")
             .order_by(t.c.name, t.c.version)
         )

@@ -350,6 +350,21 @@ pub struct SortedRows {
 }
 
 impl SortedRows {
+    /// `f` of the counts in their sorted order, rows `start..end` checked first (see `check`);
+    /// with the GIL released while `f` runs.
+    fn with_sorted<T: Send>(
+        &self,
+        py: Python<'_>,
+        start: usize,
+        end: usize,
+        f: impl FnOnce(SortedCounts<'_>) -> T + Send,
+    ) -> PyResult<T> {
+        let counts = self.check(py, start, end)?;
+        let inner = &counts.inner;
+        let order = &self.order;
+        Ok(py.detach(|| f(SortedCounts::with_order(inner, order))))
+    }
+
     /// The counts, borrowed, and `start..end` checked; ValueError if the counts changed since
     /// the order was taken or the range is not within the rows.
     fn check<'py>(
@@ -408,12 +423,9 @@ impl SortedRows {
         max_rows: usize,
         max_bytes: usize,
     ) -> PyResult<Vec<usize>> {
-        let counts = self.check(py, 0, self.len)?;
-        let inner = &counts.inner;
-        let order = &self.order;
-        Ok(py.detach(|| {
-            SortedCounts::with_order(inner, order).piece_ends(max_rows.max(1), max_bytes)
-        }))
+        self.with_sorted(py, 0, self.len, |sorted| {
+            sorted.piece_ends(max_rows.max(1), max_bytes)
+        })
     }
 
     /// Rows `start..end` packed (one part of a packed copy, with a checksum; read back by
@@ -424,10 +436,7 @@ impl SortedRows {
         start: usize,
         end: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let counts = self.check(py, start, end)?;
-        let inner = &counts.inner;
-        let order = &self.order;
-        let data = py.detach(|| SortedCounts::with_order(inner, order).pack(start, end));
+        let data = self.with_sorted(py, start, end, |sorted| sorted.pack(start, end))?;
         Ok(PyBytes::new(py, &data))
     }
 
@@ -440,11 +449,9 @@ impl SortedRows {
         start: usize,
         end: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let counts = self.check(py, start, end)?;
-        let inner = &counts.inner;
-        let order = &self.order;
-        let data =
-            py.detach(|| SortedCounts::with_order(inner, order).copy_rows(corpus_id, start, end));
+        let data = self.with_sorted(py, start, end, |sorted| {
+            sorted.copy_rows(corpus_id, start, end)
+        })?;
         Ok(PyBytes::new(py, &data))
     }
 }
