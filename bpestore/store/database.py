@@ -597,7 +597,9 @@ class ModelStore:
         with self._transaction() as connection:
             row = self._resolve(connection, ref)
             vocab_rows, merge_rows = self._vocab_and_merges(connection, row)
-        return model_from_rows(row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows)
+        return model_from_rows(
+            row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows, f"{row.name}@{row.version}", self.location
+        )
 
     def _vocab_and_merges(self, connection: Connection, row: Any) -> tuple:
         tokenizer_id = row.id

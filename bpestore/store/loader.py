@@ -140,4 +140,4 @@ def _read_current_sqlite(connection: sqlite3.Connection, location: str, ref: str
                 pass
     if packed is not None:
         vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location)
-    return model_from_rows(special_tokens, pattern, merge_rule, vocab_rows, merge_rows)
+    return model_from_rows(special_tokens, pattern, merge_rule, vocab_rows, merge_rows, f"{name}@{found_version}", location)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from ..errors import DamagedStoreError
 from ..model import BPEModel
 
 VOCAB_SQL = "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
@@ -18,6 +19,13 @@ def model_from_rows(
     merge_rule: str,
     vocab_rows: Iterable[tuple[int, bytes]],
     merge_rows: Iterable[tuple[bytes, bytes]],
+    ref: str = "",
+    location: str = "",
 ) -> BPEModel:
-    """A model from a ``tokenizers`` row's columns and its ``vocab`` and ``merges`` rows (in rank order)."""
-    return BPEModel.stored(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, merge_rule)
+    """A model from a ``tokenizers`` row's columns and its ``vocab`` and ``merges`` rows (in rank
+    order). What the model's checks refuse (a pattern a damaged or crafted store holds, say) is a
+    DamagedStoreError naming ``ref`` in ``location``."""
+    try:
+        return BPEModel.stored(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, merge_rule)
+    except (ValueError, TypeError) as error:
+        raise DamagedStoreError(f"{ref} in {location} cannot be used: {error}") from None
