@@ -84,8 +84,9 @@ class PretokenCounts(Mapping[bytes, int]):
     def from_rows(rows: Iterable[tuple[bytes, int]]) -> PretokenCounts:
         """Counts from rows ``(pre-token bytes, count)`` (a database cursor); a pre-token given
         twice gets the sum; ValueError naming the row for anything else."""
-    def sorted_rows(self) -> SortedRows:
-        """These counts' rows in byte order of the pre-tokens, to be written in batches."""
+    def sorted_rows(self, order: str = "bytes") -> SortedRows:
+        """These counts' rows in byte order of the pre-tokens (``"bytes"``), or in order of their
+        SHA-256 (``"sha256"``: PostgreSQL's key), to be written in batches."""
     def get(self, pretoken: bytes, default: int | None = None) -> int | None: ...
     def __getitem__(self, pretoken: bytes) -> int: ...
     def __contains__(self, pretoken: object) -> bool: ...

@@ -7,8 +7,8 @@
   per 100 rows, not per row. Byte strings go in as ``bytearray``, which Python's sqlite3 binds
   without first looking for an adapter. Three times the rows a second of one statement per row.
 - PostgreSQL (psycopg 3): binary ``COPY``. Counts' ``COPY`` data is made by the engine
-  (``SortedRows.copy_rows``), and read back by it (``PretokenCounts.from_copy``); other tables'
-  rows go through psycopg's ``write_row``.
+  (``SortedRows.copy_rows``, rows in the order of the key on their sha256), and read back by it
+  (``PretokenCounts.from_copy``); other tables' rows go through psycopg's ``write_row``.
 - Any other database: SQLAlchemy's ``executemany``.
 
 Counts are written in byte order of their pre-tokens (the order of ``pretoken_counts``'s key:
@@ -92,9 +92,12 @@ def write_counts(connection: Connection, corpus_id: int, counts: PretokenCounts,
                     on_rows(end - start)
                 start = end
     elif driver == "psycopg":
+        # In the order of the key on the pre-tokens' sha256 (migration 0006): appended to that
+        # index rather than scattered over it, which halves the time of the COPY.
+        by_key = counts.sorted_rows("sha256")
         with _raw(connection).cursor() as cursor, cursor.copy(_COPY_COUNTS_IN) as copy:
-            for end in ends or [0]:  # no rows: the header and trailer alone
-                copy.write(rows.copy_rows(corpus_id, start, end))
+            for end in by_key.piece_ends(ROWS_PER_BATCH, BYTES_PER_BATCH) or [0]:  # no rows: header and trailer alone
+                copy.write(by_key.copy_rows(corpus_id, start, end))
                 if on_rows is not None:
                     on_rows(end - start)
                 start = end

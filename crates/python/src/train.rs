@@ -295,22 +295,40 @@ impl PyPretokenCounts {
         Ok(Self { inner })
     }
 
-    /// These counts' rows in byte order of the pre-tokens, to be written in batches
-    /// ([`SortedRows`]); they must not change meanwhile.
-    fn sorted_rows(slf: Bound<'_, Self>) -> SortedRows {
+    /// These counts' rows in byte order of the pre-tokens (`order="bytes"`, the canonical one,
+    /// that of packed copies and SQLite's key), or in order of their SHA-256 (`order="sha256"`,
+    /// that of PostgreSQL's key on pre-tokens), to be written in batches ([`SortedRows`]); they
+    /// must not change meanwhile.
+    #[pyo3(signature = (order="bytes"))]
+    fn sorted_rows(slf: Bound<'_, Self>, order: &str) -> PyResult<SortedRows> {
         let py = slf.py();
+        let by_sha256 = match order {
+            "bytes" => false,
+            "sha256" => true,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "order must be 'bytes' or 'sha256', not {other:?}"
+                )))
+            }
+        };
         let (order, len, total) = {
             let counts = slf.borrow();
             let inner = &counts.inner;
-            let order = py.detach(|| inner.sorted_ids());
+            let order = py.detach(|| {
+                if by_sha256 {
+                    inner.sha256_sorted_ids()
+                } else {
+                    inner.sorted_ids()
+                }
+            });
             (order, inner.len(), inner.total())
         };
-        SortedRows {
+        Ok(SortedRows {
             counts: slf.unbind(),
             order,
             len,
             total,
-        }
+        })
     }
 
     /// A copy of these counts (the table copied as it is, not rebuilt).

