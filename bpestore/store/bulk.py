@@ -21,14 +21,15 @@ truth: triggers drop the copy when any of them changes (migration 0008).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from itertools import chain
 from typing import Any
 
 from sqlalchemy import LargeBinary, insert, select
 from sqlalchemy.engine import Connection
 
-from .._engine import PretokenCounts
+from .._engine import PretokenCounts, SortedRows
 from . import schema
 
 __all__ = ["delete_corpus", "insert_rows", "read_counts", "sqlite_triggers_suspended", "write_counts"]
@@ -79,45 +80,53 @@ def write_counts(connection: Connection, corpus_id: int, counts: PretokenCounts,
     """Insert the rows of ``counts`` (the engine's) as corpus ``corpus_id``'s, then their packed
     copy, in ``connection``'s transaction. ``on_rows(n)``: n more rows written (progress)."""
     rows = counts.sorted_rows()
-    ends = rows.piece_ends(ROWS_PER_BATCH, BYTES_PER_BATCH)
     driver = _driver(connection)
+    if driver == "other":  # no triggers keep a copy fresh there: such a store reads the rows
+        _insert_count_rows(connection, driver, corpus_id, counts, rows, on_rows)
+        return
+    # The copy is packed by the engine on a thread of its own (without the GIL) while the rows
+    # are written, and inserted after them, whose triggers would delete a copy made before.
+    part_ends = rows.piece_ends(len(rows), BYTES_PER_PACKED_PART)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpestore-pack") as packer:
+        parts = [packer.submit(rows.pack, start, end) for start, end in zip([0, *part_ends], part_ends)]
+        _insert_count_rows(connection, driver, corpus_id, counts, rows, on_rows)
+        for part, packed in enumerate(parts):
+            connection.execute(insert(schema.packed_counts).values(corpus_id=corpus_id, part=part, data=packed.result()))
+
+
+def _insert_count_rows(
+    connection: Connection, driver: str, corpus_id: int, counts: PretokenCounts, rows: SortedRows,
+    on_rows: Callable[[int], object] | None,
+) -> None:
+    """The rows of :func:`write_counts`, in batches, the fastest way ``driver`` takes them."""
+    if driver == "psycopg":
+        # In the order of the key on the pre-tokens' sha256 (migration 0006): appended to that
+        # index rather than scattered over it, which halves the time of the COPY.
+        rows = counts.sorted_rows("sha256")
     start = 0
-    if driver == "sqlite":
-        with sqlite_triggers_suspended(connection, _COUNTS_INSERT_TRIGGER):
-            for end in ends:
+    ends = rows.piece_ends(ROWS_PER_BATCH, BYTES_PER_BATCH)
+    with ExitStack() as stack:
+        if driver == "sqlite":
+            stack.enter_context(sqlite_triggers_suspended(connection, _COUNTS_INSERT_TRIGGER))
+        elif driver == "psycopg":
+            copy = stack.enter_context(stack.enter_context(_raw(connection).cursor()).copy(_COPY_COUNTS_IN))
+            ends = ends or [0]  # no rows: the COPY's header and trailer alone
+        for end in ends:
+            if driver == "sqlite":
                 # The corpus id, an int, is written into the statement: one parameter less a row.
                 flat = rows.flat_rows(start, end)
                 _sqlite_insert_flat(_raw(connection), "pretoken_counts", ["corpus_id", "pretoken", "count"], flat, 2, [str(int(corpus_id))])
-                if on_rows is not None:
-                    on_rows(end - start)
-                start = end
-    elif driver == "psycopg":
-        # In the order of the key on the pre-tokens' sha256 (migration 0006): appended to that
-        # index rather than scattered over it, which halves the time of the COPY.
-        by_key = counts.sorted_rows("sha256")
-        with _raw(connection).cursor() as cursor, cursor.copy(_COPY_COUNTS_IN) as copy:
-            for end in by_key.piece_ends(ROWS_PER_BATCH, BYTES_PER_BATCH) or [0]:  # no rows: header and trailer alone
-                copy.write(by_key.copy_rows(corpus_id, start, end))
-                if on_rows is not None:
-                    on_rows(end - start)
-                start = end
-    else:
-        for end in ends:
-            flat = rows.flat_rows(start, end)
-            connection.execute(
-                insert(schema.pretoken_counts),
-                [{"corpus_id": corpus_id, "pretoken": bytes(flat[i]), "count": flat[i + 1]} for i in range(0, len(flat), 2)],
-            )
+            elif driver == "psycopg":
+                copy.write(rows.copy_rows(corpus_id, start, end))
+            else:
+                flat = rows.flat_rows(start, end)
+                connection.execute(
+                    insert(schema.pretoken_counts),
+                    [{"corpus_id": corpus_id, "pretoken": bytes(flat[i]), "count": flat[i + 1]} for i in range(0, len(flat), 2)],
+                )
             if on_rows is not None:
                 on_rows(end - start)
             start = end
-    if driver == "other":
-        return  # no triggers keep a copy fresh there: such a store reads the rows
-    # After the rows, whose triggers would delete a copy made before them.
-    start = 0
-    for part, end in enumerate(rows.piece_ends(len(rows), BYTES_PER_PACKED_PART)):
-        connection.execute(insert(schema.packed_counts).values(corpus_id=corpus_id, part=part, data=rows.pack(start, end)))
-        start = end
 
 
 def read_counts(connection: Connection, corpus_id: int, distinct: int, total: int) -> PretokenCounts:
