@@ -453,14 +453,10 @@ class Store(ModelStore):
         """Store counts made now as a corpus, in a transaction of their own; returns its id (that
         of the same corpus, if another process stored it since it was looked for). ``progress``:
         a bar of the rows written, or ``on_rows(n)`` told of each n more."""
-        with self._transaction(write=True) as connection:
-            corpus_id = self._find_corpus(connection, new.sha256, new.pattern, new.specials_json)
-            if corpus_id is None:
-                corpus_id = self._insert_corpus(
-                    connection, new.source, new.size_bytes, new.sha256, new.pattern, new.specials_json, new.counts, progress,
-                    origin=new.origin, files=new.files, on_rows=on_rows,
-                )
-        return corpus_id
+        return self._store_corpus(
+            new.source, new.size_bytes, new.sha256, new.pattern, new.specials_json, new.counts, progress,
+            origin=new.origin, files=new.files, on_rows=on_rows,
+        )
 
     def _writes_in_background(self) -> bool:
         """Whether a thread of its own may write to this store while this one merges: a file or a
@@ -671,8 +667,14 @@ class Store(ModelStore):
         owned = found.owned if isinstance(found, _NewCorpus) else not isinstance(corpus, Counts)
 
         def stop_if_saving_failed() -> None:
-            if saving is not None and saving.done() and saving.exception() is not None:
+            """Called as the merges progress: a failed save stops the loop; a finished one lets
+            the counts go (the merge loop holds words of its own), if they are bpestore's."""
+            if saving is None or not saving.done():
+                return
+            if saving.exception() is not None:
                 raise saving.exception()  # type: ignore[misc]
+            if owned and len(counts):
+                counts.clear()
 
         # From here on the counts are saved (or being saved): a Ctrl-C (in the merge loop, which
         # can take hours, or while the tokenizers are written, seconds for a big vocab; that

@@ -409,9 +409,11 @@ class ModelStore:
         """A write transaction waits (up to the busy timeout) for the write lock, so that writers
         run one at a time: what SQLite's ``BEGIN IMMEDIATE`` does. Without it two writers race on
         the unique constraints (versions, corpora, a new database's schema) and one fails."""
-        if connection.get_execution_options().get("bpestore_write", False):
+        options = connection.get_execution_options()
+        if options.get("bpestore_write", False):
             connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, round(self.lock_timeout * 1000))}")
-            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
+            if options.get("bpestore_store_lock", True):
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
 
     def _postgresql_read_only_reason(self) -> str | None:
         """Why the server's user may not write this store (the privileges it lacks), or None:
@@ -511,15 +513,18 @@ class ModelStore:
         return f"Store({self.location!r})"
 
     @contextmanager
-    def _transaction(self, write: bool = False) -> Iterator[Connection]:
+    def _transaction(self, write: bool = False, *, store_lock: bool = True) -> Iterator[Connection]:
         """A transaction on a connection of the store's own. A write one first takes the store's
         write lock (SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's advisory lock), waiting up to
-        :attr:`lock_timeout`; :attr:`lock_waited` then says how long it waited, in seconds."""
+        :attr:`lock_timeout`; :attr:`lock_waited` then says how long it waited, in seconds.
+        ``store_lock=False``: on PostgreSQL, a write that races no other writer (its rows are
+        its own, keyed by a new corpus) takes no advisory lock, so that others need not wait for
+        it; SQLite has one write lock for the whole file and always takes it."""
         if write:
             self.check_writable()
         asked = time.monotonic()
         with self._errors(writing=write, waiting_since=asked if write else None), self.engine.connect() as connection:
-            connection.execution_options(bpestore_write=write)
+            connection.execution_options(bpestore_write=write, bpestore_store_lock=store_lock)
             with connection.begin():
                 if write:
                     self.lock_waited = time.monotonic() - asked
@@ -892,6 +897,35 @@ class ModelStore:
         with progress_bar(progress and on_rows is None, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
             bulk.write_counts(connection, corpus_id, counts, on_rows=on_rows or bar.update)
         return corpus_id
+
+    def _store_corpus(
+        self, source: str, size_bytes: int, sha256: str, pattern: str, specials_json: str, counts: PretokenCounts,
+        progress: bool, *, origin: str = "files", files: Sequence[CorpusFile] = (), on_rows: Callable[[int], object] | None = None,
+    ) -> int:
+        """Store a corpus and its counts (:meth:`_insert_corpus`) in a transaction of their own,
+        unless the same corpus is stored already (by another process since it was looked for);
+        returns its id. On PostgreSQL the transaction takes no store-wide lock (writing a big
+        corpus's rows takes seconds, and nothing else another writer does can collide with new
+        rows of a new corpus): two stores of the same corpus at once meet at the corpora's unique
+        key, where the second waits for the first and then takes its corpus."""
+        locked = not self.is_postgresql
+        try:
+            with self._transaction(write=True, store_lock=locked) as connection:
+                corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+                if corpus_id is None:
+                    corpus_id = self._insert_corpus(
+                        connection, source, size_bytes, sha256, pattern, specials_json, counts, progress,
+                        origin=origin, files=files, on_rows=on_rows,
+                    )
+            return corpus_id
+        except sa_exc.IntegrityError:
+            if locked:
+                raise
+            with self._transaction() as connection:  # the other writer's corpus, committed
+                found = self._find_corpus(connection, sha256, pattern, specials_json)
+            if found is None:
+                raise
+            return found
 
     def corpus_files(self, corpus_id: int) -> builtins.list[CorpusFile]:
         """The files corpus ``corpus_id`` was counted from, in order (none listed for counts made

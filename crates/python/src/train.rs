@@ -821,21 +821,21 @@ fn learn_merges<'py>(
         }
         merges
     };
-    let merges = if consume {
-        // Emptied once read, to free their memory for the merges: this needs the counts alone.
-        let mut counts = counts.borrow_mut();
-        let counts = &mut counts.inner;
-        py.detach(move || {
-            let merge_loop = run(counts);
-            counts.clear();
-            take(merge_loop)
-        })
-    } else {
-        // Only read: other threads may read the same counts meanwhile (the store writing them).
+    // The counts are read (shared: other threads may read them meanwhile, the store writing
+    // them) only while the loop is built; it holds words of its own, so from then on nobody
+    // borrows them, and even the progress callback may empty them.
+    let merge_loop = {
         let counts = counts.borrow();
-        let counts = &counts.inner;
-        py.detach(move || take(run(counts)))
+        let inner = &counts.inner;
+        py.detach(|| run(inner))
     };
+    if consume {
+        // Emptied once read, to free their memory for the merges (unless someone reads them).
+        if let Ok(mut counts) = counts.try_borrow_mut() {
+            counts.inner.clear();
+        }
+    }
+    let merges = py.detach(|| take(merge_loop));
     reporter.finish()?;
     let merges = merges
         .iter()
