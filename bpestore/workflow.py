@@ -525,18 +525,19 @@ class Store(ModelStore):
         source = json.dumps([*old_paths, *(file.path for file in new_files)], ensure_ascii=False)
         specials_json = json.dumps(old.special_tokens, ensure_ascii=False)
         size = old.size_bytes + sum(file.size_bytes for file in new_files)
-        with self._transaction(write=True) as connection:
-            now = self._find_corpus(connection, old.sha256, old.pattern, specials_json)
-            if now != old.id:
-                raise StoreError(f"corpus {old.id} was deleted or changed while the new files were counted; nothing was stored: run again")
-            new_id = self._find_corpus(connection, sha256, old.pattern, specials_json)
-            if new_id is None:
-                new_id = self._insert_corpus(
-                    connection, source, size, sha256, old.pattern, specials_json, counts, progress, origin=old.origin,
-                    files=[*old_files, *new_files] if old_files or old.origin == "files" else [],
-                )
-            if not old.tokenizers and new_id != old.id:
-                self._delete_corpus(connection, old.id)
+        with self._staged_corpus(source, counts, progress, None) as (connection, staged, report):
+            with self._transaction(write=True, on=connection):
+                now = self._find_corpus(connection, old.sha256, old.pattern, specials_json)
+                if now != old.id:
+                    raise StoreError(f"corpus {old.id} was deleted or changed while the new files were counted; nothing was stored: run again")
+                new_id = self._find_corpus(connection, sha256, old.pattern, specials_json)
+                if new_id is None:
+                    new_id = self._insert_corpus(
+                        connection, source, size, sha256, old.pattern, specials_json, staged, origin=old.origin,
+                        files=[*old_files, *new_files] if old_files or old.origin == "files" else [], on_rows=report,
+                    )
+                if not old.tokenizers and new_id != old.id:
+                    self._delete_corpus(connection, old.id)
         return self.corpora(new_id)[0]
 
     def _given_counts(self, counts: Counts, special_tokens: Sequence[str], started: float, owned: bool) -> CorpusCounts | _NewCorpus:
@@ -712,7 +713,8 @@ class Store(ModelStore):
             done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
             if saving is not None:
                 if progress and not saving.done():  # the merges are done first: show the rest of the save
-                    with progress_bar(True, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
+                    writes = self._row_writes(len(counts))
+                    with progress_bar(True, writes, "saving pre-token counts", unit="row", unit_scale=True) as bar:
                         while not saving.done():
                             bar.update(saved_rows[0] - bar.n)
                             wait([saving], timeout=0.1)

@@ -16,13 +16,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
 import bpestore
 from bpestore import Store, train_bpe
 from bpestore._engine import PretokenCounts
 from bpestore.errors import StoreError, StoreLockTimeoutError
+from bpestore.pretokenize.patterns import GPT2_PATTERN
 from bpestore.store import bulk
 from bpestore.store.database import WRITE_LOCK_KEY
+from bpestore.train.trainer import count_corpus
 from postgres import PostgresDatabase, sqlite_or_postgresql_db as db  # noqa: F401 - the fixture
 from reference import reference_pretoken_counts, reference_train
 from test_store import query
@@ -144,17 +147,23 @@ def test_big_counts_are_written_in_batches_and_packed_in_parts(db, corpus, monke
 
 
 def test_a_write_that_fails_leaves_nothing_and_the_trigger_in_place(db, corpus, monkeypatch):
+    """A failure once the first rows are in (on SQLite, copied from the staged ones, with the
+    insert trigger dropped for the write): everything is rolled back, the trigger too."""
+
     class Boom(Exception):
         pass
 
-    original = bulk.insert
+    original = bulk.write_counts
 
-    def fail_at_the_packed_copy(table):
-        if table.name == "packed_counts":
+    def fail_after_the_first_rows(connection, corpus_id, staged, on_rows=None):
+        def boom(rows):
+            if connection.dialect.name == "sqlite":  # (PostgreSQL is in the middle of the COPY: no query)
+                assert query_rows(connection, corpus_id) > 0  # the rows are in: this is mid-write
             raise Boom
-        return original(table)
 
-    monkeypatch.setattr(bulk, "insert", fail_at_the_packed_copy)
+        original(connection, corpus_id, staged, on_rows=boom)
+
+    monkeypatch.setattr(bulk, "write_counts", fail_after_the_first_rows)
     with Store(db) as store, pytest.raises(Boom):
         store.count(corpus, [ENDOFTEXT])
     monkeypatch.undo()
@@ -166,6 +175,58 @@ def test_a_write_that_fails_leaves_nothing_and_the_trigger_in_place(db, corpus, 
     with Store(db) as store:  # and the next write works, with its copy
         corpus_id = store.count(corpus, [ENDOFTEXT]).corpus_id
     assert query(db, "SELECT count(*) FROM packed_counts WHERE corpus_id = ?", (corpus_id,)) == [(1,)]
+
+
+def query_rows(connection, corpus_id) -> int:
+    table = bulk.schema.pretoken_counts
+    return connection.execute(select(func.count()).select_from(table).where(table.c.corpus_id == corpus_id)).scalar_one()
+
+
+def test_a_write_that_fails_while_staging_leaves_nothing(tmp_path, corpus):
+    """SQLite stages the rows before taking the write lock: a failure there (a full disk for the
+    temporary tables, say) stores nothing, and the next write of the same counts works."""
+    db = tmp_path / "s.db"
+
+    class Boom(Exception):
+        pass
+
+    def boom(rows):
+        raise Boom
+
+    counts = count_corpus(corpus, [ENDOFTEXT])
+    with Store(db) as store:
+        with pytest.raises(Boom):
+            store._store_corpus(str(corpus), 1, "ab" * 32, GPT2_PATTERN, "[]", counts, False, on_rows=boom)
+        assert query(db, "SELECT count(*) FROM corpora") == [(0,)]
+        corpus_id = store._store_corpus(str(corpus), 1, "ab" * 32, GPT2_PATTERN, "[]", counts, False)
+        assert store.pretoken_counts(corpus_id) == counts
+
+
+def test_sqlite_counts_are_staged_before_the_write_lock_is_taken(tmp_path, corpus):
+    """The slow part of writing counts' rows on SQLite (Python values made and bound, a row at
+    a time) runs before the write lock is taken: while it runs, another process may write (it
+    does not wait at all here: timeout 0); only the copy of the staged rows holds the lock."""
+    db = tmp_path / "s.db"
+    Store(db).close()
+    calls = []
+
+    def another_writer_while_writing(rows):
+        other = sqlite3.connect(db, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+            calls.append("written")
+        except sqlite3.OperationalError as error:  # database is locked
+            calls.append(str(error))
+        finally:
+            other.close()
+
+    counts = count_corpus(corpus, [ENDOFTEXT])
+    assert len(counts) < bulk.ROWS_PER_BATCH  # one batch staged, then one slice copied
+    with Store(db) as store:
+        corpus_id = store._store_corpus(str(corpus), 1, "ab" * 32, GPT2_PATTERN, "[]", counts, False, on_rows=another_writer_while_writing)
+        assert store.pretoken_counts(corpus_id) == counts
+    assert calls == ["written", "database is locked"]  # staging: free; copying: the lock is held
 
 
 def test_deleting_the_last_tokenizer_deletes_its_counts_and_their_copy(db, corpus):

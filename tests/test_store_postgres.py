@@ -84,8 +84,10 @@ def test_sizes_and_counts_above_2_to_the_31(db):
     """A corpus over 2 GiB, with a pre-token seen more than 2^31 times (32-bit columns said
     "integer out of range" on PostgreSQL): stored and read back exactly."""
     counts = {b"the": 2**31 + 7, b" and": 2**40 + 1, b"x": 1}
-    with Store(db) as store, store._transaction(write=True) as connection:
-        corpus_id = store._insert_corpus(connection, "big.txt", 5 * 2**30, "ab" * 32, "p", "[]", counts, progress=False)
+    with Store(db) as store, store._staged_corpus("big.txt", counts, False, None) as (connection, staged, _), store._transaction(
+        write=True, on=connection
+    ):
+        corpus_id = store._insert_corpus(connection, "big.txt", 5 * 2**30, "ab" * 32, "p", "[]", staged)
         store._insert_tokenizer(
             connection, "big", nul_tokenizer().model, corpus_id=corpus_id, source="trained", training_params=None, training_seconds=1.0
         )

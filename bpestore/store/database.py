@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from itertools import repeat
@@ -513,22 +513,28 @@ class ModelStore:
         return f"Store({self.location!r})"
 
     @contextmanager
-    def _transaction(self, write: bool = False, *, store_lock: bool = True) -> Iterator[Connection]:
-        """A transaction on a connection of the store's own. A write one first takes the store's
-        write lock (SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's advisory lock), waiting up to
-        :attr:`lock_timeout`; :attr:`lock_waited` then says how long it waited, in seconds.
-        ``store_lock=False``: on PostgreSQL, a write that races no other writer (its rows are
-        its own, keyed by a new corpus) takes no advisory lock, so that others need not wait for
-        it; SQLite has one write lock for the whole file and always takes it."""
+    def _transaction(self, write: bool = False, *, store_lock: bool = True, on: Connection | None = None) -> Iterator[Connection]:
+        """A transaction on a connection of the store's own (``on``: that one, which is not in a
+        transaction). A write one first takes the store's write lock (SQLite's ``BEGIN
+        IMMEDIATE``, PostgreSQL's advisory lock), waiting up to :attr:`lock_timeout`;
+        :attr:`lock_waited` then says how long it waited, in seconds. ``store_lock=False``: on
+        PostgreSQL, a write that races no other writer (its rows are its own, keyed by a new
+        corpus) takes no advisory lock, so that others need not wait for it; SQLite has one write
+        lock for the whole file and always takes it."""
         if write:
             self.check_writable()
         asked = time.monotonic()
-        with self._errors(writing=write, waiting_since=asked if write else None), self.engine.connect() as connection:
+        connected = self.engine.connect() if on is None else nullcontext(on)
+        with self._errors(writing=write, waiting_since=asked if write else None), connected as connection:
             connection.execution_options(bpestore_write=write, bpestore_store_lock=store_lock)
-            with connection.begin():
-                if write:
-                    self.lock_waited = time.monotonic() - asked
-                yield connection
+            try:
+                with connection.begin():
+                    if write:
+                        self.lock_waited = time.monotonic() - asked
+                    yield connection
+            finally:
+                if on is not None:  # the caller's connection goes on reading (its next BEGIN takes no lock)
+                    connection.execution_options(bpestore_write=False, bpestore_store_lock=True)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -841,6 +847,34 @@ class ModelStore:
                 raise StoreError(f"no corpus {corpus_id} in {self.location}")
             return bulk.read_counts(connection, corpus_id, row.distinct_pretokens, row.total_pretokens)
 
+    def _row_writes(self, rows: int) -> int:
+        """How many rows saving a corpus of ``rows`` pre-tokens reports as written, staged and
+        stored (a bar's total): :func:`.bulk.row_writes`."""
+        return bulk.row_writes(self.engine.dialect.name, rows)
+
+    @contextmanager
+    def _staged_corpus(
+        self, source: str, counts: PretokenCounts | Mapping[bytes, int], progress: bool, on_rows: Callable[[int], object] | None,
+    ) -> Iterator[tuple[Connection, bulk.StagedCounts, Callable[[int], object]]]:
+        """A connection of the store's own with ``counts`` (of ``source``, named in messages; the
+        engine's, or a mapping) made ready to write on it (:func:`.bulk.staged_counts`: on
+        SQLite, the slow part of writing the rows, done before the write lock is taken), and the
+        callback told of rows written: ``on_rows`` (for a bar drawn elsewhere: another
+        thread's), or with ``progress``, a bar's of every row written, staged and stored."""
+        if not isinstance(counts, PretokenCounts):
+            counts = PretokenCounts.from_dict(counts)
+        if counts.total >= 1 << 63:
+            raise ValueError(
+                f"the pre-tokens of {source} are counted {counts.total} times in all, more than the store's 64-bit counts hold (2**63 - 1)"
+            )
+        writes = self._row_writes(len(counts))
+        with self._errors(writing=True), self.engine.connect() as connection, progress_bar(
+            progress and on_rows is None, writes, "saving pre-token counts", unit="row", unit_scale=True
+        ) as bar:
+            report = on_rows or bar.update
+            with bulk.staged_counts(connection, counts, report) as staged:
+                yield connection, staged, report
+
     def _insert_corpus(
         self,
         connection: Connection,
@@ -849,23 +883,14 @@ class ModelStore:
         sha256: str,
         pattern: str,
         specials_json: str,
-        counts: PretokenCounts | Mapping[bytes, int],
-        progress: bool,
+        staged: bulk.StagedCounts,
         origin: str = "files",
         files: Sequence[CorpusFile] = (),
         on_rows: Callable[[int], object] | None = None,
     ) -> int:
         """A new corpus: its row, its files (if counted from files), its counts' rows and their
-        packed copy, in bulk (:func:`.bulk.write_counts`). ``counts``: the engine's, or a mapping.
-        ``progress``: a bar of the rows written; ``on_rows(n)``: told of each n more rows instead
-        (for a bar drawn elsewhere: another thread's)."""
-        if not isinstance(counts, PretokenCounts):
-            counts = PretokenCounts.from_dict(counts)
-        total = counts.total
-        if total >= 1 << 63:
-            raise ValueError(
-                f"the pre-tokens of {source} are counted {total} times in all, more than the store's 64-bit counts hold (2**63 - 1)"
-            )
+        packed copy, in bulk (:func:`.bulk.write_counts`), from ``staged`` counts
+        (:meth:`_staged_corpus`, on ``connection``). ``on_rows(n)``: told of each n more rows."""
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         corpus_id = connection.execute(
             insert(schema.corpora).values(
@@ -875,8 +900,8 @@ class ModelStore:
                 path=source,
                 origin=origin,
                 size_bytes=size_bytes,
-                distinct_pretokens=len(counts),
-                total_pretokens=total,
+                distinct_pretokens=len(staged.counts),
+                total_pretokens=staged.counts.total,
                 created_at=now,
             )
         ).inserted_primary_key[0]
@@ -893,9 +918,7 @@ class ModelStore:
                     [file.added_at or now for file in files],
                 ],
             )
-        # The bar shows that saving a big corpus's counts is under way, with its rate.
-        with progress_bar(progress and on_rows is None, len(counts), "saving pre-token counts", unit="row", unit_scale=True) as bar:
-            bulk.write_counts(connection, corpus_id, counts, on_rows=on_rows or bar.update)
+        bulk.write_counts(connection, corpus_id, staged, on_rows=on_rows)
         return corpus_id
 
     def _store_corpus(
@@ -904,19 +927,21 @@ class ModelStore:
     ) -> int:
         """Store a corpus and its counts (:meth:`_insert_corpus`) in a transaction of their own,
         unless the same corpus is stored already (by another process since it was looked for);
-        returns its id. On PostgreSQL the transaction takes no store-wide lock (writing a big
-        corpus's rows takes seconds, and nothing else another writer does can collide with new
-        rows of a new corpus): two stores of the same corpus at once meet at the corpora's unique
-        key, where the second waits for the first and then takes its corpus."""
+        returns its id. The counts are staged first, outside the write lock (:meth:`_staged_corpus`).
+        On PostgreSQL the transaction takes no store-wide lock (writing a big corpus's rows
+        takes seconds, and nothing else another writer does can collide with new rows of a new
+        corpus): two stores of the same corpus at once meet at the corpora's unique key, where
+        the second waits for the first and then takes its corpus."""
         locked = not self.is_postgresql
         try:
-            with self._transaction(write=True, store_lock=locked) as connection:
-                corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
-                if corpus_id is None:
-                    corpus_id = self._insert_corpus(
-                        connection, source, size_bytes, sha256, pattern, specials_json, counts, progress,
-                        origin=origin, files=files, on_rows=on_rows,
-                    )
+            with self._staged_corpus(source, counts, progress, on_rows) as (connection, staged, report):
+                with self._transaction(write=True, store_lock=locked, on=connection):
+                    corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
+                    if corpus_id is None:
+                        corpus_id = self._insert_corpus(
+                            connection, source, size_bytes, sha256, pattern, specials_json, staged,
+                            origin=origin, files=files, on_rows=report,
+                        )
             return corpus_id
         except sa_exc.IntegrityError:
             if locked:
