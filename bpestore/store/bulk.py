@@ -23,7 +23,7 @@ truth: triggers drop the copy when any of them changes (migration 0008).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from itertools import chain
 from typing import Any
@@ -275,8 +275,8 @@ def insert_rows(connection: Connection, table: Any, columns: Sequence[Sequence[A
     driver = _driver(connection)
     if driver == "sqlite":
         binary = [isinstance(column.type, LargeBinary) for column in table.columns]
-        columns = [map(bytearray, values) if is_binary else values for values, is_binary in zip(columns, binary)]
-        flat = list(chain.from_iterable(zip(*columns)))
+        bound: list[Iterable[Any]] = [map(bytearray, values) if is_binary else values for values, is_binary in zip(columns, binary)]
+        flat = list(chain.from_iterable(zip(*bound)))
         _sqlite_insert_flat(_raw(connection), table.name, names, flat, len(names))
         return len(flat) // len(names)
     rows = zip(*columns)
