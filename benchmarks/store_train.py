@@ -18,6 +18,9 @@ peak RSS of the process (``ru_maxrss`` of that child alone, from ``os.wait4``):
 * the counts' rows written and read a second, in bulk (``bpestore.store.bulk``), on each backend:
   written in all (on SQLite: staged outside the write lock, then copied under it) and within
   the write transaction alone (what other writers wait for on SQLite);
+* the same trainings in one process whose imports are done (``Store.train`` and ``train_bpe``,
+  alternately, the first run of each dropped): the store's own cost, without a process's
+  start-up (what a user of the Python API pays);
 * how long a concurrent writer waits for the store's lock while ``bpestore train`` runs: another
   process saves GPT-2 (the fixture files, 50,257 tokens and 50,000 merges: the write of
   ``bpestore import gpt2``) over and over until the training ends, and reports its longest wait.
@@ -69,6 +72,26 @@ with Store(db) as store:
     assert back == counts
 result["rows"] = len(counts)
 print(json.dumps(result))
+"""
+
+IN_ONE_PROCESS = """
+import json, os, statistics, sys, time
+from bpestore import Store, train_bpe
+import bpestore.workflow  # (imports done before anything is timed: the work is)
+corpus, vocab, special, workers, repeat, directory = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+bigger = vocab * 3 // 2
+times = {"train_bpe": [], "Store.train": [], "train_bpe bigger": [], "Store.train bigger": []}
+def timed(key, work):
+    started = time.perf_counter()
+    work()
+    times[key].append(time.perf_counter() - started)
+for run in range(repeat + 1):
+    timed("train_bpe", lambda: train_bpe(corpus, vocab, [special], workers=workers))
+    with Store(os.path.join(directory, f"in-process-{run}.db")) as store:
+        timed("Store.train", lambda: store.train(corpus, "t", [vocab], [special], workers=workers))
+        timed("Store.train bigger", lambda: store.train(corpus, "t", [bigger], [special], workers=workers))
+    timed("train_bpe bigger", lambda: train_bpe(corpus, bigger, [special], workers=workers))
+print(json.dumps({key: statistics.median(values[1:]) for key, values in times.items()}))  # the first run warms up
 """
 
 WAITER = """
@@ -205,6 +228,10 @@ def main() -> None:
             again, again_rss = median_of(repeat, lambda size=size: bpestore_train(corpus, size, str(db), workers, name=f"again{size}"))
             row(f"bpestore train at {size:,} from stored counts ({what})", again, again_rss, f"train_bpe at {size:,}")
 
+        # The same work in one process whose imports are done (the Python API's case).
+        _, _, out = run([sys.executable, "-c", IN_ONE_PROCESS, str(corpus), str(vocab), SPECIAL, str(workers), str(repeat), tmp])
+        in_process = json.loads(out.splitlines()[-1])
+
         # Rows a second, in bulk.
         remove_sqlite(db)
         _, _, out = run([sys.executable, "-c", ROWS, str(db), str(corpus), SPECIAL])
@@ -232,6 +259,12 @@ def main() -> None:
         if against == "train_bpe" and rss and rss_of["train_bpe"]:
             ratio += f" (RSS {rss / rss_of['train_bpe']:.2f}x)"
         print(f"{label:58} {seconds:>8.3f} {rss or 0:>9.0f}  {ratio}")
+    print(
+        f"in one process, imports done (medians of {repeat}): Store.train into a fresh SQLite store {in_process['Store.train']:.3f} s, "
+        f"train_bpe {in_process['train_bpe']:.3f} s: {in_process['Store.train'] / in_process['train_bpe']:.2f}x; "
+        f"at {vocab * 3 // 2:,} from the stored counts {in_process['Store.train bigger']:.3f} s, train_bpe "
+        f"{in_process['train_bpe bigger']:.3f} s: {in_process['Store.train bigger'] / in_process['train_bpe bigger']:.2f}x"
+    )
     for backend, measured in (("SQLite", sqlite_rows), ("PostgreSQL", pg_rows)):
         if measured:
             rows_count = measured["rows"]
