@@ -24,14 +24,48 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterator, Sequence
 
-from bpestore.pretokenize.patterns import REGEX_WHITESPACE, SpecialSplitter
+from bpestore.pretokenize.patterns import REGEX_WHITESPACE
 
 
 # A space that does not start a regular segment: preceded or followed by whitespace, or ending the text.
 _IRREGULAR_SPACE = re.compile(
     "(?<=[" + re.escape(REGEX_WHITESPACE) + "]) | (?=[" + re.escape(REGEX_WHITESPACE) + r"]|\Z)"
 )
+
+
+
+class SpecialSplitter:
+    """Cuts text at special tokens, longest first (so a special token that contains another wins)."""
+
+    def __init__(self, special_tokens: Sequence[str]):
+        self.special_tokens = tuple(special_tokens)
+        ordered = sorted(set(self.special_tokens), key=len, reverse=True)
+        self._single = ordered[0] if len(ordered) == 1 else None
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._byte_pattern = re.compile(b"|".join(re.escape(token.encode("utf-8")) for token in ordered)) if ordered else None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def split(self, text: str) -> list[str]:
+        """The pieces of text between special tokens (the tokens themselves dropped)."""
+        if self._single is not None:
+            return text.split(self._single)
+        if self._pattern is None:
+            return [text]
+        return self._pattern.split(text)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        """The special tokens in ``text``, left to right."""
+        return self._pattern.finditer(text) if self._pattern is not None else iter(())
+
+    def byte_spans(self, data: bytes) -> list[tuple[int, int]]:
+        """The byte spans of the special tokens in UTF-8 encoded text, left to right."""
+        if self._byte_pattern is None:
+            return []
+        return [match.span() for match in self._byte_pattern.finditer(data)]
 
 
 def irregular_spans(text: str) -> list[tuple[int, int]]:

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpestore import _engine
-from bpestore.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, SpecialSplitter
+from bpestore.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from reference import pretokenize, split_on_specials
-from reference_cuts import covered_by_other_special, find_safe_space, last_safe_cut, next_safe_space
+from reference_cuts import SpecialSplitter, covered_by_other_special, find_safe_space, last_safe_cut, next_safe_space
 from strategies import SPECIAL_TOKEN_SETS, texts
 
 PATTERNS = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN]

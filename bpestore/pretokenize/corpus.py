@@ -18,9 +18,6 @@ from ..errors import CorpusDecodeError
 
 _READ_BYTES = 1 << 20
 
-ProgressCallback = Callable[[int], None]
-
-
 def iter_text_blocks(
     source: str | os.PathLike | BinaryIO,
     *,
@@ -36,13 +33,15 @@ def iter_text_blocks(
         yield from _decode_blocks(source, getattr(source, "name", "<stream>"), block_bytes, on_bytes)
 
 
-def _decode_blocks(file: BinaryIO, name: str, block_bytes: int, on_bytes, end: int | None = None) -> Iterator[str]:
+def _decode_blocks(file: BinaryIO, name: str, block_bytes: int, on_bytes: Callable[[int], None] | None) -> Iterator[str]:
+    """The text of ``file`` (named ``name`` in errors) read in blocks of ``block_bytes``;
+    ``on_bytes(n)`` told of each n bytes read."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0
     while True:
-        data = file.read(block_bytes if end is None else min(block_bytes, end - offset))
+        data = file.read(block_bytes)
         try:
-            text = decoder.decode(data, final=not data and end is None)
+            text = decoder.decode(data, final=not data)
         except UnicodeDecodeError as error:
             # error.object is what the decoder held back from the last block plus this one
             held = len(error.object) - len(data)

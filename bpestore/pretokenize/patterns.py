@@ -1,4 +1,4 @@
-r"""The pre-tokenizer patterns, the whitespace they know, and special-token splitting.
+r"""The pre-tokenizer patterns and the whitespace they know.
 
 The GPT-2 regex runs at about 10-20 MB/s in Python, while ``str.split(" ")`` runs at about
 100 MB/s and natural text repeats its words endlessly. So text is cut with ``str.split(" ")`` into
@@ -23,9 +23,6 @@ is used on the whole text.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
-
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 """The GPT-2 pre-tokenizer pattern, as used by CS336 (r50k_base and p50k_base use the same)."""
@@ -48,8 +45,6 @@ O200K_PATTERN = "|".join(
 
 # Patterns proven (by the property tests) to have the split property described above.
 SPLIT_SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})
-# Patterns for which " " + ASCII letters is always one pre-token (o200k splits "CamelCase").
-LETTER_RUN_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN})
 
 # Exactly the characters that the `regex` module's \s matches (it excludes \x1c-\x1f, which
 # Python's str.isspace() and the `re` module include). A test checks this against `regex`.
@@ -57,35 +52,3 @@ REGEX_WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-
-
-class SpecialSplitter:
-    """Cuts text at special tokens, longest first (so a special token that contains another wins)."""
-
-    def __init__(self, special_tokens: Sequence[str]):
-        self.special_tokens = tuple(special_tokens)
-        ordered = sorted(set(self.special_tokens), key=len, reverse=True)
-        self._single = ordered[0] if len(ordered) == 1 else None
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-        self._byte_pattern = re.compile(b"|".join(re.escape(token.encode("utf-8")) for token in ordered)) if ordered else None
-
-    def __bool__(self) -> bool:
-        return self._pattern is not None
-
-    def split(self, text: str) -> list[str]:
-        """The pieces of text between special tokens (the tokens themselves dropped)."""
-        if self._single is not None:
-            return text.split(self._single)
-        if self._pattern is None:
-            return [text]
-        return self._pattern.split(text)
-
-    def finditer(self, text: str) -> Iterator[re.Match[str]]:
-        """The special tokens in ``text``, left to right."""
-        return self._pattern.finditer(text) if self._pattern is not None else iter(())
-
-    def byte_spans(self, data: bytes) -> list[tuple[int, int]]:
-        """The byte spans of the special tokens in UTF-8 encoded text, left to right."""
-        if self._byte_pattern is None:
-            return []
-        return [match.span() for match in self._byte_pattern.finditer(data)]

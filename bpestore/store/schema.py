@@ -51,9 +51,6 @@ BIG_INTEGER = BigInteger().with_variant(Integer(), "sqlite")
 """A 64-bit integer: BIGINT, and on SQLite INTEGER, which is 64-bit already (0006 leaves SQLite's
 columns as they are: changing their type would copy the tables)."""
 
-TOKEN_KINDS = ("special", "byte", "merge", "other")
-MERGE_RULES = ("pair", "token")
-
 corpora = Table(
     "corpora",
     metadata,
