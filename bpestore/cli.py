@@ -1004,7 +1004,9 @@ class _ImportGroup(_Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.list_commands(ctx):
             return None
-        return _import_command(name, formats.get(name).importer)
+        importer = formats.get(name).importer
+        assert importer is not None  # (list_commands lists the formats that have one)
+        return _import_command(name, importer)
 
 
 def _import_command(format_name: str, spec: formats.ImportCommand) -> click.Command:

@@ -87,7 +87,7 @@ class BPEModel:
         if isinstance(merges, (str, bytes, bytearray)) or not isinstance(merges, Iterable):
             raise TypeError(f"merges must be a list of (bytes, bytes) pairs, not {type(merges).__name__}")
         vocab = dict(vocab)
-        merges = list(map(tuple, merges))
+        merges = [tuple(merge) for merge in merges]  # type: ignore[misc]  # (each checked to be a pair below)
         specials = check_special_tokens(special_tokens, repeats="drop")
         if not isinstance(merge_rule, str):
             raise TypeError(f"merge_rule must be 'pair' or 'token', not {type(merge_rule).__name__}")

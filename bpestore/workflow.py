@@ -114,11 +114,11 @@ class TokenizerDiff:
 
     @property
     def bytes_per_token_a(self) -> float | None:
-        return self.corpus_bytes / self.tokens_a if self.tokens_a else None
+        return self.corpus_bytes / self.tokens_a if self.tokens_a and self.corpus_bytes is not None else None
 
     @property
     def bytes_per_token_b(self) -> float | None:
-        return self.corpus_bytes / self.tokens_b if self.tokens_b else None
+        return self.corpus_bytes / self.tokens_b if self.tokens_b and self.corpus_bytes is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: tokens as readable text (see :func:`token_text`)."""
@@ -885,24 +885,25 @@ def encode_to(
     ``allowed_special`` and ``disallowed_special``: the special-token policy of
     :meth:`Tokenizer.encode` (another than the default encodes a stream, on one thread).
     """
-    from_file = isinstance(source, (str, os.PathLike))
-    to_npy = output is not None and Path(output).suffix == ".npy"
-    policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+    path = source if isinstance(source, (str, os.PathLike)) else None  # (else a stream)
+    npy_output = output if output is not None and Path(output).suffix == ".npy" else None
     default_policy = allowed_special == "all" and disallowed_special == "all"
-    if to_npy and from_file and default_policy:
-        return encode_file_to_npy(tokenizer, source, output, workers=workers, progress=progress)
-    total = os.path.getsize(check_corpus_path(source)) if from_file else None
+    if npy_output is not None and path is not None and default_policy:
+        return encode_file_to_npy(tokenizer, path, npy_output, workers=workers, progress=progress)
+    total = os.path.getsize(check_corpus_path(path)) if path is not None else None
     try:
         with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
             texts = iter_text_blocks(source, on_bytes=bar.update)
-            if to_npy:
-                return write_npy_stream(tokenizer, texts, output, **policy)
+            if npy_output is not None:
+                return write_npy_stream(
+                    tokenizer, texts, npy_output, allowed_special=allowed_special, disallowed_special=disallowed_special
+                )
             assert write_text is not None, "give write_text for output that is not .npy"
-            write_text(tokenizer.encode_blocks(texts, **policy))
+            write_text(tokenizer.encode_blocks(texts, allowed_special=allowed_special, disallowed_special=disallowed_special))
     except PatternError as error:
         # The stream's offsets are the file's: name the file too, as encoding it on threads does.
-        if from_file:
-            raise PatternError(f"{os.fspath(source)}: {error}") from None
+        if path is not None:
+            raise PatternError(f"{os.fspath(path)}: {error}") from None
         raise
     return None
 

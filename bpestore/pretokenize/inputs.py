@@ -16,6 +16,7 @@ another order, or a file and its compressed copy, are the same corpus.
 from __future__ import annotations
 
 import errno
+import io
 import glob
 import gzip
 import hashlib
@@ -25,7 +26,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from .corpus import _decode_blocks, check_corpus_path
 
@@ -99,7 +100,7 @@ class _CountingReader:
     """A binary file that reports the bytes read from it (the compressed bytes, for the progress
     bar, whose total is the files' sizes on disk)."""
 
-    def __init__(self, file: BinaryIO, on_bytes: Callable[[int], None] | None) -> None:
+    def __init__(self, file: io.BufferedIOBase, on_bytes: Callable[[int], None] | None) -> None:
         self._file = file
         self._on_bytes = on_bytes
 
@@ -149,7 +150,7 @@ class _ClosesItsFile:
 class _OwningGzipFile(_ClosesItsFile, gzip.GzipFile):
     def __init__(self, raw: _CountingReader) -> None:
         self._raw = raw
-        super().__init__(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+        super().__init__(fileobj=raw, mode="rb")  # type: ignore[call-overload]  # (raw reads as a file does)
 
 
 class _OwningLZMAFile(_ClosesItsFile, lzma.LZMAFile):
@@ -165,15 +166,15 @@ def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | 
     suffix = Path(path).suffix.lower()
     try:
         if suffix == ".gz":
-            return _OwningGzipFile(raw)
+            return cast(BinaryIO, _OwningGzipFile(raw))  # (a binary file, which typeshed's io classes are not nominally)
         if suffix == ".xz":
-            return _OwningLZMAFile(raw)
+            return cast(BinaryIO, _OwningLZMAFile(raw))
         if suffix == ".zst":
             try:
                 import zstandard
             except ImportError:
                 raise ImportError(f"{path}: reading .zst files needs the zstandard package (pip install zstandard)") from None
-            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
+            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value,arg-type]
     except BaseException:
         raw.close()
         raise

@@ -421,12 +421,12 @@ class ModelStore:
         an hour, say), not at its first INSERT."""
         with self.engine.connect() as connection:
             user = connection.exec_driver_sql("SELECT current_user").scalar()
-            missing = connection.exec_driver_sql(
+            missing = [*connection.exec_driver_sql(
                 "SELECT p.privilege || ' on ' || t.name FROM unnest(%(tables)s::text[]) WITH ORDINALITY t(name, i) "
                 "CROSS JOIN unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) WITH ORDINALITY p(privilege, j) "
                 "WHERE NOT has_table_privilege(t.name, p.privilege) ORDER BY i, j",
                 {"tables": sorted(schema.metadata.tables)},
-            ).scalars().all()
+            ).scalars()]
             missing += connection.exec_driver_sql(
                 "SELECT 'USAGE on ' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                 # (CASE: the server may test the privilege before the kind, and a table is no sequence)
@@ -446,6 +446,7 @@ class ModelStore:
         connection = self.engine.raw_connection()
         try:
             sqlite = connection.driver_connection
+            assert sqlite is not None  # (a connection just checked out of the pool)
             deadline = time.monotonic() + self.lock_timeout
             while True:
                 try:
@@ -630,7 +631,7 @@ class ModelStore:
         ).all()
         return vocab, merges
 
-    def refs(self) -> list[str]:
+    def refs(self) -> builtins.list[str]:
         return [info.ref for info in self.list()]
 
     # -- writing ----------------------------------------------------------------------------------
@@ -678,7 +679,7 @@ class ModelStore:
         training_params: dict[str, Any] | None,
         training_seconds: float | None,
         source_format: str | None = None,
-        source_paths: list[str] | None = None,
+        source_paths: builtins.list[str] | None = None,
         progress: bool = False,
     ) -> str:
         t, names = schema.tokenizers, schema.tokenizer_names
@@ -706,7 +707,7 @@ class ModelStore:
                 source_format=source_format,
                 source_paths=json.dumps(source_paths, ensure_ascii=False) if source_paths is not None else None,
             )
-        ).inserted_primary_key[0]
+        ).inserted_primary_key[0]  # type: ignore[index]  # (an INSERT of one row: its key)
         self._insert_vocab_and_merges(connection, tokenizer_id, tokenizer, progress)
         return f"{name}@{version}"
 
@@ -904,7 +905,7 @@ class ModelStore:
                 total_pretokens=staged.counts.total,
                 created_at=now,
             )
-        ).inserted_primary_key[0]
+        ).inserted_primary_key[0]  # type: ignore[index]  # (an INSERT of one row: its key)
         if files:
             self._bulk_insert(
                 connection,
@@ -1078,8 +1079,8 @@ def summarize_store(path_or_url: str | os.PathLike) -> StoreSummary:
         store = ModelStore(path_or_url, create=False)
     except StoreNotFoundError:
         return StoreSummary(location, kind, False, None, None, None, None, journal, size)
-    with store, store._transaction() as connection:
+    with store, store._transaction() as reading:
         t = schema.tokenizers
-        revision = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
-        count, names = connection.execute(select(func.count(), func.count(t.c.name.distinct()))).one()
+        revision = reading.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        count, names = reading.execute(select(func.count(), func.count(t.c.name.distinct()))).one()
         return StoreSummary(location, kind, True, revision, count, names, store.read_only_reason, journal, size)

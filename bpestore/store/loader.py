@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -127,6 +128,8 @@ def _read_current_sqlite(connection: sqlite3.Connection, location: str, ref: str
         if row is None:
             return None
         tokenizer_id, found_version, special_tokens, pattern, merge_rule, vocab_size, packed = row
+        vocab_rows: Mapping[int, bytes] | Iterable[tuple[int, bytes]]
+        merge_rows: Iterable[tuple[bytes, bytes]]
         if packed is None:  # saved without a packed copy, or its rows changed since
             vocab_rows = connection.execute(VOCAB_SQL, (tokenizer_id,)).fetchall()
             merge_rows = connection.execute(MERGES_SQL, (tokenizer_id,)).fetchall()

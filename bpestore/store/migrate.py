@@ -48,7 +48,10 @@ def _script_directory() -> ScriptDirectory:
 
 
 def head_revision() -> str:
-    return _script_directory().get_current_head()
+    head = _script_directory().get_current_head()
+    if head is None:  # (the package always carries its migrations)
+        raise RuntimeError(f"no migration found in {migrations_dir()}")
+    return head
 
 
 def known_revisions() -> set[str]:

@@ -4,10 +4,11 @@ merges, and the one function that turns those rows into a model (both loaders us
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import cast
 
 from ..errors import DamagedStoreError
-from ..model import BPEModel
+from ..model import BPEModel, MergeRule
 
 VOCAB_SQL = "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
 MERGES_SQL = 'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
@@ -17,7 +18,7 @@ def model_from_rows(
     special_tokens_json: str,
     pattern: str,
     merge_rule: str,
-    vocab_rows: Iterable[tuple[int, bytes]],
+    vocab_rows: Mapping[int, bytes] | Iterable[tuple[int, bytes]],
     merge_rows: Iterable[tuple[bytes, bytes]],
     ref: str = "",
     location: str = "",
@@ -26,6 +27,8 @@ def model_from_rows(
     order). What the model's checks refuse (a pattern a damaged or crafted store holds, say) is a
     DamagedStoreError naming ``ref`` in ``location``."""
     try:
-        return BPEModel.stored(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, merge_rule)
+        # (the column's text, whatever a store holds: the model checks it is a rule it knows)
+        rule = cast(MergeRule, merge_rule)
+        return BPEModel.stored(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, rule)
     except (ValueError, TypeError) as error:
         raise DamagedStoreError(f"{ref} in {location} cannot be used: {error}") from None

@@ -14,10 +14,11 @@ from typing import Protocol, runtime_checkable
 from ..pretokenize.patterns import GPT2_PATTERN
 from . import trainer
 from .counts import Counts
+from .sources import CorpusFiles
 
 __all__ = ["CountingBackend", "InProcessCounting"]
 
-Corpus = str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str]
+Corpus = str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str] | CorpusFiles
 
 
 @runtime_checkable

@@ -605,7 +605,7 @@ def count_shard(
         file = source.open()
         owned = True
     else:
-        name = getattr(source, "path", None) or getattr(source, "name", "<stream>")
+        name = str(getattr(source, "path", None) or getattr(source, "name", "<stream>"))
         file = source
         owned = False
     try:

@@ -11,6 +11,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .._engine import PretokenCounts
 from .._engine import count_file as engine_count_file
@@ -132,7 +133,7 @@ def learn_merges(
             done = checkpoints[-1][0] + more if checkpoints else more
             checkpoints.append((done, time.perf_counter()))
 
-        options: dict[str, object] = {}
+        options: dict[str, Any] = {}  # (the engine's keyword arguments: base=, base_ranks=)
         if base is not None:
             options["base"] = list(base)
         if base_ranks is not None:
@@ -241,7 +242,7 @@ def check_corpus_type(corpus: object) -> None:
 
 
 def count_any(
-    corpus: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str],
+    corpus: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str] | sources.CorpusFiles,
     special_tokens: Sequence[str] = (),
     *,
     pattern: str = GPT2_PATTERN,

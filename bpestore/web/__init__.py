@@ -36,7 +36,7 @@ def is_loopback(host: str) -> bool:
         addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
     except OSError:
         return False
-    return bool(addresses) and all(ipaddress.ip_address(address.split("%")[0]).is_loopback for address in addresses)
+    return bool(addresses) and all(ipaddress.ip_address(str(address).split("%")[0]).is_loopback for address in addresses)
 
 
 def check_host(host: str, allow_remote: bool) -> None:

@@ -12,6 +12,7 @@ they were read from, which may be gone, compressed or never have existed (counts
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import sqlite3
@@ -254,7 +255,7 @@ class Explorer:
     def vocab_page(
         self, info: TokenizerInfo, *, text: str = "", token_id: int | None = None, hex_bytes: bytes | None = None,
         offset: int = 0, limit: int = 100,
-    ) -> tuple[int, list[VocabRow]]:
+    ) -> tuple[int, builtins.list[VocabRow]]:
         """Tokens by id: those whose text contains ``text``, the token ``token_id``, or those whose
         bytes contain ``hex_bytes``; returns how many match and the page."""
         v = schema.vocab
@@ -274,7 +275,7 @@ class Explorer:
 
     def merges_page(
         self, info: TokenizerInfo, *, text: str = "", rank: int | None = None, offset: int = 0, limit: int = 100,
-    ) -> tuple[int, list[MergeRow]]:
+    ) -> tuple[int, builtins.list[MergeRow]]:
         """Merges by rank (those making a token whose text contains ``text``, or the merge of rank
         ``rank``): how many, and the page."""
         m, v = schema.merges, schema.vocab
@@ -292,7 +293,7 @@ class Explorer:
             rows = connection.execute(query.order_by(m.c.rank).offset(offset).limit(limit)).all()
         return total, [MergeRow(*row) for row in rows]
 
-    def longest_tokens(self, info: TokenizerInfo, count: int = 20) -> list[VocabRow]:
+    def longest_tokens(self, info: TokenizerInfo, count: int = 20) -> builtins.list[VocabRow]:
         v = schema.vocab
         with self.store._transaction() as connection:
             rows = connection.execute(
@@ -309,8 +310,8 @@ class Explorer:
         length = func.length(v.c.token)
         with self.store._transaction() as connection:
             tokenizer_id = self._tokenizer_id(connection, info)
-            kinds = dict(connection.execute(select(v.c.kind, func.count()).where(v.c.tokenizer_id == tokenizer_id).group_by(v.c.kind)).all())
-            lengths = dict(
+            kinds: dict[str, int] = dict(connection.execute(select(v.c.kind, func.count()).where(v.c.tokenizer_id == tokenizer_id).group_by(v.c.kind)).all())
+            lengths: dict[int, int] = dict(
                 connection.execute(
                     select(length, func.count()).where(v.c.tokenizer_id == tokenizer_id, v.c.kind != "special").group_by(length)
                 ).all()

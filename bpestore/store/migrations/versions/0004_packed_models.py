@@ -13,7 +13,7 @@ Create Date: 2026-11-23
 """
 
 import struct
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 import sqlalchemy as sa
 from alembic import op
@@ -29,7 +29,7 @@ depends_on: Union[str, Sequence[str], None] = None
 _MAGIC = b"BPEPACK\x01"
 
 
-def _pack(vocab: list[tuple[int, bytes]], merges: list[tuple[bytes, bytes]]) -> bytes:
+def _pack(vocab: Sequence[Any], merges: Sequence[Any]) -> bytes:
     """``vocab`` rows (by ascending id) and ``merges`` rows (by rank) packed."""
     lengths = [length for left, right in merges for length in (len(left), len(right))]
     return b"".join(
