@@ -95,7 +95,7 @@ def our_outcome(encode, text, **policy):
 @example(text=f"a{ENDOFTEXT}b", allowed=set(), disallowed="all")
 @example(text=f"x {FIM}{SEP}", allowed={SEP}, disallowed="all")
 @example(text=f"x {FIM}{SEP}", allowed={SEP}, disallowed=())
-@example(text=f"<|fim_middle|>", allowed="all", disallowed={"<|fim_"})
+@example(text="<|fim_middle|>", allowed="all", disallowed={"<|fim_"})
 def test_policy_matches_tiktoken(text, allowed, disallowed):
     policy = {"allowed_special": allowed, "disallowed_special": disallowed}
     expected = tiktoken_outcome(theirs().encode, text, **policy)
@@ -151,7 +151,7 @@ def cut(text: str, cuts: list[int]) -> list[str]:
     block=st.sampled_from([1, 7, 64, 8192]),
 )
 @example(text=f"ab {SEP} {FIM}", cuts=[4, 10], allowed={FIM}, disallowed=(), block=1)
-@example(text=f"ab <|fim_middle|>", cuts=[5, 8], allowed=set(), disallowed="all", block=1)
+@example(text="ab <|fim_middle|>", cuts=[5, 8], allowed=set(), disallowed="all", block=1)
 def test_streams_follow_the_policy(text, cuts, allowed, disallowed, block):
     """encode_iterable and encode_blocks give the ids (or the error) of encode, however the
     text is cut, with any policy; a disallowed string across a cut is found too."""
@@ -329,7 +329,7 @@ def test_a_lone_surrogate_is_refused_where_tiktoken_replaces_it():
 
 
 def test_numpy_ids_decode():
-    np = pytest.importorskip("numpy")
+    pytest.importorskip("numpy")
     ids = ours().encode_to_array("hello world")
     assert ours().decode(ids) == "hello world"
     assert ours().decode_single_token_bytes(ids[0]) == b"hello"

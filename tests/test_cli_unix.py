@@ -9,7 +9,6 @@ code under test.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil

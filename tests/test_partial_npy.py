@@ -145,7 +145,7 @@ def test_only_surely_stale_temporary_files_are_removed(tmp_path):
         f".x.npy.{os.getpid()}-abcd1234.partial": unfinished,  # a running writer's (this one)
         f".x.npy.{gone}-0000ffff.partial.bak": unfinished,  # not our name
         f".y.npy.{gone}-abcd1234.partial": unfinished,  # another output's
-        f".x.npy.notapid-abcd1234.partial": unfinished,
+        ".x.npy.notapid-abcd1234.partial": unfinished,
         f".x.npy.{gone}.partial": unfinished,  # no random part: not a temporary name
         "x.npy.partial": unfinished,
     }

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 from alembic import command

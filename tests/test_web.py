@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import math
 import os
 import re
 import shutil
