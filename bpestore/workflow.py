@@ -347,15 +347,6 @@ def _replayed_merges(base: BPEModel | None) -> int:
     return len(base.merges) if base is not None and base.merge_rule == "pair" else 0
 
 
-def _pause_after_counting_in_tests() -> None:
-    """For the tests of Ctrl-C after counting only: with BPESTORE_TEST_PAUSE_AFTER_COUNTING set
-    (seconds), say so on stderr and wait that long, for a signal to arrive at a known moment."""
-    pause = os.environ.get("BPESTORE_TEST_PAUSE_AFTER_COUNTING")
-    if pause:
-        print("bpestore-test: counted", file=sys.stderr, flush=True)
-        time.sleep(float(pause))
-
-
 class Store(ModelStore):
     """A database of tokenizers: named and versioned, trained into it or saved, loaded as
     :class:`~bpestore.Tokenizer`. Use as a context manager, or call :meth:`close`.
@@ -598,6 +589,7 @@ class Store(ModelStore):
         max_memory: int | None = None,
         base: str | None = None,
         counting: CountingBackend | None = None,
+        on_counted: Callable[[], object] | None = None,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size.
 
@@ -616,7 +608,8 @@ class Store(ModelStore):
         ``counting``: a :class:`~bpestore.train.backends.CountingBackend` to count the corpus
         with (for example :class:`bpestore.distributed.count.DaskCounting`), instead of this
         process's threads; see :meth:`count`. Every backend's counts are the same, so are the
-        merges.
+        merges. ``on_counted()``: called once the counts are at hand (counted and being saved, or
+        read back) and before the merge loop starts (the moment from which Ctrl-C keeps them).
 
         ``base`` (a ref, ``name@N``): continue that stored tokenizer's training. The new one keeps
         its vocabulary, ids and merges exactly, in order (so a model's embedding table can be
@@ -691,7 +684,8 @@ class Store(ModelStore):
                 print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
             estimate.check(max_memory)
             found_at: list[float] = []  # when each merge was found (to within 0.1 s)
-            _pause_after_counting_in_tests()
+            if on_counted is not None:
+                on_counted()
             merging_since = time.perf_counter()
             # The merge loop may empty the counts once read (memory), unless they are the
             # caller's (counts given) or are being written meanwhile.

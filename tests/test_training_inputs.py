@@ -13,7 +13,6 @@ import gzip
 import importlib.util
 import json
 import lzma
-import os
 import random
 import signal
 import sqlite3
@@ -37,7 +36,7 @@ from bpestore.train.trainer import count_any
 from bpestore.workflow import MemoryLimitError, TrainingInterrupted
 from reference import reference_pretoken_counts, reference_train
 from strategies import ENDOFTEXT, SPECIAL_TOKEN_SETS, random_text, texts
-from test_cli import find_executable, invoke, ok, subprocess_env
+from test_cli import invoke, ok, subprocess_env
 from test_engine_pretokenize import comparable
 
 try:
@@ -417,12 +416,35 @@ def test_max_memory_refuses_before_merging(shards, tmp_path):
 # -- Ctrl-C after counting ----------------------------------------------------------------------------
 
 
+# The command line, in a process of its own, with Store.train told to say when the counts are at
+# hand (on_counted) and then wait: a signal then arrives at a known moment.
+_CLI_PAUSING_AFTER_COUNTING = """
+import sys, time
+from bpestore import workflow
+
+train = workflow.Store.train
+
+def pausing_after_counting(self, *args, **kwargs):
+    def counted():
+        print("bpestore-test: counted", file=sys.stderr, flush=True)
+        time.sleep(60)
+
+    return train(self, *args, on_counted=counted, **kwargs)
+
+workflow.Store.train = pausing_after_counting
+from bpestore.cli import main
+main()
+"""
+
+
 def test_ctrl_c_after_counting_keeps_the_counts(shards, tmp_path):
     root, _, parts = shards
     db = tmp_path / "interrupted.db"
-    env = {**subprocess_env(), "BPESTORE_TEST_PAUSE_AFTER_COUNTING": "60"}
-    args = [find_executable(), "train", str(root), "--name", "i", "--vocab-size", "400", "--special-token", ENDOFTEXT, "-q", "--db", str(db)]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    args = [
+        sys.executable, "-c", _CLI_PAUSING_AFTER_COUNTING,
+        "train", str(root), "--name", "i", "--vocab-size", "400", "--special-token", ENDOFTEXT, "-q", "--db", str(db),
+    ]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())
     try:
         assert process.stderr.readline() == b"bpestore-test: counted\n"
         process.send_signal(signal.SIGINT)
@@ -512,5 +534,3 @@ def test_interrupt_while_the_tokenizers_are_written_keeps_only_the_counts(shards
         assert store.load("w@2").merges == train_bpe(root, 400, [ENDOFTEXT])[1]
 
 
-def test_environment_pause_is_off_by_default():
-    assert "BPESTORE_TEST_PAUSE_AFTER_COUNTING" not in os.environ
