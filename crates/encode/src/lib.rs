@@ -302,7 +302,6 @@ impl Encoder {
         threads: usize,
         allowed: AllowedSpecial<'_>,
     ) -> Result<Vec<Vec<TokenId>>, BatchError> {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let failed = |index: usize, error: PretokenizeError| BatchError {
             index,
             error: EncodeError::MatchFailed(in_text(error, texts[index])),
@@ -322,60 +321,26 @@ impl Encoder {
                     .collect()
             });
         }
-        let next = AtomicUsize::new(0);
-        // Set by a thread whose text failed: the others take no new text. Texts are taken in
-        // order, so every text before the failed one has been taken by then, and is finished:
-        // the first failure in the batch's order is among those reported.
-        let stop = AtomicBool::new(false);
-        let shared = self.caches.new_shared();
+        // The threads' work is encode_batch_overlapped's (one skeleton of workers, shared cache,
+        // stop flag and first failure in the batch's order); here the blocks are taken apart
+        // into one list of ids per text.
         let mut results: Vec<Vec<TokenId>> = vec![Vec::new(); texts.len()];
-        type Done = (
-            Vec<(usize, Vec<TokenId>)>,
-            Option<(usize, PretokenizeError)>,
-        );
-        let parts: Vec<Done> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        self.caches
-                            .with_shared(self.table.table(), &shared, |cache| {
-                                let mut done = Vec::new();
-                                while !stop.load(Ordering::Relaxed) {
-                                    let i = next.fetch_add(1, Ordering::Relaxed);
-                                    let Some(text) = texts.get(i) else { break };
-                                    let mut out = Vec::with_capacity(text.len() / 4 + 1);
-                                    if let Err(error) =
-                                        self.encode_into(text, allowed, cache, &mut out)
-                                    {
-                                        stop.store(true, Ordering::Relaxed);
-                                        return (done, Some((i, error)));
-                                    }
-                                    done.push((i, out));
-                                }
-                                (done, None)
-                            })
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| w.join().expect("an encoding thread panicked"))
-                .collect()
-        });
-        let mut first_failure: Option<(usize, PretokenizeError)> = None;
-        for (done, failure) in parts {
-            for (i, ids) in done {
-                results[i] = ids;
-            }
-            if let Some((i, error)) = failure {
-                if first_failure.as_ref().is_none_or(|(first, _)| i < *first) {
-                    first_failure = Some((i, error));
+        let outcome = self.encode_batch_overlapped(
+            texts,
+            threads,
+            allowed,
+            |next| next(),
+            |block| {
+                for (slot, ids) in results[block.first..].iter_mut().zip(block.texts()) {
+                    *slot = ids.to_vec();
                 }
-            }
-        }
-        match first_failure {
-            Some((i, error)) => Err(failed(i, error)),
-            None => Ok(results),
+                Ok::<(), std::convert::Infallible>(())
+            },
+        );
+        match outcome {
+            Ok(()) => Ok(results),
+            Err(OverlappedError::Encode(failure)) => Err(failure),
+            Err(OverlappedError::Take(never)) => match never {},
         }
     }
 

@@ -756,9 +756,7 @@ impl MergeLoop {
             trainer: Trainer::new(counts),
         }
     }
-}
 
-impl MergeLoop {
     /// Prepares the merge loop to continue a base tokenizer's training: the words are first split
     /// by the base's merges (each applied in order to every word, the pair rule of GPT-2 and
     /// CS336); the loop then yields only new merges. Continuing from the first `k` merges of a
@@ -770,9 +768,7 @@ impl MergeLoop {
         }
         MergeLoop { trainer }
     }
-}
 
-impl MergeLoop {
     /// Prepares the merge loop to continue a base tokenizer whose words are split by a rule other
     /// than replaying its merges (tiktoken's token rule): `split(word)` gives the byte lengths of
     /// the word's tokens under the base, in order. The loop then learns new merges over those
