@@ -36,7 +36,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from . import formats
-    from ._engine import __version__
+    from .engine import __version__
     from .encode.tokenizer import Tokenizer
     from .model import MAX_TOKEN_ID, BPEModel, MergeRule
     from .train.counts import Counts, train_bpe_from_counts
@@ -72,7 +72,7 @@ __all__ = [
 # itself loads neither NumPy nor the engine nor SQLAlchemy (milliseconds instead of about half a
 # second), and the command line handles Ctrl-C from its very start (see bpestore/cli.py).
 _LAZY = {
-    "__version__": "._engine",
+    "__version__": ".engine",
     "Tokenizer": ".encode.tokenizer",
     "BPEModel": ".model",
     "MAX_TOKEN_ID": ".model",  # the largest token id (2**31 - 1): ids are 32-bit everywhere

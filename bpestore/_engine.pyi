@@ -6,6 +6,10 @@ Users do not import this module: the public API (``bpestore.Tokenizer``, ``bpest
 
 __version__: str
 
+def register_errors(pattern_error: type[Exception], corpus_decode_error: type[Exception]) -> None:
+    """Hands the engine the project's exception classes (bpestore.engine does, once):
+    ``pattern_error(message)`` and ``corpus_decode_error(path, offset, reason)``."""
+
 # -- pretokenize (crates/pretokenize, crates/python/src/pretokenize.rs) ---------------------------
 
 GPT2_PATTERN: str

@@ -202,7 +202,7 @@ def check_pattern(pattern: object) -> None:
 
 @lru_cache(maxsize=64)
 def _check_custom_pattern(pattern: str) -> None:
-    from ._engine import Pretokenizer  # the engine runs the pattern: it is the one to ask
+    from .engine import Pretokenizer  # the engine runs the pattern: it is the one to ask
 
     Pretokenizer(pattern)
 

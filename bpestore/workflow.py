@@ -46,7 +46,7 @@ from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memor
 from .workers import check_workers
 
 if TYPE_CHECKING:
-    from ._engine import PretokenCounts
+    from .engine import PretokenCounts
 
 __all__ = [
     "CorpusCounts", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",

@@ -122,19 +122,45 @@ def test_every_module_is_allowed_or_forbidden_for_the_cli():
     assert forbidden <= top_level | format_modules, "the contract forbids a module that does not exist"
 
 
-def test_the_cli_does_not_import_the_compiled_engine():
-    """import-linter does not see the extension module, so this one is checked on cli.py's source."""
+def test_only_the_engine_module_imports_the_compiled_engine():
+    """One door to the extension (issue 24.2): bpestore/engine.py, which also hands it the
+    project's exception classes. import-linter does not see an extension module, so this is
+    checked on every module's source."""
     import ast
 
-    tree = ast.parse((PACKAGE_DIR / "cli.py").read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            names = [node.module or ""] + [alias.name for alias in node.names]
-        elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        else:
-            continue
-        assert not any("_engine" in name for name in names), ast.dump(node)
+    importers = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [alias.name for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(name.split(".")[-1] == "_engine" for name in names):
+                importers.append(str(path.relative_to(PACKAGE_DIR)))
+    assert importers == ["engine.py"], importers
+
+
+def test_the_engine_raises_the_projects_errors_without_importing_them(tmp_path):
+    """The bindings import no module of the project: their sources name none, and the classes
+    they raise are the ones bpestore.engine handed over."""
+    import pytest
+
+    crates = PACKAGE_DIR.parent / "crates" / "python" / "src"
+    for path in crates.glob("*.rs"):
+        assert 'import("bpestore' not in path.read_text(encoding="utf-8"), path
+    from bpestore import _engine
+    from bpestore.errors import CorpusDecodeError, PatternError
+
+    with pytest.raises(PatternError, match="byte 3"):
+        _engine.Pretokenizer(r"[^\p{Braille}]+").pretokenize("ab \u2801 c")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine text \xff more")
+    with pytest.raises(CorpusDecodeError) as raised:
+        _engine.count_file(str(bad), _engine.GPT2_PATTERN, [])
+    assert raised.value.offset == 10 and raised.value.path == str(bad)
 
 
 # -- README's "How the code is laid out" tree ---------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._engine import Encoder
+from ..engine import Encoder
 from ..errors import DisallowedSpecialTokenError
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN

@@ -32,7 +32,7 @@ from sqlalchemy import LargeBinary, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from .._engine import PretokenCounts, SortedRows
+from ..engine import PretokenCounts, SortedRows
 from . import schema
 
 __all__ = [

@@ -35,7 +35,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from . import bulk, schema
-from .._engine import PretokenCounts
+from ..engine import PretokenCounts
 from ..errors import (
     DamagedStoreError,
     ReadOnlyStoreError,

@@ -54,7 +54,7 @@ def unpack(data: bytes, vocab_size: int, ref: str, location: str) -> tuple[dict[
     """The vocab and merges packed in ``data``, the packed copy of ``ref`` in ``location`` whose
     ``tokenizers`` row says it has ``vocab_size`` tokens; StoreError, saying how to recover, if
     the copy is not well formed or does not hold that many tokens."""
-    from .._engine import unpack_model
+    from ..engine import unpack_model
 
     # The 150,000 objects made are acyclic: the cyclic collector's passes over them while they
     # are made (a third of the time, in a fresh process) find nothing.

@@ -33,10 +33,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._engine import PretokenCounts, Pretokenizer
+from ..engine import PretokenCounts, Pretokenizer
 from ..atomic import atomic_path
-from .._engine import count_file as engine_count_file
-from .._engine import count_texts as engine_count_texts
+from ..engine import count_file as engine_count_file
+from ..engine import count_texts as engine_count_texts
 from ..errors import BpestoreError, CorpusDecodeError
 from ..pretokenize.corpus import check_corpus_path
 from ..pretokenize.inputs import is_compressed, open_binary, text_pieces

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .._engine import PretokenCounts
+from ..engine import PretokenCounts
 
 __all__ = ["MemoryEstimate", "MemoryLimitError", "estimate_merge_memory", "format_bytes", "parse_bytes"]
 

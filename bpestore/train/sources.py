@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from .._engine import PretokenCounts, Pretokenizer
-from .._engine import count_file as engine_count_file
-from .._engine import count_texts as engine_count_texts
+from ..engine import PretokenCounts, Pretokenizer
+from ..engine import count_file as engine_count_file
+from ..engine import count_texts as engine_count_texts
 from ..pretokenize.inputs import CorpusFiles, is_compressed, iter_file_text, text_pieces
 from ..pretokenize.patterns import GPT2_PATTERN
 from ..progress import progress_bar

@@ -13,9 +13,9 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .._engine import PretokenCounts
-from .._engine import count_file as engine_count_file
-from .._engine import learn_merges as engine_learn_merges
+from ..engine import PretokenCounts
+from ..engine import count_file as engine_count_file
+from ..engine import learn_merges as engine_learn_merges
 from ..errors import EmptyCorpusError
 from ..model import MAX_TOKEN_ID, BPEModel
 from ..model import check_special_tokens as _check_special_tokens

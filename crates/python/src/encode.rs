@@ -6,7 +6,7 @@
 //! backtracking limit, or no match covers some of the text) is one
 //! `bpestore.errors.PatternError` naming the byte offset (in the text, the stream or the file).
 
-use crate::train::pattern_error;
+use crate::errors::{corpus_decode_error, pattern_error};
 use bpestore_encode::{
     AllowedSpecial, BatchError, EncodeError, Encoder, FileError, MergeRule, OverlappedError,
     StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK,
@@ -444,13 +444,12 @@ impl PyEncoder {
                 Err(stopped
                     .unwrap_or_else(|| PyKeyboardInterrupt::new_err("encoding was cancelled")))
             }
-            Err(FileError::Decode { offset, reason }) => {
-                let errors = py.import("bpestore.errors")?;
-                let error = errors
-                    .getattr("CorpusDecodeError")?
-                    .call1((path, offset, reason))?;
-                Err(PyErr::from_value(error))
-            }
+            Err(FileError::Decode { offset, reason }) => Err(corpus_decode_error(
+                py,
+                path.display().to_string(),
+                offset,
+                reason.to_string(),
+            )),
             Err(FileError::Pattern(error)) => {
                 Err(pattern_error(py, format!("{}: {error}", path.display())))
             }

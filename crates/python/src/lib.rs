@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 mod encode;
+mod errors;
 mod pretokenize;
 mod store;
 mod train;
@@ -13,6 +14,7 @@ mod train;
 #[pymodule]
 fn _engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(module)?;
     pretokenize::register(module)?;
     train::register(module)?;
     encode::register(module)?;

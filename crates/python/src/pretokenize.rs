@@ -1,7 +1,7 @@
 //! The pretokenize stage's Python bindings: `Pretokenizer` (pieces and safe cuts, special tokens
 //! included), the known patterns, and Python-style UTF-8 errors.
 
-use crate::train::pattern_error;
+use crate::errors::pattern_error;
 use bpestore_pretokenize::{
     check_utf8, last_safe_cut, next_safe_cut, Part, PretokenizeError, Pretokenizer, SpecialTokens,
     CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN,

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::errors::{corpus_decode_error, pattern_error};
 use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
@@ -670,32 +671,17 @@ fn count_file(
             finished?;
             Ok(PyPretokenCounts { inner })
         }
-        Err(CountError::Decode { offset, reason }) => {
-            let class = py.import("bpestore.errors")?.getattr("CorpusDecodeError")?;
-            Err(PyErr::from_value(class.call1((
-                path.display().to_string(),
-                offset,
-                reason,
-            ))?))
-        }
+        Err(CountError::Decode { offset, reason }) => Err(corpus_decode_error(
+            py,
+            path.display().to_string(),
+            offset,
+            reason.to_string(),
+        )),
         Err(CountError::Pattern(error)) => {
             Err(pattern_error(py, format!("{}: {error}", path.display())))
         }
         Err(CountError::Io(error)) => Err(error.into()),
         Err(CountError::Stopped) => unreachable!("handled above"),
-    }
-}
-
-/// `bpestore.errors.PatternError(message)`: a pattern that failed on a text (the backtracking
-/// limit hit, or text that no match covers).
-pub fn pattern_error(py: Python<'_>, message: String) -> PyErr {
-    match py
-        .import("bpestore.errors")
-        .and_then(|errors| errors.getattr("PatternError"))
-        .and_then(|class| class.call1((message,)))
-    {
-        Ok(error) => PyErr::from_value(error),
-        Err(error) => error,
     }
 }
 

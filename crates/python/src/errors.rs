@@ -1,0 +1,66 @@
+//! The project's own exception classes, handed to the engine once by `bpestore.engine` (the one
+//! Python module that imports this extension) through `register_errors`: the bindings raise them
+//! without importing any module of the project, so the seam is crossed one way only.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+/// The classes, in the order `register_errors` takes them.
+struct Classes {
+    pattern: Py<PyType>,
+    corpus_decode: Py<PyType>,
+}
+
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+/// Hands the engine the project's exception classes: `PatternError(message)` and
+/// `CorpusDecodeError(path, offset, reason)`. The first registration holds; later ones are
+/// ignored (a module imported twice, say). Without one, the engine raises `ValueError`s with
+/// the same messages (both classes are `ValueError`s).
+#[pyfunction]
+fn register_errors(
+    py: Python<'_>,
+    pattern_error: Bound<'_, PyType>,
+    corpus_decode_error: Bound<'_, PyType>,
+) {
+    let _ = CLASSES.set(
+        py,
+        Classes {
+            pattern: pattern_error.unbind(),
+            corpus_decode: corpus_decode_error.unbind(),
+        },
+    );
+}
+
+/// The project's `PatternError(message)`: a pattern that failed on a text (the backtracking
+/// limit hit, or text that no match covers).
+pub fn pattern_error(py: Python<'_>, message: String) -> PyErr {
+    match CLASSES.get(py) {
+        Some(classes) => raised(classes.pattern.bind(py).call1((message,))),
+        None => PyValueError::new_err(message),
+    }
+}
+
+/// The project's `CorpusDecodeError(path, offset, reason)`: invalid UTF-8 at byte `offset`.
+pub fn corpus_decode_error(py: Python<'_>, path: String, offset: u64, reason: String) -> PyErr {
+    match CLASSES.get(py) {
+        Some(classes) => raised(classes.corpus_decode.bind(py).call1((path, offset, reason))),
+        None => PyValueError::new_err(format!(
+            "{path}: invalid UTF-8 at byte offset {offset} ({reason})"
+        )),
+    }
+}
+
+/// The exception a class call made, or the error making it raised.
+fn raised(made: PyResult<Bound<'_, PyAny>>) -> PyErr {
+    match made {
+        Ok(error) => PyErr::from_value(error),
+        Err(error) => error,
+    }
+}
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(register_errors, module)?)
+}
