@@ -22,6 +22,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
@@ -997,6 +998,36 @@ def test_reading_while_another_process_writes(tmp_path, db):
     assert report["loads"] > 0
     assert seen == sorted(seen)
     assert len(set(seen)) >= 3, f"the reader saw too few of the writes happen ({sorted(set(seen))}): no real overlap"
+
+
+OPENER = """
+import sys, time
+from bpestore import Store
+db, seconds = sys.argv[1], float(sys.argv[2])
+print("opening", flush=True)
+started = time.monotonic()
+while time.monotonic() - started < seconds:
+    Store(db).close()  # each last close checkpoints the WAL; each first open recovers it
+"""
+
+
+def test_a_reader_with_no_lock_timeout_opens_while_others_open_and_close(tmp_path):
+    """Another process opening and closing a WAL store holds a lock for a moment each time (its
+    recovery, its last close's checkpoint); that is no writer's lock, and a reader with
+    lock_timeout=0 opens all the same (it failed with "another writer holds the store" about
+    one open in ten while another process did this)."""
+    db = tmp_path / "s.db"
+    Store(db).close()
+    opener = subprocess.Popen([sys.executable, "-c", OPENER, str(db), "4"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert opener.stdout.readline() == "opening\n"
+        opened, started = 0, time.monotonic()
+        while time.monotonic() - started < 3:
+            Store(db, lock_timeout=0).close()
+            opened += 1
+    finally:
+        opener.wait(timeout=60)
+    assert opener.returncode == 0 and opened > 10
 
 
 # -- 9. paths and URLs --------------------------------------------------------------------------

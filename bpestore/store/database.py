@@ -247,6 +247,21 @@ def _is_lock_timeout(error: BaseException | None) -> bool:
     return getattr(error, "sqlstate", None) == "55P03"
 
 
+# How long a connection to a WAL store waits at most for another process's moment of opening or
+# closing it (see ModelStore.__init__).
+_WAL_MOMENT_SECONDS = 5.0
+
+
+def _is_wal_file(path: Path) -> bool:
+    """Whether the SQLite file ``path`` is in WAL mode (its header's read version, byte 18, is 2)."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return len(header) > 18 and header[18] == 2
+
+
 def _disk_is_full(location: str) -> bool:
     """Whether the file system holding ``location`` has no space left (SQLite reports a full disk
     as an I/O error when it cannot grow its shared-memory file)."""
@@ -339,9 +354,18 @@ class ModelStore:
         self._sqlite_file: Path | None = None
         self._sqlite_parameters: dict[str, str] = {}
         state = "unknown"
+        # How long a connection waits on a lock that is no writer's: on a WAL store, another
+        # process's moment of opening or closing (its recovery, its last close's checkpoint),
+        # which a reader never waits for otherwise; so a lock timeout of 0 still opens and reads
+        # (readers of a store being written failed now and then). Writes wait for the write
+        # lock up to lock_timeout (_begin_sqlite_transaction); on a rollback-journal file a
+        # writer holds the whole file, and everything waits up to lock_timeout.
+        self._sqlite_busy_seconds = busy_timeout
         if self.is_sqlite and url.database and url.database != ":memory:":
             self._sqlite_file = database = Path(url.database)
-            state = sqlite_file_state(database, busy_timeout)
+            if _is_wal_file(database):
+                self._sqlite_busy_seconds = max(busy_timeout, _WAL_MOMENT_SECONDS)
+            state = sqlite_file_state(database, self._sqlite_busy_seconds)
             self._open_sqlite_file(database, state, create)
             self.engine: Engine = create_engine(url, creator=self._connect_sqlite_file)
         elif self.is_sqlite:  # in memory: the database lives in one connection
@@ -350,7 +374,7 @@ class ModelStore:
             self.engine = _create_engine(url, self.location, None)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _configure_sqlite_connection)
-            event.listen(self.engine, "begin", _begin_sqlite_transaction)
+            event.listen(self.engine, "begin", self._begin_sqlite_transaction)
         elif self.is_postgresql:
             event.listen(self.engine, "begin", self._begin_postgresql_transaction)
         with self._errors():
@@ -381,7 +405,7 @@ class ModelStore:
             return
         waiting_since = time.monotonic()
         try:
-            connection, self._sqlite_parameters = connect_sqlite(database, timeout=self.lock_timeout)
+            connection, self._sqlite_parameters = connect_sqlite(database, timeout=self._sqlite_busy_seconds)
         except sqlite3.Error as error:
             # (_sqlite_error is None for errors that are not the disk's: raising None was a TypeError.)
             if _is_lock_timeout(error):  # a writer in rollback-journal mode held the file all along
@@ -402,8 +426,26 @@ class ModelStore:
     def _connect_sqlite_file(self) -> sqlite3.Connection:
         assert self._sqlite_file is not None
         return sqlite3.connect(
-            sqlite_uri(self._sqlite_file, **self._sqlite_parameters), uri=True, timeout=self.lock_timeout, check_same_thread=False
+            sqlite_uri(self._sqlite_file, **self._sqlite_parameters), uri=True, timeout=self._sqlite_busy_seconds, check_same_thread=False
         )
+
+    def _begin_sqlite_transaction(self, connection: Connection) -> None:
+        """BEGIN, or for a write BEGIN IMMEDIATE: it takes the write lock up front, so that two
+        writers queue instead of one failing on upgrade, waiting for it up to :attr:`lock_timeout`
+        (the connection's busy timeout otherwise covers only a moment's lock: see __init__)."""
+        if not connection.get_execution_options().get("bpestore_write", False):
+            connection.exec_driver_sql("BEGIN")
+            return
+        if self._sqlite_busy_seconds == self.lock_timeout:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        driver = connection.connection.driver_connection
+        assert driver is not None  # (a connection in use)
+        driver.execute(f"PRAGMA busy_timeout = {round(self.lock_timeout * 1000)}")
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        finally:
+            driver.execute(f"PRAGMA busy_timeout = {round(self._sqlite_busy_seconds * 1000)}")
 
     def _begin_postgresql_transaction(self, connection: Connection) -> None:
         """A write transaction waits (up to the busy timeout) for the write lock, so that writers
@@ -1018,10 +1060,6 @@ def _configure_sqlite_connection(dbapi_connection, _record) -> None:
     cursor.close()
 
 
-def _begin_sqlite_transaction(connection: Connection) -> None:
-    # IMMEDIATE takes the write lock up front, so two writers queue instead of one failing on upgrade.
-    write = connection.get_execution_options().get("bpestore_write", False)
-    connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
 @dataclass(frozen=True)
@@ -1058,9 +1096,7 @@ def summarize_store(path_or_url: str | os.PathLike) -> StoreSummary:
         size = path.stat().st_size if state != "missing" else None
         journal = None
         if state not in ("missing", "new"):
-            with open(path, "rb") as file:
-                header = file.read(20)
-            journal = "wal" if len(header) > 18 and header[18] == 2 else "rollback"
+            journal = "wal" if _is_wal_file(path) else "rollback"
         if state in ("missing", "new"):
             return StoreSummary(str(path), "SQLite file", False, None, None, None, None, None, size)
         if state == "older":
