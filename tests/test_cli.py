@@ -968,6 +968,7 @@ def run_cli(executable: str, *args, cwd: Path, input: bytes | None = None, check
     return result
 
 
+@pytest.mark.slow
 def test_readme_quick_start_with_the_installed_executable(tmp_path):
     """The README's quick start (on a small generated corpus): train, list, encode from a pipe,
     decode, encode to .npy, diff, show; all in the default store ./bpestore.db."""
@@ -1015,6 +1016,7 @@ def test_readme_quick_start_with_the_installed_executable(tmp_path):
     assert failed.stdout == b""
 
 
+@pytest.mark.slow
 def test_installed_executable_reads_bpestore_db(tmp_path):
     """``BPESTORE_DB`` also reaches the installed executable."""
     bpestore = find_executable()
@@ -1052,6 +1054,7 @@ def run_with_tty_stderr(argv: list[str], cwd: Path) -> tuple[int, bytes, bytes]:
     return status, stdout, b"".join(chunks)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
 def test_progress_bars_only_on_a_terminal_and_not_with_quiet(tmp_path):
     bpestore = find_executable()

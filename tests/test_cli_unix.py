@@ -28,7 +28,8 @@ from bpestore import Store, formats
 from strategies import texts
 from test_cli import ENDOFTEXT, corpus_text, find_executable, invoke, load, subprocess_env, write_text
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pipes")
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): commands run, killed and interrupted.
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pipes")]
 
 INTERRUPTED = 130  # 128 + SIGINT
 CLOSED_PIPE = 141  # 128 + SIGPIPE

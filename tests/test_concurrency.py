@@ -28,6 +28,9 @@ from bpestore import Store, Tokenizer
 from bpestore.errors import StoreError
 from postgres import fresh_database
 
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): a server under bursts.
+pytestmark = pytest.mark.slow
+
 ENDOFTEXT = "<|endoftext|>"
 BURST = 200
 TEXT = "the cat sat on the mat. hello world, tokens are fun! naïve café 中文 😀\n" * 40

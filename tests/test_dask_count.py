@@ -40,6 +40,9 @@ from strategies import ENDOFTEXT, SPACED_SPECIAL, SPECIAL_TOKEN_SETS, texts  # n
 from test_cli import assert_user_error, invoke, ok  # noqa: E402
 from test_engine_pretokenize import comparable  # noqa: E402
 
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): Dask clusters.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def client():

@@ -18,6 +18,9 @@ import pytest
 
 from gpt2_tiktoken import gpt2_encoding
 
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): memory measured in a child process.
+pytestmark = pytest.mark.slow
+
 MB = 1 << 20
 
 MEASURE = r"""

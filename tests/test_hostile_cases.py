@@ -27,7 +27,8 @@ import pytest
 from bpestore import BPEModel, Counts, Store, Tokenizer, formats, train_bpe, train_bpe_from_counts
 from test_cli import ENDOFTEXT, corpus_text, find_executable, subprocess_env, write_text
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors, signals and limits")
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): commands run, killed and interrupted.
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors, signals and limits")]
 
 NO_SPACE = os.strerror(28)  # ENOSPC: "No space left on device"
 TOO_LARGE = os.strerror(27)  # EFBIG: "File too large"

@@ -12,6 +12,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import bpestore
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +28,7 @@ def contracts() -> list[dict]:
         return tomllib.load(file)["tool"]["importlinter"]["contracts"]
 
 
+@pytest.mark.slow
 def test_the_import_contracts_hold():
     """No import cycle anywhere in bpestore/, the store independent of training and encoding, the
     command line on the public API and the workflow module only, the pipeline's layers."""
@@ -38,6 +41,7 @@ def test_the_import_contracts_hold():
     assert f"Contracts: {len(names)} kept, 0 broken." in result.stdout, result.stdout
 
 
+@pytest.mark.slow
 def test_a_broken_contract_is_reported(tmp_path):
     """The check can fail: a copy of the package in which the store imports the encoder breaks the
     store's contract."""
@@ -146,8 +150,6 @@ def test_only_the_engine_module_imports_the_compiled_engine():
 def test_the_engine_raises_the_projects_errors_without_importing_them(tmp_path):
     """The bindings import no module of the project: their sources name none, and the classes
     they raise are the ones bpestore.engine handed over."""
-    import pytest
-
     crates = PACKAGE_DIR.parent / "crates" / "python" / "src"
     for path in crates.glob("*.rs"):
         assert 'import("bpestore' not in path.read_text(encoding="utf-8"), path

@@ -143,6 +143,7 @@ def test_a_store_and_alembic_create_the_same_schema(tmp_path):
     assert schema_sql(by_store) == schema_sql(by_alembic)
 
 
+@pytest.mark.slow
 def test_a_new_sqlite_store_is_made_from_the_head_file_without_alembic(tmp_path):
     """A new SQLite store is created from sqlite_head.sql (what the migrations make: the test
     above compares the two schemas), without importing alembic; the file is the migrations'

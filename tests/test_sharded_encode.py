@@ -39,6 +39,9 @@ from conftest import REPO_ROOT, shared_file
 from reference import reference_encode
 from strategies import texts
 
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): Dask clusters.
+pytestmark = pytest.mark.slow
+
 ENDOFTEXT = "<|endoftext|>"
 SEP = "<|sep|>"
 

@@ -935,6 +935,7 @@ def check_concurrent_training(db: Path | PostgresDatabase, outputs: list[str], r
     assert len(query(db, "SELECT id FROM corpora")) == 1  # both trained the same content: one corpus row
 
 
+@pytest.mark.slow
 def test_two_processes_train_into_one_database(tmp_path, db, corpus_b):
     Store(db).close()
     barrier = tmp_path / "barrier"
@@ -942,6 +943,7 @@ def test_two_processes_train_into_one_database(tmp_path, db, corpus_b):
     check_concurrent_training(db, outputs, 3, corpus_b)
 
 
+@pytest.mark.slow
 def test_processes_create_a_new_database_at_once(tmp_path, db, corpus_b):
     """All open (and so create) the same new database at the same moment, then train into it:
     no error, no version lost or given twice, one corpus row. Eight writers on PostgreSQL (three
@@ -987,6 +989,7 @@ print(json.dumps({"seen": seen, "loads": loads}))
 """
 
 
+@pytest.mark.slow
 def test_reading_while_another_process_writes(tmp_path, db):
     Store(db).close()
     rounds = 25
@@ -1011,6 +1014,7 @@ while time.monotonic() - started < seconds:
 """
 
 
+@pytest.mark.slow
 def test_a_reader_with_no_lock_timeout_opens_while_others_open_and_close(tmp_path):
     """Another process opening and closing a WAL store holds a lock for a moment each time (its
     recovery, its last close's checkpoint); that is no writer's lock, and a reader with

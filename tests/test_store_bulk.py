@@ -391,6 +391,7 @@ def test_the_lock_timeout_comes_from_the_environment_and_is_checked(db, monkeypa
         Store(db, lock_timeout="1")
 
 
+@pytest.mark.slow
 def test_cli_lock_timeout_is_one_line(tmp_path):
     db = tmp_path / "store.db"
     corpus = write(tmp_path / "c.txt", "some words and more words\n" * 50)

@@ -37,6 +37,9 @@ from bpestore.errors import (
 )
 from bpestore.store.refs import MAX_VERSION, parse_ref
 
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): commands run as a deployment would.
+pytestmark = pytest.mark.slow
+
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 

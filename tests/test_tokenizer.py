@@ -475,6 +475,7 @@ def five_megabytes_of(source: Path, target: Path) -> str:
 @pytest.mark.parametrize(
     "source", [("fixtures", "tinystories_sample.txt"), ("fixtures", "corpus.en"), ("corpora", "tinystories_800K.txt")], ids=lambda s: s[1]
 )
+@pytest.mark.slow
 def test_encode_iterable_memory(tmp_path, source):
     """CS336's check: encoding a 5 MB file line by line takes at most 1 MB more address space."""
     path = tmp_path / "five_megabytes.txt"

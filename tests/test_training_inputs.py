@@ -319,6 +319,7 @@ MEASURE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measures the peak with /proc/self/clear_refs")
 @pytest.mark.parametrize(("words", "length", "merges"), [(200_000, 5, 3000), (400_000, 5, 20_000)])
 def test_estimate_within_its_margin_of_the_measured_peak(words, length, merges):
@@ -354,6 +355,7 @@ def load_memory_benchmark():
     # and peaks big enough (over 20 MiB) that the margin, not the slack, is what is tested
     [("sotu_11M.txt", 50_000), ("reuters_17M.txt", 50_000), ("wiki_en_57M.txt", 20_000)],
 )
+@pytest.mark.slow
 def test_estimate_within_its_margin_on_real_corpora(corpus_path, corpus, merges):
     """Issue 15: the estimate within its stated margin (memory.MARGIN, memory.SLACK_BYTES) of the
     merge loop's measured peak on real corpora (each in about 1 to 4 s)."""
@@ -437,6 +439,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_after_counting_keeps_the_counts(shards, tmp_path):
     root, _, parts = shards
     db = tmp_path / "interrupted.db"

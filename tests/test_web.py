@@ -36,6 +36,9 @@ from conftest import shared_dir  # noqa: E402
 from reference import reference_pretoken_counts  # noqa: E402
 from strategies import texts  # noqa: E402
 
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): a browser and a server.
+pytestmark = pytest.mark.slow
+
 ENDOFTEXT = "<|endoftext|>"
 OTHER_PATTERN = r"\S+|\s+"  # not GPT-2's: measures on a GPT-2-counted corpus are estimates for it
 SCRIPT_TOKEN = b"<script>document.title='pwned'</script>"

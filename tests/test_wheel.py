@@ -28,6 +28,9 @@ from alembic.script import ScriptDirectory
 
 from conftest import REPO_ROOT
 
+# The slow tier (python3 -m pytest -m 'not slow' leaves it out): a wheel built and installed.
+pytestmark = pytest.mark.slow
+
 TIMEOUT = 600
 
 
