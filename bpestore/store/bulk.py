@@ -98,9 +98,6 @@ class StagedCounts:
         self.counts = counts
         self.in_temporary_tables = in_temporary_tables
 
-    def __len__(self) -> int:
-        return len(self.counts)
-
 
 def row_writes(dialect: str, rows: int) -> int:
     """How many rows saving ``rows`` counts' rows on a ``dialect`` database reports through
@@ -131,16 +128,13 @@ def staged_counts(connection: Connection, counts: PretokenCounts, on_rows: Calla
                 raw.execute(f"DROP TABLE IF EXISTS temp.{table}")  # (one left by a connection that died mid-way)
                 raw.execute(f"CREATE TEMP TABLE {table} ({columns})")
             rows = counts.sorted_rows()
-            start = 0
-            for end in rows.piece_ends(ROWS_PER_BATCH, BYTES_PER_BATCH):
+            for start, end in _ranges(rows.piece_ends(ROWS_PER_BATCH, BYTES_PER_BATCH)):
                 _sqlite_insert_flat(raw, f"temp.{_STAGED_ROWS}", ["pretoken", "count"], rows.flat_rows(start, end), 2)
                 if on_rows is not None:
                     on_rows(end - start)
-                start = end
             # The packed copy's parts, their rowids 1, 2, ... in order, made one at a time (only
             # one is ever held, in Python and again by the driver while it is written).
-            part_ends = rows.piece_ends(len(rows), BYTES_PER_PACKED_PART)
-            for begin, end in zip([0, *part_ends], part_ends):
+            for begin, end in _ranges(rows.piece_ends(len(rows), BYTES_PER_PACKED_PART)):
                 raw.execute(f"INSERT INTO temp.{_STAGED_PACKED} (data) VALUES (?)", (rows.pack(begin, end),))
             del rows
         yield StagedCounts(counts, in_temporary_tables=True)
@@ -175,7 +169,7 @@ def write_counts(connection: Connection, corpus_id: int, staged: StagedCounts, o
     _insert_count_rows(connection, driver, corpus_id, counts, rows, on_rows)
     # After the rows, whose triggers would delete a copy made before them; a part at a time, so
     # that only one is ever held (in Python, and again by the driver while it is sent).
-    for part, (start, end) in enumerate(zip([0, *part_ends], part_ends)):
+    for part, (start, end) in enumerate(_ranges(part_ends)):
         connection.execute(insert(schema.packed_counts).values(corpus_id=corpus_id, part=part, data=rows.pack(start, end)))
 
 
@@ -204,19 +198,18 @@ def _insert_count_rows(
     connection: Connection, driver: str, corpus_id: int, counts: PretokenCounts, rows: SortedRows,
     on_rows: Callable[[int], object] | None,
 ) -> None:
-    """The rows of :func:`write_counts` but on SQLite (staged there: :func:`staged_counts`), in
-    batches, the fastest way ``driver`` takes them."""
+    """The rows of :func:`write_counts` on any database but SQLite (whose rows are staged:
+    :func:`staged_counts`), in batches, the fastest way ``driver`` takes them."""
     if driver == "psycopg":
         # In the order of the key on the pre-tokens' sha256 (migration 0006): appended to that
         # index rather than scattered over it, which halves the time of the COPY.
         rows = counts.sorted_rows("sha256")
-    start = 0
     ends = rows.piece_ends(ROWS_PER_BATCH, BYTES_PER_BATCH)
     with ExitStack() as stack:
         if driver == "psycopg":
             copy = stack.enter_context(stack.enter_context(_raw(connection).cursor()).copy(_COPY_COUNTS_IN))
             ends = ends or [0]  # no rows: the COPY's header and trailer alone
-        for end in ends:
+        for start, end in _ranges(ends):
             if driver == "psycopg":
                 copy.write(rows.copy_rows(corpus_id, start, end))
             else:
@@ -227,7 +220,11 @@ def _insert_count_rows(
                 )
             if on_rows is not None:
                 on_rows(end - start)
-            start = end
+
+
+def _ranges(ends: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """The ranges ``(start, end)`` of rows that consecutive piece ends (``SortedRows.piece_ends``) mark."""
+    return zip([0, *ends], ends)
 
 
 def read_counts(connection: Connection, corpus_id: int, distinct: int, total: int) -> PretokenCounts:
