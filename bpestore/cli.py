@@ -54,13 +54,13 @@ from pathlib import Path  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast  # noqa: E402
 
 import click  # noqa: E402
-import numpy as np  # noqa: E402
 
 from . import formats  # noqa: E402
 from . import MAX_TOKEN_ID  # noqa: E402  (the public API's: the CLI imports no stage directly)
 from .errors import BpestoreError, DisallowedSpecialTokenError, OutputError  # noqa: E402
 
 if TYPE_CHECKING:
+    import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
     from .workflow import TokenizerInfo
 
 # The errors a user can cause: bpestore's own, bad arguments (ValueError, by the API's convention)

@@ -22,12 +22,13 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .encode.tokenizer import Tokenizer
 from .pretokenize.corpus import iter_text_blocks
+
+if TYPE_CHECKING:
+    import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
 
 __all__ = [
     "DEFAULT_RENYI_ALPHA",
@@ -63,6 +64,7 @@ def renyi_entropy(counts: Iterable[int] | np.ndarray, alpha: float = DEFAULT_REN
     ``log(sum(p ** alpha)) / (1 - alpha)``, and Shannon's ``-sum(p log p)`` for ``alpha == 1`` (its
     limit). Zero counts do not contribute. None when there is nothing counted.
     """
+    import numpy as np
     if not alpha > 0:
         raise ValueError(f"alpha must be positive, got {alpha}")
     values = np.asarray(counts if isinstance(counts, np.ndarray) else list(counts), dtype=np.float64)
@@ -88,6 +90,7 @@ def renyi_efficiency(counts: Iterable[int] | np.ndarray, vocab_size: int, alpha:
 
 def vocab_used(counts: Iterable[int] | np.ndarray, vocab_size: int) -> float | None:
     """The share of the vocabulary that occurs: tokens with a count above zero over ``vocab_size``."""
+    import numpy as np
     if vocab_size <= 0:
         return None
     values = np.asarray(counts if isinstance(counts, np.ndarray) else list(counts))
@@ -143,6 +146,7 @@ class Measurement:
 
     @property
     def distinct_tokens(self) -> int:
+        import numpy as np
         return int(np.count_nonzero(self.token_counts))
 
     @property
@@ -152,6 +156,7 @@ class Measurement:
     @staticmethod
     def combine(parts: Sequence[Measurement]) -> Measurement:
         """The measurement of the texts of ``parts`` taken together (same tokenizer)."""
+        import numpy as np
         if not parts:
             raise ValueError("nothing to combine")
         length = max(len(part.token_counts) for part in parts)
@@ -182,10 +187,12 @@ class Measurement:
 
 
 def _counts_array(tokenizer: Tokenizer) -> np.ndarray:
+    import numpy as np
     return np.zeros(max(tokenizer.vocab) + 1 if tokenizer.vocab else 0, dtype=np.int64)
 
 
 def _add_ids(counts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    import numpy as np
     if len(ids):
         found = np.bincount(ids, minlength=len(counts))
         if len(found) > len(counts):  # cannot happen for ids of the vocab; kept exact anyway
@@ -252,6 +259,7 @@ def measure_counts(
         ValueError: a pre-token is not valid UTF-8 (only counts made elsewhere can hold one), or a
             count is negative.
     """
+    import numpy as np
     items = list(counts.items()) if isinstance(counts, Mapping) else list(counts)
     texts = []
     for pretoken, _ in items:

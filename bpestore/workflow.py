@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal
 
-import numpy as np
-
 from . import formats, metrics
 from .atomic import atomic_path
 from .encode.files import encode_file_to_npy, write_npy_stream
@@ -46,6 +44,7 @@ from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memor
 from .workers import check_workers
 
 if TYPE_CHECKING:
+    import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
     from .engine import PretokenCounts
 
 __all__ = [

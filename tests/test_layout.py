@@ -231,3 +231,23 @@ def test_the_readme_tree_names_every_module_and_crate():
     assert not missing, f"README's 'How the code is laid out' does not name {missing}"
     absent = sorted(path for path in paths for pattern in expand(path) if not list(REPO_ROOT.glob(pattern.rstrip("/"))))
     assert not absent, f"README's 'How the code is laid out' names what does not exist: {absent}"
+
+
+@pytest.mark.slow
+def test_training_through_the_cli_never_imports_numpy(tmp_path):
+    """NumPy costs a process 0.14 s and 14 MB to import: the commands that encode nothing
+    (``train`` here, on a fresh store) never load it, so that a short training's start stays short."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("low lower lowest newer wider\n" * 50, encoding="utf-8")
+    program = (
+        "import runpy, sys\n"
+        "try:\n"
+        "    runpy.run_module('bpestore.cli', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'numpy'))\n"
+    )
+    argv = ["bpestore", "--db", str(tmp_path / "store.db"), "train", str(corpus), "--name", "t", "--vocab-size", "270", "-q"]
+    result = subprocess.run([sys.executable, "-c", f"import sys; sys.argv = {argv!r}\n" + program], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

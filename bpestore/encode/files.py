@@ -21,8 +21,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..atomic import atomic_path, remove_stale_partials
 from ..errors import OutputError
@@ -31,6 +30,9 @@ from ..progress import progress_bar
 from ..workers import default_workers
 from .tokenizer import Tokenizer
 
+if TYPE_CHECKING:
+    import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
+
 # Chunks of text handed to the encoding threads.
 DEFAULT_CHUNK_BYTES = 1 << 20
 _NPY_HEADER_BYTES = 128
@@ -38,6 +40,7 @@ _NPY_HEADER_BYTES = 128
 
 def id_dtype(tokenizer: Tokenizer) -> np.dtype:
     """uint16 when every id fits, else uint32."""
+    import numpy as np
     return np.dtype(np.uint16 if max(tokenizer.vocab) < 1 << 16 else np.uint32)
 
 

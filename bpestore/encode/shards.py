@@ -37,9 +37,7 @@ import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..atomic import atomic_path, temporary_name
 from ..errors import BpestoreError
@@ -47,6 +45,9 @@ from ..progress import progress_bar
 from ..workers import default_workers
 from .files import encode_file_to_npy, id_dtype, write_npy_stream
 from .tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
 
 MANIFEST_NAME = "manifest.jsonl"
 MANIFEST_KIND = "bpestore encoded shards"
@@ -267,6 +268,7 @@ class OutputDir:
 
     def load(self, name: str) -> np.ndarray:
         """The array in the ``.npy`` ``name``."""
+        import numpy as np
         if self.fs is None:
             return np.load(self.path(name))
         with self.fs.open(self._remote(name), "rb") as file:
@@ -518,6 +520,7 @@ def _shard_names(output_dir: str | os.PathLike) -> list[str]:
 
 def load_shards(output_dir: str | os.PathLike) -> np.ndarray:
     """The ids of all the shards of a finished sharded encoding, concatenated in shard order."""
+    import numpy as np
     header, _ = read_manifest(output_dir)
     directory = OutputDir(output_dir)
     arrays = [directory.load(name) for name in _shard_names(output_dir)]

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence, Set as AbstractSet
-from typing import Any, Literal
-
-import numpy as np
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..engine import Encoder
 from ..errors import DisallowedSpecialTokenError
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
 from .engine import EncoderEngine
+
+if TYPE_CHECKING:
+    import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
 
 # Distinct pre-tokens remembered by each of the engine's caches (one per thread encoding at
 # once); a cache that is full starts afresh.
@@ -197,6 +199,7 @@ class Tokenizer:
     ) -> np.ndarray:
         """The ids of ``text`` as a NumPy array (uint32), skipping the list of Python ints
         (tiktoken's ``encode_to_numpy``); the special-token policy of :meth:`encode`."""
+        import numpy as np
         allowed = self._policy(text, allowed_special, disallowed_special)
         data = self._call(self._engine.encode_to_bytes, text, allowed)
         return np.frombuffer(bytearray(data), dtype="<u4").astype(np.uint32, copy=False)
@@ -321,6 +324,7 @@ class Tokenizer:
     ) -> Iterator[np.ndarray]:
         """Like :meth:`encode_iterable`, but yields the ids a block at a time as arrays (uint32):
         the fast way through big streams."""
+        import numpy as np
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         if disallowed:
             iterable = _checked_pieces(iterable, disallowed, "encode_blocks")
@@ -360,7 +364,8 @@ class Tokenizer:
     def decode_single_token_bytes(self, token: int) -> bytes:
         """The bytes of one token, special tokens included; KeyError if no token has that id
         (as tiktoken)."""
-        if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+        # (Integral: Python's ints and NumPy's, which register as such, without importing NumPy.)
+        if isinstance(token, bool) or not isinstance(token, Integral):
             raise TypeError(f"a token id must be an int, not {type(token).__name__}")
         return self.vocab[int(token)]
 

@@ -31,8 +31,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..engine import PretokenCounts, Pretokenizer
 from ..atomic import atomic_path
 from ..engine import count_file as engine_count_file
@@ -44,6 +42,7 @@ from ..pretokenize.patterns import GPT2_PATTERN
 from . import trainer
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
     import pyarrow
 
 __all__ = [
@@ -160,6 +159,7 @@ class Counts(Mapping[bytes, int]):
     def text_bytes(self) -> int:
         """The bytes of text these counts cover (special tokens not included): the sum of each
         pre-token's length times its count."""
+        import numpy as np
         _data, offsets, counts = self.to_arrays()
         return int(np.dot(np.diff(offsets).astype(np.uint64), counts)) if len(counts) else 0
 
@@ -246,6 +246,7 @@ class Counts(Mapping[bytes, int]):
         """``(data, offsets, counts)``: the pre-tokens' bytes end to end, ``len + 1`` int64
         offsets (pre-token ``i`` is ``data[offsets[i]:offsets[i + 1]]``) and the uint64 counts;
         ``sorted``: in byte order of the pre-tokens (canonical)."""
+        import numpy as np
         data, offsets, counts = self.table.to_arrays(sorted=sorted)
         return data, np.frombuffer(offsets, dtype="<i8"), np.frombuffer(counts, dtype="<u8")
 
@@ -262,6 +263,7 @@ class Counts(Mapping[bytes, int]):
         """Counts from :meth:`to_arrays`'s arrays (offsets and counts any integer arrays; a
         pre-token given twice gets the sum). ValueError for negative counts or offsets that do
         not fit the data."""
+        import numpy as np
         offsets = np.asarray(offsets)
         counts = np.asarray(counts)
         if counts.size and counts.dtype.kind == "i" and counts.min() < 0:
@@ -329,6 +331,7 @@ class Counts(Mapping[bytes, int]):
         metadata when it has them (CountsMismatchError if ``pattern``/``special_tokens`` say
         otherwise), else from the arguments (default: GPT-2's pattern, no special tokens).
         CountsFileError for missing columns, nulls or negative counts."""
+        import numpy as np
         pa = _pyarrow()
         metadata = table.schema.metadata or {}
         pattern, special_tokens = _kind_from_metadata(metadata, pattern, special_tokens, source)
@@ -409,6 +412,7 @@ def read_tsv(
     lines are skipped; a word given twice gets the sum. CountsFileError names the file and line
     of a line without a tab or with a count that is not a non-negative integer;
     CorpusDecodeError the offset of bad UTF-8."""
+    import numpy as np
     raw = Path(path).read_bytes() if "://" not in os.fspath(path) else _read_url(os.fspath(path))
     try:
         raw.decode("utf-8")
