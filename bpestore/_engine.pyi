@@ -49,6 +49,11 @@ class Pretokenizer:
     def next_safe_cut(self, window: bytes, start: int) -> int | None:
         """The first safe cut (byte offset) at or after ``start`` in ``window``, UTF-8 bytes of a
         file (possibly cut mid-character at its ends); None if there is none."""
+    def find_cut(self, size: int, target: int, read: Callable[[int, int], bytes]) -> int:
+        """The first safe cut at or after byte ``target`` of a UTF-8 text of ``size`` bytes that
+        ``read(start, end)`` returns bytes ``start..end`` of (a window of about 64 KiB at a time);
+        0 for a target at or before the start, ``size`` where no cut follows it. The rule of the
+        engine's own chunks of a file. ValueError if ``read`` returns another number of bytes."""
 
 def utf8_error(data: bytes) -> tuple[int, str] | None:
     """``(offset, reason)`` of the first invalid UTF-8 in ``data`` as Python's decoder names it

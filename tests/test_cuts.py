@@ -82,8 +82,21 @@ def engine_next_safe_cut(text: str, special_tokens: list[str], pattern: str) -> 
     return cuts
 
 
+def engine_find_cut(text: str, special_tokens: list[str], pattern: str) -> list[int]:
+    # The cut a shard starting at each byte would start at (read through a callback, as a
+    # stream or a remote file is), in characters.
+    pretokenizer = _engine.Pretokenizer(pattern, special_tokens)
+    data = text.encode("utf-8")
+    cuts = []
+    for target in range(len(data) + 1):
+        cut = pretokenizer.find_cut(len(data), target, lambda start, end: data[start:end])
+        assert target <= cut <= len(data) or (target > len(data) and cut == len(data))
+        cuts.append(char_index(data, cut))
+    return cuts
+
+
 REPRESENTATIONS = [
-    str_next_safe_space, str_last_safe_cut, bytes_file_window, engine_last_safe_cut, engine_next_safe_cut,
+    str_next_safe_space, str_last_safe_cut, bytes_file_window, engine_last_safe_cut, engine_next_safe_cut, engine_find_cut,
 ]
 
 
@@ -99,3 +112,55 @@ def test_a_cut_changes_no_piece(cuts_of, text, special_tokens, pattern):
         assert pieces(text[:cut], special_tokens, pattern) + pieces(text[cut:], special_tokens, pattern) == whole, (
             cuts_of.__name__, cut, text[max(cut - 10, 0) : cut + 10],
         )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(PATTERNS),
+    chunk_bytes=st.integers(1, 64),
+)
+def test_shards_of_a_stream_are_cut_where_the_engine_cuts_a_file(tmp_path_factory, text, special_tokens, pattern, chunk_bytes):
+    """One rule for where a file is cut: the engine's chunks of a file it reads itself, and the
+    cuts found through ``find_cut`` for a source read by Python (a shard of a stream or of a
+    remote file: ``count_shard``), by the chunking rule (each cut the first at or after the
+    previous one + 1 and the next multiple of ``chunk_bytes``)."""
+    path = tmp_path_factory.mktemp("cuts") / "text.txt"
+    data = text.encode("utf-8")
+    path.write_bytes(data)
+    pretokenizer = _engine.Pretokenizer(pattern, special_tokens)
+    reads: list[tuple[int, int]] = []
+
+    def read(start: int, end: int) -> bytes:
+        reads.append((start, end))
+        return data[start:end]
+
+    boundaries, target = [0], chunk_bytes
+    while target < len(data):
+        cut = pretokenizer.find_cut(len(data), target, read)
+        if cut >= len(data):
+            break
+        boundaries.append(cut)
+        target = max(cut + 1, target + chunk_bytes)
+    boundaries.append(len(data))
+    assert boundaries == list(_engine.file_chunk_boundaries(str(path), pattern, special_tokens, chunk_bytes))
+    assert all(0 <= start < end <= len(data) for start, end in reads)
+
+
+def test_find_cut_refuses_a_short_read_and_passes_the_readers_errors_on():
+    pretokenizer = _engine.Pretokenizer(GPT2_PATTERN, ["<|endoftext|>"])
+    data = b"hello world, " * 10
+    with pytest.raises(ValueError, match=r"read\(\d+, \d+\) returned 3 bytes, not \d+"):
+        pretokenizer.find_cut(len(data), 20, lambda start, end: b"abc")
+
+    def failing(start: int, end: int) -> bytes:
+        raise OSError("the disk went away")
+
+    with pytest.raises(OSError, match="the disk went away"):
+        pretokenizer.find_cut(len(data), 20, failing)
+    with pytest.raises(TypeError):
+        pretokenizer.find_cut(len(data), 20, lambda start, end: "not bytes")
+    # No read at all where the answer needs none: the start, and at or past the end.
+    never = lambda start, end: pytest.fail("read")  # noqa: E731
+    assert pretokenizer.find_cut(len(data), 0, never) == 0
+    assert pretokenizer.find_cut(len(data), len(data), never) == len(data)
+    assert pretokenizer.find_cut(len(data), len(data) + 5, never) == len(data)

@@ -59,7 +59,6 @@ PRETOKEN_COLUMNS = ("pretoken", "word", "token", "piece")
 COUNT_COLUMN = "count"
 
 # How much of a file is read at once when looking for a cut (as the engine's cut.rs does).
-_CUT_WINDOW_BYTES = 64 << 10
 # How much of a shard is read and decoded at once.
 _READ_BYTES = 1 << 20
 
@@ -501,28 +500,15 @@ def _read_exactly(file: IO[bytes], size: int) -> bytes:
 def safe_cut(file: IO[bytes], size: int, target: int, cutter: Pretokenizer) -> int:
     """The first safe cut at or after byte ``target`` of a seekable file of ``size`` bytes
     (0 for a target at or before the start, ``size`` when there is no cut after it): the place
-    a shard that starts or ends at ``target`` really starts or ends. Reads a window of 64 KiB
-    around the target at a time (more only where the text has no cut)."""
-    if target <= 0:
-        return 0
-    if target >= size:
-        return size
-    # As the engine's find_cut: the window starts `reserve` bytes early (a special token may
-    # cover the target), and consecutive windows overlap by as much again.
-    reserve = max((len(token.encode("utf-8")) for token in cutter.special_tokens), default=1)
-    reserve = max(reserve, 1)
-    at = target
-    while True:
-        start = max(at - reserve, 0)
-        end = min(at + _CUT_WINDOW_BYTES + reserve, size)
+    a shard that starts or ends at ``target`` really starts or ends. The engine's rule
+    (``Pretokenizer.find_cut``, the one its own chunks of a file are cut by), reading windows of
+    about 64 KiB around the target through this file."""
+
+    def read(start: int, end: int) -> bytes:
         file.seek(start)
-        window = _read_exactly(file, end - start)
-        cut = cutter.next_safe_cut(window, at - start)
-        if cut is not None:
-            return start + cut
-        if end >= size:
-            return size
-        at = end - reserve
+        return _read_exactly(file, end - start)
+
+    return cutter.find_cut(size, max(target, 0), read)
 
 
 def _decoded(file: IO[bytes], name: str, base: int, length: int | None) -> Iterator[str]:

@@ -212,3 +212,46 @@ fn covered_by_other_special(bytes: &[u8], found: usize, specials: &SpecialTokens
             .any(|begin| !token.is_empty() && bytes[begin..].starts_with(token))
     })
 }
+
+/// How much of a text is read at once when looking for a cut in it ([`find_cut`]).
+pub const CUT_WINDOW_BYTES: usize = 64 << 10;
+
+/// The first safe cut ([`next_safe_cut`]) at or after byte `target` of a UTF-8 text of `size`
+/// bytes that is read a window at a time: `read(start, end, window)` puts bytes `start..end` of
+/// the text in `window` (replacing what it held). 0 for a target at or before the start, `size`
+/// where no cut follows the target. The one place that knows how the windows must lie for
+/// [`next_safe_cut`] (the engine's chunks of a file and Python's shards of any seekable source
+/// both start and end where it says); a window is [`CUT_WINDOW_BYTES`] and a little more, and
+/// more are read only where the text has no cut.
+pub fn find_cut<E>(
+    size: u64,
+    target: u64,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    window: &mut Vec<u8>,
+    mut read: impl FnMut(u64, u64, &mut Vec<u8>) -> Result<(), E>,
+) -> Result<u64, E> {
+    if target == 0 {
+        return Ok(0);
+    }
+    if target >= size {
+        return Ok(size);
+    }
+    // next_safe_cut wants to see, before the place it starts looking, as much as a special token
+    // covering that place could start earlier; and it decides nothing in the last `reserve` bytes
+    // of a window, so consecutive windows overlap by that much more.
+    let reserve = specials.longest_len().max(1) as u64;
+    let mut from = target;
+    loop {
+        let start = from.saturating_sub(reserve);
+        let end = (from + CUT_WINDOW_BYTES as u64 + reserve).min(size);
+        read(start, end, window)?;
+        if let Some(cut) = next_safe_cut(window, (from - start) as usize, pretokenizer, specials) {
+            return Ok(start + cut as u64);
+        }
+        if end >= size {
+            return Ok(size);
+        }
+        from = end - reserve;
+    }
+}

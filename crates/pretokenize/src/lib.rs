@@ -20,7 +20,7 @@ mod utf8;
 use std::fmt;
 use std::sync::Arc;
 
-pub use cut::{is_regex_whitespace, last_safe_cut, next_safe_cut};
+pub use cut::{find_cut, is_regex_whitespace, last_safe_cut, next_safe_cut, CUT_WINDOW_BYTES};
 pub use special::{Part, SpecialTokens, Split};
 pub use utf8::{check_utf8, Utf8Error};
 

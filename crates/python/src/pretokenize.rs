@@ -3,11 +3,12 @@
 
 use crate::errors::pattern_error;
 use bpestore_pretokenize::{
-    check_utf8, last_safe_cut, next_safe_cut, Part, PretokenizeError, Pretokenizer, SpecialTokens,
-    CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN,
+    check_utf8, find_cut, last_safe_cut, next_safe_cut, Part, PretokenizeError, Pretokenizer,
+    SpecialTokens, CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 /// A pre-tokenizer with its special tokens: `regex.findall(pattern, text)` on the text between
 /// special tokens (found longest first), each special token a piece of its own.
@@ -124,6 +125,36 @@ impl PyPretokenizer {
     /// UTF-8 file; None if the window has none.
     fn next_safe_cut(&self, py: Python<'_>, window: &[u8], start: usize) -> Option<usize> {
         py.detach(|| next_safe_cut(window, start, &self.pretokenizer, &self.specials))
+    }
+
+    /// The first safe cut at or after byte `target` of a UTF-8 text of `size` bytes that
+    /// `read(start, end)` returns bytes `start..end` of (a window at a time, about 64 KiB, more
+    /// only where the text has no cut): 0 for a target at or before the start, `size` where no
+    /// cut follows it. The windows lie as for the engine's own chunks of a file (one rule: the
+    /// engine's `find_cut`); for a source the engine cannot read itself (a stream, a remote file).
+    fn find_cut(&self, size: u64, target: u64, read: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let mut window = Vec::new();
+        find_cut(
+            size,
+            target,
+            &self.pretokenizer,
+            &self.specials,
+            &mut window,
+            |start, end, window| {
+                let data = read.call1((start, end))?.cast_into::<PyBytes>()?;
+                let data = data.as_bytes();
+                if data.len() as u64 != end - start {
+                    return Err(PyValueError::new_err(format!(
+                        "read({start}, {end}) returned {} bytes, not {}",
+                        data.len(),
+                        end - start
+                    )));
+                }
+                window.clear();
+                window.extend_from_slice(data);
+                Ok(())
+            },
+        )
     }
 }
 

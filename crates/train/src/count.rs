@@ -16,8 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use bpestore_pretokenize::{
-    check_utf8, is_regex_whitespace, next_safe_cut, Part, PretokenizeError, Pretokenizer,
-    SpecialTokens,
+    check_utf8, find_cut, is_regex_whitespace, Part, PretokenizeError, Pretokenizer, SpecialTokens,
 };
 
 use crate::counts::HotCache;
@@ -26,9 +25,6 @@ use crate::PretokenCounts;
 /// How big chunks of a file are, by default: big enough that cutting costs nothing, small enough
 /// that a thread's chunk is a few MB of memory and progress moves often.
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
-
-/// How much of the file is read at once when looking for a cut.
-const CUT_WINDOW_BYTES: usize = 64 << 10;
 
 /// Why a file's pre-tokens could not be counted.
 #[derive(Debug)]
@@ -428,7 +424,14 @@ fn chunk_boundaries(
     let mut target = chunk_bytes;
     let mut window = Vec::new();
     while target < size {
-        let cut = find_cut(file, size, target, pretokenizer, specials, &mut window)?;
+        let cut = find_cut(
+            size,
+            target,
+            pretokenizer,
+            specials,
+            &mut window,
+            |start, end, window| read_chunk(file, start, end, window),
+        )?;
         if cut >= size {
             break;
         }
@@ -437,34 +440,6 @@ fn chunk_boundaries(
     }
     boundaries.push(size);
     Ok(boundaries)
-}
-
-/// The first safe cut at or after `target` (0 < target < size), or `size` if there is none.
-fn find_cut(
-    file: &File,
-    size: u64,
-    target: u64,
-    pretokenizer: &Pretokenizer,
-    specials: &SpecialTokens,
-    window: &mut Vec<u8>,
-) -> Result<u64, CountError> {
-    // next_safe_cut wants to see, before the place it starts looking, as much as a special token
-    // covering that place could start earlier; and it decides nothing in the last `reserve` bytes
-    // of a window, so consecutive windows overlap by that much more.
-    let reserve = specials.longest_len().max(1) as u64;
-    let mut from = target;
-    loop {
-        let start = from.saturating_sub(reserve);
-        let end = (from + CUT_WINDOW_BYTES as u64 + reserve).min(size);
-        read_chunk(file, start, end, window)?;
-        if let Some(cut) = next_safe_cut(window, (from - start) as usize, pretokenizer, specials) {
-            return Ok(start + cut as u64);
-        }
-        if end >= size {
-            return Ok(size);
-        }
-        from = end - reserve;
-    }
 }
 
 /// Reads bytes `start..end` of `file` into `buffer` (replacing what it held).
