@@ -277,6 +277,10 @@ class IdIterator(Iterator[int]):
 
 # -- store: a stored tokenizer's packed copy (crates/encode/src/packed.rs, crates/python/src/store.rs) --
 
+def pack_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """``vocab`` (``{id: token}``) and ``merges`` (in rank order) packed, ids ascending: what
+    :func:`unpack_model` reads. ValueError for an id or a length past 32 bits."""
+
 def unpack_model(data: bytes) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """``(vocab, merges)`` from a packed copy (layout in ``bpestore/store/packed.py``): id -> token,
     and the merges in rank order. ValueError ("damaged packed data: ...") if it is not well formed

@@ -26,6 +26,7 @@ from ._engine import (
     file_chunk_boundaries,
     learn_merges,
     register_errors,
+    pack_model,
     unpack_model,
     utf8_error,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "count_texts",
     "file_chunk_boundaries",
     "learn_merges",
+    "pack_model",
     "unpack_model",
     "utf8_error",
 ]

@@ -95,6 +95,17 @@ def test_the_engine_reads_what_pack_writes_as_the_layout_says(vocab, merges):
     assert unpack_model(data) == (vocab, merges)
 
 
+def test_packing_refuses_what_the_layout_cannot_hold_with_one_error():
+    with pytest.raises(ValueError, match="token id 4294967296 does not fit"):
+        pack({2**32: b"a"}, [])
+    with pytest.raises(ValueError, match="does not fit"):
+        pack({-1: b"a"}, [])
+    with pytest.raises(TypeError):
+        pack({0: "a"}, [])  # type: ignore[dict-item]
+    with pytest.raises(TypeError):
+        pack({0: b"a"}, [(b"a", "b")])  # type: ignore[list-item]
+
+
 def test_the_engine_refuses_every_damaged_or_cut_copy():
     data = pack(sample_model().vocab, sample_model().merges)
     for end in range(0, len(data), 7):

@@ -10,52 +10,31 @@ of ``Tokenizer.from_db``; one BLOB is read in a millisecond and unpacked by the 
   inserted, changed or deleted (by anyone, at a ``sqlite3`` prompt too), so a stale copy is never
   read: the loaders fall back to the rows when there is none.
 
-Layout (every integer a little-endian unsigned 32-bit; crates/encode/src/packed.rs reads it)::
-
-    b"BPEPACK\\x01"  n_vocab  n_merges
-    n_vocab ids, ascending   n_vocab token lengths   n_merges (left length, right length)
-    the tokens' bytes, in id order   the merges' bytes (left then right), in rank order
+The layout is the engine's (``crates/encode/src/packed.rs`` writes and reads it; migration 0004
+keeps a frozen copy of its first version, as migrations must).
 """
 
 from __future__ import annotations
 
 import gc
-import struct
 from collections.abc import Mapping, Sequence
 
+from ..engine import pack_model, unpack_model
 from ..errors import StoreError
-
-MAGIC = b"BPEPACK\x01"
 
 PACKED_SQL = "SELECT data FROM packed_models WHERE tokenizer_id = ?"
 
 
 def pack(vocab: Mapping[int, bytes], merges: Sequence[tuple[bytes, bytes]]) -> bytes:
-    """``vocab`` (id -> token) and ``merges`` (in rank order) as one byte string."""
-    ids = sorted(vocab)
-    tokens = [vocab[token_id] for token_id in ids]
-    lefts = [left for left, _ in merges]
-    rights = [right for _, right in merges]
-    merge_lengths = [length for left, right in merges for length in (len(left), len(right))]
-    return b"".join(
-        [
-            MAGIC,
-            struct.pack("<II", len(ids), len(merges)),
-            struct.pack(f"<{len(ids)}I", *ids),
-            struct.pack(f"<{len(tokens)}I", *map(len, tokens)),
-            struct.pack(f"<{len(merge_lengths)}I", *merge_lengths),
-            *tokens,
-            *(part for pair in zip(lefts, rights) for part in pair),
-        ]
-    )
+    """``vocab`` (id -> token) and ``merges`` (in rank order) as one byte string, packed by the
+    engine (its layout's one writer, beside its reader)."""
+    return pack_model(dict(vocab), merges)
 
 
 def unpack(data: bytes, vocab_size: int, ref: str, location: str) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """The vocab and merges packed in ``data``, the packed copy of ``ref`` in ``location`` whose
     ``tokenizers`` row says it has ``vocab_size`` tokens; StoreError, saying how to recover, if
     the copy is not well formed or does not hold that many tokens."""
-    from ..engine import unpack_model
-
     # The 150,000 objects made are acyclic: the cyclic collector's passes over them while they
     # are made (a third of the time, in a fresh process) find nothing.
     collecting = gc.isenabled()

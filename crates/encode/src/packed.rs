@@ -1,8 +1,8 @@
 //! A stored tokenizer's vocabulary and merges packed into one byte string, so that a store hands
 //! them over in one read instead of one row per token.
 //!
-//! The store writes it (`bpestore/store/packed.py`, which documents the layout for Python) beside
-//! the rows it copies; [`Packed::parse`] reads it back, borrowing every token from the buffer.
+//! The store writes it ([`pack`], through the bindings' `pack_model`) beside the rows it copies;
+//! [`Packed::parse`] reads it back, borrowing every token from the buffer.
 //!
 //! Layout, every integer a little-endian `u32`:
 //!
@@ -100,25 +100,34 @@ impl<'a> Packed<'a> {
     }
 }
 
-/// `vocab` and `merges` packed (the inverse of [`Packed::parse`]; the store packs in Python,
-/// this is for tests and Rust callers).
-pub fn pack(vocab: &[(TokenId, &[u8])], merges: &[(&[u8], &[u8])]) -> Vec<u8> {
-    let mut out = Vec::new();
+/// `vocab` and `merges` packed (the inverse of [`Packed::parse`], and the layout's one writer:
+/// the store packs through the bindings' `pack_model`); an error if a count, an id or a length
+/// does not fit the layout's `u32`s.
+pub fn pack(vocab: &[(TokenId, &[u8])], merges: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
+    let bytes: usize = vocab.iter().map(|(_, token)| token.len()).sum::<usize>()
+        + merges
+            .iter()
+            .map(|(left, right)| left.len() + right.len())
+            .sum::<usize>();
+    let mut out = Vec::with_capacity(16 + 8 * (vocab.len() + merges.len()) + bytes);
     out.extend_from_slice(MAGIC);
-    let put = |out: &mut Vec<u8>, n: usize| {
-        out.extend_from_slice(&u32::try_from(n).expect("fits in u32").to_le_bytes())
+    let put = |out: &mut Vec<u8>, n: usize, what: &str| -> Result<(), String> {
+        let n = u32::try_from(n)
+            .map_err(|_| format!("{what} {n} does not fit packed data's 32 bits"))?;
+        out.extend_from_slice(&n.to_le_bytes());
+        Ok(())
     };
-    put(&mut out, vocab.len());
-    put(&mut out, merges.len());
+    put(&mut out, vocab.len(), "a vocab of")?;
+    put(&mut out, merges.len(), "a merge count of")?;
     for &(id, _) in vocab {
-        put(&mut out, id as usize);
+        out.extend_from_slice(&id.to_le_bytes());
     }
     for (_, token) in vocab {
-        put(&mut out, token.len());
+        put(&mut out, token.len(), "a token of length")?;
     }
     for (left, right) in merges {
-        put(&mut out, left.len());
-        put(&mut out, right.len());
+        put(&mut out, left.len(), "a merge part of length")?;
+        put(&mut out, right.len(), "a merge part of length")?;
     }
     for (_, token) in vocab {
         out.extend_from_slice(token);
@@ -127,7 +136,7 @@ pub fn pack(vocab: &[(TokenId, &[u8])], merges: &[(&[u8], &[u8])]) -> Vec<u8> {
         out.extend_from_slice(left);
         out.extend_from_slice(right);
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -151,9 +160,9 @@ mod tests {
     #[test]
     fn packing_then_parsing_gives_back_the_same_tokens_in_order() {
         let Packed { vocab, merges } = sample();
-        let data = pack(&vocab, &merges);
+        let data = pack(&vocab, &merges).unwrap();
         assert_eq!(Packed::parse(&data), Ok(Packed { vocab, merges }));
-        let empty = pack(&[], &[]);
+        let empty = pack(&[], &[]).unwrap();
         assert_eq!(empty.len(), 16);
         assert_eq!(Packed::parse(&empty).map(|p| p.vocab.len()), Ok(0));
     }
@@ -161,7 +170,7 @@ mod tests {
     #[test]
     fn every_truncation_and_every_extra_byte_is_refused() {
         let Packed { vocab, merges } = sample();
-        let data = pack(&vocab, &merges);
+        let data = pack(&vocab, &merges).unwrap();
         for end in 0..data.len() {
             assert!(Packed::parse(&data[..end]).is_err(), "cut at {end}");
         }
@@ -176,17 +185,17 @@ mod tests {
     #[test]
     fn damaged_headers_are_refused_without_allocating_their_counts() {
         let Packed { vocab, merges } = sample();
-        let mut data = pack(&vocab, &merges);
+        let mut data = pack(&vocab, &merges).unwrap();
         data[0] = b'X';
         assert!(Packed::parse(&data).unwrap_err().contains("does not start"));
-        let mut data = pack(&vocab, &merges);
+        let mut data = pack(&vocab, &merges).unwrap();
         data[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(Packed::parse(&data).unwrap_err().contains("inside the ids"));
-        let mut data = pack(&vocab, &merges);
+        let mut data = pack(&vocab, &merges).unwrap();
         data[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(Packed::parse(&data).is_err());
         // A token length that runs past the end.
-        let mut data = pack(&vocab, &merges);
+        let mut data = pack(&vocab, &merges).unwrap();
         let first_length = 16 + 4 * vocab.len();
         data[first_length..first_length + 4].copy_from_slice(&1000u32.to_le_bytes());
         assert!(Packed::parse(&data)
