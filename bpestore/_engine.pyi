@@ -240,6 +240,9 @@ class Encoder:
     def stream(self, block_bytes: int = 8192, allowed_special: str | Iterable[str] | None = None) -> StreamEncoder:
         """An encoder for a stream of text pieces, in constant memory (``allowed_special`` as for
         ``encode``)."""
+    def npy_writer(self, path: str | PathLike[str]) -> NpyWriter:
+        """A new ``.npy`` file at ``path`` (FileExistsError if one exists) for this vocabulary's
+        ids, written a block at a time."""
     def encode_file_to_npy(
         self,
         path: str | PathLike[str],
@@ -259,6 +262,20 @@ class Encoder:
     @property
     def npy_dtype(self) -> str:
         """``"uint16"`` when every id fits, else ``"uint32"``."""
+
+PARTIAL_NPY_MARK: bytes
+"""The first bytes of a ``.npy`` still being written, or left by a writer that was stopped."""
+
+class NpyWriter:
+    """A 1-D ``.npy`` array of ids being written (``Encoder.npy_writer``): not a ``.npy`` until
+    :meth:`finish` writes its header (``numpy.load`` refuses the file of a writer that was
+    stopped). Write errors are ``OSError(errno, strerror)``, naming no file."""
+
+    def write(self, ids: bytes) -> None:
+        """Appends ids given as the bytes of little-endian uint32s (``array.tobytes()``);
+        ValueError for an id past the vocabulary's last."""
+    def finish(self) -> int:
+        """Writes the header, puts the file on disk, and returns the number of ids."""
 
 class StreamEncoder:
     """Feeds text to an :class:`Encoder` piece by piece; all the ids returned equal those of the

@@ -254,11 +254,13 @@ def mid_input(data) -> Path:
     return path
 
 
-def numpy_loaded(pid: int) -> bool:
-    """Whether the process has got as far as loading NumPy: its Python has started, and
-    bpestore's own code runs (a Ctrl-C during Python's start-up is Python's, out of reach)."""
+def engine_loaded(pid: int) -> bool:
+    """Whether the process has got as far as loading bpestore's compiled engine (which the CLI
+    loads after setting its Ctrl-C handler): its Python has started, and bpestore's own code runs
+    (a Ctrl-C during Python's start-up is Python's, out of reach). (Not NumPy: most commands
+    never load it.)"""
     try:
-        return "numpy" in Path(f"/proc/{pid}/maps").read_text()
+        return re.search(r"/bpestore/_engine\.[^/\n]*so", Path(f"/proc/{pid}/maps").read_text()) is not None
     except OSError:
         return False
 
@@ -271,7 +273,7 @@ def interrupted_run(bpestore: str, command: list[str], cwd: Path, *, delay: floa
     start."""
     process = subprocess.Popen([bpestore, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(), cwd=cwd)
     try:
-        while not numpy_loaded(process.pid) and process.poll() is None:
+        while not engine_loaded(process.pid) and process.poll() is None:
             time.sleep(0.002)
         started = time.monotonic()
         if delay is not None:

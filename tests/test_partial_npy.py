@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from bpestore import Store
-from bpestore.encode.files import PARTIAL_MARK, remove_stale_partials
+from bpestore.encode.files import remove_stale_partials
+from bpestore.engine import PARTIAL_NPY_MARK as PARTIAL_MARK
 from test_cli import ENDOFTEXT, corpus_text, find_executable, subprocess_env, write_text
 
 # The slow tier (python3 -m pytest -m 'not slow' leaves it out): commands killed mid-write.
@@ -159,3 +160,31 @@ def test_only_surely_stale_temporary_files_are_removed(tmp_path):
     assert sorted(removed) == sorted([tmp_path / name for name in stale] + [directory])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
     assert remove_stale_partials(tmp_path / "missing-dir" / "x.npy") == []
+
+
+# -- the engine's writer, the layout's one owner -------------------------------------------------
+
+
+@pytest.mark.parametrize("vocab_size", [300, 70_000])
+def test_the_engines_npy_writer_writes_what_numpy_reads_and_refuses_what_it_cannot_hold(tmp_path, vocab_size):
+    from bpestore import Tokenizer
+
+    vocab = {i: bytes([i]) for i in range(256)} | {i: b"x%d" % i for i in range(256, vocab_size)}
+    tokenizer = Tokenizer(vocab, [], [])
+    writer = tokenizer._engine.npy_writer(tmp_path / "ids.npy")
+    assert (tmp_path / "ids.npy").read_bytes().startswith(PARTIAL_MARK)  # no .npy until finished
+    blocks = [np.array([0, 1, vocab_size - 1], dtype="<u4"), np.array([], dtype="<u4"), np.arange(200, dtype="<u4")]
+    for block in blocks:
+        writer.write(block.tobytes())
+    with pytest.raises(ValueError, match=f"id {vocab_size} is past the vocabulary's last id, {vocab_size - 1}"):
+        writer.write(np.array([vocab_size], dtype="<u4").tobytes())
+    with pytest.raises(ValueError, match="not a whole number"):
+        writer.write(b"\x00\x00\x00")
+    assert writer.finish() == 203
+    with pytest.raises(ValueError, match="finished"):
+        writer.finish()
+    array = np.load(tmp_path / "ids.npy")
+    assert array.dtype == (np.uint16 if vocab_size <= 1 << 16 else np.uint32)
+    assert array.tolist() == np.concatenate(blocks).tolist()
+    with pytest.raises(FileExistsError):  # never over a file that exists
+        tokenizer._engine.npy_writer(tmp_path / "ids.npy")

@@ -30,6 +30,14 @@ class StreamEngine(Protocol):
         """The ids of the rest."""
 
 
+class NpyWriter(Protocol):
+    def write(self, ids: bytes) -> None:
+        """Appends ids given as the bytes of little-endian uint32s."""
+
+    def finish(self) -> int:
+        """Writes the ``.npy`` header and puts the file on disk; returns the number of ids."""
+
+
 class EncoderEngine(Protocol):
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]: ...
 
@@ -48,6 +56,10 @@ class EncoderEngine(Protocol):
     @property
     def max_id(self) -> int: ...
 
+    @property
+    def npy_dtype(self) -> str:
+        """The ``.npy`` element type of the ids: ``"uint16"`` when every id fits, else ``"uint32"``."""
+
     def decode_bytes(self, ids: Iterable[int]) -> bytes: ...
 
     def stream(self, block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None) -> StreamEngine: ...
@@ -56,6 +68,9 @@ class EncoderEngine(Protocol):
         self, iterable: Iterable[str], block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None
     ) -> Iterator[int]:
         """The ids of the pieces' concatenation one by one, reading pieces as ids are used."""
+
+    def npy_writer(self, path: str | os.PathLike[str]) -> NpyWriter:
+        """A new ``.npy`` file at ``path`` for this vocabulary's ids, written a block at a time."""
 
     def encode_file_to_npy(
         self,

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..atomic import atomic_path, remove_stale_partials
 from ..errors import OutputError
@@ -30,18 +28,14 @@ from ..progress import progress_bar
 from ..workers import default_workers
 from .tokenizer import Tokenizer
 
-if TYPE_CHECKING:
-    import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
-
 # Chunks of text handed to the encoding threads.
 DEFAULT_CHUNK_BYTES = 1 << 20
-_NPY_HEADER_BYTES = 128
 
 
-def id_dtype(tokenizer: Tokenizer) -> np.dtype:
-    """uint16 when every id fits, else uint32."""
-    import numpy as np
-    return np.dtype(np.uint16 if max(tokenizer.vocab) < 1 << 16 else np.uint32)
+def id_dtype(tokenizer: Tokenizer) -> str:
+    """The ``.npy`` element type of ``tokenizer``'s ids, as the engine writes them: ``"uint16"``
+    when every id fits, else ``"uint32"``."""
+    return tokenizer._engine.npy_dtype
 
 
 def _check_output_dir(output_path: Path) -> None:
@@ -78,8 +72,6 @@ def encode_file_to_npy(
 # What only a write can fail with: such an error of the engine's surely is the output's. Others
 # (EIO, say) may be the input's as well: both files are named then.
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
-# How the engine's errors (Rust's io::Error) end: "File too large (os error 27)", no errno set.
-_ENGINE_OS_ERROR = re.compile(r"(?P<strerror>.*) \(os error (?P<errno>\d+)\)")
 
 
 def _named(error: OSError, input_path: str | os.PathLike, output_path: Path) -> OSError:
@@ -87,35 +79,12 @@ def _named(error: OSError, input_path: str | os.PathLike, output_path: Path) -> 
     :class:`~bpestore.errors.OutputError` for a failed write."""
     if error.filename is not None:
         return error
-    code, strerror = error.errno, error.strerror
-    if code is None and len(error.args) == 1 and (match := _ENGINE_OS_ERROR.fullmatch(str(error.args[0]))):
-        code, strerror = int(match["errno"]), match["strerror"]
+    code, strerror = error.errno, error.strerror  # (the engine's errors carry them, as OSError(errno, strerror))
     if code is None:
         return error
     if code in _WRITE_ERRNOS:
         return OutputError(code, strerror, str(output_path))
     return OSError(code, f"{strerror} (reading {os.fspath(input_path)} or writing it as {output_path})")
-
-
-# The first bytes of an array being written (crates/encode/src/file.rs writes the same): not the
-# ``\x93NUMPY`` a .npy starts with; the real header replaces them last.
-PARTIAL_MARK = b"bpestore: an unfinished .npy"
-
-
-def _partial_header() -> bytes:
-    text = PARTIAL_MARK + b" (its writer was stopped, or is still writing)"
-    return text.ljust(_NPY_HEADER_BYTES - 1) + b"\n"
-
-
-def _npy_header(dtype: np.dtype, length: int) -> bytes:
-    """A fixed-size ``.npy`` (version 1.0) header, so that it can be rewritten once the length is known."""
-    magic = b"\x93NUMPY\x01\x00"
-    body = repr({"descr": dtype.str, "fortran_order": False, "shape": (length,)})
-    padding = _NPY_HEADER_BYTES - len(magic) - 2 - len(body) - 1
-    if padding < 0:
-        raise ValueError("npy header does not fit")
-    body = body + " " * padding + "\n"
-    return magic + len(body).to_bytes(2, "little") + body.encode("latin-1")
 
 
 def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike, **policy) -> int:
@@ -125,15 +94,10 @@ def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: st
     The file is written to a temporary file beside it (see the module's docstring) and renamed
     when complete, so a failure never leaves a truncated array under the requested name.
     """
-    dtype = id_dtype(tokenizer)
-    total = 0
     # atomic_path: stale temporary files go first; a failure removes this one and names the output
-    with atomic_path(output_path) as partial, open(partial, "xb") as out:
-        out.write(_partial_header())
-        out.flush()
+    # (the engine's write errors name no file: atomic_path names the output)
+    with atomic_path(output_path) as partial:
+        writer = tokenizer._engine.npy_writer(partial)  # the engine writes the layout
         for ids in tokenizer.encode_blocks(texts, **policy):
-            out.write(ids.astype(dtype, copy=False).tobytes())
-            total += len(ids)
-        out.seek(0)
-        out.write(_npy_header(dtype, total))
-    return total
+            writer.write(ids.tobytes())
+        return writer.finish()

@@ -479,7 +479,7 @@ def encode_shards(
         "version": MANIFEST_VERSION,
         "tokenizer": ref,
         "fingerprint": fingerprint(tokenizer),
-        "dtype": id_dtype(tokenizer).name,
+        "dtype": id_dtype(tokenizer),
         "special_policy": _policy_record(allowed_special, disallowed_special),
         "shards": len(shards),
     }

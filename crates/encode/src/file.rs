@@ -164,10 +164,8 @@ impl Encoder {
         let mut input = File::open(path)?;
         let file_bytes = input.metadata()?.len();
         let dtype = self.npy_dtype();
-        let mut file = File::options().write(true).create_new(true).open(partial)?;
-        file.write_all(&partial_header())?; // at once: never an empty file that looks like nothing
-        let syncing = file.try_clone()?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut out = NpyWriter::create(partial, dtype)?;
+        let syncing = out.try_clone_file()?;
         let job_slots = threads;
         // A job: the chunk's index, its offset in the file, its text.
         let (job_tx, job_rx) = mpsc::sync_channel::<(usize, u64, String)>(job_slots);
@@ -179,7 +177,7 @@ impl Encoder {
         // taken in order, so every chunk before a failed one is encoded, and the first failure
         // in the file reaches the writer.
         let skip_after = &AtomicUsize::new(usize::MAX);
-        let total_ids = std::thread::scope(|scope| -> Result<u64, FileError> {
+        std::thread::scope(|scope| -> Result<(), FileError> {
             let _stop = SkipAllOnExit(skip_after);
             // The array's bytes go to disk while the rest is encoded: the final `sync_data`
             // then waits only for the last few megabytes (for a whole 20 MB text, it waited
@@ -237,7 +235,6 @@ impl Encoder {
                 waiting: BTreeMap::new(),
                 failed: false,
                 next: 0,
-                ids: 0,
                 progress,
                 unsynced: 0,
                 sync: sync_tx,
@@ -277,12 +274,9 @@ impl Encoder {
                     Err(_) => return Err(io::Error::other("an encoding thread stopped").into()),
                 }
             }
-            Ok(writer.ids)
+            Ok(())
         })?;
-        out.seek(SeekFrom::Start(0))?;
-        out.write_all(&npy_header(dtype, total_ids))?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_data()?;
-        Ok(total_ids)
+        Ok(out.finish()?)
     }
 }
 
@@ -301,20 +295,19 @@ impl Drop for SkipAllOnExit<'_> {
 
 /// Writes chunks' ids in chunk order, whatever order they arrive in; a chunk that failed is
 /// the error once its turn comes.
-struct OrderedWriter<'a, W: Write> {
-    out: &'a mut W,
+struct OrderedWriter<'a> {
+    out: &'a mut NpyWriter,
     waiting: BTreeMap<usize, Result<Encoded, FileError>>,
     /// Whether a chunk that failed has arrived (its turn may not have come yet).
     failed: bool,
     next: usize,
-    ids: u64,
     progress: &'a mut dyn FnMut(u64) -> bool,
     /// Bytes written since the last request to `sync`.
     unsynced: usize,
     sync: mpsc::Sender<()>,
 }
 
-impl<W: Write> OrderedWriter<'_, W> {
+impl OrderedWriter<'_> {
     fn add(&mut self, encoded: Result<Encoded, (usize, FileError)>) -> Result<(), FileError> {
         match encoded {
             Ok(encoded) => self.waiting.insert(encoded.index, Ok(encoded)),
@@ -325,14 +318,13 @@ impl<W: Write> OrderedWriter<'_, W> {
         };
         while let Some(encoded) = self.waiting.remove(&self.next) {
             let encoded = encoded?;
-            self.out.write_all(&encoded.data)?;
+            self.out.write_laid_out(&encoded.data, encoded.ids)?;
             self.unsynced += encoded.data.len();
             if self.unsynced >= SYNC_EVERY_BYTES {
                 self.out.flush()?; // (to the file, where the syncing thread sees it)
                 let _ = self.sync.send(());
                 self.unsynced = 0;
             }
-            self.ids += encoded.ids as u64;
             self.next += 1;
             if !(self.progress)(encoded.text_bytes as u64) {
                 return Err(FileError::Cancelled);
@@ -488,6 +480,71 @@ pub fn partial_path(output: &Path) -> PathBuf {
         ".{name}.{}-{random:08x}.partial",
         std::process::id()
     ))
+}
+
+/// A 1-D `.npy` array of ids written a block at a time to a file it creates (never one that
+/// exists): first bytes that are not a `.npy` header, so that `numpy.load` refuses the file of a
+/// writer that was stopped, then the ids, then the real header over the first bytes
+/// ([`NpyWriter::finish`]). The layout's one writer: the file encoder below, and streams
+/// through the bindings (Python's `write_npy_stream`).
+pub struct NpyWriter {
+    out: BufWriter<File>,
+    dtype: NpyDtype,
+    ids: u64,
+}
+
+impl NpyWriter {
+    /// A new file at `path` (an error if one exists), of ids of type `dtype`.
+    pub fn create(path: &Path, dtype: NpyDtype) -> io::Result<NpyWriter> {
+        let mut file = File::options().write(true).create_new(true).open(path)?;
+        file.write_all(&partial_header())?; // at once: never an empty file that looks like nothing
+        Ok(NpyWriter {
+            out: BufWriter::with_capacity(1 << 20, file),
+            dtype,
+            ids: 0,
+        })
+    }
+
+    /// The element type of the array.
+    pub fn dtype(&self) -> NpyDtype {
+        self.dtype
+    }
+
+    /// Another handle on the file (to put it on disk from another thread while this one writes).
+    pub fn try_clone_file(&self) -> io::Result<File> {
+        self.out.get_ref().try_clone()
+    }
+
+    /// Appends `ids` (each must fit the element type).
+    pub fn write_ids(&mut self, ids: &[TokenId]) -> io::Result<()> {
+        let mut data = Vec::with_capacity(ids.len() * 4);
+        self.dtype.append(ids, &mut data);
+        self.write_laid_out(&data, ids.len())
+    }
+
+    /// Appends `count` ids already laid out as the array holds them ([`NpyDtype`]'s bytes).
+    fn write_laid_out(&mut self, data: &[u8], count: usize) -> io::Result<()> {
+        self.out.write_all(data)?;
+        self.ids += count as u64;
+        Ok(())
+    }
+
+    /// Hands what is buffered to the file.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// Writes the real header (with the number of ids) over the first bytes and puts the file
+    /// on disk; returns the number of ids.
+    pub fn finish(self) -> io::Result<u64> {
+        let mut out = self.out;
+        out.seek(SeekFrom::Start(0))?;
+        out.write_all(&npy_header(self.dtype, self.ids))?;
+        out.into_inner()
+            .map_err(|error| error.into_error())?
+            .sync_data()?;
+        Ok(self.ids)
+    }
 }
 
 /// The first bytes of an array being written: not a `.npy` header (that has to start with

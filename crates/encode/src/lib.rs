@@ -27,7 +27,7 @@ use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use file::DEFAULT_CHUNK_BYTES;
-pub use file::{partial_path, FileError, NpyDtype, PARTIAL_HEADER_START};
+pub use file::{partial_path, FileError, NpyDtype, NpyWriter, PARTIAL_HEADER_START};
 pub use offsets::IdsAndOffsets;
 use shared::SharedCache;
 use std::fmt;

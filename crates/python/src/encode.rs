@@ -6,10 +6,11 @@
 //! backtracking limit, or no match covers some of the text) is one
 //! `bpestore.errors.PatternError` naming the byte offset (in the text, the stream or the file).
 
-use crate::errors::{corpus_decode_error, pattern_error};
+use crate::errors::{corpus_decode_error, os_error, pattern_error};
 use bpestore_encode::{
-    AllowedSpecial, BatchError, EncodeError, Encoder, FileError, MergeRule, OverlappedError,
-    StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK,
+    AllowedSpecial, BatchError, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
+    OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES,
+    DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
 };
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -20,6 +21,12 @@ use std::sync::{Arc, OnceLock};
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyEncoder>()?;
     module.add_class::<PyStreamEncoder>()?;
+    module.add_class::<PyNpyWriter>()?;
+    // The first bytes of a `.npy` still being written (or left by a writer that was stopped).
+    module.add(
+        "PARTIAL_NPY_MARK",
+        pyo3::types::PyBytes::new(module.py(), PARTIAL_HEADER_START),
+    )?;
     module.add_class::<PyIdIterator>()?;
     Ok(())
 }
@@ -400,6 +407,16 @@ impl PyEncoder {
     /// `bpestore.errors.CorpusDecodeError`, a pattern that gives up on a match
     /// `bpestore.errors.PatternError` (naming `path` and the byte offset in it); nothing is
     /// left at `output` on failure.
+    /// A new `.npy` file at `path` (an error if one exists) for this vocabulary's ids (uint16
+    /// when every id fits, else uint32), written a block at a time (`NpyWriter`).
+    fn npy_writer(&self, path: std::path::PathBuf) -> PyResult<PyNpyWriter> {
+        let writer = NpyWriter::create(&path, self.inner.npy_dtype()).map_err(os_error)?;
+        Ok(PyNpyWriter {
+            writer: Some(writer),
+            max_id: self.inner.max_id(),
+        })
+    }
+
     #[pyo3(signature = (path, output, threads = None, progress = None, chunk_bytes = DEFAULT_CHUNK_BYTES))]
     fn encode_file_to_npy(
         &self,
@@ -453,7 +470,7 @@ impl PyEncoder {
             Err(FileError::Pattern(error)) => {
                 Err(pattern_error(py, format!("{}: {error}", path.display())))
             }
-            Err(FileError::Io(error)) => Err(error.into()),
+            Err(FileError::Io(error)) => Err(os_error(error)),
         }
     }
 
@@ -512,6 +529,53 @@ impl PyEncoder {
 }
 
 /// Feeds a stream of text to an encoder in constant memory (see `Encoder.stream`).
+/// A `.npy` array of ids being written (`Encoder.npy_writer`): `write(ids)` appends ids (the
+/// bytes of little-endian uint32s), `finish()` writes the header and returns the number of ids;
+/// until then the file is no `.npy` (`numpy.load` refuses it). Errors are `OSError(errno, ...)`.
+#[pyclass(module = "bpestore._engine", name = "NpyWriter")]
+pub struct PyNpyWriter {
+    /// None once finished.
+    writer: Option<NpyWriter>,
+    max_id: TokenId,
+}
+
+#[pymethods]
+impl PyNpyWriter {
+    /// Appends the ids in `ids`, the bytes of little-endian uint32s (`array.tobytes()`).
+    fn write(&mut self, py: Python<'_>, ids: &[u8]) -> PyResult<()> {
+        let words = ids.chunks_exact(4);
+        if !words.remainder().is_empty() {
+            return Err(PyValueError::new_err(format!(
+                "{} bytes are not a whole number of uint32 ids",
+                ids.len()
+            )));
+        }
+        let ids: Vec<TokenId> = words
+            .map(|b| TokenId::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if let Some(&id) = ids.iter().find(|&&id| id > self.max_id) {
+            return Err(PyValueError::new_err(format!(
+                "id {id} is past the vocabulary's last id, {}",
+                self.max_id
+            )));
+        }
+        let writer = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the array is finished"))?;
+        py.detach(|| writer.write_ids(&ids)).map_err(os_error)
+    }
+
+    /// Writes the header and puts the file on disk; returns the number of ids.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<u64> {
+        let writer = self
+            .writer
+            .take()
+            .ok_or_else(|| PyValueError::new_err("the array is finished"))?;
+        py.detach(|| writer.finish()).map_err(os_error)
+    }
+}
+
 #[pyclass(module = "bpestore._engine", name = "StreamEncoder")]
 pub struct PyStreamEncoder {
     encoder: Arc<Encoder>,

@@ -2,7 +2,7 @@
 //! Python module that imports this extension) through `register_errors`: the bindings raise them
 //! without importing any module of the project, so the seam is crossed one way only.
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -50,6 +50,20 @@ pub fn corpus_decode_error(py: Python<'_>, path: String, offset: u64, reason: St
         None => PyValueError::new_err(format!(
             "{path}: invalid UTF-8 at byte offset {offset} ({reason})"
         )),
+    }
+}
+
+/// An I/O error as Python's `OSError(errno, strerror)` (so Python code gets `errno`, and the
+/// subclass Python picks for it, as from its own calls); one without an OS code keeps its words.
+pub fn os_error(error: std::io::Error) -> PyErr {
+    match error.raw_os_error() {
+        Some(code) => {
+            let words = error.to_string();
+            let suffix = format!(" (os error {code})");
+            let strerror = words.strip_suffix(&suffix).unwrap_or(&words).to_string();
+            PyOSError::new_err((code, strerror))
+        }
+        None => PyOSError::new_err(error.to_string()),
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::errors::{corpus_decode_error, pattern_error};
+use crate::errors::{corpus_decode_error, os_error, pattern_error};
 use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
@@ -680,7 +680,7 @@ fn count_file(
         Err(CountError::Pattern(error)) => {
             Err(pattern_error(py, format!("{}: {error}", path.display())))
         }
-        Err(CountError::Io(error)) => Err(error.into()),
+        Err(CountError::Io(error)) => Err(os_error(error)),
         Err(CountError::Stopped) => unreachable!("handled above"),
     }
 }
@@ -701,7 +701,7 @@ fn file_chunk_boundaries(
         bpestore_train::file_chunk_boundaries(&path, &pretokenizer, &specials, chunk_bytes)
     })
     .map_err(|error| match error {
-        CountError::Io(error) => error.into(),
+        CountError::Io(error) => os_error(error),
         other => PyValueError::new_err(other.to_string()),
     })
 }
