@@ -294,6 +294,12 @@ class IdIterator(Iterator[int]):
 
 # -- store: a stored tokenizer's packed copy (crates/encode/src/packed.rs, crates/python/src/store.rs) --
 
+def check_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]], check_merges: bool = True) -> None:
+    """ValueError, naming the first problem, unless ``vocab`` and (with ``check_merges``)
+    ``merges`` make a byte-level BPE model: no token under two ids, all 256 single bytes, every
+    merge's two tokens and their concatenation in the vocab, no merge twice (the rules an
+    :class:`Encoder` is built by)."""
+
 def pack_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]]) -> bytes:
     """``vocab`` (``{id: token}``) and ``merges`` (in rank order) packed, ids ascending: what
     :func:`unpack_model` reads. ValueError for an id or a length past 32 bits."""

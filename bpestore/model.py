@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
-from operator import add, itemgetter
 from typing import Literal
 
 from .pretokenize.patterns import GPT2_PATTERN, SPLIT_SAFE_PATTERNS
@@ -97,9 +96,15 @@ class BPEModel:
         if _checked:  # see stored()
             id_of = _ids_of(vocab, [token.encode("utf-8") for token in specials])
         else:
-            id_of = _check_vocab(vocab)
+            _check_types(vocab)
             if merge_rule == "pair":
-                _check_merges(merges, id_of)
+                _check_merge_types(merges)
+            # The engine's rules (an Encoder is built by them): no token twice, all 256 bytes,
+            # every merge's tokens in the vocab and no merge twice.
+            from .engine import check_model  # (here: `import bpestore` loads no engine)
+
+            check_model(vocab, merges, check_merges=merge_rule == "pair")
+            id_of = {token: token_id for token_id, token in vocab.items()}
         special_ids: dict[str, int] = {}
         next_id = max(vocab, default=-1) + 1
         for token in specials:
@@ -222,8 +227,9 @@ def _ids_of(vocab: dict[int, bytes], tokens: list[bytes]) -> dict[bytes, int]:
     return found
 
 
-def _check_vocab(vocab: dict[int, bytes]) -> dict[bytes, int]:
-    """token -> id; ValueError for a token listed twice, a non-bytes token or a missing byte."""
+def _check_types(vocab: dict[int, bytes]) -> None:
+    """TypeError (ValueError for an id out of range) unless ``vocab`` maps ids from 0 to
+    :data:`MAX_TOKEN_ID` to bytes; the model's other rules are the engine's (``check_model``)."""
     # Whole-collection checks at C speed first (a 200k vocab is checked in milliseconds); the
     # loops below only run to name what is wrong.
     id_types, token_types = set(map(type, vocab)), set(map(type, vocab.values()))
@@ -234,40 +240,14 @@ def _check_vocab(vocab: dict[int, bytes]) -> dict[bytes, int]:
     if not token_types <= {bytes}:
         bad_id = next(token_id for token_id, token in vocab.items() if type(token) is not bytes)
         raise TypeError(f"token {bad_id} must be bytes, got {vocab[bad_id]!r}")
-    id_of = {token: token_id for token_id, token in vocab.items()}
-    if len(id_of) != len(vocab):
-        first: dict[bytes, int] = {}
-        for token_id in sorted(vocab):
-            if first.setdefault(vocab[token_id], token_id) != token_id:
-                raise ValueError(f"ids {first[vocab[token_id]]} and {token_id} both stand for the token {vocab[token_id]!r}")
-    missing = [b for b in range(256) if bytes([b]) not in id_of]
-    if missing:
-        shown = ", ".join(f"0x{b:02x}" for b in missing[:8]) + (" ..." if len(missing) > 8 else "")
-        raise ValueError(f"the vocab lacks {len(missing)} single-byte tokens ({shown}); byte-level BPE needs all 256")
-    return id_of
 
 
-def _check_merges(merges: Sequence[tuple[bytes, bytes]], id_of: Mapping[bytes, int]) -> None:
+def _check_merge_types(merges: Sequence[tuple[bytes, bytes]]) -> None:
+    """TypeError (ValueError for a tuple of another length) unless each merge is a pair of bytes."""
     if set(map(len, merges)) <= {2} and set(map(type, chain.from_iterable(merges))) <= {bytes}:
-        lefts, rights = list(map(itemgetter(0), merges)), list(map(itemgetter(1), merges))
-        known = id_of.__contains__
-        if (
-            all(map(known, lefts))
-            and all(map(known, rights))
-            and all(map(known, map(add, lefts, rights)))
-            and len(set(merges)) == len(merges)
-        ):
-            return
+        return
     for rank, merge in enumerate(merges):  # name the first bad merge
         if not all(isinstance(part, bytes) for part in merge):
             raise TypeError(f"merge {rank} must be a pair of bytes, got {merge!r}")
         if len(merge) != 2:
             raise ValueError(f"merge {rank} must be a pair of bytes, got {merge!r}")
-        left, right = merge
-        missing = [t for t in (left, right, left + right) if t not in id_of]
-        if missing:
-            raise ValueError(f"merge {rank} ({left!r}, {right!r}): {missing[0]!r} is not in the vocab")
-    first_rank: dict[tuple[bytes, bytes], int] = {}
-    for rank, merge in enumerate(merges):
-        if first_rank.setdefault(merge, rank) != rank:
-            raise ValueError(f"merge {rank} ({merge[0]!r}, {merge[1]!r}) repeats merge {first_rank[merge]}; each merge may be listed once")

@@ -23,7 +23,7 @@ import tiktoken
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bpestore import DisallowedSpecialTokenError, Tokenizer, formats
+from bpestore import BPEModel, DisallowedSpecialTokenError, Tokenizer, formats
 from gpt2_tiktoken import ENDOFTEXT, ENDOFTEXT_ID, R50K_PATTERN, gpt2_vocab_and_merges
 from strategies import texts
 
@@ -483,3 +483,50 @@ def test_encode_iterable_memory_with_distinct_medium_pieces(tmp_path):
     result = run_under_memory_limit(path, "iterable")
     assert not result["memory_error"], f"out of memory after {result['count']} ids"
     assert result["count"] == len(ours().encode("".join(lines)))
+
+
+# -- the model's rules: the engine's check_model, against an obviously correct statement of them ---
+
+
+def _valid_model(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> bool:
+    tokens = list(vocab.values())
+    return (
+        len(set(tokens)) == len(tokens)
+        and all(bytes([b]) in tokens for b in range(256))
+        and all(left in tokens and right in tokens and left + right in tokens for left, right in merges)
+        and len(set(merges)) == len(merges)
+    )
+
+
+_small_tokens = st.binary(min_size=1, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    extra=st.lists(_small_tokens, max_size=8),
+    dropped=st.sets(st.integers(0, 255), max_size=2),
+    merges=st.lists(st.tuples(_small_tokens, _small_tokens), max_size=6),
+    data=st.data(),
+)
+def test_a_model_is_refused_exactly_when_it_breaks_a_rule(extra, dropped, merges, data):
+    """BPEModel's rules are the engine's (``check_model``, by which an Encoder is built): a
+    model is refused, with a ValueError, exactly when the statement of the rules above says."""
+    from bpestore.engine import check_model
+
+    vocab = {b: bytes([b]) for b in range(256) if b not in dropped}
+    for token in extra:
+        vocab[max(vocab, default=255) + 1] = token
+    if merges and data.draw(st.booleans()):  # often, merges that can hold
+        for left, right in merges:
+            for token in (left, right, left + right):
+                if token not in vocab.values():
+                    vocab[max(vocab) + 1] = token
+    valid = _valid_model(vocab, merges)
+    if valid:
+        check_model(vocab, merges)
+        assert BPEModel(vocab, merges).vocab == vocab
+    else:
+        with pytest.raises(ValueError):
+            check_model(vocab, merges)
+        with pytest.raises(ValueError):
+            BPEModel(vocab, merges)

@@ -87,7 +87,7 @@ def disagreeing_vocab(seed: int) -> tuple[dict[int, bytes], list[tuple[bytes, by
     merges = []
     for _ in range(60):
         left, right = rng.choice(pool), rng.choice(pool)
-        if len(left + right) > 8:
+        if len(left + right) > 8 or (left, right) in merges:  # (each merge once, as a model has them)
             continue
         if left + right not in known:
             known.add(left + right)

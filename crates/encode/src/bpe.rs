@@ -447,6 +447,9 @@ pub(crate) mod tests {
             if joined.len() > 12 {
                 continue;
             }
+            if merges.contains(&(left.clone(), right.clone())) {
+                continue; // each merge once, as a model must have them
+            }
             if known.insert(joined.clone()) {
                 tokens.push(joined.clone());
                 pool.push(joined);

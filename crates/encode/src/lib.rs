@@ -29,6 +29,7 @@ use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, NpyWriter, PARTIAL_HEADER_START};
 pub use offsets::IdsAndOffsets;
+use rustc_hash::FxHashMap;
 use shared::SharedCache;
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
@@ -737,7 +738,39 @@ fn pair_ranks(vocab: &Vocab, merges: &[(&[u8], &[u8])]) -> Result<PairRanks, Enc
             }
         }
     }
+    // Each merge once (after every merge's tokens are known to be in the vocab, as the model
+    // checks them): a repeated one could never apply at its second rank.
+    let mut first_rank: FxHashMap<(TokenId, TokenId), usize> =
+        FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
+    for (rank, &(l, r, _)) in ids.iter().enumerate() {
+        if let Some(&first) = first_rank.get(&(l, r)) {
+            let (left, right) = merges[rank];
+            return Err(EncodeError::InvalidVocab(format!(
+                "merge {rank} ({}, {}) repeats merge {first}; each merge may be listed once",
+                py_bytes_repr(left),
+                py_bytes_repr(right)
+            )));
+        }
+        first_rank.insert((l, r), rank);
+    }
     Ok(PairRanks::new(ids.into_iter()))
+}
+
+/// Checks that `vocab` (ids and tokens, any order) and, with `check_merges`, `merges` (in rank
+/// order; the pair rule's) make a byte-level BPE model: no token under two ids, no id twice,
+/// all 256 single bytes; every merge's two tokens and their concatenation in the vocab, and no
+/// merge twice. The rules an [`Encoder`] is built by, for a model that is not encoded yet
+/// (Python's `BPEModel`); the error names the first problem, as building the encoder would.
+pub fn check_model(
+    vocab: &[(TokenId, &[u8])],
+    merges: &[(&[u8], &[u8])],
+    check_merges: bool,
+) -> Result<(), EncodeError> {
+    let vocab = Vocab::new(vocab, &[])?;
+    if check_merges {
+        pair_ranks(&vocab, merges)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -312,6 +312,26 @@ fn a_bad_vocabulary_is_refused_with_bpestores_messages() {
         build(bytes.clone(), vec![(b"a".to_vec(), b"b".to_vec())]).as_deref(),
         Some("merge 0 (b'a', b'b'): b'ab' is not in the vocab")
     );
+    let mut with_ab = bytes.clone();
+    with_ab.push((256, b"ab".to_vec()));
+    let ab = (b"a".to_vec(), b"b".to_vec());
+    assert_eq!(
+        build(with_ab.clone(), vec![ab.clone(), ab.clone()]).as_deref(),
+        Some("merge 1 (b'a', b'b') repeats merge 0; each merge may be listed once")
+    );
+    // check_model says what building the encoder says, and nothing for a good model.
+    let borrowed: Vec<(u32, &[u8])> = with_ab.iter().map(|(id, t)| (*id, t.as_slice())).collect();
+    let pair = (ab.0.as_slice(), ab.1.as_slice());
+    assert_eq!(check_model(&borrowed, &[pair], true).ok(), Some(()));
+    assert_eq!(
+        check_model(&borrowed, &[pair, pair], true)
+            .err()
+            .map(|e| e.to_string())
+            .as_deref(),
+        Some("merge 1 (b'a', b'b') repeats merge 0; each merge may be listed once")
+    );
+    assert_eq!(check_model(&borrowed, &[pair, pair], false).ok(), Some(()));
+    assert!(check_model(&borrowed[1..], &[], false).is_err());
 }
 
 fn entries(dir: &std::path::Path) -> Vec<String> {

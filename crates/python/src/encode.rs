@@ -22,6 +22,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyEncoder>()?;
     module.add_class::<PyStreamEncoder>()?;
     module.add_class::<PyNpyWriter>()?;
+    module.add_function(wrap_pyfunction!(check_model, module)?)?;
     // The first bytes of a `.npy` still being written (or left by a writer that was stopped).
     module.add(
         "PARTIAL_NPY_MARK",
@@ -46,6 +47,88 @@ fn encode_error(py: Python<'_>, prefix: &str, error: EncodeError) -> PyErr {
 
 fn batch_error(py: Python<'_>, error: BatchError) -> PyErr {
     encode_error(py, &format!("text {}: ", error.index), error.error)
+}
+
+/// `vocab`'s `(id, bytes object)` pairs; ValueError for an id that is not a u32, TypeError for
+/// a token that is not bytes.
+fn vocab_objects<'py>(vocab: &Bound<'py, PyDict>) -> PyResult<Vec<(TokenId, Bound<'py, PyBytes>)>> {
+    let mut tokens: Vec<(TokenId, Bound<'py, PyBytes>)> = Vec::with_capacity(vocab.len());
+    for (id, token) in vocab.iter() {
+        let id: TokenId = id.extract().map_err(|_| {
+            PyValueError::new_err(format!(
+                "token ids must be integers from 0 to 2**32-1, got {}",
+                repr(&id)
+            ))
+        })?;
+        let token = token.cast_into::<PyBytes>().map_err(|error| {
+            PyTypeError::new_err(format!(
+                "the token of id {id} must be bytes, got {}",
+                repr(error.into_inner().as_any())
+            ))
+        })?;
+        tokens.push((id, token));
+    }
+    Ok(tokens)
+}
+
+/// `merges`' `(left, right)` bytes objects, in order; TypeError for one that is not a pair of bytes.
+fn merge_objects<'py>(
+    merges: &Bound<'py, PyAny>,
+) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+    let mut pairs: Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> = Vec::new();
+    for merge in merges.try_iter()? {
+        let merge = merge?;
+        let bad = || {
+            PyTypeError::new_err(format!(
+                "each merge must be a pair of bytes, got {}",
+                repr(&merge)
+            ))
+        };
+        // A tuple, or any pair-like row (a database row, a list).
+        let (left, right) = match merge.cast::<PyTuple>() {
+            Ok(pair) if pair.len() == 2 => (pair.get_item(0)?, pair.get_item(1)?),
+            Ok(_) => return Err(bad()),
+            Err(_) => {
+                let parts: Vec<Bound<'py, PyAny>> = merge
+                    .try_iter()
+                    .map_err(|_| bad())?
+                    .collect::<PyResult<_>>()?;
+                let [left, right]: [Bound<'py, PyAny>; 2] = parts.try_into().map_err(|_| bad())?;
+                (left, right)
+            }
+        };
+        let left = left.cast_into::<PyBytes>().map_err(|_| bad())?;
+        let right = right.cast_into::<PyBytes>().map_err(|_| bad())?;
+        pairs.push((left, right));
+    }
+    Ok(pairs)
+}
+
+/// ValueError, naming the first problem, unless `vocab` (`{id: token}`) and, with
+/// `check_merges`, `merges` (in rank order) make a byte-level BPE model: the rules an `Encoder`
+/// is built by (`bpestore_encode::check_model`), for `BPEModel` to check a model it is given.
+#[pyfunction]
+#[pyo3(signature = (vocab, merges, check_merges = true))]
+fn check_model(
+    vocab: &Bound<'_, PyDict>,
+    merges: &Bound<'_, PyAny>,
+    check_merges: bool,
+) -> PyResult<()> {
+    let tokens = vocab_objects(vocab)?;
+    let pairs = if check_merges {
+        merge_objects(merges)?
+    } else {
+        Vec::new()
+    };
+    let vocab: Vec<(TokenId, &[u8])> = tokens
+        .iter()
+        .map(|(id, token)| (*id, token.as_bytes()))
+        .collect();
+    let merges: Vec<(&[u8], &[u8])> = pairs
+        .iter()
+        .map(|(left, right)| (left.as_bytes(), right.as_bytes()))
+        .collect();
+    bpestore_encode::check_model(&vocab, &merges, check_merges).map_err(value_error)
 }
 
 fn default_threads() -> usize {
@@ -131,49 +214,8 @@ impl PyEncoder {
             }
         };
         // The bytes objects are kept (one reference each) and borrowed, not copied.
-        let mut tokens: Vec<(TokenId, Bound<'_, PyBytes>)> = Vec::with_capacity(vocab.len());
-        for (id, token) in vocab.iter() {
-            let id: TokenId = id.extract().map_err(|_| {
-                PyValueError::new_err(format!(
-                    "token ids must be integers from 0 to 2**32-1, got {}",
-                    repr(&id)
-                ))
-            })?;
-            let token = token.cast_into::<PyBytes>().map_err(|error| {
-                PyTypeError::new_err(format!(
-                    "the token of id {id} must be bytes, got {}",
-                    repr(error.into_inner().as_any())
-                ))
-            })?;
-            tokens.push((id, token));
-        }
-        let mut pairs: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)> = Vec::new();
-        for merge in merges.try_iter()? {
-            let merge = merge?;
-            let bad = || {
-                PyTypeError::new_err(format!(
-                    "each merge must be a pair of bytes, got {}",
-                    repr(&merge)
-                ))
-            };
-            // A tuple, or any pair-like row (a database row, a list).
-            let (left, right) = match merge.cast::<PyTuple>() {
-                Ok(pair) if pair.len() == 2 => (pair.get_item(0)?, pair.get_item(1)?),
-                Ok(_) => return Err(bad()),
-                Err(_) => {
-                    let parts: Vec<Bound<'_, PyAny>> = merge
-                        .try_iter()
-                        .map_err(|_| bad())?
-                        .collect::<PyResult<_>>()?;
-                    let [left, right]: [Bound<'_, PyAny>; 2] =
-                        parts.try_into().map_err(|_| bad())?;
-                    (left, right)
-                }
-            };
-            let left = left.cast_into::<PyBytes>().map_err(|_| bad())?;
-            let right = right.cast_into::<PyBytes>().map_err(|_| bad())?;
-            pairs.push((left, right));
-        }
+        let tokens = vocab_objects(vocab)?;
+        let pairs = merge_objects(merges)?;
         let mut specials = Vec::with_capacity(special_tokens.len());
         for (token, id) in special_tokens.iter() {
             specials.push((token.extract::<String>()?, id.extract::<TokenId>()?));
