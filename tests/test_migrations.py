@@ -13,6 +13,8 @@ import json
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -97,6 +99,21 @@ def test_the_migrations_have_one_head_and_the_code_knows_it():
     assert len(script.get_heads()) == 1
     assert bpestore.store.schema_revision.SCHEMA_REVISION == script.get_current_head()
     assert migrations_dir() == REPO_ROOT / "bpestore" / "store" / "migrations"  # in a checkout, the repository's
+
+
+@pytest.mark.slow
+def test_the_alembic_command_runs_the_migrations_from_the_repositorys_root(tmp_path):
+    """The design's top-level ``migrations/`` (a link to the package's, which the wheel carries)
+    with the root's alembic.ini: ``alembic upgrade head`` there makes a store bpestore opens."""
+    assert (REPO_ROOT / "migrations").resolve() == migrations_dir()
+    db = tmp_path / "scratch.db"
+    alembic = [sys.executable, "-m", "alembic", "-x", f"url=sqlite:///{db}"]
+    for arguments in (["upgrade", "head"], ["current"]):
+        result = subprocess.run([*alembic, *arguments], cwd=REPO_ROOT, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [bpestore.store.schema_revision.SCHEMA_REVISION, "(head)"]
+    assert not list(REPO_ROOT.glob("scratch-migrations.db*"))  # (-x url= was used, not the ini's URL)
+    Store(db).close()  # bpestore opens it as a store at its revision
 
 
 def test_a_new_database_is_created_at_head(tmp_path):

@@ -1,8 +1,8 @@
 """Alembic environment for bpestore's schema.
 
 bpestore runs migrations in-process (bpestore/store/migrate.py) and hands over its own connection in
-``config.attributes["connection"]``; the alembic command line (with migrations/alembic.ini) gets a
-fresh engine from the ini file's URL instead.
+``config.attributes["connection"]``; the alembic command line (run from the repository's root,
+with its alembic.ini) gets a fresh engine from the ini file's URL instead, or from ``-x url=URL``.
 """
 
 from alembic import context
@@ -25,7 +25,8 @@ def run_migrations(connection) -> None:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=metadata, literal_binds=True)
+    url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
+    context.configure(url=url, target_metadata=metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 
@@ -35,6 +36,10 @@ if context.is_offline_mode():
 elif (connection := config.attributes.get("connection")) is not None:
     run_migrations(connection)
 else:
-    engine = engine_from_config(config.get_section(config.config_ini_section, {}), prefix="sqlalchemy.", poolclass=pool.NullPool)
+    options = config.get_section(config.config_ini_section, {})
+    url = context.get_x_argument(as_dictionary=True).get("url")
+    if url:
+        options["sqlalchemy.url"] = url
+    engine = engine_from_config(options, prefix="sqlalchemy.", poolclass=pool.NullPool)
     with engine.connect() as connection:
         run_migrations(connection)
