@@ -4,6 +4,36 @@ Users do not import this module: the public API (``bpestore.Tokenizer``, ``bpest
 ``bpestore.Store``) calls it. Each stage's bindings add their part below.
 """
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from os import PathLike
+from typing import final
+
+# (Checked against the compiled module by `python3 -m mypy.stubtest bpestore._engine`, in .ci/run:
+# PyO3's classes cannot be subclassed, hence @final on each.)
+__all__ = [
+    "__version__",
+    "register_errors",
+    "Pretokenizer",
+    "utf8_error",
+    "GPT2_PATTERN",
+    "CL100K_PATTERN",
+    "O200K_PATTERN",
+    "PretokenCounts",
+    "SortedRows",
+    "count_file",
+    "count_texts",
+    "file_chunk_boundaries",
+    "learn_merges",
+    "Encoder",
+    "StreamEncoder",
+    "NpyWriter",
+    "check_model",
+    "PARTIAL_NPY_MARK",
+    "IdIterator",
+    "pack_model",
+    "unpack_model",
+]
+
 __version__: str
 
 def register_errors(pattern_error: type[Exception], corpus_decode_error: type[Exception]) -> None:
@@ -17,6 +47,7 @@ GPT2_PATTERN: str
 CL100K_PATTERN: str
 O200K_PATTERN: str
 
+@final
 class Pretokenizer:
     """A pre-tokenizer with its special tokens: ``regex.findall(pattern, text)`` on the text
     between special tokens (found longest first), each special token a piece of its own.
@@ -27,7 +58,7 @@ class Pretokenizer:
     ``pretokenize`` and ``piece_count`` raise ``bpestore.errors.PatternError`` (a ValueError) if the
     pattern hits the backtracking limit on ``text`` or leaves some of it uncovered."""
 
-    def __init__(self, pattern: str, special_tokens: list[str] = ..., *, regex_engine: bool = False) -> None:
+    def __new__(cls, pattern: str, special_tokens: list[str] = ..., *, regex_engine: bool = False) -> Pretokenizer:
         """``regex_engine=True`` runs fancy_regex even for the three known patterns (tests, benchmarks)."""
     @property
     def uses_scanner(self) -> bool:
@@ -62,9 +93,8 @@ def utf8_error(data: bytes) -> tuple[int, str] | None:
 
 # -- train: counting pre-tokens and the merge loop (crates/train, crates/python/src/train.rs) --------
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from os import PathLike
 
+@final
 class PretokenCounts(Mapping[bytes, int]):
     """How often each pre-token occurs (pre-token bytes -> count, 64-bit); special tokens are
     never counted. A read-only mapping (registered as one by ``bpestore.train.trainer``), equal to
@@ -80,7 +110,7 @@ class PretokenCounts(Mapping[bytes, int]):
     @property
     def pretoken_bytes(self) -> int:
         """The total length of the distinct pre-tokens, in bytes."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
     @staticmethod
     def unpack(*parts: bytes) -> PretokenCounts:
         """Counts from their packed copy: the parts ``SortedRows.pack`` made, in order
@@ -97,8 +127,8 @@ class PretokenCounts(Mapping[bytes, int]):
         """These counts' rows in byte order of the pre-tokens (``"bytes"``), or in order of their
         SHA-256 (``"sha256"``: PostgreSQL's key), to be written in batches."""
     def get(self, pretoken: bytes, default: int | None = None) -> int | None: ...  # type: ignore[override]  # (Mapping's get has overloads)
-    def __getitem__(self, pretoken: bytes) -> int: ...
-    def __contains__(self, pretoken: object) -> bool: ...
+    def __getitem__(self, pretoken: bytes, /) -> int: ...
+    def __contains__(self, pretoken: object, /) -> bool: ...
     def __iter__(self) -> Iterator[bytes]: ...
     def keys(self) -> list[bytes]: ...  # type: ignore[override]  # (a list: the engine's own order, made once)
     def values(self) -> list[int]:  # type: ignore[override]
@@ -125,6 +155,7 @@ class PretokenCounts(Mapping[bytes, int]):
         """These counts in ``parts`` disjoint parts by a hash of each pre-token (the same
         pre-token always lands in the same part)."""
 
+@final
 class SortedRows:
     """Pre-token counts' rows in byte order of the pre-tokens, for writing them into a database
     in batches; holds the counts and their order (4 bytes a row), not a copy. Every method raises
@@ -188,6 +219,7 @@ def learn_merges(
 
 # ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
 
+@final
 class Encoder:
     """A byte-level BPE encoder: ids from text and bytes from ids, thread-safe, GIL released.
 
@@ -204,15 +236,15 @@ class Encoder:
     ``stream``), or in the file (``encode_file_to_npy``: ``"PATH: ..."``).
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         vocab: dict[int, bytes],
         merges: Iterable[tuple[bytes, bytes]],
         special_tokens: dict[str, int],
         pattern: str,
         merge_rule: str = "pair",
-        cache_entries: int = 524288,
-    ) -> None: ...
+        cache_entries: int = ...,
+    ) -> Encoder: ...
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
         """The ids of ``text``; ``allowed_special`` None or "all": every special token is
         recognised; a collection: only those (the others are ordinary text)."""
@@ -232,12 +264,12 @@ class Encoder:
         """The tokens' bytes joined; ValueError naming the first id not in the vocabulary,
         TypeError for an item that is not an integer."""
     def iter_ids(
-        self, iterable: Iterable[str], block_bytes: int = 8192, allowed_special: str | Iterable[str] | None = None
+        self, iterable: Iterable[str], block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None
     ) -> IdIterator:
         """The ids of the text pieces ``iterable`` yields, one at a time, in constant memory:
         those of ``encode`` of their concatenation (``allowed_special`` as there). TypeError for
         a piece that is not a str."""
-    def stream(self, block_bytes: int = 8192, allowed_special: str | Iterable[str] | None = None) -> StreamEncoder:
+    def stream(self, block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None) -> StreamEncoder:
         """An encoder for a stream of text pieces, in constant memory (``allowed_special`` as for
         ``encode``)."""
     def npy_writer(self, path: str | PathLike[str]) -> NpyWriter:
@@ -249,7 +281,7 @@ class Encoder:
         output: str | PathLike[str],
         threads: int | None = None,
         progress: Callable[[int], object] | None = None,
-        chunk_bytes: int = 1048576,
+        chunk_bytes: int = ...,
     ) -> int:
         """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via a hidden
         ``.NAME.PID-HEX.partial`` beside it (not a ``.npy`` until complete) and a rename; returns
@@ -266,6 +298,7 @@ class Encoder:
 PARTIAL_NPY_MARK: bytes
 """The first bytes of a ``.npy`` still being written, or left by a writer that was stopped."""
 
+@final
 class NpyWriter:
     """A 1-D ``.npy`` array of ids being written (``Encoder.npy_writer``): not a ``.npy`` until
     :meth:`finish` writes its header (``numpy.load`` refuses the file of a writer that was
@@ -277,6 +310,7 @@ class NpyWriter:
     def finish(self) -> int:
         """Writes the header, puts the file on disk, and returns the number of ids."""
 
+@final
 class StreamEncoder:
     """Feeds text to an :class:`Encoder` piece by piece; all the ids returned equal those of the
     whole text, however it is cut."""
@@ -286,6 +320,7 @@ class StreamEncoder:
     def finish(self) -> list[int]:
         """The ids of the rest: the end of the stream."""
 
+@final
 class IdIterator(Iterator[int]):
     """The ids of ``Encoder.iter_ids``: pulls pieces from its source only as ids are used."""
 
