@@ -11,6 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+import tiers
 
 # The engine's tests call bpestore._engine itself; its errors are the project's classes once
 # bpestore.engine, the package's one door to it, has handed them over (as any use of the package
@@ -18,6 +21,17 @@ import pytest
 import bpestore.engine  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The fast tier's default for property tests that do not say how many examples they run
+# (hypothesis's own default, 100, otherwise).
+settings.register_profile("fast", max_examples=10)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``-m "not slow"`` is the fast tier (tests/tiers.py): set before the test modules load."""
+    if "not slow" in (config.getoption("markexpr") or ""):
+        tiers.fast = True
+        settings.load_profile("fast")
 
 
 def shared_dir() -> Path:

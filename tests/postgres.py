@@ -96,7 +96,8 @@ def fresh_database() -> Iterator[PostgresDatabase]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(name="db", params=["sqlite", "postgresql"])
+# (PostgreSQL: the full suite's, not the fast tier's: a database made and dropped for each test)
+@pytest.fixture(name="db", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def sqlite_or_postgresql_db(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
     """The ``db`` fixture of the store tests that run on both back ends: a SQLite file's path, or
     the URL of a new database on the PostgreSQL server (skipped, saying why, where there is none)."""

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from bpestore import BPEModel, DisallowedSpecialTokenError, Tokenizer, formats
 from gpt2_tiktoken import ENDOFTEXT, ENDOFTEXT_ID, R50K_PATTERN, gpt2_vocab_and_merges
 from strategies import texts
+from tiers import examples
 
 # Special tokens beyond GPT-2's own; none is a prefix of another, so that the first disallowed
 # one in a text is the same whichever way a search orders them.
@@ -34,7 +35,7 @@ SEP = "<| sep |>"
 SPECIALS = [ENDOFTEXT, FIM, SEP]
 NEAR_MISSES = ["<|fim_", "<|", "|>", "<| sep", "sep |>", "<|endoftext", " <|endoftext|>", "\n" + FIM, "  " + SEP]
 
-HYPOTHESIS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @lru_cache(maxsize=1)
@@ -501,7 +502,7 @@ def _valid_model(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> 
 _small_tokens = st.binary(min_size=1, max_size=3)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     extra=st.lists(_small_tokens, max_size=8),
     dropped=st.sets(st.integers(0, 255), max_size=2),

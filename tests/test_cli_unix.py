@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from bpestore import Store, formats
 from strategies import texts
 from test_cli import ENDOFTEXT, corpus_text, find_executable, invoke, load, subprocess_env, write_text
+from tiers import examples
 
 # The slow tier (python3 -m pytest -m 'not slow' leaves it out): commands run, killed and interrupted.
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pipes")]
@@ -78,7 +79,7 @@ def entries(directory: Path) -> list[str]:
 # -- decode writes exactly the bytes ------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts(max_pieces=20))
 def test_encode_then_decode_gives_the_input_back_byte_for_byte(store, text):
     data = text.encode("utf-8")
@@ -89,7 +90,7 @@ def test_encode_then_decode_gives_the_input_back_byte_for_byte(store, text):
     assert decoded.stdout_bytes == data
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_decode_writes_the_bytes_of_the_tokens_and_nothing_else(store, data):
     """Any ids, tokens holding part of a character included: their bytes joined, raw."""

@@ -26,9 +26,10 @@ from strategies import ENDOFTEXT, SPECIAL_TOKEN_SETS, random_text, texts
 from test_cli import invoke, ok
 from test_engine_pretokenize import comparable
 from test_interop import bpe_openai_file, fixture_text, sample_text, tiktoken_encoding
+from tiers import examples
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=texts(max_pieces=40, assigned_only=True).map(comparable),
     specials=st.sampled_from(SPECIAL_TOKEN_SETS),
@@ -138,7 +139,7 @@ def _token_rule_base(text: str, merges: int, rng: random.Random) -> BPEModel:
     return BPEModel(ranks, [], [ENDOFTEXT], CL100K_PATTERN, "token")
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     base_text=texts(max_pieces=30, assigned_only=True).map(comparable),
     text=texts(max_pieces=30, assigned_only=True).map(comparable),

@@ -37,9 +37,10 @@ from test_engine_pretokenize import comparable
 
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
+from tiers import examples
 
 TEXTS = texts(max_pieces=14, assigned_only=True).map(comparable)
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
 def as_dict(counts) -> dict[bytes, int]:
@@ -73,7 +74,7 @@ def test_shards_at_any_byte_sum_to_the_reference_counts(text, specials, cuts):
     assert as_dict(total) == reference_counts(text, specials)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=TEXTS,
     specials=st.sampled_from(SPECIAL_TOKEN_SETS),
@@ -243,7 +244,7 @@ def test_flat_arrays_round_trip_and_pickle_compactly():
     assert len(list(pickletools.genops(pickle.dumps(dict(big.items()))))) > 20000
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(mapping=st.dictionaries(st.binary(max_size=40), st.integers(1, 2**57), max_size=60))
 def test_any_counts_survive_parquet_pickle_and_arrays(tmp_path, mapping):
     """Any bytes (not UTF-8, empty, NUL) and huge counts, whatever order they came in."""

@@ -17,6 +17,7 @@ from bpestore.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PA
 from reference import pretokenize, split_on_specials
 from reference_cuts import SpecialSplitter, covered_by_other_special, find_safe_space, last_safe_cut, next_safe_space
 from strategies import SPECIAL_TOKEN_SETS, texts
+from tiers import examples
 
 PATTERNS = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN]
 
@@ -101,7 +102,7 @@ REPRESENTATIONS = [
 
 
 @pytest.mark.parametrize("cuts_of", REPRESENTATIONS, ids=lambda function: function.__name__)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(PATTERNS))
 def test_a_cut_changes_no_piece(cuts_of, text, special_tokens, pattern):
     if cuts_of is str_next_safe_space:
@@ -114,7 +115,7 @@ def test_a_cut_changes_no_piece(cuts_of, text, special_tokens, pattern):
         )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(PATTERNS),
     chunk_bytes=st.integers(1, 64),

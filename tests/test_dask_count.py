@@ -39,6 +39,7 @@ from reference import reference_pretoken_counts  # noqa: E402
 from strategies import ENDOFTEXT, SPACED_SPECIAL, SPECIAL_TOKEN_SETS, texts  # noqa: E402
 from test_cli import assert_user_error, invoke, ok  # noqa: E402
 from test_engine_pretokenize import comparable  # noqa: E402
+from tiers import examples
 
 # The slow tier (python3 -m pytest -m 'not slow' leaves it out): Dask clusters.
 pytestmark = pytest.mark.slow
@@ -95,7 +96,7 @@ def test_several_files_urls_and_compressed_files(client, tmp_path, fixture_path)
 # The Dask client's threads use the `random` module while hypothesis draws an example, which
 # hypothesis takes for a strategy using it and warns about; the examples do not depend on it.
 @pytest.mark.filterwarnings("ignore:Do not use the `random` module:hypothesis.errors.HypothesisDeprecationWarning")
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     text=texts(max_pieces=16, assigned_only=True).map(comparable),
     specials=st.sampled_from([s for s in SPECIAL_TOKEN_SETS if s] + [[SPACED_SPECIAL]]),

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from reference import reference_encode
 from strategies import SPECIAL_TOKEN_SETS, random_text, texts
 from test_engine_encode import VOCAB_SIZES, engine, trained
+from tiers import examples
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROPERTY = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 CAPACITIES = [1, 5, 64, 524_288]
 
 
@@ -58,7 +59,7 @@ def test_threads_that_keep_replacing_the_shared_table_give_the_same_ids():
             assert encoder.encode_batch(docs, num_threads=threads) == expected
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(text=texts(max_pieces=40), cache_entries=st.sampled_from(CAPACITIES), chunk_bytes=st.sampled_from([1, 16, 200]))
 def test_a_file_has_the_reference_ids_on_1_2_and_3_threads(tmp_path, text, cache_entries, chunk_bytes):
     vocab, merges = trained(VOCAB_SIZES[0])

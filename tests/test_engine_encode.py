@@ -35,12 +35,13 @@ tiktoken = pytest.importorskip("tiktoken")
 
 from bpestore import Tokenizer
 from bpestore.pretokenize import CL100K_PATTERN, O200K_PATTERN
+from tiers import examples
 
 SHARED = Path(os.environ.get("BPESTORE_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
 VOCAB_SIZES = [300, 420, 600]
 TRAINING_SPECIALS = ["<|endoftext|>", "<| sep |>"]
 
-PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ---------------------------------------------------------------- vocabularies
@@ -126,7 +127,7 @@ def test_token_rule_equals_tiktoken(vocab_size, text, specials):
 
 
 @pytest.mark.parametrize("seed", range(6))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(text=st.text(st.sampled_from("abc  \n"), max_size=80))
 def test_both_rules_where_they_disagree(seed, text):
     vocab, merges = disagreeing_vocab(seed)
@@ -185,7 +186,7 @@ def test_a_stream_gives_the_ids_of_the_whole_text_however_cut(text, specials, da
     assert feed_all(encoder, pieces, block) == whole
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(text=texts(max_pieces=12), specials=st.sampled_from(SPECIAL_TOKEN_SETS))
 def test_a_stream_cut_at_every_position(text, specials):
     vocab, merges = trained(VOCAB_SIZES[0])
@@ -253,7 +254,7 @@ def test_openai_vocabularies_equal_tiktoken_on_the_shared_texts(name, path):
     assert encoder.encode(text) == encoding.encode(text, allowed_special="all")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(text=texts(assigned_only=True, max_pieces=40))
 def test_gpt2_equals_tiktoken_on_nasty_text(text):
     assert gpt2_engine().encode(text) == gpt2_encoding().encode(text, allowed_special="all")
@@ -368,7 +369,7 @@ PACKED_ALIKE = ["a", "a\0", "\0", "\0\0", "\0a", "a" * 15, "a" * 16, "a" * 15 + 
 
 
 @pytest.mark.parametrize("cache_entries", [1, 3, 1000])
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(words=st.lists(st.sampled_from(PACKED_ALIKE) | texts(max_pieces=3), max_size=40))
 def test_the_cache_keeps_pieces_apart_and_forgets_exactly(cache_entries, words):
     """A tiny cache starts afresh many times within one text; every answer must still be exact."""

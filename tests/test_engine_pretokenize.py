@@ -30,6 +30,7 @@ from bpestore import _engine
 from bpestore.pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from reference import split_on_specials
 from strategies import SPECIAL_TOKEN_SETS, random_text, texts
+from tiers import examples
 
 # Patterns outside the three known ones run on fancy_regex: one like GPT-2's but with possessive
 # quantifiers and digits one at a time, and one with look-ahead and bounded repeats. (Both tile
@@ -53,7 +54,7 @@ def comparable(text: str) -> str:
     return text
 
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def reference_pieces(text: str, pattern: str, special_tokens: list[str]) -> list[str]:
@@ -138,7 +139,7 @@ def test_unicode_tables_differ_only_on_newly_assigned_code_points():
 
 
 @pytest.mark.parametrize("pattern", ALL_PATTERNS, ids=PATTERN_IDS)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(text=texts(assigned_only=True).map(comparable), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS))
 def test_special_tokens_split_like_longest_first_re(pattern, special_tokens, text):
     engine = _engine.Pretokenizer(pattern, special_tokens)
@@ -160,7 +161,7 @@ def assert_safe_cut(text: str, cut: int, pattern: str, special_tokens: list[str]
 
 
 @pytest.mark.parametrize("pattern", ALL_PATTERNS, ids=PATTERN_IDS)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     text=texts(assigned_only=True).map(comparable),
     continuation=texts(max_pieces=4, assigned_only=True).map(comparable),
@@ -242,7 +243,7 @@ def python_utf8_error(data: bytes):
     return None
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     data=st.lists(
         st.one_of(st.binary(max_size=4), st.text(max_size=4).map(lambda s: s.encode("utf-8", "surrogatepass"))), max_size=8

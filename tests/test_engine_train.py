@@ -23,6 +23,7 @@ from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, cs336_reference_training
 from reference import GPT2_PATTERN, pretokenize, reference_pretoken_counts, reference_train, split_on_specials
 from strategies import SPECIAL_TOKEN_SETS, random_text, texts
+from tiers import examples
 
 # Texts keep to code points assigned in Python's Unicode database (see strategies.texts): the
 # `regex` module's tables are newer than the engine's (Unicode 17 against 16), and each rightly
@@ -55,7 +56,7 @@ def counts_with_pattern(text: str, special_tokens: list[str], pattern: str) -> C
 # -- counting ---------------------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     text=assigned_texts(),
     special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS),
@@ -71,7 +72,7 @@ def test_count_file_matches_reference(tmp_path_factory, text, special_tokens, ch
     assert len(counts) == len(expected)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(text=assigned_texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS))
 def test_count_file_at_every_chunk_size(tmp_path_factory, text, special_tokens):
     """Every chunk size from one byte up (each puts the cuts somewhere else), and the whole text."""
@@ -83,7 +84,7 @@ def test_count_file_at_every_chunk_size(tmp_path_factory, text, special_tokens):
         assert Counter(counts.to_dict()) == expected, chunk_bytes
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(texts=st.lists(assigned_texts(), max_size=5), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS))
 def test_count_texts_matches_reference(texts, special_tokens):
     counts = _engine.count_texts(iter(texts), GPT2_PATTERN, special_tokens)
@@ -205,7 +206,7 @@ def test_pretoken_counts_round_trip_and_merge():
 # -- the merge loop ---------------------------------------------------------------------------------
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(text=assigned_texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS))
 def test_learn_merges_matches_reference_for_several_vocab_sizes(text, special_tokens):
     counts = _engine.count_texts([text], GPT2_PATTERN, special_tokens)

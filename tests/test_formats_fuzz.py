@@ -36,9 +36,10 @@ from bpestore.pretokenize import GPT2_PATTERN
 from bpestore.workflow import import_into_store
 from gpt2_tiktoken import ENDOFTEXT
 from reference import reference_encode
+from tiers import examples
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-CLI_SAMPLE = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+CLI_SAMPLE = settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 MERGES = [(b"a", b"b"), (b"ab", b"c"), (b" ", b"t"), (b"h", b"e"), (b" t", b"he"), (b"\n", b"\n"), (b"\xc3", b"\xa9")]
 SAMPLE = f"the abc  then{ENDOFTEXT} abcab\n\n caf\u00e9 {ENDOFTEXT}x"

@@ -37,13 +37,14 @@ from bpestore.pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from bpestore import Store
 from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, ENDOFTEXT_ID, R50K_PATTERN, gpt2_vocab_and_merges, read_merges_txt, read_vocab_json
+from tiers import examples
 
 FIXTURE_TEXTS = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en"]
 CORPORA = ["wiki_en_57M.txt", "reuters_17M.txt", "sotu_11M.txt", "tinystories_800K.txt"]
 CORPUS_PREFIX_CHARS = 1_000_000
 OPENAI_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 
-HYPOTHESIS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- helpers --------------------------------------------------------------------------------------
 

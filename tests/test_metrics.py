@@ -31,6 +31,7 @@ from bpestore.metrics import (
 )
 from reference import reference_pretoken_counts, split_on_specials
 from strategies import texts
+from tiers import examples
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -85,7 +86,7 @@ def test_simple_ratios():
     assert vocab_used([0, 3, 0, 1, 0], 10) == pytest.approx(0.2)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(texts(), st.lists(st.integers(min_value=0, max_value=400), max_size=6))
 def test_words_are_counted_once_however_the_text_is_cut(text, cuts):
     points = sorted({min(cut, len(text)) for cut in cuts})
@@ -158,7 +159,7 @@ def test_measure_counts_by_hand():
         measure_counts(tiny_tokenizer(), {b"hi": -1})
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(text=texts())
 def test_measure_counts_equals_measure_text_on_the_text_without_special_tokens(gpt2_tokenizer, text):
     """A corpus measured from its pre-token counts (the reference's, special tokens left out) is

@@ -23,6 +23,7 @@ from bpestore.errors import StoreError
 from bpestore.store.loader import load_model
 from bpestore.store.migrate import migrations_dir
 from bpestore.store.packed import pack
+from tiers import examples
 
 TRIGGERS = {f"{table}_{event}_unpacks" for table in ("vocab", "merges") for event in ("insert", "update", "delete")}
 
@@ -87,7 +88,7 @@ def execute(db: Path, *statements: str) -> None:
 tokens = st.binary(min_size=0, max_size=12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.dictionaries(st.integers(0, 2**32 - 1), tokens, max_size=30), st.lists(st.tuples(tokens, tokens), max_size=30))
 def test_the_engine_reads_what_pack_writes_as_the_layout_says(vocab, merges):
     data = pack(vocab, merges)

@@ -15,6 +15,7 @@ from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, cs336_reference_training, gpt2_encoding, gpt2_vocab_and_merges
 from reference import reference_decode, reference_encode, reference_train
 from strategies import NOT_REGEX_WHITESPACE, REGEX_WHITESPACE, texts
+from tiers import examples
 
 
 def read_text(path) -> str:
@@ -65,7 +66,7 @@ def test_reference_train_stops_when_no_pair_is_left():
     assert len(vocab) == 257 + 2
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(texts(assigned_only=True))
 def test_reference_encode_matches_tiktoken_on_generated_text(text):
     vocab, merges = gpt2_vocab_and_merges()

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from bpestore.pretokenize import SPLIT_SAFE_PATTERNS
 from bpestore import _engine
 from strategies import REGEX_WHITESPACE, texts
+from tiers import examples
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @example(text="\n  a")  # cl100k's \s++$: "\n " alone ends the text, in "\n  a" it does not
 @example(text=" a\n  b")
 @example(text="x\n\t a")
@@ -38,7 +39,7 @@ def test_split_rule_holds_for_each_split_safe_pattern(text):
         assert compiled.findall("".join(joined)) == [t for p in joined for t in compiled.findall(p)], pattern
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @example(texts_=["\n  a", "x\n\t", " b c\n"])
 @given(texts_=st.lists(texts(special_pieces=False, assigned_only=True), max_size=4))
 def test_engine_counts_like_the_regex(texts_):

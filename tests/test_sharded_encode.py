@@ -38,6 +38,7 @@ from bpestore.encode.shards import (
 from conftest import REPO_ROOT, shared_file
 from reference import reference_encode
 from strategies import texts
+from tiers import examples
 
 # The slow tier (python3 -m pytest -m 'not slow' leaves it out): Dask clusters.
 pytestmark = pytest.mark.slow
@@ -209,7 +210,7 @@ def test_a_vocab_past_uint16_writes_uint32(tmp_path):
     check_manifest(tmp_path / "out", files, "uint32")
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pieces=st.lists(texts(max_pieces=12), min_size=1, max_size=4))
 def test_property_shards_equal_each_file_encoded_on_its_own(small, tmp_path_factory, pieces):
     directory = tmp_path_factory.mktemp("prop")

@@ -45,6 +45,7 @@ from conftest import REPO_ROOT, shared_file
 from postgres import PostgresDatabase, fresh_database, sqlite_or_postgresql_db  # noqa: F401 (the db fixture)
 from reference import reference_pretoken_counts
 from strategies import texts
+from tiers import examples
 
 ENDOFTEXT = "<|endoftext|>"
 SPECIALS = [ENDOFTEXT]
@@ -701,7 +702,7 @@ def test_failed_save_leaves_nothing(store_with_data, monkeypatch, table):
 # -- 6. loading ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def saved_and_loaded(request, tmp_path_factory):
     """A tokenizer trained with two special tokens (one containing a space) and its stored copy,
     loaded every way."""
@@ -749,7 +750,7 @@ def test_loaded_tokenizer_encodes_the_fixtures_like_the_saved_one(saved_and_load
     assert original.special_ids[ENDOFTEXT] in original.encode(read_text(shared_file("fixtures", "tinystories_sample.txt")))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts())
 def test_loaded_tokenizer_encodes_generated_text_like_the_saved_one(saved_and_loaded, text):
     original, loaded, _ = saved_and_loaded

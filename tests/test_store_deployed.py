@@ -36,6 +36,7 @@ from bpestore.errors import (
     TokenizerNotFoundError,
 )
 from bpestore.store.refs import MAX_VERSION, parse_ref
+from tiers import examples
 
 # The slow tier (python3 -m pytest -m 'not slow' leaves it out): commands run as a deployment would.
 pytestmark = pytest.mark.slow
@@ -467,7 +468,7 @@ def test_versions_beyond_sqlites_integers(tmp_path):
     assert Tokenizer.from_db(db, "t@0001").merges == chain_tokenizer(300).merges
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.text(st.characters(codec=None), max_size=30) | st.from_regex(r"[a-z]{1,3}@[0-9]{0,25}", fullmatch=True))
 def test_any_text_is_a_reference_or_a_clear_error(ref):
     try:
@@ -486,7 +487,7 @@ def small_store(tmp_path_factory) -> Path:
     return db
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.text(max_size=20) | st.from_regex(r"t@[0-9]{1,25}", fullmatch=True) | st.sampled_from(["t", "t@1", "t@2", "t\udc80", "t@\u0661"]))
 def test_loading_any_reference_gives_a_tokenizer_or_a_clear_error(small_store, ref):
     for load in (lambda: Tokenizer.from_db(small_store, ref), lambda: Store(small_store, create=False).load(ref)):

@@ -33,6 +33,9 @@ from conftest import shared_file
 from postgres import PostgresDatabase, fresh_database, sqlite_or_postgresql_db  # noqa: F401 (the db fixture)
 from reference import reference_pretoken_counts
 
+# A database on a PostgreSQL server for each test: the full suite's, not the fast tier's.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def pg():

@@ -25,6 +25,7 @@ from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, ENDOFTEXT_ID, gpt2_encoding, gpt2_vocab_and_merges
 from reference import reference_encode, reference_train
 from strategies import SPACED_SPECIAL, SPECIAL_TOKEN_SETS, random_text, texts
+from tiers import examples
 
 FIXTURE_TEXTS = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en"]
 CORPORA = ["wiki_en_57M.txt", "reuters_17M.txt", "sotu_11M.txt", "tinystories_800K.txt"]
@@ -109,7 +110,7 @@ def test_gpt2_corpus_lines_through_encode_iterable():
     assert list(gpt2_tokenizer(True).encode_iterable(lines)) == tiktoken_ids(text, True)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(texts(assigned_only=True))
 def test_gpt2_generated_text_matches_tiktoken(text):
     assert gpt2_tokenizer(True).encode(text) == tiktoken_ids(text, True)
@@ -145,7 +146,7 @@ def test_gpt2_small_caches_are_emptied_and_refilled_exactly(cache_size):
 # -- a small trained vocabulary: identical ids to the reference encoder --------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS))
 def test_small_vocab_generated_text_matches_reference(text, special_tokens):
     vocab, merges = small_vocab()
@@ -153,7 +154,7 @@ def test_small_vocab_generated_text_matches_reference(text, special_tokens):
     assert small_tokenizer(tuple(special_tokens)).encode(text) == expected
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @example(text="\n  a", special_tokens=[], pattern=CL100K_PATTERN)  # cl100k's \\s++$ (see pretokenize)
 @example(text=" a\n  b", special_tokens=[], pattern=CL100K_PATTERN)
 @given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(sorted(SPLIT_SAFE_PATTERNS)))
@@ -171,7 +172,7 @@ def test_small_vocab_split_safe_patterns_match_reference(text, special_tokens, p
 OTHER_PATTERNS = [r"\S+|\s+", r"\w+|\W+", r" ?[a-z]+|\s+|.", r"\S+|\s", r"[a-z]+|[^a-z]"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @example(text="x<|endoftext|>\n", special_tokens=[ENDOFTEXT], pattern=r"\S+|\s")
 @example(text="ab<|endoftext|>12<|endoftext|>cd", special_tokens=[ENDOFTEXT], pattern="[a-z]+|[^a-z]")
 @given(text=texts(), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), pattern=st.sampled_from(OTHER_PATTERNS))
@@ -209,7 +210,7 @@ patterns = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @example(pattern=r"\w+", text="ab, c")  # once accepted: the comma and the space were dropped
 @example(pattern=r"[a-z]+|\s+", text="ab 12 cd")
 @example(pattern=r"\S+|(?s:.)", text="ab c")
@@ -348,7 +349,7 @@ def glue_fillers(groups: list[list[str]]) -> list[str]:
     return [chunk for first, *rest in groups for chunk in (FILLER + first, *rest)]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(groups=streams(), tokenizer_name=st.sampled_from(list(TOKENIZERS)))
 def test_encode_iterable_any_cutting(groups, tokenizer_name):
     tokenizer = TOKENIZERS[tokenizer_name]()
@@ -356,7 +357,7 @@ def test_encode_iterable_any_cutting(groups, tokenizer_name):
     assert list(tokenizer.encode_iterable(iter(chunks))) == tokenizer.encode("".join(chunks))
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(groups=streams(st.text(st.sampled_from("x y\n"), max_size=40)))
 def test_encode_iterable_self_overlapping_special_tokens(groups):
     """Special tokens with spaces that overlap themselves ("x x x" in "x x x x x"): whether a space
@@ -491,7 +492,7 @@ def test_encode_iterable_memory(tmp_path, source):
 # -- decoding --------------------------------------------------------------------------------------
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(text=texts(), tokenizer_name=st.sampled_from(list(TOKENIZERS)))
 def test_decode_inverts_encode(text, tokenizer_name):
     tokenizer = TOKENIZERS[tokenizer_name]()

@@ -26,6 +26,7 @@ from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, cs336_reference_training
 from reference import reference_pretoken_counts, reference_train
 from strategies import SPACED_SPECIAL, SPECIAL_TOKEN_SETS, random_text, texts
+from tiers import examples
 
 
 # UNICODE_NOTE: texts that train_bpe pre-tokenizes keep to code points assigned in Python's Unicode
@@ -60,7 +61,7 @@ def training_cases(draw):
     return draw(texts(assigned_only=True)), vocab_size, special_tokens
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(training_cases())
 def test_train_bpe_matches_reference_on_generated_text(tmp_path_factory, case):
     # tmp_path_factory, being session-scoped, may serve hypothesis examples (tmp_path may not).
@@ -162,7 +163,7 @@ def test_train_bpe_same_for_any_workers_and_chunking(big_corpus, monkeypatch):
     assert calls == [(2, 8192)] and chunks(path, special_tokens, 8192) > 20
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(text=texts(assigned_only=True), special_tokens=st.sampled_from(SPECIAL_TOKEN_SETS), chunk_bytes=st.integers(1, 48))
 def test_pretoken_counts_same_for_tiny_chunks(tmp_path_factory, text, special_tokens, chunk_bytes):
     """Cutting a text almost everywhere the chunker allows must not change a single count."""
@@ -199,7 +200,7 @@ def test_pretoken_counts_tiny_chunks_in_threads(tmp_path):
 # -- the merge loop on known counts ----------------------------------------------------------------
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(text=texts(special_pieces=False), max_merges=st.sampled_from([1, 5, 40, 700]))
 def test_learn_merges_matches_reference(text, max_merges):
     counts = dict(reference_pretoken_counts(text, []))

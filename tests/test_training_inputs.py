@@ -38,6 +38,7 @@ from reference import reference_pretoken_counts, reference_train
 from strategies import ENDOFTEXT, SPECIAL_TOKEN_SETS, random_text, texts
 from test_cli import invoke, ok, subprocess_env
 from test_engine_pretokenize import comparable
+from tiers import examples
 
 try:
     import zstandard
@@ -79,7 +80,7 @@ def counts_of_files_rule(parts: list[str], specials: list[str]) -> Counter:
 # -- many inputs: counts --------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     parts=st.lists(TEXTS, min_size=1, max_size=4),
     specials=st.sampled_from(SPECIAL_TOKEN_SETS),
@@ -109,7 +110,7 @@ def as_shard(text: str, *, first: bool, last: bool) -> str:
     return text
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     texts_=st.lists(TEXTS, min_size=1, max_size=4),
     specials=st.sampled_from(SPECIAL_TOKEN_SETS),
@@ -154,7 +155,7 @@ def test_files_not_shaped_as_lines_can_count_otherwise_than_their_concatenation(
     assert counted != count_any(cat, []).to_dict() == dict(reference_pretoken_counts("".join(parts), []))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(text=texts(max_pieces=40, assigned_only=True).map(comparable), specials=st.sampled_from(SPECIAL_TOKEN_SETS), seed=st.integers(0, 2**32 - 1))
 def test_streamed_pieces_count_as_the_whole_text(text, specials, seed):
     """A compressed file is decompressed in blocks cut anywhere (mid-word, mid-special-token);

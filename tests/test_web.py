@@ -35,6 +35,7 @@ from bpestore.web import check_host, close_app, create_app, make_server  # noqa:
 from conftest import shared_dir  # noqa: E402
 from reference import reference_pretoken_counts  # noqa: E402
 from strategies import texts  # noqa: E402
+from tiers import examples
 
 # The slow tier (python3 -m pytest -m 'not slow' leaves it out): a browser and a server.
 pytestmark = pytest.mark.slow
@@ -345,7 +346,7 @@ def test_short_corpus_paths(store_path, client):
     assert re.findall(r"<li>([^<]*)</li>", files) == [str(store_path.parent / "en.txt"), str(store_path.parent / "de.txt.gz")]  # in the order given
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts())
 def test_playground_ids_equal_encode_for_nasty_text(store_path, client, text):
     """Without a browser: the ids the playground shows for awkward texts (special tokens at every
