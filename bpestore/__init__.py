@@ -85,7 +85,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module 'bpestore' has no attribute {name!r}")
     source = _LAZY[name]

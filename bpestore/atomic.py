@@ -65,7 +65,7 @@ def _is_zombie(pid: int) -> bool:
     return bool(fields) and fields[0] in (b"Z", b"X")
 
 
-def remove_stale_partials(output: str | os.PathLike) -> list[Path]:
+def remove_stale_partials(output: str | os.PathLike[str]) -> list[Path]:
     """Removes the temporary files (or directories) that killed writers left beside ``output``;
     returns them. The one rule for every kind of output (text, ``.npy``, exports, shards):
 
@@ -136,7 +136,7 @@ def _cleaned_up(temporary: Path, output: Path) -> Iterator[None]:
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary path beside ``path`` to write a file at; it is renamed to ``path`` when the
     block completes, and removed when the block fails in any way: ``path`` is then left as it
     was. A missing directory is an error naming ``path``; stale temporary files of ``path`` are
@@ -150,7 +150,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary directory beside ``path`` to write files into; when the block completes, each
     file is renamed into ``path`` (made if missing; other files there are left alone), and the
     temporary directory is removed; when the block fails, it is removed with everything in it.

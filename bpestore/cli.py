@@ -49,9 +49,10 @@ import json  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from collections.abc import Callable, Iterable, Iterator  # noqa: E402
+from collections.abc import Callable, Iterable, Iterator, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import IO, TYPE_CHECKING, Any, TextIO, cast  # noqa: E402
+from types import ModuleType  # noqa: E402
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar, cast  # noqa: E402
 
 import click  # noqa: E402
 
@@ -61,7 +62,14 @@ from .errors import BpestoreError, DisallowedSpecialTokenError, OutputError  # n
 
 if TYPE_CHECKING:
     import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
+    from flask import Flask
+
+    from . import Tokenizer, workflow
+    from .distributed.count import DaskCounting
     from .workflow import TokenizerInfo
+
+# A function that a decorator of options gives back as it is (click's own decorators' type).
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 # The errors a user can cause: bpestore's own, bad arguments (ValueError, by the API's convention)
 # and files (OSError). Anything else, a KeyError included, is a bug.
@@ -75,7 +83,14 @@ class _Group(click.Group):
     command_class: type[click.Command] | None = None  # set to _Command below, once it is defined
     group_class = type  # subgroups (`import`) are _Groups too, with the same commands
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         """click's ``main``, with every write to stdout and stderr checked (:class:`_CheckedStream`)
         and one policy for how the command line ends, whatever happens where (in a command, in
         click's own code such as ``--help``, in the last flush of stdout): one line at most on
@@ -97,7 +112,7 @@ class _Group(click.Group):
             status = EXIT_CLOSED_PIPE if isinstance(checked_stderr.failed, BrokenPipeError) else EXIT_USER_ERROR
         sys.exit(status)
 
-    def make_context(self, *args, **kwargs) -> click.Context:
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         # Ctrl-C while the arguments are parsed: as anywhere else, not click's "Aborted!" (status 1).
         try:
             return super().make_context(*args, **kwargs)
@@ -109,7 +124,7 @@ class _Group(click.Group):
             _silence(sys.stdout)
             sys.exit(EXIT_CLOSED_PIPE)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             result = super().invoke(ctx)
             # Buffered output into a closed pipe fails here, where it is handled, rather than at
@@ -270,7 +285,7 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
-def _workflow():
+def _workflow() -> ModuleType:
     """:mod:`bpestore.workflow`, imported when a command runs (it pulls in SQLAlchemy and NumPy;
     ``--help`` should not wait for them)."""
     from . import workflow
@@ -278,16 +293,17 @@ def _workflow():
     return workflow
 
 
-def Store(db: str, *, create: bool = True, lock_timeout: float | None = None):  # noqa: N802 - stands in for the class, imported late to keep --help fast
+def Store(db: str, *, create: bool = True, lock_timeout: float | None = None) -> workflow.Store:  # noqa: N802 - stands in for the class, imported late to keep --help fast
     """The store at ``db``; ``create=False`` for reads, which need a store and never make one.
     ``lock_timeout``: how long a write waits for another writer (None: BPESTORE_LOCK_TIMEOUT, else 120 s)."""
-    return _workflow().Store(db, create=create, lock_timeout=lock_timeout)
+    store: workflow.Store = _workflow().Store(db, create=create, lock_timeout=lock_timeout)
+    return store
 
 
 DEFAULT_DB = "bpestore.db"
 
 
-def _db_option(function):
+def _db_option(function: _F) -> _F:
     # No default and no environment variable here: _Command falls back to `bpestore --db X`
     # (which reads BPESTORE_DB), then to DEFAULT_DB, so that both places work.
     return click.option(
@@ -304,7 +320,7 @@ class _Command(click.Command):
     """A command whose ``--db`` may also be given to ``bpestore`` itself (or by BPESTORE_DB), and
     which says which store it uses under ``bpestore --verbose``."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         root = ctx.find_root()
         if "db" in ctx.params:
             # None when not given; an empty --db '' is refused below, not taken for the default.
@@ -332,7 +348,7 @@ def _say_which_store(db: str) -> None:
     click.echo(f"store: {summary.location} ({', '.join(details)})", err=True)
 
 
-def _lock_timeout_option(function):
+def _lock_timeout_option(function: _F) -> _F:
     """``--lock-timeout``, for every command that writes to the store."""
     return click.option(
         "--lock-timeout", "lock_timeout", type=click.FloatRange(min=0), default=None, envvar="BPESTORE_LOCK_TIMEOUT",
@@ -342,7 +358,7 @@ def _lock_timeout_option(function):
     )(function)
 
 
-def _quiet_option(function):
+def _quiet_option(function: _F) -> _F:
     return click.option("--quiet", "-q", is_flag=True, help="No progress bars.")(function)
 
 
@@ -375,7 +391,9 @@ def main(db: str | None, verbose: bool) -> None:
     warnings.showwarning = _warning_line
 
 
-def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+def _warning_line(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None, line: str | None = None
+) -> None:
     """A warning (such as a vocab size that training cannot reach) as one line on stderr, without
     Python's file name and source line."""
     click.echo(f"Warning: {message}", err=True)
@@ -447,6 +465,7 @@ def train(
       ref=$(bpestore train corpus.txt --name ts --vocab-size 1000 -q)
     """
     started = time.perf_counter()
+    source: Any  # the CORPUS paths or --counts Counts; with --stored-corpus (None first) the stored CorpusInfo
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
     if stored_corpus is not None and (corpus or counts_file is not None or dask_address is not None or min_count is not None):
         _fail("--stored-corpus trains on counts the store holds: give no CORPUS, --counts, --dask or --min-count with it")
@@ -536,7 +555,7 @@ def _dask_counting_options(dask_address: str | None, shard_size: str | None, par
 def _training_source(
     corpus: tuple[str, ...], counts_file: str | None, dask_address: str | None, min_count: int | None,
     special_tokens: tuple[str, ...], workers: int | None, dask_options: dict[str, Any],
-):
+) -> tuple[list[str] | workflow.Counts, DaskCounting | None]:
     """What ``train`` trains on and what counts it: the CORPUS paths, counted in process (no
     backend given) or by the Dask backend for --dask; or the counts read from --counts. Pruned to
     --min-count; usage errors for options that do not go together."""
@@ -594,7 +613,8 @@ def _short_source(info: TokenizerInfo) -> str:
     """The corpus file name (``a.txt +2 files`` for several), or the format and file names an
     import came from."""
     if info.corpus_path:
-        return _workflow().short_corpus_path(info.corpus_path, info.corpus_origin)
+        short: str = _workflow().short_corpus_path(info.corpus_path, info.corpus_origin)
+        return short
     if info.source_format is not None:
         return f"{info.source_format}: " + " ".join(Path(path).name for path in info.source_paths or [])
     return info.source
@@ -660,7 +680,8 @@ def info(as_json: bool, db: str) -> None:
 
 def _readable(token: bytes) -> str:
     """Quoted and unambiguous (see :func:`bpestore.workflow.token_text`)."""
-    return "'" + _workflow().token_text(token).replace("'", "\\'") + "'"
+    text: str = _workflow().token_text(token)
+    return "'" + text.replace("'", "\\'") + "'"
 
 
 @main.command()
@@ -766,7 +787,7 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
     ]
     if result.first_different_merge:
         d = result.first_different_merge
-        show_merge = lambda m: " + ".join(f"'{t}'" for t in m) if m else "(none)"  # noqa: E731
+        show_merge: Callable[[list[str] | None], str] = lambda m: " + ".join(f"'{t}'" for t in m) if m else "(none)"  # noqa: E731
         lines.append(f"first different merge   rank {d['rank']}: {show_merge(d['a'])}  vs  {show_merge(d['b'])}")
     if result.special_tokens_only_a or result.special_tokens_only_b:
         lines.append(f"special tokens only in {a}: {result.special_tokens_only_a}; only in {b}: {result.special_tokens_only_b}")
@@ -786,16 +807,18 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
     click.echo("\n".join(lines))
 
 
-def _files_table(result) -> str:
+def _files_table(result: workflow.TokenizerDiff) -> str:
     """The measurements of a diff on its files (and their total), one row per file and tokenizer."""
 
     def number(value: float | None, digits: int = 3) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
     rows = []
-    groups = [(Path(row.path).name, row.a, row.b) for row in result.files]
-    if len(result.files) > 1:
-        groups.append(("(all files)", result.total_a, result.total_b))
+    # A diff on files (diff() calls this when it has a corpus): its files and totals are set.
+    files = cast("list[workflow.FileComparison]", result.files)
+    groups = [(Path(row.path).name, row.a, row.b) for row in files]
+    if len(files) > 1:
+        groups.append(("(all files)", result.total_a, result.total_b))  # type: ignore[arg-type]  # (set with the files)
     for label, a, b in groups:
         for ref, measured in ((result.a, a), (result.b, b)):
             rows.append([
@@ -810,7 +833,7 @@ def _files_table(result) -> str:
 # -- encode / decode -------------------------------------------------------------------------------
 
 
-def _write_ids(blocks: Iterable[np.ndarray], out) -> None:
+def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> None:
     first = True
     for ids in blocks:
         if len(ids):
@@ -900,7 +923,8 @@ def encode(
 
 
 def _encode_shards(
-    tokenizer, ref: str, inputs: list[str], output_dir: str, dask_address: str | None, workers: int | None, quiet: bool, policy: dict
+    tokenizer: Tokenizer, ref: str, inputs: list[str], output_dir: str, dask_address: str | None, workers: int | None, quiet: bool,
+    policy: dict[str, Any],
 ) -> None:
     """``encode --output-dir``: one shard per input file, here or on a Dask cluster."""
     options = {"ref": ref, "progress": _show_progress(quiet), **policy}
@@ -923,7 +947,7 @@ def _encode_shards(
     )
 
 
-def _special_policy(special_tokens: list[str], allowed: tuple[str, ...], ordinary: bool, ref: str) -> dict:
+def _special_policy(special_tokens: list[str], allowed: tuple[str, ...], ordinary: bool, ref: str) -> dict[str, Any]:
     """``encode``'s options as the API's ``allowed_special`` and ``disallowed_special``."""
     if not allowed:
         return {"allowed_special": set(), "disallowed_special": ()} if ordinary else {}
@@ -973,7 +997,7 @@ def decode(ref: str, ids: tuple[str, ...], db: str) -> None:
     _write_all(sys.stdout.buffer, decoded)
 
 
-def _write_all(stream, data: bytes) -> None:
+def _write_all(stream: BinaryIO, data: bytes) -> None:
     """Write all of ``data``: a binary stream may write only part of a big write (into a pipe
     whose reader left, a signal arriving) and say so only by the count it returns; the next
     write then fails with BrokenPipeError if the reader has gone."""
@@ -985,7 +1009,7 @@ def _write_all(stream, data: bytes) -> None:
 # -- import / export -------------------------------------------------------------------------------
 
 
-def _import(db: str, name: str, format: str, *paths: Path, **options) -> None:
+def _import(db: str, name: str, format: str, *paths: Path, **options: Any) -> None:
     ref, imported = _workflow().import_into_store(db, name, format, *paths, **options)
     for note in imported.notes:
         click.echo(note, err=True)
@@ -1093,7 +1117,7 @@ def count_() -> None:
     """
 
 
-def _corpus_row(corpus) -> list[str]:
+def _corpus_row(corpus: Any) -> list[str]:  # (a workflow CorpusInfo, a name its __all__ does not list)
     return [
         str(corpus.id),
         _workflow().short_corpus_path(corpus.path, corpus.origin),
@@ -1195,7 +1219,7 @@ def serve(host: str, port: int, allow_remote: bool, corpora: tuple[Path, ...], d
         click.echo("stopped", err=True)
     finally:
         server.server_close()
-        web.close_app(server.app)
+        web.close_app(cast("Flask", server.app))  # (the app make_server made, which Werkzeug types as any WSGI app)
 
 
 # -- rm --------------------------------------------------------------------------------------------

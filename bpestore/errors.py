@@ -6,6 +6,7 @@ The Rust engine raises these same classes (it looks them up here), with the same
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 
 class BpestoreError(Exception):
@@ -64,7 +65,7 @@ class StoreLockTimeoutError(StoreError):
         super().__init__(message)
         self.waited = waited
 
-    def __reduce__(self):  # so that it crosses process boundaries intact
+    def __reduce__(self) -> tuple[type[StoreLockTimeoutError], tuple[str, float]]:  # so that it crosses process boundaries intact
         return type(self), (str(self), self.waited)
 
 
@@ -87,13 +88,13 @@ class EmptyCorpusError(BpestoreError, ValueError):
 class CorpusDecodeError(BpestoreError, ValueError):
     """The corpus is not valid UTF-8; ``offset`` is the first bad byte's offset in the file."""
 
-    def __init__(self, path: str | os.PathLike, offset: int, reason: str):
+    def __init__(self, path: str | os.PathLike[str], offset: int, reason: str) -> None:
         self.path = str(path)
         self.offset = offset
         self.reason = reason
         super().__init__(f"{self.path}: invalid UTF-8 at byte offset {offset} ({reason})")
 
-    def __reduce__(self):  # so that it crosses process boundaries intact
+    def __reduce__(self) -> tuple[type[CorpusDecodeError], tuple[str, int, str]]:  # so that it crosses process boundaries intact
         return type(self), (self.path, self.offset, self.reason)
 
 
@@ -110,7 +111,7 @@ class DisallowedSpecialTokenError(BpestoreError, ValueError):
     """Text to encode holds a special token's string that the call disallowed (tiktoken's check);
     ``token`` is that string and ``position`` its character index in the text."""
 
-    def __init__(self, token: str, position: int, *, cli: bool = False):
+    def __init__(self, token: str, position: int, *, cli: bool = False) -> None:
         self.token = token
         self.position = position
         self.cli = cli
@@ -126,7 +127,8 @@ class DisallowedSpecialTokenError(BpestoreError, ValueError):
             f"Encountered text corresponding to disallowed special token {token!r} at character {position}: {advice}."
         )
 
-    def __reduce__(self):  # so that it crosses process boundaries intact
+    # so that it crosses process boundaries intact
+    def __reduce__(self) -> tuple[Callable[[str, int, bool], DisallowedSpecialTokenError], tuple[str, int, bool]]:
         return _disallowed_special_token_error, (self.token, self.position, self.cli)
 
 

@@ -213,7 +213,7 @@ def measure_text(tokenizer: Tokenizer, text: str) -> Measurement:
     )
 
 
-def measure_file(tokenizer: Tokenizer, path: str | os.PathLike, *, on_bytes: Callable[[int], None] | None = None) -> Measurement:
+def measure_file(tokenizer: Tokenizer, path: str | os.PathLike[str], *, on_bytes: Callable[[int], None] | None = None) -> Measurement:
     """Encode the UTF-8 file at ``path`` with ``tokenizer`` (streaming, in bounded memory) and
     measure it; ``on_bytes(n)`` is called as bytes are read (for progress bars)."""
     num_bytes = 0

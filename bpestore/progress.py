@@ -39,14 +39,14 @@ class _SilentBar:
 
 
 @contextmanager
-def progress_bar(enabled: bool, total: int | None, description: str, unit: str = "it", **options) -> Iterator[ProgressBar]:
+def progress_bar(enabled: bool, total: int | None, description: str, unit: str = "it", **options: Any) -> Iterator[ProgressBar]:
     """A tqdm bar on stderr, or a silent stand-in with the same interface when ``enabled`` is false."""
     if not enabled:
         yield _SilentBar(total)
         return
     from tqdm import tqdm
 
-    class _Bar(tqdm):
+    class _Bar(tqdm):  # type: ignore[misc]  # tqdm ships no types: mypy reads it as Any
         # No monitor thread: a thread that wakes up on its own has no business in a library call.
         monitor_interval = 0
 

@@ -151,7 +151,7 @@ def _merge_dict(merge: tuple[bytes, bytes] | None) -> list[str] | None:
     return None if merge is None else [token_text(merge[0]), token_text(merge[1])]
 
 
-def measure_file_with_progress(tokenizer: Tokenizer, path: str | os.PathLike, *, progress: bool = False, description: str = "") -> Measurement:
+def measure_file_with_progress(tokenizer: Tokenizer, path: str | os.PathLike[str], *, progress: bool = False, description: str = "") -> Measurement:
     """:func:`bpestore.metrics.measure_file`, with a progress bar when asked for."""
     with progress_bar(progress, os.path.getsize(path), description or "encoding", unit="B", unit_scale=True) as bar:
         return metrics.measure_file(tokenizer, path, on_bytes=bar.update)
@@ -162,7 +162,7 @@ def diff_tokenizers(
     a: Tokenizer,
     name_b: str,
     b: Tokenizer,
-    corpus: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     *,
     progress: bool = False,
 ) -> TokenizerDiff:
@@ -369,7 +369,7 @@ class Store(ModelStore):
 
     def count(
         self,
-        corpus: str | os.PathLike | Sequence[str | os.PathLike] | Counts | CorpusInfo,
+        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Counts | CorpusInfo,
         special_tokens: Sequence[str] = (),
         *,
         workers: int | None = None,
@@ -399,7 +399,7 @@ class Store(ModelStore):
 
     def _counted(
         self,
-        corpus: str | os.PathLike | Sequence[str | os.PathLike] | Counts | CorpusInfo,
+        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Counts | CorpusInfo,
         special_tokens: Sequence[str],
         *,
         workers: int | None,
@@ -470,7 +470,7 @@ class Store(ModelStore):
     def add_to_corpus(
         self,
         corpus: int | str | CorpusInfo,
-        inputs: str | os.PathLike | Sequence[str | os.PathLike],
+        inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         workers: int | None = None,
         progress: bool = False,
@@ -552,7 +552,7 @@ class Store(ModelStore):
 
     def train_from_counts(
         self,
-        counts: Counts | Mapping[bytes, int] | str | os.PathLike,
+        counts: Counts | Mapping[bytes, int] | str | os.PathLike[str],
         name: str,
         vocab_sizes: int | Sequence[int],
         special_tokens: Sequence[str] | None = None,
@@ -578,7 +578,7 @@ class Store(ModelStore):
 
     def train(
         self,
-        corpus: str | os.PathLike | Sequence[str | os.PathLike] | Counts | CorpusInfo,
+        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Counts | CorpusInfo,
         name: str,
         vocab_sizes: int | Sequence[int],
         special_tokens: Sequence[str] = (),
@@ -777,7 +777,7 @@ class Store(ModelStore):
 
     def estimate_training(
         self,
-        corpus: str | os.PathLike | Sequence[str | os.PathLike] | Counts | CorpusInfo,
+        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Counts | CorpusInfo,
         vocab_size: int,
         special_tokens: Sequence[str] = (),
         *,
@@ -809,7 +809,7 @@ class Store(ModelStore):
         self,
         ref_a: str,
         ref_b: str,
-        corpus: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         *,
         progress: bool = False,
     ) -> TokenizerDiff:
@@ -819,14 +819,14 @@ class Store(ModelStore):
         return diff_tokenizers(info_a.ref, self.load(info_a.ref), info_b.ref, self.load(info_b.ref), corpus, progress=progress)
 
 
-def load_tokenizer(store: str | os.PathLike, ref: str) -> Tokenizer:
+def load_tokenizer(store: str | os.PathLike[str], ref: str) -> Tokenizer:
     """The tokenizer ``ref`` from the store at ``store``, by the one loader (the fast SQLite path
     first); a store that does not exist is an error, never created."""
     return Tokenizer.from_model(loader.load_model(store, ref))
 
 
 def import_into_store(
-    store: str | os.PathLike, name: str, format: str, *paths: str | os.PathLike, lock_timeout: float | None = None,
+    store: str | os.PathLike[str], name: str, format: str, *paths: str | os.PathLike[str], lock_timeout: float | None = None,
     save_progress: bool = False, **options: Any,
 ) -> tuple[str, formats.Imported]:
     """Read ``format``'s files (see :func:`bpestore.formats.read`; ``options`` are its) and store
@@ -841,7 +841,7 @@ def import_into_store(
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike, mode: str = "w", **open_options: Any) -> Iterator[IO[Any]]:
+def atomic_output(path: str | os.PathLike[str], mode: str = "w", **open_options: Any) -> Iterator[IO[Any]]:
     """A file opened for writing that appears as ``path`` only once the block completes (see
     :func:`atomic_path`): a failure part-way leaves no partial ``path`` and no temporary file."""
     with atomic_path(path) as temporary:
@@ -850,7 +850,7 @@ def atomic_output(path: str | os.PathLike, mode: str = "w", **open_options: Any)
             yield file
 
 
-def export_from_store(store: str | os.PathLike, ref: str, format: str, output: str | os.PathLike) -> list[str]:
+def export_from_store(store: str | os.PathLike[str], ref: str, format: str, output: str | os.PathLike[str]) -> list[str]:
     """Write the stored tokenizer ``ref`` in ``format`` (see :func:`bpestore.formats.export`,
     atomic: the output appears only once complete); returns notes."""
     formats.get(format)  # an unknown format is refused before anything is read
@@ -859,8 +859,8 @@ def export_from_store(store: str | os.PathLike, ref: str, format: str, output: s
 
 def encode_to(
     tokenizer: Tokenizer,
-    source: str | os.PathLike | BinaryIO,
-    output: str | os.PathLike | None,
+    source: str | os.PathLike[str] | BinaryIO,
+    output: str | os.PathLike[str] | None,
     *,
     workers: int | None = None,
     progress: bool = False,
@@ -912,7 +912,7 @@ class TokenizerSummary:
     longest_tokens: list[tuple[int, bytes]]
 
 
-def describe(store: str | os.PathLike, ref: str, count: int = 10) -> TokenizerSummary:
+def describe(store: str | os.PathLike[str], ref: str, count: int = 10) -> TokenizerSummary:
     """A summary of the stored tokenizer ``ref``: its first and last ``count`` merges (never
     listing one twice) and its ``count`` longest tokens."""
     with Store(store, create=False) as opened:

@@ -85,13 +85,13 @@ class Shard:
     size: int
 
 
-def _expand(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[tuple[str, int]]:
+def _expand(inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[tuple[str, int]]:
     """Every file of the inputs with its size: local sources as ``bpestore train`` expands them
     (files, directories, globs), absolute; URLs through fsspec (globs expanded)."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     files: list[tuple[str, int]] = []
-    local: list[str | os.PathLike] = []
+    local: list[str | os.PathLike[str]] = []
 
     def flush_local() -> None:
         if local:
@@ -117,7 +117,7 @@ def _expand(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[tup
     return files
 
 
-def plan_shards(inputs: str | os.PathLike | Iterable[str | os.PathLike], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
+def plan_shards(inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
     """The shards of a corpus: each plain file in ranges of ``shard_bytes`` (the last one open
     ended, so a file that grows is still read to its end), each compressed file whole."""
     if not isinstance(shard_bytes, int) or shard_bytes < 1:
@@ -134,7 +134,7 @@ def plan_shards(inputs: str | os.PathLike | Iterable[str | os.PathLike], shard_b
     return shards
 
 
-def describe_inputs(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> str:
+def describe_inputs(inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> str:
     """Where Dask-counted counts came from, for the store: the inputs as given, space-separated
     (local paths and globs made absolute)."""
     if isinstance(inputs, (str, os.PathLike)):
@@ -191,7 +191,8 @@ def reduce_graph(maps: Sequence[Delayed], partitions: int, fan_in: int, min_coun
             nodes, level = added(nodes, name, part, level), level + 1
         if len(nodes) == 1 and (pruned or min_count is None):
             return nodes[0]
-        return add(*nodes, min_count=min_count, dask_key_name=(name, part, level, 0))
+        root: Delayed = add(*nodes, min_count=min_count, dask_key_name=(name, part, level, 0))
+        return root
 
     if partitions == 1:
         return [tree(maps, 0, pruned=False)]
@@ -218,7 +219,7 @@ def reduce_graph(maps: Sequence[Delayed], partitions: int, fan_in: int, min_coun
 
 def count_on_dask(
     client: Client,
-    inputs: str | os.PathLike | Iterable[str | os.PathLike],
+    inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     special_tokens: Sequence[str] = (),
     *,
     pattern: str | None = None,
@@ -321,7 +322,7 @@ class DaskCounting:
 
     def count(
         self,
-        corpus: str | os.PathLike | Iterable[str | os.PathLike],
+        corpus: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         special_tokens: Sequence[str] = (),
         *,
         pattern: str = GPT2_PATTERN,

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..encode.shards import Shard, ShardedEncoding, _is_url, _local, encode_shard, encode_shards
+from ..encode.shards import Runner, Shard, ShardedEncoding, _is_url, _local, encode_shard, encode_shards
 from ..encode.tokenizer import Tokenizer
 from .cluster import import_distributed
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from distributed import Client
 
 
-def dask_runner(client: "Client", *, threads_per_shard: int = 1):
+def dask_runner(client: "Client", *, threads_per_shard: int = 1) -> Runner:
     """A runner for :func:`bpestore.encode.shards.encode_shards` that encodes each shard as a task
     on ``client``'s cluster, on ``threads_per_shard`` of the engine's threads (a Dask worker runs
     as many tasks at once as it has threads, so one is the right default)."""
@@ -61,8 +61,8 @@ def dask_runner(client: "Client", *, threads_per_shard: int = 1):
 def encode_shards_on_dask(
     client: "Client",
     tokenizer: Tokenizer,
-    inputs: Iterable[str | os.PathLike],
-    output_dir: str | os.PathLike,
+    inputs: Iterable[str | os.PathLike[str]],
+    output_dir: str | os.PathLike[str],
     *,
     threads_per_shard: int = 1,
     **options: Any,

@@ -20,6 +20,7 @@ import errno
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..atomic import atomic_path, remove_stale_partials
 from ..errors import OutputError
@@ -45,8 +46,8 @@ def _check_output_dir(output_path: Path) -> None:
 
 def encode_file_to_npy(
     tokenizer: Tokenizer,
-    input_path: str | os.PathLike,
-    output_path: str | os.PathLike,
+    input_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
     *,
     workers: int | None = None,
     progress: bool = False,
@@ -74,7 +75,7 @@ def encode_file_to_npy(
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
 
 
-def _named(error: OSError, input_path: str | os.PathLike, output_path: Path) -> OSError:
+def _named(error: OSError, input_path: str | os.PathLike[str], output_path: Path) -> OSError:
     """The engine's OSError, which names no file, naming its file: an
     :class:`~bpestore.errors.OutputError` for a failed write."""
     if error.filename is not None:
@@ -87,7 +88,7 @@ def _named(error: OSError, input_path: str | os.PathLike, output_path: Path) -> 
     return OSError(code, f"{strerror} (reading {os.fspath(input_path)} or writing it as {output_path})")
 
 
-def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike, **policy) -> int:
+def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike[str], **policy: Any) -> int:
     """Encode a stream of text (such as stdin) into a 1-D ``.npy`` array; returns the number of ids.
     ``policy``: ``allowed_special`` and ``disallowed_special``, as for :meth:`Tokenizer.encode`.
 

@@ -37,7 +37,7 @@ import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..atomic import atomic_path, temporary_name
 from ..errors import BpestoreError
@@ -128,7 +128,7 @@ def _expand(argument: str) -> list[tuple[str, int, str | None]]:
     return found
 
 
-def plan_shards(inputs: Iterable[str | os.PathLike]) -> list[Shard]:
+def plan_shards(inputs: Iterable[str | os.PathLike[str]]) -> list[Shard]:
     """The shards of ``inputs``, in order: each argument expanded (a glob's matches sorted, as a
     shell does), the arguments in the order given. A file named twice is refused (its ids would
     appear twice); FileNotFoundError for an argument that names no file."""
@@ -198,7 +198,7 @@ class OutputDir:
     hidden temporary name and moved to its name (on object stores a move is a copy and a delete:
     the name appears only complete, and the manifest records it only after)."""
 
-    def __init__(self, location: str | os.PathLike):
+    def __init__(self, location: str | os.PathLike[str]):
         location = os.fspath(location)
         self.location = location
         self.fs: Any = None
@@ -217,7 +217,8 @@ class OutputDir:
         """``name`` inside the directory (a local path, or a URL)."""
         if self.fs is None:
             return os.path.join(self.root, name)
-        return self.fs.unstrip_protocol(f"{self.root}/{name}")
+        url: str = self.fs.unstrip_protocol(f"{self.root}/{name}")  # (fsspec ships no types)
+        return url
 
     def _remote(self, name: str) -> str:
         return f"{self.root}/{name}"
@@ -239,7 +240,8 @@ class OutputDir:
         """The UTF-8 text of ``name``; FileNotFoundError if it is missing."""
         if self.fs is None:
             return Path(self.path(name)).read_text(encoding="utf-8")
-        return self.fs.cat_file(self._remote(name)).decode("utf-8")
+        data: bytes = self.fs.cat_file(self._remote(name))  # (fsspec ships no types)
+        return data.decode("utf-8")
 
     def write_text(self, name: str, text: str) -> None:
         """Writes ``name`` whole or not at all: a temporary name, then a rename (a move)."""
@@ -270,12 +272,12 @@ class OutputDir:
         """The array in the ``.npy`` ``name``."""
         import numpy as np
         if self.fs is None:
-            return np.load(self.path(name))
+            return cast("np.ndarray", np.load(self.path(name)))  # (np.load is typed Any: a pickle could be anything)
         with self.fs.open(self._remote(name), "rb") as file:
-            return np.load(file)
+            return cast("np.ndarray", np.load(file))
 
 
-def read_manifest(output_dir: str | os.PathLike | OutputDir) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+def read_manifest(output_dir: str | os.PathLike[str] | OutputDir) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     """The header and the finished shards' entries (by shard index) of ``output_dir``'s manifest;
     FileNotFoundError if it has none, ShardManifestError if it is not one of ours."""
     directory = output_dir if isinstance(output_dir, OutputDir) else OutputDir(output_dir)
@@ -367,7 +369,7 @@ def _sha256_of(path: Path) -> str:
 def encode_shard(
     tokenizer: Tokenizer,
     shard: Shard,
-    output_dir: str | os.PathLike,
+    output_dir: str | os.PathLike[str],
     *,
     threads: int | None = None,
     allowed_special: Literal["all"] | AbstractSet[str] = "all",
@@ -447,8 +449,8 @@ class ShardedEncoding:
 
 def encode_shards(
     tokenizer: Tokenizer,
-    inputs: Iterable[str | os.PathLike],
-    output_dir: str | os.PathLike,
+    inputs: Iterable[str | os.PathLike[str]],
+    output_dir: str | os.PathLike[str],
     *,
     ref: str | None = None,
     workers: int | None = None,
@@ -501,13 +503,13 @@ def encode_shards(
     return ShardedEncoding(output_path.location, entries, sorted(encoded), skipped)
 
 
-def shard_paths(output_dir: str | os.PathLike) -> list[str]:
+def shard_paths(output_dir: str | os.PathLike[str]) -> list[str]:
     """The ``.npy`` files of a finished sharded encoding (paths, or URLs), in shard order;
     ShardManifestError if some shard is not done."""
     return [OutputDir(output_dir).path(name) for name in _shard_names(output_dir)]
 
 
-def _shard_names(output_dir: str | os.PathLike) -> list[str]:
+def _shard_names(output_dir: str | os.PathLike[str]) -> list[str]:
     output_path = OutputDir(output_dir)
     header, entries = read_manifest(output_path)
     missing = [index for index in range(header["shards"]) if index not in entries]
@@ -518,7 +520,7 @@ def _shard_names(output_dir: str | os.PathLike) -> list[str]:
     return [entries[index]["file"] for index in range(header["shards"])]
 
 
-def load_shards(output_dir: str | os.PathLike) -> np.ndarray:
+def load_shards(output_dir: str | os.PathLike[str]) -> np.ndarray:
     """The ids of all the shards of a finished sharded encoding, concatenated in shard order."""
     import numpy as np
     header, _ = read_manifest(output_dir)

@@ -9,9 +9,9 @@ remembering the ids of the pre-tokens it has seen. It is thread-safe and release
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence, Set as AbstractSet
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set as AbstractSet
 from numbers import Integral
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, TypeVarTuple
 
 from ..engine import Encoder
 from ..errors import DisallowedSpecialTokenError
@@ -21,6 +21,10 @@ from .engine import EncoderEngine
 
 if TYPE_CHECKING:
     import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
+    import numpy.typing as npt
+
+_T = TypeVar("_T")
+_Args = TypeVarTuple("_Args")
 
 # Distinct pre-tokens remembered by each of the engine's caches (one per thread encoding at
 # once); a cache that is full starts afresh.
@@ -88,7 +92,7 @@ class Tokenizer:
         # The seam of the encoder's BPE (see bpestore.encode.engine for its contract).
         self._engine: EncoderEngine = Encoder(self.vocab, self.merges, self.special_ids, self.pattern, self.merge_rule, cache_size)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[BPEModel], Tokenizer], tuple[BPEModel]]:
         # The engine is rebuilt from the model (for pickling, e.g. into worker processes).
         return Tokenizer.from_model, (self.model,)
 
@@ -97,8 +101,8 @@ class Tokenizer:
     @classmethod
     def from_files(
         cls,
-        vocab_filepath: str | os.PathLike,
-        merges_filepath: str | os.PathLike,
+        vocab_filepath: str | os.PathLike[str],
+        merges_filepath: str | os.PathLike[str],
         special_tokens: Iterable[str] | None = None,
     ) -> Tokenizer:
         """A tokenizer from GPT-2's ``vocab.json`` and ``merges.txt`` (byte-to-unicode encoded)."""
@@ -110,7 +114,7 @@ class Tokenizer:
         return cls(vocab, merges, special_tokens)
 
     @classmethod
-    def from_format(cls, format: str, *paths: str | os.PathLike, **options: Any) -> Tokenizer:
+    def from_format(cls, format: str, *paths: str | os.PathLike[str], **options: Any) -> Tokenizer:
         """A tokenizer from another tool's files, read by :func:`bpestore.formats.read` (the
         function ``bpestore import`` calls: the same checks, the same errors).
 
@@ -127,7 +131,7 @@ class Tokenizer:
 
         return cls.from_model(formats.read(format, *paths, **options).model)
 
-    def export(self, format: str, output: str | os.PathLike) -> list[str]:
+    def export(self, format: str, output: str | os.PathLike[str]) -> list[str]:
         """Write this tokenizer in ``format`` by :func:`bpestore.formats.export` (what ``bpestore
         export`` calls); returns notes for the user. ``gpt2`` writes ``vocab.json`` and
         ``merges.txt`` into the directory ``output``; ``hf`` and ``tiktoken`` write the file
@@ -137,7 +141,7 @@ class Tokenizer:
         return formats.export(self, format, output)
 
     @classmethod
-    def from_db(cls, path_or_url: str | os.PathLike, name: str) -> Tokenizer:
+    def from_db(cls, path_or_url: str | os.PathLike[str], name: str) -> Tokenizer:
         """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
         from ..store import loader
 
@@ -196,7 +200,7 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = "all",
         disallowed_special: Literal["all"] | Collection[str] = "all",
-    ) -> np.ndarray:
+    ) -> npt.NDArray[np.uint32]:
         """The ids of ``text`` as a NumPy array (uint32), skipping the list of Python ints
         (tiktoken's ``encode_to_numpy``); the special-token policy of :meth:`encode`."""
         import numpy as np
@@ -261,7 +265,7 @@ class Tokenizer:
         allowed = self._policy(text, allowed_special, disallowed_special)
         return self._call(self._engine.encode_with_offsets, text, allowed)
 
-    def _call(self, method, text, *args):
+    def _call(self, method: Callable[[str, *_Args], _T], text: str, *args: *_Args) -> _T:
         """``method(text, *args)``; a TypeError that says what ``text`` should be if it is no str."""
         try:
             return method(text, *args)
@@ -269,7 +273,9 @@ class Tokenizer:
             _check_str(text, "encode")
             raise
 
-    def _policy(self, text: str, allowed_special, disallowed_special) -> frozenset[str] | None:
+    def _policy(
+        self, text: str, allowed_special: Literal["all"] | AbstractSet[str], disallowed_special: Literal["all"] | Collection[str]
+    ) -> frozenset[str] | None:
         """What to tell the engine to recognise (None: every special token) after checking that
         ``text`` holds no disallowed string."""
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
@@ -278,7 +284,9 @@ class Tokenizer:
             _refuse_disallowed(text, disallowed)
         return allowed
 
-    def _resolve(self, allowed_special, disallowed_special) -> tuple[frozenset[str] | None, frozenset[str]]:
+    def _resolve(
+        self, allowed_special: Literal["all"] | AbstractSet[str], disallowed_special: Literal["all"] | Collection[str]
+    ) -> tuple[frozenset[str] | None, frozenset[str]]:
         """The special tokens the engine recognises (None: all of them) and the strings to refuse,
         by tiktoken's rules."""
         specials = self._special_set
@@ -321,7 +329,7 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = "all",
         disallowed_special: Literal["all"] | Collection[str] = "all",
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[npt.NDArray[np.uint32]]:
         """Like :meth:`encode_iterable`, but yields the ids a block at a time as arrays (uint32):
         the fast way through big streams."""
         import numpy as np

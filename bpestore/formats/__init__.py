@@ -44,7 +44,7 @@ def _load_format_modules() -> None:
 _load_format_modules()
 
 
-def read(format: str, *paths: str | os.PathLike, **options: Any) -> Imported:
+def read(format: str, *paths: str | os.PathLike[str], **options: Any) -> Imported:
     """Read a tokenizer from ``format``'s files; nothing half-read is ever returned.
 
     ``bpestore.formats.read("gpt2", "vocab.json", "merges.txt", special_tokens=["<|endoftext|>"])``,
@@ -59,7 +59,7 @@ def read(format: str, *paths: str | os.PathLike, **options: Any) -> Imported:
     return get(format).read(*paths, **options)
 
 
-def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLike) -> list[str]:
+def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLike[str]) -> list[str]:
     """Write ``tokenizer`` (a :class:`~bpestore.Tokenizer` or a :class:`BPEModel`) in ``format``;
     returns notes for the user (what the format cannot carry, what was written).
 

@@ -47,7 +47,7 @@ def text_to_token(text: str, *, where: str = "") -> bytes:
         raise ValueError(f"{where}character {error.args[0]!r} in {text!r} is not in GPT-2's byte-to-unicode alphabet") from None
 
 
-def read_vocab(path: str | os.PathLike, literal_tokens: Iterable[str] = ()) -> dict[int, bytes]:
+def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ()) -> dict[int, bytes]:
     """``vocab.json``: printable token -> id, returned as id -> bytes.
 
     ``literal_tokens`` (special tokens) are taken as plain UTF-8 text when they are not written
@@ -77,7 +77,7 @@ def read_vocab(path: str | os.PathLike, literal_tokens: Iterable[str] = ()) -> d
     return vocab
 
 
-def read_utf8(path: str | os.PathLike) -> str:
+def read_utf8(path: str | os.PathLike[str]) -> str:
     """The text of a file; ValueError naming the file and the first bad byte if it is not UTF-8."""
     data = Path(path).read_bytes()
     try:
@@ -87,7 +87,7 @@ def read_utf8(path: str | os.PathLike) -> str:
         raise ValueError(f"{path}, line {line}: not UTF-8 (byte offset {error.start}: {error.reason})") from None
 
 
-def read_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
+def read_merges(path: str | os.PathLike[str]) -> list[tuple[bytes, bytes]]:
     """``merges.txt``: one ``left right`` pair per line, an optional ``#version`` first line."""
     merges: list[tuple[bytes, bytes]] = []
     for line_number, line in enumerate(read_utf8(path).split("\n"), start=1):
@@ -102,17 +102,17 @@ def read_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
     return merges
 
 
-def write_vocab(path: str | os.PathLike, vocab: dict[int, bytes]) -> None:
+def write_vocab(path: str | os.PathLike[str], vocab: dict[int, bytes]) -> None:
     data = {token_to_text(token): token_id for token_id, token in sorted(vocab.items())}
     Path(path).write_text(json.dumps(data, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
 
 
-def write_merges(path: str | os.PathLike, merges: list[tuple[bytes, bytes]]) -> None:
+def write_merges(path: str | os.PathLike[str], merges: list[tuple[bytes, bytes]]) -> None:
     lines = ["#version: 0.2"] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def read(vocab_path: str | os.PathLike, merges_path: str | os.PathLike, special_tokens: Iterable[str] = ()) -> Imported:
+def read(vocab_path: str | os.PathLike[str], merges_path: str | os.PathLike[str], special_tokens: Iterable[str] = ()) -> Imported:
     """GPT-2's ``vocab.json`` + ``merges.txt``; special tokens must be named (GPT-2 lists
     ``<|endoftext|>`` in its vocab but not as special)."""
     special_tokens = list(special_tokens)

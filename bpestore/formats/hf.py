@@ -59,13 +59,13 @@ def _describe(value: Any) -> str:
     return f"{kind} {shown}".strip()
 
 
-def _object(path, value: Any, what: str) -> dict[str, Any]:
+def _object(path: str | os.PathLike[str], value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise FormatError(f"{path}: {what} must be a JSON object, not {_describe(value)}")
     return value
 
 
-def _token_id(path, value: Any, what: str) -> int:
+def _token_id(path: str | os.PathLike[str], value: Any, what: str) -> int:
     """An id as the file gives it: a JSON integer (not a boolean, not a float) in range."""
     if type(value) is not int:
         raise FormatError(f"{path}: {what} has id {json.dumps(value)[:60]}, not an integer")
@@ -74,7 +74,7 @@ def _token_id(path, value: Any, what: str) -> int:
     return value
 
 
-def _pattern_of(path, pre_tokenizer: Any) -> str:
+def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> str:
     def refuse(what: str) -> FormatError:
         return FormatError(f"{path}: unsupported pre-tokenizer: {what}")
 
@@ -107,7 +107,7 @@ def _pattern_of(path, pre_tokenizer: Any) -> str:
     raise refuse(repr(kind))
 
 
-def _check_model(path, model: dict[str, Any]) -> None:
+def _check_model(path: str | os.PathLike[str], model: dict[str, Any]) -> None:
     kind = model.get("type", "BPE" if "merges" in model else None)
     if kind != "BPE":
         raise FormatError(f"{path}: a {kind} model; only BPE tokenizers can be imported")
@@ -123,7 +123,7 @@ def _check_model(path, model: dict[str, Any]) -> None:
         raise FormatError(f"{path}: unsupported BPE options: {', '.join(unsupported)}")
 
 
-def _added_tokens(path, added: Any) -> list[tuple[str, int]]:
+def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int]]:
     """``added_tokens`` as (content, id) pairs in id order; FormatError for anything malformed."""
     if added is None:
         return []
@@ -143,7 +143,7 @@ def _added_tokens(path, added: Any) -> list[tuple[str, int]]:
     return sorted(tokens, key=lambda token: token[1])
 
 
-def read_tokenizer_json(path: str | os.PathLike) -> HFTokenizer:
+def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     try:
         data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except UnicodeDecodeError as error:
@@ -255,12 +255,12 @@ def tokenizer_json(
     }
 
 
-def write_tokenizer_json(path: str | os.PathLike, document: dict[str, Any]) -> None:
+def write_tokenizer_json(path: str | os.PathLike[str], document: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
 
-def read(path: str | os.PathLike) -> Imported:
+def read(path: str | os.PathLike[str]) -> Imported:
     """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens."""
     document = read_tokenizer_json(path)
     model = build_model(path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern)

@@ -122,7 +122,7 @@ def get(name: str) -> Format:
 
 
 def build_model(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     vocab: Mapping[int, bytes],
     merges: Iterable[tuple[bytes, bytes]],
     special_tokens: Iterable[str],
@@ -135,7 +135,7 @@ def build_model(
         raise FormatError(f"{path}: {error}") from None
 
 
-def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike) -> list[str]:
+def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str]) -> list[str]:
     """A note if some multi-byte tokens of a pair-rule model are made by no merge (an empty or
     truncated merges list): encoding can never produce them."""
     if model.merge_rule != "pair":
@@ -151,6 +151,6 @@ def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike) -> l
     ]
 
 
-def resolved(*paths: str | os.PathLike) -> list[str]:
+def resolved(*paths: str | os.PathLike[str]) -> list[str]:
     """The paths as absolute strings, as an import records them."""
     return [str(Path(path).resolve()) for path in paths]

@@ -52,7 +52,7 @@ KNOWN_ENCODINGS: dict[str, KnownEncoding] = {
 }
 
 
-def read_ranks(path: str | os.PathLike) -> dict[bytes, int]:
+def read_ranks(path: str | os.PathLike[str]) -> dict[bytes, int]:
     """Token bytes -> rank from a ``.tiktoken`` file (plain or gzip'd)."""
     data = Path(path).read_bytes()
     if data[:2] == b"\x1f\x8b":
@@ -92,7 +92,7 @@ def read_ranks(path: str | os.PathLike) -> dict[bytes, int]:
     return ranks
 
 
-def write_ranks(path: str | os.PathLike, vocab: dict[int, bytes], special_ids: set[int]) -> None:
+def write_ranks(path: str | os.PathLike[str], vocab: dict[int, bytes], special_ids: set[int]) -> None:
     """Write every non-special token as ``base64(token) id``, ordered by id."""
     lines = [
         base64.b64encode(token) + b" " + str(token_id).encode()
@@ -137,7 +137,7 @@ def pair_merges_from_ranks(
     return merges, unreachable
 
 
-def resolve_pattern(pattern: str, path: str | os.PathLike) -> tuple[str, dict[str, int]]:
+def resolve_pattern(pattern: str, path: str | os.PathLike[str]) -> tuple[str, dict[str, int]]:
     """A well-known encoding name -> (its regex, its special tokens); anything else is a regex,
     which must be a pre-tokenizer pattern the engine accepts (FormatError naming ``path`` if not,
     before the merges are reconstructed). The engine is the one to ask: compiling the pattern
@@ -161,7 +161,7 @@ def resolve_pattern(pattern: str, path: str | os.PathLike) -> tuple[str, dict[st
 
 
 def read(
-    path: str | os.PathLike, pattern: str, special_tokens: dict[str, int] | None = None, *, progress: bool = False
+    path: str | os.PathLike[str], pattern: str, special_tokens: dict[str, int] | None = None, *, progress: bool = False
 ) -> Imported:
     """A ``.tiktoken`` file. ``pattern`` is a well-known encoding name (which also brings its
     special tokens, unless ``special_tokens`` is given) or a regex. Reconstructing the merges of a

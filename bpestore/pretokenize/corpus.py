@@ -19,7 +19,7 @@ from ..errors import CorpusDecodeError
 _READ_BYTES = 1 << 20
 
 def iter_text_blocks(
-    source: str | os.PathLike | BinaryIO,
+    source: str | os.PathLike[str] | BinaryIO,
     *,
     block_bytes: int = _READ_BYTES,
     on_bytes: Callable[[int], None] | None = None,
@@ -55,7 +55,7 @@ def _decode_blocks(file: BinaryIO, name: str, block_bytes: int, on_bytes: Callab
         offset += len(data)
 
 
-def check_corpus_path(path: str | os.PathLike) -> Path:
+def check_corpus_path(path: str | os.PathLike[str]) -> Path:
     """The path as a Path, or FileNotFoundError naming it when it is missing or not a file."""
     path = Path(path)
     if not path.exists():

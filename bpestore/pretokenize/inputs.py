@@ -26,9 +26,12 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from .corpus import _decode_blocks, check_corpus_path
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 __all__ = [
     "COMPRESSED_SUFFIXES",
@@ -47,12 +50,12 @@ _GLOB_CHARACTERS = frozenset("*?[")
 _READ_BYTES = 1 << 20
 
 
-def is_compressed(path: str | os.PathLike) -> bool:
+def is_compressed(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is read through a decompressor (by its suffix)."""
     return Path(path).suffix.lower() in COMPRESSED_SUFFIXES
 
 
-def expand_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+def expand_inputs(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The files of a corpus, in the order given: each source is a file, a directory (every
     regular file below it, recursively, by sorted path, hidden files and directories left out)
     or a glob (``**`` matches directories at any depth), its matches sorted. A file met twice
@@ -110,7 +113,7 @@ class _CountingReader:
             self._on_bytes(len(data))
         return data
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 (a writable buffer)
+    def readinto(self, buffer: WriteableBuffer) -> int:
         count = self._file.readinto(buffer)
         if count and self._on_bytes is not None:
             self._on_bytes(count)
@@ -159,7 +162,7 @@ class _OwningLZMAFile(_ClosesItsFile, lzma.LZMAFile):
         super().__init__(raw, mode="rb")  # type: ignore[arg-type]
 
 
-def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | None = None) -> BinaryIO:
+def open_binary(path: str | os.PathLike[str], on_disk_bytes: Callable[[int], None] | None = None) -> BinaryIO:
     """``path`` opened for reading its (decompressed) bytes; ``on_disk_bytes(n)`` hears of the
     bytes read from the disk. ``.zst`` needs the ``zstandard`` package."""
     raw = _CountingReader(open(path, "rb"), on_disk_bytes)  # noqa: SIM115 (the caller closes it)
@@ -174,14 +177,14 @@ def open_binary(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | 
                 import zstandard
             except ImportError:
                 raise ImportError(f"{path}: reading .zst files needs the zstandard package (pip install zstandard)") from None
-            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value,arg-type]
+            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[arg-type]  # (_CountingReader reads like a binary file, but is no IO nominally)
     except BaseException:
         raw.close()
         raise
     return raw  # type: ignore[return-value]
 
 
-def iter_file_text(path: str | os.PathLike, on_disk_bytes: Callable[[int], None] | None = None) -> Iterator[str]:
+def iter_file_text(path: str | os.PathLike[str], on_disk_bytes: Callable[[int], None] | None = None) -> Iterator[str]:
     """The decompressed text of ``path`` in blocks; CorpusDecodeError names the path and the
     offset of the first bad byte in the decompressed text. A damaged compressed file raises its
     decompressor's error (``gzip.BadGzipFile``, ``lzma.LZMAError``, ``zstandard.ZstdError``)."""
@@ -204,7 +207,7 @@ def text_pieces(blocks: Iterable[str], last_safe_cut: Callable[[str], int]) -> I
         yield held
 
 
-def content_sha256(path: str | os.PathLike) -> tuple[str, int]:
+def content_sha256(path: str | os.PathLike[str]) -> tuple[str, int]:
     """The sha256 (hex) of the decompressed content of ``path``, and its length in bytes."""
     digest = hashlib.sha256()
     size = 0
@@ -226,7 +229,7 @@ def corpus_identity(hashes: Sequence[str]) -> str:
 class CorpusFiles:
     """The files of a corpus (see :func:`expand_inputs`) with their identity and sizes."""
 
-    def __init__(self, sources: str | os.PathLike | Iterable[str | os.PathLike]) -> None:
+    def __init__(self, sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> None:
         self.paths = expand_inputs(sources)
         self._hashed: list[tuple[Path, str, int]] | None = None
 

@@ -20,13 +20,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from itertools import repeat
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from sqlalchemy import create_engine, delete, event, func, insert, select, update
 from sqlalchemy import exc as sa_exc
@@ -130,7 +130,7 @@ def _source_text(source: str, source_format: str | None, source_paths: list[str]
 _DATABASE_KINDS = frozenset({"sqlite", "postgresql", "postgres", "mysql", "mariadb", "oracle", "mssql"})
 
 
-def _as_url(path_or_url: str | os.PathLike) -> URL:
+def _as_url(path_or_url: str | os.PathLike[str]) -> URL:
     """A SQLAlchemy URL as given, or a path (any characters, '?' and '#' included) as SQLite.
     ValueError for an empty string and for a URL without its '://'."""
     if not isinstance(path_or_url, (str, os.PathLike)):
@@ -154,7 +154,7 @@ def _as_url(path_or_url: str | os.PathLike) -> URL:
     return URL.create("sqlite", database=str(Path(text).expanduser()))
 
 
-def is_in_memory(path_or_url: str | os.PathLike) -> bool:
+def is_in_memory(path_or_url: str | os.PathLike[str]) -> bool:
     """Whether ``path_or_url`` names an in-memory SQLite database (``sqlite://``), which lives only
     as long as the store opened on it; the errors of :class:`ModelStore` for what names no store."""
     url = _as_url(path_or_url)
@@ -321,7 +321,7 @@ class ModelStore:
 
     def __init__(
         self,
-        path_or_url: str | os.PathLike = "bpestore.db",
+        path_or_url: str | os.PathLike[str] = "bpestore.db",
         *,
         lock_timeout: float | None = None,
         create: bool = True,
@@ -546,10 +546,10 @@ class ModelStore:
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> ModelStore:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -655,7 +655,9 @@ class ModelStore:
             row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows, f"{row.name}@{row.version}", self.location
         )
 
-    def _vocab_and_merges(self, connection: Connection, row: Any) -> tuple:
+    def _vocab_and_merges(
+        self, connection: Connection, row: Any
+    ) -> tuple[Mapping[int, bytes] | Iterable[tuple[int, bytes]], Iterable[tuple[bytes, bytes]]]:
         tokenizer_id = row.id
         if self.is_sqlite:  # plain SQL: no per-row type processing on the hot path
             packed = connection.exec_driver_sql(PACKED_SQL, (tokenizer_id,)).scalar()
@@ -685,7 +687,7 @@ class ModelStore:
         *,
         source: str | None = None,
         source_format: str | None = None,
-        source_paths: Sequence[str | os.PathLike] | None = None,
+        source_paths: Sequence[str | os.PathLike[str]] | None = None,
         training_params: dict[str, Any] | None = None,
         training_seconds: float | None = None,
         progress: bool = False,
@@ -935,7 +937,7 @@ class ModelStore:
         packed copy, in bulk (:func:`.bulk.write_counts`), from ``staged`` counts
         (:meth:`_staged_corpus`, on ``connection``). ``on_rows(n)``: told of each n more rows."""
         now = datetime.now(timezone.utc).replace(tzinfo=None)
-        corpus_id = connection.execute(
+        corpus_id: int = connection.execute(
             insert(schema.corpora).values(
                 sha256=sha256,
                 pattern=pattern,
@@ -1049,7 +1051,7 @@ class CorpusFile:
     """When it was counted into the corpus (None: now, for one being stored)."""
 
 
-def _configure_sqlite_connection(dbapi_connection, _record) -> None:
+def _configure_sqlite_connection(dbapi_connection: sqlite3.Connection, _record: object) -> None:
     # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite would otherwise defer it).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
@@ -1085,7 +1087,7 @@ class StoreSummary:
         return asdict(self)
 
 
-def summarize_store(path_or_url: str | os.PathLike) -> StoreSummary:
+def summarize_store(path_or_url: str | os.PathLike[str]) -> StoreSummary:
     """What :class:`StoreSummary` says about the store at ``path_or_url``, found without writing
     anything (a missing store is reported, not created; an older one is not upgraded)."""
     url = _as_url(path_or_url)

@@ -40,7 +40,7 @@ _TABLES = ("alembic_version", "tokenizers", "packed_models", "vocab", "merges")
 _KINDS_SQL = f"SELECT name, type FROM sqlite_master WHERE name IN ({', '.join(repr(t) for t in _TABLES)})"
 
 
-def load_model(store: str | os.PathLike | ModelStore, ref: str) -> BPEModel:
+def load_model(store: str | os.PathLike[str] | ModelStore, ref: str) -> BPEModel:
     """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``) from ``store``:
     a SQLite file or a SQLAlchemy URL, or a store already open (a
     :class:`~bpestore.store.database.ModelStore`, such as a :class:`bpestore.Store`), which is read
@@ -88,7 +88,7 @@ def _load_from_open_store(store: ModelStore, ref: str) -> BPEModel:
     return model if model is not None else store.load_model(ref)
 
 
-def load_from_sqlite(path_or_url: str | os.PathLike, ref: str) -> BPEModel | None:
+def load_from_sqlite(path_or_url: str | os.PathLike[str], ref: str) -> BPEModel | None:
     """The tokenizer ``ref`` from a SQLite file at the current revision, else None."""
     text = os.fspath(path_or_url)
     if "://" in text or not Path(text).is_file():

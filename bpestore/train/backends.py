@@ -18,7 +18,7 @@ from .sources import CorpusFiles
 
 __all__ = ["CountingBackend", "InProcessCounting"]
 
-Corpus = str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str] | CorpusFiles
+Corpus = str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Iterable[str] | CorpusFiles
 
 
 @runtime_checkable
@@ -44,7 +44,16 @@ class CountingBackend(Protocol):
       :class:`~bpestore.errors.CorpusDecodeError` naming the first bad byte.
     """
 
-    def count(self, corpus: Corpus, special_tokens: Sequence[str] = (), *, pattern: str = GPT2_PATTERN, progress: bool = False) -> Counts: ...
+    # ``corpus`` as the store passes it (paths, or an iterable of paths or of strings): what every
+    # backend takes, Dask's too; InProcessCounting also takes CorpusFiles (Corpus).
+    def count(
+        self,
+        corpus: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+        special_tokens: Sequence[str] = (),
+        *,
+        pattern: str = GPT2_PATTERN,
+        progress: bool = False,
+    ) -> Counts: ...
 
 
 @dataclass(frozen=True)

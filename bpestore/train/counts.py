@@ -72,14 +72,14 @@ class CountsFileError(BpestoreError, ValueError):
     """A counts file (Parquet or TSV) that is not well formed; ``path`` and, for a text file,
     ``line`` (1-based) say where."""
 
-    def __init__(self, path: str | os.PathLike, message: str, line: int | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], message: str, line: int | None = None) -> None:
         self.path = str(path)
         self.line = line
         self.detail = message
         where = self.path if line is None else f"{self.path}, line {line}"
         super().__init__(f"{where}: {message}")
 
-    def __reduce__(self):  # so that it crosses process boundaries intact
+    def __reduce__(self) -> tuple[type[CountsFileError], tuple[str, str, int | None]]:  # so that it crosses process boundaries intact
         return type(self), (self.path, self.detail, self.line)
 
 
@@ -306,7 +306,7 @@ class Counts(Mapping[bytes, int]):
         metadata = {PATTERN_KEY: self.pattern.encode(), SPECIAL_TOKENS_KEY: json.dumps(list(self.special_tokens)).encode()}
         return pa.table({"pretoken": pretokens, COUNT_COLUMN: pa.array(counts, type=pa.uint64())}).replace_schema_metadata(metadata)
 
-    def to_parquet(self, path: str | os.PathLike, **options: Any) -> None:
+    def to_parquet(self, path: str | os.PathLike[str], **options: Any) -> None:
         """Writes the counts to a Parquet file (see :meth:`to_arrow`; sorted, which compresses
         better and makes equal counts give equal files). ``options`` go to
         ``pyarrow.parquet.write_table``. The file appears only once complete (written beside it
@@ -387,7 +387,7 @@ def _kind_from_metadata(
 
 
 def read_parquet(
-    path: str | os.PathLike, *, pattern: str | None = None, special_tokens: Sequence[str] | None = None
+    path: str | os.PathLike[str], *, pattern: str | None = None, special_tokens: Sequence[str] | None = None
 ) -> Counts:
     """Counts from a Parquet file (or a directory of them, as Spark writes; a URL through fsspec):
     see :meth:`Counts.from_arrow` for the columns and the pattern and special tokens."""
@@ -404,7 +404,7 @@ def read_parquet(
 
 
 def read_tsv(
-    path: str | os.PathLike, *, pattern: str = GPT2_PATTERN, special_tokens: Sequence[str] = ()
+    path: str | os.PathLike[str], *, pattern: str = GPT2_PATTERN, special_tokens: Sequence[str] = ()
 ) -> Counts:
     """Counts from a UTF-8 text file of ``word<TAB>count`` lines (as sentencepiece and others
     write word counts): the word is everything before the line's last tab, taken as it is; empty
@@ -446,7 +446,7 @@ def read_tsv(
 
 
 def read_counts(
-    path: str | os.PathLike, *, pattern: str | None = None, special_tokens: Sequence[str] | None = None
+    path: str | os.PathLike[str], *, pattern: str | None = None, special_tokens: Sequence[str] | None = None
 ) -> Counts:
     """Counts from a file: Parquet (``.parquet``/``.pq``, or a directory of Parquet files, a path
     or a URL), else a ``word<TAB>count`` text file (:func:`read_tsv`)."""
@@ -467,10 +467,11 @@ def _is_directory(text: str) -> bool:
     import fsspec
 
     filesystem, inner = fsspec.core.url_to_fs(text)
-    return filesystem.isdir(inner)
+    is_directory: bool = filesystem.isdir(inner)  # (fsspec ships no types)
+    return is_directory
 
 
-def _where(path: str | os.PathLike) -> str:
+def _where(path: str | os.PathLike[str]) -> str:
     """How the store names where counts were read from: a URL as given, a path made absolute."""
     text = os.fspath(path)
     return text if "://" in text else os.path.abspath(text)
@@ -480,7 +481,8 @@ def _read_url(url: str) -> bytes:
     import fsspec
 
     with fsspec.open(url, "rb", compression="infer") as file:
-        return file.read()
+        data: bytes = file.read()  # (fsspec ships no types)
+        return data
 
 
 # -- counting one shard ---------------------------------------------------------------------------
@@ -535,12 +537,13 @@ def _decoded(file: IO[bytes], name: str, base: int, length: int | None) -> Itera
             left -= len(data)
 
 
-def _open_source(source: str | os.PathLike) -> IO[bytes]:
+def _open_source(source: str | os.PathLike[str]) -> IO[bytes]:
     text = os.fspath(source)
     if "://" in text:
         import fsspec
 
-        return fsspec.open(text, "rb", compression="infer").open()
+        opened: IO[bytes] = fsspec.open(text, "rb", compression="infer").open()  # (fsspec ships no types)
+        return opened
     path = check_corpus_path(source)
     return open_binary(path) if is_compressed(path) else open(path, "rb")  # noqa: SIM115 (the caller closes it)
 
@@ -552,7 +555,7 @@ def _size_of(file: IO[bytes]) -> int:
 
 
 def count_shard(
-    source: str | os.PathLike | bytes | bytearray | memoryview | IO[bytes],
+    source: str | os.PathLike[str] | bytes | bytearray | memoryview | IO[bytes],
     start: int = 0,
     end: int | None = None,
     *,
@@ -619,7 +622,7 @@ def count_shard(
 
 
 def as_counts(
-    counts: Counts | Mapping[bytes, int] | str | os.PathLike, *, special_tokens: Sequence[str] | None = None
+    counts: Counts | Mapping[bytes, int] | str | os.PathLike[str], *, special_tokens: Sequence[str] | None = None
 ) -> Counts:
     """:class:`Counts` from counts, a file of them (:func:`read_counts`), or a plain mapping of
     pre-token bytes to counts (taken to be GPT-2-pattern counts cut at ``special_tokens``)."""
@@ -649,7 +652,7 @@ def check_training_specials(counts: Counts, special_tokens: Sequence[str] | None
 
 
 def train_bpe_from_counts(
-    counts: Counts | Mapping[bytes, int] | str | os.PathLike,
+    counts: Counts | Mapping[bytes, int] | str | os.PathLike[str],
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,

@@ -195,7 +195,7 @@ def train_from_counts(
 
 
 def count_corpus(
-    input_path: str | os.PathLike,
+    input_path: str | os.PathLike[str],
     special_tokens: Sequence[str] = (),
     *,
     pattern: str = GPT2_PATTERN,
@@ -242,7 +242,7 @@ def check_corpus_type(corpus: object) -> None:
 
 
 def count_any(
-    corpus: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str] | sources.CorpusFiles,
+    corpus: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Iterable[str] | sources.CorpusFiles,
     special_tokens: Sequence[str] = (),
     *,
     pattern: str = GPT2_PATTERN,
@@ -255,14 +255,14 @@ def count_any(
     check_corpus_type(corpus)
     if sources.is_texts(corpus):
         return sources.count_strings(corpus, special_tokens, pattern=pattern)  # type: ignore[arg-type]
-    files = corpus if isinstance(corpus, sources.CorpusFiles) else sources.CorpusFiles(corpus)  # type: ignore[arg-type]
+    files = corpus if isinstance(corpus, sources.CorpusFiles) else sources.CorpusFiles(corpus)
     if len(files.paths) == 1 and not sources.is_compressed(files.paths[0]):
         return count_corpus(files.paths[0], special_tokens, pattern=pattern, workers=workers, progress=progress)
     return sources.count_files(files, special_tokens, pattern=pattern, workers=workers, progress=progress)
 
 
 def train_bpe(
-    input_path: str | os.PathLike,
+    input_path: str | os.PathLike[str],
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
@@ -306,7 +306,7 @@ def train_bpe(
 
 
 def train_model(
-    input_path: str | os.PathLike,
+    input_path: str | os.PathLike[str],
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,

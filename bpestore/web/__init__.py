@@ -17,6 +17,11 @@ import ipaddress
 import os
 import socket
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (Flask and Werkzeug are imported where they run: the web extra is optional)
+    from flask import Flask, Response
+    from werkzeug.serving import BaseWSGIServer
 
 __all__ = ["check_host", "close_app", "create_app", "make_server"]
 
@@ -56,7 +61,7 @@ def _host_name(host_header: str) -> str:
     return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
 
 
-def create_app(db: str | os.PathLike, *, corpora: Sequence[str | os.PathLike] = (), allowed_hosts: Sequence[str] | None = None):
+def create_app(db: str | os.PathLike[str], *, corpora: Sequence[str | os.PathLike[str]] = (), allowed_hosts: Sequence[str] | None = None) -> Flask:
     """The explorer (a Flask application) over the store at ``db``, read-only.
 
     ``corpora`` are text files the diff page measures both tokenizers on (a row per file).
@@ -78,13 +83,13 @@ def create_app(db: str | os.PathLike, *, corpora: Sequence[str | os.PathLike] = 
     allowed = None if allowed_hosts is None else {host.lower().strip("[]") for host in allowed_hosts}
 
     @app.before_request
-    def _check_host_header():
+    def _check_host_header() -> None:
         if allowed is not None:
             if _host_name(request.host).lower() not in allowed:
                 abort(421)  # Misdirected Request: a page of another site that resolved to us
 
     @app.after_request
-    def _security_headers(response):
+    def _security_headers(response: Response) -> Response:
         response.headers["Content-Security-Policy"] = _CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
@@ -94,7 +99,7 @@ def create_app(db: str | os.PathLike, *, corpora: Sequence[str | os.PathLike] = 
     return app
 
 
-def make_server(db: str | os.PathLike, host: str = "127.0.0.1", port: int = 8000, *, allow_remote: bool = False, corpora: Sequence[str | os.PathLike] = ()):
+def make_server(db: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 8000, *, allow_remote: bool = False, corpora: Sequence[str | os.PathLike[str]] = ()) -> BaseWSGIServer:
     """A threaded HTTP server for the explorer (call ``serve_forever()``; ``server_port`` is the
     port, useful with ``port=0``). Refuses a non-loopback ``host`` unless ``allow_remote``."""
     from werkzeug.serving import make_server as werkzeug_server
@@ -105,7 +110,7 @@ def make_server(db: str | os.PathLike, host: str = "127.0.0.1", port: int = 8000
     return werkzeug_server(host, port, app, threaded=True)
 
 
-def close_app(app) -> None:
+def close_app(app: Flask) -> None:
     """Close the store of an app made by :func:`create_app` (for a server: ``close_app(server.app)``
     after ``server.server_close()``)."""
     app.extensions["bpestore_explorer"].close()

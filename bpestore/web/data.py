@@ -18,9 +18,10 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import create_engine, event, func, select
 from sqlalchemy.pool import QueuePool
@@ -33,6 +34,11 @@ from ..store.loader import load_model
 from ..store.migrate import check_sqlite_file
 from ..store.schema_revision import is_current
 from ..store.sqlite_uri import read_only_reason, sqlite_uri
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+_T = TypeVar("_T")
 
 # Tokenizers kept loaded (GPT-2's takes about 0.2 s to load and some tens of MB to keep).
 _KEPT_TOKENIZERS = 8
@@ -113,7 +119,7 @@ class ReadOnlyStore(ModelStore):
 
     read_only_reason = "the explorer only reads"
 
-    def __init__(self, path_or_url: str | os.PathLike):  # noqa: D107 - no super().__init__: it writes
+    def __init__(self, path_or_url: str | os.PathLike[str]):  # noqa: D107 - no super().__init__: it writes
         text = os.fspath(path_or_url)
         self.is_postgresql = False
         if "://" in text:
@@ -200,7 +206,7 @@ class Explorer:
     """The explorer's view of one store: tokenizer metadata, pages of vocab and merges, loaded
     tokenizers (kept), and the stored corpora's most frequent pre-tokens (kept)."""
 
-    def __init__(self, path_or_url: str | os.PathLike):
+    def __init__(self, path_or_url: str | os.PathLike[str]):
         self.store = ReadOnlyStore(path_or_url)
         self._tokenizers: OrderedDict[str, Tokenizer] = OrderedDict()
         self._lock = threading.Lock()
@@ -233,12 +239,13 @@ class Explorer:
                 self._tokenizers.popitem(last=False)
         return info, tokenizer
 
-    def cached(self, key: Any, compute):
+    def cached(self, key: Any, compute: Callable[[], _T]) -> _T:
         """``compute()``, remembered under ``key`` (refs name one tokenizer for ever: versions are
         never reused)."""
         with self._lock:
             if key in self._cache:
-                return self._cache[key]
+                value: _T = self._cache[key]  # (what compute() gave for this key)
+                return value
         value = compute()
         with self._lock:
             if len(self._cache) > 256:
@@ -246,9 +253,10 @@ class Explorer:
             self._cache[key] = value
         return value
 
-    def _tokenizer_id(self, connection, info: TokenizerInfo) -> int:
+    def _tokenizer_id(self, connection: Connection, info: TokenizerInfo) -> int:
         t = schema.tokenizers
-        return connection.execute(select(t.c.id).where(t.c.name == info.name, t.c.version == info.version)).scalar_one()
+        tokenizer_id: int = connection.execute(select(t.c.id).where(t.c.name == info.name, t.c.version == info.version)).scalar_one()
+        return tokenizer_id
 
     # -- vocab and merges, a page at a time ----------------------------------------------------------
 
@@ -368,7 +376,7 @@ class Explorer:
         return found
 
 
-def _read_only_transaction(connection) -> None:
+def _read_only_transaction(connection: Connection) -> None:
     """Start each PostgreSQL transaction read-only: the server then refuses any write (the store's
     tables, a temporary table, a sequence), as SQLite's ``mode=ro`` does."""
     connection.exec_driver_sql("SET TRANSACTION READ ONLY")

@@ -32,7 +32,8 @@ _WORD = re.compile(r"\s?\S+")  # a word with the space before it, as GPT-2's pre
 
 
 def explorer() -> Explorer:
-    return current_app.extensions["bpestore_explorer"]
+    found: Explorer = current_app.extensions["bpestore_explorer"]  # (create_app put it there)
+    return found
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,12 @@ def _corpus_files(info: TokenizerInfo) -> tuple[str, list[str]]:
 
 
 @pages.app_errorhandler(BpestoreError)
-def _store_error(error: BpestoreError):
+def _store_error(error: BpestoreError) -> tuple[str, int]:
     return render_template("error.html", message=str(error)), 404
 
 
 @pages.app_errorhandler(ValueError)
-def _bad_argument(error: ValueError):
+def _bad_argument(error: ValueError) -> tuple[str, int]:
     return render_template("error.html", message=str(error)), 400
 
 
@@ -142,7 +143,7 @@ def _bad_argument(error: ValueError):
 
 
 @pages.route("/")
-def index():
+def index() -> str:
     query = request.args.get("q", "").strip()
     infos = explorer().list()
     lineage = _lineage(infos)
@@ -155,7 +156,7 @@ def index():
 
 
 @pages.route("/tokenizer")
-def tokenizer_page():
+def tokenizer_page() -> str:
     info = explorer().info(request.args.get("ref", ""))
     kinds, lengths = explorer().kinds_and_lengths(info)
     longest = explorer().longest_tokens(info, 25)
@@ -188,7 +189,7 @@ def _mean_length(lengths: dict[int, int]) -> float | None:
 
 
 @pages.route("/vocab")
-def vocab_page():
+def vocab_page() -> str:
     info = explorer().info(request.args.get("ref", ""))
     text = request.args.get("q", "")
     id_text = request.args.get("id", "").strip()
@@ -207,7 +208,7 @@ def vocab_page():
 
 
 @pages.route("/merges")
-def merges_page():
+def merges_page() -> str:
     info = explorer().info(request.args.get("ref", ""))
     text = request.args.get("q", "")
     rank_text = request.args.get("rank", "").strip()
@@ -250,7 +251,7 @@ def _corpus_note(owner: TokenizerInfo, corpus: CorpusCounts, measured: list[Toke
 
 
 @pages.route("/versions", methods=["GET", "POST"])
-def versions_page():
+def versions_page() -> str:
     """The versions of one name, and how their compression grows with the vocab size: on a
     pasted text, else on the corpus of the latest version trained on one (from its stored
     pre-token counts)."""
@@ -262,7 +263,8 @@ def versions_page():
     rows, corpus = [], None
     if text:
         for info in infos:
-            measured = explorer().cached(("text", info.ref, text), lambda info=info: measure_text(explorer().tokenizer(info.ref)[1], text))
+            # (type: ignore: mypy cannot infer a lambda with a default argument, info=info binding this loop's info)
+            measured = explorer().cached(("text", info.ref, text), lambda info=info: measure_text(explorer().tokenizer(info.ref)[1], text))  # type: ignore[misc]
             rows.append((info, measured))
     elif (found := _corpus_of(list(reversed(infos)))) is not None:
         owner, counts = found
@@ -279,7 +281,7 @@ def versions_page():
 
 
 @pages.route("/playground", methods=["GET", "POST"])
-def playground():
+def playground() -> str:
     infos = explorer().list()
     refs = [ref for ref in request.values.getlist("t") if ref][:MAX_SIDE_BY_SIDE]
     if not refs and infos:
@@ -331,7 +333,7 @@ def _measure_file_cached(ref: str, tokenizer: Tokenizer, path: str) -> Measureme
 
 
 @pages.route("/diff", methods=["GET", "POST"])
-def diff_page():
+def diff_page() -> str:
     infos = explorer().list()
     ref_a, ref_b = request.values.get("a", ""), request.values.get("b", "")
     if not (ref_a and ref_b):

@@ -5,15 +5,20 @@ bpestore runs migrations in-process (bpestore/store/migrate.py) and hands over i
 with its alembic.ini) gets a fresh engine from the ini file's URL instead, or from ``-x url=URL``.
 """
 
+from typing import TYPE_CHECKING
+
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 from bpestore.store.schema import metadata
 
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
 config = context.config
 
 
-def run_migrations(connection) -> None:
+def run_migrations(connection: "Connection") -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
