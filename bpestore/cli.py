@@ -917,9 +917,17 @@ def encode(
             tokenizer, source, output, workers=workers, progress=_show_progress(quiet), write_text=write_text, **policy
         )
     except DisallowedSpecialTokenError as error:
-        raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None
+        raise _in_the_cli_terms(error) from None
     if count is not None:
         click.echo(f"wrote {count} ids to {output}", err=True)
+
+
+def _in_the_cli_terms(error: DisallowedSpecialTokenError) -> BpestoreError:
+    """The API's error (which says ``allowed_special=...``), with the advice in the flags' terms."""
+    return BpestoreError(
+        f"Encountered text corresponding to disallowed special token {error.token!r} at character {error.position}: "
+        f"allow it with --allowed-special {error.token!r}, or encode it as ordinary text with --ordinary."
+    )
 
 
 def _encode_shards(
@@ -939,7 +947,7 @@ def _encode_shards(
             with dask_client(dask_address, n_workers=workers, quiet=quiet) as client:
                 result = encode_shards_on_dask(client, tokenizer, inputs, output_dir, **options)
     except DisallowedSpecialTokenError as error:
-        raise DisallowedSpecialTokenError(error.token, error.position, cli=True) from None
+        raise _in_the_cli_terms(error) from None
     click.echo(
         f"wrote {result.tokens} ids in {len(result.entries)} shards to {output_dir} "
         f"({len(result.encoded)} encoded now, {len(result.skipped)} already done)",

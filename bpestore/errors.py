@@ -6,7 +6,6 @@ The Rust engine raises these same classes (it looks them up here), with the same
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 
 class BpestoreError(Exception):
@@ -111,26 +110,16 @@ class DisallowedSpecialTokenError(BpestoreError, ValueError):
     """Text to encode holds a special token's string that the call disallowed (tiktoken's check);
     ``token`` is that string and ``position`` its character index in the text."""
 
-    def __init__(self, token: str, position: int, *, cli: bool = False) -> None:
+    def __init__(self, token: str, position: int) -> None:
         self.token = token
         self.position = position
-        self.cli = cli
-        if cli:  # the advice in the command line's terms
-            advice = f"allow it with --allowed-special {token!r}, or encode it as ordinary text with --ordinary"
-        else:
-            advice = (
-                f"to encode it as that special token, allow it (allowed_special={{{token!r}, ...}}); "
-                "to encode it as ordinary text, leave it out of disallowed_special "
-                "(disallowed_special=() checks nothing; encode_ordinary() recognises no special token)"
-            )
         super().__init__(
-            f"Encountered text corresponding to disallowed special token {token!r} at character {position}: {advice}."
+            f"Encountered text corresponding to disallowed special token {token!r} at character {position}: "
+            f"to encode it as that special token, allow it (allowed_special={{{token!r}, ...}}); "
+            "to encode it as ordinary text, leave it out of disallowed_special "
+            "(disallowed_special=() checks nothing; encode_ordinary() recognises no special token)."
         )
 
     # so that it crosses process boundaries intact
-    def __reduce__(self) -> tuple[Callable[[str, int, bool], DisallowedSpecialTokenError], tuple[str, int, bool]]:
-        return _disallowed_special_token_error, (self.token, self.position, self.cli)
-
-
-def _disallowed_special_token_error(token: str, position: int, cli: bool) -> DisallowedSpecialTokenError:
-    return DisallowedSpecialTokenError(token, position, cli=cli)
+    def __reduce__(self) -> tuple[type[DisallowedSpecialTokenError], tuple[str, int]]:
+        return DisallowedSpecialTokenError, (self.token, self.position)
