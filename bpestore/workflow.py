@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -27,7 +27,6 @@ from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --output-dir`)
 from .errors import PatternError, StoreError
 from .metrics import Measurement
-from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths  # noqa: F401  (short_corpus_path: the CLI's `list`)
 from .pretokenize.patterns import GPT2_PATTERN
@@ -37,6 +36,7 @@ from .store.database import (  # noqa: F401  (is_in_memory: the CLI's --db)
 )
 from .store import loader
 from .store.refs import check_name
+from .train import continued
 from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
@@ -273,79 +273,6 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.corpus_id = corpus_id
 
 
-def _check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Sequence[int]) -> list[str]:
-    """The special tokens of a training continuing ``base``: the base's, then the new ones.
-    ValueError for a vocab size that leaves no room."""
-    specials = [*base.special_tokens, *(token for token in special_tokens if token not in base.special_tokens)]
-    minimum = _first_new_id(base, specials)
-    for size in sizes:
-        training.check_vocab_size_type(size)
-        if size < minimum:
-            raise ValueError(
-                f"vocab_size must be at least {minimum} to continue {ref} (its {len(base.vocab)} tokens and "
-                f"{minimum - len(base.vocab)} new special tokens), got {size!r}"
-            )
-    return specials
-
-
-def _vocab_sizes(vocab_sizes: object) -> list[int]:
-    """``vocab_sizes`` (an int, or a list of them) as a list, each checked for its type and its
-    largest value (the smallest depends on the special tokens and the base: checked later)."""
-    if isinstance(vocab_sizes, (str, bytes)) or not isinstance(vocab_sizes, (int, Iterable)):
-        raise TypeError(f"vocab_sizes must be an int or a list of ints, not {type(vocab_sizes).__name__} ({vocab_sizes!r})")
-    sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
-    if not sizes:
-        raise ValueError("give at least one vocab size")
-    for size in sizes:
-        training.check_vocab_size_type(size)
-    return sizes
-
-
-def _new_specials(base: BPEModel, special_tokens: Sequence[str]) -> list[str]:
-    """The special tokens that need an id: those whose bytes ``base`` has no token for (GPT-2's
-    files hold ``<|endoftext|>`` as an ordinary token: made special, it keeps its id)."""
-    known = set(base.vocab.values())
-    return [token for token in special_tokens if token.encode("utf-8") not in known]
-
-
-def _first_new_id(base: BPEModel, special_tokens: Sequence[str]) -> int:
-    """The vocab size of ``base`` with the new special tokens added."""
-    return len(base.vocab) + len(_new_specials(base, special_tokens))
-
-
-def _continued(base: BPEModel, special_tokens: Sequence[str], new_merges: Sequence[tuple[bytes, bytes]]) -> BPEModel:
-    """``base`` with its ids kept, the new special tokens at the next free ids, then a token per
-    new merge (unless the base already holds its bytes)."""
-    vocab = dict(base.vocab)
-    known = set(vocab.values())
-    next_id = max(vocab) + 1
-    for token in _new_specials(base, special_tokens):
-        vocab[next_id] = token.encode("utf-8")
-        known.add(vocab[next_id])
-        next_id += 1
-    for left, right in new_merges:
-        if left + right not in known:
-            vocab[next_id] = left + right
-            known.add(left + right)
-            next_id += 1
-    return BPEModel(vocab, [*base.merges, *new_merges], special_tokens, base.pattern, base.merge_rule)
-
-
-def _learn_continued(counts: Mapping[bytes, int], max_merges: int, base: BPEModel, **options: Any) -> list[tuple[bytes, bytes]]:
-    """The new merges of a training continuing ``base``, its words first split by the base's own
-    merge rule: the pair rule replays its merges in order (GPT-2's ``bpe()``); the token rule
-    encodes each word as tiktoken does (ranks = ids), the merges being unused."""
-    if base.merge_rule == "token":
-        return training.learn_merges(counts, max_merges, base_ranks=base.vocab, **options)
-    return training.learn_merges(counts, max_merges, base=base.merges, **options)
-
-
-def _replayed_merges(base: BPEModel | None) -> int:
-    """The merges that the merge loop replays before learning new ones (for its memory estimate):
-    a pair-rule base's; a token-rule base splits the words without merging."""
-    return len(base.merges) if base is not None and base.merge_rule == "pair" else 0
-
-
 class Store(ModelStore):
     """A database of tokenizers: named and versioned, trained into it or saved, loaded as
     :class:`~bpestore.Tokenizer`. Use as a context manager, or call :meth:`close`.
@@ -392,6 +319,7 @@ class Store(ModelStore):
         own hash, so the store is consulted after counting, not before). By default the corpus
         is counted in this process (:class:`~bpestore.train.backends.InProcessCounting` on
         ``workers`` threads), once per content."""
+        special_tokens = training.check_special_tokens(special_tokens)
         found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
         if isinstance(found, CorpusCounts):
             return found
@@ -409,14 +337,14 @@ class Store(ModelStore):
     ) -> CorpusCounts | _NewCorpus:
         """:meth:`count`'s work but the last step: the counts read back from the store (a
         :class:`CorpusCounts`), or counted now and not yet stored (a :class:`_NewCorpus`, for
-        :meth:`_store_new_corpus`)."""
+        :meth:`_store_new_corpus`). ``special_tokens``: checked by the caller
+        (:func:`~bpestore.train.trainer.check_special_tokens`), once."""
         started = time.perf_counter()
         if isinstance(corpus, CorpusInfo):
             return self._stored_counts(corpus, special_tokens, pattern, started)
         self.check_writable()  # new counts are saved: refuse before counting, not after
         if isinstance(corpus, Counts):
             return self._given_counts(corpus, special_tokens, started, owned=False)
-        special_tokens = training.check_special_tokens(special_tokens)
         training.check_corpus_type(corpus)
         check_workers(workers)
         if counting is not None:
@@ -457,7 +385,6 @@ class Store(ModelStore):
     def _stored_counts(self, corpus: CorpusInfo, special_tokens: Sequence[str], pattern: str, started: float) -> CorpusCounts:
         """:meth:`count` of a corpus the store holds (:meth:`corpus_of`): its counts read back,
         if they were made with ``pattern`` and ``special_tokens`` (ValueError otherwise)."""
-        special_tokens = training.check_special_tokens(special_tokens)
         if set(special_tokens) != set(corpus.special_tokens):
             raise ValueError(
                 f"corpus {corpus.id} was counted with the special tokens {corpus.special_tokens}, not {list(special_tokens)}: "
@@ -625,7 +552,7 @@ class Store(ModelStore):
         self.check_writable()  # before the work, not after it
         check_name(name)
         special_tokens = training.check_special_tokens(special_tokens)
-        sizes = _vocab_sizes(vocab_sizes)
+        sizes = training.check_vocab_sizes(vocab_sizes)
         if not isinstance(corpus, (Counts, CorpusInfo)):  # (counts given, or a stored corpus)
             training.check_corpus_type(corpus)
         check_workers(workers)
@@ -633,7 +560,7 @@ class Store(ModelStore):
         if base is not None:
             base_ref = self.info(base).ref
             base_model = loader.load_model(self, base_ref)
-            special_tokens = _check_base(base_ref, base_model, special_tokens, sizes)
+            special_tokens = continued.check_base(base_ref, base_model, special_tokens, sizes)
         else:
             for size in sizes:
                 training.check_vocab_size(size, special_tokens)
@@ -673,12 +600,9 @@ class Store(ModelStore):
         # can take hours, or while the tokenizers are written, seconds for a big vocab; that
         # transaction rolls back) keeps them, and says so.
         try:
-            if base_model is None:
-                max_merges = training.max_merges(max(sizes), special_tokens)
-            else:
-                max_merges = max(sizes) - _first_new_id(base_model, special_tokens)
+            max_merges = continued.max_merges(max(sizes), special_tokens, base_model)
             # Replaying the base's merges costs what learning them would.
-            estimate = estimate_merge_memory(counts, max_merges + _replayed_merges(base_model))
+            estimate = estimate_merge_memory(counts, max_merges + continued.replayed_merges(base_model))
             if progress:
                 print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
             estimate.check(max_memory)
@@ -702,7 +626,7 @@ class Store(ModelStore):
             elif base_model is None:
                 merges = training.learn_merges(counts, max_merges, **options)
             else:
-                merges = _learn_continued(counts, max_merges, base_model, **options)
+                merges = continued.learn_continued(counts, max_merges, base_model, **options)
             done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
             if saving is not None:
                 if progress and not saving.done():  # the merges are done first: show the rest of the save
@@ -716,13 +640,7 @@ class Store(ModelStore):
             with self._transaction(write=True) as connection:
                 refs = []
                 for size in sizes:
-                    if base_model is None:
-                        num_merges = min(training.max_merges(size, special_tokens), len(merges))
-                        vocab, size_merges = training.vocab_and_merges(special_tokens, merges[:num_merges])
-                        model = BPEModel(vocab, size_merges, special_tokens)
-                    else:
-                        num_merges = min(size - _first_new_id(base_model, special_tokens), len(merges))
-                        model = _continued(base_model, special_tokens, merges[:num_merges])
+                    model, num_merges = continued.model_of_size(size, special_tokens, merges, base_model)
                     seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
                     params = {} if base_ref is None else {"base": base_ref}
                     if donor is not None:
@@ -799,8 +717,8 @@ class Store(ModelStore):
         else:
             base_ref = self.info(base).ref
             base_model = loader.load_model(self, base_ref)
-            special_tokens = _check_base(base_ref, base_model, special_tokens, [vocab_size])
-            merges = _replayed_merges(base_model) + vocab_size - _first_new_id(base_model, special_tokens)
+            special_tokens = continued.check_base(base_ref, base_model, special_tokens, [vocab_size])
+            merges = continued.replayed_merges(base_model) + continued.max_merges(vocab_size, special_tokens, base_model)
             pattern = base_model.pattern
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
         return counted, estimate_merge_memory(counted.counts, merges)

@@ -65,6 +65,19 @@ def check_vocab_size_type(vocab_size: object) -> None:
         raise ValueError(f"vocab_size must be at most {MAX_VOCAB_SIZE} (2**31-1: ids are 32-bit), got {vocab_size}")
 
 
+def check_vocab_sizes(vocab_sizes: object) -> list[int]:
+    """``vocab_sizes`` (an int, or a list of them) as a list, each checked for its type (the
+    smallest each may be depends on the special tokens and any base: checked later)."""
+    if isinstance(vocab_sizes, (str, bytes)) or not isinstance(vocab_sizes, (int, Iterable)):
+        raise TypeError(f"vocab_sizes must be an int or a list of ints, not {type(vocab_sizes).__name__} ({vocab_sizes!r})")
+    sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
+    if not sizes:
+        raise ValueError("give at least one vocab size")
+    for size in sizes:
+        check_vocab_size_type(size)
+    return sizes
+
+
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
     check_vocab_size_type(vocab_size)
     minimum = 256 + len(special_tokens)
