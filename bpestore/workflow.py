@@ -553,8 +553,6 @@ class Store(ModelStore):
         check_name(name)
         special_tokens = training.check_special_tokens(special_tokens)
         sizes = training.check_vocab_sizes(vocab_sizes)
-        if not isinstance(corpus, (Counts, CorpusInfo)):  # (counts given, or a stored corpus)
-            training.check_corpus_type(corpus)
         check_workers(workers)
         base_ref, base_model = None, None
         if base is not None:
