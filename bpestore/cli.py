@@ -699,8 +699,14 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     Example:
       bpestore show ts@2 --merges 20
     """
-    summary = _workflow().describe(db, ref, num_merges)
-    info, first, last, longest = summary.info, summary.first_merges, summary.last_merges, summary.longest_tokens
+    with _workflow().Store(db, create=False) as store:
+        info = store.info(ref)
+        model = store.load_model(info.ref)
+    # The first and last NUM_MERGES merges (none listed twice), the longest tokens (then by id).
+    merges = model.merges
+    first = list(enumerate(merges[:num_merges]))
+    last = list(enumerate(merges))[max(len(merges) - num_merges, num_merges):] if num_merges else []
+    longest = sorted(model.vocab.items(), key=lambda item: (-len(item[1]), item[0]))[:num_merges]
     if as_json:
         data = info.to_dict()
         data["first_merges"] = [{"rank": r, "left": _readable(a), "right": _readable(b)} for r, (a, b) in first]
@@ -903,7 +909,13 @@ def encode(
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path
 
-    def write_text(blocks: Iterable[np.ndarray]) -> None:
+    progress = _show_progress(quiet)
+    try:
+        if output is not None and output.suffix == ".npy":
+            count = _workflow().encode_to(tokenizer, source, output, workers=workers, progress=progress, **policy)
+            click.echo(f"wrote {count} ids to {output}", err=True)
+            return
+        blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
         if output is None:
             _write_ids(blocks, sys.stdout)
         else:
@@ -911,15 +923,8 @@ def encode(
             # leaves no partial file.
             with _workflow().atomic_output(output, encoding="ascii") as file:
                 _write_ids(blocks, file)
-
-    try:
-        count = _workflow().encode_to(
-            tokenizer, source, output, workers=workers, progress=_show_progress(quiet), write_text=write_text, **policy
-        )
     except DisallowedSpecialTokenError as error:
         raise _in_the_cli_terms(error) from None
-    if count is not None:
-        click.echo(f"wrote {count} ids to {output}", err=True)
 
 
 def _in_the_cli_terms(error: DisallowedSpecialTokenError) -> BpestoreError:

@@ -45,11 +45,12 @@ from .workers import check_workers
 
 if TYPE_CHECKING:
     import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
+    import numpy.typing as npt
     from .engine import PretokenCounts
 
 __all__ = [
     "CorpusCounts", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
-    "TokenizerSummary", "TrainingInterrupted", "atomic_output", "atomic_path", "describe", "diff_tokenizers", "encode_to",
+    "TrainingInterrupted", "atomic_output", "atomic_path", "diff_tokenizers", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "load_tokenizer", "parse_bytes", "summarize_store", "token_text",
 ]
 
@@ -776,66 +777,60 @@ def export_from_store(store: str | os.PathLike[str], ref: str, format: str, outp
 def encode_to(
     tokenizer: Tokenizer,
     source: str | os.PathLike[str] | BinaryIO,
-    output: str | os.PathLike[str] | None,
+    output: str | os.PathLike[str],
     *,
     workers: int | None = None,
     progress: bool = False,
-    write_text: Callable[[Iterator[np.ndarray]], None] | None = None,
     allowed_special: Literal["all"] | AbstractSet[str] = "all",
     disallowed_special: Literal["all"] | Collection[str] = "all",
-) -> int | None:
-    """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin).
-
-    With ``output`` ending in ``.npy`` the ids go into a NumPy array file (a file path is encoded
-    in parallel on ``workers`` threads, in bounded memory) and the number of ids is returned;
-    otherwise the blocks of ids are handed to ``write_text`` and None is returned. Text output to
-    a file should go through :func:`atomic_output`, so that an input that turns out to be bad late
-    (invalid UTF-8), a full disk or Ctrl-C leaves no partial file.
-    ``allowed_special`` and ``disallowed_special``: the special-token policy of
-    :meth:`Tokenizer.encode` (another than the default encodes a stream, on one thread).
-    """
+) -> int:
+    """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin) into the
+    NumPy array file ``output`` (``.npy``); returns the number of ids. A file path is encoded in
+    parallel on ``workers`` threads, in bounded memory. ``allowed_special`` and
+    ``disallowed_special``: the special-token policy of :meth:`Tokenizer.encode` (another than
+    the default encodes a stream, on one thread)."""
     path = source if isinstance(source, (str, os.PathLike)) else None  # (else a stream)
-    npy_output = output if output is not None and Path(output).suffix == ".npy" else None
-    default_policy = allowed_special == "all" and disallowed_special == "all"
-    if npy_output is not None and path is not None and default_policy:
-        return encode_file_to_npy(tokenizer, path, npy_output, workers=workers, progress=progress)
+    if path is not None and allowed_special == "all" and disallowed_special == "all":
+        return encode_file_to_npy(tokenizer, path, output, workers=workers, progress=progress)
+    with _file_named_in_pattern_errors(path):
+        return write_npy_stream(
+            tokenizer, _text_blocks(source, path, progress), output, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
+
+
+def encode_stream(
+    tokenizer: Tokenizer,
+    source: str | os.PathLike[str] | BinaryIO,
+    *,
+    progress: bool = False,
+    allowed_special: Literal["all"] | AbstractSet[str] = "all",
+    disallowed_special: Literal["all"] | Collection[str] = "all",
+) -> Iterator[npt.NDArray[np.uint32]]:
+    """The ids of UTF-8 text from ``source`` (a file path or a binary stream such as stdin), a
+    block at a time, read as they are used (for output that is not an array: text, say; to a
+    file, through :func:`atomic_output`, so that an input that turns out to be bad late, a full
+    disk or Ctrl-C leaves no partial file). The special-token policy as for :func:`encode_to`."""
+    path = source if isinstance(source, (str, os.PathLike)) else None
+    with _file_named_in_pattern_errors(path):
+        yield from tokenizer.encode_blocks(
+            _text_blocks(source, path, progress), allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
+
+
+def _text_blocks(source: str | os.PathLike[str] | BinaryIO, path: str | os.PathLike[str] | None, progress: bool) -> Iterator[str]:
+    """The text of ``source`` a block at a time, with a bar of the bytes read when asked for."""
     total = os.path.getsize(check_corpus_path(path)) if path is not None else None
+    with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
+        yield from iter_text_blocks(source, on_bytes=bar.update)
+
+
+@contextmanager
+def _file_named_in_pattern_errors(path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """A stream's PatternError offsets are the file's: name the file too, as encoding it on
+    threads does."""
     try:
-        with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
-            texts = iter_text_blocks(source, on_bytes=bar.update)
-            if npy_output is not None:
-                return write_npy_stream(
-                    tokenizer, texts, npy_output, allowed_special=allowed_special, disallowed_special=disallowed_special
-                )
-            assert write_text is not None, "give write_text for output that is not .npy"
-            write_text(tokenizer.encode_blocks(texts, allowed_special=allowed_special, disallowed_special=disallowed_special))
+        yield
     except PatternError as error:
-        # The stream's offsets are the file's: name the file too, as encoding it on threads does.
         if path is not None:
             raise PatternError(f"{os.fspath(path)}: {error}") from None
         raise
-    return None
-
-
-@dataclass
-class TokenizerSummary:
-    """What ``bpestore show`` prints: the stored metadata, the first and last merges (with their
-    ranks) and the longest tokens (longest first, then by id)."""
-
-    info: TokenizerInfo
-    first_merges: list[tuple[int, tuple[bytes, bytes]]]
-    last_merges: list[tuple[int, tuple[bytes, bytes]]]
-    longest_tokens: list[tuple[int, bytes]]
-
-
-def describe(store: str | os.PathLike[str], ref: str, count: int = 10) -> TokenizerSummary:
-    """A summary of the stored tokenizer ``ref``: its first and last ``count`` merges (never
-    listing one twice) and its ``count`` longest tokens."""
-    with Store(store, create=False) as opened:
-        info = opened.info(ref)
-        model = loader.load_model(opened, info.ref)
-    merges = model.merges
-    first = list(enumerate(merges[:count]))
-    last = list(enumerate(merges))[max(len(merges) - count, count):] if count else []
-    longest = sorted(model.vocab.items(), key=lambda item: (-len(item[1]), item[0]))[:count]
-    return TokenizerSummary(info, first, last, longest)
