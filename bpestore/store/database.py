@@ -343,17 +343,37 @@ class ModelStore:
         else 120); past it, :class:`~bpestore.errors.StoreLockTimeoutError` says so. Readers never
         wait.
         """
+        self._connect(path_or_url, lock_timeout, create)
+        with self._errors():
+            self._migrate(create)
+            self._configure(create)
+
+    def _address(self, path_or_url: str | os.PathLike[str]) -> URL:
+        """Read where the store is: sets ``url``, ``is_sqlite``, ``is_postgresql`` and
+        ``location`` (for messages: the file for SQLite, else the URL without its password);
+        returns the SQLAlchemy URL (a path is a SQLite file; ``postgresql://`` means psycopg 3)."""
         url = _as_url(path_or_url)
         self.url = url.render_as_string(hide_password=False)
         self.is_sqlite = url.get_backend_name() == "sqlite"
         self.is_postgresql = url.get_backend_name() == "postgresql"
-        # For messages: the file for SQLite, else the URL without its password.
         self.location = url.database if self.is_sqlite and url.database else url.render_as_string(hide_password=True)
+        return url
+
+    def _server_engine(self, url: URL) -> Engine:
+        """An engine for a database server at ``url`` (its driver, PostgreSQL's connect timeout,
+        one line for a missing driver)."""
+        return _create_engine(url, self.location, None)
+
+    def _connect(self, path_or_url: str | os.PathLike[str], lock_timeout: float | None, create: bool) -> None:
+        """The first step of opening (see :meth:`__init__`): where the store is
+        (:meth:`_address`), and an engine to it, set up for this store's transactions; a SQLite
+        file is looked at (what state it is in, whether it can be written) and made if missing."""
+        url = self._address(path_or_url)
         self.lock_timeout = busy_timeout = lock_timeout_seconds(lock_timeout)
         self.read_only_reason = None
         self._sqlite_file: Path | None = None
         self._sqlite_parameters: dict[str, str] = {}
-        state = "unknown"
+        self._found_state = "unknown"  # the file's, for _migrate
         # How long a connection waits on a lock that is no writer's: on a WAL store, another
         # process's moment of opening or closing (its recovery, its last close's checkpoint),
         # which a reader never waits for otherwise; so a lock timeout of 0 still opens and reads
@@ -365,30 +385,38 @@ class ModelStore:
             self._sqlite_file = database = Path(url.database)
             if _is_wal_file(database):
                 self._sqlite_busy_seconds = max(busy_timeout, _WAL_MOMENT_SECONDS)
-            state = sqlite_file_state(database, self._sqlite_busy_seconds)
-            self._open_sqlite_file(database, state, create)
+            self._found_state = sqlite_file_state(database, self._sqlite_busy_seconds)
+            self._open_sqlite_file(database, self._found_state, create)
             self.engine: Engine = create_engine(url, creator=self._connect_sqlite_file)
         elif self.is_sqlite:  # in memory: the database lives in one connection
             self.engine = _in_memory_engine(url, self.location, busy_timeout)
         else:
-            self.engine = _create_engine(url, self.location, None)
+            self.engine = self._server_engine(url)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _configure_sqlite_connection)
             event.listen(self.engine, "begin", self._begin_sqlite_transaction)
         elif self.is_postgresql:
             event.listen(self.engine, "begin", self._begin_postgresql_transaction)
-        with self._errors():
-            if not create and not self.is_sqlite:
-                with self.engine.connect() as connection:
-                    state = database_state(connection, self.location)
-                if state == "new":
-                    raise StoreNotFoundError(f"no store at {self.location} (the database has no bpestore tables): only writes (train, import) create one")
-            if state != "current":
-                upgrade_to_head(self.engine, self.location)
-            if self._sqlite_file is not None and self.read_only_reason is None and create:
-                self._use_wal()
-            if self.is_postgresql:
-                self.read_only_reason = self._postgresql_read_only_reason()
+
+    def _migrate(self, create: bool) -> None:
+        """The second step: a store at an older schema revision is upgraded, an empty database
+        made a store (``create``; else StoreNotFoundError for a database server's)."""
+        state = self._found_state
+        if not create and not self.is_sqlite:
+            with self.engine.connect() as connection:
+                state = database_state(connection, self.location)
+            if state == "new":
+                raise StoreNotFoundError(f"no store at {self.location} (the database has no bpestore tables): only writes (train, import) create one")
+        if state != "current":
+            upgrade_to_head(self.engine, self.location)
+
+    def _configure(self, create: bool) -> None:
+        """The last step: a SQLite file that can be written goes into WAL mode (``create``), and
+        whether the PostgreSQL user may write is found out."""
+        if self._sqlite_file is not None and self.read_only_reason is None and create:
+            self._use_wal()
+        if self.is_postgresql:
+            self.read_only_reason = self._postgresql_read_only_reason()
 
     def _open_sqlite_file(self, database: Path, state: str, create: bool) -> None:
         """Decide how to connect to the SQLite file ``database`` (see :meth:`__init__`)."""

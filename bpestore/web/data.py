@@ -29,7 +29,7 @@ from sqlalchemy.pool import QueuePool
 from ..encode.tokenizer import Tokenizer
 from ..errors import StoreError
 from ..store import schema
-from ..store.database import ModelStore, TokenizerInfo, _as_url, _create_engine
+from ..store.database import ModelStore, TokenizerInfo
 from ..store.loader import load_model
 from ..store.migrate import check_sqlite_file
 from ..store.schema_revision import is_current
@@ -119,24 +119,24 @@ class ReadOnlyStore(ModelStore):
 
     read_only_reason = "the explorer only reads"
 
-    def __init__(self, path_or_url: str | os.PathLike[str]):  # noqa: D107 - no super().__init__: it writes
+    def __init__(self, path_or_url: str | os.PathLike[str]) -> None:
+        super().__init__(path_or_url, create=False)
+
+    def _connect(self, path_or_url: str | os.PathLike[str], lock_timeout: float | None, create: bool) -> None:
+        """A read-only engine: a SQLite file opened ``mode=ro`` (a pool of connections, one per
+        request's thread at a time), or a server's engine whose transactions are read-only."""
         text = os.fspath(path_or_url)
         self.is_postgresql = False
         if "://" in text:
-            url = _as_url(text)  # as the store does: postgresql:// means psycopg 3
-            self.url = url.render_as_string(hide_password=False)
-            self.is_sqlite = url.get_backend_name() == "sqlite"
-            self.is_postgresql = url.get_backend_name() == "postgresql"
-            self.location = url.render_as_string(hide_password=True)
+            url = self._address(text)  # as the store reads it: postgresql:// means psycopg 3
             if self.is_sqlite and url.database and url.database != ":memory:":
                 text = url.database  # a sqlite:/// URL: open the file read-only as below
             else:
                 # The store's engine (its driver, PostgreSQL's connect timeout, one-line errors
                 # for a missing driver); every transaction read-only where the server can say so.
-                self.engine = _create_engine(url, self.location, None)
+                self.engine = self._server_engine(url)
                 if self.is_postgresql:
                     event.listen(self.engine, "begin", _read_only_transaction)
-                self._check_revision()
                 return
         path = Path(text).expanduser()
         if not path.is_file():
@@ -170,7 +170,13 @@ class ReadOnlyStore(ModelStore):
             max_overflow=_POOLED_CONNECTIONS,
             pool_timeout=_POOL_TIMEOUT_SECONDS,
         )
+
+    def _migrate(self, create: bool) -> None:
+        """Never: the explorer only reads. A store at another revision is refused instead."""
         self._check_revision()
+
+    def _configure(self, create: bool) -> None:
+        """Nothing to set: the store is only read."""
 
     def close(self) -> None:
         """Close the connections; remove the -wal and -shm files the explorer's reading made,
