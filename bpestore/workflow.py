@@ -27,6 +27,7 @@ from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --output-dir`)
 from .errors import PatternError, StoreError
 from .metrics import Measurement
+from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths  # noqa: F401  (short_corpus_path: the CLI's `list`)
 from .pretokenize.patterns import GPT2_PATTERN
@@ -289,6 +290,11 @@ class Store(ModelStore):
                            special_tokens=["<|endoftext|>"])      # ["ts@1", "ts@2"]
         tok = store.load("ts@2")
     """
+
+    def load_model(self, ref: str) -> BPEModel:
+        """The stored tokenizer ``ref`` as a model, read by the one loader
+        (:func:`bpestore.store.loader.load_model`) on this store's connection."""
+        return loader.load_model(self, ref)
 
     def load(self, ref: str) -> Tokenizer:
         """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``), read by

@@ -464,6 +464,7 @@ def test_from_format_errors_are_the_clis(tmp_path, cli_store):
 # -- encode_iterable's memory, for its worst kind of text --------------------------------------------------
 
 
+@pytest.mark.slow  # (a memory limit, in a subprocess)
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="needs RLIMIT_AS and /proc")
 def test_encode_iterable_memory_with_distinct_medium_pieces(tmp_path):
     """CS336's 1 MB bound (tests/test_tokenizer.py) for 5 MB of words that are all different and

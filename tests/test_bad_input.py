@@ -496,6 +496,7 @@ FAILING = [
 FAILING_CASES = [pytest.param(failing, id=failing.name, marks=[pytest.mark.slow] if failing.name == "backtracking" else []) for failing in FAILING]
 
 
+@pytest.mark.slow  # (the backtracking pattern run to its limit)
 def test_the_failing_patterns_pass_the_probes_and_fail_only_on_their_text():
     from bpestore import _engine
     from bpestore.errors import PatternError

@@ -1087,7 +1087,7 @@ def test_a_bug_is_reported_as_one_internal_error_line(trained_db, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("some internal key")
 
-    monkeypatch.setattr(bpestore.workflow, "describe", broken)
+    monkeypatch.setattr(bpestore.workflow.Store, "load_model", broken)
     result = invoke("show", "ts", "--db", trained_db)
     assert result.exit_code == 70, (result.exit_code, result.stderr)
     message = result.stderr.strip()

@@ -211,6 +211,7 @@ def cl100k(tmp_path_factory):
     return db, tiktoken_encoding("cl100k_base", path, directory)
 
 
+@pytest.mark.slow  # (imports cl100k_base: ~9 s)
 def test_continue_cl100k_on_domain_text(cl100k, tmp_path):
     """The issue's case: an imported tiktoken tokenizer (cl100k_base) continued on domain text
     through the command line; cl100k's ids are all kept, the new tokens follow its last id."""

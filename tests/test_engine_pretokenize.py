@@ -120,6 +120,7 @@ def test_pieces_equal_regex_findall_for_every_character(pattern):
     assert _engine.Pretokenizer(pattern, [], regex_engine=True).pretokenize(text) == expected
 
 
+@pytest.mark.slow  # (every code point through two regex engines: ~6 s)
 def test_unicode_tables_differ_only_on_newly_assigned_code_points():
     characters = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
     everything = "".join(characters)

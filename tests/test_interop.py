@@ -176,7 +176,8 @@ class OpenAIEncoding:
         return self.encoding.encode(text, allowed_special="all")
 
 
-@pytest.fixture(scope="module", params=["cl100k_base", "o200k_base"])
+# (o200k_base, twice the size: the full suite's; cl100k_base covers the same path in the fast tier)
+@pytest.fixture(scope="module", params=["cl100k_base", pytest.param("o200k_base", marks=pytest.mark.slow)])
 def openai(request, tmp_path_factory) -> OpenAIEncoding:
     name = request.param
     path = bpe_openai_file(name)
@@ -298,6 +299,7 @@ def test_unreachable_tokens_are_counted(tmp_path):
         assert Tokenizer.from_model(report.model).encode(text) == encoding.encode(text)
 
 
+@pytest.mark.slow  # (imports cl100k_base through the CLI: ~4 s)
 def test_cli_import_of_cl100k(tmp_path):
     """cl100k_base imported through the command line, then used by ``bpestore encode``."""
     path = bpe_openai_file("cl100k_base")

@@ -31,6 +31,7 @@ def test_whitespace_lists_match_the_regex_module():
     assert all(c.isspace() and not regex.match(r"\s", c) for c in NOT_REGEX_WHITESPACE)
 
 
+@pytest.mark.slow  # (the Python reference trains corpus.en: ~10 s)
 def test_reference_train_matches_cs336_reference():
     text = read_text(shared_file("fixtures", "corpus.en"))
     expected_vocab, expected_merges = cs336_reference_training()

@@ -85,7 +85,8 @@ def _load_from_open_store(store: ModelStore, ref: str) -> BPEModel:
             model = _read_current_sqlite(connection, store.location, ref)
         finally:
             pooled.close()  # back to the store's pool, not closed
-    return model if model is not None else store.load_model(ref)
+    # (the store's own SQLAlchemy reading: a subclass's load_model may come back here)
+    return model if model is not None else ModelStore.load_model(store, ref)
 
 
 def load_from_sqlite(path_or_url: str | os.PathLike[str], ref: str) -> BPEModel | None:
