@@ -778,6 +778,7 @@ def test_export_and_import_again(trained_db, tmp_path, export_format):
     assert load(db, "again").encode(text) == original.encode(text)
 
 
+@pytest.mark.slow  # (over 2 s here: the full suite's)
 def test_export_to_tiktoken_and_import_again(gpt2_db, tmp_path):
     db = tmp_path / "again.db"
     original = load(gpt2_db, "gpt2")

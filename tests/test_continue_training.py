@@ -261,6 +261,7 @@ def test_a_special_token_the_base_holds_as_a_token_keeps_its_id(tmp_path):
     assert model.merges == reference_train("the cat<|x|>the hat " * 50, 260, ["<|x|>"])[1][:3]
 
 
+@pytest.mark.slow  # (over 2 s here: the full suite's)
 def test_continue_the_real_gpt2_import_on_domain_text(tmp_path, fixture_path):
     """The issue's case with GPT-2 itself: its files imported (`bpestore import gpt2`), then
     continued on a little domain text through the command line, with a special token of its own.

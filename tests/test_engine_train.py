@@ -223,6 +223,7 @@ def test_learn_merges_matches_cs336_reference():
     assert _engine.learn_merges(counts, 243) == expected_merges
 
 
+@pytest.mark.slow  # (over 2 s here: the full suite's)
 def test_learn_merges_same_for_any_thread_count(big_corpus):
     """Counts from one thread or two (whose tables are filled in other orders) merge the same."""
     path, _ = big_corpus

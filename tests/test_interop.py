@@ -271,6 +271,7 @@ def independent_pair_merges(ranks: dict[bytes, int]) -> tuple[list[tuple[int, in
     return merges, unreachable
 
 
+@pytest.mark.slow  # (over 2 s here: the full suite's)
 def test_import_reports_the_tokens_no_pair_merge_reaches(openai):
     ranks = openai.encoding._mergeable_ranks
     token_of = {rank: token for token, rank in ranks.items()}

@@ -617,6 +617,7 @@ def test_failure_after_the_first_tokenizer_was_inserted(store_with_data, corpus_
     assert_failed_training_left_nothing(store, db, before, corpus_a, exception)
 
 
+@pytest.mark.slow  # (over 2 s here: the full suite's)
 def test_failure_at_every_statement_of_the_write(store_with_data, corpus_a, monkeypatch):
     store, db, before = store_with_data
     original = Connection.execute

@@ -416,6 +416,7 @@ def test_cli_lock_timeout_is_one_line(tmp_path):
         held.release()
 
 
+@pytest.mark.slow  # (over 2 s here: the full suite's)
 def test_counting_and_merging_hold_no_lock_and_training_time_excludes_waiting(db, corpus):
     """A training waits for the lock only at its writes; its stored training time is its own."""
     with Store(db) as store:

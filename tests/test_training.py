@@ -153,6 +153,7 @@ def test_pretoken_counts_same_in_chunks_and_threads(big_corpus, special_tokens):
     assert count_file(path, special_tokens, threads=2, chunk_bytes=4096) == expected
 
 
+@pytest.mark.slow  # (over 2 s here: the full suite's)
 def test_train_bpe_same_for_any_workers_and_chunking(big_corpus, monkeypatch):
     path, text = big_corpus
     special_tokens = [ENDOFTEXT, ENDOFTEXT * 2, "<a>"]

@@ -169,6 +169,7 @@ def test_streamed_pieces_count_as_the_whole_text(text, specials, seed):
     assert count_texts(pieces, GPT2_PATTERN, specials).to_dict() == dict(reference_pretoken_counts(text, specials))
 
 
+@pytest.mark.slow  # (over 2 s here: the full suite's)
 def test_big_compressed_file_streams_in_pieces(tmp_path):
     """Over 1 MiB of decompressed text, so that it is read in several blocks."""
     text = some_text(random.Random(15), 1_500_000)

@@ -3,8 +3,9 @@
 - Everything: README's test command (``python3 -m pytest``), which CI runs.
 - The fast tier, for a developer between edits: ``python3 -m pytest -m "not slow"``. It leaves
   out the tests marked ``slow`` (subprocesses, signals, Dask, the browser, the wheel, memory,
-  timing-bound patterns) and runs each property test on a tenth of its examples (at least 5):
-  the same properties, checked less widely. CI never runs it.
+  PostgreSQL, timing-bound patterns, the big tiktoken files, and any single test that takes
+  more than about 2 s on the project's 2-core machine) and runs each property test on a tenth of
+  its examples (at least 5): the same properties, checked less widely. CI never runs it.
 
 ``conftest.py`` says which tier runs (before any test module is imported, so that the
 ``@settings(max_examples=examples(N))`` of each property test reads it).
