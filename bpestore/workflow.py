@@ -24,15 +24,15 @@ from . import formats, metrics
 from .atomic import atomic_path
 from .encode.files import encode_file_to_npy, write_npy_stream
 from .encode.tokenizer import Tokenizer
-from .encode.shards import encode_shards  # noqa: F401  (the CLI's `encode --output-dir`)
+from .encode.shards import encode_shards
 from .errors import PatternError, StoreError
 from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
-from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths  # noqa: F401  (short_corpus_path: the CLI's `list`)
+from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths
 from .pretokenize.patterns import GPT2_PATTERN
 from .progress import progress_bar
-from .store.database import (  # noqa: F401  (is_in_memory: the CLI's --db)
+from .store.database import (
     CorpusFile, CorpusInfo, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
 )
 from .store import loader
@@ -49,10 +49,14 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     from .engine import PretokenCounts
 
+# What the front ends (the CLI, which may import nothing else of the package: pyproject.toml's
+# contracts) use, the store's names and the encoders' among them.
 __all__ = [
-    "CorpusCounts", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate", "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
-    "TrainingInterrupted", "atomic_output", "atomic_path", "diff_tokenizers", "encode_stream", "encode_to",
-    "export_from_store", "import_into_store", "load_tokenizer", "parse_bytes", "summarize_store", "token_text",
+    "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate",
+    "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
+    "TrainingInterrupted", "atomic_output", "atomic_path", "diff_tokenizers", "encode_shards", "encode_stream", "encode_to",
+    "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "parse_bytes", "short_corpus_path", "summarize_store",
+    "token_text",
 ]
 
 

@@ -232,6 +232,21 @@ def test_negative_id_does_not_decode_as_another_token(tmp_path):
     assert_refused(lambda: read_hf(tmp_path, document), "-7")
 
 
+def test_a_boolean_is_no_token_id():
+    """True is an int to Python, not a token id: decode refuses it as decode_single_token_bytes
+    does (it decoded as id 1), while NumPy's integers stay ids."""
+    import numpy as np
+
+    tokenizer = Tokenizer.from_model(small_model())
+    for ids in ([True], [0, False], (1, True)):
+        with pytest.raises(TypeError, match="token ids must be integers, got (True|False)"):
+            tokenizer.decode_bytes(list(ids))
+    with pytest.raises(TypeError):
+        tokenizer.decode_single_token_bytes(True)  # type: ignore[arg-type]
+    h, i = tokenizer.encode("h") + tokenizer.encode("i")
+    assert tokenizer.decode_bytes([np.int64(h), np.uint16(i), h]) == b"hih"
+
+
 # -- merges ---------------------------------------------------------------------------------------
 
 

@@ -68,7 +68,15 @@ def gpt2_tokenizer_from_files(with_special: bool) -> Tokenizer:
 
 @lru_cache(maxsize=1)
 def small_vocab() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """A 600-token vocabulary from the reference trainer on awkward text (``<|endoftext|>`` is 0)."""
+    """A 600-token vocabulary from the reference trainer on awkward text (``<|endoftext|>`` is 0):
+    a copy of its own for each caller."""
+    vocab, merges = _small_vocab()
+    return dict(vocab), list(merges)
+
+
+@lru_cache(maxsize=1)
+def _small_vocab() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    # (the reference trainer takes a second or so: once per session)
     text = read_text(shared_file("fixtures", "tinystories_sample.txt")) + random_text(random.Random(5), 8000)
     return reference_train(text, 600, [ENDOFTEXT])
 

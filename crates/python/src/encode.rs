@@ -15,7 +15,7 @@ use bpestore_encode::{
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
 use std::sync::{Arc, OnceLock};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -382,6 +382,13 @@ impl PyEncoder {
         let mut out = Vec::new();
         for item in ids.try_iter()? {
             let item = item?;
+            if item.is_instance_of::<PyBool>() {
+                // (an int to Python, but True is no token id: decode_single_token_bytes refuses it too)
+                return Err(PyTypeError::new_err(format!(
+                    "token ids must be integers, got {}",
+                    repr(&item)
+                )));
+            }
             let bytes = item
                 .extract::<TokenId>()
                 .ok()
