@@ -772,6 +772,7 @@ def test_pattern_and_merge_rule_survive_the_store(store, merge_rule):
     assert loaded.encode(text) == tok.encode(text)
 
 
+@pytest.mark.slow  # (over 2 s here with its PostgreSQL twin: the full suite's)
 def test_gpt2_from_the_fixture_files_saves_and_loads(store, db):
     vocab_path, merges_path = shared_file("fixtures", "gpt2_vocab.json"), shared_file("fixtures", "gpt2_merges.txt")
     from gpt2_tiktoken import gpt2_encoding, gpt2_vocab_and_merges
