@@ -82,9 +82,9 @@ def wide_model(merges: int = 4000, seed: int = 33) -> BPEModel:
 
 
 def run(bpestore: str, args: list, *, cwd: Path, input: bytes | None = None, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, preexec_fn=None, timeout: float = 120) -> subprocess.CompletedProcess:
+        stderr=subprocess.PIPE, preexec_fn=None, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [bpestore, *map(str, args)], input=input, stdout=stdout, stderr=stderr, env=subprocess_env(), cwd=cwd,
+        [bpestore, *map(str, args)], input=input, stdout=stdout, stderr=stderr, env={**subprocess_env(), **(env or {})}, cwd=cwd,
         preexec_fn=preexec_fn, timeout=timeout,
     )
 
@@ -228,6 +228,34 @@ def test_a_file_that_cannot_be_written_is_one_line_naming_it_and_nothing_is_left
     assert ".partial" not in message
     leftovers = [path.relative_to(out) for path in out.rglob("*") if path.name != "manifest.jsonl" and not path.is_dir()]
     assert leftovers == [], case
+
+
+def test_sqlite_temporary_files_that_cannot_grow_are_named_and_the_store_is_left_alone(bpestore, tmp_path):
+    """New counts are staged in SQLite's temporary files before the store is written: when they
+    cannot grow (a full disk there; here a file size limit of 1 MB, which the store itself stays
+    below), the one line names that directory and how to move it, not the store, and the store
+    holds no corpus."""
+    corpus = tmp_path / "distinct.txt"
+    corpus.write_text(" ".join(f"w{i}" for i in range(300_000)), encoding="utf-8")  # 300,000 distinct pre-tokens
+    temporary = tmp_path / "sqlite-tmp"
+    temporary.mkdir()
+    store = tmp_path / "store.db"
+    Store(store).close()  # made first, under no limit
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    result = run(
+        bpestore, ["--db", store, "train", corpus, "--name", "t", "--vocab-size", "300", "-q"], cwd=tmp_path,
+        preexec_fn=limited, env={"SQLITE_TMPDIR": str(temporary)},
+    )
+    assert result.returncode == 1, result.stderr.decode()
+    message = one_line(result.stderr)
+    assert f"cannot stage the counts in SQLite's temporary files in {temporary}" in message, message
+    assert "SQLITE_TMPDIR" in message and "nothing was written to the store" in message, message
+    with Store(store) as opened:
+        assert opened.corpora() == [] and opened.list() == []
 
 
 # -- Ctrl-C at any moment -------------------------------------------------------------------------

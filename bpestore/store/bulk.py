@@ -22,6 +22,7 @@ truth: triggers drop the copy when any of them changes (migration 0008).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -33,6 +34,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ..engine import PretokenCounts, SortedRows
+from ..errors import StoreError
 from . import schema
 
 __all__ = [
@@ -123,7 +125,7 @@ def staged_counts(connection: Connection, counts: PretokenCounts, on_rows: Calla
         return
     raw = _raw(connection)
     try:
-        with connection.begin():  # (BEGIN, not IMMEDIATE: nothing but the temporary database is written)
+        with connection.begin(), _temporary_files_named():  # (BEGIN, not IMMEDIATE: only the temporary database is written)
             for table, columns in ((_STAGED_ROWS, "pretoken BLOB NOT NULL, count INTEGER NOT NULL"), (_STAGED_PACKED, "data BLOB NOT NULL")):
                 raw.execute(f"DROP TABLE IF EXISTS temp.{table}")  # (one left by a connection that died mid-way)
                 raw.execute(f"CREATE TEMP TABLE {table} ({columns})")
@@ -148,6 +150,37 @@ def staged_counts(connection: Connection, counts: PretokenCounts, on_rows: Calla
                 # Only the connection's own tables are left, until its next staging or its end:
                 # not worth hiding the error that brought us here, or failing a write that is done.
                 pass
+
+
+# SQLite's result codes for a write to a full disk (SQLITE_FULL, any extended form) and for a
+# write that failed (SQLITE_IOERR_WRITE: past a file size limit, say); not a failed read.
+_SQLITE_FULL, _SQLITE_IOERR_WRITE = 13, 10 | (3 << 8)
+
+
+@contextmanager
+def _temporary_files_named() -> Iterator[None]:
+    """While counts are staged, a write that fails for want of room can only be that of SQLite's
+    temporary files (the store itself is not written): say where they are, not that the store is
+    full."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        code = getattr(error, "sqlite_errorcode", None)
+        if code is None or (code & 0xFF != _SQLITE_FULL and code != _SQLITE_IOERR_WRITE):
+            raise
+        raise StoreError(
+            f"cannot stage the counts in SQLite's temporary files in {sqlite_temporary_directory()} ({error}): free some "
+            "space there, or set SQLITE_TMPDIR to a directory with room; nothing was written to the store"
+        ) from None
+
+
+def sqlite_temporary_directory() -> str:
+    """Where SQLite puts its temporary files on Unix: the first writable directory of
+    ``$SQLITE_TMPDIR``, ``$TMPDIR``, /var/tmp, /usr/tmp, /tmp and the current one (its own order)."""
+    for candidate in (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp", "."):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return "."
 
 
 def write_counts(connection: Connection, corpus_id: int, staged: StagedCounts, on_rows: Callable[[int], object] | None = None) -> None:
