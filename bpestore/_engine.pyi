@@ -31,6 +31,7 @@ __all__ = [
     "PARTIAL_NPY_MARK",
     "IdIterator",
     "pack_model",
+    "pair_merges_from_ranks",
     "unpack_model",
 ]
 
@@ -334,6 +335,14 @@ def check_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]
     ``merges`` make a byte-level BPE model: no token under two ids, all 256 single bytes, every
     merge's two tokens and their concatenation in the vocab, no merge twice (the rules an
     :class:`Encoder` is built by)."""
+
+def pair_merges_from_ranks(
+    ranks: Mapping[bytes, int], on_tokens: Callable[[int], object] | None = None
+) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+    """A merges list from token ranks (a tiktoken vocabulary): for each multi-byte token, in rank
+    order, tiktoken's rule on its bytes with only the tokens ranked below it; two parts at the end
+    are its merge. Returns the merges in rank order and the tokens no pair merge reaches.
+    ``on_tokens(n)``: told of each n more tokens done. ValueError for a rank past 32 bits."""
 
 def pack_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]]) -> bytes:
     """``vocab`` (``{id: token}``) and ``merges`` (in rank order) packed, ids ascending: what

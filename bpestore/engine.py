@@ -30,6 +30,7 @@ from ._engine import (
     learn_merges,
     register_errors,
     pack_model,
+    pair_merges_from_ranks,
     unpack_model,
     utf8_error,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "file_chunk_boundaries",
     "learn_merges",
     "pack_model",
+    "pair_merges_from_ranks",
     "unpack_model",
     "utf8_error",
 ]

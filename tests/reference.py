@@ -159,3 +159,30 @@ def reference_encode(
 def reference_decode(ids: list[int], vocab: Vocab) -> str:
     """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
     return b"".join(vocab[token_id] for token_id in ids).decode("utf-8", errors="replace")
+
+
+def reference_pair_merges_from_ranks(ranks: dict[bytes, int]) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+    """A merges list from token ranks (a tiktoken vocabulary), the obvious way: for each
+    multi-byte token, in rank order, tiktoken's rule on its bytes with only the tokens ranked
+    below it (the lowest-ranked adjacent pair joined first, the leftmost of equals); two parts at
+    the end are its merge, more mean no pair merge reaches it."""
+    merges: list[tuple[bytes, bytes]] = []
+    unreachable: list[bytes] = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) < 2:
+            continue
+        parts = [token[i : i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            best_rank, best_at = rank, -1
+            for i in range(len(parts) - 1):
+                candidate = ranks.get(parts[i] + parts[i + 1])
+                if candidate is not None and candidate < best_rank:
+                    best_rank, best_at = candidate, i
+            if best_at < 0:
+                break
+            parts[best_at : best_at + 2] = [parts[best_at] + parts[best_at + 1]]
+        if len(parts) == 2:
+            merges.append((parts[0], parts[1]))
+        else:
+            unreachable.append(token)
+    return merges, unreachable

@@ -19,6 +19,7 @@ import base64
 import gzip
 import hashlib
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,10 @@ from bpestore.errors import FormatError
 from bpestore import formats
 from bpestore.pretokenize import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from bpestore import Store
+from bpestore.engine import pair_merges_from_ranks
 from conftest import shared_file
 from gpt2_tiktoken import ENDOFTEXT, ENDOFTEXT_ID, R50K_PATTERN, gpt2_vocab_and_merges, read_merges_txt, read_vocab_json
+from reference import reference_pair_merges_from_ranks
 from tiers import examples
 
 FIXTURE_TEXTS = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en"]
@@ -691,3 +694,27 @@ def test_tiktoken_file_that_is_not_gzip_or_text(tmp_path):
 
 def test_format_error_is_a_value_error():
     assert issubclass(FormatError, ValueError)
+
+
+# -- merges from ranks: the engine against the obvious reconstruction ------------------------------
+
+_rank_alphabet = st.sampled_from([b"a", b"b", b"c", b" ", b"\xe4", b"\xb8"])
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    extra=st.lists(st.lists(_rank_alphabet, min_size=2, max_size=7).map(b"".join), max_size=40, unique=True),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_merges_from_ranks_equal_the_reference_reconstruction(extra, seed):
+    """tiktoken vocabularies become pair merges in the engine (Import of a .tiktoken file, the
+    check of an export): exactly the obvious reconstruction's merges and unreachable tokens, in
+    order, whatever the ranks (shuffled, with gaps)."""
+    rng = random.Random(seed)
+    tokens = [bytes([b]) for b in range(256)] + [token for token in extra if len(token) > 1]
+    ranks = rng.sample(range(3 * len(tokens)), len(tokens))
+    table = dict(zip(tokens, ranks))
+    told: list[int] = []
+    merges, unreachable = pair_merges_from_ranks(table, told.append)
+    assert (merges, unreachable) == reference_pair_merges_from_ranks(table)
+    assert sum(told) == len(table)

@@ -16,9 +16,9 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 
+from ..engine import pair_merges_from_ranks as pair_merges_from_ranks_in_engine
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, check_pattern
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
@@ -103,38 +103,15 @@ def write_ranks(path: str | os.PathLike[str], vocab: dict[int, bytes], special_i
 
 
 def pair_merges_from_ranks(
-    ranks: Mapping[bytes, int], on_token: Callable[[], None] | None = None
+    ranks: Mapping[bytes, int], on_tokens: Callable[[int], object] | None = None
 ) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
-    """Reconstruct a merges list from token ranks (a tiktoken vocabulary).
+    """Reconstruct a merges list from token ranks (a tiktoken vocabulary), in the engine.
 
     For each multi-byte token, in rank order, apply tiktoken's rule to its bytes with only the
     tokens ranked below it; if that ends in exactly two tokens, they are the merge that makes it.
-    Returns the merges and the tokens that no pair merge reaches; ``on_token`` is called after
-    each token (for a progress bar).
-    """
-    merges: list[tuple[bytes, bytes]] = []
-    unreachable: list[bytes] = []
-    rank_of = ranks.get
-    on_token = on_token or (lambda: None)
-    for token, rank in sorted(ranks.items(), key=itemgetter(1)):
-        on_token()
-        if len(token) < 2:
-            continue
-        parts = [token[i : i + 1] for i in range(len(token))]
-        while len(parts) > 2:
-            best_rank, best_at = rank, -1
-            for i in range(len(parts) - 1):
-                candidate = rank_of(parts[i] + parts[i + 1])
-                if candidate is not None and candidate < best_rank:
-                    best_rank, best_at = candidate, i
-            if best_at < 0:
-                break
-            parts[best_at : best_at + 2] = [parts[best_at] + parts[best_at + 1]]
-        if len(parts) == 2:
-            merges.append((parts[0], parts[1]))
-        else:
-            unreachable.append(token)
-    return merges, unreachable
+    Returns the merges and the tokens that no pair merge reaches; ``on_tokens(n)`` is told of
+    each n more tokens done (for a progress bar)."""
+    return pair_merges_from_ranks_in_engine(dict(ranks), on_tokens)
 
 
 def resolve_pattern(pattern: str, path: str | os.PathLike[str]) -> tuple[str, dict[str, int]]:
@@ -176,7 +153,7 @@ def read(
             raise FormatError(f"{path}: special token {text!r} has id {token_id}, which the file gives to {vocab[token_id]!r}")
         vocab[token_id] = text.encode("utf-8")
     with progress_bar(progress, len(ranks), "reconstructing merges", unit="token", unit_scale=True) as bar:
-        merges, unreachable = pair_merges_from_ranks(ranks, lambda: bar.update(1))
+        merges, unreachable = pair_merges_from_ranks(ranks, bar.update)
     model = build_model(
         path, vocab, merges, sorted(specials, key=specials.__getitem__), pattern=regex_pattern, merge_rule="token"
     )

@@ -17,6 +17,7 @@ mod cache;
 mod file;
 mod offsets;
 pub mod packed;
+pub mod ranks;
 mod shared;
 mod stream;
 mod vocab;

@@ -23,6 +23,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyStreamEncoder>()?;
     module.add_class::<PyNpyWriter>()?;
     module.add_function(wrap_pyfunction!(check_model, module)?)?;
+    module.add_function(wrap_pyfunction!(pair_merges_from_ranks, module)?)?;
     // The first bytes of a `.npy` still being written (or left by a writer that was stopped).
     module.add(
         "PARTIAL_NPY_MARK",
@@ -129,6 +130,68 @@ fn check_model(
         .map(|(left, right)| (left.as_bytes(), right.as_bytes()))
         .collect();
     bpestore_encode::check_model(&vocab, &merges, check_merges).map_err(value_error)
+}
+
+/// A merges list from token ranks (a tiktoken vocabulary: `{token: rank}`): for each multi-byte
+/// token, in rank order, tiktoken's rule on its bytes with only the tokens ranked below it; two
+/// parts at the end are its merge. Returns `(merges, unreachable)`: the merges in rank order
+/// (each part a bytes object) and the tokens no pair merge reaches. `on_tokens(n)`: told of each
+/// `n` more tokens done. ValueError for a rank that is not a u32.
+#[pyfunction]
+#[pyo3(signature = (ranks, on_tokens = None))]
+fn pair_merges_from_ranks<'py>(
+    py: Python<'py>,
+    ranks: &Bound<'py, PyDict>,
+    on_tokens: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    let mut objects: Vec<(Bound<'py, PyBytes>, TokenId)> = Vec::with_capacity(ranks.len());
+    for (token, rank) in ranks.iter() {
+        let rank: TokenId = rank.extract().map_err(|_| {
+            PyValueError::new_err(format!(
+                "ranks must be integers from 0 to 2**32-1, got {}",
+                repr(&rank)
+            ))
+        })?;
+        objects.push((token.cast_into::<PyBytes>()?, rank));
+    }
+    let tokens: Vec<(&[u8], TokenId)> = objects
+        .iter()
+        .map(|(token, rank)| (token.as_bytes(), *rank))
+        .collect();
+    let mut failed: Option<PyErr> = None;
+    let found = bpestore_encode::ranks::pair_merges_from_ranks(&tokens, &mut |count| {
+        if let (Some(callback), None) = (on_tokens, &failed) {
+            if let Err(error) = callback.call1((count,)) {
+                failed = Some(error);
+            }
+        }
+    });
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    // The parts that are tokens themselves share the vocabulary's bytes objects.
+    let by_bytes: std::collections::HashMap<&[u8], &Bound<'py, PyBytes>> = objects
+        .iter()
+        .map(|(token, _)| (token.as_bytes(), token))
+        .collect();
+    let part = |bytes: &[u8]| match by_bytes.get(bytes) {
+        Some(object) => (*object).clone(),
+        None => PyBytes::new(py, bytes),
+    };
+    let merges = found
+        .merges
+        .iter()
+        .map(|&(index, split)| {
+            let token = tokens[index].0;
+            PyTuple::new(py, [part(&token[..split]), part(&token[split..])])
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let unreachable: Vec<Bound<'py, PyBytes>> = found
+        .unreachable
+        .iter()
+        .map(|&index| objects[index].0.clone())
+        .collect();
+    Ok((PyList::new(py, merges)?, PyList::new(py, unreachable)?))
 }
 
 fn default_threads() -> usize {
