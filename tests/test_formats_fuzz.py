@@ -352,3 +352,19 @@ def test_the_fuzz_both_accepts_and_refuses():
     if Outcome.accepted + Outcome.refused < 100:
         pytest.skip("the fuzz tests did not run in this session")
     assert Outcome.accepted >= 10 and Outcome.refused >= 100, (Outcome.accepted, Outcome.refused)
+
+
+@FUZZ
+@given(data=tiktoken_inputs())
+def test_a_tiktoken_file_read_a_column_at_a_time_reads_as_line_by_line(data):
+    """The fast reading of a .tiktoken file (a column at a time) gives exactly the line-by-line
+    reading's ranks, and gives up (for that reading to name the problem) on every file it refuses."""
+    from bpestore.formats.tiktoken_bpe import _ranks_line_by_line, _well_formed_ranks
+
+    fast = _well_formed_ranks(data)
+    try:
+        slow = _ranks_line_by_line("x.tiktoken", data)
+    except FormatError:
+        assert fast is None
+    else:
+        assert fast == slow
