@@ -29,8 +29,11 @@ pub fn pair_merges_from_ranks(
     let mut order: Vec<usize> = (0..tokens.len()).collect();
     order.sort_unstable_by_key(|&index| tokens[index].1);
     let mut found = Reconstructed::default();
-    // Part i of the token being split is token[ends[i - 1]..ends[i]] (ends[-1] = 0).
+    // Part i of the token being split is token[start(i)..ends[i]], start(0) = 0 and
+    // start(i) = ends[i - 1]; joins[i] is the rank of parts i and i + 1 joined, if that is a
+    // token ranked below the one being split. A join changes only its two neighbours' entries.
     let mut ends: Vec<usize> = Vec::new();
+    let mut joins: Vec<Option<TokenId>> = Vec::new();
     let mut done = 0;
     for &index in &order {
         let (token, rank) = tokens[index];
@@ -41,24 +44,38 @@ pub fn pair_merges_from_ranks(
         if token.len() < 2 {
             continue;
         }
+        let below = |from: usize, to: usize| {
+            rank_of
+                .get(&token[from..to])
+                .copied()
+                .filter(|&joined| joined < rank)
+        };
         ends.clear();
         ends.extend(1..=token.len());
+        joins.clear();
+        joins.extend((0..token.len() - 1).map(|i| below(i, i + 2)));
         while ends.len() > 2 {
+            // The lowest rank, the leftmost of equals.
             let mut best: Option<(TokenId, usize)> = None;
-            let mut start = 0;
-            for i in 0..ends.len() - 1 {
-                let joined = &token[start..ends[i + 1]];
-                if let Some(&candidate) = rank_of.get(joined) {
-                    if candidate < rank && best.is_none_or(|(best_rank, _)| candidate < best_rank) {
-                        best = Some((candidate, i));
+            for (i, join) in joins.iter().enumerate() {
+                if let Some(joined) = *join {
+                    if best.is_none_or(|(best_rank, _)| joined < best_rank) {
+                        best = Some((joined, i));
                     }
                 }
-                start = ends[i];
             }
             let Some((_, at)) = best else {
                 break;
             };
             ends.remove(at); // parts at and at + 1 become one
+            joins.remove(at);
+            let start = |i: usize| if i == 0 { 0 } else { ends[i - 1] };
+            if at > 0 {
+                joins[at - 1] = below(start(at - 1), ends[at]);
+            }
+            if at + 1 < ends.len() {
+                joins[at] = below(start(at), ends[at + 1]);
+            }
         }
         if ends.len() == 2 {
             found.merges.push((index, ends[0]));
