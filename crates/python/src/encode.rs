@@ -7,6 +7,7 @@
 //! `bpestore.errors.PatternError` naming the byte offset (in the text, the stream or the file).
 
 use crate::errors::{corpus_decode_error, os_error, pattern_error};
+use crate::model::ModelObjects;
 use bpestore_encode::{
     AllowedSpecial, BatchError, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
     OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES,
@@ -50,61 +51,6 @@ fn batch_error(py: Python<'_>, error: BatchError) -> PyErr {
     encode_error(py, &format!("text {}: ", error.index), error.error)
 }
 
-/// `vocab`'s `(id, bytes object)` pairs; ValueError for an id that is not a u32, TypeError for
-/// a token that is not bytes.
-fn vocab_objects<'py>(vocab: &Bound<'py, PyDict>) -> PyResult<Vec<(TokenId, Bound<'py, PyBytes>)>> {
-    let mut tokens: Vec<(TokenId, Bound<'py, PyBytes>)> = Vec::with_capacity(vocab.len());
-    for (id, token) in vocab.iter() {
-        let id: TokenId = id.extract().map_err(|_| {
-            PyValueError::new_err(format!(
-                "token ids must be integers from 0 to 2**32-1, got {}",
-                repr(&id)
-            ))
-        })?;
-        let token = token.cast_into::<PyBytes>().map_err(|error| {
-            PyTypeError::new_err(format!(
-                "the token of id {id} must be bytes, got {}",
-                repr(error.into_inner().as_any())
-            ))
-        })?;
-        tokens.push((id, token));
-    }
-    Ok(tokens)
-}
-
-/// `merges`' `(left, right)` bytes objects, in order; TypeError for one that is not a pair of bytes.
-fn merge_objects<'py>(
-    merges: &Bound<'py, PyAny>,
-) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
-    let mut pairs: Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> = Vec::new();
-    for merge in merges.try_iter()? {
-        let merge = merge?;
-        let bad = || {
-            PyTypeError::new_err(format!(
-                "each merge must be a pair of bytes, got {}",
-                repr(&merge)
-            ))
-        };
-        // A tuple, or any pair-like row (a database row, a list).
-        let (left, right) = match merge.cast::<PyTuple>() {
-            Ok(pair) if pair.len() == 2 => (pair.get_item(0)?, pair.get_item(1)?),
-            Ok(_) => return Err(bad()),
-            Err(_) => {
-                let parts: Vec<Bound<'py, PyAny>> = merge
-                    .try_iter()
-                    .map_err(|_| bad())?
-                    .collect::<PyResult<_>>()?;
-                let [left, right]: [Bound<'py, PyAny>; 2] = parts.try_into().map_err(|_| bad())?;
-                (left, right)
-            }
-        };
-        let left = left.cast_into::<PyBytes>().map_err(|_| bad())?;
-        let right = right.cast_into::<PyBytes>().map_err(|_| bad())?;
-        pairs.push((left, right));
-    }
-    Ok(pairs)
-}
-
 /// ValueError, naming the first problem, unless `vocab` (`{id: token}`) and, with
 /// `check_merges`, `merges` (in rank order) make a byte-level BPE model: the rules an `Encoder`
 /// is built by (`bpestore_encode::check_model`), for `BPEModel` to check a model it is given.
@@ -115,20 +61,8 @@ fn check_model(
     merges: &Bound<'_, PyAny>,
     check_merges: bool,
 ) -> PyResult<()> {
-    let tokens = vocab_objects(vocab)?;
-    let pairs = if check_merges {
-        merge_objects(merges)?
-    } else {
-        Vec::new()
-    };
-    let vocab: Vec<(TokenId, &[u8])> = tokens
-        .iter()
-        .map(|(id, token)| (*id, token.as_bytes()))
-        .collect();
-    let merges: Vec<(&[u8], &[u8])> = pairs
-        .iter()
-        .map(|(left, right)| (left.as_bytes(), right.as_bytes()))
-        .collect();
+    let model = ModelObjects::new(vocab, check_merges.then_some(merges))?;
+    let (vocab, merges) = (model.vocab(), model.merges());
     bpestore_encode::check_model(&vocab, &merges, check_merges).map_err(value_error)
 }
 
@@ -277,20 +211,12 @@ impl PyEncoder {
             }
         };
         // The bytes objects are kept (one reference each) and borrowed, not copied.
-        let tokens = vocab_objects(vocab)?;
-        let pairs = merge_objects(merges)?;
+        let model = ModelObjects::new(vocab, Some(merges))?;
         let mut specials = Vec::with_capacity(special_tokens.len());
         for (token, id) in special_tokens.iter() {
             specials.push((token.extract::<String>()?, id.extract::<TokenId>()?));
         }
-        let vocab: Vec<(TokenId, &[u8])> = tokens
-            .iter()
-            .map(|(id, token)| (*id, token.as_bytes()))
-            .collect();
-        let merges: Vec<(&[u8], &[u8])> = pairs
-            .iter()
-            .map(|(left, right)| (left.as_bytes(), right.as_bytes()))
-            .collect();
+        let (vocab, merges) = (model.vocab(), model.merges());
         // (With the GIL held: the slices borrow Python objects. It takes milliseconds.)
         let encoder =
             Encoder::from_slices(&vocab, &merges, &specials, pattern, rule, cache_entries)
@@ -826,7 +752,7 @@ fn ids_to_bytes<'py>(py: Python<'py>, ids: &[TokenId]) -> PyResult<Bound<'py, Py
     })
 }
 
-fn repr(object: &Bound<'_, PyAny>) -> String {
+pub fn repr(object: &Bound<'_, PyAny>) -> String {
     object
         .repr()
         .map_or_else(|_| "<unprintable>".to_string(), |r| r.to_string())

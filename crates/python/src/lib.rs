@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod encode;
 mod errors;
+mod model;
 mod pretokenize;
 mod store;
 mod train;

@@ -1,8 +1,8 @@
 //! The store's bindings: a tokenizer's vocabulary and merges packed (`bpestore_encode::packed`)
 //! from the Python objects a `BPEModel` holds, and read back into them, each in one call.
 
+use crate::model::ModelObjects;
 use bpestore_encode::packed::{pack, Packed};
-use bpestore_encode::TokenId;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -16,33 +16,17 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// `vocab` (`{id: token}`) and `merges` (`[(left, right), ...]`, in rank order) packed, the ids
 /// in ascending order: what `unpack_model` reads. ValueError for an id or a length that does not
-/// fit the layout; TypeError for a token that is not bytes.
+/// fit the layout; TypeError for a token that is not bytes or a merge that is not a pair of them.
 #[pyfunction]
 fn pack_model<'py>(
     py: Python<'py>,
     vocab: &Bound<'py, PyDict>,
     merges: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let mut tokens: Vec<(TokenId, Bound<'py, PyBytes>)> = Vec::with_capacity(vocab.len());
-    for (id, token) in vocab.iter() {
-        let id: TokenId = id.extract().map_err(|_| {
-            PyValueError::new_err(format!("token id {id} does not fit packed data's 32 bits"))
-        })?;
-        tokens.push((id, token.cast_into::<PyBytes>()?));
-    }
-    tokens.sort_unstable_by_key(|&(id, _)| id);
-    let mut pairs: Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> = Vec::new();
-    for merge in merges.try_iter()? {
-        pairs.push(merge?.extract()?);
-    }
-    let vocab: Vec<(TokenId, &[u8])> = tokens
-        .iter()
-        .map(|(id, token)| (*id, token.as_bytes()))
-        .collect();
-    let merges: Vec<(&[u8], &[u8])> = pairs
-        .iter()
-        .map(|(left, right)| (left.as_bytes(), right.as_bytes()))
-        .collect();
+    let model = ModelObjects::new(vocab, Some(merges))?;
+    let mut vocab = model.vocab();
+    vocab.sort_unstable_by_key(|&(id, _)| id);
+    let merges = model.merges();
     let data = pack(&vocab, &merges).map_err(PyValueError::new_err)?;
     Ok(PyBytes::new(py, &data))
 }
