@@ -301,9 +301,9 @@ class Store(ModelStore):
         return loader.load_model(self, ref)
 
     def load(self, ref: str) -> Tokenizer:
-        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``), read by
-        the one loader (:func:`bpestore.store.loader.load_model`) on this store's connection."""
-        return Tokenizer.from_model(loader.load_model(self, ref))
+        """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``), as
+        :meth:`load_model` reads it."""
+        return Tokenizer.from_model(self.load_model(ref))
 
     def count(
         self,
@@ -568,7 +568,7 @@ class Store(ModelStore):
         base_ref, base_model = None, None
         if base is not None:
             base_ref = self.info(base).ref
-            base_model = loader.load_model(self, base_ref)
+            base_model = self.load_model(base_ref)
             special_tokens = continued.check_base(base_ref, base_model, special_tokens, sizes)
         else:
             for size in sizes:
@@ -699,7 +699,7 @@ class Store(ModelStore):
             asked = params.get("vocab_size")
             ran_out = isinstance(asked, int) and info.num_merges < training.max_merges(asked, special_tokens)
             if info.num_merges >= max_merges or ran_out:
-                return info.ref, loader.load_model(self, info.ref).merges[:max_merges]
+                return info.ref, self.load_model(info.ref).merges[:max_merges]
         return None
 
     def estimate_training(
@@ -725,7 +725,7 @@ class Store(ModelStore):
             merges = training.max_merges(vocab_size, special_tokens)
         else:
             base_ref = self.info(base).ref
-            base_model = loader.load_model(self, base_ref)
+            base_model = self.load_model(base_ref)
             special_tokens = continued.check_base(base_ref, base_model, special_tokens, [vocab_size])
             merges = continued.replayed_merges(base_model) + continued.max_merges(vocab_size, special_tokens, base_model)
             pattern = base_model.pattern
