@@ -699,7 +699,7 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     Example:
       bpestore show ts@2 --merges 20
     """
-    with _workflow().Store(db, create=False) as store:
+    with Store(db, create=False) as store:
         info = store.info(ref)
         model = store.load_model(info.ref)
     # The first and last NUM_MERGES merges (none listed twice), the longest tokens (then by id).
@@ -724,8 +724,9 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         ("source", info.source),
         ("created", info.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
     ]
-    if (info.training_params or {}).get("base"):
-        fields.append(("continues", info.training_params["base"]))  # its ids and merges come first
+    base = (info.training_params or {}).get("base")
+    if base:
+        fields.append(("continues", base))  # its ids and merges come first
     if info.corpus_path:
         fields += [("corpus", info.corpus_path), ("corpus bytes", info.corpus_bytes), ("corpus sha256", info.corpus_sha256)]
     if info.training_seconds is not None:
@@ -1130,7 +1131,7 @@ def count_() -> None:
     """
 
 
-def _corpus_row(corpus: Any) -> list[str]:  # (a workflow CorpusInfo, a name its __all__ does not list)
+def _corpus_row(corpus: workflow.CorpusInfo) -> list[str]:
     return [
         str(corpus.id),
         _workflow().short_corpus_path(corpus.path, corpus.origin),
