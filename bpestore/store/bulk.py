@@ -152,9 +152,9 @@ def staged_counts(connection: Connection, counts: PretokenCounts, on_rows: Calla
                 pass
 
 
-# SQLite's result codes for a write to a full disk (SQLITE_FULL, any extended form) and for a
-# write that failed (SQLITE_IOERR_WRITE: past a file size limit, say); not a failed read.
-_SQLITE_FULL, _SQLITE_IOERR_WRITE = 13, 10 | (3 << 8)
+# SQLite's errors for a write to a full disk and for a write that failed (past a file size
+# limit, say); not a failed read. (Named as the store's errors are told apart: database.py.)
+_WRITE_FAILURES = ("SQLITE_FULL", "SQLITE_IOERR_WRITE")
 
 
 @contextmanager
@@ -165,8 +165,7 @@ def _temporary_files_named() -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as error:
-        code = getattr(error, "sqlite_errorcode", None)
-        if code is None or (code & 0xFF != _SQLITE_FULL and code != _SQLITE_IOERR_WRITE):
+        if getattr(error, "sqlite_errorname", None) not in _WRITE_FAILURES:
             raise
         raise StoreError(
             f"cannot stage the counts in SQLite's temporary files in {sqlite_temporary_directory()} ({error}): free some "
