@@ -7,7 +7,7 @@
 //! `bpestore.errors.PatternError` naming the byte offset (in the text, the stream or the file).
 
 use crate::errors::{corpus_decode_error, os_error, pattern_error};
-use crate::model::ModelObjects;
+use crate::model::{ModelObjects, SharedBytes};
 use bpestore_encode::{
     AllowedSpecial, BatchError, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
     OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES,
@@ -16,7 +16,7 @@ use bpestore_encode::{
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyIterator, PyList, PyString};
 use std::sync::{Arc, OnceLock};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -104,28 +104,20 @@ fn pair_merges_from_ranks<'py>(
         return Err(error);
     }
     // The parts that are tokens themselves share the vocabulary's bytes objects.
-    let by_bytes: std::collections::HashMap<&[u8], &Bound<'py, PyBytes>> = objects
-        .iter()
-        .map(|(token, _)| (token.as_bytes(), token))
-        .collect();
-    let part = |bytes: &[u8]| match by_bytes.get(bytes) {
-        Some(object) => (*object).clone(),
-        None => PyBytes::new(py, bytes),
-    };
-    let merges = found
-        .merges
-        .iter()
-        .map(|&(index, split)| {
-            let token = tokens[index].0;
-            PyTuple::new(py, [part(&token[..split]), part(&token[split..])])
-        })
-        .collect::<PyResult<Vec<_>>>()?;
+    let mut shared = SharedBytes::with_capacity(py, objects.len());
+    for (object, _) in &objects {
+        shared.insert(object.as_bytes(), object.clone());
+    }
+    let merges = shared.merge_list(found.merges.iter().map(|&(index, split)| {
+        let token = tokens[index].0;
+        (&token[..split], &token[split..])
+    }))?;
     let unreachable: Vec<Bound<'py, PyBytes>> = found
         .unreachable
         .iter()
         .map(|&index| objects[index].0.clone())
         .collect();
-    Ok((PyList::new(py, merges)?, PyList::new(py, unreachable)?))
+    Ok((merges, PyList::new(py, unreachable)?))
 }
 
 fn default_threads() -> usize {

@@ -6,7 +6,8 @@ use crate::encode::repr;
 use bpestore_encode::TokenId;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use std::collections::HashMap;
 
 /// The bytes objects of a vocabulary (`(id, token)`, in the dict's order) and of merges (in
 /// order), each kept with one reference and read without a copy.
@@ -85,5 +86,43 @@ impl<'py> ModelObjects<'py> {
             .iter()
             .map(|(left, right)| (left.as_bytes(), right.as_bytes()))
             .collect()
+    }
+}
+
+/// Bytes objects by their bytes, for building merges whose parts are tokens: each part that is
+/// a known token is that token's own object (with the pair rule, all of them are), which halves
+/// the objects to make and the memory they take.
+pub struct SharedBytes<'a, 'py> {
+    py: Python<'py>,
+    objects: HashMap<&'a [u8], Bound<'py, PyBytes>>,
+}
+
+impl<'a, 'py> SharedBytes<'a, 'py> {
+    pub fn with_capacity(py: Python<'py>, capacity: usize) -> Self {
+        SharedBytes {
+            py,
+            objects: HashMap::with_capacity(capacity),
+        }
+    }
+
+    /// Makes `bytes` a known token, held by `object`.
+    pub fn insert(&mut self, bytes: &'a [u8], object: Bound<'py, PyBytes>) {
+        self.objects.insert(bytes, object);
+    }
+
+    /// The list of `(left, right)` tuples of `merges`, in order.
+    pub fn merge_list<'m>(
+        &self,
+        merges: impl IntoIterator<Item = (&'m [u8], &'m [u8])>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let object = |bytes: &[u8]| match self.objects.get(bytes) {
+            Some(object) => object.clone(),
+            None => PyBytes::new(self.py, bytes),
+        };
+        let tuples = merges
+            .into_iter()
+            .map(|(left, right)| PyTuple::new(self.py, [object(left), object(right)]))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(self.py, tuples)
     }
 }

@@ -1,12 +1,11 @@
 //! The store's bindings: a tokenizer's vocabulary and merges packed (`bpestore_encode::packed`)
 //! from the Python objects a `BPEModel` holds, and read back into them, each in one call.
 
-use crate::model::ModelObjects;
+use crate::model::{ModelObjects, SharedBytes};
 use bpestore_encode::packed::{pack, Packed};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use std::collections::HashMap;
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(pack_model, module)?)?;
@@ -43,27 +42,18 @@ fn unpack_model<'py>(
         .map_err(|reason| PyValueError::new_err(format!("damaged packed data: {reason}")))?;
     let vocab = PyDict::new(py);
     // Each merge's parts are tokens of the vocab (always, with the pair rule): they share the
-    // vocab's bytes objects, which halves the objects to make and the memory they take.
-    let mut objects: HashMap<&[u8], Bound<'py, PyBytes>> =
-        HashMap::with_capacity(packed.vocab.len());
+    // vocab's bytes objects.
+    let mut objects = SharedBytes::with_capacity(py, packed.vocab.len());
     for &(id, token) in &packed.vocab {
         let object = PyBytes::new(py, token);
         vocab.set_item(id, &object)?;
         objects.insert(token, object);
     }
-    let object = |bytes: &[u8]| match objects.get(bytes) {
-        Some(object) => object.clone(),
-        None => PyBytes::new(py, bytes),
-    };
     if vocab.len() != packed.vocab.len() {
         return Err(PyValueError::new_err(
             "damaged packed data: an id is given to more than one token",
         ));
     }
-    let merges = packed
-        .merges
-        .iter()
-        .map(|(left, right)| PyTuple::new(py, [object(left), object(right)]))
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok((vocab, PyList::new(py, merges)?))
+    let merges = objects.merge_list(packed.merges.iter().copied())?;
+    Ok((vocab, merges))
 }
