@@ -52,7 +52,7 @@ import warnings  # noqa: E402
 from collections.abc import Callable, Iterable, Iterator, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from types import ModuleType  # noqa: E402
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar, cast  # noqa: E402
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, TextIO, TypeVar, cast  # noqa: E402
 
 import click  # noqa: E402
 
@@ -428,7 +428,15 @@ def _warning_line(
     "--partitions", type=click.IntRange(min=1), default=None,
     help="With --dask: add the counts up in N parts by hash, each on its own worker [default: the workers].",
 )
-@click.option("--min-count", type=click.IntRange(min=1), default=None, help="With --counts or --dask: train on pre-tokens counted at least this often.")
+@click.option("--min-count", type=click.IntRange(min=1), default=None, help="Train only on the pre-tokens counted at least this often.")
+@click.option(
+    "--pattern", default=None, metavar="NAME|REGEX",
+    help="The pre-tokenizer: gpt2 (CS336's), cl100k_base (GPT-4's), o200k_base (GPT-4o's) or a regex [default: gpt2, or the base's or the counts' own].",
+)
+@click.option(
+    "--special-tokens-at", type=click.Choice(["start", "end"]), default="start", show_default=True,
+    help="Special tokens' ids: before the 256 bytes (CS336) or after the last merge (GPT-2, tiktoken).",
+)
 @click.option(
     "--stored-corpus", "stored_corpus", default=None, metavar="ID|REF",
     help="Train on a corpus the store holds, without counting: its id (bpestore count list) or a tokenizer's ref (the corpus it was trained on).",
@@ -438,8 +446,8 @@ def _warning_line(
 def train(
     corpus: tuple[str, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
     as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
-    dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, stored_corpus: str | None,
-    lock_timeout: float | None, db: str,
+    dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, pattern: str | None,
+    special_tokens_at: Literal["start", "end"], stored_corpus: str | None, lock_timeout: float | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -447,6 +455,11 @@ def train(
     globs ('shards/**/*.txt'); .gz, .xz and .zst files are decompressed as read. They are
     counted as one corpus; no pre-token spans two files. With --from NAME[@V] the new tokenizer
     continues that one: its tokens keep their ids, and --vocab-size counts them too.
+
+    --pattern picks the pre-tokenizer (gpt2 by default; cl100k_base and o200k_base run as fast);
+    it is stored with the tokenizer, which encodes with it. --special-tokens-at end puts the
+    special tokens after the merges, as GPT-2 and tiktoken have <|endoftext|>. --min-count N
+    merges only the pre-tokens counted N times or more (the full counts are stored).
 
     With --dask ADDRESS (or --dask local) the corpus (paths, or fsspec URLs such as
     's3://bucket/shards/*.txt') is counted on a Dask cluster, in shards of --shard-size,
@@ -467,8 +480,11 @@ def train(
     started = time.perf_counter()
     source: Any  # the CORPUS paths or --counts Counts; with --stored-corpus (None first) the stored CorpusInfo
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
-    if stored_corpus is not None and (corpus or counts_file is not None or dask_address is not None or min_count is not None):
-        _fail("--stored-corpus trains on counts the store holds: give no CORPUS, --counts, --dask or --min-count with it")
+    if stored_corpus is not None and (corpus or counts_file is not None or dask_address is not None):
+        _fail("--stored-corpus trains on counts the store holds: give no CORPUS, --counts or --dask with it")
+    # --counts and --dask prune the counts before they are stored (Dask: on the cluster); a
+    # CORPUS's or a stored corpus's full counts are stored, and pruned for the merge loop alone.
+    merged_min_count = min_count if counts_file is None and dask_address is None else None
     dask_options = _dask_counting_options(dask_address, shard_size, partitions, quiet)
     source, counting = (None, None) if stored_corpus is not None else _training_source(
         corpus, counts_file, dask_address, min_count, special_tokens, workers, dask_options
@@ -483,7 +499,7 @@ def train(
         if dry_run:
             counted, estimate = store.estimate_training(
                 source, max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base,
-                counting=counting,
+                counting=counting, pattern=pattern, min_count=merged_min_count,
             )
             if as_json:
                 click.echo(json.dumps({
@@ -500,7 +516,8 @@ def train(
         try:
             refs = store.train(
                 source, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
-                max_memory=limit, base=base, counting=counting,
+                max_memory=limit, base=base, counting=counting, pattern=pattern, special_tokens_at=special_tokens_at,
+                min_count=merged_min_count,
             )
         except _workflow().TrainingInterrupted as interrupted:
             # One line, in place of the generic one: what was kept is worth knowing.
@@ -565,8 +582,6 @@ def _training_source(
         _fail("give a CORPUS to train on (or --counts FILE)")
     if counts_file is not None and dask_address is not None:
         _fail("--dask counts a CORPUS; --counts FILE needs no counting")
-    if min_count is not None and counts_file is None and dask_address is None:
-        _fail("--min-count applies to --counts or --dask")
     if counts_file is not None:
         counts = _workflow().read_counts(counts_file, special_tokens=list(special_tokens) or None)
         return (counts.pruned(min_count) if min_count is not None else counts), None
@@ -720,7 +735,7 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         ("merges", info.num_merges),
         ("special tokens", ", ".join(info.special_tokens) or "-"),
         ("merge rule", info.merge_rule),
-        ("pattern", info.pattern),
+        ("pattern", info.pattern_name or info.pattern),
         ("source", info.source),
         ("created", info.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
     ]

@@ -30,7 +30,7 @@ from .metrics import Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths
-from .pretokenize.patterns import GPT2_PATTERN
+from .pretokenize.patterns import GPT2_PATTERN, name_of_pattern
 from .progress import progress_bar
 from .store.database import (
     CorpusFile, CorpusInfo, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
@@ -41,6 +41,7 @@ from .train import continued
 from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
+from .train.trainer import SpecialTokensAt
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
 from .workers import check_workers
 
@@ -312,7 +313,7 @@ class Store(ModelStore):
         *,
         workers: int | None = None,
         progress: bool = False,
-        pattern: str = GPT2_PATTERN,
+        pattern: str | None = None,
         counting: CountingBackend | None = None,
     ) -> CorpusCounts:
         """The pre-token counts of ``corpus`` (one or several files, directories, globs, compressed
@@ -321,8 +322,9 @@ class Store(ModelStore):
 
         The counts are saved in a transaction of their own as soon as they are complete, before
         any merge: a training interrupted later keeps them, and the next one reuses them.
-        ``pattern``: the pre-tokenizer's regex (a continued training counts with its base's);
-        counts are stored and reused per pattern.
+        ``pattern``: the pre-tokenizer, by name (``gpt2``, ``cl100k_base``, ``o200k_base``) or
+        regex: by default GPT-2's, or the counts' own (counts given, a stored corpus); counts are
+        stored and reused per pattern.
 
         ``counting``: the :class:`~bpestore.train.backends.CountingBackend` that counts (Dask's,
         say: :class:`bpestore.distributed.count.DaskCounting`), given ``corpus`` as it is; its
@@ -331,7 +333,8 @@ class Store(ModelStore):
         is counted in this process (:class:`~bpestore.train.backends.InProcessCounting` on
         ``workers`` threads), once per content."""
         special_tokens = training.check_special_tokens(special_tokens)
-        found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
+        regex = _pattern_of_training(corpus, pattern, None)
+        found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=regex, counting=counting)
         if isinstance(found, CorpusCounts):
             return found
         return CorpusCounts(self._store_new_corpus(found, progress), found.counts, reused=False, seconds=found.seconds)
@@ -355,14 +358,14 @@ class Store(ModelStore):
             return self._stored_counts(corpus, special_tokens, pattern, started)
         self.check_writable()  # new counts are saved: refuse before counting, not after
         if isinstance(corpus, Counts):
-            return self._given_counts(corpus, special_tokens, started, owned=False)
+            return self._given_counts(corpus, special_tokens, pattern, started, owned=False)
         training.check_corpus_type(corpus)
         check_workers(workers)
         if counting is not None:
             made = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
             if not isinstance(made, Counts):
                 raise TypeError(f"a counting backend returns Counts, not {type(made).__name__}")
-            return self._given_counts(made, special_tokens, started, owned=True)
+            return self._given_counts(made, special_tokens, pattern, started, owned=True)
         files = CorpusFiles(corpus)
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
         sha256, size_bytes = files.identity()
@@ -402,7 +405,9 @@ class Store(ModelStore):
                 "train on it with those (--special-token for each)"
             )
         if corpus.pattern != pattern:
-            raise ValueError(f"corpus {corpus.id} was counted with another pre-tokenizer pattern ({corpus.pattern!r}) than {pattern!r}")
+            raise ValueError(
+                f"corpus {corpus.id} was counted with the pre-tokenizer {_pattern_described(corpus.pattern)}, not {_pattern_described(pattern)}"
+            )
         return CorpusCounts(corpus.id, self.pretoken_counts(corpus.id), reused=True, seconds=time.perf_counter() - started)
 
     def add_to_corpus(
@@ -468,25 +473,29 @@ class Store(ModelStore):
                     self._delete_corpus(connection, old.id)
         return self.corpora(new_id)[0]
 
-    def _given_counts(self, counts: Counts, special_tokens: Sequence[str], started: float, owned: bool) -> CorpusCounts | _NewCorpus:
+    def _given_counts(
+        self, counts: Counts, special_tokens: Sequence[str], pattern: str, started: float, owned: bool
+    ) -> CorpusCounts | _NewCorpus:
         """:meth:`_counted` for counts made elsewhere: a corpus identified by the hash of the
         counts themselves (:meth:`Counts.sha256`), its path saying where they came from and its
         size the bytes of text they cover; found again when the same counts come back.
         ``owned``: whether the counts are bpestore's own (a counting backend's), which training
-        may empty once read, or the caller's."""
+        may empty once read, or the caller's. ValueError unless they were made with ``pattern``."""
         special_tokens = check_training_specials(counts, special_tokens)
-        if counts.pattern != GPT2_PATTERN:
-            raise ValueError("the counts were made with another pre-tokenizer pattern than GPT-2's, the only one training uses")
+        if counts.pattern != pattern:
+            raise ValueError(
+                f"the counts were made with the pre-tokenizer {_pattern_described(counts.pattern)}, not {_pattern_described(pattern)}"
+            )
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
         sha256 = counts.sha256()
         with self._transaction() as connection:
-            corpus_id = self._find_corpus(connection, sha256, GPT2_PATTERN, specials_json)
+            corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
         seconds = time.perf_counter() - started
         if corpus_id is not None:
             return CorpusCounts(corpus_id, counts.table, reused=True, seconds=seconds)  # the same counts: nothing to read back
         source = counts.source or "counts given"
         training.check_not_empty(counts, source)
-        return _NewCorpus(counts.table, source, counts.text_bytes, sha256, GPT2_PATTERN, specials_json, counts.origin, [], seconds, owned)
+        return _NewCorpus(counts.table, source, counts.text_bytes, sha256, pattern, specials_json, counts.origin, [], seconds, owned)
 
     def train_from_counts(
         self,
@@ -499,6 +508,7 @@ class Store(ModelStore):
         progress: bool = False,
         max_memory: int | None = None,
         base: str | None = None,
+        special_tokens_at: SpecialTokensAt = "start",
     ) -> list[str]:
         """:meth:`train` on pre-token counts made anywhere: :class:`~bpestore.train.counts.Counts`
         (counted on Dask, say), a Parquet file of ``pretoken``/``word`` and ``count`` columns (as
@@ -506,13 +516,16 @@ class Store(ModelStore):
         (:func:`~bpestore.train.counts.read_counts`). The counts are stored as a corpus (its
         identity the hash of the counts, its path where they came from) and train like any other.
         ``special_tokens``: the counts' own by default; others are refused. ``min_count``: only
-        the pre-tokens counted at least that often."""
+        the pre-tokens counted at least that often (the pruned counts are the corpus stored).
+        ``special_tokens_at``: as for :meth:`train`."""
         self.check_writable()
         counts = as_counts(counts, special_tokens=special_tokens)
         special_tokens = check_training_specials(counts, special_tokens)
         if min_count is not None:
             counts = counts.pruned(min_count)
-        return self.train(counts, name, vocab_sizes, special_tokens, progress=progress, max_memory=max_memory, base=base)
+        return self.train(
+            counts, name, vocab_sizes, special_tokens, progress=progress, max_memory=max_memory, base=base, special_tokens_at=special_tokens_at
+        )
 
     def train(
         self,
@@ -527,6 +540,9 @@ class Store(ModelStore):
         base: str | None = None,
         counting: CountingBackend | None = None,
         on_counted: Callable[[], object] | None = None,
+        pattern: str | None = None,
+        special_tokens_at: SpecialTokensAt = "start",
+        min_count: int | None = None,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size.
 
@@ -548,6 +564,15 @@ class Store(ModelStore):
         merges. ``on_counted()``: called once the counts are at hand (counted and being saved, or
         read back) and before the merge loop starts (the moment from which Ctrl-C keeps them).
 
+        ``pattern``: the pre-tokenizer, by name (``gpt2``, ``cl100k_base``, ``o200k_base``) or
+        regex (see :func:`~bpestore.train.trainer.train_bpe`); by default GPT-2's, or the one the
+        counts were made with (counts given, a stored corpus), or the base's; asking for another
+        than theirs is a ValueError. It is stored with each tokenizer, which encodes with it.
+        ``special_tokens_at``: ``"start"`` (CS336's ids 0..k-1) or ``"end"`` (after the last
+        merge's token, as GPT-2's and tiktoken's; with a base, its new special tokens after the new
+        merges'). ``min_count``: merge only the pre-tokens counted at least that often (the
+        corpus's full counts are stored all the same, and reused by trainings without it).
+
         ``base`` (a ref, ``name@N``): continue that stored tokenizer's training. The new one keeps
         its vocabulary, ids and merges exactly, in order (so a model's embedding table can be
         extended), then learns further merges from this corpus's counts, its words first split by
@@ -565,6 +590,8 @@ class Store(ModelStore):
         special_tokens = training.check_special_tokens(special_tokens)
         sizes = training.check_vocab_sizes(vocab_sizes)
         check_workers(workers)
+        special_tokens_at = training.check_special_tokens_at(special_tokens_at)
+        min_count = training.check_min_count(min_count)
         base_ref, base_model = None, None
         if base is not None:
             base_ref = self.info(base).ref
@@ -573,10 +600,12 @@ class Store(ModelStore):
         else:
             for size in sizes:
                 training.check_vocab_size(size, special_tokens)
-        pattern = GPT2_PATTERN if base_model is None else base_model.pattern
-        found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
+        regex = _pattern_of_training(corpus, pattern, base_model)
+        found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=regex, counting=counting)
         counts = found.counts
         reused = isinstance(found, CorpusCounts)
+        # What the merge loop reads: the counts, or a pruned copy (the full ones are stored).
+        merged_counts = training.pruned_to(counts, min_count, _corpus_described(corpus))
         # The training's own time: getting the counts, then merging; not writing the store nor
         # waiting for its write lock (another writer's).
         pretokenize_seconds = found.seconds
@@ -611,7 +640,7 @@ class Store(ModelStore):
         try:
             max_merges = continued.max_merges(max(sizes), special_tokens, base_model)
             # Replaying the base's merges costs what learning them would.
-            estimate = estimate_merge_memory(counts, max_merges + continued.replayed_merges(base_model))
+            estimate = estimate_merge_memory(merged_counts, max_merges + continued.replayed_merges(base_model))
             if progress:
                 print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
             estimate.check(max_memory)
@@ -622,20 +651,21 @@ class Store(ModelStore):
             # The merge loop may empty the counts once read (memory), unless they are the
             # caller's (counts given) or are being written meanwhile.
             options: dict[str, Any] = {
-                "progress": progress, "done_at": found_at, "consume_counts": owned and saving is None, "stop_if": stop_if_saving_failed,
+                "progress": progress, "done_at": found_at, "consume_counts": (owned and saving is None) or merged_counts is not counts,
+                "stop_if": stop_if_saving_failed,
             }
             # A training of these very counts stored already, with as many merges (or all there
             # are): its merges are this one's, a prefix of them (the merge loop is deterministic,
             # and a smaller vocab's merges are a prefix of a larger one's). No loop to run again.
-            donor = self._same_training(corpus_id, special_tokens, max_merges) if reused and base_model is None else None
+            donor = self._same_training(corpus_id, special_tokens, max_merges, min_count) if reused and base_model is None else None
             if donor is not None:
                 merges = donor[1]
                 found_at[:] = [time.perf_counter()] * len(merges)
                 training.warn_if_short(len(merges), max_merges)
             elif base_model is None:
-                merges = training.learn_merges(counts, max_merges, **options)
+                merges = training.learn_merges(merged_counts, max_merges, **options)
             else:
-                merges = continued.learn_continued(counts, max_merges, base_model, **options)
+                merges = continued.learn_continued(merged_counts, max_merges, base_model, **options)
             done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
             if saving is not None:
                 if progress and not saving.done():  # the merges are done first: show the rest of the save
@@ -649,9 +679,13 @@ class Store(ModelStore):
             with self._transaction(write=True) as connection:
                 refs = []
                 for size in sizes:
-                    model, num_merges = continued.model_of_size(size, special_tokens, merges, base_model)
+                    model, num_merges = continued.model_of_size(
+                        size, special_tokens, merges, base_model, pattern=regex, special_tokens_at=special_tokens_at
+                    )
                     seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
-                    params = {} if base_ref is None else {"base": base_ref}
+                    params: dict[str, Any] = {} if base_ref is None else {"base": base_ref}
+                    if min_count is not None:
+                        params["min_count"] = min_count
                     if donor is not None:
                         params["merges_of"] = donor[0]  # the stored training whose merges these are
                     refs.append(
@@ -666,6 +700,7 @@ class Store(ModelStore):
                                 "workers": workers,
                                 "reused_pretoken_counts": reused,
                                 "pretokenize_seconds": round(pretokenize_seconds, 3),
+                                "special_tokens_at": special_tokens_at,
                                 **params,
                             },
                             training_seconds=round(seconds, 3),
@@ -685,16 +720,20 @@ class Store(ModelStore):
                 saver.shutdown(wait=True)
         return refs
 
-    def _same_training(self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int) -> tuple[str, list[tuple[bytes, bytes]]] | None:
+    def _same_training(
+        self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int, min_count: int | None
+    ) -> tuple[str, list[tuple[bytes, bytes]]] | None:
         """A stored training of corpus ``corpus_id`` (its counts, pattern and special tokens, in
-        this order, no base) whose merges include the first ``max_merges`` of this training's: it
-        has that many, or stopped sooner because no pair was left. Returns its ref and those
-        merges, or None."""
+        this order, no base, the same ``min_count``) whose merges include the first
+        ``max_merges`` of this training's: it has that many, or stopped sooner because no pair
+        was left. Returns its ref and those merges, or None."""
         if corpus_id is None:
             return None
         for info in sorted(self.tokenizers_trained_on(corpus_id), key=lambda info: -info.num_merges):
             params = info.training_params or {}
             if info.base_ref is not None or info.merge_rule != "pair" or info.special_tokens != list(special_tokens):
+                continue
+            if params.get("min_count") != min_count:  # other counts were merged
                 continue
             asked = params.get("vocab_size")
             ran_out = isinstance(asked, int) and info.num_merges < training.max_merges(asked, special_tokens)
@@ -712,14 +751,17 @@ class Store(ModelStore):
         progress: bool = False,
         base: str | None = None,
         counting: CountingBackend | None = None,
+        pattern: str | None = None,
+        min_count: int | None = None,
     ) -> tuple[CorpusCounts, MemoryEstimate]:
         """A dry run: count ``corpus`` (or reuse its stored counts; new counts are saved) and
-        estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given),
-        without merging."""
+        estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given; with
+        ``pattern`` and ``min_count`` as :meth:`train` takes them), without merging."""
         special_tokens = training.check_special_tokens(special_tokens)
         training.check_vocab_size_type(vocab_size)
         check_workers(workers)
-        pattern = GPT2_PATTERN
+        min_count = training.check_min_count(min_count)
+        base_model = None
         if base is None:
             training.check_vocab_size(vocab_size, special_tokens)
             merges = training.max_merges(vocab_size, special_tokens)
@@ -728,9 +770,9 @@ class Store(ModelStore):
             base_model = self.load_model(base_ref)
             special_tokens = continued.check_base(base_ref, base_model, special_tokens, [vocab_size])
             merges = continued.replayed_merges(base_model) + continued.max_merges(vocab_size, special_tokens, base_model)
-            pattern = base_model.pattern
-        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
-        return counted, estimate_merge_memory(counted.counts, merges)
+        regex = _pattern_of_training(corpus, pattern, base_model)
+        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=regex, counting=counting)
+        return counted, estimate_merge_memory(training.pruned_to(counted.counts, min_count, _corpus_described(corpus)), merges)
 
     def diff(
         self,
@@ -744,6 +786,38 @@ class Store(ModelStore):
         if given; see :class:`TokenizerDiff`."""
         info_a, info_b = self.info(ref_a), self.info(ref_b)
         return diff_tokenizers(info_a.ref, self.load(info_a.ref), info_b.ref, self.load(info_b.ref), corpus, progress=progress)
+
+
+def _pattern_of_training(corpus: object, pattern: str | None, base: BPEModel | None) -> str:
+    """The regex a training (or a count) pre-tokenizes with: the one asked for (a name or a
+    regex: :func:`~bpestore.train.trainer.training_pattern`), else the base's, the counts' given
+    or the stored corpus's own, else GPT-2's. ValueError when the one asked for is not the
+    base's (a continued training counts as its base encodes)."""
+    if pattern is None:
+        if base is not None:
+            return base.pattern
+        return corpus.pattern if isinstance(corpus, (Counts, CorpusInfo)) else GPT2_PATTERN
+    regex = training.training_pattern(pattern)
+    if base is not None and regex != base.pattern:
+        raise ValueError(
+            f"a continued training pre-tokenizes as its base does, with {_pattern_described(base.pattern)}, not {_pattern_described(regex)}"
+        )
+    return regex
+
+
+def _pattern_described(pattern: str) -> str:
+    """A pattern in a message: its name if it has one, else the regex."""
+    name = name_of_pattern(pattern)
+    return name if name is not None else repr(pattern)
+
+
+def _corpus_described(corpus: object) -> str:
+    """How a message names what a training trains on."""
+    if isinstance(corpus, CorpusInfo):
+        return f"corpus {corpus.id}"
+    if isinstance(corpus, Counts):
+        return corpus.source or "the counts given"
+    return training.describe_corpus(corpus)
 
 
 def load_tokenizer(store: str | os.PathLike[str], ref: str) -> Tokenizer:

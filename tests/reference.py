@@ -13,6 +13,11 @@ Semantics (Stanford CS336 assignment 1):
   regex, and merges never cross a pre-token boundary;
 * each training step merges the most frequent adjacent pair, ties going to the lexicographically
   greatest ``(left bytes, right bytes)``.
+
+Beyond CS336 (what people train after it), :func:`reference_train` also takes another
+pre-tokenizer ``pattern``, the special tokens at the end of the vocab (``special_tokens_at="end"``:
+after the last merge, as GPT-2 and tiktoken have ``<|endoftext|>``), and a ``min_count`` below
+which a pre-token is left out of training.
 """
 
 from __future__ import annotations
@@ -46,11 +51,11 @@ def pretokenize(text: str, pattern: str = GPT2_PATTERN) -> list[bytes]:
     return [match.encode("utf-8") for match in regex.findall(pattern, text)]
 
 
-def reference_pretoken_counts(text: str, special_tokens: list[str]) -> Counter[bytes]:
-    """How often each pre-token occurs in ``text``, special tokens left out."""
+def reference_pretoken_counts(text: str, special_tokens: list[str], pattern: str = GPT2_PATTERN) -> Counter[bytes]:
+    """How often each pre-token (by ``pattern``) occurs in ``text``, special tokens left out."""
     counts: Counter[bytes] = Counter()
     for piece in split_on_specials(text, special_tokens, keep=False):
-        counts.update(pretokenize(piece))
+        counts.update(pretokenize(piece, pattern))
     return counts
 
 
@@ -68,23 +73,28 @@ def merge_pair(tokens: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[by
     return tuple(merged)
 
 
-def reference_train(text: str, vocab_size: int, special_tokens: list[str]) -> tuple[Vocab, Merges]:
+def reference_train(
+    text: str,
+    vocab_size: int,
+    special_tokens: list[str],
+    *,
+    pattern: str = GPT2_PATTERN,
+    special_tokens_at: str = "start",
+    min_count: int = 1,
+) -> tuple[Vocab, Merges]:
     """Train byte-level BPE on ``text`` (see the module docstring for the exact semantics)."""
-    vocab: Vocab = {}
-    for token in special_tokens:
-        vocab[len(vocab)] = token.encode("utf-8")
-    for b in range(256):
-        vocab[len(vocab)] = bytes([b])
-
-    # Each distinct pre-token, as a tuple of single-byte tokens, with how often it occurs.
+    # Each distinct pre-token counted at least min_count times, as a tuple of single-byte
+    # tokens, with how often it occurs.
     words: Counter[tuple[bytes, ...]] = Counter()
-    for pretoken, count in reference_pretoken_counts(text, special_tokens).items():
-        words[tuple(bytes([b]) for b in pretoken)] = count
+    for pretoken, count in reference_pretoken_counts(text, special_tokens, pattern).items():
+        if count >= min_count:
+            words[tuple(bytes([b]) for b in pretoken)] = count
 
-    merges = reference_merges(words, vocab_size - len(vocab))
-    for left, right in merges:
-        vocab[len(vocab)] = left + right
-    return vocab, merges
+    merges = reference_merges(words, vocab_size - len(special_tokens) - 256)
+    tokens = [bytes([b]) for b in range(256)] + [left + right for left, right in merges]
+    specials = [token.encode("utf-8") for token in special_tokens]
+    ordered = specials + tokens if special_tokens_at == "start" else tokens + specials
+    return dict(enumerate(ordered)), merges
 
 
 def reference_merges(words: Counter[tuple[bytes, ...]], num_merges: int) -> Merges:

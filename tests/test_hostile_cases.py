@@ -441,7 +441,7 @@ CLI_BAD_ARGUMENTS = [
     ("--vocab-size 10**30", ["train", "{data}/text.txt", "--name", "x", "--vocab-size", str(10**30)], 2, ["--vocab-size", f"x<={MAX_ID}"]),
     ("--vocab-size 1e30", ["train", "{data}/text.txt", "--name", "x", "--vocab-size", "1e30"], 2, ["--vocab-size", "'1e30'"]),
     ("import tiktoken --pattern cl100k (a misspelt encoding)", ["import", "tiktoken", "{data}/ts.tiktoken", "--name", "x", "--pattern", "cl100k"],
-     1, ["'cl100k' is not a known encoding", "cl100k_base?"]),
+     1, ["'cl100k' is not a known pre-tokenizer", "cl100k_base?"]),
     ("import tiktoken: a special token twice", ["import", "tiktoken", "{data}/ts.tiktoken", "--name", "x", "--pattern", "r50k_base",
                                                 "--special-token", "<|a|>=500", "--special-token", "<|a|>=501"], 2, ["'<|a|>' is given twice"]),
     ("import tiktoken: two special tokens, one id", ["import", "tiktoken", "{data}/ts.tiktoken", "--name", "x", "--pattern", "r50k_base",

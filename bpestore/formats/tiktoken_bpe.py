@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import gzip
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +19,7 @@ from pathlib import Path
 from ..engine import pair_merges_from_ranks as pair_merges_from_ranks_in_engine
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, check_pattern
-from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
+from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, pattern_named
 from ..progress import progress_bar
 from .registry import Format, ImportCommand, Imported, ImportOption, build_model, register, resolved
 
@@ -152,18 +150,15 @@ def resolve_pattern(pattern: str, path: str | os.PathLike[str]) -> tuple[str, di
     known = KNOWN_ENCODINGS.get(pattern)
     if known is not None:
         return known.pattern, dict(known.special_tokens)
-    if re.fullmatch(r"\w+", pattern, re.ASCII):
-        # A regex of letters, digits and '_' only matches that very word, so it is never a
-        # pre-tokenizer: a misspelt encoding ('cl100k'), which would otherwise drop the rest of
-        # every text.
-        close = difflib.get_close_matches(pattern, KNOWN_ENCODINGS, n=1, cutoff=0.5)
-        guess = f"; did you mean {close[0]}?" if close else ""
-        raise FormatError(f"--pattern {pattern!r} is not a known encoding ({', '.join(KNOWN_ENCODINGS)}){guess}")
+    try:
+        pattern_named(pattern)  # a misspelt name ('cl100k') is refused before it is taken for a regex
+    except ValueError as error:
+        raise FormatError(f"--{error}") from None
     try:
         check_pattern(pattern)
     except ValueError as error:
         names = ", ".join(KNOWN_ENCODINGS)
-        raise FormatError(f"{path}: --pattern {pattern!r} is not a known encoding ({names}); as a regex: {error}") from None
+        raise FormatError(f"{path}: --pattern {pattern!r} is not a known pre-tokenizer ({names}); as a regex: {error}") from None
     return pattern, {}
 
 

@@ -23,6 +23,9 @@ is used on the whole text.
 
 from __future__ import annotations
 
+import difflib
+import re
+
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 """The GPT-2 pre-tokenizer pattern, as used by CS336 (r50k_base and p50k_base use the same)."""
@@ -42,6 +45,48 @@ O200K_PATTERN = "|".join(
         r"""\s+""",
     ]
 )
+
+PATTERNS_BY_NAME: dict[str, str] = {
+    "gpt2": GPT2_PATTERN,
+    "r50k_base": GPT2_PATTERN,
+    "p50k_base": GPT2_PATTERN,
+    "cl100k_base": CL100K_PATTERN,
+    "o200k_base": O200K_PATTERN,
+}
+"""The pre-tokenizers known by name: GPT-2's (``r50k_base`` and ``p50k_base`` use it too), GPT-4's
+``cl100k_base`` and GPT-4o's ``o200k_base``. The engine runs each on a hand-written scanner."""
+
+
+def pattern_named(pattern: str) -> str:
+    """A pre-tokenizer given by name (:data:`PATTERNS_BY_NAME`) -> its regex; any other string is
+    taken as a regex and returned as it is (checked where it is compiled: see
+    :func:`bpestore.model.check_pattern`). ValueError for a word of letters, digits and ``_``
+    alone, which names no pattern: as a regex it would match that very word only, so it is a
+    misspelt name (``cl100k``), which would otherwise drop the rest of every text.
+
+    >>> pattern_named("cl100k_base") == CL100K_PATTERN
+    True
+    >>> pattern_named("cl100k")
+    Traceback (most recent call last):
+    ...
+    ValueError: pattern 'cl100k' is not a known pre-tokenizer (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base); did you mean cl100k_base?
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a name or a regex string, not {type(pattern).__name__} ({pattern!r})")
+    known = PATTERNS_BY_NAME.get(pattern)
+    if known is not None:
+        return known
+    if re.fullmatch(r"\w+", pattern, re.ASCII):
+        close = difflib.get_close_matches(pattern, PATTERNS_BY_NAME, n=1, cutoff=0.5)
+        guess = f"; did you mean {close[0]}?" if close else ""
+        raise ValueError(f"pattern {pattern!r} is not a known pre-tokenizer ({', '.join(PATTERNS_BY_NAME)}){guess}")
+    return pattern
+
+
+def name_of_pattern(pattern: str) -> str | None:
+    """The name :func:`pattern_named` knows ``pattern`` by (``gpt2`` for GPT-2's), or None."""
+    return next((name for name, known in PATTERNS_BY_NAME.items() if known == pattern), None)
+
 
 # Patterns proven (by the property tests) to have the split property described above.
 SPLIT_SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})

@@ -46,6 +46,7 @@ from ..errors import (
     TokenizerNotFoundError,
 )
 from ..model import BPEModel
+from ..pretokenize.patterns import name_of_pattern
 from .rows import MERGES_SQL, VOCAB_SQL, model_from_rows
 from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
@@ -112,9 +113,16 @@ class TokenizerInfo:
         base = (self.training_params or {}).get("base")
         return base if isinstance(base, str) else None
 
+    @property
+    def pattern_name(self) -> str | None:
+        """The name of its pre-tokenizer (``gpt2``, ``cl100k_base``, ``o200k_base``), or None for
+        another regex."""
+        return name_of_pattern(self.pattern)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ref"] = self.ref
+        data["pattern_name"] = self.pattern_name
         data["created_at"] = self.created_at.isoformat()
         return data
 

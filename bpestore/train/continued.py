@@ -17,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import BPEModel
+from ..pretokenize.patterns import GPT2_PATTERN
 from . import trainer
+from .trainer import SpecialTokensAt
 
 __all__ = ["check_base", "first_new_id", "learn_continued", "model_of_size", "replayed_merges"]
 
@@ -49,20 +51,21 @@ def first_new_id(base: BPEModel, special_tokens: Sequence[str]) -> int:
     return len(base.vocab) + len(_new_specials(base, special_tokens))
 
 
-def _continued(base: BPEModel, special_tokens: Sequence[str], new_merges: Sequence[tuple[bytes, bytes]]) -> BPEModel:
-    """``base`` with its ids kept, the new special tokens at the next free ids, then a token per
-    new merge (unless the base already holds its bytes)."""
+def _continued(
+    base: BPEModel, special_tokens: Sequence[str], new_merges: Sequence[tuple[bytes, bytes]], special_tokens_at: SpecialTokensAt
+) -> BPEModel:
+    """``base`` with its ids kept, then the new special tokens and a token per new merge (unless
+    the base already holds its bytes) at the next free ids: the special tokens first
+    (``special_tokens_at="start"``) or last (``"end"``)."""
+    specials = [token.encode("utf-8") for token in _new_specials(base, special_tokens)]
+    made = [left + right for left, right in new_merges]
     vocab = dict(base.vocab)
     known = set(vocab.values())
     next_id = max(vocab) + 1
-    for token in _new_specials(base, special_tokens):
-        vocab[next_id] = token.encode("utf-8")
-        known.add(vocab[next_id])
-        next_id += 1
-    for left, right in new_merges:
-        if left + right not in known:
-            vocab[next_id] = left + right
-            known.add(left + right)
+    for token in specials + made if special_tokens_at == "start" else made + specials:
+        if token not in known:
+            vocab[next_id] = token
+            known.add(token)
             next_id += 1
     return BPEModel(vocab, [*base.merges, *new_merges], special_tokens, base.pattern, base.merge_rule)
 
@@ -90,13 +93,20 @@ def max_merges(size: int, special_tokens: Sequence[str], base: BPEModel | None) 
 
 
 def model_of_size(
-    size: int, special_tokens: Sequence[str], merges: Sequence[tuple[bytes, bytes]], base: BPEModel | None = None
+    size: int,
+    special_tokens: Sequence[str],
+    merges: Sequence[tuple[bytes, bytes]],
+    base: BPEModel | None = None,
+    *,
+    pattern: str = GPT2_PATTERN,
+    special_tokens_at: SpecialTokensAt = "start",
 ) -> tuple[BPEModel, int]:
     """The model of vocab size ``size`` from a merge run's ``merges`` (all the run learned, in
-    order; a base's own not among them), continuing ``base`` if given; and how many of the
-    merges it took (fewer than asked when the run stopped early)."""
+    order; a base's own not among them), continuing ``base`` if given (with its pattern), else
+    with ``pattern``; and how many of the merges it took (fewer than asked when the run stopped
+    early). ``special_tokens_at``: where the (new) special tokens' ids go."""
     taken = min(max_merges(size, special_tokens, base), len(merges))
     if base is not None:
-        return _continued(base, special_tokens, merges[:taken]), taken
-    vocab, size_merges = trainer.vocab_and_merges(special_tokens, merges[:taken])
-    return BPEModel(vocab, size_merges, special_tokens), taken
+        return _continued(base, special_tokens, merges[:taken], special_tokens_at), taken
+    vocab, size_merges = trainer.vocab_and_merges(special_tokens, merges[:taken], special_tokens_at)
+    return BPEModel(vocab, size_merges, special_tokens, pattern), taken

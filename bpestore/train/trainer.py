@@ -11,22 +11,25 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..engine import PretokenCounts
 from ..engine import count_file as engine_count_file
 from ..engine import learn_merges as engine_learn_merges
 from ..errors import EmptyCorpusError
-from ..model import MAX_TOKEN_ID, BPEModel
+from ..model import MAX_TOKEN_ID, BPEModel, check_pattern
 from ..model import check_special_tokens as _check_special_tokens
 from ..pretokenize.corpus import check_corpus_path
-from ..pretokenize.patterns import GPT2_PATTERN
+from ..pretokenize.patterns import GPT2_PATTERN, pattern_named
 from ..progress import progress_bar
 from ..workers import check_workers
 from . import sources
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
+SpecialTokensAt = Literal["start", "end"]
+"""Where a trained vocabulary puts its special tokens: ``"start"`` (CS336's: ids 0..k-1, before
+the 256 bytes) or ``"end"`` (GPT-2's and tiktoken's: after the last merge's token)."""
 
 # PretokenCounts: pre-token bytes -> count, held by the engine; a read-only Mapping (``len``,
 # ``[]``, ``items()``), with ``total`` and ``to_dict()``.
@@ -93,12 +96,35 @@ def max_merges(vocab_size: int, special_tokens: Sequence[str]) -> int:
     return vocab_size - 256 - len(special_tokens)
 
 
-def base_vocab(special_tokens: Sequence[str]) -> Vocab:
-    """Special tokens first (ids 0..k-1, in order), then the 256 single bytes."""
-    vocab = {i: token.encode("utf-8") for i, token in enumerate(special_tokens)}
-    offset = len(vocab)
-    vocab.update({offset + b: bytes([b]) for b in range(256)})
-    return vocab
+def check_special_tokens_at(special_tokens_at: object) -> SpecialTokensAt:
+    """``special_tokens_at`` if it is ``"start"`` or ``"end"``; ValueError (TypeError) otherwise."""
+    if not isinstance(special_tokens_at, str):
+        raise TypeError(f"special_tokens_at must be 'start' or 'end', not {type(special_tokens_at).__name__}")
+    if special_tokens_at not in get_args(SpecialTokensAt):
+        raise ValueError(f"special_tokens_at must be 'start' or 'end', not {special_tokens_at!r}")
+    return special_tokens_at  # type: ignore[return-value]  # (one of the Literal's values: checked above)
+
+
+def check_min_count(min_count: object) -> int | None:
+    """``min_count`` if it is None or a positive int; ValueError (TypeError) otherwise."""
+    if min_count is None:
+        return None
+    if isinstance(min_count, bool) or not isinstance(min_count, int):
+        raise TypeError(f"min_count must be a positive int, not {type(min_count).__name__} ({min_count!r})")
+    if min_count < 1:
+        raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
+    return min_count
+
+
+def training_pattern(pattern: str) -> str:
+    """The regex of the pre-tokenizer a training is asked for: a name (``gpt2``, ``cl100k_base``,
+    ``o200k_base``: see :data:`~bpestore.pretokenize.patterns.PATTERNS_BY_NAME`) or a regex, which
+    must be one the engine accepts as a pre-tokenizer (:func:`~bpestore.model.check_pattern`:
+    ValueError for capture groups, catastrophic backtracking or characters left out). Checked
+    before any work."""
+    regex = pattern_named(pattern)
+    check_pattern(regex)
+    return regex
 
 
 def as_pretoken_counts(counts: Mapping[bytes, int]) -> PretokenCounts:
@@ -180,14 +206,17 @@ def warn_if_short(merges: int, max_merges: int, *, stacklevel: int = 2) -> None:
         )
 
 
-def vocab_and_merges(special_tokens: Sequence[str], merges: Iterable[tuple[bytes, bytes]]) -> tuple[Vocab, Merges]:
-    vocab = base_vocab(special_tokens)
+def vocab_and_merges(
+    special_tokens: Sequence[str], merges: Iterable[tuple[bytes, bytes]], special_tokens_at: SpecialTokensAt = "start"
+) -> tuple[Vocab, Merges]:
+    """The vocabulary of a training's ``merges``: the 256 single bytes, then one token per merge in
+    order; the special tokens before them all (``special_tokens_at="start"``, ids 0..k-1) or after
+    them all (``"end"``)."""
     merges = list(merges)
-    next_id = len(vocab)
-    for left, right in merges:
-        vocab[next_id] = left + right
-        next_id += 1
-    return vocab, merges
+    ordinary = [bytes([b]) for b in range(256)] + [left + right for left, right in merges]
+    specials = [token.encode("utf-8") for token in special_tokens]
+    tokens = specials + ordinary if special_tokens_at == "start" else ordinary + specials
+    return dict(enumerate(tokens)), merges
 
 
 def train_from_counts(
@@ -197,14 +226,16 @@ def train_from_counts(
     *,
     progress: bool = False,
     consume_counts: bool = False,
+    special_tokens_at: SpecialTokensAt = "start",
 ) -> tuple[Vocab, Merges]:
     """Train on pre-token counts that are already known (for example, stored ones): a mapping of
     pre-token bytes to counts, or the engine's :class:`PretokenCounts`. ``consume_counts`` empties
-    engine counts once read, to save memory."""
+    engine counts once read, to save memory. ``special_tokens_at``: as for :func:`train_bpe`."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
+    special_tokens_at = check_special_tokens_at(special_tokens_at)
     merges = learn_merges(pretoken_counts, max_merges(vocab_size, special_tokens), progress=progress, consume_counts=consume_counts)
-    return vocab_and_merges(special_tokens, merges)
+    return vocab_and_merges(special_tokens, merges, special_tokens_at)
 
 
 def count_corpus(
@@ -232,6 +263,17 @@ def check_not_empty(counts: Mapping[bytes, int], corpus: str) -> None:
     the 256 byte tokens alone)."""
     if len(counts) == 0:
         raise EmptyCorpusError(f"{corpus}: the corpus is empty or holds only special tokens; there is nothing to train on")
+
+
+def pruned_to(counts: PretokenCounts, min_count: int | None, corpus: str) -> PretokenCounts:
+    """``counts`` (of ``corpus``) without the pre-tokens counted fewer than ``min_count`` times;
+    EmptyCorpusError if none is left."""
+    if min_count is None or min_count == 1:
+        return counts
+    kept = counts.pruned(min_count)
+    if len(kept) == 0:
+        raise EmptyCorpusError(f"{corpus}: no pre-token is counted {min_count} times or more (min_count); there is nothing to train on")
+    return kept
 
 
 def describe_corpus(corpus: object) -> str:
@@ -279,10 +321,17 @@ def train_bpe(
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
+    pattern: str = "gpt2",
+    special_tokens_at: SpecialTokensAt = "start",
+    min_count: int | None = None,
     workers: int | None = None,
     progress: bool = False,
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file.
+
+    With the defaults this is exactly CS336's ``train_bpe``; ``pattern``, ``special_tokens_at``
+    and ``min_count`` train the tokenizers people train after it (GPT-4's pre-tokenizer, say, with
+    ``<|endoftext|>`` after the merges as tiktoken has it).
 
     Args:
         input_path: the corpus, UTF-8 text: a file, or several files, directories and globs
@@ -291,22 +340,35 @@ def train_bpe(
             See :mod:`bpestore.pretokenize.inputs`.
         vocab_size: the size of the final vocabulary, special tokens and the 256 bytes included.
         special_tokens: strings that cut the corpus and never take part in merges; they get ids
-            0..k-1 in the order given.
+            0..k-1 in the order given (or the last k ids: ``special_tokens_at``).
+        pattern: the pre-tokenizer: ``"gpt2"`` (CS336's, the default), ``"cl100k_base"`` (GPT-4's),
+            ``"o200k_base"`` (GPT-4o's), which the engine runs on hand-written scanners, or any
+            regex (in the syntax of Python's ``regex`` module, without capture groups; run on the
+            engine's general regex path).
+        special_tokens_at: ``"start"`` (CS336's: ids 0..k-1, before the 256 bytes) or ``"end"``
+            (GPT-2's and tiktoken's: after the last merge's token, so the ordinary tokens' ids
+            start at 0 and do not depend on the special tokens).
+        min_count: train only on the pre-tokens counted at least this many times (the rare ones
+            are most of a big corpus's pre-tokens and hardly change the merges: this bounds the
+            merge loop's memory). None (the default) keeps them all.
         workers: threads for pre-tokenization (default: one per CPU). The result does not depend
             on it.
         progress: show progress bars on stderr.
 
     Returns:
         ``(vocab, merges)``: vocab maps ids to token bytes (special tokens, then the 256 single
-        bytes, then one token per merge in creation order); merges lists the merged pairs in order.
-        Training stops at ``vocab_size`` or when no pair of tokens is left.
+        bytes, then one token per merge in creation order; or the special tokens last);
+        merges lists the merged pairs in order. Training stops at ``vocab_size`` or when no pair
+        of tokens is left.
 
     Raises:
         FileNotFoundError: ``input_path`` is missing or not a file.
         CorpusDecodeError: (a ValueError) the file is not UTF-8; the message names the byte offset.
         EmptyCorpusError: (a ValueError) the file is empty or holds only special tokens.
-        ValueError: ``vocab_size`` is too small or above 2**31-1, or the special tokens repeat,
-            are empty or are single bytes (all checked before any work).
+        ValueError: ``vocab_size`` is too small or above 2**31-1, the special tokens repeat, are
+            empty or are single bytes, ``pattern`` is a misspelt name or a regex the engine does
+            not take as a pre-tokenizer, ``special_tokens_at`` is neither ``"start"`` nor ``"end"``,
+            ``min_count`` is below 1 (all checked before any work).
         TypeError: ``vocab_size`` is not an int, ``special_tokens`` is not a list of strings (one
             string, or a list holding something else), ``input_path`` is none of the above.
 
@@ -314,7 +376,10 @@ def train_bpe(
         VocabSizeNotReachedWarning: no pair of tokens was left before ``vocab_size`` was reached
             (the vocab returned is smaller).
     """
-    model = train_model(input_path, vocab_size, special_tokens, workers=workers, progress=progress)
+    model = train_model(
+        input_path, vocab_size, special_tokens, pattern=pattern, special_tokens_at=special_tokens_at, min_count=min_count,
+        workers=workers, progress=progress,
+    )
     return model.vocab, model.merges
 
 
@@ -323,16 +388,25 @@ def train_model(
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
+    pattern: str = "gpt2",
+    special_tokens_at: SpecialTokensAt = "start",
+    min_count: int | None = None,
     workers: int | None = None,
     progress: bool = False,
 ) -> BPEModel:
-    """:func:`train_bpe` (same arguments, same errors), its result as a :class:`BPEModel` (GPT-2's
-    pattern, the pair merge rule)."""
+    """:func:`train_bpe` (same arguments, same errors), its result as a :class:`BPEModel` (the
+    pattern trained with, the pair merge rule)."""
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
     check_corpus_type(input_path)
     check_workers(workers)
-    counts = count_any(input_path, special_tokens, workers=workers, progress=progress)
+    regex = training_pattern(pattern)
+    special_tokens_at = check_special_tokens_at(special_tokens_at)
+    min_count = check_min_count(min_count)
+    counts = count_any(input_path, special_tokens, pattern=regex, workers=workers, progress=progress)
     check_not_empty(counts, describe_corpus(input_path))
-    vocab, merges = train_from_counts(counts, vocab_size, special_tokens, progress=progress, consume_counts=True)
-    return BPEModel(vocab, merges, special_tokens)
+    counts = pruned_to(counts, min_count, describe_corpus(input_path))
+    vocab, merges = train_from_counts(
+        counts, vocab_size, special_tokens, progress=progress, consume_counts=True, special_tokens_at=special_tokens_at
+    )
+    return BPEModel(vocab, merges, special_tokens, regex)
