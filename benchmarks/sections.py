@@ -17,9 +17,9 @@ import gpt2
 from corpus import copy_prefix, detect_separator, write_multilingual_text
 from harness import run_task
 
-SECTIONS = ("train", "train-small", "encode", "encode-multilingual", "encode-warm", "encode-batch", "encode-iterable",
+SECTIONS = ("train", "train-small", "train-patterns", "encode", "encode-multilingual", "encode-warm", "encode-batch", "encode-iterable",
             "encode-file", "encode-cli", "load", "pathological")
-DEFAULT_REPEAT = {"train": 3, "train-small": 7, "encode": 3, "encode-multilingual": 3, "encode-warm": 3, "encode-batch": 3,
+DEFAULT_REPEAT = {"train": 3, "train-small": 7, "train-patterns": 3, "encode": 3, "encode-multilingual": 3, "encode-warm": 3, "encode-batch": 3,
                   "encode-iterable": 3, "encode-file": 3, "encode-cli": 3, "load": 7, "pathological": 3}
 SINGLE_THREAD_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
 BPESTORE = "bpestore"
@@ -179,6 +179,23 @@ def train_checks(settings: Settings, rows: list[dict], tokens_out: dict[str, Pat
                 checks.append(check(f"learned tokens shared by bpestore and {row['tool']}", True,
                                     f"{shared:,} of {len(ours):,} ({shared / max(len(ours), 1):.1%})", fatal=False))
     return checks
+
+
+def train_patterns_section(settings: Settings) -> dict:
+    """bpestore training on the corpus with each named pre-tokenizer (issue 26: cl100k_base and
+    o200k_base within 1.3x of GPT-2's time); rows in one run, each pattern's time over GPT-2's."""
+    base = {"corpus": str(settings.corpus), "vocab_size": settings.vocab_size, "special": settings.special,
+            "workers": settings.workers}
+    rows = [measure("train-patterns", name, base, settings.runs("train-patterns"), timeout=settings.timeout)
+            for name in ("gpt2", "cl100k_base", "o200k_base")]
+    gpt2_row = rows[0]
+    checks = []
+    for row in rows[1:]:
+        if "seconds" in row and "seconds" in gpt2_row:
+            row["over_gpt2"] = row["seconds"] / gpt2_row["seconds"]
+            checks.append(check(f"{row['tool']} time / gpt2 time", True, f"{row['over_gpt2']:.2f}x (target <= 1.3x)", fatal=False))
+    notes = ["bpestore train_bpe with pattern=NAME, a fresh process per run; the merges differ (other pre-tokens), the merge count is the same"]
+    return section("train-patterns", rows, checks, notes)
 
 
 def train_small_section(settings: Settings) -> dict:
@@ -433,7 +450,7 @@ def pick(rows: list[dict], tool: str, kind: str, n: int) -> list[dict]:
     return [row for row in rows if row["tool"] == tool and row["kind"] == kind and row["n"] == n and row["status"] == "ok"]
 
 
-RUNNERS = {"train": train_section, "train-small": train_small_section, "encode": encode_section,
+RUNNERS = {"train": train_section, "train-small": train_small_section, "train-patterns": train_patterns_section, "encode": encode_section,
            "encode-multilingual": encode_multilingual_section, "encode-warm": encode_warm_section,
            "encode-batch": encode_batch_section,
            "encode-iterable": encode_iterable_section, "encode-file": encode_file_section, "encode-cli": encode_cli_section,

@@ -43,6 +43,29 @@ def import_or_skip(module: str):
         raise Skip(f"{module} is not installed ({error})") from error
 
 
+def train_with_pattern(pattern: str):
+    """The ``train-patterns`` section's task: bpestore's train_bpe with the pre-tokenizer ``pattern``."""
+
+    def make(params: dict) -> Job:
+        train_bpe = import_or_skip("bpestore").train_bpe
+
+        def run():
+            return train_bpe(params["corpus"], params["vocab_size"], specials(params), workers=params["workers"], pattern=pattern)
+
+        def check(result) -> dict:
+            vocab, merges = result
+            return learned_tokens_report(params, len(vocab), [left + right for left, right in merges], pattern=pattern)
+
+        return Job(run, check)
+
+    return make
+
+
+PATTERN_NAMES = ("gpt2", "cl100k_base", "o200k_base")
+for _name in PATTERN_NAMES:
+    task(f"train-patterns:{_name}")(train_with_pattern(_name))
+
+
 @task("train:bpestore")
 def train_bpestore(params: dict) -> Job:
     # The attribute is resolved here, untimed: bpestore imports its modules when first asked for.
