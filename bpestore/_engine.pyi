@@ -256,6 +256,22 @@ class Encoder:
     ) -> list[list[int]]:
         """The ids of each text, on ``num_threads`` threads (default: the CPUs), in order;
         ``allowed_special`` as for ``encode``."""
+    def encode_dropout(
+        self, text: str, dropout: float, seed: int, allowed_special: str | Iterable[str] | None = None, text_index: int = 0
+    ) -> list[int]:
+        """The ids of ``text`` with BPE-dropout: each merge considered is skipped with probability
+        ``dropout`` (in [0, 1); 0 is ``encode`` exactly), the draws seeded by ``seed`` (in
+        [0, 2**64)) and ``text_index`` (a text's index in its batch). No cache is used."""
+    def encode_batch_dropout(
+        self,
+        texts: Iterable[str],
+        dropout: float,
+        seed: int,
+        num_threads: int | None = None,
+        allowed_special: str | Iterable[str] | None = None,
+    ) -> list[list[int]]:
+        """``encode_dropout`` of each text (its index in the batch seeding its draws), on
+        ``num_threads`` threads: the ids do not depend on the number of threads."""
     def encode_with_offsets(
         self, text: str, allowed_special: str | Iterable[str] | None = None
     ) -> tuple[list[int], list[tuple[int, int]]]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 import regex
 
@@ -196,3 +197,91 @@ def reference_pair_merges_from_ranks(ranks: dict[bytes, int]) -> tuple[list[tupl
         else:
             unreachable.append(token)
     return merges, unreachable
+
+
+# -- BPE-dropout (Provilkov et al., 2020) -----------------------------------------------------------
+
+MASK64 = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def splitmix(z: int) -> int:
+    """SplitMix64's output function."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+class PieceDraws:
+    """The draws of one pre-token: SplitMix64 seeded by the seed, the text's index in its batch
+    and the pre-token's byte offset in its text; each draw is 53 bits as a float in [0, 1)."""
+
+    def __init__(self, seed: int, text_index: int, offset: int, probability: float):
+        self.state = splitmix(seed ^ splitmix(((text_index + GOLDEN) & MASK64) ^ splitmix(offset)))
+        self.probability = probability
+
+    def drops(self) -> bool:
+        self.state = (self.state + GOLDEN) & MASK64
+        return (splitmix(self.state) >> 11) / float(1 << 53) < self.probability
+
+
+def dropout_merge(
+    pretoken: bytes, rank_of: Callable[[bytes, bytes], int | None], draws: PieceDraws, whole_rank: int | None = None
+) -> list[bytes]:
+    """One pre-token by BPE-dropout: (the token rule: the whole pre-token if it is a token, unless
+    a draw drops that;) then, again and again, list the adjacent pairs that merge by (rank, leftmost
+    first), draw for each in that order until one is kept, merge it; done when all are dropped."""
+    tokens = [bytes([b]) for b in pretoken]
+    if whole_rank is not None and len(tokens) > 1 and not draws.drops():
+        return [pretoken]
+    while True:
+        candidates = sorted(
+            (rank, i) for i in range(len(tokens) - 1) if (rank := rank_of(tokens[i], tokens[i + 1])) is not None
+        )
+        kept = next((i for _, i in candidates if not draws.drops()), None)
+        if kept is None:
+            return tokens
+        tokens[kept : kept + 2] = [tokens[kept] + tokens[kept + 1]]
+
+
+def reference_encode_dropout(
+    text: str,
+    vocab: Vocab,
+    merges: Merges,
+    special_tokens: list[str] | None,
+    probability: float,
+    seed: int,
+    *,
+    pattern: str = GPT2_PATTERN,
+    rule: str = "pair",
+    text_index: int = 0,
+) -> list[int]:
+    """:func:`reference_encode` with BPE-dropout (see :func:`dropout_merge`): the pair rule ranks a
+    pair by its merge, the token rule (tiktoken's vocabularies, rank = id) by the id of the
+    token it makes. Special tokens are never dropped; a probability of 0 is plain encoding."""
+    special_tokens = list(special_tokens or [])
+    token_to_id = {token: token_id for token_id, token in sorted(vocab.items())}
+    merge_rank = {pair: rank for rank, pair in reversed(list(enumerate(merges)))}  # a pair's first rank
+
+    def rank_of(left: bytes, right: bytes) -> int | None:
+        if rule == "pair":
+            return merge_rank.get((left, right))
+        return token_to_id.get(left + right)
+
+    ids: list[int] = []
+    offset = 0  # in bytes, in the whole text
+    for index, piece in enumerate(split_on_specials(text, special_tokens, keep=True)):
+        if index % 2 == 1:
+            ids.append(token_to_id[piece.encode("utf-8")])
+        else:
+            at = offset
+            for pretoken in pretokenize(piece, pattern):
+                draws = PieceDraws(seed, text_index, at, probability)
+                if len(pretoken) == 1:
+                    ids.append(token_to_id[pretoken])
+                else:
+                    whole = token_to_id.get(pretoken) if rule == "token" else None
+                    ids.extend(token_to_id[token] for token in dropout_merge(pretoken, rank_of, draws, whole))
+                at += len(pretoken)
+        offset += len(piece.encode("utf-8"))
+    return ids

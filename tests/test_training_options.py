@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpestore
-from bpestore import Store, Tokenizer, formats
+from bpestore import Store, formats
 from bpestore.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from bpestore.train.trainer import VocabSizeNotReachedWarning
 from reference import reference_encode, reference_pretoken_counts, reference_train

@@ -41,6 +41,23 @@ class NpyWriter(Protocol):
 class EncoderEngine(Protocol):
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]: ...
 
+    def encode_dropout(
+        self, text: str, dropout: float, seed: int, allowed_special: str | Iterable[str] | None = None, text_index: int = 0
+    ) -> list[int]:
+        """The ids with BPE-dropout (the rule of crates/encode/src/dropout.rs and tests/reference.py's
+        ``reference_encode_dropout``): ValueError for ``dropout`` outside [0, 1) or ``seed``
+        outside [0, 2**64), TypeError for a ``seed`` that is no int."""
+
+    def encode_batch_dropout(
+        self,
+        texts: Iterable[str],
+        dropout: float,
+        seed: int,
+        num_threads: int | None = None,
+        allowed_special: str | Iterable[str] | None = None,
+    ) -> list[list[int]]:
+        """``encode_dropout`` of each text, its index in ``texts`` as ``text_index``."""
+
     def encode_to_bytes(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytes:
         """The ids as uint32 little-endian bytes."""
 

@@ -164,12 +164,26 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = "all",
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        dropout: float | None = None,
+        seed: int = 0,
     ) -> list[int]:
         """The ids of ``text``; the special tokens ``allowed_special`` become their own ids.
 
         By default every special token is recognised (CS336). For text from users that must not
         produce special tokens, ``encode(text, allowed_special=set())`` raises on any special
         token's string (tiktoken's default) and :meth:`encode_ordinary` encodes it as plain text.
+
+        ``dropout=p`` encodes with BPE-dropout (Provilkov et al., 2020): while a pre-token is
+        merged, each merge the rule would make next is skipped with probability ``p`` (in
+        [0, 1)), so the same text gets other segmentations into the same vocabulary, a
+        regularisation for training a model. Exact and seeded: the same ``seed`` (an int in
+        [0, 2**64)) gives the same ids, ``p = 0`` gives exactly ``encode(text)``, every output
+        decodes to the text, and special tokens are never split. Both merge rules; the rule is
+        spelt out in crates/encode/src/dropout.rs (and tests/reference.py). No cache is used, so
+        it is slower than plain encoding.
+
+        >>> tok.encode("lowest", dropout=0.5, seed=1) != tok.encode("lowest", dropout=0.5, seed=2)  # doctest: +SKIP
+        True
 
         Raises:
             DisallowedSpecialTokenError: (a ValueError) the text holds a disallowed string.
@@ -179,7 +193,11 @@ class Tokenizer:
                 (in text I of a batch, in the stream of :meth:`encode_iterable`). The known
                 patterns never do.
             TypeError: ``text`` is not a str.
+            ValueError: ``dropout`` is outside [0, 1), or ``seed`` outside [0, 2**64).
         """
+        if dropout is not None:
+            allowed = self._policy(text, allowed_special, disallowed_special)
+            return self._call(self._engine.encode_dropout, text, dropout, seed, allowed)
         if allowed_special == "all" and disallowed_special == "all":  # the default, kept lean
             try:
                 return self._engine.encode(text)
@@ -215,10 +233,15 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = "all",
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        dropout: float | None = None,
+        seed: int = 0,
     ) -> list[list[int]]:
         """The ids of each text, encoded on ``num_threads`` threads (default: the CPUs), in order;
         the special-token policy of :meth:`encode` (the first text holding a disallowed string
-        raises, before any is encoded)."""
+        raises, before any is encoded). ``dropout`` and ``seed``: BPE-dropout, as for
+        :meth:`encode`; each text's draws are seeded by ``seed`` and its index in ``texts``
+        (the first text's ids are ``encode(texts[0], dropout=p, seed=seed)``), so the ids do
+        not depend on ``num_threads``."""
         if isinstance(texts, (str, bytes)):
             raise TypeError(f"encode_batch() takes an iterable of str, not a single {type(texts).__name__}")
         texts = texts if isinstance(texts, list) else list(texts)
@@ -228,6 +251,8 @@ class Tokenizer:
                 _check_str(text, "encode_batch")
                 _refuse_disallowed(text, disallowed)
         try:
+            if dropout is not None:
+                return self._engine.encode_batch_dropout(texts, dropout, seed, num_threads, allowed)
             return self._engine.encode_batch(texts, num_threads, allowed)
         except TypeError:
             for text in texts:

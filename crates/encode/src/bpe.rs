@@ -19,14 +19,14 @@ use std::collections::BinaryHeap;
 /// Pieces of more than this many bytes take the heap path.
 pub(crate) const LONG_PIECE: usize = 48;
 
-const NONE: u32 = u32::MAX;
+pub(crate) const NONE: u32 = u32::MAX;
 
 /// A token id. Ranks are `u32` too: a merge's position in the merges list (pair rule) or the
 /// resulting token's id (token rule).
 pub type TokenId = u32;
 
 #[inline]
-fn pair_key(left: TokenId, right: TokenId) -> u64 {
+pub(crate) fn pair_key(left: TokenId, right: TokenId) -> u64 {
     (u64::from(left) << 32) | u64::from(right)
 }
 
@@ -51,7 +51,7 @@ impl PairRanks {
     }
 
     #[inline]
-    fn get(&self, left: TokenId, right: TokenId) -> Option<(u32, TokenId)> {
+    pub(crate) fn get(&self, left: TokenId, right: TokenId) -> Option<(u32, TokenId)> {
         self.map.get(&pair_key(left, right)).copied()
     }
 
@@ -191,7 +191,7 @@ pub(crate) struct TokenRanks<'v> {
 
 impl TokenRanks<'_> {
     #[inline]
-    fn rank(&self, left: TokenId, right: TokenId, scratch: &mut Vec<u8>) -> Option<u32> {
+    pub(crate) fn rank(&self, left: TokenId, right: TokenId, scratch: &mut Vec<u8>) -> Option<u32> {
         scratch.clear();
         scratch.extend_from_slice(self.vocab.bytes(left));
         scratch.extend_from_slice(self.vocab.bytes(right));
@@ -300,15 +300,15 @@ impl TokenRanks<'_> {
 }
 
 /// Tokens at their first byte's position, linked to their live neighbours.
-struct Linked {
-    tokens: Vec<TokenId>,
-    next: Vec<u32>,
-    prev: Vec<u32>,
+pub(crate) struct Linked {
+    pub(crate) tokens: Vec<TokenId>,
+    pub(crate) next: Vec<u32>,
+    pub(crate) prev: Vec<u32>,
     alive: Vec<bool>,
 }
 
 impl Linked {
-    fn new(tokens: &[TokenId]) -> Linked {
+    pub(crate) fn new(tokens: &[TokenId]) -> Linked {
         let n = tokens.len() as u32;
         Linked {
             tokens: tokens.to_vec(),
@@ -320,7 +320,7 @@ impl Linked {
 
     /// The token after the live token at `i`, if `i` is live and has one.
     #[inline]
-    fn live_next(&self, i: u32) -> Option<u32> {
+    pub(crate) fn live_next(&self, i: u32) -> Option<u32> {
         if !self.alive[i as usize] {
             return None;
         }
@@ -330,7 +330,7 @@ impl Linked {
 
     /// Token `i` becomes `merged`; its neighbour `j` goes.
     #[inline]
-    fn merge(&mut self, i: u32, j: u32, merged: TokenId) {
+    pub(crate) fn merge(&mut self, i: u32, j: u32, merged: TokenId) {
         self.tokens[i as usize] = merged;
         self.alive[j as usize] = false;
         let after = self.next[j as usize];
@@ -340,7 +340,7 @@ impl Linked {
         }
     }
 
-    fn collect(&self, out: &mut Vec<TokenId>) {
+    pub(crate) fn collect(&self, out: &mut Vec<TokenId>) {
         out.clear();
         if self.tokens.is_empty() {
             return;
@@ -375,7 +375,7 @@ pub(crate) mod tests {
         }
     }
 
-    type Bytes = Vec<u8>;
+    pub(crate) type Bytes = Vec<u8>;
     pub(crate) type Generated = (Vec<(u32, Bytes)>, Vec<(Bytes, Bytes)>);
 
     /// GPT-2's `bpe()` as written in tests/reference.py.
@@ -476,12 +476,12 @@ pub(crate) mod tests {
         (ids.into_iter().zip(tokens).collect(), merges)
     }
 
-    fn vocab_of(tokens: &[(u32, Bytes)]) -> Vocab {
+    pub(crate) fn vocab_of(tokens: &[(u32, Bytes)]) -> Vocab {
         let slices: Vec<(u32, &[u8])> = tokens.iter().map(|(id, t)| (*id, t.as_slice())).collect();
         Vocab::new(&slices, &[]).expect("a valid generated vocabulary")
     }
 
-    fn pair_ranks(vocab: &Vocab, merges: &[(Bytes, Bytes)]) -> PairRanks {
+    pub(crate) fn pair_ranks(vocab: &Vocab, merges: &[(Bytes, Bytes)]) -> PairRanks {
         let ids: Vec<_> = merges
             .iter()
             .map(|(l, r)| {
@@ -495,7 +495,7 @@ pub(crate) mod tests {
         PairRanks::new(ids.into_iter())
     }
 
-    fn piece(rng: &mut Rng, alphabet: &[u8], max_len: usize) -> Bytes {
+    pub(crate) fn piece(rng: &mut Rng, alphabet: &[u8], max_len: usize) -> Bytes {
         let len = rng.below(max_len + 1);
         if rng.below(4) == 0 {
             // runs of one byte or two: overlapping pairs, the case "all occurrences" is about

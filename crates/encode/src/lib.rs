@@ -14,6 +14,7 @@
 
 mod bpe;
 mod cache;
+mod dropout;
 mod file;
 mod offsets;
 pub mod packed;
@@ -27,6 +28,7 @@ pub use bpe::TokenId;
 use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
+pub use dropout::Dropout;
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, NpyWriter, PARTIAL_HEADER_START};
 pub use offsets::IdsAndOffsets;
@@ -507,6 +509,123 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
+        self.split_specials_into(text, allowed, out, |part, out| {
+            self.encode_ordinary_into(part, cache, out)
+        })
+    }
+
+    /// The ids of `text` with BPE-dropout (see [`Dropout`]; `text_index`: the text's index in
+    /// its batch, which seeds its draws with the seed). No cache is read or written: a
+    /// pre-token's ids differ from one occurrence to the next. A probability of 0 is
+    /// [`Encoder::encode`] exactly.
+    ///
+    /// # Errors
+    /// [`EncodeError::MatchFailed`] if the pattern fails on the text (see the crate's docs).
+    pub fn encode_with_dropout(
+        &self,
+        text: &str,
+        allowed: AllowedSpecial<'_>,
+        dropout: Dropout,
+        text_index: u64,
+    ) -> Result<Vec<TokenId>, EncodeError> {
+        if dropout.probability <= 0.0 {
+            return self.encode(text, allowed);
+        }
+        let mut out = Vec::with_capacity(text.len() / 2 + 1);
+        let base = text.as_ptr() as usize;
+        let mut tokens: Vec<TokenId> = Vec::with_capacity(64);
+        let by_token = dropout::ByToken::new(bpe::TokenRanks { vocab: &self.vocab });
+        self.split_specials_into(text, allowed, &mut out, |part, out| {
+            self.pretokenizer.try_for_each_piece(part, |piece| {
+                let bytes = piece.as_bytes();
+                if let [byte] = bytes {
+                    out.push(self.vocab.byte_ids[*byte as usize]);
+                    return;
+                }
+                // Pieces borrow from `text`: the address difference is the piece's offset.
+                let offset = (piece.as_ptr() as usize - base) as u64;
+                let mut draws = dropout::Draws::new(dropout, text_index, offset);
+                tokens.clear();
+                tokens.extend(bytes.iter().map(|&b| self.vocab.byte_ids[b as usize]));
+                match self.rule {
+                    MergeRule::Pair => dropout::merge_pairs(&self.pairs, &mut tokens, &mut draws),
+                    MergeRule::Token => {
+                        dropout::merge_tokens(&by_token, bytes, &mut tokens, &mut draws)
+                    }
+                }
+                out.extend_from_slice(&tokens);
+            })
+        })
+        .map_err(|error| EncodeError::MatchFailed(in_text(error, text)))?;
+        Ok(out)
+    }
+
+    /// [`Encoder::encode_with_dropout`] of each text (its index in `texts` seeding its draws),
+    /// on `threads` threads (at least one), in order: the ids do not depend on `threads`.
+    ///
+    /// # Errors
+    /// The first text, in the batch's order, that cannot be encoded.
+    pub fn encode_batch_with_dropout(
+        &self,
+        texts: &[&str],
+        threads: usize,
+        allowed: AllowedSpecial<'_>,
+        dropout: Dropout,
+    ) -> Result<Vec<Vec<TokenId>>, BatchError> {
+        let encode_one = |index: usize| {
+            self.encode_with_dropout(texts[index], allowed, dropout, index as u64)
+                .map_err(|error| BatchError { index, error })
+        };
+        let threads = threads.clamp(1, texts.len().max(1));
+        if threads == 1 {
+            return (0..texts.len()).map(encode_one).collect();
+        }
+        // Blocks of consecutive texts, about as many bytes each, one thread each; the first
+        // failure in the batch's order.
+        let total: usize = texts.iter().map(|text| text.len()).sum();
+        let share = total / threads + 1;
+        let mut blocks = Vec::with_capacity(threads);
+        let (mut start, mut bytes) = (0, 0);
+        for (i, text) in texts.iter().enumerate() {
+            bytes += text.len();
+            if bytes >= share && blocks.len() + 1 < threads {
+                blocks.push(start..i + 1);
+                (start, bytes) = (i + 1, 0);
+            }
+        }
+        blocks.push(start..texts.len());
+        let mut results: Vec<Result<Vec<Vec<TokenId>>, BatchError>> = Vec::new();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = blocks
+                .into_iter()
+                .map(|block| scope.spawn(move || block.map(encode_one).collect()))
+                .collect();
+            results = handles
+                .into_iter()
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect();
+        });
+        let mut all = Vec::with_capacity(texts.len());
+        for block in results {
+            all.extend(block?);
+        }
+        Ok(all)
+    }
+
+    /// Appends the ids of `text` to `out`: the special tokens `allowed` as their ids, the text
+    /// between them by `ordinary(part, out)`. If the pattern gives up on a match, the error's
+    /// offset is that match's in `text`.
+    fn split_specials_into(
+        &self,
+        text: &str,
+        allowed: AllowedSpecial<'_>,
+        out: &mut Vec<TokenId>,
+        mut ordinary: impl FnMut(&str, &mut Vec<TokenId>) -> Result<(), PretokenizeError>,
+    ) -> Result<(), PretokenizeError> {
         // The text between special tokens borrows from `text`: the address difference is its
         // offset there.
         let in_whole = |part: &str, error: PretokenizeError| {
@@ -516,17 +635,15 @@ impl Encoder {
             AllowedSpecial::All if !self.specials.is_empty() => {
                 for part in self.specials.split(text) {
                     match part {
-                        Part::Text(part) => self
-                            .encode_ordinary_into(part, cache, out)
-                            .map_err(|error| in_whole(part, error))?,
+                        Part::Text(part) => {
+                            ordinary(part, out).map_err(|error| in_whole(part, error))?
+                        }
                         Part::Special { index, .. } => out.push(self.special_ids[index]),
                     }
                 }
                 Ok(())
             }
-            AllowedSpecial::All | AllowedSpecial::None => {
-                self.encode_ordinary_into(text, cache, out)
-            }
+            AllowedSpecial::All | AllowedSpecial::None => ordinary(text, out),
             AllowedSpecial::Only(allowed) => {
                 let chosen: Vec<String> = self
                     .specials
@@ -536,14 +653,14 @@ impl Encoder {
                     .cloned()
                     .collect();
                 if chosen.is_empty() {
-                    return self.encode_ordinary_into(text, cache, out);
+                    return ordinary(text, out);
                 }
                 let subset = SpecialTokens::new(&chosen);
                 for part in subset.split(text) {
                     match part {
-                        Part::Text(part) => self
-                            .encode_ordinary_into(part, cache, out)
-                            .map_err(|error| in_whole(part, error))?,
+                        Part::Text(part) => {
+                            ordinary(part, out).map_err(|error| in_whole(part, error))?
+                        }
                         Part::Special { text, .. } => out.push(self.special_id(text)),
                     }
                 }

@@ -9,14 +9,14 @@
 use crate::errors::{corpus_decode_error, os_error, pattern_error};
 use crate::model::{ModelObjects, SharedBytes};
 use bpestore_encode::{
-    AllowedSpecial, BatchError, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
+    AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
     OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES,
     DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
 };
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyIterator, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyIterator, PyList, PyString};
 use std::sync::{Arc, OnceLock};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -118,6 +118,30 @@ fn pair_merges_from_ranks<'py>(
         .map(|&index| objects[index].0.clone())
         .collect();
     Ok((merges, PyList::new(py, unreachable)?))
+}
+
+/// The engine's rule for dropout's arguments: a probability in [0, 1) (1 would merge nothing, and
+/// a text of bytes is no regularisation) and a seed that is an int in [0, 2**64).
+fn checked_dropout(probability: f64, seed: &Bound<'_, PyAny>) -> PyResult<Dropout> {
+    if !(0.0..1.0).contains(&probability) {
+        return Err(PyValueError::new_err(format!(
+            "dropout must be a probability in [0, 1), got {probability}"
+        )));
+    }
+    if seed.is_instance_of::<PyBool>() || !seed.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "seed must be an int, not {} ({})",
+            type_name(seed),
+            repr(seed)
+        )));
+    }
+    let seed: u64 = seed.extract().map_err(|_| {
+        PyValueError::new_err(format!(
+            "seed must be an int in [0, 2**64), got {}",
+            repr(seed)
+        ))
+    })?;
+    Ok(Dropout { probability, seed })
 }
 
 fn default_threads() -> usize {
@@ -333,6 +357,72 @@ impl PyEncoder {
         let lists = lists
             .into_iter()
             .map(|list| list.expect("every block was encoded"));
+        PyList::new(py, lists)
+    }
+
+    /// The ids of `text` with BPE-dropout: each merge considered is skipped with probability
+    /// `dropout` (in [0, 1); 0 is `encode` exactly), the draws seeded by `seed` (an int in
+    /// [0, 2**64)) and `text_index` (a text's index in its batch). No cache is used.
+    #[pyo3(signature = (text, dropout, seed, allowed_special = None, text_index = 0))]
+    fn encode_dropout<'py>(
+        &self,
+        py: Python<'py>,
+        text: PyBackedStr,
+        dropout: f64,
+        seed: &Bound<'py, PyAny>,
+        allowed_special: Option<&Bound<'py, PyAny>>,
+        text_index: u64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let dropout = checked_dropout(dropout, seed)?;
+        let allowed = Allowed::from_py(allowed_special)?;
+        let encoder = Arc::clone(&self.inner);
+        let ids = py
+            .detach(move || {
+                allowed.with(|allowed| {
+                    encoder.encode_with_dropout(&text, allowed, dropout, text_index)
+                })
+            })
+            .map_err(|error| encode_error(py, "", error))?;
+        self.ints.list(py, &ids)
+    }
+
+    /// `encode_dropout` of each text (its index in the batch seeding its draws), on `num_threads`
+    /// threads (default: the CPUs): the ids do not depend on the number of threads.
+    #[pyo3(signature = (texts, dropout, seed, num_threads = None, allowed_special = None))]
+    fn encode_batch_dropout<'py>(
+        &self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+        dropout: f64,
+        seed: &Bound<'py, PyAny>,
+        num_threads: Option<usize>,
+        allowed_special: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let dropout = checked_dropout(dropout, seed)?;
+        let allowed = Allowed::from_py(allowed_special)?;
+        let texts: Vec<PyBackedStr> = texts
+            .try_iter()?
+            .map(|t| t?.extract())
+            .collect::<PyResult<_>>()?;
+        let threads = num_threads.unwrap_or_else(default_threads);
+        if threads == 0 {
+            return Err(PyValueError::new_err("num_threads must be at least 1"));
+        }
+        let encoder = Arc::clone(&self.inner);
+        let batches = py
+            .detach(move || {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                allowed.with(|allowed| {
+                    encoder.encode_batch_with_dropout(&refs, threads, allowed, dropout)
+                })
+            })
+            .map_err(|error| batch_error(py, error))?;
+        let lists = without_gc(py, || {
+            batches
+                .into_iter()
+                .map(|ids| self.ints.list(py, &ids))
+                .collect::<PyResult<Vec<_>>>()
+        })?;
         PyList::new(py, lists)
     }
 
