@@ -31,7 +31,7 @@ from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths
 from .pretokenize.patterns import GPT2_PATTERN
-from .progress import progress_bar
+from .progress import progress_bar, progress_step
 from .store.database import (
     CorpusFile, CorpusInfo, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
 )
@@ -640,38 +640,48 @@ class Store(ModelStore):
             if saving is not None:
                 if progress and not saving.done():  # the merges are done first: show the rest of the save
                     writes = self._row_writes(len(counts))
-                    with progress_bar(True, writes, "saving pre-token counts", unit="row", unit_scale=True) as bar:
+                    with progress_bar(True, writes, "saving pre-token counts", unit="rows", unit_scale=True) as bar:
                         while not saving.done():
                             bar.update(saved_rows[0] - bar.n)
                             wait([saving], timeout=0.1)
                         bar.update(saved_rows[0] - bar.n)
                 corpus_id = saving.result()
-            with self._transaction(write=True) as connection:
-                refs = []
-                for size in sizes:
-                    model, num_merges = continued.model_of_size(size, special_tokens, merges, base_model)
-                    seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
-                    params = {} if base_ref is None else {"base": base_ref}
-                    if donor is not None:
-                        params["merges_of"] = donor[0]  # the stored training whose merges these are
-                    refs.append(
-                        self._insert_tokenizer(
-                            connection,
-                            name,
-                            model,
-                            corpus_id=corpus_id,
-                            source="trained",
-                            training_params={
-                                "vocab_size": size,
-                                "workers": workers,
-                                "reused_pretoken_counts": reused,
-                                "pretokenize_seconds": round(pretokenize_seconds, 3),
-                                **params,
-                            },
-                            training_seconds=round(seconds, 3),
-                            progress=progress,
+            # Building, checking and writing each tokenizer, then the commit: seconds for big
+            # vocabs, said on one line (the per-tokenizer row bars would be one line each).
+            saving_bar = progress_bar(
+                progress, len(sizes), f"saving {len(sizes)} tokenizer{'s' if len(sizes) > 1 else ''}",
+                bar_format="{desc}: {n}/{total} [{elapsed}]{postfix}",
+            )
+            with saving_bar as bar:
+                with self._transaction(write=True) as connection:
+                    refs = []
+                    for size in sizes:
+                        bar.set_postfix_str(f"vocab {size:,}")
+                        model, num_merges = continued.model_of_size(size, special_tokens, merges, base_model)
+                        seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
+                        params = {} if base_ref is None else {"base": base_ref}
+                        if donor is not None:
+                            params["merges_of"] = donor[0]  # the stored training whose merges these are
+                        refs.append(
+                            self._insert_tokenizer(
+                                connection,
+                                name,
+                                model,
+                                corpus_id=corpus_id,
+                                source="trained",
+                                training_params={
+                                    "vocab_size": size,
+                                    "workers": workers,
+                                    "reused_pretoken_counts": reused,
+                                    "pretokenize_seconds": round(pretokenize_seconds, 3),
+                                    **params,
+                                },
+                                training_seconds=round(seconds, 3),
+                            )
                         )
-                    )
+                        bar.update(1)
+                    bar.set_postfix_str("committing")
+                bar.set_postfix_str("done", refresh=False)
         except KeyboardInterrupt:
             if saving is not None:
                 try:
@@ -759,9 +769,12 @@ def import_into_store(
     """Read ``format``'s files (see :func:`bpestore.formats.read`; ``options`` are its) and store
     the tokenizer as the next version of ``name``; returns the new ref and what the import found.
     Nothing is stored unless the whole input is understood; the files are read before the store's
-    write lock is taken (``lock_timeout``: see :class:`Store`). ``save_progress``: a bar while
-    the vocab and merges are written."""
-    imported = formats.read(format, *paths, **options)
+    write lock is taken (``lock_timeout``: see :class:`Store`). ``save_progress``: a line while
+    the files are read and the model checked (seconds for GPT-2's, with nothing else to show),
+    then a bar while the vocab and merges are written."""
+    names = ", ".join(Path(path).name for path in paths)
+    with progress_step(save_progress, f"reading and checking {names}"):
+        imported = formats.read(format, *paths, **options)
     with Store(store, lock_timeout=lock_timeout) as opened:
         ref = opened.save(name, imported.model, source_format=imported.format, source_paths=imported.paths, progress=save_progress)
     return ref, imported

@@ -1,0 +1,108 @@
+"""Seeing and judging tokenizers from the command line (issue 27, point 1): ``encode --tokens``,
+``--compact`` and ``--count``, ``decode`` of a ``.npy``, ``diff`` of more than two tokenizers,
+numbers with thousands separators, progress bars in words, the GPT-2 import's hint about special
+tokens.
+
+Expected values come from the Python API (``Tokenizer.encode``, ``Store``) or are computed here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpestore import Store, Tokenizer
+from bpestore.progress import progress_bar, progress_step, rate_text
+from conftest import shared_file
+from test_cli import (
+    ENDOFTEXT, assert_user_error, corpus_text, find_executable, invoke, load, ok, read_text, run_with_tty_stderr, sample_text,
+    write_text,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return write_text(tmp_path_factory.mktemp("corpus") / "corpus.txt", corpus_text(seed=3, words=6000))
+
+
+@pytest.fixture(scope="module")
+def trained_db(tmp_path_factory, corpus) -> Path:
+    """v@1, v@2, v@3 (vocab 300, 400, 600) trained on ``corpus``; tests must not change it."""
+    db = tmp_path_factory.mktemp("view") / "store.db"
+    with Store(db) as store:
+        assert store.train(corpus, "v", [300, 400, 600], [ENDOFTEXT]) == ["v@1", "v@2", "v@3"]
+    return db
+
+
+# -- progress bars in words ---------------------------------------------------------------------
+
+
+def rendered(bar) -> str:
+    return str(bar)
+
+
+def test_rates_are_whole_units_with_thousands_separators():
+    assert rate_text(139743.96, "merges") == "139,744 merges/s"
+    assert rate_text(12_345_678, "B", unit_scale=True) == "12.3 MB/s"
+    assert rate_text(512, "B", unit_scale=True) == "512 B/s"
+    assert rate_text(1_350_000, "rows", unit_scale=True) == "1.35M rows/s"
+    assert rate_text(None, "merges") == "? merges/s"
+
+
+def test_a_bar_shows_counts_and_rate_in_words(monkeypatch):
+    """The bar tqdm draws (on stderr, here a StringIO) says ``139,744/1,000,000`` and about
+    ``139,744 merges/s``, never tqdm's ``139743.96merge/s``."""
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    with progress_bar(True, 1_000_000, "merges", unit="merges") as bar:
+        bar.start_t -= 1.0  # one second ago: the rate is about the count
+        bar.update(139_744)
+        line = rendered(bar)
+    assert "139,744/1,000,000" in line, line
+    rate = re.search(r"\[.*, ([\d,]+) merges/s\]$", line)
+    assert rate, line
+    assert 100_000 < int(rate.group(1).replace(",", "")) <= 139_744, line
+    with progress_bar(True, 50_000_000, "encoding", unit="B", unit_scale=True) as bar:
+        bar.start_t -= 1.0
+        bar.update(12_345_678)
+        line = rendered(bar)
+    assert "12.3MB/50.0MB" in line and re.search(r"\d+\.\d MB/s\]$", line), line
+
+
+def test_a_step_line_says_what_runs_and_then_done(monkeypatch):
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    with progress_step(True, "reading and checking vocab.json") as bar:
+        assert rendered(bar).startswith("reading and checking vocab.json [00:00]")
+    assert err.getvalue().rstrip().endswith("done")
+    with progress_step(False, "nothing shown"):
+        pass
+    assert "nothing shown" not in err.getvalue()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_train_of_several_sizes_and_import_say_what_they_do_on_a_terminal(tmp_path):
+    bpestore = find_executable()
+    write_text(tmp_path / "c.txt", corpus_text(seed=5, words=3000))
+    db = str(tmp_path / "p.db")
+    argv = [bpestore, "train", "c.txt", "--name", "p", "--vocab-size", "300", "--vocab-size", "350", "--db", db]
+    status, stdout, stderr = run_with_tty_stderr(argv, tmp_path)
+    assert status == 0 and stdout.split() == [b"p@1", b"p@2"]
+    text = stderr.decode()
+    assert re.search(r"[\d,]+ merges/s", text) and "merge/s" not in text, text
+    assert "saving 2 tokenizers: 2/2" in text and "done" in text, text
+    vocab_json, merges_txt = shared_file("fixtures", "gpt2_vocab.json"), shared_file("fixtures", "gpt2_merges.txt")
+    argv = [bpestore, "import", "gpt2", str(vocab_json), str(merges_txt), "--name", "g", "--special-token", ENDOFTEXT, "--db", db]
+    status, _, stderr = run_with_tty_stderr(argv, tmp_path)
+    assert status == 0
+    assert "reading and checking gpt2_vocab.json, gpt2_merges.txt" in stderr.decode(), stderr
+    status, _, stderr = run_with_tty_stderr([*argv[:-2], "-q", "--db", db], tmp_path)
+    assert status == 0 and b"reading and checking" not in stderr
