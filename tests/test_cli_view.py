@@ -106,3 +106,47 @@ def test_train_of_several_sizes_and_import_say_what_they_do_on_a_terminal(tmp_pa
     assert "reading and checking gpt2_vocab.json, gpt2_merges.txt" in stderr.decode(), stderr
     status, _, stderr = run_with_tty_stderr([*argv[:-2], "-q", "--db", db], tmp_path)
     assert status == 0 and b"reading and checking" not in stderr
+
+
+# -- the GPT-2 import's hint about special tokens -----------------------------------------------
+
+
+def write_small_gpt2(directory: Path, extra_tokens: list[str]) -> tuple[Path, Path]:
+    """A GPT-2 vocab.json + merges.txt: the 256 bytes, 'ab' made by one merge, and ``extra_tokens``
+    (made by no merge), written as GPT-2 writes them."""
+    from bpestore.formats.gpt2 import token_to_text
+
+    vocab = {token_to_text(bytes([b])): b for b in range(256)}
+    vocab[token_to_text(b"ab")] = 256
+    for token in extra_tokens:
+        vocab[token] = len(vocab)
+    vocab_json, merges_txt = directory / "vocab.json", directory / "merges.txt"
+    vocab_json.write_text(json.dumps(vocab), encoding="utf-8")
+    merges_txt.write_text("#version: 0.2\na b\n", encoding="utf-8")
+    return vocab_json, merges_txt
+
+
+def test_an_unmerged_special_looking_token_is_named_with_the_flag_to_pass(tmp_path):
+    paths = write_small_gpt2(tmp_path, [ENDOFTEXT])
+    db = tmp_path / "s.db"
+    result = invoke("import", "gpt2", *paths, "--name", "g", "--db", db)
+    ok(result)
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning")]
+    assert ENDOFTEXT in warning and f"--special-token '{ENDOFTEXT}'" in warning, warning
+    assert "empty or truncated" not in warning, warning
+    assert len(load(db, "g").encode(ENDOFTEXT)) > 1  # what the warning warns about
+    # Following the hint: no warning, and the special token is one token.
+    result = invoke("import", "gpt2", *paths, "--name", "g", "--special-token", ENDOFTEXT, "--db", db)
+    ok(result)
+    assert "warning" not in result.stderr
+    assert load(db, "g@2").encode(ENDOFTEXT) == [257]
+
+
+def test_special_looking_and_ordinary_unmerged_tokens_get_a_warning_each(tmp_path):
+    from bpestore import formats
+
+    paths = write_small_gpt2(tmp_path, ["<s>", "</s>", "cd"])
+    special, truncated = formats.read("gpt2", *paths).notes
+    assert "<s>, </s> are in the vocab" in special and "--special-token '<s>' --special-token '</s>'" in special, special
+    assert "1 of the vocab's 260 tokens" in truncated and "empty or truncated" in truncated, truncated
+    assert formats.read("gpt2", *paths, special_tokens=["<s>", "</s>"]).notes == [truncated]
