@@ -582,6 +582,21 @@ def _training_source(
 # -- list / show -----------------------------------------------------------------------------------
 
 
+def _number(value: int | float | None, decimals: int = 3) -> str:
+    """A quantity as every table and summary of the CLI prints it: thousands separated
+    (``50,257``, ``1,234.568``), ``-`` for none. Ids and merge ranks are names, not quantities:
+    they are printed as they are.
+
+    >>> _number(50257), _number(4.23712), _number(None), _number(0.5, 1)
+    ('50,257', '4.237', '-', '0.5')
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{decimals}f}"
+
+
 def _table(rows: list[list[str]], headers: list[str]) -> str:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows]]
@@ -593,7 +608,7 @@ def _list_row(info: TokenizerInfo) -> list[str]:
     return [
         info.name,
         str(info.version),
-        str(info.vocab_size),
+        _number(info.vocab_size),
         " ".join(info.special_tokens) or "-",
         _short_source(info),
         info.created_at.strftime("%Y-%m-%d %H:%M"),
@@ -666,13 +681,13 @@ def info(as_json: bool, db: str) -> None:
         ("store", summary.location),
         ("kind", summary.kind),
         ("schema revision", summary.schema_revision),
-        ("tokenizers", "-" if summary.tokenizers is None else f"{summary.tokenizers} ({summary.names} names)"),
+        ("tokenizers", "-" if summary.tokenizers is None else f"{_number(summary.tokenizers)} ({_number(summary.names)} names)"),
         ("writable", f"no: {summary.read_only_reason}" if summary.read_only_reason else "yes"),
     ]
     if summary.journal_mode is not None:
         fields.append(("journal mode", summary.journal_mode))
     if summary.size_bytes is not None:
-        fields.append(("size", f"{summary.size_bytes} bytes"))
+        fields.append(("size", f"{_number(summary.size_bytes)} bytes"))
     width = max(len(label) for label, _ in fields)
     for label, value in fields:
         click.echo(f"{label.ljust(width)}  {value}")
@@ -716,8 +731,8 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         return
     fields = [
         ("tokenizer", info.ref),
-        ("vocab size", info.vocab_size),
-        ("merges", info.num_merges),
+        ("vocab size", _number(info.vocab_size)),
+        ("merges", _number(info.num_merges)),
         ("special tokens", ", ".join(info.special_tokens) or "-"),
         ("merge rule", info.merge_rule),
         ("pattern", info.pattern),
@@ -728,7 +743,7 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     if base:
         fields.append(("continues", base))  # its ids and merges come first
     if info.corpus_path:
-        fields += [("corpus", info.corpus_path), ("corpus bytes", info.corpus_bytes), ("corpus sha256", info.corpus_sha256)]
+        fields += [("corpus", info.corpus_path), ("corpus bytes", _number(info.corpus_bytes)), ("corpus sha256", info.corpus_sha256)]
     if info.training_seconds is not None:
         fields.append(("training time", f"{info.training_seconds:.2f}s"))
     width = max(len(label) for label, _ in fields)
@@ -785,12 +800,12 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
     w = max(18, len(a) + 2, len(b) + 2)
     lines = [
         f"{'':24}{a:>{w}}{b:>{w}}",
-        f"{'vocab size':24}{result.vocab_size_a:>{w}}{result.vocab_size_b:>{w}}",
-        f"{'merges':24}{result.merges_a:>{w}}{result.merges_b:>{w}}",
-        f"{'tokens only here':24}{len(result.only_a):>{w}}{len(result.only_b):>{w}}",
-        f"shared tokens           {result.shared_tokens}",
-        f"shared merges           {result.shared_merges} (regardless of rank)",
-        f"common merge prefix     {result.common_merge_prefix}",
+        f"{'vocab size':24}{_number(result.vocab_size_a):>{w}}{_number(result.vocab_size_b):>{w}}",
+        f"{'merges':24}{_number(result.merges_a):>{w}}{_number(result.merges_b):>{w}}",
+        f"{'tokens only here':24}{_number(len(result.only_a)):>{w}}{_number(len(result.only_b)):>{w}}",
+        f"shared tokens           {_number(result.shared_tokens)}",
+        f"shared merges           {_number(result.shared_merges)} (regardless of rank)",
+        f"common merge prefix     {_number(result.common_merge_prefix)}",
     ]
     if result.first_different_merge:
         d = result.first_different_merge
@@ -802,23 +817,20 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
     if result.merge_rule_a != result.merge_rule_b:
         lines.append(f"merge rules differ: {result.merge_rule_a} vs {result.merge_rule_b}")
     if result.corpus is not None:
-        lines.append(f"\non {result.corpus} ({result.corpus_bytes} bytes):")
-        lines.append(f"{'tokens':24}{result.tokens_a:>{w}}{result.tokens_b:>{w}}")
-        lines.append(f"{'bytes per token':24}{result.bytes_per_token_a or 0:>{w}.3f}{result.bytes_per_token_b or 0:>{w}.3f}")
+        lines.append(f"\non {result.corpus} ({_number(result.corpus_bytes)} bytes):")
+        lines.append(f"{'tokens':24}{_number(result.tokens_a):>{w}}{_number(result.tokens_b):>{w}}")
+        lines.append(f"{'bytes per token':24}{_number(result.bytes_per_token_a or 0.0):>{w}}{_number(result.bytes_per_token_b or 0.0):>{w}}")
         lines.append("\n" + _files_table(result))
     for label, tokens in ((a, result.only_a), (b, result.only_b)):
         if tokens:
             shown = ", ".join(_readable(t) for _, t in tokens[:num_shown])
-            more = f" ... (+{len(tokens) - num_shown})" if len(tokens) > num_shown else ""
+            more = f" ... (+{_number(len(tokens) - num_shown)})" if len(tokens) > num_shown else ""
             lines.append(f"\nonly in {label} (by id): {shown}{more}")
     click.echo("\n".join(lines))
 
 
 def _files_table(result: workflow.TokenizerDiff) -> str:
     """The measurements of a diff on its files (and their total), one row per file and tokenizer."""
-
-    def number(value: float | None, digits: int = 3) -> str:
-        return "-" if value is None else f"{value:.{digits}f}"
 
     rows = []
     # A diff on files (diff() calls this when it has a corpus): its files and totals are set.
@@ -829,9 +841,9 @@ def _files_table(result: workflow.TokenizerDiff) -> str:
     for label, a, b in groups:
         for ref, measured in ((result.a, a), (result.b, b)):
             rows.append([
-                label, ref, str(measured.bytes), str(measured.words), str(measured.tokens),
-                number(measured.bytes_per_token), number(measured.fertility),
-                number(measured.renyi_efficiency()), number(measured.vocab_used),
+                label, ref, _number(measured.bytes), _number(measured.words), _number(measured.tokens),
+                _number(measured.bytes_per_token), _number(measured.fertility),
+                _number(measured.renyi_efficiency()), _number(measured.vocab_used),
             ])
     headers = ["FILE", "TOKENIZER", "BYTES", "WORDS", "TOKENS", "BYTES/TOKEN", "TOKENS/WORD", "RENYI EFF.", "VOCAB USED"]
     return _table(rows, headers)
@@ -914,7 +926,7 @@ def encode(
     try:
         if output is not None and output.suffix == ".npy":
             count = _workflow().encode_to(tokenizer, source, output, workers=workers, progress=progress, **policy)
-            click.echo(f"wrote {count} ids to {output}", err=True)
+            click.echo(f"wrote {_number(count)} ids to {output}", err=True)
             return
         blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
         if output is None:
@@ -955,8 +967,8 @@ def _encode_shards(
     except DisallowedSpecialTokenError as error:
         raise _in_the_cli_terms(error) from None
     click.echo(
-        f"wrote {result.tokens} ids in {len(result.entries)} shards to {output_dir} "
-        f"({len(result.encoded)} encoded now, {len(result.skipped)} already done)",
+        f"wrote {_number(result.tokens)} ids in {_number(len(result.entries))} shards to {output_dir} "
+        f"({_number(len(result.encoded))} encoded now, {_number(len(result.skipped))} already done)",
         err=True,
     )
 
@@ -1135,10 +1147,10 @@ def _corpus_row(corpus: workflow.CorpusInfo) -> list[str]:
     return [
         str(corpus.id),
         _workflow().short_corpus_path(corpus.path, corpus.origin),
-        f"{corpus.files:,}" if corpus.files else "-",
-        f"{corpus.size_bytes:,}",
-        f"{corpus.distinct_pretokens:,}",
-        f"{corpus.total_pretokens:,}",
+        _number(corpus.files) if corpus.files else "-",
+        _number(corpus.size_bytes),
+        _number(corpus.distinct_pretokens),
+        _number(corpus.total_pretokens),
         " ".join(corpus.special_tokens) or "-",
         " ".join(corpus.tokenizers) or "-",
     ]

@@ -35,10 +35,10 @@ def corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained_db(tmp_path_factory, corpus) -> Path:
-    """v@1, v@2, v@3 (vocab 300, 400, 600) trained on ``corpus``; tests must not change it."""
+    """v@1, v@2, v@3 (vocab 290, 320, 350) trained on ``corpus``; tests must not change it."""
     db = tmp_path_factory.mktemp("view") / "store.db"
     with Store(db) as store:
-        assert store.train(corpus, "v", [300, 400, 600], [ENDOFTEXT]) == ["v@1", "v@2", "v@3"]
+        assert store.train(corpus, "v", [290, 320, 350], [ENDOFTEXT]) == ["v@1", "v@2", "v@3"]
     return db
 
 
@@ -150,3 +150,33 @@ def test_special_looking_and_ordinary_unmerged_tokens_get_a_warning_each(tmp_pat
     assert "<s>, </s> are in the vocab" in special and "--special-token '<s>' --special-token '</s>'" in special, special
     assert "1 of the vocab's 260 tokens" in truncated and "empty or truncated" in truncated, truncated
     assert formats.read("gpt2", *paths, special_tokens=["<s>", "</s>"]).notes == [truncated]
+
+
+# -- numbers --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_db(tmp_path_factory, trained_db) -> Path:
+    """A copy of ``trained_db`` plus big@1: the 256 bytes and 1,000 two-byte tokens, each made by
+    one merge (a vocab over a thousand, whose numbers need a separator)."""
+    from bpestore import BPEModel
+
+    db = tmp_path_factory.mktemp("big") / "store.db"
+    db.write_bytes(trained_db.read_bytes())
+    merges = [(bytes([a]), bytes([b])) for a in range(97, 123) for b in range(32, 127)][:1000]
+    vocab = {i: bytes([i]) for i in range(256)} | {256 + rank: a + b for rank, (a, b) in enumerate(merges)}
+    with Store(db) as store:
+        store.save("big", BPEModel(vocab, merges))
+    return db
+
+
+def test_list_show_diff_and_info_separate_thousands(big_db, corpus):
+    listed = ok(invoke("list", "--db", big_db))
+    assert re.search(r"^big +1 +1,256 ", listed, re.MULTILINE), listed
+    shown = ok(invoke("show", "big", "--db", big_db))
+    assert re.search(r"^vocab size +1,256$", shown, re.MULTILINE) and re.search(r"^merges +1,000$", shown, re.MULTILINE), shown
+    diffed = ok(invoke("diff", "big", "v@1", "--corpus", corpus, "--db", big_db))
+    assert re.search(r"^vocab size +1,256 +290$", diffed, re.MULTILINE), diffed
+    size = corpus.stat().st_size
+    assert f"({size:,} bytes)" in diffed and size >= 1000
+    assert re.search(r"^size +[\d,]+ bytes$", ok(invoke("info", "--db", big_db)), re.MULTILINE)
