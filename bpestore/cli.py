@@ -743,7 +743,7 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     if base:
         fields.append(("continues", base))  # its ids and merges come first
     if info.corpus_path:
-        fields += [("corpus", info.corpus_path), ("corpus bytes", _number(info.corpus_bytes)), ("corpus sha256", info.corpus_sha256)]
+        fields += [("corpus", info.corpus_path), ("corpus bytes", _number(info.corpus_bytes)), ("corpus sha256", info.corpus_sha256 or "-")]
     if info.training_seconds is not None:
         fields.append(("training time", f"{info.training_seconds:.2f}s"))
     width = max(len(label) for label, _ in fields)
@@ -881,11 +881,21 @@ def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> None:
     "token's string in the input is then an error, unless --ordinary. [default: all]",
 )
 @click.option("--ordinary", is_flag=True, help="Encode the special tokens not allowed as ordinary text (alone: all of them).")
+@click.option(
+    "--tokens", "show_tokens", is_flag=True,
+    help="Print the tokens instead of ids, one a line: its id, a tab, its text with whitespace made visible "
+    "(space \u00b7, newline \u21b5, tab \u2192; other control characters, and bytes of a character split "
+    "between tokens, as \\xNN).",
+)
+@click.option("--compact", is_flag=True, help="Print the tokens (as --tokens shows them) on one line, joined by '|'.")
+@click.option("--count", "count_only", is_flag=True, help="Print how many tokens, characters and bytes the input is, and bytes per token, instead of ids.")
+@click.option("--json", "as_json", is_flag=True, help="With --count: print a JSON object.")
 @_quiet_option
 @_db_option
 def encode(
     ref: str, inputs: tuple[str, ...], output: Path | None, output_dir: str | None, dask_address: str | None,
-    workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
+    workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, show_tokens: bool, compact: bool, count_only: bool,
+    as_json: bool, quiet: bool, db: str,
 ) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
@@ -902,13 +912,30 @@ def encode(
     --allowed-special none (a special token's string is an error) or --ordinary (it is
     encoded as ordinary text).
 
+    To see what the tokenizer does: --tokens prints each token (id, then its text), --compact
+    the tokens on one line joined by '|', --count the number of tokens and bytes per token.
+    In a token's text a space is \u00b7, a newline \u21b5, a tab \u2192, a backslash \\\\; other
+    control characters and the bytes of a character split between tokens are \\xNN, other
+    invisible characters \\uNNNN (and a literal \u00b7, \u21b5, \u2192 too). On a terminal,
+    tokens alternate in colour (not with NO_COLOR set).
+
     \b
     Example:
       echo "Hello world" | bpestore encode gpt2
+      echo 'def hello():' | bpestore encode gpt2 --tokens
+      bpestore encode gpt2 notes.txt --compact
+      bpestore encode gpt2 notes.txt --count --json
       bpestore encode gpt2 train.txt --output train.npy --workers 4
       bpestore encode gpt2 user_input.txt --ordinary
       bpestore encode gpt2 'data/*.txt' --output-dir data-ids/ --dask local
     """
+    view = "count" if count_only else "compact" if compact else "tokens" if show_tokens else None
+    if count_only and (show_tokens or compact):
+        raise click.UsageError("--count prints numbers, --tokens and --compact the tokens: give one of them")
+    if view is not None and (output is not None or output_dir is not None):
+        raise click.UsageError(f"--{'count' if count_only else 'compact' if compact else 'tokens'} prints to stdout: give no --output or --output-dir")
+    if as_json and not count_only:
+        raise click.UsageError("--json goes with --count")
     if output_dir is None and (len(inputs) > 1 or dask_address is not None):
         raise click.UsageError("several INPUTs and --dask need --output-dir (one .npy per input)")
     if output_dir is not None and (output is not None or not inputs or "-" in map(str, inputs)):
@@ -924,6 +951,14 @@ def encode(
 
     progress = _show_progress(quiet)
     try:
+        if view == "count":
+            counted = _workflow().count_tokens(tokenizer, source, progress=progress, **policy)
+            _print_count(counted, as_json)
+            return
+        if view is not None:
+            blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
+            _write_tokens(tokenizer, blocks, sys.stdout, compact=view == "compact", colour=_colour_on(sys.stdout))
+            return
         if output is not None and output.suffix == ".npy":
             count = _workflow().encode_to(tokenizer, source, output, workers=workers, progress=progress, **policy)
             click.echo(f"wrote {_number(count)} ids to {output}", err=True)
@@ -938,6 +973,96 @@ def encode(
                 _write_ids(blocks, file)
     except DisallowedSpecialTokenError as error:
         raise _in_the_cli_terms(error) from None
+
+
+def _print_count(counted: workflow.TokenCount, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(counted.to_dict()))
+        return
+    fields = [
+        ("tokens", _number(counted.tokens)),
+        ("characters", _number(counted.characters)),
+        ("bytes", _number(counted.bytes)),
+        ("bytes/token", _number(counted.bytes_per_token)),
+    ]
+    for label, value in fields:
+        click.echo(f"{label:<12}{value:>14}")
+
+
+# How --tokens makes a token's whitespace visible; the marks' own characters are escaped (\uNNNN),
+# so that the text shown reads back to exactly the token's bytes.
+_VISIBLE = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u2192"}
+_MARKS = frozenset(_VISIBLE.values())
+_TOKEN_SEPARATOR = "|"
+
+
+def _visible(token: bytes, separator: str | None = None) -> str:
+    """A token's text as --tokens shows it, unambiguous: a space, newline and tab as \u00b7 \u21b5
+    \u2192; a backslash doubled; an ASCII control character, or a byte that is not part of a whole
+    UTF-8 character (a character split between tokens), as ``\\xNN``; any other character that
+    does not print, and the three marks themselves, as ``\\uNNNN``; ``separator`` (--compact's
+    ``|``) as ``\\|``.
+
+    >>> _visible(b" hello\\n"), _visible(b"\\xe6\\x97"), _visible(b"a\\\\b|\\r", "|")
+    ('\u00b7hello\u21b5', '\\\\xe6\\\\x97', 'a\\\\\\\\b\\\\|\\\\x0d')
+    """
+    pieces = []
+    for char in token.decode("utf-8", errors="surrogateescape"):
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not part of a whole UTF-8 character
+            pieces.append(f"\\x{code - 0xDC00:02x}")
+        elif char in _VISIBLE:
+            pieces.append(_VISIBLE[char])
+        elif char == "\\" or char == separator:
+            pieces.append("\\" + char)
+        elif char in _MARKS or not char.isprintable():
+            if code < 0x80:
+                pieces.append(f"\\x{code:02x}")
+            else:
+                pieces.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            pieces.append(char)
+    return "".join(pieces)
+
+
+def _colour_on(stream: IO[str]) -> bool:
+    """Colour for a terminal only, and never with NO_COLOR set (https://no-color.org)."""
+    return not os.environ.get("NO_COLOR") and _is_terminal(stream)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
+
+
+_TOKEN_COLOURS = ("cyan", "yellow")
+
+
+def _write_tokens(tokenizer: Tokenizer, blocks: Iterable[np.ndarray], out: IO[str], *, compact: bool, colour: bool) -> None:
+    """``encode --tokens`` (one token a line: id, tab, text) or ``--compact`` (one line, ``|``
+    between tokens); alternate tokens coloured when ``colour``."""
+    shown: dict[int, str] = {}  # id -> its text as shown
+    vocab = tokenizer.vocab
+    separator = _TOKEN_SEPARATOR if compact else None
+    position = 0
+    first = True
+    for ids in blocks:
+        pieces = []
+        for token_id in ids.tolist():
+            text = shown.get(token_id)
+            if text is None:
+                text = shown[token_id] = _visible(vocab[token_id], separator)
+            if colour:
+                text = click.style(text, fg=_TOKEN_COLOURS[position % 2])
+            position += 1
+            pieces.append(text if compact else f"{token_id}\t{text}\n")
+        if pieces:
+            out.write(("" if first else _TOKEN_SEPARATOR) + _TOKEN_SEPARATOR.join(pieces) if compact else "".join(pieces))
+            first = False
+    if compact:
+        out.write("\n")
 
 
 def _in_the_cli_terms(error: DisallowedSpecialTokenError) -> BpestoreError:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate",
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
-    "TrainingInterrupted", "atomic_output", "atomic_path", "diff_tokenizers", "encode_shards", "encode_stream", "encode_to",
+    "TokenCount", "TrainingInterrupted", "atomic_output", "atomic_path", "count_tokens", "diff_tokenizers", "encode_shards", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "parse_bytes", "short_corpus_path", "summarize_store",
     "token_text",
 ]
@@ -840,11 +840,69 @@ def encode_stream(
         )
 
 
-def _text_blocks(source: str | os.PathLike[str] | BinaryIO, path: str | os.PathLike[str] | None, progress: bool) -> Iterator[str]:
-    """The text of ``source`` a block at a time, with a bar of the bytes read when asked for."""
+@dataclass(frozen=True)
+class TokenCount:
+    """How many tokens a text is (``bpestore encode --count``), with its size to judge it by."""
+
+    tokens: int
+    bytes: int
+    characters: int
+
+    @property
+    def bytes_per_token(self) -> float | None:
+        return metrics.bytes_per_token(self.bytes, self.tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "bytes": self.bytes, "characters": self.characters, "bytes_per_token": self.bytes_per_token}
+
+
+def count_tokens(
+    tokenizer: Tokenizer,
+    source: str | os.PathLike[str] | BinaryIO,
+    *,
+    progress: bool = False,
+    allowed_special: Literal["all"] | AbstractSet[str] = "all",
+    disallowed_special: Literal["all"] | Collection[str] = "all",
+) -> TokenCount:
+    """Encode UTF-8 text from ``source`` (a file path or a binary stream), as :func:`encode_stream`
+    does, and count its tokens, bytes and characters, in bounded memory."""
+    path = source if isinstance(source, (str, os.PathLike)) else None
+    sizes = _Sizes()
+    tokens = 0
+    with _file_named_in_pattern_errors(path):
+        for ids in tokenizer.encode_blocks(
+            _text_blocks(source, path, progress, sizes), allowed_special=allowed_special, disallowed_special=disallowed_special
+        ):
+            tokens += len(ids)
+    return TokenCount(tokens=tokens, bytes=sizes.bytes, characters=sizes.characters)
+
+
+class _Sizes:
+    """The bytes and characters of a text read so far."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.characters = 0
+
+
+def _text_blocks(
+    source: str | os.PathLike[str] | BinaryIO, path: str | os.PathLike[str] | None, progress: bool, sizes: _Sizes | None = None
+) -> Iterator[str]:
+    """The text of ``source`` a block at a time, with a bar of the bytes read when asked for;
+    ``sizes`` adds up the bytes and characters read."""
     total = os.path.getsize(check_corpus_path(path)) if path is not None else None
     with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
-        yield from iter_text_blocks(source, on_bytes=bar.update)
+        if sizes is None:
+            yield from iter_text_blocks(source, on_bytes=bar.update)
+            return
+
+        def read(n: int) -> None:
+            sizes.bytes += n
+            bar.update(n)
+
+        for block in iter_text_blocks(source, on_bytes=read):
+            sizes.characters += len(block)
+            yield block
 
 
 @contextmanager

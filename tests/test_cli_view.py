@@ -180,3 +180,128 @@ def test_list_show_diff_and_info_separate_thousands(big_db, corpus):
     size = corpus.stat().st_size
     assert f"({size:,} bytes)" in diffed and size >= 1000
     assert re.search(r"^size +[\d,]+ bytes$", ok(invoke("info", "--db", big_db)), re.MULTILINE)
+
+
+# -- encode --tokens, --compact, --count ------------------------------------------------------------
+
+MARKS = {"\u00b7": b" ", "\u21b5": b"\n", "\u2192": b"\t"}
+
+
+def read_back(shown: str, separator: str | None = None) -> list[bytes]:
+    """The bytes of the tokens a --tokens text shows, undoing its escapes independently of the
+    CLI's code; ``separator``: --compact's '|', which splits tokens where it is not escaped."""
+    tokens, current, i = [], bytearray(), 0
+    while i < len(shown):
+        char = shown[i]
+        if char == "\\":
+            kind = shown[i + 1]
+            if kind == "x":
+                current.append(int(shown[i + 2 : i + 4], 16))
+                i += 4
+            elif kind in "uU":
+                width = 4 if kind == "u" else 8
+                current += chr(int(shown[i + 2 : i + 2 + width], 16)).encode("utf-8")
+                i += 2 + width
+            else:
+                current += kind.encode("utf-8")  # \\ and \|
+                i += 2
+            continue
+        if char == separator:
+            tokens.append(bytes(current))
+            current = bytearray()
+        else:
+            current += MARKS.get(char, char.encode("utf-8"))
+        i += 1
+    if separator is not None or current:
+        tokens.append(bytes(current))
+    return tokens
+
+
+def tokens_view(db: Path, ref: str, text: str, *options: str) -> list[tuple[int, bytes]]:
+    out = ok(invoke("encode", ref, "--tokens", *options, "--db", db, input=text.encode("utf-8")))
+    rows = []
+    for line in out.splitlines(keepends=True):
+        assert line.endswith("\n")
+        token_id, shown = line[:-1].split("\t")
+        (token,) = read_back(shown)
+        rows.append((int(token_id), token))
+    return rows
+
+
+awkward_texts = st.lists(
+    st.one_of(
+        st.text(max_size=12),
+        st.sampled_from([ENDOFTEXT, "\u00b7", "\u21b5", "\u2192", "\\", "\\x41", "|", "\r\n", " \t", "\u2028", "\x00", "😀", "日本語"]),
+    ),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=awkward_texts)
+def test_tokens_read_back_to_the_input_and_its_ids(trained_db, text):
+    """One token a line, id then text: the ids are encode's, and the texts, read back, are the
+    tokens' bytes: joined, the input (a token that splits a character shows its bytes)."""
+    tokenizer = load(trained_db, "v@3")
+    rows = tokens_view(trained_db, "v@3", text)
+    assert [token_id for token_id, _ in rows] == tokenizer.encode(text)
+    assert [token for _, token in rows] == [tokenizer.vocab[token_id] for token_id in tokenizer.encode(text)]
+    assert b"".join(token for _, token in rows) == text.encode("utf-8")
+    compact = ok(invoke("encode", "v@3", "--compact", "--db", trained_db, input=text.encode("utf-8")))
+    assert compact.endswith("\n") and "\n" not in compact[:-1]
+    shown = read_back(compact[:-1], "|")
+    assert shown == ([token for _, token in rows] if rows else [b""])
+
+
+def test_tokens_make_whitespace_visible_and_split_characters_show_their_bytes(trained_db, big_db):
+    """A space is ·, a newline ↵, a tab →; a token holding part of a character shows its bytes."""
+    tokenizer = load(trained_db, "v@3")
+    out = ok(invoke("encode", "v@3", "--tokens", "--db", trained_db, input="a b\n\tc\r".encode()))
+    shown = "".join(line.split("\t", 1)[1] for line in out.splitlines())
+    assert shown == "a\u00b7b\u21b5\u2192c\\x0d", out
+    # big@1 has no token for any character above ASCII: each of its bytes is shown as \xNN
+    out = ok(invoke("encode", "big", "--compact", "--db", big_db, input="é".encode()))
+    assert out == "\\xc3|\\xa9\n"
+    assert tokenizer.encode(ENDOFTEXT) == [int(ok(invoke("encode", "v@3", "--tokens", "--db", trained_db, input=ENDOFTEXT)).split("\t")[0])]
+
+
+def test_tokens_alternate_in_colour_only_on_a_terminal_and_without_no_color(trained_db, monkeypatch):
+    import bpestore.cli
+
+    text = "the cat sat on the mat"
+    plain = ok(invoke("encode", "v@3", "--compact", "--db", trained_db, input=text))
+    assert "\x1b[" not in plain  # not a terminal
+    monkeypatch.setattr(bpestore.cli, "_is_terminal", lambda stream: True)
+    coloured = ok(invoke("encode", "v@3", "--compact", "--db", trained_db, input=text))
+    assert "\x1b[36m" in coloured and "\x1b[33m" in coloured
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+    assert "\x1b[" in ok(invoke("encode", "v@3", "--tokens", "--db", trained_db, input=text))
+    assert ok(invoke("encode", "v@3", "--compact", "--db", trained_db, input=text, env={"NO_COLOR": "1"})) == plain
+
+
+def test_count_gives_tokens_characters_bytes_and_bytes_per_token(trained_db, corpus):
+    tokenizer = load(trained_db, "v@2")
+    text = read_text(corpus) + sample_text()
+    path = write_text(corpus.parent / "count-me.txt", text)
+    data = json.loads(ok(invoke("encode", "v@2", path, "--count", "--json", "--db", trained_db)))
+    tokens, size = len(tokenizer.encode(text)), len(text.encode("utf-8"))
+    assert data == {"tokens": tokens, "characters": len(text), "bytes": size, "bytes_per_token": size / tokens}
+    out = ok(invoke("encode", "v@2", "--count", "--db", trained_db, input=text.encode("utf-8")))
+    assert re.search(rf"^tokens +{tokens:,}$", out, re.MULTILINE) and re.search(rf"^bytes +{size:,}$", out, re.MULTILINE), out
+    assert re.search(rf"^characters +{len(text):,}$", out, re.MULTILINE)
+    assert re.search(rf"^bytes/token +{size / tokens:.3f}$", out, re.MULTILINE), out
+    # the special-token policy applies: as ordinary text, <|endoftext|> is several tokens
+    ordinary = json.loads(ok(invoke("encode", "v@2", "--count", "--json", "--ordinary", "--db", trained_db, input=ENDOFTEXT)))
+    assert ordinary["tokens"] == len(tokenizer.encode_ordinary(ENDOFTEXT)) > 1
+    assert json.loads(ok(invoke("encode", "v@2", "--count", "--json", "--db", trained_db, input="")))["bytes_per_token"] is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--count", "--tokens"], ["--count", "--compact"], ["--tokens", "--output", "x.npy"], ["--count", "--output-dir", "d"], ["--json"],
+     ["--tokens", "--json"]],
+)
+def test_views_that_do_not_go_together_are_usage_errors(trained_db, options):
+    result = invoke("encode", "v@1", *options, "--db", trained_db, input="text")
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert "Traceback" not in result.stderr and result.stderr.strip().splitlines()[-1].startswith("Error")
