@@ -1127,25 +1127,56 @@ def _parse_ids(words: Iterable[str]) -> Iterator[int]:
 
 @main.command()
 @click.argument("ref")
-@click.argument("ids", nargs=-1)
+@click.argument("ids", nargs=-1, metavar="[ID...|FILE|-]")
 @_db_option
 def decode(ref: str, ids: tuple[str, ...], db: str) -> None:
-    """Decode token ids (arguments, or whitespace-separated on stdin) to text.
+    """Decode token ids to text: IDs as arguments; or one FILE, an encoded .npy (as `encode
+    --output x.npy` writes) or ids as text; or stdin (nothing, or '-'), ids as text or a .npy.
 
     Writes exactly the bytes of the tokens, nothing added (no newline), so that `encode` then
     `decode` gives the input back byte for byte. Tokens that hold part of a UTF-8 character are
-    written as those raw bytes too (not as U+FFFD).
+    written as those raw bytes too (not as U+FFFD). A .npy that is not whole (its encoding was
+    stopped, or it was cut short) is refused, and nothing is written.
 
     \b
     Example:
       bpestore decode gpt2 15496 995
       bpestore encode gpt2 notes.txt | bpestore decode gpt2 > notes-again.txt
+      bpestore decode gpt2 train.npy | head -c 1000
+      bpestore encode gpt2 notes.txt -o - | bpestore decode gpt2 -
     """
-    tokenizer = _workflow().load_tokenizer(db, ref)
-    words = ids if ids else sys.stdin.read().split()
-    decoded = tokenizer.decode_bytes(list(_parse_ids(words)))
+    flow = _workflow()
+    tokenizer = flow.load_tokenizer(db, ref)
+    if not ids or (len(ids) == 1 and _names_a_file(ids[0])):
+        data: bytes | None = None
+        if not ids or ids[0] == "-":
+            name, data = "standard input", sys.stdin.buffer.read()
+            head = data
+        else:
+            name = ids[0]
+            with open(name, "rb") as file:
+                head = file.read(64)
+        if flow.is_npy(head) or name.endswith(".npy"):
+            array = flow.read_npy_ids(data if data is not None else name, name)
+            decoded = flow.decode_array(tokenizer, array)
+        else:
+            if data is None:
+                data = Path(name).read_bytes()
+            decoded = tokenizer.decode_bytes(list(_parse_ids(data.decode("utf-8", errors="backslashreplace").split())))
+    else:
+        decoded = tokenizer.decode_bytes(list(_parse_ids(ids)))
     sys.stdout.flush()  # nothing may be buffered ahead of the bytes
     _write_all(sys.stdout.buffer, decoded)
+
+
+def _names_a_file(word: str) -> bool:
+    """Whether decode's one argument is a file ('-': stdin) rather than an id: not an integer,
+    and '-', a .npy or an existing file (a mistyped id is still said to be one)."""
+    try:
+        int(word)
+        return False
+    except ValueError:
+        return word == "-" or word.endswith(".npy") or os.path.isfile(word)
 
 
 def _write_all(stream: BinaryIO, data: bytes) -> None:

@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal
 
 from . import formats, metrics
 from .atomic import atomic_path
-from .encode.files import encode_file_to_npy, write_npy_stream
+from .encode.files import encode_file_to_npy, is_npy, read_npy_ids, write_npy_stream
 from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards
 from .errors import PatternError, StoreError
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate",
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
-    "TokenCount", "TrainingInterrupted", "atomic_output", "atomic_path", "count_tokens", "diff_tokenizers", "encode_shards", "encode_stream", "encode_to",
+    "TokenCount", "TrainingInterrupted", "atomic_output", "atomic_path", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "parse_bytes", "short_corpus_path", "summarize_store",
     "token_text",
 ]
@@ -838,6 +838,12 @@ def encode_stream(
         yield from tokenizer.encode_blocks(
             _text_blocks(source, path, progress), allowed_special=allowed_special, disallowed_special=disallowed_special
         )
+
+
+def decode_array(tokenizer: Tokenizer, ids: npt.NDArray[Any], *, block: int = 1 << 20) -> bytes:
+    """The bytes of an array of ids (:func:`read_npy_ids`'), decoded a block at a time (a list of
+    Python ints per block, not per array); ValueError naming the first id outside the vocab."""
+    return b"".join(tokenizer.decode_bytes(ids[start : start + block].tolist()) for start in range(0, len(ids), block))
 
 
 @dataclass(frozen=True)

@@ -305,3 +305,76 @@ def test_views_that_do_not_go_together_are_usage_errors(trained_db, options):
     result = invoke("encode", "v@1", *options, "--db", trained_db, input="text")
     assert result.exit_code == 2, (result.exit_code, result.stderr)
     assert "Traceback" not in result.stderr and result.stderr.strip().splitlines()[-1].startswith("Error")
+
+
+# -- decode of a .npy -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def encoded(trained_db, tmp_path_factory) -> tuple[Path, bytes]:
+    """An ``encode --output x.npy`` of a text that ends in half a character, and that text's bytes."""
+    directory = tmp_path_factory.mktemp("npy")
+    text = sample_text() + corpus_text(seed=9, words=300)
+    source = write_text(directory / "in.txt", text)
+    ok(invoke("encode", "v@3", source, "--output", directory / "x.npy", "--db", trained_db))
+    return directory / "x.npy", text.encode("utf-8")
+
+
+def test_decode_of_an_encoded_npy_gives_the_input_back(trained_db, encoded):
+    npy, data = encoded
+    assert np.load(npy).dtype == np.uint16  # what encode wrote, read by NumPy
+    assert invoke("decode", "v@3", npy, "--db", trained_db).stdout_bytes == data
+    # on stdin, as '-' or as nothing: read as a .npy from its first bytes
+    assert invoke("decode", "v@3", "-", "--db", trained_db, input=npy.read_bytes()).stdout_bytes == data
+    assert invoke("decode", "v@3", "--db", trained_db, input=npy.read_bytes()).stdout_bytes == data
+    # ids as text, in a file or on stdin, as before
+    ids_txt = npy.with_name("ids.txt")
+    ok(invoke("encode", "v@3", "--output", ids_txt, "--db", trained_db, input=data))
+    assert invoke("decode", "v@3", ids_txt, "--db", trained_db).stdout_bytes == data
+    assert invoke("decode", "v@3", "-", "--db", trained_db, input=ids_txt.read_bytes()).stdout_bytes == data
+
+
+def test_decode_of_a_uint32_npy_and_of_a_half_character(trained_db, tmp_path):
+    tokenizer = load(trained_db, "v@3")
+    id_of = {token: token_id for token_id, token in tokenizer.vocab.items()}
+    ids = np.array([id_of[b"h"], id_of[b"\xc3"]], dtype=np.uint32)
+    np.save(tmp_path / "half.npy", ids)
+    assert invoke("decode", "v@3", tmp_path / "half.npy", "--db", trained_db).stdout_bytes == b"h\xc3"
+
+
+def npy_cut_short(encoded, tmp_path, keep: int) -> Path:
+    npy, _ = encoded
+    cut = tmp_path / f"cut-{keep}.npy"
+    cut.write_bytes(npy.read_bytes()[:keep])
+    return cut
+
+
+@pytest.mark.parametrize("keep", [4, 40, -3])
+def test_a_npy_cut_short_is_refused_in_one_line_naming_it(trained_db, encoded, tmp_path, keep):
+    """Cut in its magic, its header or its data: one line naming the file, status 1, no output."""
+    cut = npy_cut_short(encoded, tmp_path, keep)
+    message = assert_user_error(invoke("decode", "v@3", cut, "--db", trained_db), cut.name)
+    assert ".npy" in message
+    assert_user_error(invoke("decode", "v@3", "-", "--db", trained_db, input=cut.read_bytes()), "standard input")
+
+
+def test_an_unfinished_npy_is_refused_as_such(trained_db, encoded, tmp_path):
+    """What a killed ``encode --output`` leaves (its temporary file starts with the engine's
+    PARTIAL_NPY_MARK) is said to be unfinished."""
+    from bpestore.engine import PARTIAL_NPY_MARK
+
+    partial = tmp_path / ".x.npy.123-abcd.partial"
+    partial.write_bytes(PARTIAL_NPY_MARK + encoded[0].read_bytes()[len(PARTIAL_NPY_MARK):])
+    assert_user_error(invoke("decode", "v@3", partial, "--db", trained_db), partial.name, "unfinished")
+
+
+def test_a_npy_of_anything_but_ids_is_refused(trained_db, tmp_path):
+    np.save(tmp_path / "floats.npy", np.arange(3.0))
+    assert_user_error(invoke("decode", "v@3", tmp_path / "floats.npy", "--db", trained_db), "floats.npy", "float64")
+    np.save(tmp_path / "square.npy", np.zeros((2, 2), dtype=np.uint16))
+    assert_user_error(invoke("decode", "v@3", tmp_path / "square.npy", "--db", trained_db), "square.npy", "1-D")
+    write_text(tmp_path / "text.npy", "1 2 3")
+    assert_user_error(invoke("decode", "v@3", tmp_path / "text.npy", "--db", trained_db), "text.npy", "not a .npy")
+    np.save(tmp_path / "far.npy", np.array([1, 10**6], dtype=np.uint32))
+    assert_user_error(invoke("decode", "v@3", tmp_path / "far.npy", "--db", trained_db), str(10**6))
+    assert_user_error(invoke("decode", "v@3", tmp_path / "missing.npy", "--db", trained_db), "missing.npy")
