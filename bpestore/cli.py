@@ -766,30 +766,72 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
 # -- diff ----------------------------------------------------------------------------------------
 
 
-@main.command()
-@click.argument("ref_a")
-@click.argument("ref_b")
-@click.argument("more_corpora", metavar="", nargs=-1, type=click.Path(path_type=Path))
+class _DiffCommand(_Command):
+    """``diff``, whose ``--corpus FILE [FILE...]`` takes every word after it up to the next
+    option: those are files, and the words before ``--corpus`` are the tokenizers' refs."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rewritten: list[str] = []
+        state = "refs"  # "value": --corpus's own value comes next; "files": more files follow
+        for index, arg in enumerate(args):
+            if arg == "--":
+                rewritten += args[index:]
+                break
+            if state == "value":
+                rewritten.append(arg)
+                state = "files"
+                continue
+            if state == "files" and not arg.startswith("-"):
+                rewritten += ["--corpus", arg]
+                continue
+            state = "refs"
+            rewritten.append(arg)
+            if arg == "--corpus":
+                state = "value"
+            elif arg.startswith("--corpus="):
+                state = "files"
+        return super().parse_args(ctx, rewritten)
+
+
+@main.command(cls=_DiffCommand)
+@click.argument("refs", metavar="REF REF [REF...]", nargs=-1)
 @click.option(
     "--corpus", "corpora", multiple=True, type=click.Path(path_type=Path), metavar="FILE [FILE...]",
-    help="Also measure both on these text files (a table row per file): tokens, bytes per token, "
+    help="Also measure the tokenizers on these text files (a table row per file): tokens, bytes per token, "
     "tokens per word, Renyi efficiency (alpha 2.5), share of the vocab used.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--show", "num_shown", type=click.IntRange(min=0), default=15, show_default=True, help="Tokens listed per side.")
+@click.option("--show", "num_shown", type=click.IntRange(min=0), default=15, show_default=True, help="Tokens listed per side (two REFs).")
 @_quiet_option
 @_db_option
-def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[Path, ...], as_json: bool, num_shown: int, quiet: bool, db: str) -> None:
-    """Compare two tokenizers: tokens, merges, special tokens, pattern, cost on texts.
+def diff(refs: tuple[str, ...], corpora: tuple[Path, ...], as_json: bool, num_shown: int, quiet: bool, db: str) -> None:
+    """Compare tokenizers: tokens, merges, special tokens, pattern, cost on texts.
+
+    Two REFs: what differs between them, token by token. More: one table, a row per tokenizer,
+    each compared with the first (its vocab and merges shared with the first; with --corpus, its
+    cost on the files: bytes per token, tokens per word, ...).
 
     \b
     Example:
       bpestore diff ts@1 ts@2 --corpus held_out.txt
       bpestore diff ts@1 ts@2 --corpus en.txt de.txt zh.txt --json
+      bpestore diff ts@1 ts@2 ts@3 gpt2 --corpus held_out.txt
     """
-    if more_corpora and not corpora:
-        raise click.UsageError(f"unexpected extra argument {str(more_corpora[0])!r} (files to measure on follow --corpus)")
-    files = [*corpora, *more_corpora]
+    if len(refs) < 2:
+        raise click.UsageError(
+            "give at least two tokenizers to compare: REF REF [REF...]"
+            + (", before --corpus (the words after --corpus, up to the next option, are files)" if corpora else "")
+        )
+    files = list(corpora)
+    if len(refs) > 2:
+        with Store(db, create=False) as store:
+            comparison = store.compare(refs, files or None, progress=_show_progress(quiet))
+        if as_json:
+            click.echo(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+        else:
+            click.echo(_comparison_text(comparison))
+        return
+    ref_a, ref_b = refs
     with Store(db, create=False) as store:
         result = store.diff(ref_a, ref_b, files or None, progress=_show_progress(quiet))
     if as_json:
@@ -831,22 +873,72 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
 
 def _files_table(result: workflow.TokenizerDiff) -> str:
     """The measurements of a diff on its files (and their total), one row per file and tokenizer."""
-
-    rows = []
     # A diff on files (diff() calls this when it has a corpus): its files and totals are set.
     files = cast("list[workflow.FileComparison]", result.files)
-    groups = [(Path(row.path).name, row.a, row.b) for row in files]
+    groups = [(Path(row.path).name, [(result.a, row.a), (result.b, row.b)]) for row in files]
     if len(files) > 1:
-        groups.append(("(all files)", result.total_a, result.total_b))  # type: ignore[arg-type]  # (set with the files)
-    for label, a, b in groups:
-        for ref, measured in ((result.a, a), (result.b, b)):
-            rows.append([
-                label, ref, _number(measured.bytes), _number(measured.words), _number(measured.tokens),
-                _number(measured.bytes_per_token), _number(measured.fertility),
-                _number(measured.renyi_efficiency()), _number(measured.vocab_used),
-            ])
-    headers = ["FILE", "TOKENIZER", "BYTES", "WORDS", "TOKENS", "BYTES/TOKEN", "TOKENS/WORD", "RENYI EFF.", "VOCAB USED"]
-    return _table(rows, headers)
+        groups.append(("(all files)", [(result.a, result.total_a), (result.b, result.total_b)]))  # type: ignore[list-item]  # (set with the files)
+    return _measurements_table(groups)
+
+
+_MEASUREMENT_HEADERS = ["BYTES", "WORDS", "TOKENS", "BYTES/TOKEN", "TOKENS/WORD", "RENYI EFF.", "VOCAB USED"]
+
+
+def _measurement_cells(measured: workflow.Measurement) -> list[str]:
+    return [
+        _number(measured.bytes), _number(measured.words), _number(measured.tokens),
+        _number(measured.bytes_per_token), _number(measured.fertility),
+        _number(measured.renyi_efficiency()), _number(measured.vocab_used),
+    ]
+
+
+def _measurements_table(groups: list[tuple[str, list[tuple[str, workflow.Measurement]]]]) -> str:
+    """One row per file (a group's label) and tokenizer."""
+    rows = [[label, ref, *_measurement_cells(measured)] for label, measured_by in groups for ref, measured in measured_by]
+    return _table(rows, ["FILE", "TOKENIZER", *_MEASUREMENT_HEADERS])
+
+
+def _comparison_text(comparison: workflow.TokenizerComparison) -> str:
+    """``diff`` of more than two tokenizers: one table, a row per tokenizer, each against the
+    first; on a corpus, its cost on all the files (and a table per file when there are several)."""
+    base = comparison.base
+    headers = ["TOKENIZER", "VOCAB", "MERGES", f"SHARED WITH {base}", "SAME FIRST MERGES"]
+    rows = []
+    for row in comparison.tokenizers:
+        shared = f"{_number(row.shared_tokens)} ({row.shared_tokens / row.vocab_size:.1%})" if row.vocab_size else "0"
+        cells = [row.ref, _number(row.vocab_size), _number(row.merges), shared, _number(row.common_merge_prefix)]
+        if row.total is not None:
+            cells += _measurement_cells(row.total)[2:]  # (bytes and words: the corpus's, said above the table)
+        rows.append(cells)
+    lines = []
+    files = comparison.corpus_files
+    first = comparison.tokenizers[0].total
+    if files is not None and first is not None:
+        headers += _MEASUREMENT_HEADERS[2:]
+        where = files[0] if len(files) == 1 else f"{len(files)} files"
+        lines.append(f"on {where} ({_number(first.bytes)} bytes, {_number(first.words)} words):")
+    lines.append(_table(rows, headers))
+    notes = []
+    other_patterns = [row.ref for row in comparison.tokenizers if not row.same_pattern]
+    if other_patterns:
+        notes.append(f"pattern differs from {base}'s: {', '.join(other_patterns)}")
+    by_specials: dict[tuple[str, ...], list[str]] = {}
+    for row in comparison.tokenizers:
+        by_specials.setdefault(tuple(row.special_tokens), []).append(row.ref)
+    if len(by_specials) > 1:
+        notes.append("special tokens differ: " + "; ".join(f"{' '.join(tokens) or 'none'} ({', '.join(refs)})" for tokens, refs in by_specials.items()))
+    rules = {row.merge_rule for row in comparison.tokenizers}
+    if len(rules) > 1:
+        notes.append("merge rules: " + ", ".join(f"{row.ref} {row.merge_rule}" for row in comparison.tokenizers))
+    if notes:
+        lines.append("\n" + "\n".join(notes))
+    if files is not None and len(files) > 1:
+        groups = [
+            (Path(path).name, [(row.ref, cast("list[workflow.Measurement]", row.files)[index]) for row in comparison.tokenizers])
+            for index, path in enumerate(files)
+        ]
+        lines.append("\n" + _measurements_table(groups))
+    return "\n".join(lines)
 
 
 # -- encode / decode -------------------------------------------------------------------------------

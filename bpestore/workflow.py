@@ -52,9 +52,9 @@ if TYPE_CHECKING:
 # What the front ends (the CLI, which may import nothing else of the package: pyproject.toml's
 # contracts) use, the store's names and the encoders' among them.
 __all__ = [
-    "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate",
+    "ComparedTokenizer", "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "Measurement", "MemoryEstimate",
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
-    "TokenCount", "TrainingInterrupted", "atomic_output", "atomic_path", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
+    "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "parse_bytes", "short_corpus_path", "summarize_store",
     "token_text",
 ]
@@ -230,6 +230,98 @@ def diff_tokenizers(
         result.total_a = Measurement.combine([row.a for row in result.files])
         result.total_b = Measurement.combine([row.b for row in result.files])
     return result
+
+
+@dataclass
+class ComparedTokenizer:
+    """One row of a :class:`TokenizerComparison`: a tokenizer, what it shares with the first one
+    compared (the first's row shares everything with itself), and its cost on the files."""
+
+    ref: str
+    vocab_size: int
+    merges: int
+    special_tokens: list[str]
+    merge_rule: str
+    same_pattern: bool
+    """Whether its pattern is the first tokenizer's."""
+    shared_tokens: int
+    """Tokens (by their bytes) also in the first tokenizer's vocab."""
+    shared_merges: int
+    common_merge_prefix: int
+    files: list[Measurement] | None = None
+    """Measured on each file compared on, in order; None without a corpus."""
+    total: Measurement | None = None
+    """On all the files together (:meth:`Measurement.combine`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {key: value for key, value in self.__dict__.items() if key not in {"files", "total"}}
+        if self.files is not None and self.total is not None:
+            data["files"] = [measured.to_dict() for measured in self.files]
+            data["total"] = self.total.to_dict()
+        return data
+
+
+@dataclass
+class TokenizerComparison:
+    """Several tokenizers side by side (``bpestore diff`` of more than two), each against the
+    first: sizes, shared vocab and merges, and, on a corpus, the cost of each."""
+
+    tokenizers: list[ComparedTokenizer]
+    corpus_files: list[str] | None = None
+
+    @property
+    def base(self) -> str:
+        return self.tokenizers[0].ref
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "corpus_files": self.corpus_files, "tokenizers": [row.to_dict() for row in self.tokenizers]}
+
+
+def compare_tokenizers(
+    named: Sequence[tuple[str, Tokenizer]],
+    corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    *,
+    progress: bool = False,
+) -> TokenizerComparison:
+    """Compare each of ``named`` (``(ref, tokenizer)``, at least two) with the first; with
+    ``corpus`` (a text file or several), measure each tokenizer once on each file."""
+    if len(named) < 2:
+        raise ValueError("give at least two tokenizers to compare")
+    paths = None
+    if corpus is not None:
+        paths = [os.fspath(corpus)] if isinstance(corpus, (str, os.PathLike)) else [os.fspath(path) for path in corpus]
+        if not paths:
+            raise ValueError("give at least one corpus file")
+        for path in paths:
+            check_corpus_path(path)  # every file is checked before any is encoded
+    _, first = named[0]
+    first_tokens = set(first.vocab.values())
+    first_merges = set(first.merges)
+    rows = []
+    for ref, tokenizer in named:
+        prefix = 0
+        for merge_a, merge_b in zip(first.merges, tokenizer.merges):
+            if merge_a != merge_b:
+                break
+            prefix += 1
+        row = ComparedTokenizer(
+            ref=ref,
+            vocab_size=tokenizer.vocab_size,
+            merges=len(tokenizer.merges),
+            special_tokens=list(tokenizer.special_tokens),
+            merge_rule=tokenizer.merge_rule,
+            same_pattern=tokenizer.pattern == first.pattern,
+            shared_tokens=sum(1 for token in set(tokenizer.vocab.values()) if token in first_tokens),
+            shared_merges=len(first_merges.intersection(tokenizer.merges)),
+            common_merge_prefix=prefix,
+        )
+        if paths is not None:
+            row.files = [
+                measure_file_with_progress(tokenizer, path, progress=progress, description=f"{Path(path).name} with {ref}") for path in paths
+            ]
+            row.total = Measurement.combine(row.files)
+        rows.append(row)
+    return TokenizerComparison(rows, paths)
 
 
 @dataclass
@@ -741,6 +833,18 @@ class Store(ModelStore):
             pattern = base_model.pattern
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=pattern, counting=counting)
         return counted, estimate_merge_memory(counted.counts, merges)
+
+    def compare(
+        self,
+        refs: Sequence[str],
+        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        *,
+        progress: bool = False,
+    ) -> TokenizerComparison:
+        """Compare stored tokenizers, each with the first, and measure them on ``corpus`` if
+        given; see :func:`compare_tokenizers`."""
+        resolved = [self.info(ref).ref for ref in refs]  # every ref checked before any is loaded
+        return compare_tokenizers([(ref, self.load(ref)) for ref in resolved], corpus, progress=progress)
 
     def diff(
         self,

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpestore import Store, Tokenizer
+from bpestore import Store
 from bpestore.progress import progress_bar, progress_step, rate_text
 from conftest import shared_file
 from test_cli import (
@@ -45,10 +45,6 @@ def trained_db(tmp_path_factory, corpus) -> Path:
 # -- progress bars in words ---------------------------------------------------------------------
 
 
-def rendered(bar) -> str:
-    return str(bar)
-
-
 def test_rates_are_whole_units_with_thousands_separators():
     assert rate_text(139743.96, "merges") == "139,744 merges/s"
     assert rate_text(12_345_678, "B", unit_scale=True) == "12.3 MB/s"
@@ -64,7 +60,7 @@ def test_a_bar_shows_counts_and_rate_in_words(monkeypatch):
     with progress_bar(True, 1_000_000, "merges", unit="merges") as bar:
         bar.start_t -= 1.0  # one second ago: the rate is about the count
         bar.update(139_744)
-        line = rendered(bar)
+        line = str(bar)
     assert "139,744/1,000,000" in line, line
     rate = re.search(r"\[.*, ([\d,]+) merges/s\]$", line)
     assert rate, line
@@ -72,7 +68,7 @@ def test_a_bar_shows_counts_and_rate_in_words(monkeypatch):
     with progress_bar(True, 50_000_000, "encoding", unit="B", unit_scale=True) as bar:
         bar.start_t -= 1.0
         bar.update(12_345_678)
-        line = rendered(bar)
+        line = str(bar)
     assert "12.3MB/50.0MB" in line and re.search(r"\d+\.\d MB/s\]$", line), line
 
 
@@ -80,7 +76,7 @@ def test_a_step_line_says_what_runs_and_then_done(monkeypatch):
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
     with progress_step(True, "reading and checking vocab.json") as bar:
-        assert rendered(bar).startswith("reading and checking vocab.json [00:00]")
+        assert str(bar).startswith("reading and checking vocab.json [00:00]")
     assert err.getvalue().rstrip().endswith("done")
     with progress_step(False, "nothing shown"):
         pass
@@ -378,3 +374,65 @@ def test_a_npy_of_anything_but_ids_is_refused(trained_db, tmp_path):
     np.save(tmp_path / "far.npy", np.array([1, 10**6], dtype=np.uint32))
     assert_user_error(invoke("decode", "v@3", tmp_path / "far.npy", "--db", trained_db), str(10**6))
     assert_user_error(invoke("decode", "v@3", tmp_path / "missing.npy", "--db", trained_db), "missing.npy")
+
+
+# -- diff of more than two tokenizers ---------------------------------------------------------------
+
+
+def table_rows(out: str, first_header: str) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the table whose header starts with ``first_header`` (columns are
+    two or more spaces apart)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_header))
+    header = re.split(r"\s{2,}", lines[start].strip())
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.strip():
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return header, rows
+
+
+def test_diff_of_several_tokenizers_is_one_table_against_the_first(big_db, corpus, tmp_path):
+    refs = ["v@1", "v@2", "v@3", "big@1"]
+    tokenizers = [load(big_db, ref) for ref in refs]
+    other = write_text(tmp_path / "other.txt", sample_text())
+    out = ok(invoke("diff", *refs, "--corpus", corpus, other, "--db", big_db))
+    header, rows = table_rows(out, "TOKENIZER")
+    assert header[:4] == ["TOKENIZER", "VOCAB", "MERGES", "SHARED WITH v@1"]
+    assert [row[0] for row in rows] == refs
+    base = set(tokenizers[0].vocab.values())
+    texts = [read_text(corpus), sample_text()]
+    for row, tokenizer in zip(rows, tokenizers):
+        cells = dict(zip(header, row))
+        assert cells["VOCAB"] == f"{tokenizer.vocab_size:,}" and cells["MERGES"] == f"{len(tokenizer.merges):,}"
+        shared = len(set(tokenizer.vocab.values()) & base)
+        assert cells["SHARED WITH v@1"] == f"{shared:,} ({shared / tokenizer.vocab_size:.1%})"
+        tokens = sum(len(tokenizer.encode(text)) for text in texts)
+        size = sum(len(text.encode("utf-8")) for text in texts)
+        assert cells["TOKENS"] == f"{tokens:,}" and cells["BYTES/TOKEN"] == f"{size / tokens:.3f}"
+    assert "special tokens differ: <|endoftext|> (v@1, v@2, v@3); none (big@1)" in out
+    # several files: a row per file and tokenizer too
+    header, rows = table_rows(out, "FILE")
+    assert [(row[0], row[1]) for row in rows] == [(name, ref) for name in (corpus.name, other.name) for ref in refs]
+
+    data = json.loads(ok(invoke("diff", *refs, "--corpus", corpus, "--json", "--db", big_db)))
+    assert data["base"] == "v@1" and [row["ref"] for row in data["tokenizers"]] == refs
+    for row, tokenizer in zip(data["tokenizers"], tokenizers):
+        assert row["shared_tokens"] == len(set(tokenizer.vocab.values()) & base)
+        assert row["total"]["tokens"] == len(tokenizer.encode(texts[0]))
+    assert data["tokenizers"][1]["common_merge_prefix"] == len(tokenizers[0].merges)  # v@1's merges start v@2's
+
+
+def test_diff_refs_come_before_corpus_and_two_refs_keep_their_report(trained_db, corpus):
+    two = ok(invoke("diff", "v@1", "v@2", "--db", trained_db))
+    assert two.splitlines()[0].split() == ["v@1", "v@2"] and "shared tokens" in two  # the two-way report
+    three = ok(invoke("diff", "v@1", "v@2", "v@3", "--db", trained_db))
+    assert [row[0] for row in table_rows(three, "TOKENIZER")[1]] == ["v@1", "v@2", "v@3"]
+    # every word after --corpus up to the next option is a file; the refs are the words before
+    with_files = ok(invoke("diff", "v@1", "v@2", "v@3", "--corpus", corpus, corpus, "-q", "--db", trained_db))
+    assert "on 2 files" in with_files
+    misplaced = invoke("diff", "v@1", "--corpus", corpus, "v@2", "--db", trained_db)  # v@2 is taken for a file
+    assert misplaced.exit_code == 2 and "before --corpus" in misplaced.stderr.splitlines()[-1]
+    result = invoke("diff", "v@1", "--db", trained_db)
+    assert result.exit_code == 2 and "at least two" in result.stderr
