@@ -1005,6 +1005,9 @@ def test_readme_quick_start_with_the_installed_executable(tmp_path):
 
     run("encode", "stdlib@1", "stdlib.txt", "--output", "stdlib.npy")
     assert np.load(tmp_path / "stdlib.npy").tolist() == load(tmp_path / "bpestore.db", "stdlib@1").encode(read_text(tmp_path / "stdlib.txt"))
+    assert run("decode", "stdlib@1", "stdlib.npy").stdout == (tmp_path / "stdlib.txt").read_bytes()
+    pieces = run("encode", "stdlib", "--tokens", input=text.encode("utf-8")).stdout.decode("utf-8").splitlines()
+    assert [int(line.split("\t")[0]) for line in pieces] == tokenizer.encode(text)
     diff = run("diff", "stdlib@1", "stdlib@2", "--corpus", "stdlib.txt").stdout.decode()
     assert "stdlib@1" in diff and "stdlib@2" in diff
     show = run("show", "stdlib", "--merges", 5).stdout.decode("utf-8")
