@@ -823,6 +823,13 @@ def diff(refs: tuple[str, ...], corpora: tuple[Path, ...], as_json: bool, num_sh
             + (", before --corpus (the words after --corpus, up to the next option, are files)" if corpora else "")
         )
     files = list(corpora)
+    with Store(db, create=False) as store:
+        for ref in refs:
+            if os.path.isfile(ref):  # a corpus given without --corpus, most likely
+                try:
+                    store.info(ref)
+                except (BpestoreError, ValueError):
+                    raise click.UsageError(f"{ref!r} is a file, not a stored tokenizer: files to measure on follow --corpus") from None
     if len(refs) > 2:
         with Store(db, create=False) as store:
             comparison = store.compare(refs, files or None, progress=_show_progress(quiet))

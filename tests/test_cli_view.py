@@ -436,3 +436,9 @@ def test_diff_refs_come_before_corpus_and_two_refs_keep_their_report(trained_db,
     assert misplaced.exit_code == 2 and "before --corpus" in misplaced.stderr.splitlines()[-1]
     result = invoke("diff", "v@1", "--db", trained_db)
     assert result.exit_code == 2 and "at least two" in result.stderr
+
+
+def test_a_file_given_as_a_ref_is_said_to_belong_after_corpus(trained_db, corpus):
+    for refs in (["v@1", "v@2", str(corpus)], ["v@1", str(corpus)]):
+        result = invoke("diff", *refs, "--db", trained_db)
+        assert result.exit_code == 2 and "follow --corpus" in result.stderr.splitlines()[-1], result.stderr
