@@ -597,6 +597,21 @@ def _training_source(
 # -- list / show -----------------------------------------------------------------------------------
 
 
+def _number(value: int | float | None, decimals: int = 3) -> str:
+    """A quantity as every table and summary of the CLI prints it: thousands separated
+    (``50,257``, ``1,234.568``), ``-`` for none. Ids and merge ranks are names, not quantities:
+    they are printed as they are.
+
+    >>> _number(50257), _number(4.23712), _number(None), _number(0.5, 1)
+    ('50,257', '4.237', '-', '0.5')
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{decimals}f}"
+
+
 def _table(rows: list[list[str]], headers: list[str]) -> str:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows]]
@@ -608,7 +623,7 @@ def _list_row(info: TokenizerInfo) -> list[str]:
     return [
         info.name,
         str(info.version),
-        str(info.vocab_size),
+        _number(info.vocab_size),
         " ".join(info.special_tokens) or "-",
         _short_source(info),
         info.created_at.strftime("%Y-%m-%d %H:%M"),
@@ -681,16 +696,23 @@ def info(as_json: bool, db: str) -> None:
         ("store", summary.location),
         ("kind", summary.kind),
         ("schema revision", summary.schema_revision),
-        ("tokenizers", "-" if summary.tokenizers is None else f"{summary.tokenizers} ({summary.names} names)"),
+        ("tokenizers", "-" if summary.tokenizers is None else f"{_number(summary.tokenizers)} ({_number(summary.names)} names)"),
         ("writable", f"no: {summary.read_only_reason}" if summary.read_only_reason else "yes"),
     ]
     if summary.journal_mode is not None:
         fields.append(("journal mode", summary.journal_mode))
     if summary.size_bytes is not None:
-        fields.append(("size", f"{summary.size_bytes} bytes"))
+        fields.append(("size", f"{_number(summary.size_bytes)} bytes"))
     width = max(len(label) for label, _ in fields)
     for label, value in fields:
         click.echo(f"{label.ljust(width)}  {value}")
+
+
+def _pattern_shown(pattern: str) -> str:
+    """A pre-tokenizer as people know it: its name (cl100k_base), or the regex."""
+    from .pretokenize.patterns import name_of_pattern
+
+    return name_of_pattern(pattern) or pattern
 
 
 def _readable(token: bytes) -> str:
@@ -731,11 +753,11 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         return
     fields = [
         ("tokenizer", info.ref),
-        ("vocab size", info.vocab_size),
-        ("merges", info.num_merges),
+        ("vocab size", _number(info.vocab_size)),
+        ("merges", _number(info.num_merges)),
         ("special tokens", ", ".join(info.special_tokens) or "-"),
         ("merge rule", info.merge_rule),
-        ("pattern", info.pattern_name or info.pattern),
+        ("pattern", _pattern_shown(info.pattern)),
         ("source", info.source),
         ("created", info.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
     ]
@@ -743,7 +765,7 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     if base:
         fields.append(("continues", base))  # its ids and merges come first
     if info.corpus_path:
-        fields += [("corpus", info.corpus_path), ("corpus bytes", info.corpus_bytes), ("corpus sha256", info.corpus_sha256)]
+        fields += [("corpus", info.corpus_path), ("corpus bytes", _number(info.corpus_bytes)), ("corpus sha256", info.corpus_sha256 or "-")]
     if info.training_seconds is not None:
         fields.append(("training time", f"{info.training_seconds:.2f}s"))
     width = max(len(label) for label, _ in fields)
@@ -766,30 +788,79 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
 # -- diff ----------------------------------------------------------------------------------------
 
 
-@main.command()
-@click.argument("ref_a")
-@click.argument("ref_b")
-@click.argument("more_corpora", metavar="", nargs=-1, type=click.Path(path_type=Path))
+class _DiffCommand(_Command):
+    """``diff``, whose ``--corpus FILE [FILE...]`` takes every word after it up to the next
+    option: those are files, and the words before ``--corpus`` are the tokenizers' refs."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rewritten: list[str] = []
+        state = "refs"  # "value": --corpus's own value comes next; "files": more files follow
+        for index, arg in enumerate(args):
+            if arg == "--":
+                rewritten += args[index:]
+                break
+            if state == "value":
+                rewritten.append(arg)
+                state = "files"
+                continue
+            if state == "files" and not arg.startswith("-"):
+                rewritten += ["--corpus", arg]
+                continue
+            state = "refs"
+            rewritten.append(arg)
+            if arg == "--corpus":
+                state = "value"
+            elif arg.startswith("--corpus="):
+                state = "files"
+        return super().parse_args(ctx, rewritten)
+
+
+@main.command(cls=_DiffCommand)
+@click.argument("refs", metavar="REF REF [REF...]", nargs=-1)
 @click.option(
     "--corpus", "corpora", multiple=True, type=click.Path(path_type=Path), metavar="FILE [FILE...]",
-    help="Also measure both on these text files (a table row per file): tokens, bytes per token, "
+    help="Also measure the tokenizers on these text files (a table row per file): tokens, bytes per token, "
     "tokens per word, Renyi efficiency (alpha 2.5), share of the vocab used.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--show", "num_shown", type=click.IntRange(min=0), default=15, show_default=True, help="Tokens listed per side.")
+@click.option("--show", "num_shown", type=click.IntRange(min=0), default=15, show_default=True, help="Tokens listed per side (two REFs).")
 @_quiet_option
 @_db_option
-def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[Path, ...], as_json: bool, num_shown: int, quiet: bool, db: str) -> None:
-    """Compare two tokenizers: tokens, merges, special tokens, pattern, cost on texts.
+def diff(refs: tuple[str, ...], corpora: tuple[Path, ...], as_json: bool, num_shown: int, quiet: bool, db: str) -> None:
+    """Compare tokenizers: tokens, merges, special tokens, pattern, cost on texts.
+
+    Two REFs: what differs between them, token by token. More: one table, a row per tokenizer,
+    each compared with the first (its vocab and merges shared with the first; with --corpus, its
+    cost on the files: bytes per token, tokens per word, ...).
 
     \b
     Example:
       bpestore diff ts@1 ts@2 --corpus held_out.txt
       bpestore diff ts@1 ts@2 --corpus en.txt de.txt zh.txt --json
+      bpestore diff ts@1 ts@2 ts@3 gpt2 --corpus held_out.txt
     """
-    if more_corpora and not corpora:
-        raise click.UsageError(f"unexpected extra argument {str(more_corpora[0])!r} (files to measure on follow --corpus)")
-    files = [*corpora, *more_corpora]
+    if len(refs) < 2:
+        raise click.UsageError(
+            "give at least two tokenizers to compare: REF REF [REF...]"
+            + (", before --corpus (the words after --corpus, up to the next option, are files)" if corpora else "")
+        )
+    files = list(corpora)
+    with Store(db, create=False) as store:
+        for ref in refs:
+            if os.path.isfile(ref):  # a corpus given without --corpus, most likely
+                try:
+                    store.info(ref)
+                except (BpestoreError, ValueError):
+                    raise click.UsageError(f"{ref!r} is a file, not a stored tokenizer: files to measure on follow --corpus") from None
+    if len(refs) > 2:
+        with Store(db, create=False) as store:
+            comparison = store.compare(refs, files or None, progress=_show_progress(quiet))
+        if as_json:
+            click.echo(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+        else:
+            click.echo(_comparison_text(comparison))
+        return
+    ref_a, ref_b = refs
     with Store(db, create=False) as store:
         result = store.diff(ref_a, ref_b, files or None, progress=_show_progress(quiet))
     if as_json:
@@ -800,12 +871,12 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
     w = max(18, len(a) + 2, len(b) + 2)
     lines = [
         f"{'':24}{a:>{w}}{b:>{w}}",
-        f"{'vocab size':24}{result.vocab_size_a:>{w}}{result.vocab_size_b:>{w}}",
-        f"{'merges':24}{result.merges_a:>{w}}{result.merges_b:>{w}}",
-        f"{'tokens only here':24}{len(result.only_a):>{w}}{len(result.only_b):>{w}}",
-        f"shared tokens           {result.shared_tokens}",
-        f"shared merges           {result.shared_merges} (regardless of rank)",
-        f"common merge prefix     {result.common_merge_prefix}",
+        f"{'vocab size':24}{_number(result.vocab_size_a):>{w}}{_number(result.vocab_size_b):>{w}}",
+        f"{'merges':24}{_number(result.merges_a):>{w}}{_number(result.merges_b):>{w}}",
+        f"{'tokens only here':24}{_number(len(result.only_a)):>{w}}{_number(len(result.only_b)):>{w}}",
+        f"shared tokens           {_number(result.shared_tokens)}",
+        f"shared merges           {_number(result.shared_merges)} (regardless of rank)",
+        f"common merge prefix     {_number(result.common_merge_prefix)}",
     ]
     if result.first_different_merge:
         d = result.first_different_merge
@@ -813,43 +884,93 @@ def diff(ref_a: str, ref_b: str, more_corpora: tuple[Path, ...], corpora: tuple[
         lines.append(f"first different merge   rank {d['rank']}: {show_merge(d['a'])}  vs  {show_merge(d['b'])}")
     if result.special_tokens_only_a or result.special_tokens_only_b:
         lines.append(f"special tokens only in {a}: {result.special_tokens_only_a}; only in {b}: {result.special_tokens_only_b}")
-    lines.append("same pattern" if result.same_pattern else f"patterns differ:\n  {a}: {result.pattern_a}\n  {b}: {result.pattern_b}")
+    lines.append(
+        "same pattern" if result.same_pattern
+        else f"patterns differ:\n  {a}: {_pattern_shown(result.pattern_a)}\n  {b}: {_pattern_shown(result.pattern_b)}"
+    )
     if result.merge_rule_a != result.merge_rule_b:
         lines.append(f"merge rules differ: {result.merge_rule_a} vs {result.merge_rule_b}")
     if result.corpus is not None:
-        lines.append(f"\non {result.corpus} ({result.corpus_bytes} bytes):")
-        lines.append(f"{'tokens':24}{result.tokens_a:>{w}}{result.tokens_b:>{w}}")
-        lines.append(f"{'bytes per token':24}{result.bytes_per_token_a or 0:>{w}.3f}{result.bytes_per_token_b or 0:>{w}.3f}")
+        lines.append(f"\non {result.corpus} ({_number(result.corpus_bytes)} bytes):")
+        lines.append(f"{'tokens':24}{_number(result.tokens_a):>{w}}{_number(result.tokens_b):>{w}}")
+        lines.append(f"{'bytes per token':24}{_number(result.bytes_per_token_a or 0.0):>{w}}{_number(result.bytes_per_token_b or 0.0):>{w}}")
         lines.append("\n" + _files_table(result))
     for label, tokens in ((a, result.only_a), (b, result.only_b)):
         if tokens:
             shown = ", ".join(_readable(t) for _, t in tokens[:num_shown])
-            more = f" ... (+{len(tokens) - num_shown})" if len(tokens) > num_shown else ""
+            more = f" ... (+{_number(len(tokens) - num_shown)})" if len(tokens) > num_shown else ""
             lines.append(f"\nonly in {label} (by id): {shown}{more}")
     click.echo("\n".join(lines))
 
 
 def _files_table(result: workflow.TokenizerDiff) -> str:
     """The measurements of a diff on its files (and their total), one row per file and tokenizer."""
-
-    def number(value: float | None, digits: int = 3) -> str:
-        return "-" if value is None else f"{value:.{digits}f}"
-
-    rows = []
     # A diff on files (diff() calls this when it has a corpus): its files and totals are set.
     files = cast("list[workflow.FileComparison]", result.files)
-    groups = [(Path(row.path).name, row.a, row.b) for row in files]
+    groups = [(Path(row.path).name, [(result.a, row.a), (result.b, row.b)]) for row in files]
     if len(files) > 1:
-        groups.append(("(all files)", result.total_a, result.total_b))  # type: ignore[arg-type]  # (set with the files)
-    for label, a, b in groups:
-        for ref, measured in ((result.a, a), (result.b, b)):
-            rows.append([
-                label, ref, str(measured.bytes), str(measured.words), str(measured.tokens),
-                number(measured.bytes_per_token), number(measured.fertility),
-                number(measured.renyi_efficiency()), number(measured.vocab_used),
-            ])
-    headers = ["FILE", "TOKENIZER", "BYTES", "WORDS", "TOKENS", "BYTES/TOKEN", "TOKENS/WORD", "RENYI EFF.", "VOCAB USED"]
-    return _table(rows, headers)
+        groups.append(("(all files)", [(result.a, result.total_a), (result.b, result.total_b)]))  # type: ignore[list-item]  # (set with the files)
+    return _measurements_table(groups)
+
+
+_MEASUREMENT_HEADERS = ["BYTES", "WORDS", "TOKENS", "BYTES/TOKEN", "TOKENS/WORD", "RENYI EFF.", "VOCAB USED"]
+
+
+def _measurement_cells(measured: workflow.Measurement) -> list[str]:
+    return [
+        _number(measured.bytes), _number(measured.words), _number(measured.tokens),
+        _number(measured.bytes_per_token), _number(measured.fertility),
+        _number(measured.renyi_efficiency()), _number(measured.vocab_used),
+    ]
+
+
+def _measurements_table(groups: list[tuple[str, list[tuple[str, workflow.Measurement]]]]) -> str:
+    """One row per file (a group's label) and tokenizer."""
+    rows = [[label, ref, *_measurement_cells(measured)] for label, measured_by in groups for ref, measured in measured_by]
+    return _table(rows, ["FILE", "TOKENIZER", *_MEASUREMENT_HEADERS])
+
+
+def _comparison_text(comparison: workflow.TokenizerComparison) -> str:
+    """``diff`` of more than two tokenizers: one table, a row per tokenizer, each against the
+    first; on a corpus, its cost on all the files (and a table per file when there are several)."""
+    base = comparison.base
+    headers = ["TOKENIZER", "VOCAB", "MERGES", f"SHARED WITH {base}", "SAME FIRST MERGES"]
+    rows = []
+    for row in comparison.tokenizers:
+        shared = f"{_number(row.shared_tokens)} ({row.shared_tokens / row.vocab_size:.1%})" if row.vocab_size else "0"
+        cells = [row.ref, _number(row.vocab_size), _number(row.merges), shared, _number(row.common_merge_prefix)]
+        if row.total is not None:
+            cells += _measurement_cells(row.total)[2:]  # (bytes and words: the corpus's, said above the table)
+        rows.append(cells)
+    lines = []
+    files = comparison.corpus_files
+    first = comparison.tokenizers[0].total
+    if files is not None and first is not None:
+        headers += _MEASUREMENT_HEADERS[2:]
+        where = files[0] if len(files) == 1 else f"{len(files)} files"
+        lines.append(f"on {where} ({_number(first.bytes)} bytes, {_number(first.words)} words):")
+    lines.append(_table(rows, headers))
+    notes = []
+    other_patterns = [row.ref for row in comparison.tokenizers if not row.same_pattern]
+    if other_patterns:
+        notes.append(f"pattern differs from {base}'s: {', '.join(other_patterns)}")
+    by_specials: dict[tuple[str, ...], list[str]] = {}
+    for row in comparison.tokenizers:
+        by_specials.setdefault(tuple(row.special_tokens), []).append(row.ref)
+    if len(by_specials) > 1:
+        notes.append("special tokens differ: " + "; ".join(f"{' '.join(tokens) or 'none'} ({', '.join(refs)})" for tokens, refs in by_specials.items()))
+    rules = {row.merge_rule for row in comparison.tokenizers}
+    if len(rules) > 1:
+        notes.append("merge rules: " + ", ".join(f"{row.ref} {row.merge_rule}" for row in comparison.tokenizers))
+    if notes:
+        lines.append("\n" + "\n".join(notes))
+    if files is not None and len(files) > 1:
+        groups = [
+            (Path(path).name, [(row.ref, cast("list[workflow.Measurement]", row.files)[index]) for row in comparison.tokenizers])
+            for index, path in enumerate(files)
+        ]
+        lines.append("\n" + _measurements_table(groups))
+    return "\n".join(lines)
 
 
 # -- encode / decode -------------------------------------------------------------------------------
@@ -884,11 +1005,21 @@ def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> None:
     "token's string in the input is then an error, unless --ordinary. [default: all]",
 )
 @click.option("--ordinary", is_flag=True, help="Encode the special tokens not allowed as ordinary text (alone: all of them).")
+@click.option(
+    "--tokens", "show_tokens", is_flag=True,
+    help="Print the tokens instead of ids, one a line: its id, a tab, its text with whitespace made visible "
+    "(space \u00b7, newline \u21b5, tab \u2192; other control characters, and bytes of a character split "
+    "between tokens, as \\xNN).",
+)
+@click.option("--compact", is_flag=True, help="Print the tokens (as --tokens shows them) on one line, joined by '|'.")
+@click.option("--count", "count_only", is_flag=True, help="Print how many tokens, characters and bytes the input is, and bytes per token, instead of ids.")
+@click.option("--json", "as_json", is_flag=True, help="With --count: print a JSON object.")
 @_quiet_option
 @_db_option
 def encode(
     ref: str, inputs: tuple[str, ...], output: Path | None, output_dir: str | None, dask_address: str | None,
-    workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, quiet: bool, db: str,
+    workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, show_tokens: bool, compact: bool, count_only: bool,
+    as_json: bool, quiet: bool, db: str,
 ) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
@@ -905,13 +1036,30 @@ def encode(
     --allowed-special none (a special token's string is an error) or --ordinary (it is
     encoded as ordinary text).
 
+    To see what the tokenizer does: --tokens prints each token (id, then its text), --compact
+    the tokens on one line joined by '|', --count the number of tokens and bytes per token.
+    In a token's text a space is \u00b7, a newline \u21b5, a tab \u2192, a backslash \\\\; other
+    control characters and the bytes of a character split between tokens are \\xNN, other
+    invisible characters \\uNNNN (and a literal \u00b7, \u21b5, \u2192 too). On a terminal,
+    tokens alternate in colour (not with NO_COLOR set).
+
     \b
     Example:
       echo "Hello world" | bpestore encode gpt2
+      echo 'def hello():' | bpestore encode gpt2 --tokens
+      bpestore encode gpt2 notes.txt --compact
+      bpestore encode gpt2 notes.txt --count --json
       bpestore encode gpt2 train.txt --output train.npy --workers 4
       bpestore encode gpt2 user_input.txt --ordinary
       bpestore encode gpt2 'data/*.txt' --output-dir data-ids/ --dask local
     """
+    view = "count" if count_only else "compact" if compact else "tokens" if show_tokens else None
+    if count_only and (show_tokens or compact):
+        raise click.UsageError("--count prints numbers, --tokens and --compact the tokens: give one of them")
+    if view is not None and (output is not None or output_dir is not None):
+        raise click.UsageError(f"--{'count' if count_only else 'compact' if compact else 'tokens'} prints to stdout: give no --output or --output-dir")
+    if as_json and not count_only:
+        raise click.UsageError("--json goes with --count")
     if output_dir is None and (len(inputs) > 1 or dask_address is not None):
         raise click.UsageError("several INPUTs and --dask need --output-dir (one .npy per input)")
     if output_dir is not None and (output is not None or not inputs or "-" in map(str, inputs)):
@@ -927,9 +1075,17 @@ def encode(
 
     progress = _show_progress(quiet)
     try:
+        if view == "count":
+            counted = _workflow().count_tokens(tokenizer, source, progress=progress, **policy)
+            _print_count(counted, as_json)
+            return
+        if view is not None:
+            blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
+            _write_tokens(tokenizer, blocks, sys.stdout, compact=view == "compact", colour=_colour_on(sys.stdout))
+            return
         if output is not None and output.suffix == ".npy":
             count = _workflow().encode_to(tokenizer, source, output, workers=workers, progress=progress, **policy)
-            click.echo(f"wrote {count} ids to {output}", err=True)
+            click.echo(f"wrote {_number(count)} ids to {output}", err=True)
             return
         blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
         if output is None:
@@ -941,6 +1097,96 @@ def encode(
                 _write_ids(blocks, file)
     except DisallowedSpecialTokenError as error:
         raise _in_the_cli_terms(error) from None
+
+
+def _print_count(counted: workflow.TokenCount, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(counted.to_dict()))
+        return
+    fields = [
+        ("tokens", _number(counted.tokens)),
+        ("characters", _number(counted.characters)),
+        ("bytes", _number(counted.bytes)),
+        ("bytes/token", _number(counted.bytes_per_token)),
+    ]
+    for label, value in fields:
+        click.echo(f"{label:<12}{value:>14}")
+
+
+# How --tokens makes a token's whitespace visible; the marks' own characters are escaped (\uNNNN),
+# so that the text shown reads back to exactly the token's bytes.
+_VISIBLE = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u2192"}
+_MARKS = frozenset(_VISIBLE.values())
+_TOKEN_SEPARATOR = "|"
+
+
+def _visible(token: bytes, separator: str | None = None) -> str:
+    """A token's text as --tokens shows it, unambiguous: a space, newline and tab as \u00b7 \u21b5
+    \u2192; a backslash doubled; an ASCII control character, or a byte that is not part of a whole
+    UTF-8 character (a character split between tokens), as ``\\xNN``; any other character that
+    does not print, and the three marks themselves, as ``\\uNNNN``; ``separator`` (--compact's
+    ``|``) as ``\\|``.
+
+    >>> _visible(b" hello\\n"), _visible(b"\\xe6\\x97"), _visible(b"a\\\\b|\\r", "|")
+    ('\u00b7hello\u21b5', '\\\\xe6\\\\x97', 'a\\\\\\\\b\\\\|\\\\x0d')
+    """
+    pieces = []
+    for char in token.decode("utf-8", errors="surrogateescape"):
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not part of a whole UTF-8 character
+            pieces.append(f"\\x{code - 0xDC00:02x}")
+        elif char in _VISIBLE:
+            pieces.append(_VISIBLE[char])
+        elif char == "\\" or char == separator:
+            pieces.append("\\" + char)
+        elif char in _MARKS or not char.isprintable():
+            if code < 0x80:
+                pieces.append(f"\\x{code:02x}")
+            else:
+                pieces.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            pieces.append(char)
+    return "".join(pieces)
+
+
+def _colour_on(stream: IO[str]) -> bool:
+    """Colour for a terminal only, and never with NO_COLOR set (https://no-color.org)."""
+    return not os.environ.get("NO_COLOR") and _is_terminal(stream)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
+
+
+_TOKEN_COLOURS = ("cyan", "yellow")
+
+
+def _write_tokens(tokenizer: Tokenizer, blocks: Iterable[np.ndarray], out: IO[str], *, compact: bool, colour: bool) -> None:
+    """``encode --tokens`` (one token a line: id, tab, text) or ``--compact`` (one line, ``|``
+    between tokens); alternate tokens coloured when ``colour``."""
+    shown: dict[int, str] = {}  # id -> its text as shown
+    vocab = tokenizer.vocab
+    separator = _TOKEN_SEPARATOR if compact else None
+    position = 0
+    first = True
+    for ids in blocks:
+        pieces = []
+        for token_id in ids.tolist():
+            text = shown.get(token_id)
+            if text is None:
+                text = shown[token_id] = _visible(vocab[token_id], separator)
+            if colour:
+                text = click.style(text, fg=_TOKEN_COLOURS[position % 2])
+            position += 1
+            pieces.append(text if compact else f"{token_id}\t{text}\n")
+        if pieces:
+            out.write(("" if first else _TOKEN_SEPARATOR) + _TOKEN_SEPARATOR.join(pieces) if compact else "".join(pieces))
+            first = False
+    if compact:
+        out.write("\n")
 
 
 def _in_the_cli_terms(error: DisallowedSpecialTokenError) -> BpestoreError:
@@ -970,8 +1216,8 @@ def _encode_shards(
     except DisallowedSpecialTokenError as error:
         raise _in_the_cli_terms(error) from None
     click.echo(
-        f"wrote {result.tokens} ids in {len(result.entries)} shards to {output_dir} "
-        f"({len(result.encoded)} encoded now, {len(result.skipped)} already done)",
+        f"wrote {_number(result.tokens)} ids in {_number(len(result.entries))} shards to {output_dir} "
+        f"({_number(len(result.encoded))} encoded now, {_number(len(result.skipped))} already done)",
         err=True,
     )
 
@@ -1005,25 +1251,56 @@ def _parse_ids(words: Iterable[str]) -> Iterator[int]:
 
 @main.command()
 @click.argument("ref")
-@click.argument("ids", nargs=-1)
+@click.argument("ids", nargs=-1, metavar="[ID...|FILE|-]")
 @_db_option
 def decode(ref: str, ids: tuple[str, ...], db: str) -> None:
-    """Decode token ids (arguments, or whitespace-separated on stdin) to text.
+    """Decode token ids to text: IDs as arguments; or one FILE, an encoded .npy (as `encode
+    --output x.npy` writes) or ids as text; or stdin (nothing, or '-'), ids as text or a .npy.
 
     Writes exactly the bytes of the tokens, nothing added (no newline), so that `encode` then
     `decode` gives the input back byte for byte. Tokens that hold part of a UTF-8 character are
-    written as those raw bytes too (not as U+FFFD).
+    written as those raw bytes too (not as U+FFFD). A .npy that is not whole (its encoding was
+    stopped, or it was cut short) is refused, and nothing is written.
 
     \b
     Example:
       bpestore decode gpt2 15496 995
       bpestore encode gpt2 notes.txt | bpestore decode gpt2 > notes-again.txt
+      bpestore decode gpt2 train.npy | head -c 1000
+      bpestore encode gpt2 notes.txt -o - | bpestore decode gpt2 -
     """
-    tokenizer = _workflow().load_tokenizer(db, ref)
-    words = ids if ids else sys.stdin.read().split()
-    decoded = tokenizer.decode_bytes(list(_parse_ids(words)))
+    flow = _workflow()
+    tokenizer = flow.load_tokenizer(db, ref)
+    if not ids or (len(ids) == 1 and _names_a_file(ids[0])):
+        data: bytes | None = None
+        if not ids or ids[0] == "-":
+            name, data = "standard input", sys.stdin.buffer.read()
+            head = data
+        else:
+            name = ids[0]
+            with open(name, "rb") as file:
+                head = file.read(64)
+        if flow.is_npy(head) or name.endswith(".npy"):
+            array = flow.read_npy_ids(data if data is not None else name, name)
+            decoded = flow.decode_array(tokenizer, array)
+        else:
+            if data is None:
+                data = Path(name).read_bytes()
+            decoded = tokenizer.decode_bytes(list(_parse_ids(data.decode("utf-8", errors="backslashreplace").split())))
+    else:
+        decoded = tokenizer.decode_bytes(list(_parse_ids(ids)))
     sys.stdout.flush()  # nothing may be buffered ahead of the bytes
     _write_all(sys.stdout.buffer, decoded)
+
+
+def _names_a_file(word: str) -> bool:
+    """Whether decode's one argument is a file ('-': stdin) rather than an id: not an integer,
+    and '-', a .npy or an existing file (a mistyped id is still said to be one)."""
+    try:
+        int(word)
+        return False
+    except ValueError:
+        return word == "-" or word.endswith(".npy") or os.path.isfile(word)
 
 
 def _write_all(stream: BinaryIO, data: bytes) -> None:
@@ -1150,10 +1427,10 @@ def _corpus_row(corpus: workflow.CorpusInfo) -> list[str]:
     return [
         str(corpus.id),
         _workflow().short_corpus_path(corpus.path, corpus.origin),
-        f"{corpus.files:,}" if corpus.files else "-",
-        f"{corpus.size_bytes:,}",
-        f"{corpus.distinct_pretokens:,}",
-        f"{corpus.total_pretokens:,}",
+        _number(corpus.files) if corpus.files else "-",
+        _number(corpus.size_bytes),
+        _number(corpus.distinct_pretokens),
+        _number(corpus.total_pretokens),
         " ".join(corpus.special_tokens) or "-",
         " ".join(corpus.tokenizers) or "-",
     ]

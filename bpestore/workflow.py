@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal
 
 from . import formats, metrics
 from .atomic import atomic_path
-from .encode.files import encode_file_to_npy, write_npy_stream
+from .encode.files import encode_file_to_npy, is_npy, read_npy_ids, write_npy_stream
 from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards
 from .errors import PatternError, StoreError
@@ -31,7 +31,7 @@ from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths
 from .pretokenize.patterns import GPT2_PATTERN, name_of_pattern
-from .progress import progress_bar
+from .progress import progress_bar, progress_step
 from .store.database import (
     CorpusFile, CorpusInfo, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
 )
@@ -53,9 +53,9 @@ if TYPE_CHECKING:
 # What the front ends (the CLI, which may import nothing else of the package: pyproject.toml's
 # contracts) use, the store's names and the encoders' among them.
 __all__ = [
-    "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "MemoryEstimate",
+    "ComparedTokenizer", "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "Measurement", "MemoryEstimate",
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
-    "TrainingInterrupted", "atomic_output", "atomic_path", "diff_tokenizers", "encode_shards", "encode_stream", "encode_to",
+    "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "parse_bytes", "short_corpus_path", "summarize_store",
     "token_text",
 ]
@@ -231,6 +231,98 @@ def diff_tokenizers(
         result.total_a = Measurement.combine([row.a for row in result.files])
         result.total_b = Measurement.combine([row.b for row in result.files])
     return result
+
+
+@dataclass
+class ComparedTokenizer:
+    """One row of a :class:`TokenizerComparison`: a tokenizer, what it shares with the first one
+    compared (the first's row shares everything with itself), and its cost on the files."""
+
+    ref: str
+    vocab_size: int
+    merges: int
+    special_tokens: list[str]
+    merge_rule: str
+    same_pattern: bool
+    """Whether its pattern is the first tokenizer's."""
+    shared_tokens: int
+    """Tokens (by their bytes) also in the first tokenizer's vocab."""
+    shared_merges: int
+    common_merge_prefix: int
+    files: list[Measurement] | None = None
+    """Measured on each file compared on, in order; None without a corpus."""
+    total: Measurement | None = None
+    """On all the files together (:meth:`Measurement.combine`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {key: value for key, value in self.__dict__.items() if key not in {"files", "total"}}
+        if self.files is not None and self.total is not None:
+            data["files"] = [measured.to_dict() for measured in self.files]
+            data["total"] = self.total.to_dict()
+        return data
+
+
+@dataclass
+class TokenizerComparison:
+    """Several tokenizers side by side (``bpestore diff`` of more than two), each against the
+    first: sizes, shared vocab and merges, and, on a corpus, the cost of each."""
+
+    tokenizers: list[ComparedTokenizer]
+    corpus_files: list[str] | None = None
+
+    @property
+    def base(self) -> str:
+        return self.tokenizers[0].ref
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "corpus_files": self.corpus_files, "tokenizers": [row.to_dict() for row in self.tokenizers]}
+
+
+def compare_tokenizers(
+    named: Sequence[tuple[str, Tokenizer]],
+    corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    *,
+    progress: bool = False,
+) -> TokenizerComparison:
+    """Compare each of ``named`` (``(ref, tokenizer)``, at least two) with the first; with
+    ``corpus`` (a text file or several), measure each tokenizer once on each file."""
+    if len(named) < 2:
+        raise ValueError("give at least two tokenizers to compare")
+    paths = None
+    if corpus is not None:
+        paths = [os.fspath(corpus)] if isinstance(corpus, (str, os.PathLike)) else [os.fspath(path) for path in corpus]
+        if not paths:
+            raise ValueError("give at least one corpus file")
+        for path in paths:
+            check_corpus_path(path)  # every file is checked before any is encoded
+    _, first = named[0]
+    first_tokens = set(first.vocab.values())
+    first_merges = set(first.merges)
+    rows = []
+    for ref, tokenizer in named:
+        prefix = 0
+        for merge_a, merge_b in zip(first.merges, tokenizer.merges):
+            if merge_a != merge_b:
+                break
+            prefix += 1
+        row = ComparedTokenizer(
+            ref=ref,
+            vocab_size=tokenizer.vocab_size,
+            merges=len(tokenizer.merges),
+            special_tokens=list(tokenizer.special_tokens),
+            merge_rule=tokenizer.merge_rule,
+            same_pattern=tokenizer.pattern == first.pattern,
+            shared_tokens=sum(1 for token in set(tokenizer.vocab.values()) if token in first_tokens),
+            shared_merges=len(first_merges.intersection(tokenizer.merges)),
+            common_merge_prefix=prefix,
+        )
+        if paths is not None:
+            row.files = [
+                measure_file_with_progress(tokenizer, path, progress=progress, description=f"{Path(path).name} with {ref}") for path in paths
+            ]
+            row.total = Measurement.combine(row.files)
+        rows.append(row)
+    return TokenizerComparison(rows, paths)
 
 
 @dataclass
@@ -670,43 +762,53 @@ class Store(ModelStore):
             if saving is not None:
                 if progress and not saving.done():  # the merges are done first: show the rest of the save
                     writes = self._row_writes(len(counts))
-                    with progress_bar(True, writes, "saving pre-token counts", unit="row", unit_scale=True) as bar:
+                    with progress_bar(True, writes, "saving pre-token counts", unit="rows", unit_scale=True) as bar:
                         while not saving.done():
                             bar.update(saved_rows[0] - bar.n)
                             wait([saving], timeout=0.1)
                         bar.update(saved_rows[0] - bar.n)
                 corpus_id = saving.result()
-            with self._transaction(write=True) as connection:
-                refs = []
-                for size in sizes:
-                    model, num_merges = continued.model_of_size(
-                        size, special_tokens, merges, base_model, pattern=regex, special_tokens_at=special_tokens_at
-                    )
-                    seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
-                    params: dict[str, Any] = {} if base_ref is None else {"base": base_ref}
-                    if min_count is not None:
-                        params["min_count"] = min_count
-                    if donor is not None:
-                        params["merges_of"] = donor[0]  # the stored training whose merges these are
-                    refs.append(
-                        self._insert_tokenizer(
-                            connection,
-                            name,
-                            model,
-                            corpus_id=corpus_id,
-                            source="trained",
-                            training_params={
-                                "vocab_size": size,
-                                "workers": workers,
-                                "reused_pretoken_counts": reused,
-                                "pretokenize_seconds": round(pretokenize_seconds, 3),
-                                "special_tokens_at": special_tokens_at,
-                                **params,
-                            },
-                            training_seconds=round(seconds, 3),
-                            progress=progress,
+            # Building, checking and writing each tokenizer, then the commit: seconds for big
+            # vocabs, said on one line (the per-tokenizer row bars would be one line each).
+            saving_bar = progress_bar(
+                progress, len(sizes), f"saving {len(sizes)} tokenizer{'s' if len(sizes) > 1 else ''}",
+                bar_format="{desc}: {n}/{total} [{elapsed}]{postfix}",
+            )
+            with saving_bar as bar:
+                with self._transaction(write=True) as connection:
+                    refs = []
+                    for size in sizes:
+                        bar.set_postfix_str(f"vocab {size:,}")
+                        model, num_merges = continued.model_of_size(
+                            size, special_tokens, merges, base_model, pattern=regex, special_tokens_at=special_tokens_at
                         )
-                    )
+                        seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
+                        params: dict[str, Any] = {} if base_ref is None else {"base": base_ref}
+                        if min_count is not None:
+                            params["min_count"] = min_count
+                        if donor is not None:
+                            params["merges_of"] = donor[0]  # the stored training whose merges these are
+                        refs.append(
+                            self._insert_tokenizer(
+                                connection,
+                                name,
+                                model,
+                                corpus_id=corpus_id,
+                                source="trained",
+                                training_params={
+                                    "vocab_size": size,
+                                    "workers": workers,
+                                    "reused_pretoken_counts": reused,
+                                    "pretokenize_seconds": round(pretokenize_seconds, 3),
+                                    "special_tokens_at": special_tokens_at,
+                                    **params,
+                                },
+                                training_seconds=round(seconds, 3),
+                            )
+                        )
+                        bar.update(1)
+                    bar.set_postfix_str("committing")
+                bar.set_postfix_str("done", refresh=False)
         except KeyboardInterrupt:
             if saving is not None:
                 try:
@@ -774,6 +876,18 @@ class Store(ModelStore):
         counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=regex, counting=counting)
         return counted, estimate_merge_memory(training.pruned_to(counted.counts, min_count, _corpus_described(corpus)), merges)
 
+    def compare(
+        self,
+        refs: Sequence[str],
+        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        *,
+        progress: bool = False,
+    ) -> TokenizerComparison:
+        """Compare stored tokenizers, each with the first, and measure them on ``corpus`` if
+        given; see :func:`compare_tokenizers`."""
+        resolved = [self.info(ref).ref for ref in refs]  # every ref checked before any is loaded
+        return compare_tokenizers([(ref, self.load(ref)) for ref in resolved], corpus, progress=progress)
+
     def diff(
         self,
         ref_a: str,
@@ -833,9 +947,12 @@ def import_into_store(
     """Read ``format``'s files (see :func:`bpestore.formats.read`; ``options`` are its) and store
     the tokenizer as the next version of ``name``; returns the new ref and what the import found.
     Nothing is stored unless the whole input is understood; the files are read before the store's
-    write lock is taken (``lock_timeout``: see :class:`Store`). ``save_progress``: a bar while
-    the vocab and merges are written."""
-    imported = formats.read(format, *paths, **options)
+    write lock is taken (``lock_timeout``: see :class:`Store`). ``save_progress``: a line while
+    the files are read and the model checked (seconds for GPT-2's, with nothing else to show),
+    then a bar while the vocab and merges are written."""
+    names = ", ".join(Path(path).name for path in paths)
+    with progress_step(save_progress, f"reading and checking {names}"):
+        imported = formats.read(format, *paths, **options)
     with Store(store, lock_timeout=lock_timeout) as opened:
         ref = opened.save(name, imported.model, source_format=imported.format, source_paths=imported.paths, progress=save_progress)
     return ref, imported
@@ -901,11 +1018,75 @@ def encode_stream(
         )
 
 
-def _text_blocks(source: str | os.PathLike[str] | BinaryIO, path: str | os.PathLike[str] | None, progress: bool) -> Iterator[str]:
-    """The text of ``source`` a block at a time, with a bar of the bytes read when asked for."""
+def decode_array(tokenizer: Tokenizer, ids: npt.NDArray[Any], *, block: int = 1 << 20) -> bytes:
+    """The bytes of an array of ids (:func:`read_npy_ids`'), decoded a block at a time (a list of
+    Python ints per block, not per array); ValueError naming the first id outside the vocab."""
+    return b"".join(tokenizer.decode_bytes(ids[start : start + block].tolist()) for start in range(0, len(ids), block))
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """How many tokens a text is (``bpestore encode --count``), with its size to judge it by."""
+
+    tokens: int
+    bytes: int
+    characters: int
+
+    @property
+    def bytes_per_token(self) -> float | None:
+        return metrics.bytes_per_token(self.bytes, self.tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "bytes": self.bytes, "characters": self.characters, "bytes_per_token": self.bytes_per_token}
+
+
+def count_tokens(
+    tokenizer: Tokenizer,
+    source: str | os.PathLike[str] | BinaryIO,
+    *,
+    progress: bool = False,
+    allowed_special: Literal["all"] | AbstractSet[str] = "all",
+    disallowed_special: Literal["all"] | Collection[str] = "all",
+) -> TokenCount:
+    """Encode UTF-8 text from ``source`` (a file path or a binary stream), as :func:`encode_stream`
+    does, and count its tokens, bytes and characters, in bounded memory."""
+    path = source if isinstance(source, (str, os.PathLike)) else None
+    sizes = _Sizes()
+    tokens = 0
+    with _file_named_in_pattern_errors(path):
+        for ids in tokenizer.encode_blocks(
+            _text_blocks(source, path, progress, sizes), allowed_special=allowed_special, disallowed_special=disallowed_special
+        ):
+            tokens += len(ids)
+    return TokenCount(tokens=tokens, bytes=sizes.bytes, characters=sizes.characters)
+
+
+class _Sizes:
+    """The bytes and characters of a text read so far."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.characters = 0
+
+
+def _text_blocks(
+    source: str | os.PathLike[str] | BinaryIO, path: str | os.PathLike[str] | None, progress: bool, sizes: _Sizes | None = None
+) -> Iterator[str]:
+    """The text of ``source`` a block at a time, with a bar of the bytes read when asked for;
+    ``sizes`` adds up the bytes and characters read."""
     total = os.path.getsize(check_corpus_path(path)) if path is not None else None
     with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
-        yield from iter_text_blocks(source, on_bytes=bar.update)
+        if sizes is None:
+            yield from iter_text_blocks(source, on_bytes=bar.update)
+            return
+
+        def read(n: int) -> None:
+            sizes.bytes += n
+            bar.update(n)
+
+        for block in iter_text_blocks(source, on_bytes=read):
+            sizes.characters += len(block)
+            yield block
 
 
 @contextmanager

@@ -520,8 +520,9 @@ def test_diff_readable(trained_db, corpus):
     assert str(want["shared_tokens"]) in line_with("shared tokens").split()
     assert str(want["common_merge_prefix"]) in line_with("common merge prefix").split()
     text = read_text(corpus)
-    assert line_with("tokens").split()[-2:] == [str(len(a.encode(text))), str(len(b.encode(text)))]
-    assert line_with("vocab size").split()[2:] == [str(a.vocab_size), str(b.vocab_size)]
+    # numbers thousands separated, as in every table of the CLI
+    assert line_with("tokens").split()[-2:] == [f"{len(a.encode(text)):,}", f"{len(b.encode(text)):,}"]
+    assert line_with("vocab size").split()[2:] == [f"{a.vocab_size:,}", f"{b.vocab_size:,}"]
 
 
 # -- encode ---------------------------------------------------------------------------------------
@@ -645,7 +646,7 @@ def test_encode_a_file_bigger_than_one_chunk_to_npy(trained_db, big_file, tmp_pa
     assert array.dtype == np.uint16
     assert len(array) == len(want)
     assert np.array_equal(array, np.array(want, dtype=np.uint16))
-    assert str(len(want)) in result.stderr  # "wrote N ids to ..."
+    assert f"{len(want):,}" in result.stderr  # "wrote N ids to ...", thousands separated
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -1004,6 +1005,9 @@ def test_readme_quick_start_with_the_installed_executable(tmp_path):
 
     run("encode", "stdlib@1", "stdlib.txt", "--output", "stdlib.npy")
     assert np.load(tmp_path / "stdlib.npy").tolist() == load(tmp_path / "bpestore.db", "stdlib@1").encode(read_text(tmp_path / "stdlib.txt"))
+    assert run("decode", "stdlib@1", "stdlib.npy").stdout == (tmp_path / "stdlib.txt").read_bytes()
+    pieces = run("encode", "stdlib", "--tokens", input=text.encode("utf-8")).stdout.decode("utf-8").splitlines()
+    assert [int(line.split("\t")[0]) for line in pieces] == tokenizer.encode(text)
     diff = run("diff", "stdlib@1", "stdlib@2", "--corpus", "stdlib.txt").stdout.decode()
     assert "stdlib@1" in diff and "stdlib@2" in diff
     show = run("show", "stdlib", "--merges", 5).stdout.decode("utf-8")

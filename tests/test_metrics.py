@@ -240,7 +240,7 @@ def test_cli_diff_takes_several_files_after_corpus(two_tokenizers):
     out = ok(invoke("diff", small, large, "--corpus", english, german, "--db", db))
     rows = [line.split() for line in out.splitlines() if line.startswith(("en.txt", "de.txt", "(all files)"))]
     assert [(row[0], row[1]) for row in rows[:4]] == [("en.txt", small), ("en.txt", large), ("de.txt", small), ("de.txt", large)]
-    assert rows[0][4] == str(data["files"][0]["a"]["tokens"])
+    assert rows[0][4] == f"{data['files'][0]['a']['tokens']:,}"  # thousands separated, as in every table
     assert [row[2] for row in rows[4:]] == [small, large]  # "(all files)" is two words
     # files without --corpus are a usage error
     result = invoke("diff", small, large, english, "--db", db)
@@ -268,5 +268,5 @@ def test_diff_totals_are_the_measurement_of_the_files_together(two_tokenizers, t
     # the text output prints the same totals
     out = ok(invoke("diff", small, large, "--corpus", *paths, "--db", db))
     rows = [line.split() for line in out.splitlines() if line.startswith("(all files)")]
-    assert [row[5] for row in rows] == [str(together[small]["tokens"]), str(together[large]["tokens"])]
+    assert [row[5] for row in rows] == [f"{together[small]['tokens']:,}", f"{together[large]['tokens']:,}"]  # thousands separated
     assert [row[8] for row in rows] == [f"{together[ref]['renyi_efficiency']:.3f}" for ref in (small, large)]

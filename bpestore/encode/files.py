@@ -20,14 +20,18 @@ import errno
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic import atomic_path, remove_stale_partials
+from ..engine import PARTIAL_NPY_MARK
 from ..errors import OutputError
 from ..pretokenize.corpus import check_corpus_path
 from ..progress import progress_bar
 from ..workers import default_workers
 from .tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    import numpy as np  # (imported where it runs: commands that do not encode never load it)
 
 # Chunks of text handed to the encoding threads.
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -102,3 +106,47 @@ def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: st
         for ids in tokenizer.encode_blocks(texts, **policy):
             writer.write(ids.tobytes())
         return writer.finish()
+
+
+NPY_MAGIC = b"\x93NUMPY"
+"""The first bytes of every ``.npy`` file."""
+
+
+def is_npy(head: bytes) -> bool:
+    """Whether data starting with ``head`` is meant as a ``.npy``: it starts as one does (even if
+    cut short within the magic; text never starts with byte 0x93), or it is one its writer never
+    finished (:data:`~bpestore.engine.PARTIAL_NPY_MARK`)."""
+    return head[:1] == NPY_MAGIC[:1] or head.startswith(PARTIAL_NPY_MARK)
+
+
+def read_npy_ids(source: str | os.PathLike[str] | bytes, name: str | None = None) -> np.ndarray:
+    """The ids of a 1-D ``.npy`` array of integers (what ``encode --output x.npy`` writes), from
+    a file path or the bytes of a file. Anything else is a ValueError in one line naming the file
+    (``name``, by default the path): a file whose writer was stopped before the end (it starts
+    with :data:`~bpestore.engine.PARTIAL_NPY_MARK`), one that is not a ``.npy``, a truncated
+    one, an array of more dimensions or of values that are not integers."""
+    import io
+
+    import numpy as np
+
+    if isinstance(source, bytes):
+        label = name or "<bytes>"
+        head, stream = source[: len(PARTIAL_NPY_MARK)], io.BytesIO(source)
+    else:
+        label = name or os.fspath(source)
+        with open(source, "rb") as file:
+            head = file.read(len(PARTIAL_NPY_MARK))
+        stream = None
+    if head.startswith(PARTIAL_NPY_MARK):
+        raise ValueError(f"{label}: an unfinished .npy (its encoding was stopped before the end); encode it again")
+    if not head.startswith(NPY_MAGIC):
+        raise ValueError(f"{label}: not a .npy file, or one cut short (it does not start with {NPY_MAGIC!r})")
+    try:
+        array = np.load(stream if stream is not None else source, allow_pickle=False)
+    except (ValueError, EOFError) as error:
+        raise ValueError(f"{label}: not a complete .npy file ({error})") from None
+    if not isinstance(array, np.ndarray) or array.ndim != 1:
+        raise ValueError(f"{label}: holds an array of shape {getattr(array, 'shape', '?')}; token ids are a 1-D array")
+    if array.dtype.kind not in "iu":
+        raise ValueError(f"{label}: holds {array.dtype} values, not integer token ids")
+    return array

@@ -122,7 +122,7 @@ def read(vocab_path: str | os.PathLike[str], merges_path: str | os.PathLike[str]
     except ValueError as error:
         raise FormatError(str(error)) from None
     model = build_model(f"{vocab_path} + {merges_path}", vocab, merges, special_tokens)
-    return Imported(model, "gpt2", resolved(vocab_path, merges_path), unreached_tokens_notes(model, merges_path))
+    return Imported(model, "gpt2", resolved(vocab_path, merges_path), unreached_tokens_notes(model, merges_path, "--special-token"))
 
 
 def write(model: BPEModel, output: Path) -> list[str]:

@@ -10,6 +10,7 @@ all go through the registry, so a new format needs nothing else.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,20 +136,58 @@ def build_model(
         raise FormatError(f"{path}: {error}") from None
 
 
-def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str]) -> list[str]:
-    """A note if some multi-byte tokens of a pair-rule model are made by no merge (an empty or
-    truncated merges list): encoding can never produce them."""
+_SPECIAL_LOOKING = re.compile(r"<\|[^\s<>|]+\|>|<[^\s<>]+>")
+"""``<|endoftext|>``, ``<s>``, ``</s>``, ``<pad>``, ``<unk>``: what special tokens look like."""
+
+
+def looks_special(token: bytes) -> bool:
+    """Whether ``token`` is shaped as special tokens are (``<|...|>`` or ``<...>``, printable,
+    no spaces), rather than a piece of text.
+
+    >>> [looks_special(t) for t in (b"<|endoftext|>", b"</s>", b"<", b"<>", b" <a>", b"<\\xff>")]
+    [True, True, False, False, False, False]
+    """
+    try:
+        text = token.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return _SPECIAL_LOOKING.fullmatch(text) is not None and text.isprintable()
+
+
+def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str], special_token_option: str | None = None) -> list[str]:
+    """Notes if some multi-byte tokens of a pair-rule model are made by no merge: encoding can
+    never produce them. Those shaped as special tokens (:func:`looks_special`, GPT-2's
+    ``<|endoftext|>``) are named, with how to declare them (``special_token_option``, such as
+    ``--special-token``: the import's option for them); any others point at an empty or
+    truncated merges list."""
     if model.merge_rule != "pair":
         return []
     made = {left + right for left, right in model.merges}
     specials = set(model.special_ids.values())
-    unreached = sum(1 for token_id, token in model.vocab.items() if len(token) > 1 and token not in made and token_id not in specials)
-    if not unreached:
-        return []
-    return [
-        f"warning: {unreached} of the vocab's {model.vocab_size} tokens are made by no merge in {merges_path} "
-        f"({len(model.merges)} merges; is it empty or truncated?): encoding never produces them"
-    ]
+    unreached = [token for token_id, token in sorted(model.vocab.items()) if len(token) > 1 and token not in made and token_id not in specials]
+    special_looking = [token.decode("utf-8") for token in unreached if looks_special(token)]
+    others = len(unreached) - len(special_looking)
+    notes = []
+    if special_looking:
+        shown = ", ".join(special_looking[:5]) + (f" (+{len(special_looking) - 5} more)" if len(special_looking) > 5 else "")
+        how = " ".join(f"{special_token_option} {_shell_quoted(token)}" for token in special_looking[:5])
+        one = len(special_looking) == 1
+        notes.append(
+            f"warning: {shown} {'is' if one else 'are'} in the vocab but made by no merge: "
+            + ("it looks like a special token" if one else "they look like special tokens")
+            + ", and text holding " + ("it" if one else "them") + " is encoded as ordinary tokens unless declared special"
+            + (f"; pass {how}" if special_token_option else "")
+        )
+    if others:
+        notes.append(
+            f"warning: {others} of the vocab's {model.vocab_size} tokens are made by no merge in {merges_path} "
+            f"({len(model.merges)} merges; is it empty or truncated?): encoding never produces them"
+        )
+    return notes
+
+
+def _shell_quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def resolved(*paths: str | os.PathLike[str]) -> list[str]:

@@ -177,7 +177,7 @@ def read(
         if token_id in vocab and vocab[token_id] != text.encode("utf-8"):
             raise FormatError(f"{path}: special token {text!r} has id {token_id}, which the file gives to {vocab[token_id]!r}")
         vocab[token_id] = text.encode("utf-8")
-    with progress_bar(progress, len(ranks), "reconstructing merges", unit="token", unit_scale=True) as bar:
+    with progress_bar(progress, len(ranks), "reconstructing merges", unit="tokens", unit_scale=True) as bar:
         merges, unreachable = pair_merges_from_ranks(ranks, bar.update)
     model = build_model(
         path, vocab, merges, sorted(specials, key=specials.__getitem__), pattern=regex_pattern, merge_rule="token"

@@ -802,7 +802,7 @@ class ModelStore:
         merges = tokenizer.merges
         # A new tokenizer has no packed copy for the rows' triggers to drop (migration 0004).
         unpacks = ("vocab_insert_unpacks", "merges_insert_unpacks")
-        with progress_bar(progress, len(ids) + len(merges), "saving the vocab and merges", unit="row", unit_scale=True) as bar, \
+        with progress_bar(progress, len(ids) + len(merges), "saving the vocab and merges", unit="rows", unit_scale=True) as bar, \
                 bulk.sqlite_triggers_suspended(connection, *unpacks):
             self._bulk_insert(
                 connection,
@@ -950,7 +950,7 @@ class ModelStore:
             )
         writes = self._row_writes(len(counts))
         with self._errors(writing=True), self.engine.connect() as connection, progress_bar(
-            progress and on_rows is None, writes, "saving pre-token counts", unit="row", unit_scale=True
+            progress and on_rows is None, writes, "saving pre-token counts", unit="rows", unit_scale=True
         ) as bar:
             report = on_rows or bar.update
             with bulk.staged_counts(connection, counts, report) as staged:

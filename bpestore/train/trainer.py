@@ -163,7 +163,7 @@ def learn_merges(
     """
     counts = as_pretoken_counts(pretoken_counts)
     checkpoints: list[tuple[int, float]] = []  # (merges done, time)
-    with progress_bar(progress, max_merges, "merges", unit="merge") as bar:
+    with progress_bar(progress, max_merges, "merges", unit="merges") as bar:
 
         def report(more: int) -> None:
             if stop_if is not None:
