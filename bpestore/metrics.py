@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -256,9 +257,18 @@ def _sum_known(values: Iterable[int | None]) -> int | None:
 _WHITESPACE_LIMIT = 0x3001  # every character str.isspace() holds true for is below this
 
 
-def _whitespace_codes() -> np.ndarray:
+def _whitespace_table() -> np.ndarray:
+    """Whether each code point below :data:`_WHITESPACE_LIMIT` is whitespace (``str.isspace``)."""
     import numpy as np
-    return np.array([code for code in range(_WHITESPACE_LIMIT) if chr(code).isspace()], dtype=np.uint32)
+    return np.array([chr(code).isspace() for code in range(_WHITESPACE_LIMIT)], dtype=np.bool_)
+
+
+_NON_ASCII_WHITESPACE = re.compile("[" + "".join(chr(code) for code in range(0x80, _WHITESPACE_LIMIT) if chr(code).isspace()) + "]")
+"""Whitespace that takes more than one byte in UTF-8 (NEL, no-break space, U+3000, ...)."""
+
+_LARGEST_SPAN = 1 << 24
+"""Above this many bytes of words to decide at once, boundaries are looked up (searchsorted)
+instead of counted along the bytes (a cumulative sum as long as the span)."""
 
 
 class _WordCuts:
@@ -271,9 +281,12 @@ class _WordCuts:
         import numpy as np
         vocab = tokenizer.vocab
         self._token_bytes = np.zeros(max(vocab) + 1 if vocab else 0, dtype=np.int64)
-        for token_id, token in vocab.items():
-            self._token_bytes[token_id] = len(token)
-        self._whitespace = _whitespace_codes()
+        self._token_bytes[np.fromiter(vocab.keys(), dtype=np.int64, count=len(vocab))] = np.fromiter(
+            map(len, vocab.values()), dtype=np.int64, count=len(vocab)
+        )
+        self._whitespace = _whitespace_table()
+        self._byte_is_space = np.zeros(256, dtype=np.bool_)  # for text with no whitespace beyond ASCII
+        self._byte_is_space[:128] = self._whitespace[:128]
         self._text_bytes = 0  # bytes of text fed so far
         self._open_word: int | None = None  # where a word that the last piece of text ended in starts
         self._starts: list[np.ndarray] = []  # the complete words not yet decided
@@ -287,13 +300,20 @@ class _WordCuts:
         import numpy as np
         if not text:
             return
-        codes = np.frombuffer(text.encode("utf-32-le", errors="surrogatepass"), dtype="<u4")
-        sizes = 1 + (codes >= 0x80).astype(np.int64) + (codes >= 0x800) + (codes >= 0x10000)
-        offsets = np.empty(len(codes) + 1, dtype=np.int64)
-        offsets[0] = self._text_bytes
-        np.cumsum(sizes, out=offsets[1:])
-        offsets[1:] += self._text_bytes
-        space = np.isin(codes, self._whitespace)
+        if _NON_ASCII_WHITESPACE.search(text) is None:
+            # Every whitespace character is one byte: words are the runs of other bytes (the
+            # bytes of a multi-byte character are never whitespace).
+            units = np.frombuffer(text.encode("utf-8", errors="surrogatepass"), dtype=np.uint8)
+            space = self._byte_is_space[units]
+            offsets = np.arange(self._text_bytes, self._text_bytes + len(units) + 1, dtype=np.int64)  # of each byte
+        else:  # by code points, each at its byte offset
+            codes = np.frombuffer(text.encode("utf-32-le", errors="surrogatepass"), dtype="<u4")
+            extra = (codes >= 0x80).astype(np.int64)  # UTF-8 bytes beyond the first
+            extra += codes >= 0x800
+            extra += codes >= 0x10000
+            offsets = np.arange(self._text_bytes, self._text_bytes + len(codes) + 1, dtype=np.int64)
+            offsets[1:] += np.cumsum(extra)
+            space = self._whitespace[np.minimum(codes, _WHITESPACE_LIMIT - 1)] & (codes < _WHITESPACE_LIMIT)
         word = ~space
         starts = offsets[:-1][word & np.concatenate(([True], space[:-1]))]
         ends = offsets[1:][word & np.concatenate((space[1:], [True]))]
@@ -332,16 +352,30 @@ class _WordCuts:
             return
         starts, ends = np.concatenate(self._starts), np.concatenate(self._ends)
         ready = int(np.searchsorted(ends, self._tokens_end, side="right"))  # words the tokens cover
-        inside = np.searchsorted(self._boundaries, ends[:ready], side="left") - np.searchsorted(
-            self._boundaries, starts[:ready], side="right"
-        )
-        self.words += ready
-        self.single_token_words += int(np.count_nonzero(inside == 0))
+        if ready:
+            self.words += ready
+            self.single_token_words += int(np.count_nonzero(self._boundaries_inside(starts[:ready], ends[:ready]) == 0))
         starts, ends = starts[ready:], ends[ready:]
         self._starts, self._ends = ([starts], [ends]) if len(starts) else ([], [])
         # A later word starts at or after this: the boundaries up to it cannot fall inside one.
         first = int(starts[0]) if len(starts) else (self._open_word if self._open_word is not None else self._text_bytes)
         self._boundaries = self._boundaries[np.searchsorted(self._boundaries, first, side="right") :]
+
+    def _boundaries_inside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """How many token boundaries fall strictly inside each word (``start < b < end``)."""
+        import numpy as np
+        low, high = int(starts[0]), int(ends[-1])
+        if high - low > _LARGEST_SPAN:
+            found: np.ndarray = np.searchsorted(self._boundaries, ends, side="left") - np.searchsorted(self._boundaries, starts, side="right")
+            return found
+        # below[k]: the boundaries in (low, low + k]; a word holds those in (start, end - 1]
+        boundaries = self._boundaries
+        span = boundaries[np.searchsorted(boundaries, low, side="right") : np.searchsorted(boundaries, high, side="left")]
+        below = np.zeros(high - low + 1, dtype=np.int32)
+        below[span - low] = 1
+        np.cumsum(below, out=below)
+        inside: np.ndarray = below[ends - 1 - low] - below[starts - low]
+        return inside
 
     def finish(self) -> None:
         """The text and its ids are all fed: every word is decided."""
@@ -388,8 +422,7 @@ def measure_file(tokenizer: Tokenizer, path: str | os.PathLike[str], *, on_bytes
     measure it; ``on_bytes(n)`` is called as bytes are read (for progress bars)."""
     num_bytes = 0
     characters = 0
-    words = WordCounter()
-    cuts = _WordCuts(tokenizer)
+    cuts = _WordCuts(tokenizer)  # counts the words too (as WordCounter does), in the same pass
 
     def read(n: int) -> None:
         nonlocal num_bytes
@@ -400,7 +433,6 @@ def measure_file(tokenizer: Tokenizer, path: str | os.PathLike[str], *, on_bytes
     def blocks() -> Iterator[str]:
         nonlocal characters
         for block in iter_text_blocks(path, on_bytes=read):
-            words.feed(block)
             cuts.feed_text(block)
             characters += len(block)
             yield block
@@ -413,7 +445,7 @@ def measure_file(tokenizer: Tokenizer, path: str | os.PathLike[str], *, on_bytes
         cuts.feed_ids(ids)
     cuts.finish()
     return Measurement(
-        bytes=num_bytes, words=words.words, tokens=tokens, vocab_size=tokenizer.vocab_size, token_counts=counts,
+        bytes=num_bytes, words=cuts.words, tokens=tokens, vocab_size=tokenizer.vocab_size, token_counts=counts,
         characters=characters, single_token_words=cuts.single_token_words,
     )
 
