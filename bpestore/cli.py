@@ -1493,6 +1493,119 @@ def count_add(corpus: str, inputs: tuple[str, ...], workers: int | None, as_json
         click.echo(_table([_corpus_row(grown)], _CORPUS_HEADERS), err=True)
 
 
+# -- eval ------------------------------------------------------------------------------------------
+
+
+class _EvalCommand(_Command):
+    """``--corpus`` takes the files that follow it, up to the next option (``--corpus en.txt
+    de.txt``), as ``diff --corpus`` does; REF... are the arguments before it. Each such file is
+    handed to click as a ``--corpus`` of its own."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rewritten: list[str] = []
+        in_corpus = False
+        for index, arg in enumerate(args):
+            if arg == "--":
+                rewritten += args[index:]
+                break
+            if arg == "--corpus":
+                in_corpus = True
+                # the files follow; a bare --corpus (an option or nothing next) is click's error
+                if index + 1 == len(args) or args[index + 1].startswith("-"):
+                    rewritten.append(arg)
+                continue
+            if in_corpus and not arg.startswith("-"):
+                rewritten += ["--corpus", arg]
+                continue
+            in_corpus = False
+            rewritten.append(arg)
+        return super().parse_args(ctx, rewritten)
+
+
+_EVAL_COLUMNS = [
+    # (header, key, format): integers with thousands separators, ratios with 3 decimals, shares in %
+    ("BYTES", "bytes", "int"), ("CHARS", "characters", "int"), ("WORDS", "words", "int"), ("TOKENS", "tokens", "int"),
+    ("BYTES/TOK", "bytes_per_token", "ratio"), ("CHARS/TOK", "characters_per_token", "ratio"), ("TOK/WORD", "fertility", "ratio"),
+    ("RENYI", "renyi_efficiency", "ratio"), ("VOCAB USED", "vocab_used", "share"), ("1-TOKEN WORDS", "single_token_word_rate", "share"),
+    ("PARITY", "parity", "ratio"),
+]
+
+
+def _eval_cell(value: Any, kind: str) -> str:
+    if value is None:
+        return "-"
+    if kind == "int":
+        return f"{value:,}"
+    return f"{value:.2%}" if kind == "share" else f"{value:.3f}"
+
+
+def _eval_table(result: workflow.EvaluationResult) -> str:
+    """A row per file and tokenizer: names left-aligned, numbers right-aligned."""
+    headers = ["FILE", "TOKENIZER", *(header for header, _, _ in _EVAL_COLUMNS)]
+    rows = []
+    for row in result.rows:
+        data = row.to_dict()
+        rows.append([data["file"], data["tokenizer"], *(_eval_cell(data[key], kind) for _, key, kind in _EVAL_COLUMNS)])
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(cell.ljust(width) if i < 2 else cell.rjust(width) for i, (cell, width) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(headers), "  ".join("-" * width for width in widths), *(line(cells) for cells in rows)])
+
+
+@main.command("eval", cls=_EvalCommand)
+@click.argument("refs", metavar="REF...", nargs=-1, required=True)
+@click.option(
+    "--corpus", "corpora", multiple=True, required=True, type=click.Path(path_type=Path), metavar="FILE [FILE...]",
+    help="The UTF-8 text files to measure on (a file per language makes a per-language table).",
+)
+@click.option("--reference", default=None, metavar="FILE", help="The file parity is measured against (one of --corpus, by path or name) [default: the first].")
+@click.option("--alpha", type=float, default=2.5, show_default=True, help="The order of the Renyi entropy of the Renyi efficiency.")
+@click.option("--recompute", is_flag=True, help="Measure again, replacing the stored results, instead of reusing them.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+@click.option("--csv", "csv_path", default=None, type=click.Path(path_type=Path), metavar="PATH", help="Also write the rows as CSV to PATH (atomically).")
+@_quiet_option
+@_lock_timeout_option
+@_db_option
+def eval_(
+    refs: tuple[str, ...], corpora: tuple[Path, ...], reference: str | None, alpha: float, recompute: bool, as_json: bool,
+    csv_path: Path | None, quiet: bool, lock_timeout: float | None, db: str,
+) -> None:
+    """Measure tokenizers on text files: a row per file and tokenizer.
+
+    For each REF and FILE: bytes, characters and tokens; bytes and characters per token; tokens
+    per whitespace-separated word (fertility); Renyi efficiency (Zouhar et al. 2023, --alpha);
+    the share of the vocabulary used; the share of words kept whole in one token; and parity,
+    the file's tokens over the --reference file's (for parallel texts: the same content in each
+    language). Results are kept in the store, by tokenizer and file content (sha256), and reused
+    by the next eval of the same (--recompute measures again).
+
+    \b
+    Example:
+      bpestore eval ts@1 ts@2 --corpus en.txt de.txt zh.txt --reference en.txt
+      bpestore eval ts --corpus held_out/*.txt --json --csv eval.csv
+    """
+    with Store(db, create=False, lock_timeout=lock_timeout) as store:
+        result = store.evaluate(list(refs), list(corpora), reference=reference, alpha=alpha, recompute=recompute, progress=_show_progress(quiet))
+    if csv_path is not None:
+        result.write_csv(csv_path)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(_eval_table(result))
+    if not quiet:
+        if result.reused:
+            click.echo(
+                f"reused {result.reused} of {len(result.rows)} results stored by an earlier eval (same tokenizer and file content); "
+                "--recompute measures again",
+                err=True,
+            )
+        if not result.stored:
+            click.echo(f"the store {db} cannot be written ({store.read_only_reason}): the results were not kept", err=True)
+        click.echo(f"parity against {result.reference}; Renyi efficiency of order {result.alpha:g}", err=True)
+
+
 # -- serve -----------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,8 @@
 """How well a tokenizer fits a text: the numbers people compare tokenizers by.
 
 - **bytes per token**: the UTF-8 bytes of the text over its tokens (higher: better compression);
+- **characters per token**: the text's characters (Unicode code points) over its tokens: unlike
+  bytes, the same unit for every script (a Chinese character is 3 bytes, a Latin letter 1);
 - **fertility**: tokens per whitespace-separated word (lower: words split less);
 - **Rényi efficiency** of the unigram distribution of the tokens, after Zouhar et al. (2023),
   "Tokenization and the Noiseless Channel" (ACL 2023, arXiv:2306.16842): the Rényi entropy of order
@@ -8,7 +10,12 @@
   can have, ``log |V|``. The paper found alpha = 2.5 to predict downstream quality (BLEU) best, and
   that is the default here. It is 1 when every token of the vocabulary is used equally often, and
   lower when a few tokens take most of the text or many are never used;
-- **share of the vocabulary used**: the tokens that occur at least once, over the vocab size.
+- **share of the vocabulary used**: the tokens that occur at least once, over the vocab size;
+- **single-token-word rate**: the share of the whitespace-separated words that the tokenizer, on
+  the text itself, keeps whole in one token (see :func:`single_token_word_rate`);
+- **parity** (the token premium of Petrov et al. 2023, "Language Model Tokenizers Introduce
+  Unfairness Between Languages"): a text's tokens over a reference text's, for parallel texts
+  (the same content in two languages): 1.5 means the text costs 50 % more tokens.
 
 The formulas are plain functions of counts (:func:`renyi_entropy`, :func:`renyi_efficiency`, ...);
 :func:`measure_text` and :func:`measure_file` encode a text and gather the counts;
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,13 +43,16 @@ __all__ = [
     "Measurement",
     "WordCounter",
     "bytes_per_token",
+    "characters_per_token",
     "count_words",
     "fertility",
     "measure_counts",
     "measure_file",
     "measure_text",
+    "parity",
     "renyi_efficiency",
     "renyi_entropy",
+    "single_token_word_rate",
     "vocab_used",
 ]
 
@@ -52,6 +63,34 @@ DEFAULT_RENYI_ALPHA = 2.5
 def bytes_per_token(num_bytes: int, num_tokens: int) -> float | None:
     """``num_bytes / num_tokens``; None for no tokens."""
     return num_bytes / num_tokens if num_tokens else None
+
+
+def characters_per_token(num_characters: int | None, num_tokens: int) -> float | None:
+    """``num_characters / num_tokens`` (characters: Unicode code points, ``len`` of a str); None
+    for no tokens or characters not known."""
+    return num_characters / num_tokens if num_tokens and num_characters is not None else None
+
+
+def single_token_word_rate(single_token_words: int | None, num_words: int) -> float | None:
+    """``single_token_words / num_words``; None for no words or a count not known.
+
+    A *word* is a maximal run of non-whitespace characters (what ``str.split()`` returns, Unicode
+    whitespace included). A word is a *single-token word* when exactly one token of the text's own
+    encoding holds bytes of it: no token boundary falls strictly inside the word's bytes. The
+    token may hold more than the word (GPT-2's ``" cat"`` holds the space before ``cat``; the
+    space does not count), but the word must not be cut: ``"cat."`` is two tokens (``cat`` and
+    ``.`` are two pre-tokens) and so is not a single-token word, and neither is a sentence of
+    Chinese without spaces, which is one word. The words are those of the text in context, not
+    encoded alone, so every occurrence counts (a word that is one token after a space and two at
+    the start of a line counts once each way)."""
+    return single_token_words / num_words if num_words and single_token_words is not None else None
+
+
+def parity(num_tokens: int, reference_tokens: int) -> float | None:
+    """A text's tokens over a reference text's tokens: the token premium of the text against the
+    reference. Meaningful for parallel texts (the same content, translated): 1.0 is parity, 2.0
+    means the text costs twice the tokens. None when the reference has no tokens."""
+    return num_tokens / reference_tokens if reference_tokens else None
 
 
 def fertility(num_tokens: int, num_words: int) -> float | None:
@@ -132,10 +171,23 @@ class Measurement:
     vocab_size: int
     token_counts: np.ndarray
     """How often each id occurs (index = id; as long as the largest id + 1)."""
+    characters: int | None = None
+    """The text's characters (code points); None where not counted."""
+    single_token_words: int | None = None
+    """The words kept whole in one token (see :func:`single_token_word_rate`); None where not
+    known (:func:`measure_counts`: the counts keep no words)."""
 
     @property
     def bytes_per_token(self) -> float | None:
         return bytes_per_token(self.bytes, self.tokens)
+
+    @property
+    def characters_per_token(self) -> float | None:
+        return characters_per_token(self.characters, self.tokens)
+
+    @property
+    def single_token_word_rate(self) -> float | None:
+        return single_token_word_rate(self.single_token_words, self.words)
 
     @property
     def fertility(self) -> float | None:
@@ -169,6 +221,8 @@ class Measurement:
             tokens=sum(part.tokens for part in parts),
             vocab_size=parts[0].vocab_size,
             token_counts=counts,
+            characters=_sum_known(part.characters for part in parts),
+            single_token_words=_sum_known(part.single_token_words for part in parts),
         )
 
     def to_dict(self, alpha: float = DEFAULT_RENYI_ALPHA) -> dict[str, Any]:
@@ -178,12 +232,156 @@ class Measurement:
             "words": self.words,
             "tokens": self.tokens,
             "distinct_tokens": self.distinct_tokens,
+            "characters": self.characters,
+            "single_token_words": self.single_token_words,
             "bytes_per_token": self.bytes_per_token,
+            "characters_per_token": self.characters_per_token,
             "fertility": self.fertility,
             "renyi_efficiency": self.renyi_efficiency(alpha),
             "renyi_alpha": alpha,
             "vocab_used": self.vocab_used,
+            "single_token_word_rate": self.single_token_word_rate,
         }
+
+
+def _sum_known(values: Iterable[int | None]) -> int | None:
+    """The sum, or None if any value is not known."""
+    total = 0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+_WHITESPACE_LIMIT = 0x3001  # every character str.isspace() holds true for is below this
+
+
+def _whitespace_table() -> np.ndarray:
+    """Whether each code point below :data:`_WHITESPACE_LIMIT` is whitespace (``str.isspace``)."""
+    import numpy as np
+    return np.array([chr(code).isspace() for code in range(_WHITESPACE_LIMIT)], dtype=np.bool_)
+
+
+_NON_ASCII_WHITESPACE = re.compile("[" + "".join(chr(code) for code in range(0x80, _WHITESPACE_LIMIT) if chr(code).isspace()) + "]")
+"""Whitespace that takes more than one byte in UTF-8 (NEL, no-break space, U+3000, ...)."""
+
+_LARGEST_SPAN = 1 << 24
+"""Above this many bytes of words to decide at once, boundaries are looked up (searchsorted)
+instead of counted along the bytes (a cumulative sum as long as the span)."""
+
+
+class _WordCuts:
+    """Counts the single-token words of a text (see :func:`single_token_word_rate`) from its text
+    and its token ids, each fed in pieces, in bounded memory: words and token boundaries are byte
+    offsets into the whole text, and a word is decided (no boundary strictly inside it) once the
+    tokens reach its end, then forgotten with the boundaries no later word needs."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        import numpy as np
+        vocab = tokenizer.vocab
+        self._token_bytes = np.zeros(max(vocab) + 1 if vocab else 0, dtype=np.int64)
+        self._token_bytes[np.fromiter(vocab.keys(), dtype=np.int64, count=len(vocab))] = np.fromiter(
+            map(len, vocab.values()), dtype=np.int64, count=len(vocab)
+        )
+        self._whitespace = _whitespace_table()
+        self._byte_is_space = np.zeros(256, dtype=np.bool_)  # for text with no whitespace beyond ASCII
+        self._byte_is_space[:128] = self._whitespace[:128]
+        self._text_bytes = 0  # bytes of text fed so far
+        self._open_word: int | None = None  # where a word that the last piece of text ended in starts
+        self._starts: list[np.ndarray] = []  # the complete words not yet decided
+        self._ends: list[np.ndarray] = []
+        self._tokens_end = 0  # bytes the tokens fed so far cover
+        self._boundaries = np.zeros(0, dtype=np.int64)  # token ends a word not yet decided may need
+        self.words = 0
+        self.single_token_words = 0
+
+    def feed_text(self, text: str) -> None:
+        import numpy as np
+        if not text:
+            return
+        if _NON_ASCII_WHITESPACE.search(text) is None:
+            # Every whitespace character is one byte: words are the runs of other bytes (the
+            # bytes of a multi-byte character are never whitespace).
+            units = np.frombuffer(text.encode("utf-8", errors="surrogatepass"), dtype=np.uint8)
+            space = self._byte_is_space[units]
+            offsets = np.arange(self._text_bytes, self._text_bytes + len(units) + 1, dtype=np.int64)  # of each byte
+        else:  # by code points, each at its byte offset
+            codes = np.frombuffer(text.encode("utf-32-le", errors="surrogatepass"), dtype="<u4")
+            extra = (codes >= 0x80).astype(np.int64)  # UTF-8 bytes beyond the first
+            extra += codes >= 0x800
+            extra += codes >= 0x10000
+            offsets = np.arange(self._text_bytes, self._text_bytes + len(codes) + 1, dtype=np.int64)
+            offsets[1:] += np.cumsum(extra)
+            space = self._whitespace[np.minimum(codes, _WHITESPACE_LIMIT - 1)] & (codes < _WHITESPACE_LIMIT)
+        word = ~space
+        starts = offsets[:-1][word & np.concatenate(([True], space[:-1]))]
+        ends = offsets[1:][word & np.concatenate((space[1:], [True]))]
+        if self._open_word is not None:
+            if word[0]:  # the open word goes on
+                starts[0] = self._open_word
+            else:  # it ended with the last piece
+                starts, ends = np.concatenate(([self._open_word], starts)), np.concatenate(([self._text_bytes], ends))
+        self._open_word = None
+        if word[-1]:  # the last word may go on in the next piece
+            self._open_word = int(starts[-1])
+            starts, ends = starts[:-1], ends[:-1]
+        self._starts.append(starts)
+        self._ends.append(ends)
+        self._text_bytes = int(offsets[-1])
+
+    def finish_text(self) -> None:
+        import numpy as np
+        if self._open_word is not None:
+            self._starts.append(np.array([self._open_word], dtype=np.int64))
+            self._ends.append(np.array([self._text_bytes], dtype=np.int64))
+            self._open_word = None
+
+    def feed_ids(self, ids: np.ndarray) -> None:
+        import numpy as np
+        if not len(ids):
+            return
+        ends = np.cumsum(self._token_bytes[ids]) + self._tokens_end
+        self._tokens_end = int(ends[-1])
+        self._boundaries = np.concatenate((self._boundaries, ends))
+        self._decide()
+
+    def _decide(self) -> None:
+        import numpy as np
+        if not self._starts:
+            return
+        starts, ends = np.concatenate(self._starts), np.concatenate(self._ends)
+        ready = int(np.searchsorted(ends, self._tokens_end, side="right"))  # words the tokens cover
+        if ready:
+            self.words += ready
+            self.single_token_words += int(np.count_nonzero(self._boundaries_inside(starts[:ready], ends[:ready]) == 0))
+        starts, ends = starts[ready:], ends[ready:]
+        self._starts, self._ends = ([starts], [ends]) if len(starts) else ([], [])
+        # A later word starts at or after this: the boundaries up to it cannot fall inside one.
+        first = int(starts[0]) if len(starts) else (self._open_word if self._open_word is not None else self._text_bytes)
+        self._boundaries = self._boundaries[np.searchsorted(self._boundaries, first, side="right") :]
+
+    def _boundaries_inside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """How many token boundaries fall strictly inside each word (``start < b < end``)."""
+        import numpy as np
+        low, high = int(starts[0]), int(ends[-1])
+        if high - low > _LARGEST_SPAN:
+            found: np.ndarray = np.searchsorted(self._boundaries, ends, side="left") - np.searchsorted(self._boundaries, starts, side="right")
+            return found
+        # below[k]: the boundaries in (low, low + k]; a word holds those in (start, end - 1]
+        boundaries = self._boundaries
+        span = boundaries[np.searchsorted(boundaries, low, side="right") : np.searchsorted(boundaries, high, side="left")]
+        below = np.zeros(high - low + 1, dtype=np.int32)
+        below[span - low] = 1
+        np.cumsum(below, out=below)
+        inside: np.ndarray = below[ends - 1 - low] - below[starts - low]
+        return inside
+
+    def finish(self) -> None:
+        """The text and its ids are all fed: every word is decided."""
+        self.finish_text()
+        self._decide()
+        assert not self._starts, "the tokens do not cover the text"
 
 
 def _counts_array(tokenizer: Tokenizer) -> np.ndarray:
@@ -204,12 +402,18 @@ def _add_ids(counts: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def measure_text(tokenizer: Tokenizer, text: str) -> Measurement:
     """Encode ``text`` with ``tokenizer`` and measure it."""
     ids = tokenizer.encode_to_array(text)
+    cuts = _WordCuts(tokenizer)
+    cuts.feed_text(text)
+    cuts.feed_ids(ids)
+    cuts.finish()
     return Measurement(
         bytes=len(text.encode("utf-8", errors="surrogatepass")),
         words=len(text.split()),
         tokens=len(ids),
         vocab_size=tokenizer.vocab_size,
         token_counts=_add_ids(_counts_array(tokenizer), ids),
+        characters=len(text),
+        single_token_words=cuts.single_token_words,
     )
 
 
@@ -217,7 +421,8 @@ def measure_file(tokenizer: Tokenizer, path: str | os.PathLike[str], *, on_bytes
     """Encode the UTF-8 file at ``path`` with ``tokenizer`` (streaming, in bounded memory) and
     measure it; ``on_bytes(n)`` is called as bytes are read (for progress bars)."""
     num_bytes = 0
-    words = WordCounter()
+    characters = 0
+    cuts = _WordCuts(tokenizer)  # counts the words too (as WordCounter does), in the same pass
 
     def read(n: int) -> None:
         nonlocal num_bytes
@@ -226,8 +431,10 @@ def measure_file(tokenizer: Tokenizer, path: str | os.PathLike[str], *, on_bytes
             on_bytes(n)
 
     def blocks() -> Iterator[str]:
+        nonlocal characters
         for block in iter_text_blocks(path, on_bytes=read):
-            words.feed(block)
+            cuts.feed_text(block)
+            characters += len(block)
             yield block
 
     counts = _counts_array(tokenizer)
@@ -235,7 +442,12 @@ def measure_file(tokenizer: Tokenizer, path: str | os.PathLike[str], *, on_bytes
     for ids in tokenizer.encode_blocks(blocks()):
         tokens += len(ids)
         counts = _add_ids(counts, ids)
-    return Measurement(bytes=num_bytes, words=words.words, tokens=tokens, vocab_size=tokenizer.vocab_size, token_counts=counts)
+        cuts.feed_ids(ids)
+    cuts.finish()
+    return Measurement(
+        bytes=num_bytes, words=cuts.words, tokens=tokens, vocab_size=tokenizer.vocab_size, token_counts=counts,
+        characters=characters, single_token_words=cuts.single_token_words,
+    )
 
 
 def measure_counts(
@@ -252,8 +464,8 @@ def measure_counts(
     another pattern it is an estimate in which no token spans two of the counts' pre-tokens.
     Special tokens' strings in a pre-token are encoded as ordinary text.
 
-    Words are not in the counts: ``words`` is 0, so ``fertility`` is None (measure a text or a file
-    for it).
+    Words are not in the counts: ``words`` is 0, so ``fertility`` and the single-token-word rate
+    are None (measure a text or a file for them).
 
     Raises:
         ValueError: a pre-token is not valid UTF-8 (only counts made elsewhere can hold one), or a
@@ -279,7 +491,9 @@ def measure_counts(
         if ids.max() >= len(token_counts):  # cannot happen for ids of the vocab; kept exact anyway
             token_counts = np.concatenate([token_counts, np.zeros(int(ids.max()) + 1 - len(token_counts), dtype=np.int64)])
         np.add.at(token_counts, ids, np.repeat(weights, lengths))  # exact in int64, unlike bincount's float weights
+    characters = np.fromiter((len(text) for text in texts), dtype=np.int64, count=len(texts))
     return Measurement(
+        characters=int((characters * weights).sum()),
         bytes=int((sizes * weights).sum()),
         words=0,
         tokens=int((lengths * weights).sum()),

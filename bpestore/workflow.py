@@ -20,20 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal
 
+from . import evaluate as evaluating
 from . import formats, metrics
 from .atomic import atomic_path
 from .encode.files import encode_file_to_npy, is_npy, read_npy_ids, write_npy_stream
 from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards
 from .errors import PatternError, StoreError
-from .metrics import Measurement
+from .evaluate import EvaluationResult, EvaluationRow
+from .metrics import DEFAULT_RENYI_ALPHA, Measurement
 from .model import BPEModel
 from .pretokenize.corpus import check_corpus_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths
 from .pretokenize.patterns import GPT2_PATTERN, name_of_pattern
 from .progress import progress_bar, progress_step
 from .store.database import (
-    CorpusFile, CorpusInfo, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
+    CorpusFile, CorpusInfo, Evaluation, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
 )
 from .store import loader
 from .store.refs import check_name
@@ -53,7 +55,8 @@ if TYPE_CHECKING:
 # What the front ends (the CLI, which may import nothing else of the package: pyproject.toml's
 # contracts) use, the store's names and the encoders' among them.
 __all__ = [
-    "ComparedTokenizer", "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "FileComparison", "InProcessCounting", "read_counts", "Measurement", "MemoryEstimate",
+    "ComparedTokenizer", "CorpusCounts", "CorpusInfo", "CountingBackend", "Counts", "Evaluation", "EvaluationResult", "EvaluationRow",
+    "FileComparison", "InProcessCounting", "read_counts", "Measurement", "MemoryEstimate",
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
     "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "parse_bytes", "short_corpus_path", "summarize_store",
@@ -900,6 +903,60 @@ class Store(ModelStore):
         if given; see :class:`TokenizerDiff`."""
         info_a, info_b = self.info(ref_a), self.info(ref_b)
         return diff_tokenizers(info_a.ref, self.load(info_a.ref), info_b.ref, self.load(info_b.ref), corpus, progress=progress)
+
+    def evaluate(
+        self,
+        refs: str | Sequence[str],
+        corpora: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        reference: str | os.PathLike[str] | None = None,
+        alpha: float = DEFAULT_RENYI_ALPHA,
+        recompute: bool = False,
+        progress: bool = False,
+    ) -> EvaluationResult:
+        """Measure each stored tokenizer of ``refs`` on each text file of ``corpora`` (a file per
+        language makes a per-language table): bytes, characters and tokens per word, the Rényi
+        efficiency of order ``alpha``, the vocabulary used, the single-token-word rate (see
+        :mod:`bpestore.metrics`), and the parity of each file against ``reference`` (one of the
+        files, by path or name; default the first): its tokens over the reference's, with the
+        same tokenizer, meaningful when the files say the same thing in different languages.
+
+        Each tokenizer's measurement of each file is kept in the store (the ``evaluations``
+        table), identified by the tokenizer, the file's content (sha256, whatever its name) and
+        ``alpha``; a later evaluation reads it back instead of encoding the file again
+        (:attr:`EvaluationRow.reused`), unless ``recompute``, which measures again and replaces
+        it. On a store that cannot be written nothing is kept (:attr:`EvaluationResult.stored`
+        is False). Everything is checked before anything is encoded: every ref (TokenizerNotFoundError),
+        every file (FileNotFoundError; ValueError for an empty one or one given twice), the
+        reference and ``alpha`` (ValueError)."""
+        refs = [refs] if isinstance(refs, str) else list(refs)
+        if not refs:
+            raise ValueError("give at least one tokenizer to evaluate")
+        alpha = evaluating.check_alpha(alpha)
+        resolved = [self.info(ref).ref for ref in refs]
+        refs = list(dict.fromkeys(resolved))  # the same tokenizer named twice is one
+        files, reference_index = evaluating.evaluated_files(
+            [corpora] if isinstance(corpora, (str, os.PathLike)) else list(corpora), reference
+        )
+        stored = self.read_only_reason is None
+        found: dict[tuple[str, str], tuple[Evaluation, bool]] = {}
+        for ref in refs:
+            if not recompute:
+                for kept in self.evaluations(ref, alpha=alpha):
+                    found[(ref, kept.sha256)] = (kept, True)
+            tokenizer: Tokenizer | None = None
+            for file in files:
+                if (ref, file.sha256) in found:
+                    continue
+                if tokenizer is None:
+                    tokenizer = self.load(ref)
+                measured = measure_file_with_progress(tokenizer, file.resolved, progress=progress, description=f"{file.label} with {ref}")
+                evaluation = evaluating.evaluation_of(ref, file, measured, alpha)
+                if stored:
+                    evaluation = self.save_evaluation(evaluation, replace=recompute)
+                found[(ref, file.sha256)] = (evaluation, False)
+        rows = evaluating.with_parity(refs, files, reference_index, found)
+        return EvaluationResult(refs, files, files[reference_index].label, alpha, rows, stored)
 
 
 def _pattern_of_training(corpus: object, pattern: str | None, base: BPEModel | None) -> str:

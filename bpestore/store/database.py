@@ -1033,6 +1033,60 @@ class ModelStore:
                 raise
             return found
 
+    # -- evaluations: tokenizers measured on text files ------------------------------------------
+
+    def evaluations(
+        self, ref: str | None = None, *, sha256: str | None = None, alpha: float | None = None
+    ) -> builtins.list[Evaluation]:
+        """The stored evaluations (``bpestore eval``), by tokenizer name, version and file label;
+        only those of tokenizer ``ref``, of the file with content ``sha256``, of Rényi order
+        ``alpha``, when given. TokenizerNotFoundError for a ``ref`` not stored."""
+        e, t = schema.evaluations, schema.tokenizers
+        query = select(e, t.c.name, t.c.version).select_from(e.join(t, e.c.tokenizer_id == t.c.id))
+        if sha256 is not None:
+            query = query.where(e.c.sha256 == sha256)
+        if alpha is not None:
+            query = query.where(e.c.alpha == alpha)
+        with self._transaction() as connection:
+            if ref is not None:
+                query = query.where(e.c.tokenizer_id == self._resolve(connection, ref).id)
+            rows = connection.execute(query.order_by(t.c.name, t.c.version, e.c.label, e.c.id)).all()
+        return [self._evaluation(row) for row in rows]
+
+    @staticmethod
+    def _evaluation(row: Any) -> Evaluation:
+        return Evaluation(
+            ref=f"{row.name}@{row.version}", created_at=row.created_at.replace(tzinfo=timezone.utc),
+            **{name: getattr(row, name) for name in _EVALUATION_VALUES},
+        )
+
+    def save_evaluation(self, evaluation: Evaluation, *, replace: bool = False) -> Evaluation:
+        """Keep ``evaluation`` (of the stored tokenizer ``evaluation.ref``) and return it as stored.
+        One row per tokenizer, file content and alpha: if there is one already, it is kept and
+        returned (another writer measured the same meanwhile), unless ``replace``, which puts this
+        one in its place."""
+        e = schema.evaluations
+        with self._transaction(write=True) as connection:
+            tokenizer = self._resolve(connection, evaluation.ref)
+            same = (e.c.tokenizer_id == tokenizer.id, e.c.sha256 == evaluation.sha256, e.c.alpha == evaluation.alpha)
+            if replace:
+                connection.execute(delete(e).where(*same))
+            elif connection.execute(select(e.c.id).where(*same)).first() is not None:
+                existing = connection.execute(
+                    select(e, schema.tokenizers.c.name, schema.tokenizers.c.version)
+                    .select_from(e.join(schema.tokenizers, e.c.tokenizer_id == schema.tokenizers.c.id))
+                    .where(*same)
+                ).one()
+                return self._evaluation(existing)
+            connection.execute(
+                insert(e).values(
+                    tokenizer_id=tokenizer.id,
+                    created_at=evaluation.created_at.astimezone(timezone.utc).replace(tzinfo=None),
+                    **{name: getattr(evaluation, name) for name in _EVALUATION_VALUES},
+                )
+            )
+        return evaluation
+
     def corpus_files(self, corpus_id: int) -> builtins.list[CorpusFile]:
         """The files corpus ``corpus_id`` was counted from, in order (none listed for counts made
         elsewhere, and for corpora stored before bpestore listed them)."""
@@ -1042,6 +1096,49 @@ class ModelStore:
                 select(f.c.path, f.c.sha256, f.c.size_bytes, f.c.added_at).where(f.c.corpus_id == corpus_id).order_by(f.c.position)
             ).all()
         return [CorpusFile(row.path, row.sha256, row.size_bytes, row.added_at) for row in rows]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One tokenizer measured on one text file, as the store keeps it (the ``evaluations`` table;
+    ``bpestore eval``): the file's sizes and the metrics of :mod:`bpestore.metrics` from them."""
+
+    ref: str
+    """The tokenizer, ``name@version``."""
+    sha256: str
+    """The sha256 of the file's content (hex): what identifies the file, whatever its name."""
+    label: str
+    """What the file is called in tables: its name (a file per language: the language)."""
+    path: str
+    """Where it was read from (resolved)."""
+    alpha: float
+    """The order of the Rényi entropy of ``renyi_efficiency``."""
+    bytes: int
+    characters: int
+    words: int
+    tokens: int
+    distinct_tokens: int
+    single_token_words: int
+    bytes_per_token: float | None
+    characters_per_token: float | None
+    fertility: float | None
+    renyi_efficiency: float | None
+    vocab_used: float | None
+    single_token_word_rate: float | None
+    created_at: datetime
+    """When it was measured (UTC)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["created_at"] = self.created_at.isoformat()
+        return data
+
+
+_EVALUATION_VALUES = (
+    "sha256", "label", "path", "alpha", "bytes", "characters", "words", "tokens", "distinct_tokens", "single_token_words",
+    "bytes_per_token", "characters_per_token", "fertility", "renyi_efficiency", "vocab_used", "single_token_word_rate",
+)
+"""The columns of ``evaluations`` that an :class:`Evaluation` gives as they are."""
 
 
 @dataclass(frozen=True)

@@ -183,3 +183,32 @@ packed_models = Table(
     Column("tokenizer_id", Integer, ForeignKey("tokenizers.id", ondelete="CASCADE"), primary_key=True),
     Column("data", LargeBinary, nullable=False, comment="the tokenizer's vocab and merges packed (bpestore/store/packed.py)"),
 )
+
+# One tokenizer measured on one text file (since 0009; `bpestore eval`, Store.evaluate): kept so
+# that the explorer and a second `eval` show it without encoding the file again. A file is known by
+# its content's sha256, whatever its name; parity is not stored (it depends on the reference file
+# chosen when the results are shown: tokens over the reference's tokens).
+evaluations = Table(
+    "evaluations",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("tokenizer_id", Integer, ForeignKey("tokenizers.id", ondelete="CASCADE"), nullable=False),
+    Column("sha256", String(64), nullable=False, comment="sha256 of the file's content, hex"),
+    Column("label", Text, nullable=False, comment="the file's name when it was measured (a file per language: the language)"),
+    Column("path", Text, nullable=False, comment="where the file was read from (resolved)"),
+    Column("alpha", Float, nullable=False, comment="the order of the Renyi entropy of renyi_efficiency"),
+    Column("bytes", BIG_INTEGER, nullable=False),
+    Column("characters", BIG_INTEGER, nullable=False, comment="Unicode code points"),
+    Column("words", BIG_INTEGER, nullable=False, comment="whitespace-separated words (str.split)"),
+    Column("tokens", BIG_INTEGER, nullable=False),
+    Column("distinct_tokens", Integer, nullable=False),
+    Column("single_token_words", BIG_INTEGER, nullable=False, comment="words no token boundary falls inside"),
+    Column("bytes_per_token", Float, nullable=True),
+    Column("characters_per_token", Float, nullable=True),
+    Column("fertility", Float, nullable=True, comment="tokens per word"),
+    Column("renyi_efficiency", Float, nullable=True),
+    Column("vocab_used", Float, nullable=True, comment="distinct tokens over the vocab size"),
+    Column("single_token_word_rate", Float, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    UniqueConstraint("tokenizer_id", "sha256", "alpha"),
+)

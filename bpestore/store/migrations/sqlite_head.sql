@@ -140,4 +140,29 @@ CREATE TRIGGER pretoken_counts_update_unpacks AFTER UPDATE ON pretoken_counts FO
 
 CREATE TRIGGER pretoken_counts_delete_unpacks AFTER DELETE ON pretoken_counts FOR EACH ROW WHEN EXISTS (SELECT 1 FROM packed_counts WHERE corpus_id IN (OLD.corpus_id)) BEGIN DELETE FROM packed_counts WHERE corpus_id IN (OLD.corpus_id); END;
 
-INSERT INTO alembic_version (version_num) VALUES ('0008');
+CREATE TABLE evaluations (
+	id INTEGER NOT NULL, 
+	tokenizer_id INTEGER NOT NULL, 
+	sha256 VARCHAR(64) NOT NULL, 
+	label TEXT NOT NULL, 
+	path TEXT NOT NULL, 
+	alpha FLOAT NOT NULL, 
+	bytes INTEGER NOT NULL, 
+	characters INTEGER NOT NULL, 
+	words INTEGER NOT NULL, 
+	tokens INTEGER NOT NULL, 
+	distinct_tokens INTEGER NOT NULL, 
+	single_token_words INTEGER NOT NULL, 
+	bytes_per_token FLOAT, 
+	characters_per_token FLOAT, 
+	fertility FLOAT, 
+	renyi_efficiency FLOAT, 
+	vocab_used FLOAT, 
+	single_token_word_rate FLOAT, 
+	created_at DATETIME NOT NULL, 
+	CONSTRAINT pk_evaluations PRIMARY KEY (id), 
+	CONSTRAINT fk_evaluations_tokenizer_id_tokenizers FOREIGN KEY(tokenizer_id) REFERENCES tokenizers (id) ON DELETE CASCADE, 
+	CONSTRAINT uq_evaluations_tokenizer_id UNIQUE (tokenizer_id, sha256, alpha)
+);
+
+INSERT INTO alembic_version (version_num) VALUES ('0009');
