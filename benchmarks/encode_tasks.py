@@ -111,6 +111,13 @@ def encode_hf(params: dict) -> Job:
     return encode_job(params, lambda text: tokenizer.encode(text, add_special_tokens=False).ids)
 
 
+@task("encode-dropout:bpestore")
+def encode_dropout_bpestore(params: dict) -> Job:
+    """BPE-dropout at ``params["dropout"]`` (seed 1): no cache, every pre-token merged afresh."""
+    encode = bpestore_from_files(params).encode
+    return encode_job(params, lambda text: encode(text, dropout=params["dropout"], seed=1))
+
+
 # ---------------------------------------------------------------- encode-warm: a second pass
 
 

@@ -13,6 +13,7 @@ Sections (``--only``, comma-separated; default all):
   ``tokenizers``, rustbpe and bpeasy; reading the corpus is timed for every tool.
 * ``train-small``: CS336's check, ``corpus.en`` with vocab 500, in process, against its reference merges.
 * ``train-patterns``: bpestore training on the corpus with the gpt2, cl100k_base and o200k_base pre-tokenizers (each time over GPT-2's).
+* ``encode-dropout``: bpestore's plain encode against BPE-dropout (p = 0.1) on the same text.
 * ``encode``: GPT-2 (from the shared fixtures) encoding the corpus text single-threaded: bpestore vs
   tiktoken (and HF for reference); the ids must be identical.
 * ``encode-warm``: the same, timing a second pass of the same encoder (bpestore's caches then hold

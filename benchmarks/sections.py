@@ -17,9 +17,9 @@ import gpt2
 from corpus import copy_prefix, detect_separator, write_multilingual_text
 from harness import run_task
 
-SECTIONS = ("train", "train-small", "train-patterns", "encode", "encode-multilingual", "encode-warm", "encode-batch", "encode-iterable",
+SECTIONS = ("train", "train-small", "train-patterns", "encode", "encode-dropout", "encode-multilingual", "encode-warm", "encode-batch", "encode-iterable",
             "encode-file", "encode-cli", "load", "pathological")
-DEFAULT_REPEAT = {"train": 3, "train-small": 7, "train-patterns": 3, "encode": 3, "encode-multilingual": 3, "encode-warm": 3, "encode-batch": 3,
+DEFAULT_REPEAT = {"train": 3, "train-small": 7, "train-patterns": 3, "encode": 3, "encode-dropout": 3, "encode-multilingual": 3, "encode-warm": 3, "encode-batch": 3,
                   "encode-iterable": 3, "encode-file": 3, "encode-cli": 3, "load": 7, "pathological": 3}
 SINGLE_THREAD_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
 BPESTORE = "bpestore"
@@ -224,6 +224,24 @@ def encode_section(settings: Settings) -> dict:
               for tool in (BPESTORE, "hf") if ok_rows(rows, "tiktoken", tool)]
     notes = [f"text: {describe_input(settings)}; single-threaded, <|endoftext|> allowed; MB = 10^6 bytes of UTF-8"]
     return section("encode", rows, checks, notes)
+
+
+def encode_dropout_section(settings: Settings) -> dict:
+    """bpestore's plain encode (cold: a fresh tokenizer per process, its cache empty) against
+    BPE-dropout at p = 0.1 on the same text (issue 26: dropout at >= 0.5x plain encode's speed)."""
+    gpt = settings.gpt2_params()
+    base = {**gpt, "text": str(settings.corpus), "max_bytes": settings.encode_bytes}
+    rows = [measure("encode", BPESTORE, base, settings.runs("encode-dropout"), timeout=settings.timeout, env=SINGLE_THREAD_ENV)]
+    dropped = measure("encode-dropout", BPESTORE, {**base, "dropout": 0.1}, settings.runs("encode-dropout"),
+                      timeout=settings.timeout, env=SINGLE_THREAD_ENV)
+    dropped["tool"] = "bpestore dropout=0.1"
+    rows.append(dropped)
+    checks = []
+    if "mb_per_s" in rows[0] and "mb_per_s" in dropped:
+        speed = dropped["mb_per_s"] / rows[0]["mb_per_s"]
+        checks.append(check("dropout speed / plain encode speed", True, f"{speed:.2f}x (target >= 0.5x)", fatal=False))
+    notes = [f"text: {describe_input(settings)}; single-threaded; plain = encode(text) on a fresh tokenizer; dropout = encode(text, dropout=0.1, seed=1)"]
+    return section("encode-dropout", rows, checks, notes)
 
 
 MULTILINGUAL_DEFAULT_BYTES = 5_000_000
@@ -451,6 +469,7 @@ def pick(rows: list[dict], tool: str, kind: str, n: int) -> list[dict]:
 
 
 RUNNERS = {"train": train_section, "train-small": train_small_section, "train-patterns": train_patterns_section, "encode": encode_section,
+           "encode-dropout": encode_dropout_section,
            "encode-multilingual": encode_multilingual_section, "encode-warm": encode_warm_section,
            "encode-batch": encode_batch_section,
            "encode-iterable": encode_iterable_section, "encode-file": encode_file_section, "encode-cli": encode_cli_section,
