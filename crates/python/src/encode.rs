@@ -144,6 +144,23 @@ fn checked_dropout(probability: f64, seed: &Bound<'_, PyAny>) -> PyResult<Dropou
     Ok(Dropout { probability, seed })
 }
 
+/// A batch's texts (kept as Python's strings, borrowed) and its thread count (default: the
+/// CPUs; ValueError for 0).
+fn batch_of(
+    texts: &Bound<'_, PyAny>,
+    num_threads: Option<usize>,
+) -> PyResult<(Vec<PyBackedStr>, usize)> {
+    let texts: Vec<PyBackedStr> = texts
+        .try_iter()?
+        .map(|t| t?.extract())
+        .collect::<PyResult<_>>()?;
+    let threads = num_threads.unwrap_or_else(default_threads);
+    if threads == 0 {
+        return Err(PyValueError::new_err("num_threads must be at least 1"));
+    }
+    Ok((texts, threads))
+}
+
 fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -279,14 +296,7 @@ impl PyEncoder {
         allowed_special: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let allowed = Allowed::from_py(allowed_special)?;
-        let texts: Vec<PyBackedStr> = texts
-            .try_iter()?
-            .map(|t| t?.extract())
-            .collect::<PyResult<_>>()?;
-        let threads = num_threads.unwrap_or_else(default_threads);
-        if threads == 0 {
-            return Err(PyValueError::new_err("num_threads must be at least 1"));
-        }
+        let (texts, threads) = batch_of(texts, num_threads)?;
         let encoder = Arc::clone(&self.inner);
         // (about four bytes of text per id)
         self.ints
@@ -400,14 +410,7 @@ impl PyEncoder {
     ) -> PyResult<Bound<'py, PyList>> {
         let dropout = checked_dropout(dropout, seed)?;
         let allowed = Allowed::from_py(allowed_special)?;
-        let texts: Vec<PyBackedStr> = texts
-            .try_iter()?
-            .map(|t| t?.extract())
-            .collect::<PyResult<_>>()?;
-        let threads = num_threads.unwrap_or_else(default_threads);
-        if threads == 0 {
-            return Err(PyValueError::new_err("num_threads must be at least 1"));
-        }
+        let (texts, threads) = batch_of(texts, num_threads)?;
         let encoder = Arc::clone(&self.inner);
         let batches = py
             .detach(move || {
