@@ -143,37 +143,6 @@ def histogram(counts: Mapping[int, int], *, title: str, x_label: str, y_label: s
     return Markup("".join(parts))
 
 
-# (the tokenizer page's chart until it draws svg.histogram)
-def bar_chart(values: Sequence[tuple[str, float]], *, title: str, x_label: str, y_label: str, width: int = 640, height: int = 220) -> Markup:
-    """Vertical bars, one per ``(label, value)``, in the order given."""
-    left, right, top, bottom = 52, 10, 24, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
-    top_value = max((value for _, value in values), default=0) or 1
-    step = plot_w / max(len(values), 1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
-        f"<title>{escape(title)}</title>",
-        f'<text x="{left}" y="14" {_FONT} font-weight="bold">{escape(title)}</text>',
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#999"/>',
-        f'<text x="{left - 6}" y="{top + 4}" {_FONT} text-anchor="end">{escape(number(top_value))}</text>',
-        f'<text x="{left - 6}" y="{top + plot_h}" {_FONT} text-anchor="end">0</text>',
-        f'<text x="{left + plot_w / 2}" y="{height - 4}" {_FONT} text-anchor="middle">{escape(x_label)}</text>',
-        f'<text x="12" y="{top + plot_h / 2}" {_FONT} text-anchor="middle" transform="rotate(-90 12 {top + plot_h / 2})">{escape(y_label)}</text>',
-    ]
-    label_every = max(1, len(values) // 16)
-    for i, (label, value) in enumerate(values):
-        bar_h = plot_h * value / top_value
-        x = left + i * step
-        parts.append(
-            f'<rect x="{x + step * 0.1:.1f}" y="{top + plot_h - bar_h:.1f}" width="{step * 0.8:.1f}" height="{bar_h:.1f}" fill="{PALETTE[0]}">'
-            f"<title>{escape(label)}: {escape(number(value))}</title></rect>"
-        )
-        if i % label_every == 0:
-            parts.append(f'<text x="{x + step / 2:.1f}" y="{top + plot_h + 14}" {_FONT} text-anchor="middle">{escape(label)}</text>')
-    parts.append("</svg>")
-    return Markup("".join(parts))
-
-
 def line_chart(
     series: Sequence[tuple[str, Sequence[tuple[float, float]]]], *, title: str, x_label: str, y_label: str,
     log_x: bool = False, y_from_zero: bool = True, width: int = 680, height: int = 280,
