@@ -172,3 +172,19 @@ def test_line_chart_axes_start_at_zero_and_name_every_series():
     assert re.findall(r'<text class="legend"[^>]*>([^<]*)</text>', chart) == ["en", "de"]
     assert chart.count("<polyline") == 1  # de has one point
     assert svg.line_chart([], title="t", x_label="x", y_label="y") == ""
+
+
+def test_a_long_text_is_cut_into_blocks_at_line_ends():
+    """Past CHUNK_TOKENS tokens the spans are grouped in blocks (which the browser may skip laying
+    out off screen), each ending with a token that ends a line, so no line is cut in two."""
+    from bpestore.web.tokens import CHUNK_TOKENS
+
+    text = "".join(f"line {n} the the the\n" for n in range(400)) + "end"
+    ids = TOKENIZER.encode(text)
+    html = str(TokenSpans(TOKENIZER).html(ids))
+    blocks = re.findall(r'<div class="chunk">(.*?)</div>', html, re.S)
+    assert len(blocks) > 2 and "".join(f'<div class="chunk">{b}</div>' for b in blocks) == html
+    for block in blocks[:-1]:
+        token_ids = [int(i) for i in re.findall(r'data-id="(\d+)"', block)]
+        assert len(token_ids) >= CHUNK_TOKENS and TOKENIZER.vocab[token_ids[-1]].endswith(b"\n")
+    assert "chunk" not in str(TokenSpans(TOKENIZER).html(ids[:CHUNK_TOKENS]))

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 WHITESPACE_CLASS = {" ": "sp", "\t": "tab", "\n": "nl"}
 SHORT_ESCAPES = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f"}
 
-__all__ = ["WHITESPACE_CLASS", "TokenSpans", "char_escape", "token_html"]
+__all__ = ["CHUNK_TOKENS", "WHITESPACE_CLASS", "TokenSpans", "char_escape", "token_html"]
 
 
 def char_escape(char: str) -> str:
@@ -66,6 +66,7 @@ def token_html(token: bytes) -> Markup:
     return Markup("".join(parts))
 
 
+CHUNK_TOKENS = 200  # tokens per block of a long text, at least (TokenSpans.html)
 COLOURS = 6  # the stylesheet's token colours (.tok.c0 ... .tok.c5), which only separate neighbours
 _HEADS = [f'<span class="tok c{index}' for index in range(COLOURS)]
 
@@ -87,6 +88,7 @@ class TokenSpans:
                 self.rank.setdefault(made, rank)
         self.ranks_are_ids = tokenizer.merge_rule == "token"
         self._tails: dict[int, str] = {}
+        self._line_ends = frozenset(token_id for token_id, token in self.vocab.items() if token.endswith(b"\n"))
 
     def describe(self, token_id: int) -> str:
         """What hovering a token tells: ``id 262 · 3 bytes: 74 68 65 · rank 6``."""
@@ -114,14 +116,25 @@ class TokenSpans:
         return tail
 
     def html(self, ids: list[int]) -> Markup:
-        """The spans of ``ids``, in order, coloured in turn."""
-        tails, heads = self._tails, _HEADS
-        parts: list[str] = []
+        """The spans of ``ids``, in order, coloured in turn. Past :data:`CHUNK_TOKENS` tokens,
+        they are cut into blocks (``<div class="chunk">``) after a token that ends a line, at
+        least that many tokens apart: the stylesheet lets the browser skip laying out the blocks
+        off screen (``content-visibility``), which most of a long text's time in the browser was."""
+        tails, heads, line_ends = self._tails, _HEADS, self._line_ends
+        chunked = len(ids) > CHUNK_TOKENS
+        parts: list[str] = ['<div class="chunk">'] if chunked else []
         append = parts.append
+        since = 0
         for position, token_id in enumerate(ids):
             tail = tails.get(token_id)
             if tail is None:
                 tail = self._tail(token_id)
             append(heads[position % COLOURS])
             append(tail)
+            since += 1
+            if chunked and since >= CHUNK_TOKENS and token_id in line_ends:
+                append('</div><div class="chunk">')
+                since = 0
+        if chunked:
+            append("</div>")
         return Markup("".join(parts))
