@@ -111,7 +111,7 @@ def page_urls() -> list[str]:
         "/vocab?ref=en@2", "/vocab?ref=en@2&q=th", "/vocab?ref=en@1&id=257", "/vocab?ref=de@1&hex=c3", "/vocab?ref=en@2&page=1",
         "/vocab?ref=evil&q=script",
         "/merges?ref=en@2", "/merges?ref=en@2&q=at", "/merges?ref=en@2&rank=5",
-        "/versions?name=en", "/versions?name=mix", "/versions?name=evil",
+        "/versions?name=en", "/versions?name=mix", "/versions?name=evil", "/versions", "/versions?name=en&name=de&name=en-more",
         f"/playground?t=en@2&t=de@1&t=evil&text={quote(NASTY_TEXT)}",
         "/diff?a=en@1&b=en@2", "/diff?a=en@2&b=de@1", "/diff?a=en@2&b=evil", "/diff?a=evil&b=mix",
     ]
@@ -235,6 +235,23 @@ def test_versions_are_measured_on_the_stored_pre_token_counts(store_path, client
         assert [int(row[2]) for row in table_rows(html, "versions")] == [len(store.load(ref).encode("the cat sat on the mat")) for ref in ("en@1", "en@2")]
     # a tokenizer with no stored corpus, alone under its name: nothing to measure on
     assert "paste a text to measure them on" in client.get("/versions?name=evil", headers={"Host": "localhost"}).data.decode()
+
+
+def test_versions_of_several_names_share_one_chart(store_path, client):
+    """A line per name (a name with one version: a point), a legend entry each, every version
+    measured on one corpus (the first name's latest), on a log vocab-size axis from round ticks."""
+    html = client.get("/versions?name=en&name=de&name=en-more", headers={"Host": "localhost"}).data.decode()
+    with Store(store_path) as store:
+        refs = [info.ref for name in ("en", "de", "en-more") for info in store.list(name)]
+    assert [row[0] for row in table_rows(html, "versions")] == refs
+    assert re.findall(r'<text class="legend"[^>]*>([^<]*)</text>', html) == ["en", "de", "en-more"]
+    assert html.count("<polyline") == 1 and len(re.findall(r"<circle ", html)) == len(refs)
+    assert re.findall(r'<text class="tick x-tick"[^>]*>([^<]*)</text>', html) == ["200", "500", "1,000"]
+    assert re.findall(r'<text class="tick y-tick"[^>]*>([^<]*)</text>', html)[0] == "0"
+    assert "Measured on the corpus of en@2" in html
+    # without a name: every name
+    html = client.get("/versions", headers={"Host": "localhost"}).data.decode()
+    assert re.findall(r'<text class="legend"[^>]*>([^<]*)</text>', html) == ["de", "en", "en-more", "evil", "mix", "orphan"]
 
 
 def test_diff_measures_and_differing_pre_tokens_come_from_the_stored_counts(store_path, client):
