@@ -20,9 +20,8 @@ import re
 import shutil
 import threading
 from collections import Counter
-from html import unescape
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -35,6 +34,7 @@ from bpestore.web import check_host, close_app, create_app, make_server  # noqa:
 from conftest import shared_dir  # noqa: E402
 from reference import reference_pretoken_counts  # noqa: E402
 from strategies import texts  # noqa: E402
+from test_web_render import undo_token_html  # noqa: E402
 from tiers import examples
 
 # The slow tier (python3 -m pytest -m 'not slow' leaves it out): a browser and a server.
@@ -111,7 +111,7 @@ def page_urls() -> list[str]:
         "/vocab?ref=en@2", "/vocab?ref=en@2&q=th", "/vocab?ref=en@1&id=257", "/vocab?ref=de@1&hex=c3", "/vocab?ref=en@2&page=1",
         "/vocab?ref=evil&q=script",
         "/merges?ref=en@2", "/merges?ref=en@2&q=at", "/merges?ref=en@2&rank=5",
-        "/versions?name=en", "/versions?name=mix", "/versions?name=evil",
+        "/versions?name=en", "/versions?name=mix", "/versions?name=evil", "/versions", "/versions?name=en&name=de&name=en-more",
         f"/playground?t=en@2&t=de@1&t=evil&text={quote(NASTY_TEXT)}",
         "/diff?a=en@1&b=en@2", "/diff?a=en@2&b=de@1", "/diff?a=en@2&b=evil", "/diff?a=evil&b=mix",
     ]
@@ -185,6 +185,21 @@ def table_rows(html: str, table_id: str) -> list[list[str]]:
     return [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)] for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
 
 
+def as_int(text: str) -> int:
+    """A number as the pages write it (12,345)."""
+    return int(text.replace(",", ""))
+
+
+def differing_words_shown(html: str) -> list[tuple[str, int]]:
+    """The diff page's words split differently, with their counts, as text (their rendering undone)."""
+    body = re.search(r'<table id="differing-words">.*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    return [
+        (undo_token_html(word).decode("utf-8"), as_int(count))
+        for word, count in re.findall(r'<tr><td><code class="token">(.*?)</code></td><td class="num">([\d,]+)</td>', body, re.S)
+    ]
+
+
+
 def test_versions_are_measured_on_the_stored_pre_token_counts(store_path, client):
     """No corpus file is read: the numbers are those of the corpus's pre-token counts (the
     reference's), for a single file and for a corpus of two files, one of them gzipped."""
@@ -203,7 +218,7 @@ def test_versions_are_measured_on_the_stored_pre_token_counts(store_path, client
                 tokenizer = store.load(ref)
                 num_bytes, tokens, per_token, renyi = expected_on_counts(tokenizer, counts)
                 assert (int(row[2].replace(",", "")), row[3], row[4], row[5]) == (tokens, per_token, "–", renyi), ref
-                points.append(f"{name}: {tokenizer.vocab_size:,}, {num_bytes / tokens:.3g}")
+                points.append(f"{name}: {tokenizer.vocab_size:,}, {num_bytes / tokens:,.3f}")
             note = re.search(r'<p class="muted" id="corpus-note">(.*?)</p>', html, re.S).group(1)
             assert re.search(rf'all <span class="used">{len(counts):,}</span> distinct pre-tokens', note)
             # the chart of bytes per token against vocab size: a point per version, at its values
@@ -222,6 +237,23 @@ def test_versions_are_measured_on_the_stored_pre_token_counts(store_path, client
     assert "paste a text to measure them on" in client.get("/versions?name=evil", headers={"Host": "localhost"}).data.decode()
 
 
+def test_versions_of_several_names_share_one_chart(store_path, client):
+    """A line per name (a name with one version: a point), a legend entry each, every version
+    measured on one corpus (the first name's latest), on a log vocab-size axis from round ticks."""
+    html = client.get("/versions?name=en&name=de&name=en-more", headers={"Host": "localhost"}).data.decode()
+    with Store(store_path) as store:
+        refs = [info.ref for name in ("en", "de", "en-more") for info in store.list(name)]
+    assert [row[0] for row in table_rows(html, "versions")] == refs
+    assert re.findall(r'<text class="legend"[^>]*>([^<]*)</text>', html) == ["en", "de", "en-more"]
+    assert html.count("<polyline") == 1 and len(re.findall(r"<circle ", html)) == len(refs)
+    assert re.findall(r'<text class="tick x-tick"[^>]*>([^<]*)</text>', html) == ["200", "500", "1,000"]
+    assert re.findall(r'<text class="tick y-tick"[^>]*>([^<]*)</text>', html)[0] == "0"
+    assert "Measured on the corpus of en@2" in html
+    # without a name: every name
+    html = client.get("/versions", headers={"Host": "localhost"}).data.decode()
+    assert re.findall(r'<text class="legend"[^>]*>([^<]*)</text>', html) == ["de", "en", "en-more", "evil", "mix", "orphan"]
+
+
 def test_diff_measures_and_differing_pre_tokens_come_from_the_stored_counts(store_path, client):
     english, german = corpus_text(store_path, "en.txt", "de.txt")
     counts = reference_pretoken_counts(english, [ENDOFTEXT])
@@ -231,21 +263,14 @@ def test_diff_measures_and_differing_pre_tokens_come_from_the_stored_counts(stor
     rows = table_rows(html, "compression")
     for row, tokenizer in zip(rows, (tok_a, tok_b), strict=True):
         num_bytes, tokens, per_token, renyi = expected_on_counts(tokenizer, counts)
-        assert (int(row[1]), row[2], int(row[3].replace(",", "")), row[4], row[5], row[6]) == (num_bytes, "–", tokens, per_token, "–", renyi)
+        assert (as_int(row[1]), row[2], as_int(row[3]), row[4], row[5], row[6]) == (num_bytes, "–", tokens, per_token, "–", renyi)
     # the most frequent pre-tokens the two split differently, most frequent first
     by_count = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     differing = [
         (pretoken.decode(), count) for pretoken, count in by_count
         if [tok_a.vocab[i] for i in tok_a.encode(pretoken.decode())] != [tok_b.vocab[i] for i in tok_b.encode(pretoken.decode())]
     ][:40]
-    body = re.search(r'<table id="differing-words">.*?<tbody>(.*?)</tbody>', html, re.S).group(1)
-    shown = [
-        (unescape(word), int(count))
-        for word, count in re.findall(r'<tr><td><code class="token">(.*?)</code></td><td class="num">(\d+)</td>', body, re.S)
-    ]
-    from bpestore.web.views import show_token
-
-    assert differing and shown == [(show_token(word.encode()), count) for word, count in differing]
+    assert differing and differing_words_shown(html) == differing
     # evil pre-tokenizes otherwise: its numbers on en@2's corpus are called estimates
     html = client.get("/diff?a=en@2&b=evil", headers={"Host": "localhost"}).data.decode()
     assert re.search(r'<span class="other-pattern">evil@1 pre-tokenizes with another pattern', html)
@@ -275,15 +300,17 @@ def test_a_big_corpus_is_measured_on_its_most_frequent_pre_tokens(store_path, mo
 
 
 def test_the_token_length_chart_counts_the_vocab(store_path, client):
-    """/tokenizer's bar chart: a bar per length in bytes, its height the number of non-special
-    tokens of that length."""
+    """/tokenizer's bar chart: a bar per length in bytes, from 1 to the longest (none left out),
+    its height the number of non-special tokens of that length."""
     html = client.get("/tokenizer?ref=de@1", headers={"Host": "localhost"}).data.decode()
     with Store(store_path) as store:
         tokenizer = store.load("de@1")
     specials = set(tokenizer.special_ids.values())
     lengths = Counter(len(token) for i, token in tokenizer.vocab.items() if i not in specials)
     bars = re.findall(r"<rect [^>]*><title>(\d+): ([\d,]+)</title></rect>", html)
-    assert [(int(length), int(count.replace(",", ""))) for length, count in bars] == sorted(lengths.items())
+    assert [(int(length), as_int(count)) for length, count in bars] == [(n, lengths.get(n, 0)) for n in range(1, max(lengths) + 1)]
+    assert any(lengths.get(n, 0) == 0 for n in range(1, max(lengths) + 1)), "a length with no token is shown too"
+    assert "token length (bytes)" in html
 
 
 def test_playground_and_diff_numbers_on_a_pasted_text(store_path, client):
@@ -297,9 +324,9 @@ def test_playground_and_diff_numbers_on_a_pasted_text(store_path, client):
         diffed = store.diff("en@2", "de@1")
     num_bytes, words = len(text.encode()), len(text.split())
     html = client.post("/playground", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"}).data.decode()
-    stats = re.findall(r'<p class="stats"><span class="count">(\d+)</span> tokens · (\d+) bytes · ([\d.]+) bytes/token · ([\d.]+) tokens/word</p>', html)
+    stats = re.findall(r'<p class="stats"><span class="count">([\d,]+)</span> tokens · ([\d,]+) bytes · ([\d.]+) bytes/token · ([\d.]+) tokens/word</p>', html)
     want = [(len(ids), num_bytes, f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}") for ids in (tok_a.encode(text), tok_b.encode(text))]
-    assert [(int(n), int(b), per_token, per_word) for n, b, per_token, per_word in stats] == want
+    assert [(as_int(n), as_int(b), per_token, per_word) for n, b, per_token, per_word in stats] == want
 
     html = client.post("/diff", data={"a": "en@2", "b": "de@1", "text": text}, headers={"Host": "localhost"}).data.decode()
     assert "<h2>On the pasted text</h2>" in html and 'id="corpus-note"' not in html
@@ -308,18 +335,14 @@ def test_playground_and_diff_numbers_on_a_pasted_text(store_path, client):
         per_id = Counter(ids)
         renyi = renyi_efficiency(list(per_id.values()), tokenizer.vocab_size)
         share = len(per_id) / tokenizer.vocab_size * 100
-        assert row[1:] == [str(num_bytes), str(words), f"{len(ids):,}", f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}", f"{renyi:.3f}", f"{share:.1f}%"]
+        assert row[1:] == [f"{num_bytes:,}", f"{words:,}", f"{len(ids):,}", f"{num_bytes / len(ids):.3f}", f"{len(ids) / words:.3f}", f"{renyi:.3f}", f"{share:.1f}%"]
     # the words (with the space before them) split differently, most frequent first, ties in order of appearance
     counted = Counter(re.findall(r"\s?\S+", text))
     differing = [
         (word, count) for word, count in counted.most_common()
         if [tok_a.vocab[i] for i in tok_a.encode(word)] != [tok_b.vocab[i] for i in tok_b.encode(word)]
     ][:40]
-    body = re.search(r'<table id="differing-words">.*?<tbody>(.*?)</tbody>', html, re.S).group(1)
-    shown = [(unescape(word), int(count)) for word, count in re.findall(r'<tr><td><code class="token">(.*?)</code></td><td class="num">(\d+)</td>', body, re.S)]
-    from bpestore.web.views import show_token
-
-    assert differing and shown == [(show_token(word.encode()), count) for word, count in differing]
+    assert differing and differing_words_shown(html) == differing
     # the vocabulary overlap chart
     assert re.findall(r"<rect [^>]*><title>([^<]*)</title></rect>", html) == [
         f"only in en@2: {len(diffed.only_a):,}", f"shared: {diffed.shared_tokens:,}", f"only in de@1: {len(diffed.only_b):,}",
@@ -547,6 +570,31 @@ def submit(driver, button_id: str) -> None:
     WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
+def tokenize(driver, action) -> None:
+    """Do ``action`` (type, click Tokenize) and wait for the playground's script to put the
+    results it caused in the page (app.js counts them in #results's data-updates)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def updates() -> int:
+        return int(driver.execute_script("return document.getElementById('results').dataset.updates || '0'"))
+
+    before = updates()
+    action()
+    WebDriverWait(driver, 30).until(lambda d: updates() > before)
+    # a later keystroke's request may still be on its way: wait until none is
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return !document.getElementById('results').dataset.pending"))
+
+
+def shown_ids(driver) -> dict[str, list[int]]:
+    """The ids each playground column shows, by tokenizer, from its token spans."""
+    return driver.execute_script(
+        "const found = {};"
+        "document.querySelectorAll('section.column').forEach((c) => {"
+        "  found[c.dataset.ref] = Array.from(c.querySelectorAll('.tokens .tok'), (t) => Number(t.dataset.id)); });"
+        "return found;"
+    )
+
+
 def screenshot(driver, name: str) -> None:
     folder = os.environ.get("BPESTORE_SCREENSHOTS")
     if folder:
@@ -586,7 +634,7 @@ def test_playground_ids_equal_encode(browser, server, store_path):
     Select(selects[0]).select_by_value("en@2")
     Select(selects[1]).select_by_value("de@1")
     Select(selects[2]).select_by_value("evil@1")
-    submit(browser, "encode")
+    tokenize(browser, lambda: browser.find_element(By.ID, "encode").click())
     columns = browser.find_elements(By.CSS_SELECTOR, "section.column")
     assert [column.get_attribute("data-ref") for column in columns] == ["en@2", "de@1", "evil@1"]
     # what the page holds is the text as typed (a text area's value has LF line breaks)
@@ -666,3 +714,147 @@ def test_script_in_a_token_is_shown_not_run(browser, server):
         own_scripts_only(browser)
         assert console_errors(browser) == [], url
     assert re.search(r"bpestore", browser.title)
+
+
+def test_playground_tokenizes_as_you_type_and_its_url_reproduces_the_view(browser, server, store_path):
+    """Typing updates the tokens (no submit), the address bar then holds a URL that, opened in a
+    fresh page, shows the same text and the same tokens; hovering a token says what it is and
+    lights it up in its own column only."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    visit(browser, server + "/playground?t=en@2&t=de@1")
+    console_errors(browser)
+    area = browser.find_element(By.ID, "text")
+    area.clear()
+    typed = "the cat sat on the mat.\nthe end.  Grüße, 中文 naïve"  # (a tab key would leave the text area)
+    tokenize(browser, lambda: area.send_keys(typed))
+    with Store(store_path) as store:
+        want = {ref: store.load(ref).encode(typed) for ref in ("en@2", "de@1")}
+    assert shown_ids(browser) == want
+    assert browser.find_element(By.CSS_SELECTOR, "section.column .count").text == f"{len(want['en@2']):,}"
+    url = browser.current_url
+    assert "/playground?" in url and "t=en@2&t=de@1" in url and "text=the+cat+sat" in url
+
+    # hovering: the token's id, bytes and rank, and the same token lit in its column only
+    column = browser.find_element(By.CSS_SELECTOR, 'section.column[data-ref="en@2"]')
+    the = next(span for span in column.find_elements(By.CSS_SELECTOR, ".tok") if span.get_property("textContent") == "the")
+    ActionChains(browser).move_to_element(the).perform()
+    token_id = int(the.get_attribute("data-id"))
+    assert column.find_element(By.CSS_SELECTOR, ".hover-info").text.startswith(f"id {token_id:,} · 3 bytes: 74 68 65 · rank ")
+    lit = browser.find_elements(By.CSS_SELECTOR, ".tok.lit")
+    assert len(lit) == want["en@2"].count(token_id) == 2
+    assert all(span.find_element(By.XPATH, "ancestor::section").get_attribute("data-ref") == "en@2" for span in lit)
+
+    # the URL, in a fresh page: the same text, tokenizers and tokens
+    visit(browser, "about:blank")
+    visit(browser, url)
+    assert browser.find_element(By.ID, "text").get_property("value") == typed
+    assert shown_ids(browser) == want
+    assert console_errors(browser) == []
+
+
+def test_playground_whitespace_toggle(browser, server):
+    """The toggle marks spaces, newlines and tabs (·, ↵, →) without changing the text, and is
+    kept in the URL."""
+    from selenium.webdriver.common.by import By
+
+    visit(browser, server + "/playground?t=en@2&text=" + quote("a b\n\tc"))
+
+    def marks() -> list[str]:
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('#results .tokens .ws'), (el) => getComputedStyle(el, '::before').content)"
+        )
+
+    assert marks() == ["none", "none", "none"]
+    text = browser.find_element(By.CSS_SELECTOR, "#results .tokens").get_property("textContent")
+    assert text == "a b\n\tc"
+    browser.find_element(By.ID, "show-ws").click()
+    assert marks() == ['"·"', '"↵"', '"→"']
+    assert browser.find_element(By.CSS_SELECTOR, "#results .tokens").get_property("textContent") == text  # marks are not text
+    assert "ws=1" in browser.current_url
+    visit(browser, browser.current_url)  # kept by the URL
+    assert browser.find_element(By.ID, "show-ws").is_selected() and marks() == ['"·"', '"↵"', '"→"']
+    browser.find_element(By.ID, "show-ws").click()
+    assert marks() == ["none", "none", "none"] and "ws=1" not in browser.current_url
+    # tables always mark whitespace: the vocab's space and newline tokens
+    visit(browser, server + "/vocab?ref=en@2&hex=0a")
+    assert "↵" in browser.execute_script(
+        "return Array.from(document.querySelectorAll('#vocab code.token .ws'), (el) => getComputedStyle(el, '::before').content).join()"
+    )
+    assert console_errors(browser) == []
+
+
+def test_playground_cuts_a_long_text_and_says_so(browser, server, store_path):
+    """Past MAX_TEXT_BYTES the text is cut at a character boundary and the page says how much was cut."""
+    from selenium.webdriver.common.by import By
+
+    from bpestore.web.views import MAX_TEXT_BYTES
+
+    visit(browser, server + "/playground?t=en@2")
+    long_text = "中文 and more text. " * (MAX_TEXT_BYTES // 10)
+    area = browser.find_element(By.ID, "text")
+    tokenize(browser, lambda: browser.execute_script(
+        "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input', {bubbles: true}))", area, long_text,
+    ))
+    note = browser.find_element(By.ID, "cut-note")
+    data = long_text.encode()
+    kept = data[:MAX_TEXT_BYTES].decode("utf-8", errors="ignore")
+    assert note.find_element(By.CSS_SELECTOR, ".total-bytes").text == f"{len(data):,}"
+    assert note.find_element(By.CSS_SELECTOR, ".kept-bytes").text == f"{len(kept.encode()):,}"
+    assert note.find_element(By.CSS_SELECTOR, ".cut-bytes").text == f"{len(data) - len(kept.encode()):,}"
+    with Store(store_path) as store:
+        assert shown_ids(browser) == {"en@2": store.load("en@2").encode(kept)}
+    assert console_errors(browser) == []
+
+
+def test_a_megabyte_of_text_is_cut_quickly(client, store_path):
+    """Without a browser: 1 MB of text (the form, or the script's request) is cut, not tokenized
+    whole; the fragment's X-Playground-Url holds the text as cut."""
+    import time
+
+    from bpestore.web.views import MAX_TEXT_BYTES
+
+    text = "x" * 1_000_000
+    started = time.perf_counter()
+    response = client.post("/playground/tokens", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"})
+    assert time.perf_counter() - started < 5  # (generous: it takes some 0.1 s)
+    html = response.data.decode()
+    assert response.status_code == 200 and 'id="cut-note"' in html and "<html" not in html
+    assert re.search(rf'<span class="cut-bytes">{1_000_000 - MAX_TEXT_BYTES:,}</span>', html)
+    url = urlsplit(response.headers["X-Playground-Url"])
+    assert url.path == "/playground" and parse_qs(url.query) == {"text": ["x" * MAX_TEXT_BYTES], "t": ["en@2", "de@1"]}
+    page = client.get(response.headers["X-Playground-Url"], headers={"Host": "localhost"}).data.decode()
+    assert 'id="cut-note"' not in page and page.count("x") >= MAX_TEXT_BYTES
+
+
+def test_screenshots_of_every_page(browser, server):
+    """With BPESTORE_SCREENSHOTS=DIR: a PNG of every page (and of the playground in the dark
+    theme) in DIR, to look at; README's, in docs/, are among them."""
+    folder = os.environ.get("BPESTORE_SCREENSHOTS")
+    if not folder:
+        pytest.skip("set BPESTORE_SCREENSHOTS=DIR to take screenshots of every page")
+    def whole_page(name: str) -> None:
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(1280, min(max(height, 900), 4000))
+        try:
+            screenshot(browser, name)
+        finally:
+            browser.set_window_size(1280, 900)
+
+    names = []
+    for url in page_urls():
+        visit(browser, server + url)
+        name = re.sub(r"[^A-Za-z0-9@.-]+", "_", url.strip("/").split("&text=")[0]) or "index"
+        whole_page(f"page-{name}.png")
+        names.append(name)
+    assert len(set(names)) == len(names)
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    try:
+        visit(browser, server + f"/playground?t=en@2&t=de@1&ws=1&text={quote(NASTY_TEXT)}")
+        whole_page("page-playground-dark.png")
+        visit(browser, server + "/versions")
+        whole_page("page-versions-dark.png")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert console_errors(browser) == []

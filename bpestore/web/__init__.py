@@ -25,8 +25,12 @@ if TYPE_CHECKING:  # (Flask and Werkzeug are imported where they run: the web ex
 
 __all__ = ["check_host", "close_app", "create_app", "make_server"]
 
+# The largest form a request may send (a text pasted into the playground, which cuts it to
+# views.MAX_TEXT_BYTES and says so): larger is refused (413) before it is read.
+MAX_FORM_BYTES = 8 * 1024 * 1024
+
 _CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 
@@ -77,6 +81,8 @@ def create_app(db: str | os.PathLike[str], *, corpora: Sequence[str | os.PathLik
     paths = [os.fspath(check_corpus_path(path)) for path in corpora]
     app = Flask(__name__)
     app.config["BPESTORE_CORPORA"] = paths
+    app.config["MAX_CONTENT_LENGTH"] = MAX_FORM_BYTES
+    app.config["MAX_FORM_MEMORY_SIZE"] = MAX_FORM_BYTES
     app.config["BPESTORE_LOCATION"] = os.fspath(db)
     app.extensions["bpestore_explorer"] = Explorer(db)
     app.register_blueprint(pages)

@@ -1,6 +1,8 @@
-"""The explorer's pages: tokenizers, one tokenizer (vocab, merges), versions of a name, the
+"""The explorer's pages: tokenizers, one tokenizer (vocab, merges), versions of names, the
 playground and the diff. Every page only reads the store; tokenizers are named by ``?ref=`` (names
-may hold any character but ``@`` and spaces, ``/`` included)."""
+may hold any character but ``@`` and spaces, ``/`` included).
+
+A page is added to the navigation bar by adding its endpoint to :data:`NAVIGATION`."""
 
 from __future__ import annotations
 
@@ -10,21 +12,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, Response, current_app, render_template, request, url_for
 
 from ..encode.tokenizer import Tokenizer
 from ..errors import BpestoreError, TokenizerNotFoundError
 from ..metrics import Measurement, measure_counts, measure_file, measure_text
 from ..pretokenize.inputs import short_corpus_path, stored_corpus_paths
 from ..store.database import TokenizerInfo
-from ..workflow import diff_tokenizers, token_text
+from ..workflow import diff_tokenizers
 from . import svg
 from .data import CorpusCounts, Explorer
+from .numbers import number
+from .tokens import TokenSpans, token_html
 
 pages = Blueprint("pages", __name__)
 
-MAX_TEXT_CHARS = 200_000  # pasted text beyond this is cut (the page would be unreadable anyway)
+MAX_TEXT_CHARS = 200_000  # text pasted to measure on (diff, versions) beyond this is cut
+# The playground tokenizes and shows at most this many bytes of text (UTF-8) per request, and says
+# what it cut: every token is an element of the page, and a browser takes seconds to lay out a
+# page of 100 KB of text (some 25,000 tokens per tokenizer). It also keeps a playground URL, with
+# its text percent-encoded (at most 3 characters per byte), under the 64 KiB request line that
+# the server reads (Werkzeug's, as Python's http.server: longer is refused, 414).
+MAX_TEXT_BYTES = 20_000
 MAX_SIDE_BY_SIDE = 4
+MAX_VERSION_NAMES = len(svg.PALETTE)  # names in one versions chart (a colour each)
+# The navigation bar: (endpoint, label). A page that needs arguments (versions) must answer
+# without them too.
+NAVIGATION = [
+    ("pages.index", "Tokenizers"),
+    ("pages.playground", "Playground"),
+    ("pages.diff_page", "Diff"),
+    ("pages.versions_page", "Versions"),
+]
 DIFFERING_CANDIDATES = 5000  # the most frequent words (pre-tokens) searched for different splits
 PAGE_SIZE = 100
 DEFAULT_TEXT = "Hello world! Tokenizers split text into pieces: naïve café, 中文, emoji 👍🏽 and <|endoftext|> too."
@@ -36,44 +55,30 @@ def explorer() -> Explorer:
     return found
 
 
-@dataclass(frozen=True)
-class Piece:
-    """One token as the playground shows it."""
-
-    id: int
-    text: str
-    special: bool
-    not_utf8: bool
-    num_bytes: int
+@pages.app_context_processor
+def _navigation() -> dict[str, Any]:
+    return {"navigation": NAVIGATION}
 
 
-def show_token(token: bytes) -> str:
-    """A token's text for people (escapes as in ``bpestore show``; invalid UTF-8 as ``\\xNN``)."""
-    return token_text(token)
+pages.add_app_template_global(token_html, "token_html")  # (a global: macros imported by pages see it)
 
 
-def is_utf8(token: bytes) -> bool:
-    try:
-        token.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+@pages.app_template_filter("number")
+def _number(value: float | None, digits: int | None = None) -> str:
+    """Every number a page shows: ``{{ n|number }}``, ``{{ x|number(3) }}`` (see numbers.py)."""
+    return number(value, digits)
 
 
-def pieces(tokenizer: Tokenizer, ids: list[int]) -> list[Piece]:
-    special_ids = set(tokenizer.special_ids.values())
-    result = []
-    for token_id in ids:
-        token = tokenizer.vocab[token_id]
-        special = token_id in special_ids
-        result.append(Piece(token_id, token.decode("utf-8") if special else show_token(token), special, not special and not is_utf8(token), len(token)))
-    return result
+def spans(ref: str, tokenizer: Tokenizer) -> TokenSpans:
+    """The token spans of a stored tokenizer (made once while the server runs)."""
+    return explorer().cached(("spans", ref), lambda: TokenSpans(tokenizer))
 
 
-def _text_argument() -> str:
-    """The pasted text. Browsers send a text area's line breaks as CRLF whatever the text held
-    (its value, as the user sees it, has LF): undo that, so that the ids are those of the text shown."""
-    return request.values.get("text", "").replace("\r\n", "\n")[:MAX_TEXT_CHARS]
+def _text_argument(limit: int | None = MAX_TEXT_CHARS) -> str:
+    """The pasted text (its first ``limit`` characters). Browsers send a text area's line breaks
+    as CRLF whatever the text held (its value, as the user sees it, has LF): undo that, so that
+    the ids are those of the text shown."""
+    return request.values.get("text", "").replace("\r\n", "\n")[:limit]
 
 
 # The largest number a page, id or rank argument may hold: ids and ranks are 32-bit in the store,
@@ -160,17 +165,14 @@ def tokenizer_page() -> str:
     info = explorer().info(request.args.get("ref", ""))
     kinds, lengths = explorer().kinds_and_lengths(info)
     longest = explorer().longest_tokens(info, 25)
-    histogram = svg.bar_chart(
-        [(str(length), count) for length, count in sorted(lengths.items())],
-        title="token lengths", x_label="bytes per token", y_label="tokens",
-    )
+    histogram = svg.histogram(lengths, title="token lengths (special tokens left out)", x_label="token length (bytes)", y_label="tokens")
     versions = explorer().store.list(info.name)
     base = info.base_ref
     continues = None
     if base is not None:
         continues = (base, _is_stored(base))
     return render_template(
-        "tokenizer.html", info=info, kinds=kinds, longest=longest, histogram=histogram, show_token=show_token,
+        "tokenizer.html", info=info, kinds=kinds, longest=longest, histogram=histogram,
         versions=versions, mean_length=_mean_length(lengths), continues=continues,
     )
 
@@ -203,7 +205,6 @@ def vocab_page() -> str:
     total, rows = explorer().vocab_page(info, text=text, token_id=token_id, hex_bytes=hex_bytes, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
     return render_template(
         "vocab.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, id=id_text, hex=hex_text,
-        show_token=show_token,
     )
 
 
@@ -216,7 +217,7 @@ def merges_page() -> str:
     rank = _int_argument("rank")
     total, rows = explorer().merges_page(info, text=text, rank=rank, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
     return render_template(
-        "merges.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, rank=rank_text, show_token=show_token,
+        "merges.html", info=info, rows=rows, total=total, page=page, page_size=PAGE_SIZE, q=text, rank=rank_text,
     )
 
 
@@ -252,13 +253,20 @@ def _corpus_note(owner: TokenizerInfo, corpus: CorpusCounts, measured: list[Toke
 
 @pages.route("/versions", methods=["GET", "POST"])
 def versions_page() -> str:
-    """The versions of one name, and how their compression grows with the vocab size: on a
-    pasted text, else on the corpus of the latest version trained on one (from its stored
-    pre-token counts)."""
-    name = request.values.get("name", "")
-    infos = explorer().store.list(name)
-    if not infos:
-        raise BpestoreError(f"no tokenizer named {name!r}")
+    """The versions of one or more names (``?name=a&name=b``; none: every name, up to
+    :data:`MAX_VERSION_NAMES`), and how their compression grows with the vocab size: on a pasted
+    text, else on the corpus of the latest version trained on one, of the first name that has
+    one (from its stored pre-token counts), the same for every name."""
+    all_names = sorted({info.name for info in explorer().list()})
+    names = [name for name in dict.fromkeys(request.values.getlist("name")) if name]
+    if not names:
+        names = all_names[:MAX_VERSION_NAMES]
+    names = names[:MAX_VERSION_NAMES]
+    by_name = {name: explorer().store.list(name) for name in names}
+    for name, found in by_name.items():
+        if not found:
+            raise BpestoreError(f"no tokenizer named {name!r}")
+    infos = [info for found in by_name.values() for info in found]
     text = _text_argument()
     rows, corpus = [], None
     if text:
@@ -266,34 +274,93 @@ def versions_page() -> str:
             # (type: ignore: mypy cannot infer a lambda with a default argument, info=info binding this loop's info)
             measured = explorer().cached(("text", info.ref, text), lambda info=info: measure_text(explorer().tokenizer(info.ref)[1], text))  # type: ignore[misc]
             rows.append((info, measured))
-    elif (found := _corpus_of(list(reversed(infos)))) is not None:
-        owner, counts = found
-        rows = [(info, _measure_on_counts(info, counts)) for info in infos]
-        corpus = _corpus_note(owner, counts, infos)
+    else:
+        found_corpus = None
+        for name in names:
+            if (found_corpus := _corpus_of(list(reversed(by_name[name])))) is not None:
+                break
+        if found_corpus is not None:
+            owner, counts = found_corpus
+            rows = [(info, _measure_on_counts(info, counts)) for info in infos]
+            corpus = _corpus_note(owner, counts, infos)
     chart = svg.line_chart(
-        [(name, [(info.vocab_size, m.bytes_per_token or 0) for info, m in rows])],
-        title=f"bytes per token against vocab size ({name})", x_label="vocab size", y_label="bytes per token",
+        [(name, [(info.vocab_size, m.bytes_per_token or 0) for info, m in rows if info.name == name]) for name in names],
+        title="bytes per token against vocab size", x_label="vocab size (tokens, log scale)", y_label="bytes per token", log_x=True,
     )
-    return render_template("versions.html", name=name, infos=infos, rows=rows, chart=chart, text=text, corpus=corpus)
+    return render_template(
+        "versions.html", names=names, all_names=all_names, infos=infos, rows=rows, chart=chart, text=text, corpus=corpus,
+        max_names=MAX_VERSION_NAMES,
+    )
 
 
 # -- playground --------------------------------------------------------------------------------------
 
 
-@pages.route("/playground", methods=["GET", "POST"])
-def playground() -> str:
+@dataclass(frozen=True)
+class Cut:
+    """What the playground's size guard left out of a text."""
+
+    kept_bytes: int
+    kept_chars: int
+    total_bytes: int
+    total_chars: int
+    limit: int
+
+
+def cut_text(text: str, limit: int) -> tuple[str, Cut | None]:
+    """``text`` cut to at most ``limit`` bytes of UTF-8, at a character boundary, and what was
+    cut (None: nothing)."""
+    data = text.encode("utf-8", errors="surrogatepass")
+    if len(data) <= limit:
+        return text, None
+    kept = data[:limit].decode("utf-8", errors="ignore")  # (ignore: the character cut in two)
+    return kept, Cut(len(kept.encode("utf-8", errors="surrogatepass")), len(kept), len(data), len(text), limit)
+
+
+def _playground_state() -> dict[str, Any]:
+    """What the playground shows for the request's text (``text``; the default text without
+    one), tokenizers (``t``, up to :data:`MAX_SIDE_BY_SIDE`) and whitespace toggle (``ws``)."""
     infos = explorer().list()
     refs = [ref for ref in request.values.getlist("t") if ref][:MAX_SIDE_BY_SIDE]
     if not refs and infos:
         refs = [infos[-1].ref]
-    text = _text_argument() if "text" in request.values else DEFAULT_TEXT
-    columns = []
+    full = _text_argument(limit=None) if "text" in request.values else DEFAULT_TEXT
+    text, cut = cut_text(full, MAX_TEXT_BYTES)
+    show_whitespace = request.values.get("ws", "") not in ("", "0")
+    columns, shown = [], []
     for ref in refs:
         info, tokenizer = explorer().tokenizer(ref)
         ids = tokenizer.encode(text)
         measured = measure_text(tokenizer, text)
-        columns.append({"info": info, "ids": ids, "pieces": pieces(tokenizer, ids), "measured": measured})
-    return render_template("playground.html", infos=infos, refs=refs, text=text, columns=columns, max_side_by_side=MAX_SIDE_BY_SIDE)
+        columns.append({"info": info, "ids": ids, "tokens": spans(info.ref, tokenizer).html(ids), "measured": measured})
+        shown.append(info.ref)
+    arguments: dict[str, Any] = {"text": text, "t": shown}
+    if show_whitespace:
+        arguments["ws"] = "1"
+    url = url_for("pages.playground", **arguments)
+    return {
+        "infos": infos, "refs": refs, "text": text, "cut": cut, "columns": columns,
+        "show_whitespace": show_whitespace, "url": url, "max_side_by_side": MAX_SIDE_BY_SIDE, "max_text_bytes": MAX_TEXT_BYTES,
+    }
+
+
+@pages.route("/playground", methods=["GET", "POST"])
+def playground() -> str:
+    """The playground: a GET form (its URL reproduces the view); app.js tokenizes as you type
+    through :func:`playground_tokens`."""
+    return render_template("playground.html", **_playground_state())
+
+
+@pages.route("/playground/tokens", methods=["GET", "POST"])
+def playground_tokens() -> Response:
+    """The playground's results alone (an HTML fragment), for app.js to put in the page; the
+    ``X-Playground-Url`` header is the URL of the whole page for the same text and tokenizers
+    (the text cut as shown), which the script puts in the address bar."""
+    state = _playground_state()
+    response = Response(render_template("playground_results.html", **state), mimetype="text/html")
+    response.headers["X-Playground-Url"] = state["url"]
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 # -- diff --------------------------------------------------------------------------------------------
@@ -303,7 +370,7 @@ def differing_words(
     a: Tokenizer, b: Tokenizer, counted: list[tuple[str, int]], limit: int = 40, *, special_tokens: bool = True
 ) -> list[dict[str, Any]]:
     """The first of ``counted`` (words or pre-tokens with their counts, most frequent first) that
-    ``a`` and ``b`` split differently, with both splits; at most ``limit``. ``special_tokens``:
+    ``a`` and ``b`` split differently, with both splits (ids); at most ``limit``. ``special_tokens``:
     whether special tokens' strings are encoded as such (as in a text) or as ordinary text (as
     in a corpus's pre-tokens, which hold none)."""
     words = [word for word, _ in counted]
@@ -315,7 +382,7 @@ def differing_words(
     for (word, count), one, other in zip(counted, ids_a, ids_b):
         split_a, split_b = [a.vocab[i] for i in one], [b.vocab[i] for i in other]
         if split_a != split_b:
-            found.append({"word": word, "count": count, "a": pieces(a, one), "b": pieces(b, other)})
+            found.append({"word": word, "count": count, "a": one, "b": other})
             if len(found) == limit:
                 break
     return found
@@ -365,7 +432,11 @@ def diff_page() -> str:
     if len(files) > 1:
         totals = {"a": Measurement.combine([f["a"] for f in files]), "b": Measurement.combine([f["b"] for f in files])}
     overlap = svg.overlap_bar(len(result.only_a), result.shared_tokens, len(result.only_b), name_a=info_a.ref, name_b=info_b.ref)
+    first_merges: dict[str, tuple[bytes, bytes] | None] = {"a": None, "b": None}
+    if result.first_different_merge is not None:  # (its bytes, for the one token rendering)
+        rank = result.first_different_merge["rank"]
+        first_merges = {side: tok.merges[rank] if rank < len(tok.merges) else None for side, tok in (("a", tok_a), ("b", tok_b))}
     return render_template(
-        "diff.html", infos=infos, result=result, info_a=info_a, info_b=info_b, text=text, corpus=corpus, compared=compared, files=files, totals=totals, overlap=overlap, show_token=show_token,
-        shown=200,
+        "diff.html", infos=infos, result=result, info_a=info_a, info_b=info_b, text=text, corpus=corpus, compared=compared, files=files, totals=totals, overlap=overlap, first_merges=first_merges,
+        spans_a=spans(info_a.ref, tok_a), spans_b=spans(info_b.ref, tok_b), shown=200,
     )

@@ -1,14 +1,24 @@
-// The bpestore explorer's only script: small conveniences, nothing the pages need to work.
+// The bpestore explorer's only script: conveniences over pages that work without it.
 "use strict";
 
 document.addEventListener("DOMContentLoaded", () => {
-  // Hovering a token lights up every token with the same id on the page.
+  // Hovering a token lights up the same token (same id) in the same column only: a playground
+  // column, or one side of the diff's table; the column's .hover-info line says what it is.
+  const scopeOf = (token) => {
+    const column = token.closest(".column");
+    if (column) return [column];
+    const cell = token.closest("td[data-side]");
+    if (cell) return Array.from(cell.closest("table").querySelectorAll(`td[data-side="${cell.dataset.side}"]`));
+    return [token.closest(".tokens") || document.body];
+  };
   document.body.addEventListener("mouseover", (event) => {
     const token = event.target.closest(".tok[data-id]");
     document.querySelectorAll(".tok.lit").forEach((el) => el.classList.remove("lit"));
-    if (token) {
-      document.querySelectorAll(`.tok[data-id="${CSS.escape(token.dataset.id)}"]`).forEach((el) => el.classList.add("lit"));
-    }
+    if (!token) return;
+    const selector = `.tok[data-id="${CSS.escape(token.dataset.id)}"]`;
+    scopeOf(token).forEach((scope) => scope.querySelectorAll(selector).forEach((el) => el.classList.add("lit")));
+    const info = token.closest(".column")?.querySelector(".hover-info");
+    if (info) info.textContent = token.title;
   });
 
   // The tokenizers page filters its rows as you type (the form does the same on the server).
@@ -23,13 +33,75 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
 
-  // Ctrl+Enter in the playground's text area tokenizes.
-  const text = document.getElementById("text");
-  if (text && text.form) {
-    text.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
-        text.form.requestSubmit();
-      }
-    });
-  }
+  const form = document.getElementById("playground-form");
+  if (form) playground(form);
 });
+
+// The playground tokenizes as you type: 250 ms after the last change it posts the form to
+// /playground/tokens and puts the results it answers in the page, and the URL of the same view
+// (X-Playground-Url) in the address bar. The form alone (GET /playground) does the same without
+// the script.
+function playground(form) {
+  const results = document.getElementById("results");
+  const status = document.getElementById("status");
+  const toggle = document.getElementById("show-ws");
+  const text = document.getElementById("text");
+  let timer = null;
+  let controller = null;
+  let updates = 0;
+
+  const update = () => {
+    clearTimeout(timer);
+    if (controller) controller.abort();
+    controller = new AbortController();
+    const mine = controller;
+    status.textContent = "tokenizing…";
+    results.dataset.pending = "1";
+    fetch(form.dataset.tokens, { method: "POST", body: new URLSearchParams(new FormData(form)), signal: mine.signal })
+      .then((response) => {
+        if (!response.ok) throw new Error(`the server answered ${response.status} ${response.statusText}`);
+        return response.text().then((html) => [html, response.headers.get("X-Playground-Url")]);
+      })
+      .then(([html, url]) => {
+        if (mine !== controller) return; // a later change is on its way
+        delete results.dataset.pending;
+        results.innerHTML = html;
+        if (url) history.replaceState(null, "", url);
+        status.textContent = "";
+        results.dataset.updates = String(++updates);
+      })
+      .catch((error) => {
+        if (error.name === "AbortError") return;
+        if (mine === controller) delete results.dataset.pending;
+        status.textContent = `not updated: ${error.message}`;
+      });
+  };
+  const later = () => {
+    clearTimeout(timer);
+    results.dataset.pending = "1"; // (until the results of the last change are in)
+    timer = setTimeout(update, 250);
+  };
+
+  form.addEventListener("input", (event) => {
+    if (event.target !== toggle) later();
+  });
+  form.addEventListener("change", (event) => {
+    if (event.target.tagName === "SELECT") update();
+  });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    update();
+  });
+  // The whitespace toggle only changes how the tokens look (the stylesheet) and the URL.
+  toggle.addEventListener("change", () => {
+    results.classList.toggle("show-ws", toggle.checked);
+    const url = new URL(location.href);
+    if (toggle.checked) url.searchParams.set("ws", "1");
+    else url.searchParams.delete("ws");
+    history.replaceState(null, "", url);
+  });
+  // Ctrl+Enter tokenizes at once.
+  text.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) update();
+  });
+}
