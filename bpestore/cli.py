@@ -710,9 +710,7 @@ def info(as_json: bool, db: str) -> None:
 
 def _pattern_shown(pattern: str) -> str:
     """A pre-tokenizer as people know it: its name (cl100k_base), or the regex."""
-    from .pretokenize.patterns import name_of_pattern
-
-    return name_of_pattern(pattern) or pattern
+    return _workflow().name_of_pattern(pattern) or pattern
 
 
 def _readable(token: bytes) -> str:

@@ -59,7 +59,8 @@ __all__ = [
     "FileComparison", "InProcessCounting", "read_counts", "Measurement", "MemoryEstimate",
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
     "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
-    "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "parse_bytes", "short_corpus_path", "summarize_store",
+    "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "parse_bytes", "short_corpus_path",
+    "summarize_store",
     "token_text",
 ]
 
