@@ -16,10 +16,10 @@ to an encoded dataset.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-from collections.abc import Iterable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .atomic import atomic_path
+from .atomic import temporary_name
+from .errors import OutputError
 from .model import BPEModel
+from .pretokenize.corpus import iter_text_blocks
 
 __all__ = ["IdMap", "drop_unused", "load_id_map", "remap", "trim"]
 
@@ -62,7 +64,7 @@ class IdMap:
             "dropped": self.dropped,
         }
 
-    def with_refs(self, source: str, target: str) -> IdMap:
+    def with_refs(self, source: str | None, target: str | None) -> IdMap:
         return replace(self, source=source, target=target)
 
     def apply(self, ids: npt.ArrayLike) -> npt.NDArray[Any]:
@@ -144,7 +146,7 @@ def trim(model: BPEModel, vocab_size: int) -> tuple[BPEModel, IdMap]:
 
 def used_ids(model: BPEModel, corpus: Iterable[str | os.PathLike[str]]) -> npt.NDArray[np.bool_]:
     """Which ids encoding ``corpus`` (texts; or, for ``os.PathLike`` items, UTF-8 files read in
-    blocks) uses: a boolean array indexed by id."""
+    blocks; CorpusDecodeError names a bad byte's offset) uses: a boolean array indexed by id."""
     from .encode.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.from_model(model)
@@ -153,9 +155,8 @@ def used_ids(model: BPEModel, corpus: Iterable[str | os.PathLike[str]]) -> npt.N
         if isinstance(item, str):
             used[np.asarray(tokenizer.encode(item), dtype=np.int64)] = True
             continue
-        with open(item, encoding="utf-8", newline="") as file:
-            for block in tokenizer.encode_blocks(iter(lambda: file.read(1 << 20), "")):
-                used[block] = True
+        for block in tokenizer.encode_blocks(iter_text_blocks(item)):
+            used[block] = True
     return used
 
 
@@ -256,43 +257,67 @@ def _described(id_map: IdMap) -> str:
 
 def write_id_map(id_map: IdMap, prefix: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Write ``PREFIX.npy`` (the int64 array) and ``PREFIX.json`` (:meth:`IdMap.to_dict`), each
-    atomically; returns their paths."""
-    with id_map_writer(prefix) as write:
-        return write(id_map)
+    appearing only once complete; returns their paths."""
+    with id_map_writer(prefix, id_map) as writer:
+        return writer.finish(id_map.target)
 
 
-class _MapWriter:
-    def __init__(self, stack: ExitStack, prefix: Path) -> None:
-        self.paths = (Path(f"{prefix}.npy"), Path(f"{prefix}.json"))
-        self.temporaries = [stack.enter_context(atomic_path(path)) for path in self.paths]
-
-    def __call__(self, id_map: IdMap) -> tuple[Path, Path]:
-        npy, json_path = self.temporaries
-        with open(npy, "xb") as file:
-            np.save(file, id_map.array, allow_pickle=False)
-        with open(json_path, "x", encoding="utf-8") as file:
-            json.dump(id_map.to_dict(), file)
-            file.write("\n")
-        return self.paths
+MapPrefix = str | os.PathLike[str] | Callable[[str], str | os.PathLike[str]]
+"""Where an id map goes: a path prefix, or a function of the new tokenizer's ref that gives one."""
 
 
-class id_map_writer:  # noqa: N801 - used as a context manager, like a function
-    """``with id_map_writer(prefix) as write: ...; write(id_map)``: the map's two files appear
-    when the block completes (both, or neither if it fails: say, storing the tokenizer)."""
+class id_map_writer:  # noqa: N801 - a context manager, used like a function
+    """An id map's two files, written beside their names and renamed into place when the block
+    completes, or removed if it fails: ``with id_map_writer(prefix, id_map) as writer: (store the
+    tokenizer); writer.finish(new_ref)``. The ``.npy`` is written on entry (before the tokenizer
+    is stored: a missing directory or a full disk stops everything first), the ``.json``, which
+    names the new ref, by :meth:`finish`. ``prefix`` may be a function of the new ref."""
 
-    def __init__(self, prefix: str | os.PathLike[str]) -> None:
-        self.prefix = Path(prefix)
-        self.stack = ExitStack()
+    def __init__(self, prefix: MapPrefix, id_map: IdMap) -> None:
+        self._prefix = prefix
+        self._id_map = id_map
+        self._temporaries: list[Path] = []
+        self._paths: tuple[Path, Path] | None = None
 
-    def __enter__(self) -> _MapWriter:
+    def _prefix_for(self, ref: str) -> Path:
+        return Path(self._prefix(ref) if callable(self._prefix) else self._prefix)
+
+    def __enter__(self) -> id_map_writer:
+        directory = self._prefix_for("new").parent
+        if not directory.is_dir():
+            raise FileNotFoundError(errno.ENOENT, f"cannot write the id map, no directory {directory}", str(directory))
+        self._temporaries = [directory / temporary_name(f"idmap{suffix}") for suffix in (".npy", ".json")]
         try:
-            return _MapWriter(self.stack.__enter__(), self.prefix)
+            with open(self._temporaries[0], "xb") as file:
+                np.save(file, self._id_map.array, allow_pickle=False)
         except BaseException:
-            self.stack.close()
+            self._remove_temporaries()
             raise
+        return self
 
-    def __exit__(self, *exc: Any) -> bool | None:
-        return self.stack.__exit__(*exc)
+    def finish(self, new_ref: str | None) -> tuple[Path, Path]:
+        """Write the ``.json`` (``new_ref`` as ``to``); returns the two paths the files will have."""
+        prefix = self._prefix_for(new_ref or "new")
+        with open(self._temporaries[1], "x", encoding="utf-8") as file:
+            json.dump(self._id_map.with_refs(self._id_map.source, new_ref).to_dict(), file)
+            file.write("\n")
+        self._paths = (Path(f"{prefix}.npy"), Path(f"{prefix}.json"))
+        return self._paths
+
+    def _remove_temporaries(self) -> None:
+        for temporary in self._temporaries:
+            temporary.unlink(missing_ok=True)
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        try:
+            if exc_type is None and self._paths is not None:
+                for temporary, path in zip(self._temporaries, self._paths):
+                    try:
+                        os.replace(temporary, path)
+                    except OSError as error:
+                        raise OutputError(error.errno, error.strerror, str(path)) from None
+        finally:
+            self._remove_temporaries()
 
 
 def load_id_map(path: str | os.PathLike[str]) -> IdMap:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -15,12 +16,13 @@ import tiktoken
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bpestore import Tokenizer, train_bpe
+from bpestore import Store, Tokenizer, train_bpe
 from bpestore.model import BPEModel
 from bpestore.reshape import IdMap, drop_unused, load_id_map, remap, trim, write_id_map
 from bpestore.train.trainer import VocabSizeNotReachedWarning
 from reference import reference_pretoken_counts
 from strategies import ENDOFTEXT, SPECIAL_TOKEN_SETS, random_text, texts
+from test_cli import assert_user_error, corpus_text, invoke, ok, write_text
 from tiers import examples
 
 PROPERTY = settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -169,3 +171,96 @@ def test_a_map_written_reads_back_from_either_file(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ValueError, match="bad.json: not an id map"):
         load_id_map(tmp_path / "bad.json")
+
+
+# -- the store -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("at", ["start", "end"])
+def test_store_trim_is_the_smaller_training_and_keeps_its_lineage(tmp_path, at):
+    corpus = write_text(tmp_path / "corpus.txt", corpus_text(words=3000))
+    with Store(tmp_path / "s.db") as store:
+        small_ref, big_ref = store.train(corpus, "ts", [300, 350], [ENDOFTEXT, "<pad>"], special_tokens_at=at)
+        new_ref, id_map = store.trim(big_ref, 300)
+        assert new_ref == "ts@3" and (id_map.source, id_map.target) == (big_ref, new_ref)
+        assert store.load_model(new_ref) == store.load_model(small_ref)
+        info = store.info(new_ref)
+        assert info.reshaped_from == big_ref and info.source == f"trimmed from {big_ref}"
+        assert info.training_params == {"reshaped_from": big_ref, "how": "trim", "vocab_size": 300}
+        assert store.trim(big_ref, 300, "other")[0] == "other@1"
+
+
+def test_store_drop_unused_writes_the_map_with_the_tokenizer(tmp_path):
+    corpus = write_text(tmp_path / "corpus.txt", corpus_text(words=3000))
+    sample = write_text(tmp_path / "sample.txt", "the cat sat on the mat")
+    with Store(tmp_path / "s.db") as store:
+        (ref,) = store.train(corpus, "ts", 350, [ENDOFTEXT])
+        new_ref, id_map = store.drop_unused(ref, sample, map_out=tmp_path / "m")
+        assert json.loads((tmp_path / "m.json").read_text())["to"] == new_ref == "ts@2"
+        assert np.load(tmp_path / "m.npy").tolist() == id_map.array.tolist()
+        old, new = store.load(ref), store.load(new_ref)
+        assert new.encode("the cat sat on the mat") == id_map.apply(old.encode("the cat sat on the mat")).tolist()
+        assert store.info(new_ref).training_params["how"] == "drop-unused"
+        # A map that cannot be written: nothing is stored, no file is left.
+        with pytest.raises(FileNotFoundError, match="no directory"):
+            store.drop_unused(ref, sample, map_out=tmp_path / "missing" / "m")
+        with pytest.raises(ValueError, match="a trim keeps the 256 bytes and the 1 special token, 257 tokens"):
+            store.trim(ref, 256, map_out=tmp_path / "n")
+        assert [info.ref for info in store.list()] == ["ts@1", "ts@2"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "m.json", "m.npy", "s.db", "sample.txt"]
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def test_cli_trim_then_remap(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_text(tmp_path / "corpus.txt", corpus_text(words=3000))
+    db = tmp_path / "s.db"
+    ok(invoke("train", "corpus.txt", "--name", "ts", "--vocab-size", 350, "--special-token", ENDOFTEXT, "--special-tokens-at", "end", "-q", "--db", db))
+    assert ok(invoke("trim", "ts", "--vocab-size", 320, "--db", db)) == "ts@2\n"
+    id_map = json.loads((tmp_path / "ts@1-to-ts@2.idmap.json").read_text())
+    assert (id_map["from"], id_map["to"]) == ("ts@1", "ts@2")
+    assert id_map["map"]["349"] == 319  # <|endoftext|>, last, moves down
+    listed = {row["ref"]: row for row in json.loads(ok(invoke("list", "--json", "--db", db)))}
+    assert listed["ts@2"]["reshaped_from"] == "ts@1" and listed["ts@1"]["reshaped_from"] is None
+    assert "trimmed from ts@1" in ok(invoke("list", "--db", db))
+    assert re.search(r"^reshaped from +ts@1 \(trim;", ok(invoke("show", "ts@2", "--db", db)), re.MULTILINE)
+
+    # An encoded dataset follows a tokenizer whose unused tokens were dropped.
+    text = "the cat sat on the mat. 日本語 😀" + ENDOFTEXT + "naïve"
+    write_text(tmp_path / "sample.txt", text)
+    ok(invoke("trim", "ts@1", "--drop-unused", "sample.txt", "--name", "small", "--map-out", "small-map", "--db", db))
+    old, new = Store(db).load("ts@1"), Store(db).load("small")
+    assert new.vocab_size < old.vocab_size
+    np.save(tmp_path / "ids.npy", np.array(old.encode(text), dtype=np.uint16))
+    for map_file in ("small-map.json", "small-map.npy"):
+        ok(invoke("remap", map_file, "ids.npy", "-o", "out.npy"))
+        out = np.load(tmp_path / "out.npy")
+        assert out.dtype == np.uint16 and out.tolist() == new.encode(text)
+
+
+def test_cli_trim_and_remap_errors_are_one_line_and_leave_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_text(tmp_path / "corpus.txt", corpus_text(words=2000))
+    db = tmp_path / "s.db"
+    ok(invoke("train", "corpus.txt", "--name", "ts", "--vocab-size", 350, "--special-token", ENDOFTEXT, "-q", "--db", db))
+    before = sorted(path.name for path in tmp_path.iterdir())
+    assert_user_error(invoke("trim", "ts@1", "--vocab-size", 200, "--db", db), "a trim keeps the 256 bytes and the 1 special token")
+    assert_user_error(invoke("trim", "ts@1", "--vocab-size", 900, "--db", db), "only 350")
+    assert_user_error(invoke("trim", "ts@9", "--vocab-size", 300, "--db", db), "no version 9")
+    assert_user_error(invoke("trim", "ts@1", "--drop-unused", "nope.txt", "--db", db), "nope.txt")
+    assert_user_error(invoke("trim", "ts@1", "--vocab-size", 300, "--map-out", "no/dir/m", "--db", db), "no directory")
+    assert invoke("trim", "ts@1", "--db", db).exit_code != 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+    assert [info.ref for info in Store(db).list()] == ["ts@1"]
+
+    ok(invoke("trim", "ts@1", "--vocab-size", 300, "--map-out", "m", "--db", db))
+    np.save(tmp_path / "ids.npy", np.array([5, 340, 260], dtype=np.uint16))  # 340 was dropped
+    assert_user_error(invoke("remap", "m.json", "ids.npy", "-o", "out.npy"), "token id 340 at position 1", "dropped")
+    np.save(tmp_path / "ids.npy", np.array([5, 7, 4000], dtype=np.uint16))
+    assert_user_error(invoke("remap", "m.npy", "ids.npy", "-o", "out.npy"), "unknown token id 4000 at position 2")
+    (tmp_path / "bad.json").write_text("[]")
+    assert_user_error(invoke("remap", "bad.json", "ids.npy", "-o", "out.npy"), "bad.json: not an id map")
+    assert not (tmp_path / "out.npy").exists()
+    assert not [path for path in tmp_path.iterdir() if path.name.endswith(".partial")]
