@@ -35,10 +35,11 @@ from .pretokenize.corpus import iter_text_blocks
 __all__ = ["IdMap", "drop_unused", "load_id_map", "remap", "trim"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # (an array does not compare to one bool)
 class IdMap:
     """The ids of a reshaped tokenizer: ``array[old_id]`` is the token's new id, or -1 if it was
-    dropped (or no token had that id). ``source``/``target``: the refs, when stored."""
+    dropped (or no token had that id). ``source``/``target``: the refs, when stored. A model's
+    embedding matrix follows with ``embeddings[array >= 0]`` (the kept rows, in their new order)."""
 
     array: npt.NDArray[np.int64]
     source: str | None = None
@@ -53,6 +54,9 @@ class IdMap:
     @property
     def new_vocab_size(self) -> int:
         return int(np.count_nonzero(self.array >= 0))
+
+    def __repr__(self) -> str:
+        return f"IdMap({self.source} -> {self.target}: {self.new_vocab_size} ids kept, {len(self._dropped)} dropped)"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: ``{"from": ref, "to": ref, "map": {old: new}, "dropped": [old...]}``."""
