@@ -63,6 +63,8 @@ def test_trimming_a_training_is_the_smaller_training(text, specials, at, extra, 
     assert id_map.new_vocab_size == small.vocab_size
     if at == "start":  # CS336's layout: the kept ids do not change
         assert all(new in (-1, old) for old, new in enumerate(id_map.array.tolist()))
+    same, identity = trim(big, big.vocab_size)
+    assert same == big and identity.array.tolist() == list(range(big.vocab_size)) and not identity.dropped
 
 
 def test_trim_refuses_sizes_below_the_bytes_and_special_tokens_and_above_the_tokenizer():
@@ -111,11 +113,12 @@ def test_trimming_a_token_rule_model_is_tiktoken_with_the_first_ranks(text, cut,
     text=texts(max_pieces=40),
     specials=st.sampled_from(SPECIAL_TOKEN_SETS),
     seed=st.integers(0, 2**32),
-    rule=st.sampled_from(["pair", "token"]),
+    layout=st.sampled_from([("pair", "start"), ("pair", "end"), ("token", "end")]),
 )
-def test_dropping_unused_tokens_keeps_the_corpus_encoding_and_every_text_encodable(text, specials, seed, rule):
+def test_dropping_unused_tokens_keeps_the_corpus_encoding_and_every_text_encodable(text, specials, seed, layout):
     assume(reference_pretoken_counts(text, specials))
-    model = trained(text, 500, specials, "end")
+    rule, at = layout
+    model = trained(text, 500, specials, at)
     if rule == "token":
         model = token_rule(model)
     rng = random.Random(seed)
