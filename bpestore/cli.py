@@ -634,8 +634,8 @@ def _list_row(info: TokenizerInfo) -> list[str]:
 
 def _info_dict(info: TokenizerInfo) -> dict[str, Any]:
     """A tokenizer's metadata as `list --json` and `train --json` print it: with its lineage
-    (``base``: the ref it continues, or None)."""
-    return info.to_dict() | {"base": info.base_ref}
+    (``base``: the ref it continues, or None; ``reshaped_from``: the ref it was trimmed from, or None)."""
+    return info.to_dict() | {"base": info.base_ref, "reshaped_from": info.reshaped_from}
 
 
 
@@ -655,7 +655,8 @@ def _short_source(info: TokenizerInfo) -> str:
 @_db_option
 def list_(as_json: bool, db: str) -> None:
     """List the stored tokenizers, one row per version; CONTINUES (``base`` in --json) names
-    the tokenizer a continued training (``train --from``) started from.
+    the tokenizer a continued training (``train --from``) started from; a tokenizer made by
+    `trim` says what it was trimmed from in CORPUS/SOURCE (``reshaped_from`` in --json).
 
     \b
     Example:
@@ -762,6 +763,8 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     base = (info.training_params or {}).get("base")
     if base:
         fields.append(("continues", base))  # its ids and merges come first
+    if info.reshaped_from:
+        fields.append(("reshaped from", f"{info.reshaped_from} ({(info.training_params or {}).get('how', 'reshaped')}; ids changed: see its id map)"))
     if info.corpus_path:
         fields += [("corpus", info.corpus_path), ("corpus bytes", _number(info.corpus_bytes)), ("corpus sha256", info.corpus_sha256 or "-")]
     if info.training_seconds is not None:
@@ -1404,6 +1407,86 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
     """
     for note in _workflow().export_from_store(db, ref, export_format, output):
         click.echo(note, err=True)
+
+
+# -- trim and remap --------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("ref")
+@click.argument("corpus", metavar="[FILE]...", nargs=-1)
+@click.option("--vocab-size", type=int, default=None, metavar="N", help="Keep the first merges: the tokenizer trained to N tokens.")
+@click.option("--drop-unused", is_flag=True, help="Drop the tokens that encoding the FILEs never uses, and the merges only they need.")
+@click.option("--name", default=None, help="Store the result under this name [default: REF's name, as its next version].")
+@click.option(
+    "--map-out", "map_out", default=None, metavar="PREFIX",
+    help="Write the id map (old id -> new id, -1 for a dropped token) to PREFIX.npy and PREFIX.json "
+    "[default: REF-to-NEWREF.idmap here].",
+)
+@_lock_timeout_option
+@_db_option
+def trim(
+    ref: str, corpus: tuple[str, ...], vocab_size: int | None, drop_unused: bool, name: str | None, map_out: str | None,
+    lock_timeout: float | None, db: str,
+) -> None:
+    """Store a smaller version of a tokenizer, with the map of its ids.
+
+    With --vocab-size N: keep the first merges (a tiktoken-style tokenizer: the lowest ranks),
+    the 256 bytes and the special tokens, N tokens in all; exactly the tokenizer that training to
+    N on the same corpus gives. With --drop-unused FILE...: drop the tokens that encoding the
+    FILEs never uses and the merges only they need; the FILEs encode to the same tokens, and any
+    text still encodes. The kept tokens keep their order (new ids are the old ones, compacted);
+    the id map (NumPy .npy: new_id = map[old_id], -1 for dropped; and JSON) resizes a model's
+    embedding matrix, and `bpestore remap` carries encoded datasets over. Prints the new ref.
+
+    \b
+    Example:
+      bpestore trim ts@2 --vocab-size 8000 --map-out ts-8k
+      bpestore trim ts@2 --drop-unused corpus/ --name ts-small
+    """
+    if (vocab_size is None) == (not drop_unused):
+        raise click.UsageError("give either --vocab-size N or --drop-unused FILE...")
+    if drop_unused and not corpus:
+        raise click.UsageError("--drop-unused needs the corpus FILEs whose tokens to keep")
+    if vocab_size is not None and corpus:
+        raise click.UsageError(f"{corpus[0]}: files are read only with --drop-unused")
+
+    def prefix_for(new_ref: str) -> str:
+        return map_out if map_out is not None else f"{ref}-to-{new_ref}.idmap"
+
+    with Store(db, create=False, lock_timeout=lock_timeout) as store:
+        ref = store.info(ref).ref  # NAME means its latest version: the map's name says which
+        if vocab_size is not None:
+            new_ref, id_map = store.trim(ref, vocab_size, name, map_out=prefix_for)
+        else:
+            new_ref, id_map = store.drop_unused(ref, list(corpus), name, map_out=prefix_for)
+    click.echo(new_ref)
+    kept, dropped = id_map.new_vocab_size, len(id_map.dropped)
+    click.echo(
+        f"{new_ref}: {_number(kept)} tokens, {_number(dropped)} of {id_map.source}'s dropped; "
+        f"id map: {prefix_for(new_ref)}.npy, {prefix_for(new_ref)}.json",
+        err=True,
+    )
+
+
+@main.command()
+@click.argument("id_map", metavar="MAP")
+@click.argument("ids", metavar="IDS.npy")
+@click.option("--output", "-o", required=True, metavar="OUT.npy", help="The remapped ids (uint16 if every new id fits, else uint32).")
+def remap(id_map: str, ids: str, output: str) -> None:
+    """Carry an encoded dataset over to a trimmed tokenizer's ids.
+
+    MAP is the id map `bpestore trim` wrote (its .npy or .json); IDS.npy holds ids of the old
+    tokenizer (as `bpestore encode --output` writes them). An id that the map does not have
+    (outside it, or a token it dropped) is an error naming the id and its position; OUT.npy
+    appears only when complete.
+
+    \b
+    Example:
+      bpestore remap ts@2-to-ts@3.idmap.json train.npy -o train-ts3.npy
+    """
+    count, dtype = _workflow().remap_file(id_map, ids, output)
+    click.echo(f"{_number(count)} ids remapped to {output} ({dtype})", err=True)
 
 
 # -- count -----------------------------------------------------------------------------------------

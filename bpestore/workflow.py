@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
     import numpy.typing as npt
     from .engine import PretokenCounts
+    from .reshape import IdMap, MapPrefix
 
 # What the front ends (the CLI, which may import nothing else of the package: pyproject.toml's
 # contracts) use, the store's names and the encoders' among them.
@@ -59,8 +60,8 @@ __all__ = [
     "FileComparison", "InProcessCounting", "read_counts", "Measurement", "MemoryEstimate",
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
     "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
-    "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "parse_bytes", "short_corpus_path",
-    "summarize_store",
+    "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "parse_bytes", "remap_file",
+    "short_corpus_path", "summarize_store",
     "token_text",
 ]
 
@@ -958,6 +959,98 @@ class Store(ModelStore):
                 found[(ref, file.sha256)] = (evaluation, False)
         rows = evaluating.with_parity(refs, files, reference_index, found)
         return EvaluationResult(refs, files, files[reference_index].label, alpha, rows, stored)
+
+
+    # -- reshaping: a new version derived from a stored one, with its id map -----------------
+
+    def trim(
+        self, ref: str, vocab_size: int, name: str | None = None, *, map_out: MapPrefix | None = None
+    ) -> tuple[str, IdMap]:
+        """Store ``ref`` trimmed to ``vocab_size`` tokens (:func:`bpestore.reshape.trim`: its
+        first merges, or a token-rule tokenizer's lowest ranks; exactly the training to that size
+        from the same counts) as the next version of ``name`` (default: ``ref``'s name). Returns
+        the new ref and the :class:`~bpestore.reshape.IdMap` from ``ref``'s ids to its ids; with
+        ``map_out`` (a path prefix, or a function of the new ref giving one) the map is also written to ``PREFIX.npy`` and ``PREFIX.json``,
+        which appear only if the tokenizer is stored (and it is stored only if they can be
+        written). The lineage is kept in the training parameters (``reshaped_from``, ``how``,
+        ``vocab_size``) and the source (``trimmed from REF``).
+
+        Raises:
+            ValueError: ``vocab_size`` below the 256 bytes and the special tokens, or above the
+                tokenizer's size (checked before anything is written).
+        """
+        from . import reshape
+
+        self.check_writable()
+        info = self.info(ref)
+        check_name(name or info.name)
+        model, id_map = reshape.trim(self.load_model(info.ref), vocab_size)
+        params = {"reshaped_from": info.ref, "how": "trim", "vocab_size": vocab_size}
+        return self._save_reshaped(name or info.name, model, id_map, params, f"trimmed from {info.ref}", map_out)
+
+    def drop_unused(
+        self,
+        ref: str,
+        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        name: str | None = None,
+        *,
+        map_out: MapPrefix | None = None,
+    ) -> tuple[str, IdMap]:
+        """Store ``ref`` without the tokens that encoding ``corpus`` (UTF-8 text files,
+        directories or globs) never uses, nor the merges only they need
+        (:func:`bpestore.reshape.drop_unused`: the corpus encodes to the same tokens, any text
+        still encodes), as the next version of ``name`` (default: ``ref``'s name). Returns the new
+        ref and the id map, written to ``map_out`` as by :meth:`trim`. Lineage: ``reshaped_from``,
+        ``how: "drop-unused"`` and the corpus files in the training parameters."""
+        from . import reshape
+        from .pretokenize.inputs import expand_inputs
+
+        self.check_writable()
+        info = self.info(ref)
+        check_name(name or info.name)
+        files = expand_inputs(corpus)  # every file checked before any is encoded
+        model, id_map = reshape.drop_unused(self.load_model(info.ref), files)
+        params = {"reshaped_from": info.ref, "how": "drop-unused", "corpus": [str(path.resolve()) for path in files]}
+        return self._save_reshaped(name or info.name, model, id_map, params, f"unused tokens of {info.ref} dropped", map_out)
+
+    def _save_reshaped(
+        self, name: str, model: BPEModel, id_map: IdMap, params: dict[str, Any], source: str, map_out: MapPrefix | None
+    ) -> tuple[str, IdMap]:
+        """Save a reshaped model and, with ``map_out``, its id map: the map's files are written
+        beside their names first and appear once the tokenizer is stored (neither without the other)."""
+        from . import reshape
+
+        id_map = id_map.with_refs(params["reshaped_from"], None)
+        if map_out is None:
+            new_ref = self.save(name, model, source=source, training_params=params)
+        else:
+            with reshape.id_map_writer(map_out, id_map) as writer:
+                new_ref = self.save(name, model, source=source, training_params=params)
+                writer.finish(new_ref)
+        return new_ref, id_map.with_refs(params["reshaped_from"], new_ref)
+
+
+def remap_file(
+    map_path: str | os.PathLike[str], ids_path: str | os.PathLike[str], output: str | os.PathLike[str]
+) -> tuple[int, str]:
+    """Write ``ids_path``'s ids (a ``.npy`` that ``encode`` wrote) through the id map at
+    ``map_path`` (its ``.npy`` or ``.json``) to ``output`` (``.npy``, atomic: uint16 when every
+    new id fits, else uint32); returns the number of ids and the dtype. ValueError in one line
+    for an id the map does not have (its position named), or a file that is not what it should be."""
+    import numpy as np
+
+    from . import reshape
+
+    id_map = reshape.load_id_map(map_path)
+    ids = read_npy_ids(ids_path)
+    try:
+        new = reshape.remap(id_map, ids)
+    except ValueError as error:
+        raise ValueError(f"{ids_path}: {error}") from None
+    with atomic_path(output) as temporary:
+        with open(temporary, "xb") as file:
+            np.save(file, new, allow_pickle=False)
+    return len(new), str(new.dtype)
 
 
 def _pattern_of_training(corpus: object, pattern: str | None, base: BPEModel | None) -> str:

@@ -114,6 +114,14 @@ class TokenizerInfo:
         return base if isinstance(base, str) else None
 
     @property
+    def reshaped_from(self) -> str | None:
+        """The ref of the tokenizer this one was reshaped from (``trim``, ``Store.trim`` and
+        ``Store.drop_unused``; kept in its training parameters as ``reshaped_from``, how in
+        ``how``): its lineage. None if it was not reshaped."""
+        origin = (self.training_params or {}).get("reshaped_from")
+        return origin if isinstance(origin, str) else None
+
+    @property
     def pattern_name(self) -> str | None:
         """The name of its pre-tokenizer (``gpt2``, ``cl100k_base``, ``o200k_base``), or None for
         another regex."""

@@ -1,0 +1,349 @@
+"""Reshaping a tokenizer: a model derived from a model, with the map of its ids.
+
+A smaller tokenizer is made from a trained one without training again, and a model's embedding
+matrix follows it through an :class:`IdMap` (old id -> new id, -1 for a dropped token):
+
+- :func:`trim` keeps the first merges (pair rule) or the lowest-ranked tokens (token rule, as
+  tiktoken's: the id is the rank) up to a vocab size; trimming a tokenizer trained to N tokens to M
+  gives exactly the tokenizer trained to M from the same counts.
+- :func:`drop_unused` removes the tokens a corpus never uses and the merges only they need: the
+  corpus encodes to the same tokens (mapped), and every text still encodes.
+
+The tokens kept keep their order: new ids are the old ones compacted (with CS336's special tokens
+first the kept ids do not change; with them last, they move down). :func:`remap` applies a map
+to an encoded dataset.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .atomic import temporary_name
+from .errors import OutputError
+from .model import BPEModel
+from .pretokenize.corpus import iter_text_blocks
+
+__all__ = ["IdMap", "drop_unused", "load_id_map", "remap", "trim"]
+
+
+@dataclass(frozen=True, eq=False)  # (an array does not compare to one bool)
+class IdMap:
+    """The ids of a reshaped tokenizer: ``array[old_id]`` is the token's new id, or -1 if it was
+    dropped (or no token had that id). ``source``/``target``: the refs, when stored. A model's
+    embedding matrix follows with ``embeddings[array >= 0]`` (the kept rows, in their new order)."""
+
+    array: npt.NDArray[np.int64]
+    source: str | None = None
+    target: str | None = None
+    _dropped: tuple[int, ...] = field(default=(), repr=False)
+
+    @property
+    def dropped(self) -> list[int]:
+        """The old ids of the tokens dropped (ids no token had are not among them)."""
+        return list(self._dropped)
+
+    @property
+    def new_vocab_size(self) -> int:
+        return int(np.count_nonzero(self.array >= 0))
+
+    def __repr__(self) -> str:
+        return f"IdMap({self.source} -> {self.target}: {self.new_vocab_size} ids kept, {len(self._dropped)} dropped)"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``{"from": ref, "to": ref, "map": {old: new}, "dropped": [old...]}``."""
+        kept = np.flatnonzero(self.array >= 0)
+        return {
+            "from": self.source,
+            "to": self.target,
+            "map": {str(old): int(self.array[old]) for old in kept.tolist()},
+            "dropped": self.dropped,
+        }
+
+    def with_refs(self, source: str | None, target: str | None) -> IdMap:
+        return replace(self, source=source, target=target)
+
+    def apply(self, ids: npt.ArrayLike) -> npt.NDArray[Any]:
+        """``remap(self, ids)``."""
+        return remap(self, ids)
+
+
+def _id_map(old_ids: Iterable[int], kept: set[int]) -> tuple[dict[int, int], IdMap]:
+    """old -> new for the ``kept`` ids (their order kept, compacted), and the IdMap of it."""
+    old_ids = sorted(old_ids)
+    new_of = {old: new for new, old in enumerate(sorted(kept))}
+    array = np.full(old_ids[-1] + 1, -1, dtype=np.int64)
+    for old, new in new_of.items():
+        array[old] = new
+    return new_of, IdMap(array, _dropped=tuple(old for old in old_ids if old not in kept))
+
+
+def _derived(model: BPEModel, kept: set[int], merges: list[tuple[bytes, bytes]]) -> tuple[BPEModel, IdMap]:
+    new_of, id_map = _id_map(model.vocab, kept)
+    vocab = {new: model.vocab[old] for old, new in new_of.items()}
+    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule), id_map
+
+
+def _fixed_ids(model: BPEModel) -> set[int]:
+    """The ids every reshaped tokenizer keeps: the 256 bytes' and the special tokens'."""
+    byte_ids = {token_id for token_id, token in model.vocab.items() if len(token) == 1}
+    return byte_ids | set(model.special_ids.values())
+
+
+def _check_size(model: BPEModel, vocab_size: object) -> int:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__} ({vocab_size!r})")
+    fixed = len(_fixed_ids(model))
+    if vocab_size < fixed:
+        raise ValueError(
+            f"cannot trim to {vocab_size} tokens: a trim keeps the 256 bytes and the {fixed - 256} special "
+            f"token{'s' if fixed - 256 != 1 else ''}, {fixed} tokens"
+        )
+    if vocab_size > model.vocab_size:
+        raise ValueError(f"cannot trim to {vocab_size} tokens: the tokenizer has only {model.vocab_size}")
+    return vocab_size
+
+
+def trim(model: BPEModel, vocab_size: int) -> tuple[BPEModel, IdMap]:
+    """``model`` cut down to at most ``vocab_size`` tokens, and the map of its ids.
+
+    Pair rule (trained here, GPT-2, Hugging Face): the longest prefix of the merges that fits,
+    with the 256 bytes, the special tokens and the tokens the kept merges make (and use); so
+    trimming a tokenizer trained to N tokens to M gives exactly the one trained to M from the
+    same counts. Tokens that no merge makes (added to an imported vocab, say) are dropped: the
+    result can then be smaller than ``vocab_size``. Token rule (tiktoken's files, where the id is
+    the rank): the bytes, the special tokens and the lowest-ranked other tokens, as many as fit,
+    which is what tiktoken's ranks cut short encode with; the merges kept are those whose tokens
+    are all kept.
+
+    Raises:
+        ValueError: ``vocab_size`` is below the 256 bytes and the special tokens, or above the
+            tokenizer's own size.
+        TypeError: ``vocab_size`` is not an int.
+    """
+    _check_size(model, vocab_size)
+    kept = _fixed_ids(model)
+    id_of = {token: token_id for token_id, token in model.vocab.items()}
+    if model.merge_rule == "pair":
+        merges: list[tuple[bytes, bytes]] = []
+        for left, right in model.merges:
+            more = {id_of[left], id_of[right], id_of[left + right]} - kept
+            if len(kept) + len(more) > vocab_size:
+                break
+            kept |= more
+            merges.append((left, right))
+        return _derived(model, kept, merges)
+    room = vocab_size - len(kept)
+    kept |= set(sorted(set(model.vocab) - kept)[:room])
+    tokens = {model.vocab[token_id] for token_id in kept}
+    merges = [(left, right) for left, right in model.merges if {left, right, left + right} <= tokens]
+    return _derived(model, kept, merges)
+
+
+def used_ids(model: BPEModel, corpus: Iterable[str | os.PathLike[str]]) -> npt.NDArray[np.bool_]:
+    """Which ids encoding ``corpus`` (texts; or, for ``os.PathLike`` items, UTF-8 files read in
+    blocks; CorpusDecodeError names a bad byte's offset) uses: a boolean array indexed by id."""
+    from .encode.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_model(model)
+    used = np.zeros(max(model.vocab) + 1, dtype=np.bool_)
+    for item in corpus:
+        if isinstance(item, str):
+            used[np.asarray(tokenizer.encode(item), dtype=np.int64)] = True
+            continue
+        for block in tokenizer.encode_blocks(iter_text_blocks(item)):
+            used[block] = True
+    return used
+
+
+def _formed_by_token_rule(token: bytes, rank: dict[bytes, int]) -> set[bytes]:
+    """The tokens that encoding ``token``'s bytes by the token rule forms on the way (tiktoken's:
+    the adjacent pair whose concatenation ranks lowest merges first, the leftmost of equals)."""
+    parts = [bytes([byte]) for byte in token]
+    formed = set(parts)
+    while len(parts) > 1:
+        best: tuple[int, int] | None = None
+        for index in range(len(parts) - 1):
+            joined_rank = rank.get(parts[index] + parts[index + 1])
+            if joined_rank is not None and (best is None or joined_rank < best[0]):
+                best = (joined_rank, index)
+        if best is None:
+            break
+        index = best[1]
+        parts[index : index + 2] = [parts[index] + parts[index + 1]]
+        formed.add(parts[index])
+    return formed
+
+
+def drop_unused(model: BPEModel, corpus: Iterable[str | os.PathLike[str]]) -> tuple[BPEModel, IdMap]:
+    """``model`` without the tokens that encoding ``corpus`` (texts, or paths of UTF-8 files)
+    never uses, nor the merges only they need; and the map of its ids.
+
+    Kept: the 256 bytes, the special tokens, the tokens the corpus uses and every token they are
+    made from (pair rule: the parts of each merge making a kept token, recursively; token rule:
+    the tokens formed on the way when the token's bytes are encoded). Every merge the corpus's
+    encoding made is kept, so the corpus encodes to the same tokens (``remap(map, old ids)``),
+    and any text still encodes (into smaller pieces where a dropped token was) and decodes.
+    """
+    used = used_ids(model, corpus)
+    kept = _fixed_ids(model)
+    wanted = [int(token_id) for token_id in np.flatnonzero(used)]
+    id_of = {token: token_id for token_id, token in model.vocab.items()}
+    if model.merge_rule == "pair":
+        parts_of: dict[int, list[int]] = {}
+        for left, right in model.merges:
+            parts_of.setdefault(id_of[left + right], []).extend((id_of[left], id_of[right]))
+        stack = wanted + list(kept)
+        kept = set()
+        while stack:
+            token_id = stack.pop()
+            if token_id not in kept:
+                kept.add(token_id)
+                stack.extend(parts_of.get(token_id, ()))
+        merges = [(left, right) for left, right in model.merges if id_of[left + right] in kept]
+        return _derived(model, kept, merges)
+    specials = set(model.special_ids.values())
+    for token_id in wanted:
+        kept.add(token_id)
+        if token_id not in specials:
+            kept |= {id_of[token] for token in _formed_by_token_rule(model.vocab[token_id], id_of)}
+    tokens = {model.vocab[token_id] for token_id in kept}
+    merges = [(left, right) for left, right in model.merges if {left, right, left + right} <= tokens]
+    return _derived(model, kept, merges)
+
+
+# -- applying and storing maps -------------------------------------------------------------------
+
+
+def remap(id_map: IdMap, ids: npt.ArrayLike) -> npt.NDArray[Any]:
+    """``ids`` (an encoded dataset, of the old tokenizer) as the new tokenizer's ids, vectorized;
+    the dtype is the smallest of uint16 and uint32 that holds every new id (``encode``'s rule).
+
+    Raises:
+        ValueError: an id the map does not have (outside it, or a token it dropped), naming the
+            id and its position in ``ids``.
+    """
+    old = np.asarray(ids)
+    if old.dtype.kind not in "iu":
+        raise ValueError(f"token ids must be integers, not {old.dtype}")
+    old = old.reshape(-1)
+    array = id_map.array
+    outside = (old < 0) | (old >= len(array))
+    if outside.any():
+        position = int(np.argmax(outside))
+        raise ValueError(f"unknown token id {int(old[position])} at position {position}: the map has ids 0..{len(array) - 1}")
+    new = array[old]
+    dropped = new < 0
+    if dropped.any():
+        position = int(np.argmax(dropped))
+        raise ValueError(
+            f"token id {int(old[position])} at position {position} has no new id: "
+            f"{_described(id_map)} dropped it"
+        )
+    dtype = np.uint16 if int(array.max(initial=-1)) < 1 << 16 else np.uint32
+    result: npt.NDArray[Any] = new.astype(dtype)
+    return result
+
+
+def _described(id_map: IdMap) -> str:
+    if id_map.source and id_map.target:
+        return f"the map from {id_map.source} to {id_map.target}"
+    return "the map"
+
+
+def write_id_map(id_map: IdMap, prefix: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Write ``PREFIX.npy`` (the int64 array) and ``PREFIX.json`` (:meth:`IdMap.to_dict`), each
+    appearing only once complete; returns their paths."""
+    with id_map_writer(prefix, id_map) as writer:
+        return writer.finish(id_map.target)
+
+
+MapPrefix = str | os.PathLike[str] | Callable[[str], str | os.PathLike[str]]
+"""Where an id map goes: a path prefix, or a function of the new tokenizer's ref that gives one."""
+
+
+class id_map_writer:  # noqa: N801 - a context manager, used like a function
+    """An id map's two files, written beside their names and renamed into place when the block
+    completes, or removed if it fails: ``with id_map_writer(prefix, id_map) as writer: (store the
+    tokenizer); writer.finish(new_ref)``. The ``.npy`` is written on entry (before the tokenizer
+    is stored: a missing directory or a full disk stops everything first), the ``.json``, which
+    names the new ref, by :meth:`finish`. ``prefix`` may be a function of the new ref."""
+
+    def __init__(self, prefix: MapPrefix, id_map: IdMap) -> None:
+        self._prefix = prefix
+        self._id_map = id_map
+        self._temporaries: list[Path] = []
+        self._paths: tuple[Path, Path] | None = None
+
+    def _prefix_for(self, ref: str) -> Path:
+        return Path(self._prefix(ref) if callable(self._prefix) else self._prefix)
+
+    def __enter__(self) -> id_map_writer:
+        directory = self._prefix_for("new").parent
+        if not directory.is_dir():
+            raise FileNotFoundError(errno.ENOENT, f"cannot write the id map, no directory {directory}", str(directory))
+        self._temporaries = [directory / temporary_name(f"idmap{suffix}") for suffix in (".npy", ".json")]
+        try:
+            with open(self._temporaries[0], "xb") as file:
+                np.save(file, self._id_map.array, allow_pickle=False)
+        except BaseException:
+            self._remove_temporaries()
+            raise
+        return self
+
+    def finish(self, new_ref: str | None) -> tuple[Path, Path]:
+        """Write the ``.json`` (``new_ref`` as ``to``); returns the two paths the files will have."""
+        prefix = self._prefix_for(new_ref or "new")
+        with open(self._temporaries[1], "x", encoding="utf-8") as file:
+            json.dump(self._id_map.with_refs(self._id_map.source, new_ref).to_dict(), file)
+            file.write("\n")
+        self._paths = (Path(f"{prefix}.npy"), Path(f"{prefix}.json"))
+        return self._paths
+
+    def _remove_temporaries(self) -> None:
+        for temporary in self._temporaries:
+            temporary.unlink(missing_ok=True)
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        try:
+            if exc_type is None and self._paths is not None:
+                for temporary, path in zip(self._temporaries, self._paths):
+                    try:
+                        os.replace(temporary, path)
+                    except OSError as error:
+                        raise OutputError(error.errno, error.strerror, str(path)) from None
+        finally:
+            self._remove_temporaries()
+
+
+def load_id_map(path: str | os.PathLike[str]) -> IdMap:
+    """An id map from its ``.npy`` (the array) or ``.json`` file; ValueError in one line naming
+    the file for anything else."""
+    path = Path(path)
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            pairs = {int(old): int(new) for old, new in data["map"].items()}
+            dropped = [int(old) for old in data.get("dropped", [])]
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"{path}: not an id map ({type(error).__name__}: {error})") from None
+        if any(old < 0 for old in [*pairs, *dropped]) or any(new < 0 for new in pairs.values()):
+            raise ValueError(f"{path}: not an id map (negative ids)")
+        array = np.full(max([*pairs, *dropped], default=-1) + 1, -1, dtype=np.int64)
+        for old, new in pairs.items():
+            array[old] = new
+        return IdMap(array, data.get("from"), data.get("to"), tuple(dropped))
+    from .encode.files import read_npy_ids
+
+    array = read_npy_ids(path).astype(np.int64)
+    if (array < -1).any():
+        raise ValueError(f"{path}: not an id map (ids below -1)")
+    return IdMap(array, _dropped=tuple(np.flatnonzero(array < 0).tolist()))
