@@ -1,5 +1,5 @@
 """The explorer's pages: tokenizers, one tokenizer (vocab, merges), versions of names, the
-playground and the diff. Every page only reads the store; tokenizers are named by ``?ref=`` (names
+playground, the diff and the leaderboard of stored evaluations. Every page only reads the store; tokenizers are named by ``?ref=`` (names
 may hold any character but ``@`` and spaces, ``/`` included).
 
 A page is added to the navigation bar by adding its endpoint to :data:`NAVIGATION`."""
