@@ -114,6 +114,7 @@ def page_urls() -> list[str]:
         "/versions?name=en", "/versions?name=mix", "/versions?name=evil", "/versions", "/versions?name=en&name=de&name=en-more",
         f"/playground?t=en@2&t=de@1&t=evil&text={quote(NASTY_TEXT)}",
         "/diff?a=en@1&b=en@2", "/diff?a=en@2&b=de@1", "/diff?a=en@2&b=evil", "/diff?a=evil&b=mix",
+        "/leaderboard",
     ]
 
 
@@ -505,6 +506,109 @@ def test_a_store_at_another_revision_is_refused_not_upgraded(tmp_path):
     assert sha256(db) == before
 
 
+# -- the leaderboard (stored evaluations) --------------------------------------------------------------
+
+PARALLEL = Path(__file__).resolve().parent / "data" / "parallel"
+EVALUATED = ["en.txt", "de.txt", "ru.txt"]
+_CELL = re.compile(r'<td[^>]* data-key="([a-z_]+)" data-value="([^"]*)"')
+
+
+@pytest.fixture(scope="module")
+def eval_store(tmp_path_factory) -> Path:
+    """A store where latin@1 (trained on four Latin-script files) and cyr@1 (on Russian) were
+    evaluated on three of tests/data/parallel's files, and a third tokenizer never was."""
+    db = tmp_path_factory.mktemp("board") / "store.db"
+    with Store(db) as store:
+        store.train([PARALLEL / f"{lang}.txt" for lang in ("en", "de", "fr", "es")], "latin", [300], [], workers=1)
+        store.train(PARALLEL / "ru.txt", "cyr", [290], [], workers=1)
+        store.train(PARALLEL / "en.txt", "unevaluated", [270], [], workers=1)
+        store.evaluate(["latin", "cyr"], [PARALLEL / name for name in EVALUATED])
+    return db
+
+
+@pytest.fixture(scope="module")
+def board_client(eval_store):
+    return create_app(eval_store, allowed_hosts=["localhost"]).test_client()
+
+
+def leaderboard_rows(page: str) -> list[dict[str, str]]:
+    """The leaderboard table's rows, each its cells' data-value by column."""
+    body = page.split('<table id="leaderboard"', 1)[1].split("</table>", 1)[0]
+    return [dict(_CELL.findall(row)) for row in body.split("<tr data-index")[1:]]
+
+
+def heat_map_cells(page: str) -> dict[tuple[str, str], str]:
+    """The parity heat map's shown values, by (tokenizer, file)."""
+    found = re.findall(r'<text class="cell-value [a-z-]+" data-row="([^"]*)" data-column="([^"]*)"[^>]*>([^<]*)</text>', page)
+    return {(row, column): value for row, column, value in found}
+
+
+def test_leaderboard_lists_every_stored_evaluation(eval_store, board_client):
+    before = sha256(eval_store)
+    response = board_client.get("/leaderboard", headers={"Host": "localhost"})
+    assert response.status_code == 200
+    page = response.data.decode()
+    assert '<a href="/leaderboard" aria-current="page">Leaderboard</a>' in page  # in the navigation
+    rows = leaderboard_rows(page)
+    assert sorted((r["tokenizer"], r["file"]) for r in rows) == sorted((t, f) for t in ("latin@1", "cyr@1") for f in EVALUATED)
+    assert "unevaluated@1" not in page
+    with Store(eval_store) as store:
+        for stored in store.evaluations():
+            row = next(r for r in rows if (r["tokenizer"], r["file"]) == (stored.ref, stored.label))
+            assert float(row["bytes_per_token"]) == pytest.approx(stored.bytes_per_token)
+            assert float(row["fertility"]) == pytest.approx(stored.fertility)
+            assert float(row["single_token_word_rate"]) == pytest.approx(stored.single_token_word_rate)
+    # the numbers are shown in the page's one format, and both charts are there with real axes
+    assert re.search(r'<td class="num" data-key="bytes_per_token" data-value="[^"]+">\d\.\d{3}</td>', page)
+    assert page.count('class="bar"') == 2 and 'class="tick x-tick"' in page
+    assert sha256(eval_store) == before
+
+
+def test_leaderboard_sorts_by_a_column(board_client):
+    for column in ("bytes_per_token", "fertility", "parity", "tokenizer"):
+        for order in ("asc", "desc"):
+            page = board_client.get(f"/leaderboard?sort={column}&order={order}", headers={"Host": "localhost"}).data.decode()
+            values = [r[column] for r in leaderboard_rows(page)]
+            assert len(values) == 6
+            key = (lambda v: v.lower()) if column == "tokenizer" else float
+            assert values == sorted(values, key=key, reverse=order == "desc"), (column, order, values)
+            assert f'data-sort="{column}"' in page and ("descending" if order == "desc" else "ascending") in page
+    assert board_client.get("/leaderboard?sort=nope", headers={"Host": "localhost"}).status_code == 400
+    assert board_client.get("/leaderboard?order=up", headers={"Host": "localhost"}).status_code == 400
+
+
+def test_leaderboard_parity_heat_map(eval_store, board_client):
+    page = board_client.get("/leaderboard", headers={"Host": "localhost"}).data.decode()
+    assert '<strong id="reference">en.txt</strong>' in page  # the default: the en* file
+    cells = heat_map_cells(page)
+    assert set(cells) == {(t, f) for t in ("latin@1", "cyr@1") for f in EVALUATED}
+    assert cells[("latin@1", "en.txt")] == cells[("cyr@1", "en.txt")] == "1.00"
+    with Store(eval_store) as store:
+        tokens = {(e.ref, e.label): e.tokens for e in store.evaluations()}
+    assert cells[("latin@1", "ru.txt")] == f"{tokens[('latin@1', 'ru.txt')] / tokens[('latin@1', 'en.txt')]:.2f}"
+    # another reference
+    page = board_client.get("/leaderboard?reference=ru.txt", headers={"Host": "localhost"}).data.decode()
+    cells = heat_map_cells(page)
+    assert cells[("latin@1", "ru.txt")] == cells[("cyr@1", "ru.txt")] == "1.00"
+    assert cells[("cyr@1", "en.txt")] == f"{tokens[('cyr@1', 'en.txt')] / tokens[('cyr@1', 'ru.txt')]:.2f}"
+    assert 'class="legend-swatch"' in page
+    assert board_client.get("/leaderboard?reference=xx.txt", headers={"Host": "localhost"}).status_code == 400
+
+
+def test_leaderboard_of_a_store_without_evaluations(client, tmp_path):
+    """The explorer's store has tokenizers but no evaluations; an empty store neither: both say how."""
+    page = client.get("/leaderboard", headers={"Host": "localhost"}).data.decode()
+    assert 'id="no-evaluations"' in page and "bpestore eval REF... --corpus FILE..." in page
+    with Store(tmp_path / "empty.db"):
+        pass
+    app = create_app(tmp_path / "empty.db", allowed_hosts=["localhost"])
+    try:
+        response = app.test_client().get("/leaderboard", headers={"Host": "localhost"})
+    finally:
+        close_app(app)
+    assert response.status_code == 200 and 'id="no-evaluations"' in response.data.decode()
+
+
 # -- in a real browser ------------------------------------------------------------------------------
 
 
@@ -826,6 +930,50 @@ def test_a_megabyte_of_text_is_cut_quickly(client, store_path):
     assert url.path == "/playground" and parse_qs(url.query) == {"text": ["x" * MAX_TEXT_BYTES], "t": ["en@2", "de@1"]}
     page = client.get(response.headers["X-Playground-Url"], headers={"Host": "localhost"}).data.decode()
     assert 'id="cut-note"' not in page and page.count("x") >= MAX_TEXT_BYTES
+
+
+def test_leaderboard_sorts_when_a_heading_is_clicked(browser, eval_store):
+    """app.js sorts the table in the page, in the server's order, and puts the sorted view's URL
+    in the address bar; no console errors."""
+    from selenium.webdriver.common.by import By
+
+    httpd = make_server(eval_store, "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{httpd.server_port}"
+    try:
+        console_errors(browser)  # clear
+        visit(browser, base + "/leaderboard")
+
+        def column(key: str) -> list[str]:
+            return [cell.get_attribute("data-value") for cell in browser.find_elements(By.CSS_SELECTOR, f'#leaderboard tbody td[data-key="{key}"]')]
+
+        def click(key: str) -> None:
+            browser.find_element(By.CSS_SELECTOR, f'#leaderboard th[data-sort="{key}"] a').click()
+
+        assert browser.execute_script("return document.readyState") == "complete"
+        click("bytes_per_token")
+        values = [float(v) for v in column("bytes_per_token")]
+        assert len(values) == 6 and values == sorted(values)
+        assert urlsplit(browser.current_url).query.startswith("sort=bytes_per_token&order=asc")
+        click("bytes_per_token")  # again: the other way
+        descending = column("bytes_per_token")
+        assert [float(v) for v in descending] == sorted(values, reverse=True)
+        assert browser.find_element(By.CSS_SELECTOR, 'th[data-sort="bytes_per_token"]').get_attribute("aria-sort") == "descending"
+        # the same order as the server's for the URL now in the address bar
+        page = browser.current_url
+        visit(browser, page)
+        assert column("bytes_per_token") == descending
+        click("file")
+        assert column("file") == sorted(column("file"))
+        screenshot(browser, "page-leaderboard.png")
+        assert console_errors(browser) == []
+        own_scripts_only(browser)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        close_app(httpd.app)
+        thread.join(5)
 
 
 def test_screenshots_of_every_page(browser, server):

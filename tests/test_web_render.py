@@ -188,3 +188,21 @@ def test_a_long_text_is_cut_into_blocks_at_line_ends():
         token_ids = [int(i) for i in re.findall(r'data-id="(\d+)"', block)]
         assert len(token_ids) >= CHUNK_TOKENS and TOKENIZER.vocab[token_ids[-1]].endswith(b"\n")
     assert "chunk" not in str(TokenSpans(TOKENIZER).html(ids[:CHUNK_TOKENS]))
+
+
+def test_horizontal_bars_have_an_axis_from_zero():
+    chart = str(svg.horizontal_bars([("a@1", 1.2), ("<b>@1", 3.4)], title="t", x_label="bytes per token"))
+    assert chart.count('class="bar"') == 2 and "&lt;b&gt;@1" in chart and "<b>" not in chart
+    ticks = re.findall(r'class="tick x-tick"[^>]*>([^<]*)<', chart)
+    assert ticks[0] == "0" and float(ticks[-1]) >= 3.4  # round ticks from 0 past the longest bar
+    assert svg.horizontal_bars([], title="t", x_label="x") == ""
+
+
+def test_heat_map_colours_by_value_neutral_at_one():
+    assert svg.diverging_colour(1.0, 4.0) == "#f7f7f7"
+    assert svg.diverging_colour(4.0, 4.0) == svg.diverging_colour(9.0, 4.0) == "#b2182b"  # the end, then clamped
+    assert svg.diverging_colour(0.25, 4.0) == "#2166ac"
+    chart = str(svg.heat_map(["t@1", "u@1"], ["en", "de"], [[1.0, 1.5], [1.0, None]], title="parity", legend_label="parity"))
+    assert chart.count('class="cell"') == 3 and chart.count('class="cell empty"') == 1
+    assert re.findall(r'data-row="t@1" data-column="de"[^>]*>([^<]*)</text>', chart) == ["1.50"]
+    assert chart.count('class="legend-swatch"') == 7 and ">1.00</text>" in chart

@@ -216,3 +216,118 @@ def overlap_bar(only_a: int, shared: int, only_b: int, *, name_a: str, name_b: s
     )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _short(label: str, limit: int) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def horizontal_bars(
+    items: Sequence[tuple[str, float]], *, title: str, x_label: str, digits: int = 3, width: int = 640,
+) -> Markup:
+    """A horizontal bar per ``(label, value)`` (values ≥ 0), in the order given, on an x axis
+    from 0 with round ticks; each bar's value at its end."""
+    if not items:
+        return Markup("")
+    label_chars = min(max(len(label) for label, _ in items), 28)
+    left, right, top, bottom, bar_slot = 16 + 7 * label_chars, 56, 26, 44, 24
+    plot_w, plot_h = width - left - right, bar_slot * len(items)
+    height = top + plot_h + bottom
+    ticks = nice_ticks(0, max(value for _, value in items) or 1)
+    high = ticks[-1]
+
+    def sx(value: float) -> float:
+        return left + plot_w * value / high
+
+    parts = _open(width, height, title)
+    tick_labels = tick_digits(ticks)
+    _axes(
+        parts, left=left, top=top, plot_w=plot_w, plot_h=plot_h, height=height,
+        x_ticks=[(sx(t), number(t, tick_labels)) for t in ticks], y_ticks=[], x_label=x_label, y_label="",
+    )
+    for x in ticks[1:]:
+        parts.append(f'<line class="grid" x1="{sx(x):.1f}" y1="{top}" x2="{sx(x):.1f}" y2="{top + plot_h}" stroke="#e3e3e3"/>')
+    for index, (label, value) in enumerate(items):
+        y = top + bar_slot * index
+        shown = escape(number(value, digits))
+        parts.append(
+            f'<rect class="bar" x="{left}" y="{y + 4}" width="{sx(value) - left:.1f}" height="{bar_slot - 8}" fill="{PALETTE[0]}">'
+            f"<title>{escape(label)}: {shown}</title></rect>"
+        )
+        parts.append(f'<text class="tick y-tick" x="{left - 6}" y="{y + bar_slot / 2 + 4:.1f}" {_FONT} text-anchor="end">{escape(_short(label, 28))}</text>')
+        parts.append(f'<text class="bar-value" x="{sx(value) + 4:.1f}" y="{y + bar_slot / 2 + 4:.1f}" {_FONT}>{shown}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+_COOL, _NEUTRAL, _WARM = (33, 102, 172), (247, 247, 247), (178, 24, 43)
+
+
+def diverging_colour(value: float, spread: float) -> str:
+    """The colour of ``value`` (> 0) on a scale that is neutral at 1, blue below and red above,
+    even in the logarithm: ``1 / spread`` and ``spread`` (> 1) are the ends, beyond them
+    clamped."""
+    t = max(-1.0, min(1.0, math.log(value) / math.log(spread))) if value > 0 else -1.0
+    end = _WARM if t > 0 else _COOL
+    mixed = [round(n + (e - n) * abs(t)) for n, e in zip(_NEUTRAL, end)]
+    return "#{:02x}{:02x}{:02x}".format(*mixed)
+
+
+def _is_dark(colour: str) -> bool:
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return 0.299 * red + 0.587 * green + 0.114 * blue < 140
+
+
+def heat_map(
+    rows: Sequence[str], columns: Sequence[str], values: Sequence[Sequence[float | None]], *,
+    title: str, legend_label: str, digits: int = 2,
+) -> Markup:
+    """A grid of cells, a row per ``rows`` label and a column per ``columns`` label, each
+    coloured by its value (:func:`diverging_colour`: neutral at 1, the scale's ends the most
+    extreme value's ratio to 1, at least 2) and showing it; an empty cell for None. A legend
+    of the scale below. Cells carry ``data-row`` and ``data-column``."""
+    if not rows or not columns:
+        return Markup("")
+    present = [v for line in values for v in line if v is not None and v > 0]
+    spread = max([2.0] + [max(v, 1 / v) for v in present])
+    row_chars = min(max(len(label) for label in rows), 28)
+    column_chars = min(max(len(label) for label in columns), 14)
+    cell_w, cell_h = max(52, 7 * column_chars + 10), 26
+    left, top = 16 + 7 * row_chars, 44
+    steps = [spread ** (k / 3) for k in range(-3, 4)]  # the legend's swatches: 1/spread to spread, even in the logarithm
+    swatch, legend_left = 44, 8 + 7 * min(len(legend_label), 40) + 10
+    width = max(left + cell_w * len(columns) + 12, legend_left + swatch * len(steps) + 8)
+    legend_top = top + cell_h * len(rows) + 18
+    height = legend_top + 44
+    parts = _open(width, height, title)
+    for j, label in enumerate(columns):
+        parts.append(
+            f'<text class="tick x-tick" x="{left + cell_w * (j + 0.5):.1f}" y="{top - 8}" {_FONT} text-anchor="middle">'
+            f"<title>{escape(label)}</title>{escape(_short(label, 14))}</text>"
+        )
+    for i, label in enumerate(rows):
+        y = top + cell_h * i
+        parts.append(f'<text class="tick y-tick" x="{left - 6}" y="{y + cell_h / 2 + 4:.1f}" {_FONT} text-anchor="end"><title>{escape(label)}</title>{escape(_short(label, 28))}</text>')
+        for j, column in enumerate(columns):
+            value = values[i][j]
+            x = left + cell_w * j
+            data = f'data-row="{escape(label)}" data-column="{escape(column)}"'
+            if value is None or value <= 0:
+                parts.append(f'<rect class="cell empty" {data} x="{x}" y="{y}" width="{cell_w}" height="{cell_h}" fill="none" stroke="#ccc"><title>{escape(label)} on {escape(column)}: none</title></rect>')
+                continue
+            colour = diverging_colour(value, spread)
+            shown = escape(number(value, digits))
+            parts.append(
+                f'<rect class="cell" {data} x="{x}" y="{y}" width="{cell_w}" height="{cell_h}" fill="{colour}" stroke="#fff">'
+                f"<title>{escape(label)} on {escape(column)}: {shown}</title></rect>"
+            )
+            ink = "cell-light" if _is_dark(colour) else "cell-dark"
+            parts.append(f'<text class="cell-value {ink}" {data} x="{x + cell_w / 2:.1f}" y="{y + cell_h / 2 + 4:.1f}" {_FONT} text-anchor="middle">{shown}</text>')
+    parts.append(f'<text class="legend" x="8" y="{legend_top + 14}" {_FONT}>{escape(legend_label)}</text>')
+    for k, value in enumerate(steps):
+        x = legend_left + swatch * k
+        colour = diverging_colour(value, spread)
+        parts.append(f'<rect class="legend-swatch" x="{x}" y="{legend_top + 2}" width="{swatch}" height="16" fill="{colour}"/>')
+        parts.append(f'<text class="legend" x="{x + swatch / 2}" y="{legend_top + 32}" {_FONT} text-anchor="middle">{escape(number(value, 2))}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))

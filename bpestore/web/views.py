@@ -1,5 +1,5 @@
 """The explorer's pages: tokenizers, one tokenizer (vocab, merges), versions of names, the
-playground and the diff. Every page only reads the store; tokenizers are named by ``?ref=`` (names
+playground, the diff and the leaderboard of stored evaluations. Every page only reads the store; tokenizers are named by ``?ref=`` (names
 may hold any character but ``@`` and spaces, ``/`` included).
 
 A page is added to the navigation bar by adding its endpoint to :data:`NAVIGATION`."""
@@ -21,6 +21,7 @@ from ..pretokenize.inputs import short_corpus_path, stored_corpus_paths
 from ..store.database import TokenizerInfo
 from ..workflow import diff_tokenizers
 from . import svg
+from .leaderboard import COLUMNS, leaderboard
 from .data import CorpusCounts, Explorer
 from .numbers import number
 from .tokens import TokenSpans, token_html
@@ -43,6 +44,7 @@ NAVIGATION = [
     ("pages.playground", "Playground"),
     ("pages.diff_page", "Diff"),
     ("pages.versions_page", "Versions"),
+    ("pages.leaderboard_page", "Leaderboard"),
 ]
 DIFFERING_CANDIDATES = 5000  # the most frequent words (pre-tokens) searched for different splits
 PAGE_SIZE = 100
@@ -291,6 +293,43 @@ def versions_page() -> str:
         "versions.html", names=names, all_names=all_names, infos=infos, rows=rows, chart=chart, text=text, corpus=corpus,
         max_names=MAX_VERSION_NAMES,
     )
+
+
+# -- leaderboard ---------------------------------------------------------------------------------
+
+
+def _float_argument(name: str) -> float | None:
+    text = request.args.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {text[:40]!r}") from None
+
+
+@pages.route("/leaderboard")
+def leaderboard_page() -> str:
+    """Every stored evaluation (``bpestore eval``): a row per tokenizer and file, sorted by
+    ``?sort=COLUMN&order=asc|desc`` (app.js sorts in the page too); each tokenizer's bytes per
+    token averaged over its files, as bars; and each file's parity against ``?reference=LABEL``
+    as a heat map. ``?alpha=`` picks the Rényi order when several are stored."""
+    order = request.args.get("order", "asc")
+    if order not in ("asc", "desc"):
+        raise ValueError(f"order must be asc or desc, got {order[:40]!r}")
+    board = leaderboard(
+        explorer().store.evaluations(), alpha=_float_argument("alpha"), reference=request.args.get("reference") or None,
+        sort=request.args.get("sort") or "tokenizer", descending=order == "desc",
+    )
+    bars = svg.horizontal_bars(
+        [(ref, mean) for ref, mean, _ in board.mean_bytes_per_token],
+        title="bytes per token, mean over the files each tokenizer was evaluated on", x_label="bytes per token (higher: shorter sequences)",
+    )
+    heat_map = svg.heat_map(
+        board.tokenizers, board.files, board.parity, title=f"parity: tokens over {board.reference}'s, same tokenizer",
+        legend_label="parity (blue: fewer tokens, red: more)",
+    )
+    return render_template("leaderboard.html", board=board, columns=COLUMNS, bars=bars, heat_map=heat_map)
 
 
 # -- playground --------------------------------------------------------------------------------------

@@ -35,7 +35,52 @@ document.addEventListener("DOMContentLoaded", () => {
 
   const form = document.getElementById("playground-form");
   if (form) playground(form);
+
+  const board = document.getElementById("leaderboard");
+  if (board) sortable(board);
 });
+
+// The leaderboard sorts in the page when a heading is clicked: the heading links
+// (?sort=COLUMN&order=asc|desc) do the same on the server without the script, and the
+// address bar gets the clicked link's URL. As the server: rows without a value last, ties in
+// the store's order (data-index).
+function sortable(table) {
+  const body = table.tBodies[0];
+  const headings = Array.from(table.querySelectorAll("th[data-sort]"));
+  table.tHead.addEventListener("click", (event) => {
+    const link = event.target.closest("th[data-sort] a");
+    if (!link) return;
+    event.preventDefault();
+    const heading = link.closest("th");
+    const url = new URL(link.href);
+    const descending = url.searchParams.get("order") === "desc";
+    const key = heading.dataset.sort;
+    const numeric = heading.dataset.type === "num";
+    const valueOf = (row) => row.querySelector(`td[data-key="${key}"]`).dataset.value;
+    const compare = (x, y) => (x < y ? -1 : x > y ? 1 : 0); // (code units, as the server's code points but for emoji)
+    const rows = Array.from(body.rows);
+    const present = rows.filter((row) => valueOf(row) !== "");
+    const missing = rows.filter((row) => valueOf(row) === "");
+    const byIndex = (a, b) => Number(a.dataset.index) - Number(b.dataset.index);
+    present.sort((a, b) => {
+      const x = valueOf(a);
+      const y = valueOf(b);
+      const order = numeric ? Number(x) - Number(y) : compare(x.toLowerCase(), y.toLowerCase());
+      return (descending ? -order : order) || byIndex(a, b);
+    });
+    missing.sort(byIndex);
+    body.append(...present, ...missing);
+    headings.forEach((th) => {
+      const other = th.querySelector("a");
+      const next = new URL(other.href);
+      next.searchParams.set("order", th === heading && !descending ? "desc" : "asc");
+      other.href = next.pathname + next.search;
+      if (th === heading) th.setAttribute("aria-sort", descending ? "descending" : "ascending");
+      else th.removeAttribute("aria-sort");
+    });
+    history.replaceState(null, "", url.pathname + url.search);
+  });
+}
 
 // The playground tokenizes as you type: 250 ms after the last change it posts the form to
 // /playground/tokens and puts the results it answers in the page, and the URL of the same view
