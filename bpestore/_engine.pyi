@@ -281,12 +281,16 @@ class Encoder:
         """The tokens' bytes joined; ValueError naming the first id not in the vocabulary,
         TypeError for an item that is not an integer."""
     def iter_ids(
-        self, iterable: Iterable[str], block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None
+        self, iterable: Iterable[str], block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None,
+        dropout: float | None = None, seed: int | None = None,
     ) -> IdIterator:
         """The ids of the text pieces ``iterable`` yields, one at a time, in constant memory:
         those of ``encode`` of their concatenation (``allowed_special`` as there). TypeError for
         a piece that is not a str."""
-    def stream(self, block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None) -> StreamEncoder:
+    def stream(
+        self, block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None, dropout: float | None = None,
+        seed: int | None = None,
+    ) -> StreamEncoder:
         """An encoder for a stream of text pieces, in constant memory (``allowed_special`` as for
         ``encode``)."""
     def npy_writer(self, path: str | PathLike[str]) -> NpyWriter:
@@ -299,6 +303,8 @@ class Encoder:
         threads: int | None = None,
         progress: Callable[[int], object] | None = None,
         chunk_bytes: int = ...,
+        dropout: float | None = None,
+        seed: int | None = None,
     ) -> int:
         """A UTF-8 file's ids into a 1-D ``.npy`` (dtype ``npy_dtype``), via a hidden
         ``.NAME.PID-HEX.partial`` beside it (not a ``.npy`` until complete) and a rename; returns

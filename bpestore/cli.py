@@ -1015,12 +1015,17 @@ def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> None:
 @click.option("--compact", is_flag=True, help="Print the tokens (as --tokens shows them) on one line, joined by '|'.")
 @click.option("--count", "count_only", is_flag=True, help="Print how many tokens, characters and bytes the input is, and bytes per token, instead of ids.")
 @click.option("--json", "as_json", is_flag=True, help="With --count: print a JSON object.")
+@click.option(
+    "--dropout", type=click.FloatRange(0, 1, max_open=True), default=None, metavar="P",
+    help="BPE-dropout: skip each merge with probability P (0 <= P < 1), for other segmentations of the same text.",
+)
+@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True, help="With --dropout: the seed of its draws.")
 @_quiet_option
 @_db_option
 def encode(
     ref: str, inputs: tuple[str, ...], output: Path | None, output_dir: str | None, dask_address: str | None,
     workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, show_tokens: bool, compact: bool, count_only: bool,
-    as_json: bool, quiet: bool, db: str,
+    as_json: bool, dropout: float | None, seed: int, quiet: bool, db: str,
 ) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
@@ -1044,6 +1049,10 @@ def encode(
     invisible characters \\uNNNN (and a literal \u00b7, \u21b5, \u2192 too). On a terminal,
     tokens alternate in colour (not with NO_COLOR set).
 
+    --dropout P encodes with BPE-dropout (each merge skipped with probability P, the draws
+    seeded by --seed and each pre-token's byte offset): the same seed gives the same ids,
+    whatever --workers.
+
     \b
     Example:
       echo "Hello world" | bpestore encode gpt2
@@ -1053,6 +1062,7 @@ def encode(
       bpestore encode gpt2 train.txt --output train.npy --workers 4
       bpestore encode gpt2 user_input.txt --ordinary
       bpestore encode gpt2 'data/*.txt' --output-dir data-ids/ --dask local
+      bpestore encode gpt2 train.txt --output epoch3.npy --dropout 0.1 --seed 3
     """
     view = "count" if count_only else "compact" if compact else "tokens" if show_tokens else None
     if count_only and (show_tokens or compact):
@@ -1065,11 +1075,17 @@ def encode(
         raise click.UsageError("several INPUTs and --dask need --output-dir (one .npy per input)")
     if output_dir is not None and (output is not None or not inputs or "-" in map(str, inputs)):
         raise click.UsageError("--output-dir takes INPUT files (not stdin), and no --output")
+    if seed and dropout is None:
+        raise click.UsageError("--seed seeds --dropout: give --dropout P with it")
+    if dropout is not None and output_dir is not None:
+        raise click.UsageError("--dropout encodes one INPUT (to stdout or --output), not --output-dir shards")
     tokenizer = _workflow().load_tokenizer(db, ref)
     policy = _special_policy(tokenizer.special_tokens, allowed_special, ordinary, ref)
     if output_dir is not None:
         _encode_shards(tokenizer, ref, list(inputs), output_dir, dask_address, workers, quiet, policy)
         return
+    if dropout is not None:
+        policy = {**policy, "dropout": dropout, "seed": seed}
     input_path = Path(inputs[0]) if inputs else None
     from_stdin = input_path is None or str(input_path) == "-"
     source = sys.stdin.buffer if from_stdin else input_path

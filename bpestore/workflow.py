@@ -1135,18 +1135,22 @@ def encode_to(
     progress: bool = False,
     allowed_special: Literal["all"] | AbstractSet[str] = "all",
     disallowed_special: Literal["all"] | Collection[str] = "all",
+    dropout: float | None = None,
+    seed: int = 0,
 ) -> int:
     """Encode UTF-8 text from ``source`` (a file path or a binary stream such as stdin) into the
     NumPy array file ``output`` (``.npy``); returns the number of ids. A file path is encoded in
     parallel on ``workers`` threads, in bounded memory. ``allowed_special`` and
     ``disallowed_special``: the special-token policy of :meth:`Tokenizer.encode` (another than
-    the default encodes a stream, on one thread)."""
+    the default encodes a stream, on one thread). ``dropout``, ``seed``: BPE-dropout, each
+    pre-token seeded by its offset in the input (the same ids from a file as from a stream)."""
     path = source if isinstance(source, (str, os.PathLike)) else None  # (else a stream)
     if path is not None and allowed_special == "all" and disallowed_special == "all":
-        return encode_file_to_npy(tokenizer, path, output, workers=workers, progress=progress)
+        return encode_file_to_npy(tokenizer, path, output, workers=workers, progress=progress, dropout=dropout, seed=seed)
     with _file_named_in_pattern_errors(path):
         return write_npy_stream(
-            tokenizer, _text_blocks(source, path, progress), output, allowed_special=allowed_special, disallowed_special=disallowed_special
+            tokenizer, _text_blocks(source, path, progress), output, allowed_special=allowed_special, disallowed_special=disallowed_special,
+            dropout=dropout, seed=seed,
         )
 
 
@@ -1157,15 +1161,19 @@ def encode_stream(
     progress: bool = False,
     allowed_special: Literal["all"] | AbstractSet[str] = "all",
     disallowed_special: Literal["all"] | Collection[str] = "all",
+    dropout: float | None = None,
+    seed: int = 0,
 ) -> Iterator[npt.NDArray[np.uint32]]:
     """The ids of UTF-8 text from ``source`` (a file path or a binary stream such as stdin), a
     block at a time, read as they are used (for output that is not an array: text, say; to a
     file, through :func:`atomic_output`, so that an input that turns out to be bad late, a full
-    disk or Ctrl-C leaves no partial file). The special-token policy as for :func:`encode_to`."""
+    disk or Ctrl-C leaves no partial file). The special-token policy and dropout as for
+    :func:`encode_to`."""
     path = source if isinstance(source, (str, os.PathLike)) else None
     with _file_named_in_pattern_errors(path):
         yield from tokenizer.encode_blocks(
-            _text_blocks(source, path, progress), allowed_special=allowed_special, disallowed_special=disallowed_special
+            _text_blocks(source, path, progress), allowed_special=allowed_special, disallowed_special=disallowed_special,
+            dropout=dropout, seed=seed,
         )
 
 
@@ -1198,15 +1206,18 @@ def count_tokens(
     progress: bool = False,
     allowed_special: Literal["all"] | AbstractSet[str] = "all",
     disallowed_special: Literal["all"] | Collection[str] = "all",
+    dropout: float | None = None,
+    seed: int = 0,
 ) -> TokenCount:
     """Encode UTF-8 text from ``source`` (a file path or a binary stream), as :func:`encode_stream`
-    does, and count its tokens, bytes and characters, in bounded memory."""
+    does (dropout included), and count its tokens, bytes and characters, in bounded memory."""
     path = source if isinstance(source, (str, os.PathLike)) else None
     sizes = _Sizes()
     tokens = 0
     with _file_named_in_pattern_errors(path):
         for ids in tokenizer.encode_blocks(
-            _text_blocks(source, path, progress, sizes), allowed_special=allowed_special, disallowed_special=disallowed_special
+            _text_blocks(source, path, progress, sizes), allowed_special=allowed_special, disallowed_special=disallowed_special,
+            dropout=dropout, seed=seed,
         ):
             tokens += len(ids)
     return TokenCount(tokens=tokens, bytes=sizes.bytes, characters=sizes.characters)

@@ -106,3 +106,65 @@ def test_bad_dropout_arguments_are_one_clear_error(trained, options, error, mess
     assert message in str(raised.value)
     with pytest.raises(error):
         tokenizer.encode_batch(["some text"], **options)
+
+
+# -- streams and files: each pre-token seeded by its offset, so any cutting gives the whole text's ids --
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    text=texts(),
+    cuts=st.lists(st.integers(0, 400), max_size=6),
+    block=st.sampled_from([1, 7, 64, 8192]),
+    seed=st.integers(0, 2**64 - 1),
+)
+def test_streams_with_dropout_give_the_whole_texts_ids(rule_and_tokenizer, text, cuts, block, seed):
+    _, tokenizer = rule_and_tokenizer
+    bounds = sorted({0, len(text), *(cut for cut in cuts if cut < len(text))})
+    pieces = [text[start:end] for start, end in zip(bounds, bounds[1:])]
+    whole = tokenizer.encode(text, dropout=0.3, seed=seed)
+    assert list(tokenizer.encode_iterable(iter(pieces), dropout=0.3, seed=seed)) == whole
+    blocks = tokenizer.encode_blocks(iter(pieces), block, dropout=0.3, seed=seed)
+    assert [int(i) for block_ids in blocks for i in block_ids] == whole
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_file_to_npy_with_dropout_gives_the_whole_texts_ids(tmp_path, trained, workers):
+    import numpy as np
+
+    from bpestore.encode.files import encode_file_to_npy
+
+    vocab, merges = trained
+    tokenizer = Tokenizer(vocab, merges, [ENDOFTEXT])
+    text = shared_file("fixtures", "corpus.en").read_text(encoding="utf-8")[:60_000] + ENDOFTEXT + " the end\n"
+    path = tmp_path / "text.txt"
+    path.write_bytes(text.encode("utf-8"))
+    output = tmp_path / f"ids-{workers}.npy"
+    count = encode_file_to_npy(tokenizer, path, output, workers=workers, chunk_bytes=2_000, dropout=0.2, seed=5)
+    ids = np.load(output).tolist()
+    assert count == len(ids)
+    assert ids == tokenizer.encode(text, dropout=0.2, seed=5)
+    assert ids != tokenizer.encode(text)
+
+
+def test_the_command_line_encodes_with_dropout(tmp_path, trained):
+    import numpy as np
+
+    from test_cli import invoke, ok
+
+    vocab, merges = trained
+    db = tmp_path / "s.db"
+    with bpestore.Store(db) as store:
+        store.save("t", Tokenizer(vocab, merges, [ENDOFTEXT]))
+        tokenizer = store.load("t")
+    text = "the lowest, newest and widest words in a test of dropout\n" * 50
+    path = tmp_path / "in.txt"
+    path.write_text(text, encoding="utf-8")
+    expected = tokenizer.encode(text, dropout=0.25, seed=9)
+    printed = ok(invoke("encode", "t", path, "--dropout", "0.25", "--seed", "9", "--db", db))
+    assert [int(word) for word in printed.split()] == expected
+    piped = ok(invoke("encode", "t", "--dropout", "0.25", "--seed", "9", "--db", db, input=text))
+    assert [int(word) for word in piped.split()] == expected
+    output = tmp_path / "ids.npy"
+    ok(invoke("encode", "t", path, "--output", output, "--dropout", "0.25", "--seed", "9", "--workers", "2", "-q", "--db", db))
+    assert np.load(output).tolist() == expected

@@ -79,10 +79,14 @@ class EncoderEngine(Protocol):
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes: ...
 
-    def stream(self, block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None) -> StreamEngine: ...
+    def stream(
+        self, block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None, dropout: float | None = None,
+        seed: int | None = None,
+    ) -> StreamEngine: ...
 
     def iter_ids(
-        self, iterable: Iterable[str], block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None
+        self, iterable: Iterable[str], block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None,
+        dropout: float | None = None, seed: int | None = None,
     ) -> Iterator[int]:
         """The ids of the pieces' concatenation one by one, reading pieces as ids are used."""
 
@@ -96,5 +100,7 @@ class EncoderEngine(Protocol):
         threads: int | None = None,
         progress: Callable[[int], object] | None = None,
         chunk_bytes: int = ...,
+        dropout: float | None = None,
+        seed: int | None = None,
     ) -> int:
         """A UTF-8 file's ids into a 1-D ``.npy`` file; returns the number of ids."""

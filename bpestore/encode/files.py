@@ -56,10 +56,14 @@ def encode_file_to_npy(
     workers: int | None = None,
     progress: bool = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    dropout: float | None = None,
+    seed: int = 0,
 ) -> int:
     """Encode a UTF-8 file into a 1-D ``.npy`` array of ids on ``workers`` threads (default: the
     CPUs); returns the number of ids. Invalid UTF-8 raises CorpusDecodeError naming the first bad
-    byte, and leaves no output."""
+    byte, and leaves no output. ``dropout``, ``seed``: BPE-dropout (see
+    :meth:`Tokenizer.encode`; each pre-token seeded by its offset in the file, so the ids do not
+    depend on ``workers``)."""
     input_path = check_corpus_path(input_path)
     output_path = Path(output_path)
     _check_output_dir(output_path)
@@ -68,7 +72,8 @@ def encode_file_to_npy(
     with progress_bar(progress, size, "encoding", unit="B", unit_scale=True) as bar:
         try:
             return tokenizer._engine.encode_file_to_npy(
-                input_path, output_path, threads=workers or default_workers(), progress=bar.update, chunk_bytes=chunk_bytes
+                input_path, output_path, threads=workers or default_workers(), progress=bar.update, chunk_bytes=chunk_bytes,
+                dropout=dropout, seed=seed,
             )
         except OSError as error:
             raise _named(error, input_path, output_path) from None
@@ -94,7 +99,8 @@ def _named(error: OSError, input_path: str | os.PathLike[str], output_path: Path
 
 def write_npy_stream(tokenizer: Tokenizer, texts: Iterable[str], output_path: str | os.PathLike[str], **policy: Any) -> int:
     """Encode a stream of text (such as stdin) into a 1-D ``.npy`` array; returns the number of ids.
-    ``policy``: ``allowed_special`` and ``disallowed_special``, as for :meth:`Tokenizer.encode`.
+    ``policy``: ``allowed_special``, ``disallowed_special``, ``dropout`` and ``seed``, as for
+    :meth:`Tokenizer.encode_blocks`.
 
     The file is written to a temporary file beside it (see the module's docstring) and renamed
     when complete, so a failure never leaves a truncated array under the requested name.

@@ -331,6 +331,8 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = "all",
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        dropout: float | None = None,
+        seed: int = 0,
     ) -> Iterator[int]:
         """Lazily encode a stream of text (for example a file object, line by line).
 
@@ -340,12 +342,14 @@ class Tokenizer:
         ids, with a small cache of its own. The iterator is the engine's own; pieces are read from
         ``iterable`` only as the ids are used. A piece that is not a str raises TypeError; a
         disallowed string raises DisallowedSpecialTokenError (its position counted from the start
-        of the stream) when the stream reaches it, after the ids before it.
+        of the stream) when the stream reaches it, after the ids before it. ``dropout`` and
+        ``seed``: BPE-dropout as for :meth:`encode` (each pre-token's draws seeded by its byte
+        offset in the stream, so the ids equal ``encode(whole text, dropout=p, seed=s)``).
         """
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         if disallowed:
             iterable = _checked_pieces(iterable, disallowed, "encode_iterable")
-        return self._engine.iter_ids(iterable, allowed_special=allowed)
+        return self._engine.iter_ids(iterable, allowed_special=allowed, dropout=dropout, seed=seed)
 
     def encode_blocks(
         self,
@@ -354,6 +358,8 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = "all",
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        dropout: float | None = None,
+        seed: int = 0,
     ) -> Iterator[npt.NDArray[np.uint32]]:
         """Like :meth:`encode_iterable`, but yields the ids a block at a time as arrays (uint32):
         the fast way through big streams."""
@@ -361,7 +367,7 @@ class Tokenizer:
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         if disallowed:
             iterable = _checked_pieces(iterable, disallowed, "encode_blocks")
-        stream = self._engine.stream(block_bytes=block_chars, allowed_special=allowed)
+        stream = self._engine.stream(block_bytes=block_chars, allowed_special=allowed, dropout=dropout, seed=seed)
         for text in iterable:
             ids = stream.feed(text)
             if ids:

@@ -11,7 +11,7 @@
 //! the chunks before it are still encoded (an earlier one may fail too, and the first failure
 //! in the file is the one reported), those after it are not.
 
-use crate::{AllowedSpecial, Encoder, TokenId};
+use crate::{AllowedSpecial, Dropout, Encoder, TokenId};
 use bpestore_pretokenize::{check_utf8, next_safe_cut, PretokenizeError};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -136,8 +136,32 @@ impl Encoder {
         progress: &mut dyn FnMut(u64) -> bool,
         chunk_bytes: usize,
     ) -> Result<u64, FileError> {
+        self.encode_file_with_dropout(path, output, threads, progress, chunk_bytes, None)
+    }
+
+    /// [`Encoder::encode_file_in_chunks`] with BPE-dropout if `dropout` is given: each piece's
+    /// draws are seeded by its offset in the file, so the ids equal
+    /// [`Encoder::encode_with_dropout`]'s of the whole file's text, whatever the threads and
+    /// chunks.
+    pub fn encode_file_with_dropout(
+        &self,
+        path: &Path,
+        output: &Path,
+        threads: usize,
+        progress: &mut dyn FnMut(u64) -> bool,
+        chunk_bytes: usize,
+        dropout: Option<Dropout>,
+    ) -> Result<u64, FileError> {
+        let dropout = dropout.filter(|dropout| dropout.probability > 0.0);
         let partial = partial_path(output);
-        let result = self.write_npy(path, &partial, threads.max(1), progress, chunk_bytes.max(1));
+        let result = self.write_npy(
+            path,
+            &partial,
+            threads.max(1),
+            progress,
+            chunk_bytes.max(1),
+            dropout,
+        );
         match result {
             Ok(count) => match std::fs::rename(&partial, output) {
                 Ok(()) => Ok(count),
@@ -160,6 +184,7 @@ impl Encoder {
         threads: usize,
         progress: &mut dyn FnMut(u64) -> bool,
         chunk_bytes: usize,
+        dropout: Option<Dropout>,
     ) -> Result<u64, FileError> {
         let mut input = File::open(path)?;
         let file_bytes = input.metadata()?.len();
@@ -203,26 +228,36 @@ impl Encoder {
                                 continue;
                             }
                             let mut ids = Vec::with_capacity(text.len() / 4 + 16);
-                            let encoded =
-                                match self.encode_into(&text, AllowedSpecial::All, cache, &mut ids)
-                                {
-                                    Ok(()) => {
-                                        let mut data = Vec::with_capacity(ids.len() * 4);
-                                        dtype.append(&ids, &mut data);
-                                        Ok(Encoded {
-                                            index,
-                                            text_bytes: text.len(),
-                                            ids: ids.len(),
-                                            data,
-                                        })
-                                    }
-                                    Err(error) => {
-                                        skip_after.fetch_min(index, Ordering::Relaxed);
-                                        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-                                        let error = error.shifted(offset).named("the file".into());
-                                        Err((index, FileError::Pattern(error)))
-                                    }
-                                };
+                            let result = match dropout {
+                                None => {
+                                    self.encode_into(&text, AllowedSpecial::All, cache, &mut ids)
+                                }
+                                Some(dropout) => self.dropout_into(
+                                    &text,
+                                    AllowedSpecial::All,
+                                    dropout,
+                                    (0, offset),
+                                    &mut ids,
+                                ),
+                            };
+                            let encoded = match result {
+                                Ok(()) => {
+                                    let mut data = Vec::with_capacity(ids.len() * 4);
+                                    dtype.append(&ids, &mut data);
+                                    Ok(Encoded {
+                                        index,
+                                        text_bytes: text.len(),
+                                        ids: ids.len(),
+                                        data,
+                                    })
+                                }
+                                Err(error) => {
+                                    skip_after.fetch_min(index, Ordering::Relaxed);
+                                    let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+                                    let error = error.shifted(offset).named("the file".into());
+                                    Err((index, FileError::Pattern(error)))
+                                }
+                            };
                             if done_tx.send(encoded).is_err() {
                                 break;
                             }

@@ -532,10 +532,27 @@ impl Encoder {
             return self.encode(text, allowed);
         }
         let mut out = Vec::with_capacity(text.len() / 2 + 1);
+        self.dropout_into(text, allowed, dropout, (text_index, 0), &mut out)
+            .map_err(|error| EncodeError::MatchFailed(in_text(error, text)))?;
+        Ok(out)
+    }
+
+    /// Appends the ids of `text` with BPE-dropout to `out`; `(text_index, start)`: the text's
+    /// index in its batch and its offset in the stream or file it was cut from (each piece's
+    /// draws are seeded by its offset there, so the ids of a text cut at safe places equal the
+    /// whole text's). If the pattern gives up on a match, the error's offset is in `text`.
+    pub(crate) fn dropout_into(
+        &self,
+        text: &str,
+        allowed: AllowedSpecial<'_>,
+        dropout: Dropout,
+        (text_index, start): (u64, u64),
+        out: &mut Vec<TokenId>,
+    ) -> Result<(), PretokenizeError> {
         let base = text.as_ptr() as usize;
         let mut tokens: Vec<TokenId> = Vec::with_capacity(64);
         let by_token = dropout::ByToken::new(bpe::TokenRanks { vocab: &self.vocab });
-        self.split_specials_into(text, allowed, &mut out, |part, out| {
+        self.split_specials_into(text, allowed, out, |part, out| {
             self.pretokenizer.try_for_each_piece(part, |piece| {
                 let bytes = piece.as_bytes();
                 if let [byte] = bytes {
@@ -543,7 +560,7 @@ impl Encoder {
                     return;
                 }
                 // Pieces borrow from `text`: the address difference is the piece's offset.
-                let offset = (piece.as_ptr() as usize - base) as u64;
+                let offset = start + (piece.as_ptr() as usize - base) as u64;
                 let mut draws = dropout::Draws::new(dropout, text_index, offset);
                 tokens.clear();
                 tokens.extend(bytes.iter().map(|&b| self.vocab.byte_ids[b as usize]));
@@ -556,8 +573,6 @@ impl Encoder {
                 out.extend_from_slice(&tokens);
             })
         })
-        .map_err(|error| EncodeError::MatchFailed(in_text(error, text)))?;
-        Ok(out)
     }
 
     /// [`Encoder::encode_with_dropout`] of each text (its index in `texts` seeding its draws),

@@ -1,7 +1,7 @@
 //! Encoding a stream of text pieces in constant memory, with the same ids as the whole text.
 
 use crate::cache::PieceCache;
-use crate::{AllowedSpecial, EncodeError, Encoder, TokenId};
+use crate::{AllowedSpecial, Dropout, EncodeError, Encoder, TokenId};
 use bpestore_pretokenize::{last_safe_cut, SpecialTokens};
 
 /// Text is gathered until about this many bytes wait, then encoded up to the last safe cut.
@@ -30,6 +30,9 @@ pub struct StreamState {
     /// When only some of the encoder's special tokens are recognised (none, if empty): those,
     /// and the matcher the cuts must respect. None: all of them.
     only: Option<(Vec<String>, SpecialTokens)>,
+    /// BPE-dropout, if asked for: each piece's draws are seeded by its offset in the stream, so
+    /// the ids equal [`Encoder::encode_with_dropout`]'s of the whole text.
+    dropout: Option<Dropout>,
 }
 
 impl Default for StreamState {
@@ -54,7 +57,15 @@ impl StreamState {
             threshold: block,
             cache: None,
             only: None,
+            dropout: None,
         }
+    }
+
+    /// This stream, encoded with BPE-dropout (a probability of 0: without).
+    #[must_use]
+    pub fn with_dropout(mut self, dropout: Dropout) -> StreamState {
+        self.dropout = (dropout.probability > 0.0).then_some(dropout);
+        self
     }
 
     /// An empty stream that recognises only the special tokens `allowed` (each one of the
@@ -113,14 +124,17 @@ impl StreamState {
             .get_or_insert_with(|| PieceCache::new(STREAM_CACHE_ENTRIES));
         let mut ids = Vec::with_capacity(end / 4 + 1);
         let text = &self.pending[..end];
+        let (dropout, start) = (self.dropout, self.encoded);
+        let mut encode = |allowed: AllowedSpecial<'_>| match dropout {
+            None => encoder.encode_into(text, allowed, cache, &mut ids),
+            Some(dropout) => encoder.dropout_into(text, allowed, dropout, (0, start), &mut ids),
+        };
         let result = match &self.only {
-            None => encoder.encode_into(text, AllowedSpecial::All, cache, &mut ids),
-            Some((allowed, _)) if allowed.is_empty() => {
-                encoder.encode_into(text, AllowedSpecial::None, cache, &mut ids)
-            }
+            None => encode(AllowedSpecial::All),
+            Some((allowed, _)) if allowed.is_empty() => encode(AllowedSpecial::None),
             Some((allowed, _)) => {
                 let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
-                encoder.encode_into(text, AllowedSpecial::Only(&allowed), cache, &mut ids)
+                encode(AllowedSpecial::Only(&allowed))
             }
         };
         let encoded = usize::try_from(self.encoded).unwrap_or(usize::MAX);

@@ -122,12 +122,18 @@ fn pair_merges_from_ranks<'py>(
 
 /// The engine's rule for dropout's arguments: a probability in [0, 1) (1 would merge nothing, and
 /// a text of bytes is no regularisation) and a seed that is an int in [0, 2**64).
-fn checked_dropout(probability: f64, seed: &Bound<'_, PyAny>) -> PyResult<Dropout> {
+fn checked_dropout(probability: f64, seed: Option<&Bound<'_, PyAny>>) -> PyResult<Dropout> {
     if !(0.0..1.0).contains(&probability) {
         return Err(PyValueError::new_err(format!(
             "dropout must be a probability in [0, 1), got {probability}"
         )));
     }
+    let Some(seed) = seed else {
+        return Ok(Dropout {
+            probability,
+            seed: 0,
+        });
+    };
     if seed.is_instance_of::<PyBool>() || !seed.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!(
             "seed must be an int, not {} ({})",
@@ -159,6 +165,17 @@ fn batch_of(
         return Err(PyValueError::new_err("num_threads must be at least 1"));
     }
     Ok((texts, threads))
+}
+
+/// `dropout` and `seed` given as keywords that may be left out: None without a probability (the
+/// seed then defaults to 0), else [`checked_dropout`]'s.
+fn optional_dropout(
+    dropout: Option<f64>,
+    seed: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Dropout>> {
+    dropout
+        .map(|probability| checked_dropout(probability, seed))
+        .transpose()
 }
 
 fn default_threads() -> usize {
@@ -383,7 +400,7 @@ impl PyEncoder {
         allowed_special: Option<&Bound<'py, PyAny>>,
         text_index: u64,
     ) -> PyResult<Bound<'py, PyList>> {
-        let dropout = checked_dropout(dropout, seed)?;
+        let dropout = checked_dropout(dropout, Some(seed))?;
         let allowed = Allowed::from_py(allowed_special)?;
         let encoder = Arc::clone(&self.inner);
         let ids = py
@@ -408,7 +425,7 @@ impl PyEncoder {
         num_threads: Option<usize>,
         allowed_special: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let dropout = checked_dropout(dropout, seed)?;
+        let dropout = checked_dropout(dropout, Some(seed))?;
         let allowed = Allowed::from_py(allowed_special)?;
         let (texts, threads) = batch_of(texts, num_threads)?;
         let encoder = Arc::clone(&self.inner);
@@ -491,45 +508,44 @@ impl PyEncoder {
     /// A stream encoder: `feed(text)` returns the ids up to the last safe cut, `finish()` the
     /// rest; together they give the ids of the whole text, however it was cut. Text is encoded
     /// once about `block_bytes` wait (tests make it small, to cut often).
-    /// `allowed_special` as for `encode`.
-    #[pyo3(signature = (block_bytes = DEFAULT_STREAM_BLOCK, allowed_special = None))]
+    /// `allowed_special` as for `encode`; `dropout` and `seed` as for `encode_dropout` (each
+    /// piece seeded by its offset in the stream: the ids are the whole text's).
+    #[pyo3(signature = (block_bytes = DEFAULT_STREAM_BLOCK, allowed_special = None, dropout = None, seed = None))]
     fn stream(
         &self,
         block_bytes: usize,
         allowed_special: Option<&Bound<'_, PyAny>>,
+        dropout: Option<f64>,
+        seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyStreamEncoder> {
         Ok(PyStreamEncoder {
             encoder: Arc::clone(&self.inner),
-            state: self.stream_state(block_bytes, allowed_special)?,
+            state: self.stream_state(block_bytes, allowed_special, dropout, seed)?,
         })
     }
 
     /// The ids of the text pieces `iterable` yields (a file object, lines), one at a time as
     /// `encode` of their concatenation would give them, in constant memory: pieces are gathered
     /// until about `block_bytes` wait, then encoded up to the last safe cut.
-    /// `allowed_special` as for `encode`.
-    #[pyo3(signature = (iterable, block_bytes = DEFAULT_STREAM_BLOCK, allowed_special = None))]
+    /// `allowed_special` as for `encode`; `dropout` and `seed` as for `stream`.
+    #[pyo3(signature = (iterable, block_bytes = DEFAULT_STREAM_BLOCK, allowed_special = None, dropout = None, seed = None))]
     fn iter_ids(
         &self,
         iterable: &Bound<'_, PyAny>,
         block_bytes: usize,
         allowed_special: Option<&Bound<'_, PyAny>>,
+        dropout: Option<f64>,
+        seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyIdIterator> {
         Ok(PyIdIterator {
             encoder: Arc::clone(&self.inner),
-            state: self.stream_state(block_bytes, allowed_special)?,
+            state: self.stream_state(block_bytes, allowed_special, dropout, seed)?,
             source: Some(iterable.try_iter()?.unbind()),
             ids: Vec::new(),
             next: 0,
         })
     }
 
-    /// Encodes the UTF-8 file `path` into the `.npy` file `output` (uint16 if every id fits,
-    /// else uint32) on `threads` threads (default: the CPUs); returns the number of ids.
-    /// `progress(n)` is called with the number of input bytes done. Invalid UTF-8 raises
-    /// `bpestore.errors.CorpusDecodeError`, a pattern that gives up on a match
-    /// `bpestore.errors.PatternError` (naming `path` and the byte offset in it); nothing is
-    /// left at `output` on failure.
     /// A new `.npy` file at `path` (an error if one exists) for this vocabulary's ids (uint16
     /// when every id fits, else uint32), written a block at a time (`NpyWriter`).
     fn npy_writer(&self, path: std::path::PathBuf) -> PyResult<PyNpyWriter> {
@@ -540,7 +556,15 @@ impl PyEncoder {
         })
     }
 
-    #[pyo3(signature = (path, output, threads = None, progress = None, chunk_bytes = DEFAULT_CHUNK_BYTES))]
+    /// Encodes the UTF-8 file `path` into the `.npy` file `output` (uint16 if every id fits,
+    /// else uint32) on `threads` threads (default: the CPUs); returns the number of ids.
+    /// `progress(n)` is called with the number of input bytes done. Invalid UTF-8 raises
+    /// `bpestore.errors.CorpusDecodeError`, a pattern that gives up on a match
+    /// `bpestore.errors.PatternError` (naming `path` and the byte offset in it); nothing is
+    /// left at `output` on failure. `dropout` and `seed` as for `stream` (each piece seeded by
+    /// its offset in the file: the ids do not depend on threads or chunks).
+    #[pyo3(signature = (path, output, threads = None, progress = None, chunk_bytes = DEFAULT_CHUNK_BYTES, dropout = None, seed = None))]
+    #[allow(clippy::too_many_arguments)] // (Python's keyword arguments, each optional)
     fn encode_file_to_npy(
         &self,
         py: Python<'_>,
@@ -549,7 +573,10 @@ impl PyEncoder {
         threads: Option<usize>,
         progress: Option<Py<PyAny>>,
         chunk_bytes: usize,
+        dropout: Option<f64>,
+        seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
+        let dropout = optional_dropout(dropout, seed)?;
         let threads = threads.unwrap_or_else(default_threads);
         if threads == 0 {
             return Err(PyValueError::new_err("threads must be at least 1"));
@@ -574,8 +601,14 @@ impl PyEncoder {
                     }
                 })
             };
-            let result =
-                encoder.encode_file_in_chunks(&input, &output, threads, &mut on_chunk, chunk_bytes);
+            let result = encoder.encode_file_with_dropout(
+                &input,
+                &output,
+                threads,
+                &mut on_chunk,
+                chunk_bytes,
+                dropout,
+            );
             (result, stopped)
         });
         match result {
@@ -619,8 +652,11 @@ impl PyEncoder {
         &self,
         block_bytes: usize,
         allowed_special: Option<&Bound<'_, PyAny>>,
+        dropout: Option<f64>,
+        seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<StreamState> {
-        Ok(match Allowed::from_py(allowed_special)? {
+        let dropout = optional_dropout(dropout, seed)?;
+        let state = match Allowed::from_py(allowed_special)? {
             Allowed::All => StreamState::with_block(block_bytes),
             Allowed::Only(tokens) => {
                 // Only the encoder's own special tokens: another string is ordinary text, and
@@ -630,6 +666,10 @@ impl PyEncoder {
                     tokens.into_iter().filter(|t| known.contains(t)).collect();
                 StreamState::with_allowed(block_bytes, &tokens)
             }
+        };
+        Ok(match dropout {
+            Some(dropout) => state.with_dropout(dropout),
+            None => state,
         })
     }
 
