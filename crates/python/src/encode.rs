@@ -325,13 +325,7 @@ impl PyEncoder {
                     allowed.with(|allowed| encoder.encode_batch_allowed(&refs, threads, allowed))
                 })
                 .map_err(|error| batch_error(py, error))?;
-            let lists = without_gc(py, || {
-                batches
-                    .into_iter()
-                    .map(|ids| self.ints.list(py, &ids))
-                    .collect::<PyResult<Vec<_>>>()
-            })?;
-            return PyList::new(py, lists);
+            return self.lists(py, batches);
         }
         // The lists are made here, under the GIL, while the threads encode the rest: making
         // them takes a fifth of the one-thread time, which would otherwise follow the threads.
@@ -437,13 +431,7 @@ impl PyEncoder {
                 })
             })
             .map_err(|error| batch_error(py, error))?;
-        let lists = without_gc(py, || {
-            batches
-                .into_iter()
-                .map(|ids| self.ints.list(py, &ids))
-                .collect::<PyResult<Vec<_>>>()
-        })?;
-        PyList::new(py, lists)
+        self.lists(py, batches)
     }
 
     /// The ids of `text` (`allowed_special` as for `encode`) and each one's `(start, end)`
@@ -647,6 +635,21 @@ impl PyEncoder {
 }
 
 impl PyEncoder {
+    /// A batch's ids as a list of lists of ints (the collector paused meanwhile).
+    fn lists<'py>(
+        &self,
+        py: Python<'py>,
+        batches: Vec<Vec<TokenId>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let lists = without_gc(py, || {
+            batches
+                .into_iter()
+                .map(|ids| self.ints.list(py, &ids))
+                .collect::<PyResult<Vec<_>>>()
+        })?;
+        PyList::new(py, lists)
+    }
+
     /// A stream's state recognising the special tokens `allowed_special` (as for `encode`).
     fn stream_state(
         &self,
