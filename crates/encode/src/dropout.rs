@@ -141,9 +141,10 @@ fn merge(rule: &impl Candidates, tokens: &mut Vec<TokenId>, draws: &mut Draws) {
     }
 }
 
-/// Steps 2-4 on arrays: each pair's rank is kept from walk to walk (looked up again only
-/// beside a merge), and a walk takes the smallest (rank, position) not yet dropped, a scan of
-/// the handful of pairs a piece of natural text has.
+/// Steps 2-4 on small arrays: tokens stay where their first byte is, linked to their live
+/// neighbours (no shifting), and each pair's rank is kept from walk to walk (looked up again only
+/// beside a merge); a walk scans the ranks for the smallest (rank, position) not yet dropped, a
+/// handful of pairs for a piece of natural text.
 fn merge_short(rule: &impl Candidates, tokens: &mut Vec<TokenId>, draws: &mut Draws) {
     let n = tokens.len();
     if n > LONG_PIECE {
@@ -152,26 +153,27 @@ fn merge_short(rule: &impl Candidates, tokens: &mut Vec<TokenId>, draws: &mut Dr
     if n < 2 {
         return;
     }
-    const _: () = assert!(LONG_PIECE < 64); // a walk's dropped pairs are the bits of a u64
-                                            // ranks[i], merged[i]: the pair (tokens[i], tokens[i + 1]).
+    // A walk's dropped pairs are the bits of a u64; positions fit a u8.
+    const _: () = assert!(LONG_PIECE < 64);
+    const END: u8 = u8::MAX;
+    // next[i], prev[i]: the live tokens around the live token at i (END: none). ranks[i],
+    // merged[i]: the pair (i, next[i]); NONE where there is none (a dead position included).
+    let mut next = [END; LONG_PIECE];
+    let mut prev = [END; LONG_PIECE];
     let mut ranks = [NONE; LONG_PIECE];
     let mut merged = [0 as TokenId; LONG_PIECE];
-    let look_up =
-        |tokens: &[TokenId], ranks: &mut [u32], merged: &mut [TokenId], i: usize| match rule
-            .pair(tokens[i], tokens[i + 1])
-        {
-            Some((rank, result)) => (ranks[i], merged[i]) = (rank, result),
-            None => ranks[i] = NONE,
-        };
     for i in 0..n - 1 {
-        look_up(tokens, &mut ranks, &mut merged, i);
+        next[i] = (i + 1) as u8;
+        prev[i + 1] = i as u8;
+        if let Some((rank, result)) = rule.pair(tokens[i], tokens[i + 1]) {
+            (ranks[i], merged[i]) = (rank, result);
+        }
     }
-    let mut len = n;
-    while len > 1 {
+    loop {
         let mut dropped: u64 = 0;
         let chosen = loop {
             let (mut best, mut at) = (NONE, 0);
-            for (i, &rank) in ranks[..len - 1].iter().enumerate() {
+            for (i, &rank) in ranks[..n - 1].iter().enumerate() {
                 if rank < best && dropped & (1 << i) == 0 {
                     (best, at) = (rank, i);
                 }
@@ -185,24 +187,36 @@ fn merge_short(rule: &impl Candidates, tokens: &mut Vec<TokenId>, draws: &mut Dr
             dropped |= 1 << at;
         };
         let Some(at) = chosen else { break };
+        // The token at `at` becomes the merge; its right neighbour goes.
+        let gone = next[at] as usize;
         tokens[at] = merged[at];
-        // Token at + 1 goes: the tokens after it and the pairs after (at + 1, at + 2) move left.
-        tokens.copy_within(at + 2..len, at + 1);
-        if at + 2 < len {
-            ranks.copy_within(at + 2..len - 1, at + 1);
-            merged.copy_within(at + 2..len - 1, at + 1);
+        ranks[gone] = NONE;
+        let after = next[gone];
+        next[at] = after;
+        ranks[at] = NONE;
+        if after != END {
+            prev[after as usize] = at as u8;
+            if let Some((rank, result)) = rule.pair(tokens[at], tokens[after as usize]) {
+                (ranks[at], merged[at]) = (rank, result);
+            }
         }
-        len -= 1;
-        if at + 1 < len {
-            look_up(tokens, &mut ranks, &mut merged, at);
-        } else {
-            ranks[at] = NONE;
-        }
-        if at > 0 {
-            look_up(tokens, &mut ranks, &mut merged, at - 1);
+        let before = prev[at];
+        if before != END {
+            let before = before as usize;
+            ranks[before] = NONE;
+            if let Some((rank, result)) = rule.pair(tokens[before], tokens[at]) {
+                (ranks[before], merged[before]) = (rank, result);
+            }
         }
     }
-    tokens.truncate(len);
+    // The live tokens, in order (position 0 is always live: a merge removes the right token).
+    let (mut write, mut read) = (0, 0);
+    while read != END as usize {
+        tokens[write] = tokens[read];
+        write += 1;
+        read = next[read] as usize;
+    }
+    tokens.truncate(write);
 }
 
 /// Steps 2-4 with a heap of (rank, position) over a linked list: popping in order is walking;
