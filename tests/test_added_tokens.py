@@ -266,3 +266,12 @@ def test_cli_add_tokens_errors_are_one_line_and_store_nothing(tmp_path, monkeypa
     assert invoke("add-tokens", "ts", "--db", db).exit_code != 0  # no TOKEN
     assert sorted(path.name for path in tmp_path.iterdir()) == before
     assert [info.ref for info in Store(db).list()] == ["ts@1"]
+
+
+def test_a_shard_fingerprint_tells_added_tokens_apart(base):
+    from bpestore.encode.shards import fingerprint
+
+    # " the" keeps its id: the vocab is the same, the ids of a text are not.
+    plain, same_vocab = Tokenizer.from_model(base), Tokenizer.from_model(add_tokens(base, [" the"])[0])
+    assert same_vocab.vocab == plain.vocab and same_vocab.encode(" ther") != plain.encode(" ther")
+    assert fingerprint(same_vocab) != fingerprint(plain)
