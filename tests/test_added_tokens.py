@@ -213,6 +213,7 @@ def test_hf_export_marks_them_not_special_and_encodes_the_same(tmp_path, added):
     loaded = hf.Tokenizer.from_file(str(path))
     text = "call <tool_call>run</tool_call> and<tool myword the theory 日本語" + ENDOFTEXT + " myword"
     assert loaded.encode(text).ids == tokenizer.encode(text)
+    assert loaded.decode(tokenizer.encode(text), skip_special_tokens=False) == text
     back = Tokenizer.from_format("hf", path)
     assert (back.vocab, back.merges, back.special_ids, back.added_ids) == (added.vocab, added.merges, added.special_ids, added.added_ids)
 
