@@ -222,6 +222,13 @@ def test_hf_export_marks_them_not_special_and_encodes_the_same(tmp_path, added):
 def test_formats_that_cannot_mark_added_tokens_say_so(tmp_path, added, format):
     notes = Tokenizer.from_model(added).export(format, tmp_path / "out")
     assert any("cannot mark added tokens" in note and "bpestore add-tokens" in note for note in notes)
+    # Written as ordinary tokens at their ids: add-tokens after an import restores them exactly.
+    if format == "gpt2":
+        back = Tokenizer.from_format("gpt2", tmp_path / "out" / "vocab.json", tmp_path / "out" / "merges.txt", special_tokens=[ENDOFTEXT])
+        assert add_tokens(back.model, ADDED)[0] == added
+    else:
+        back = Tokenizer.from_format("tiktoken", tmp_path / "out", added.pattern, special_tokens=added.special_ids)
+        assert add_tokens(back.model, ADDED)[0].added_ids == added.added_ids
 
 
 # -- the command line ------------------------------------------------------------------------------
