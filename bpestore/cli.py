@@ -656,7 +656,7 @@ def _short_source(info: TokenizerInfo) -> str:
 def list_(as_json: bool, db: str) -> None:
     """List the stored tokenizers, one row per version; CONTINUES (``base`` in --json) names
     the tokenizer a continued training (``train --from``) started from; a tokenizer made by
-    `trim` says what it was trimmed from in CORPUS/SOURCE (``reshaped_from`` in --json).
+    `trim` or `add-tokens` says what it was made from in CORPUS/SOURCE (``reshaped_from`` in --json).
 
     \b
     Example:
@@ -755,6 +755,7 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         ("vocab size", _number(info.vocab_size)),
         ("merges", _number(info.num_merges)),
         ("special tokens", ", ".join(info.special_tokens) or "-"),
+        *([("added tokens", ", ".join(map(repr, info.added_tokens)))] if info.added_tokens else []),
         ("merge rule", info.merge_rule),
         ("pattern", _pattern_shown(info.pattern)),
         ("source", info.source),
@@ -764,7 +765,9 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     if base:
         fields.append(("continues", base))  # its ids and merges come first
     if info.reshaped_from:
-        fields.append(("reshaped from", f"{info.reshaped_from} ({(info.training_params or {}).get('how', 'reshaped')}; ids changed: see its id map)"))
+        how = (info.training_params or {}).get("how", "reshaped")
+        changed = "old ids kept" if how == "add-tokens" else "ids changed"
+        fields.append(("reshaped from", f"{info.reshaped_from} ({how}; {changed}: see its id map)"))
     if info.corpus_path:
         fields += [("corpus", info.corpus_path), ("corpus bytes", _number(info.corpus_bytes)), ("corpus sha256", info.corpus_sha256 or "-")]
     if info.training_seconds is not None:
@@ -1480,6 +1483,56 @@ def trim(
     kept, dropped = id_map.new_vocab_size, len(id_map.dropped)
     click.echo(
         f"{new_ref}: {_number(kept)} tokens, {_number(dropped)} of {id_map.source}'s dropped; "
+        f"id map: {prefix_for(new_ref)}.npy, {prefix_for(new_ref)}.json",
+        err=True,
+    )
+
+
+@main.command("add-tokens")
+@click.argument("ref")
+@click.argument("tokens", metavar="TOKEN...", nargs=-1, required=True)
+@click.option("--name", default=None, help="Store the result under this name [default: REF's name, as its next version].")
+@click.option(
+    "--map-out", "map_out", default=None, metavar="PREFIX",
+    help="Write the id map (old id -> new id: the identity; and the added tokens' ids) to PREFIX.npy and PREFIX.json "
+    "[default: REF-to-NEWREF.idmap here].",
+)
+@_lock_timeout_option
+@_db_option
+def add_tokens(ref: str, tokens: tuple[str, ...], name: str | None, map_out: str | None, lock_timeout: float | None, db: str) -> None:
+    """Store a version of a tokenizer with added tokens, and the map of its ids.
+
+    An added token (Hugging Face's non-special added token) is a string that encoding always cuts
+    out of the text and encodes as its own id, as it does special tokens (longest first, before
+    pre-tokenization), but it is an ordinary token: `encode --ordinary` and `--allowed-special
+    none` (Python's encode_ordinary, allowed_special=set()) still encode it whole. A
+    token new to the vocab gets the next id after the largest, in the order given; one whose bytes
+    are already a token keeps that token's id. The old ids do not change: the id map (written for
+    the lineage and the tooling, as `trim` writes it) is the identity, and its JSON names each
+    added token's id, the rows to add to a model's embedding matrix. Refused: an empty token, one
+    given twice, a special token. Prints the new ref.
+
+    
+    Example:
+      bpestore add-tokens ts@2 '<tool_call>' '</tool_call>' ' myword' --map-out ts-tools
+    """
+
+    def prefix_for(new_ref: str) -> str:
+        return map_out if map_out is not None else f"{ref}-to-{new_ref}.idmap"
+
+    with Store(db, create=False, lock_timeout=lock_timeout) as store:
+        ref = store.info(ref).ref  # NAME means its latest version: the map's name says which
+        new_ref, id_map = store.add_tokens(ref, list(tokens), name, map_out=prefix_for)
+    click.echo(new_ref)
+    for token in dict.fromkeys(tokens):
+        token_id = id_map.added[token]
+        if token_id < len(id_map.array) and id_map.array[token_id] >= 0:
+            what = "already a token of the vocab: keeps its id, now encoded whole"
+        else:
+            what = "new"
+        click.echo(f"{token_id}\t{_readable(token.encode('utf-8'))}\t{what}", err=True)
+    click.echo(
+        f"{new_ref}: {_number(id_map.new_vocab_size)} tokens, {_number(len(id_map.new_ids))} new; "
         f"id map: {prefix_for(new_ref)}.npy, {prefix_for(new_ref)}.json",
         err=True,
     )

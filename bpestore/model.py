@@ -58,6 +58,13 @@ class BPEModel:
             of one uncovered (see :func:`check_pattern`).
         merge_rule: ``"pair"`` (GPT-2, CS336, Hugging Face: lowest-ranked merge first) or
             ``"token"`` (tiktoken: lowest-ranked resulting token first; a token's rank is its id).
+        added_tokens: user-defined tokens (Hugging Face's non-special "added tokens", ``bpestore
+            add-tokens``): non-empty strings that encoding always cuts out of the text and encodes
+            whole, as it does special tokens (longest first, before pre-tokenization), but that
+            are ordinary: no special-token policy refuses them or encodes them as text. Ids as for
+            special tokens, after theirs: a token whose bytes are already in the vocab keeps that
+            id, another gets the next free id, in the order given. Repeats are dropped; one that is
+            also a special token is refused.
 
     Raises:
         TypeError: an argument (or a token, id or merge in it) of the wrong type, named.
@@ -69,7 +76,9 @@ class BPEModel:
     special_tokens: list[str] = field(default_factory=list)
     pattern: str = GPT2_PATTERN
     merge_rule: MergeRule = "pair"
+    added_tokens: list[str] = field(default_factory=list)
     special_ids: dict[str, int] = field(init=False, compare=False)
+    added_ids: dict[str, int] = field(init=False, compare=False)
 
     def __init__(
         self,
@@ -78,6 +87,7 @@ class BPEModel:
         special_tokens: Iterable[str] | None = None,
         pattern: str = GPT2_PATTERN,
         merge_rule: MergeRule = "pair",
+        added_tokens: Iterable[str] | None = None,
         *,
         _checked: bool = False,
     ):
@@ -88,13 +98,14 @@ class BPEModel:
         vocab = dict(vocab)
         merges = [tuple(merge) for merge in merges]  # type: ignore[misc]  # (each checked to be a pair below)
         specials = check_special_tokens(special_tokens, repeats="drop")
+        added = check_added_tokens(added_tokens, specials, repeats="drop")
         if not isinstance(merge_rule, str):
             raise TypeError(f"merge_rule must be 'pair' or 'token', not {type(merge_rule).__name__}")
         if merge_rule not in MERGE_RULES:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
         check_pattern(pattern)
         if _checked:  # see stored()
-            id_of = _ids_of(vocab, [token.encode("utf-8") for token in specials])
+            id_of = _ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
         else:
             _check_types(vocab)
             if merge_rule == "pair":
@@ -106,24 +117,29 @@ class BPEModel:
             check_model(vocab, merges, check_merges=merge_rule == "pair")
             id_of = {token: token_id for token_id, token in vocab.items()}
         special_ids: dict[str, int] = {}
+        added_ids: dict[str, int] = {}
         next_id = max(vocab, default=-1) + 1
-        for token in specials:
-            token_id = id_of.get(token.encode("utf-8"))
-            if token_id is None:
-                if next_id > MAX_TOKEN_ID:
-                    raise ValueError(
-                        f"no id is left for special token {token!r}: the vocab uses id {MAX_TOKEN_ID}, the largest allowed"
-                    )
-                token_id, next_id = next_id, next_id + 1
-                vocab[token_id] = token.encode("utf-8")
-            special_ids[token] = token_id
+        for kind, tokens, ids in (("special", specials, special_ids), ("added", added, added_ids)):
+            for token in tokens:
+                token_id = id_of.get(token.encode("utf-8"))
+                if token_id is None:
+                    if next_id > MAX_TOKEN_ID:
+                        raise ValueError(
+                            f"no id is left for {kind} token {token!r}: the vocab uses id {MAX_TOKEN_ID}, the largest allowed"
+                        )
+                    token_id, next_id = next_id, next_id + 1
+                    vocab[token_id] = token.encode("utf-8")
+                    id_of[token.encode("utf-8")] = token_id
+                ids[token] = token_id
         set_field = object.__setattr__  # frozen: fields are set once, here
         set_field(self, "vocab", vocab)
         set_field(self, "merges", merges)
         set_field(self, "special_tokens", specials)
         set_field(self, "pattern", pattern)
         set_field(self, "merge_rule", merge_rule)
+        set_field(self, "added_tokens", added)
         set_field(self, "special_ids", special_ids)
+        set_field(self, "added_ids", added_ids)
 
     @classmethod
     def stored(
@@ -133,21 +149,29 @@ class BPEModel:
         special_tokens: Iterable[str],
         pattern: str,
         merge_rule: MergeRule,
+        added_tokens: Iterable[str] = (),
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
         time for GPT-2); the cheap checks still run."""
-        return cls(vocab, merges, special_tokens, pattern, merge_rule, _checked=True)
+        return cls(vocab, merges, special_tokens, pattern, merge_rule, added_tokens, _checked=True)
 
     @property
     def vocab_size(self) -> int:
-        """The number of ids (special tokens included)."""
+        """The number of ids (special and added tokens included)."""
         return len(self.vocab)
 
+    @property
+    def whole_ids(self) -> dict[str, int]:
+        """Every string encoding cuts out of the text and encodes whole: the special tokens and
+        the added tokens, with their ids (what the engine is given as its "special tokens")."""
+        return {**self.special_ids, **self.added_ids}
+
     def __repr__(self) -> str:
+        added = f", added_tokens={self.added_tokens!r}" if self.added_tokens else ""
         return (
             f"BPEModel(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
-            f"special_tokens={self.special_tokens!r}, merge_rule={self.merge_rule!r})"
+            f"special_tokens={self.special_tokens!r}{added}, merge_rule={self.merge_rule!r})"
         )
 
 
@@ -178,6 +202,39 @@ def check_special_tokens(special_tokens: Iterable[str] | None, *, repeats: Liter
     if repeats == "refuse" and len(unique) != len(tokens):
         duplicates = sorted({token for token in tokens if tokens.count(token) > 1})
         raise ValueError(f"duplicate special tokens: {', '.join(map(repr, duplicates))}")
+    return unique
+
+
+def check_added_tokens(
+    added_tokens: Iterable[str] | None, special_tokens: Iterable[str], *, repeats: Literal["drop", "refuse"]
+) -> list[str]:
+    """The added tokens as a list, checked as special tokens are (:func:`check_special_tokens`,
+    with their messages saying "added tokens"), and ValueError for one that is also a special
+    token (a string is encoded whole either as a special token or as an ordinary one, not both).
+
+    >>> check_added_tokens(["<tool>", "<|endoftext|>"], ["<|endoftext|>"], repeats="drop")
+    Traceback (most recent call last):
+    ...
+    ValueError: added token '<|endoftext|>' is a special token of the tokenizer
+    """
+    if isinstance(added_tokens, (str, bytes, bytearray)):
+        raise TypeError(f"added_tokens must be a list of strings, not one {type(added_tokens).__name__} ({added_tokens!r})")
+    if added_tokens is not None and not isinstance(added_tokens, Iterable):
+        raise TypeError(f"added_tokens must be a list of strings, not {type(added_tokens).__name__}")
+    tokens = list(added_tokens or ())
+    for token in tokens:
+        if not isinstance(token, str):
+            raise TypeError(f"added tokens must be strings, not {type(token).__name__} ({token!r})")
+        if not token:
+            raise ValueError(f"added tokens must be non-empty strings, got {token!r}")
+    unique = list(dict.fromkeys(tokens))
+    if repeats == "refuse" and len(unique) != len(tokens):
+        duplicates = sorted({token for token in tokens if tokens.count(token) > 1})
+        raise ValueError(f"added token {duplicates[0]!r} is given twice")
+    specials = set(special_tokens)
+    for token in unique:
+        if token in specials:
+            raise ValueError(f"added token {token!r} is a special token of the tokenizer")
     return unique
 
 

@@ -8,6 +8,9 @@ matrix follows it through an :class:`IdMap` (old id -> new id, -1 for a dropped 
   gives exactly the tokenizer trained to M from the same counts.
 - :func:`drop_unused` removes the tokens a corpus never uses and the merges only they need: the
   corpus encodes to the same tokens (mapped), and every text still encodes.
+- :func:`add_tokens` adds user-defined tokens (Hugging Face's non-special added tokens: encoded
+  whole, but ordinary) at new ids after the largest; its map is the identity on the old ids, and
+  names the added tokens' ids (the embedding matrix grows by a row for each new one).
 
 The tokens kept keep their order: new ids are the old ones compacted (with CS336's special tokens
 first the kept ids do not change; with them last, they move down). :func:`remap` applies a map
@@ -29,22 +32,25 @@ import numpy.typing as npt
 
 from .atomic import temporary_name
 from .errors import OutputError
-from .model import BPEModel
+from .model import BPEModel, check_added_tokens
 from .pretokenize.corpus import iter_text_blocks
 
-__all__ = ["IdMap", "drop_unused", "load_id_map", "remap", "trim"]
+__all__ = ["IdMap", "add_tokens", "drop_unused", "load_id_map", "remap", "trim"]
 
 
 @dataclass(frozen=True, eq=False)  # (an array does not compare to one bool)
 class IdMap:
     """The ids of a reshaped tokenizer: ``array[old_id]`` is the token's new id, or -1 if it was
     dropped (or no token had that id). ``source``/``target``: the refs, when stored. A model's
-    embedding matrix follows with ``embeddings[array >= 0]`` (the kept rows, in their new order)."""
+    embedding matrix follows with ``embeddings[array >= 0]`` (the kept rows, in their new order).
+    ``added``: the tokens :func:`add_tokens` added, with their ids (those at no old id are new rows
+    of the embedding matrix); empty for a trim."""
 
     array: npt.NDArray[np.int64]
     source: str | None = None
     target: str | None = None
     _dropped: tuple[int, ...] = field(default=(), repr=False)
+    added: dict[str, int] = field(default_factory=dict)
 
     @property
     def dropped(self) -> list[int]:
@@ -52,21 +58,32 @@ class IdMap:
         return list(self._dropped)
 
     @property
+    def new_ids(self) -> list[int]:
+        """The ids no old token maps to: the added tokens' that are new rows, in order."""
+        old = {int(new) for new in self.array[self.array >= 0]}
+        return sorted(token_id for token_id in set(self.added.values()) if token_id not in old)
+
+    @property
     def new_vocab_size(self) -> int:
-        return int(np.count_nonzero(self.array >= 0))
+        return int(np.count_nonzero(self.array >= 0)) + len(self.new_ids)
 
     def __repr__(self) -> str:
-        return f"IdMap({self.source} -> {self.target}: {self.new_vocab_size} ids kept, {len(self._dropped)} dropped)"
+        added = f", {len(self.new_ids)} added" if self.added else ""
+        return f"IdMap({self.source} -> {self.target}: {int(np.count_nonzero(self.array >= 0))} ids kept, {len(self._dropped)} dropped{added})"
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: ``{"from": ref, "to": ref, "map": {old: new}, "dropped": [old...]}``."""
+        """The JSON form: ``{"from": ref, "to": ref, "map": {old: new}, "dropped": [old...]}``,
+        and ``"added": {token: id}`` for :func:`add_tokens`'s."""
         kept = np.flatnonzero(self.array >= 0)
-        return {
+        data: dict[str, Any] = {
             "from": self.source,
             "to": self.target,
             "map": {str(old): int(self.array[old]) for old in kept.tolist()},
             "dropped": self.dropped,
         }
+        if self.added:
+            data["added"] = dict(self.added)
+        return data
 
     def with_refs(self, source: str | None, target: str | None) -> IdMap:
         return replace(self, source=source, target=target)
@@ -89,13 +106,14 @@ def _id_map(old_ids: Iterable[int], kept: set[int]) -> tuple[dict[int, int], IdM
 def _derived(model: BPEModel, kept: set[int], merges: list[tuple[bytes, bytes]]) -> tuple[BPEModel, IdMap]:
     new_of, id_map = _id_map(model.vocab, kept)
     vocab = {new: model.vocab[old] for old, new in new_of.items()}
-    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule), id_map
+    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule, model.added_tokens), id_map
 
 
 def _fixed_ids(model: BPEModel) -> set[int]:
-    """The ids every reshaped tokenizer keeps: the 256 bytes' and the special tokens'."""
+    """The ids every reshaped tokenizer keeps: the 256 bytes', the special tokens' and the added
+    tokens' (chosen by someone, as special tokens are: a trim or a corpus does not drop them)."""
     byte_ids = {token_id for token_id, token in model.vocab.items() if len(token) == 1}
-    return byte_ids | set(model.special_ids.values())
+    return byte_ids | set(model.whole_ids.values())
 
 
 def _check_size(model: BPEModel, vocab_size: object) -> int:
@@ -103,8 +121,9 @@ def _check_size(model: BPEModel, vocab_size: object) -> int:
         raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__} ({vocab_size!r})")
     fixed = len(_fixed_ids(model))
     if vocab_size < fixed:
+        kinds = "special and added" if model.added_tokens else "special"
         raise ValueError(
-            f"cannot trim to {vocab_size} tokens: a trim keeps the 256 bytes and the {fixed - 256} special "
+            f"cannot trim to {vocab_size} tokens: a trim keeps the 256 bytes and the {fixed - 256} {kinds} "
             f"token{'s' if fixed - 256 != 1 else ''}, {fixed} tokens"
         )
     if vocab_size > model.vocab_size:
@@ -210,7 +229,7 @@ def drop_unused(model: BPEModel, corpus: Iterable[str | os.PathLike[str]]) -> tu
                 stack.extend(parts_of.get(token_id, ()))
         merges = [(left, right) for left, right in model.merges if id_of[left + right] in kept]
         return _derived(model, kept, merges)
-    specials = set(model.special_ids.values())
+    specials = set(model.whole_ids.values())  # (cut out whole: never formed by merges)
     for token_id in wanted:
         kept.add(token_id)
         if token_id not in specials:
@@ -218,6 +237,32 @@ def drop_unused(model: BPEModel, corpus: Iterable[str | os.PathLike[str]]) -> tu
     tokens = {model.vocab[token_id] for token_id in kept}
     merges = [(left, right) for left, right in model.merges if {left, right, left + right} <= tokens]
     return _derived(model, kept, merges)
+
+
+def add_tokens(model: BPEModel, tokens: Iterable[str]) -> tuple[BPEModel, IdMap]:
+    """``model`` with the added tokens ``tokens`` (:attr:`BPEModel.added_tokens`: always encoded
+    whole, but ordinary), and the map of its ids: the identity on the old ids, with ``added``
+    naming each token's id. A token new to the vocab gets the next id after the largest, in the
+    order given; one whose bytes are already a token of the vocab keeps that token's id (and is
+    from now on encoded whole), as does one that is already an added token.
+
+    Raises:
+        ValueError: no tokens, an empty one, one given twice, one that is a special token of
+            ``model``, or only tokens that are already added tokens (nothing would change).
+        TypeError: ``tokens`` is one string, or holds something else than strings.
+    """
+    tokens = check_added_tokens(tokens, model.special_tokens, repeats="refuse")
+    if not tokens:
+        raise ValueError("give at least one token to add")
+    if set(tokens) <= set(model.added_tokens):
+        shown = ", ".join(map(repr, tokens))
+        what = "is already an added token" if len(tokens) == 1 else "are already added tokens"
+        raise ValueError(f"nothing to add: {shown} {what} of the tokenizer")
+    new = BPEModel(model.vocab, model.merges, model.special_tokens, model.pattern, model.merge_rule, [*model.added_tokens, *tokens])
+    array = np.full(max(model.vocab) + 1, -1, dtype=np.int64)
+    old_ids = np.fromiter(model.vocab, dtype=np.int64, count=len(model.vocab))
+    array[old_ids] = old_ids
+    return new, IdMap(array, added={token: new.added_ids[token] for token in tokens})
 
 
 # -- applying and storing maps -------------------------------------------------------------------
@@ -337,10 +382,14 @@ def load_id_map(path: str | os.PathLike[str]) -> IdMap:
             raise ValueError(f"{path}: not an id map ({type(error).__name__}: {error})") from None
         if any(old < 0 for old in [*pairs, *dropped]) or any(new < 0 for new in pairs.values()):
             raise ValueError(f"{path}: not an id map (negative ids)")
+        try:
+            added = {str(token): int(token_id) for token, token_id in dict(data.get("added") or {}).items()}
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{path}: not an id map (added: {type(error).__name__}: {error})") from None
         array = np.full(max([*pairs, *dropped], default=-1) + 1, -1, dtype=np.int64)
         for old, new in pairs.items():
             array[old] = new
-        return IdMap(array, data.get("from"), data.get("to"), tuple(dropped))
+        return IdMap(array, data.get("from"), data.get("to"), tuple(dropped), added)
     from .encode.files import read_npy_ids
 
     array = read_npy_ids(path).astype(np.int64)

@@ -1013,6 +1013,31 @@ class Store(ModelStore):
         params = {"reshaped_from": info.ref, "how": "drop-unused", "corpus": [str(path.resolve()) for path in files]}
         return self._save_reshaped(name or info.name, model, id_map, params, f"unused tokens of {info.ref} dropped", map_out)
 
+    def add_tokens(
+        self, ref: str, tokens: Sequence[str], name: str | None = None, *, map_out: MapPrefix | None = None
+    ) -> tuple[str, IdMap]:
+        """Store ``ref`` with the added tokens ``tokens`` (:func:`bpestore.reshape.add_tokens`:
+        user-defined tokens, always encoded whole like special tokens but ordinary, as Hugging
+        Face's non-special added tokens) as the next version of ``name`` (default: ``ref``'s
+        name). A token new to the vocab gets the next id after the largest, in the order given; one
+        whose bytes are already a token keeps its id. Returns the new ref and the id map (the
+        identity on ``ref``'s ids; ``IdMap.added`` names each token's id), written to ``map_out`` as
+        by :meth:`trim`. Lineage: ``reshaped_from``, ``how: "add-tokens"`` and ``tokens`` in the
+        training parameters.
+
+        Raises:
+            ValueError: an empty token, one given twice, one that is a special token, or only
+                tokens that are already added tokens (checked before anything is written).
+        """
+        from . import reshape
+
+        self.check_writable()
+        info = self.info(ref)
+        check_name(name or info.name)
+        model, id_map = reshape.add_tokens(self.load_model(info.ref), tokens)
+        params = {"reshaped_from": info.ref, "how": "add-tokens", "tokens": list(tokens)}
+        return self._save_reshaped(name or info.name, model, id_map, params, f"tokens added to {info.ref}", map_out)
+
     def _save_reshaped(
         self, name: str, model: BPEModel, id_map: IdMap, params: dict[str, Any], source: str, map_out: MapPrefix | None
     ) -> tuple[str, IdMap]:

@@ -157,14 +157,16 @@ def _policy_record(allowed_special: Any, disallowed_special: Any) -> dict[str, A
 
 
 def fingerprint(tokenizer: Tokenizer) -> str:
-    """A SHA-256 of everything that decides the tokenizer's ids: vocab, merges, special tokens with
-    their ids, pattern and merge rule (not its name, nor its caches)."""
+    """A SHA-256 of everything that decides the tokenizer's ids: vocab, merges, special and added
+    tokens with their ids, pattern and merge rule (not its name, nor its caches)."""
     digest = hashlib.sha256()
     head = {
         "merge_rule": tokenizer.merge_rule,
         "pattern": tokenizer.pattern,
         "special_ids": sorted(tokenizer.special_ids.items()),
     }
+    if tokenizer.added_ids:  # (only then: the fingerprints of tokenizers without any stay as they were)
+        head["added_ids"] = sorted(tokenizer.added_ids.items())
     digest.update(json.dumps(head, sort_keys=True).encode("utf-8"))
 
     def add(part: bytes) -> None:

@@ -46,6 +46,9 @@ class Tokenizer:
         merge_rule: ``"pair"`` (GPT-2, CS336, Hugging Face: lowest-ranked *merge* first) or
             ``"token"`` (tiktoken: lowest-ranked resulting *token* first, whole pre-token looked up
             first; ``merges`` is then unused and a token's rank is its id).
+        added_tokens: user-defined ordinary tokens (Hugging Face's non-special added tokens):
+            always cut out of the text and encoded whole, as special tokens are, whatever the
+            special-token policy (``allowed_special=set()`` and :meth:`encode_ordinary` too).
         cache_size: how many distinct pre-tokens each encoding thread remembers.
 
     A tokenizer may be used from several threads at once.
@@ -59,9 +62,10 @@ class Tokenizer:
         *,
         pattern: str = GPT2_PATTERN,
         merge_rule: MergeRule = "pair",
+        added_tokens: Iterable[str] | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
     ):
-        self._start(BPEModel(vocab, merges, special_tokens, pattern, merge_rule), cache_size)
+        self._start(BPEModel(vocab, merges, special_tokens, pattern, merge_rule, added_tokens), cache_size)
 
     @classmethod
     def from_model(cls, model: BPEModel, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Tokenizer:
@@ -84,13 +88,21 @@ class Tokenizer:
         self.merge_rule: MergeRule = model.merge_rule
         self.special_tokens: list[str] = model.special_tokens
         self.special_ids: dict[str, int] = model.special_ids
+        self.added_tokens: list[str] = model.added_tokens
+        self.added_ids: dict[str, int] = model.added_ids
         self._special_set = frozenset(self.special_tokens)
         self._special_id_set = frozenset(self.special_ids.values())
+        # The added tokens are always recognised: every set of tokens the engine is told to
+        # recognise holds them (and encode_ordinary's "none" is exactly them).
+        self._added_set = frozenset(self.added_tokens)
+        self._ordinary: tuple[str, ...] = tuple(self.added_tokens)
         # The model's vocab holds the special tokens too, at their ids. The engine may treat
         # them as ordinary tokens as well: every occurrence of one in the text is cut out before
-        # BPE, so no pre-token ever holds its bytes.
+        # BPE, so no pre-token ever holds its bytes. The engine's "special tokens" are the
+        # special and the added tokens: it cuts both out of the text alike; the difference (the
+        # policy below never refuses an added token nor encodes it as text) is this class's.
         # The seam of the encoder's BPE (see bpestore.encode.engine for its contract).
-        self._engine: EncoderEngine = Encoder(self.vocab, self.merges, self.special_ids, self.pattern, self.merge_rule, cache_size)
+        self._engine: EncoderEngine = Encoder(self.vocab, self.merges, model.whole_ids, self.pattern, self.merge_rule, cache_size)
 
     def __reduce__(self) -> tuple[Callable[[BPEModel], Tokenizer], tuple[BPEModel]]:
         # The engine is rebuilt from the model (for pickling, e.g. into worker processes).
@@ -157,6 +169,11 @@ class Tokenizer:
     # default is ``allowed_special=set()``: a special token's string in the text raises. Ours is
     # ``allowed_special="all"`` (CS336's: the special tokens given to the constructor are always
     # recognised), so nothing is disallowed by default.
+    #
+    # Added tokens (``added_tokens``, ``bpestore add-tokens``) are ordinary: they are encoded
+    # whole whatever the policy, as Hugging Face encodes its non-special added tokens in every
+    # mode. ``allowed_special="all"`` and ``disallowed_special="all"`` mean the special tokens
+    # only; a string named in ``disallowed_special`` explicitly is refused, added token or not.
 
     def encode(
         self,
@@ -209,8 +226,9 @@ class Tokenizer:
 
     def encode_ordinary(self, text: str) -> list[int]:
         """The ids of ``text`` with special tokens' strings encoded as ordinary text (tiktoken's
-        ``encode_ordinary``; ``encode(text, allowed_special=set(), disallowed_special=())``)."""
-        return self._call(self._engine.encode, text, ())
+        ``encode_ordinary``; ``encode(text, allowed_special=set(), disallowed_special=())``).
+        Added tokens are ordinary tokens: still encoded whole."""
+        return self._call(self._engine.encode, text, self._ordinary)
 
     def encode_to_array(
         self,
@@ -265,7 +283,7 @@ class Tokenizer:
             raise TypeError(f"encode_ordinary_batch() takes an iterable of str, not a single {type(texts).__name__}")
         texts = texts if isinstance(texts, list) else list(texts)
         try:
-            return self._engine.encode_batch(texts, num_threads, ())
+            return self._engine.encode_batch(texts, num_threads, self._ordinary)
         except TypeError:
             for text in texts:
                 _check_str(text, "encode_ordinary_batch")
@@ -312,8 +330,8 @@ class Tokenizer:
     def _resolve(
         self, allowed_special: Literal["all"] | AbstractSet[str], disallowed_special: Literal["all"] | Collection[str]
     ) -> tuple[frozenset[str] | None, frozenset[str]]:
-        """The special tokens the engine recognises (None: all of them) and the strings to refuse,
-        by tiktoken's rules."""
+        """The tokens the engine recognises (None: all of them, the added tokens among them) and
+        the strings to refuse, by tiktoken's rules; the added tokens are always recognised."""
         specials = self._special_set
         if allowed_special == "all":
             allowed = specials
@@ -323,7 +341,7 @@ class Tokenizer:
             disallowed = specials - allowed
         else:
             disallowed = frozenset(_token_collection(disallowed_special, "disallowed_special"))
-        return (None if allowed >= specials else allowed & specials), disallowed
+        return (None if allowed >= specials else (allowed & specials) | self._added_set), disallowed
 
     def encode_iterable(
         self,
@@ -442,7 +460,7 @@ class Tokenizer:
         return sorted(token for token_id, token in self.vocab.items() if token_id not in special)
 
     def is_special_token(self, token: int) -> bool:
-        """Whether ``token`` is the id of a special token."""
+        """Whether ``token`` is the id of a special token (an added token's is not: it is ordinary)."""
         return token in self._special_id_set
 
     # -- misc -----------------------------------------------------------------------------------
@@ -452,9 +470,10 @@ class Tokenizer:
         return len(self.vocab)
 
     def __repr__(self) -> str:
+        added = f", added_tokens={self.added_tokens!r}" if self.added_tokens else ""
         return (
             f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
-            f"special_tokens={self.special_tokens!r}, merge_rule={self.merge_rule!r})"
+            f"special_tokens={self.special_tokens!r}{added}, merge_rule={self.merge_rule!r})"
         )
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import GPT2_PATTERN
-from .registry import Format, ImportCommand, Imported, ImportOption, build_model, register, resolved, unreached_tokens_notes
+from .registry import (
+    Format, ImportCommand, Imported, ImportOption, added_tokens_note, build_model, register, resolved, unreached_tokens_notes,
+)
 
 
 @lru_cache(maxsize=1)
@@ -133,6 +135,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
     output.mkdir(parents=True, exist_ok=True)
     write_vocab(output / "vocab.json", model.vocab)
     write_merges(output / "merges.txt", model.merges)
+    notes += added_tokens_note(model, "GPT-2")
     notes.append(f"wrote {output / 'vocab.json'} and {output / 'merges.txt'}")
     return notes
 

@@ -2,7 +2,9 @@
 
 Supported: ``ByteLevel`` pre-tokenization (GPT-2's regex, no prefix space) or a ``Sequence`` of a
 ``Split`` by a regex (behavior ``Isolated``) and ``ByteLevel`` without its own regex; no normalizer;
-merges as ``"a b"`` strings or ``["a", "b"]`` pairs; added tokens, which become special tokens.
+merges as ``"a b"`` strings or ``["a", "b"]`` pairs; added tokens: those marked ``"special": false``
+become the model's added tokens (ordinary, encoded whole: :attr:`BPEModel.added_tokens`), the
+others special tokens.
 Anything that would make Hugging Face produce different ids (a normalizer, a prefix space,
 WordPiece or Unigram models, dropout, subword prefixes, byte fallback, whole-word lookup) is refused.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,7 @@ class HFTokenizer:
     merges: list[tuple[bytes, bytes]]
     special_tokens: list[str]
     pattern: str
+    added_tokens: list[str] = field(default_factory=list)
 
 
 def _describe(value: Any) -> str:
@@ -123,8 +126,9 @@ def _check_model(path: str | os.PathLike[str], model: dict[str, Any]) -> None:
         raise FormatError(f"{path}: unsupported BPE options: {', '.join(unsupported)}")
 
 
-def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int]]:
-    """``added_tokens`` as (content, id) pairs in id order; FormatError for anything malformed."""
+def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool]]:
+    """``added_tokens`` as (content, id, special) in id order (``special``: unless the file says
+    ``"special": false``); FormatError for anything malformed."""
     if added is None:
         return []
     if not isinstance(added, list):
@@ -139,7 +143,7 @@ def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, i
         options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
         if options:
             raise FormatError(f"{path}: added token {content!r} uses {', '.join(options)}, which is unsupported")
-        tokens.append((content, token_id))
+        tokens.append((content, token_id, token.get("special") is not False))
     return sorted(tokens, key=lambda token: token[1])
 
 
@@ -159,7 +163,8 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
         kind = normalizer.get("type") if isinstance(normalizer, dict) else normalizer
         raise FormatError(f"{path}: unsupported normalizer {kind!r} (it changes the text)")
     pattern = _pattern_of(path, data.get("pre_tokenizer"))
-    added = _added_tokens(path, data.get("added_tokens"))
+    listed = _added_tokens(path, data.get("added_tokens"))
+    added = [(content, token_id) for content, token_id, _ in listed]
     added_text = dict(added)
     if len(added_text) != len(added):
         repeated = next(content for content, _ in added if sum(1 for other, _ in added if other == content) > 1)
@@ -192,7 +197,9 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             merges.append((bytes(alphabet[c] for c in parts[0]), bytes(alphabet[c] for c in parts[1])))
         except KeyError:
             raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level") from None
-    return HFTokenizer(vocab, merges, list(added_text), pattern)
+    specials = [content for content, _, special in listed if special]
+    ordinary = [content for content, _, special in listed if not special]
+    return HFTokenizer(vocab, merges, specials, pattern, ordinary)
 
 
 def tokenizer_json(
@@ -202,20 +209,25 @@ def tokenizer_json(
     pattern: str,
     *,
     whole_token_lookup: bool = False,
+    added_ids: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with."""
+    """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with;
+    ``added_ids``: the added tokens (ordinary, encoded whole), written as added tokens with
+    ``"special": false``."""
+    added_ids = added_ids or {}
+    whole = {**special_ids, **added_ids}
     # A special token is written as its text (as GPT-2's vocab has "<|endoftext|>"), unless it is
     # also an ordinary token that merges use or a single byte: then the model needs it in the byte
     # alphabet ("Ġ", not " "), and the added token (same id) carries the text.
     merge_tokens = {part for left, right in merges for part in (left, right, left + right)}
-    raw_ids = {token_id for token_id in special_ids.values() if len(vocab[token_id]) > 1 and vocab[token_id] not in merge_tokens}
+    raw_ids = {token_id for token_id in whole.values() if len(vocab[token_id]) > 1 and vocab[token_id] not in merge_tokens}
     model_vocab = {
         (token.decode("utf-8") if token_id in raw_ids else token_to_text(token)): token_id
         for token_id, token in sorted(vocab.items())
     }
     # Hugging Face gives an added token the model's id for its text, or else a new id: so the text
     # of a special token written in the byte alphabet is a second key for the same id.
-    for text, token_id in special_ids.items():
+    for text, token_id in whole.items():
         model_vocab.setdefault(text, token_id)
     if pattern == GPT2_PATTERN:
         pre_tokenizer = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
@@ -233,8 +245,11 @@ def tokenizer_json(
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": token_id, "content": text, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
-            for text, token_id in sorted(special_ids.items(), key=lambda item: item[1])
+            {
+                "id": token_id, "content": text, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                "special": text in special_ids,
+            }
+            for text, token_id in sorted(whole.items(), key=lambda item: item[1])
         ],
         "normalizer": None,
         "pre_tokenizer": pre_tokenizer,
@@ -261,20 +276,24 @@ def write_tokenizer_json(path: str | os.PathLike[str], document: dict[str, Any])
 
 
 def read(path: str | os.PathLike[str]) -> Imported:
-    """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens."""
+    """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens,
+    those marked ``"special": false`` added tokens (ordinary, encoded whole)."""
     document = read_tokenizer_json(path)
-    model = build_model(path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern)
+    model = build_model(
+        path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens
+    )
     return Imported(model, "hf", resolved(path), unreached_tokens_notes(model, path))
 
 
 def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
-    write_tokenizer_json(output, tokenizer_json(model.vocab, model.merges, model.special_ids, model.pattern))
+    write_tokenizer_json(output, tokenizer_json(model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids))
     return [f"wrote {output}"]
 
 
 IMPORTER = ImportCommand(
-    help="""A Hugging Face tokenizer.json (byte-level BPE; added tokens become special tokens).
+    help="""A Hugging Face tokenizer.json (byte-level BPE; added tokens become special tokens,
+    those marked "special": false added tokens: ordinary, encoded whole).
 
     \b
     Example:

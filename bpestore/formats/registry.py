@@ -163,7 +163,7 @@ def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str],
     if model.merge_rule != "pair":
         return []
     made = {left + right for left, right in model.merges}
-    specials = set(model.special_ids.values())
+    specials = set(model.whole_ids.values())
     unreached = [token for token_id, token in sorted(model.vocab.items()) if len(token) > 1 and token not in made and token_id not in specials]
     special_looking = [token.decode("utf-8") for token in unreached if looks_special(token)]
     others = len(unreached) - len(special_looking)
@@ -184,6 +184,22 @@ def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str],
             f"({len(model.merges)} merges; is it empty or truncated?): encoding never produces them"
         )
     return notes
+
+
+def added_tokens_note(model: BPEModel, format: str) -> list[str]:
+    """The note for a format that cannot mark added tokens (``.tiktoken``, GPT-2's files): they
+    are written as ordinary vocab entries (their ids kept, so the ids of everything and decoding
+    stay the same), but a tool reading the files no longer cuts them out of the text whole.
+    ``bpestore add-tokens`` after an import restores them at the same ids; ``hf`` keeps them."""
+    if not model.added_tokens:
+        return []
+    shown = ", ".join(f"{text!r} ({token_id})" for text, token_id in list(model.added_ids.items())[:5])
+    more = f" (+{len(model.added_ids) - 5} more)" if len(model.added_ids) > 5 else ""
+    return [
+        f"note: {format} files cannot mark added tokens; {shown}{more} are written as ordinary tokens (same ids), "
+        "but tools reading the files do not encode them whole; after importing the files, "
+        "`bpestore add-tokens REF TOKEN...` restores them at the same ids (the hf format keeps them)"
+    ]
 
 
 def _shell_quoted(text: str) -> str:

@@ -21,7 +21,7 @@ from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, check_pattern
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, pattern_named
 from ..progress import progress_bar
-from .registry import Format, ImportCommand, Imported, ImportOption, build_model, register, resolved
+from .registry import Format, ImportCommand, Imported, ImportOption, added_tokens_note, build_model, register, resolved
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
             )
     write_ranks(output, vocab, set(special_ids.values()))
     specials = ", ".join(f"{text!r}: {token_id}" for text, token_id in special_ids.items()) or "none"
+    notes += added_tokens_note(model, "tiktoken")
     notes.append(f"wrote {output}; tiktoken also needs pat_str={model.pattern!r} and special_tokens={{{specials}}}")
     return notes
 

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from itertools import repeat
 from pathlib import Path
@@ -100,6 +100,8 @@ class TokenizerInfo:
     corpus_origin: str | None = None
     """How the corpus's counts were made: ``files`` (counted here from ``corpus_path``),
     ``counts`` (given as counts) or ``dask`` (counted on a Dask cluster)."""
+    added_tokens: list[str] = field(default_factory=list)
+    """Its added tokens (``add-tokens``): ordinary tokens always encoded whole."""
 
     @property
     def ref(self) -> str:
@@ -674,6 +676,7 @@ class ModelStore:
             corpus_sha256=row.corpus_sha256,
             corpus_bytes=row.corpus_bytes,
             corpus_origin=row.corpus_origin,
+            added_tokens=json.loads(row.added_tokens),
         )
 
     def info(self, ref: str) -> TokenizerInfo:
@@ -696,7 +699,8 @@ class ModelStore:
             row = self._resolve(connection, ref)
             vocab_rows, merge_rows = self._vocab_and_merges(connection, row)
         return model_from_rows(
-            row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows, f"{row.name}@{row.version}", self.location
+            row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows, f"{row.name}@{row.version}", self.location,
+            row.added_tokens,
         )
 
     def _vocab_and_merges(
@@ -787,6 +791,7 @@ class ModelStore:
                 vocab_size=tokenizer.vocab_size,
                 pattern=tokenizer.pattern,
                 special_tokens=json.dumps(tokenizer.special_tokens, ensure_ascii=False),
+                added_tokens=json.dumps(tokenizer.added_tokens, ensure_ascii=False),
                 merge_rule=tokenizer.merge_rule,
                 corpus_id=corpus_id,
                 training_params=json.dumps(training_params) if training_params is not None else None,

@@ -22,13 +22,15 @@ def model_from_rows(
     merge_rows: Iterable[tuple[bytes, bytes]],
     ref: str = "",
     location: str = "",
+    added_tokens_json: str = "[]",
 ) -> BPEModel:
-    """A model from a ``tokenizers`` row's columns and its ``vocab`` and ``merges`` rows (in rank
+    """A model from a ``tokenizers`` row's columns (``added_tokens_json``: since 0010) and its ``vocab`` and ``merges`` rows (in rank
     order). What the model's checks refuse (a pattern a damaged or crafted store holds, say) is a
     DamagedStoreError naming ``ref`` in ``location``."""
     try:
         # (the column's text, whatever a store holds: the model checks it is a rule it knows)
         rule = cast(MergeRule, merge_rule)
-        return BPEModel.stored(dict(vocab_rows), merge_rows, json.loads(special_tokens_json), pattern, rule)
+        specials, added = json.loads(special_tokens_json), json.loads(added_tokens_json)
+        return BPEModel.stored(dict(vocab_rows), merge_rows, specials, pattern, rule, added)
     except (ValueError, TypeError) as error:
         raise DamagedStoreError(f"{ref} in {location} cannot be used: {error}") from None

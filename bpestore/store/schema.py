@@ -130,6 +130,11 @@ tokenizers = Table(
     ),
     Column("source_format", String(32), nullable=True, comment="the format an import read: 'gpt2', 'hf', 'tiktoken'"),
     Column("source_paths", Text, nullable=True, comment="JSON list of the files an import read"),
+    # (since 0010; their ids and bytes are vocab rows like any token's)
+    Column(
+        "added_tokens", Text, nullable=False, server_default="[]",
+        comment="JSON list of the added tokens: ordinary tokens always encoded whole (bpestore add-tokens)",
+    ),
     UniqueConstraint("name", "version"),
     CheckConstraint("version >= 1", name="version_positive"),
     CheckConstraint("merge_rule IN ('pair', 'token')", name="merge_rule_known"),

@@ -67,7 +67,7 @@ def _continued(
             vocab[next_id] = token
             known.add(token)
             next_id += 1
-    return BPEModel(vocab, [*base.merges, *new_merges], special_tokens, base.pattern, base.merge_rule)
+    return BPEModel(vocab, [*base.merges, *new_merges], special_tokens, base.pattern, base.merge_rule, base.added_tokens)
 
 
 def learn_continued(counts: Mapping[bytes, int], max_merges: int, base: BPEModel, **options: Any) -> list[tuple[bytes, bytes]]:

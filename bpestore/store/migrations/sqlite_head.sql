@@ -33,7 +33,7 @@ CREATE TABLE tokenizers (
 	corpus_id INTEGER, 
 	training_params TEXT, 
 	training_seconds FLOAT, 
-	source TEXT NOT NULL, source_format VARCHAR(32), source_paths TEXT, 
+	source TEXT NOT NULL, source_format VARCHAR(32), source_paths TEXT, added_tokens TEXT DEFAULT '[]' NOT NULL, 
 	CONSTRAINT pk_tokenizers PRIMARY KEY (id), 
 	CONSTRAINT ck_tokenizers_merge_rule_known CHECK (merge_rule IN ('pair', 'token')), 
 	CONSTRAINT ck_tokenizers_version_positive CHECK (version >= 1), 
@@ -165,4 +165,4 @@ CREATE TABLE evaluations (
 	CONSTRAINT uq_evaluations_tokenizer_id UNIQUE (tokenizer_id, sha256, alpha)
 );
 
-INSERT INTO alembic_version (version_num) VALUES ('0009');
+INSERT INTO alembic_version (version_num) VALUES ('0010');
