@@ -698,7 +698,10 @@ class Store(ModelStore):
             for size in sizes:
                 training.check_vocab_size(size, special_tokens)
         regex = _pattern_of_training(corpus, pattern, base_model)
-        found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=regex, counting=counting)
+        found = self._counted(
+            corpus, continued.cut_tokens(special_tokens, base_model), workers=workers, progress=progress, pattern=regex,
+            counting=counting,
+        )
         counts = found.counts
         reused = isinstance(found, CorpusCounts)
         # What the merge loop reads: the counts, or a pruned copy (the full ones are stored).
@@ -878,7 +881,10 @@ class Store(ModelStore):
             special_tokens = continued.check_base(base_ref, base_model, special_tokens, [vocab_size])
             merges = continued.replayed_merges(base_model) + continued.max_merges(vocab_size, special_tokens, base_model)
         regex = _pattern_of_training(corpus, pattern, base_model)
-        counted = self.count(corpus, special_tokens, workers=workers, progress=progress, pattern=regex, counting=counting)
+        counted = self.count(
+            corpus, continued.cut_tokens(special_tokens, base_model), workers=workers, progress=progress, pattern=regex,
+            counting=counting,
+        )
         return counted, estimate_merge_memory(training.pruned_to(counted.counts, min_count, _corpus_described(corpus)), merges)
 
     def compare(

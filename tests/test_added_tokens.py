@@ -283,3 +283,19 @@ def test_a_shard_fingerprint_tells_added_tokens_apart(base):
     plain, same_vocab = Tokenizer.from_model(base), Tokenizer.from_model(add_tokens(base, [" the"])[0])
     assert same_vocab.vocab == plain.vocab and same_vocab.encode(" ther") != plain.encode(" ther")
     assert fingerprint(same_vocab) != fingerprint(plain)
+
+
+def test_continued_training_cuts_the_corpus_at_the_bases_added_tokens(tmp_path, base):
+    # The base encodes "<tool>" whole: a continued training must learn no merge reaching into it,
+    # exactly as if it were one more special token cutting the corpus.
+    path = write_text(tmp_path / "more.txt", "call<tool>now and x<tool>y, then <tool><tool>done\n" * 200)
+    with Store(tmp_path / "s.db") as store, warnings.catch_warnings():
+        warnings.simplefilter("ignore", VocabSizeNotReachedWarning)
+        store.save("b", base)
+        [with_added] = store.add_tokens("b", ["<tool>"])[:1]
+        [continued] = store.train(path, "c", 480, [ENDOFTEXT], base=with_added)
+        [as_special] = store.train(path, "d", 480, [ENDOFTEXT, "<tool>"], base="b@1")
+        new = store.load_model(continued).merges[len(base.merges):]
+        assert new and new == store.load_model(as_special).merges[len(base.merges):]
+        assert not any(b"tool>" in left + right or b"<too" in left + right for left, right in new)
+        assert store.load_model(continued).added_tokens == ["<tool>"]

@@ -21,7 +21,7 @@ from ..pretokenize.patterns import GPT2_PATTERN
 from . import trainer
 from .trainer import SpecialTokensAt
 
-__all__ = ["check_base", "first_new_id", "learn_continued", "model_of_size", "replayed_merges"]
+__all__ = ["check_base", "cut_tokens", "first_new_id", "learn_continued", "model_of_size", "replayed_merges"]
 
 
 def check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Sequence[int]) -> list[str]:
@@ -37,6 +37,13 @@ def check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Seque
                 f"{minimum - len(base.vocab)} new special tokens), got {size!r}"
             )
     return specials
+
+
+def cut_tokens(special_tokens: Sequence[str], base: BPEModel | None) -> list[str]:
+    """The strings a training's corpus is cut at: its special tokens, and a base's added tokens
+    (which it encodes whole, as it does special tokens: no new merge may reach into them)."""
+    added = [] if base is None else [token for token in base.added_tokens if token not in special_tokens]
+    return [*special_tokens, *added]
 
 
 def _new_specials(base: BPEModel, special_tokens: Sequence[str]) -> list[str]:
