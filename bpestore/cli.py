@@ -1546,9 +1546,11 @@ def remap(id_map: str, ids: str, output: str) -> None:
     """Carry an encoded dataset over to a trimmed tokenizer's ids.
 
     MAP is the id map `bpestore trim` wrote (its .npy or .json); IDS.npy holds ids of the old
-    tokenizer (as `bpestore encode --output` writes them). An id that the map does not have
-    (outside it, or a token it dropped) is an error naming the id and its position; OUT.npy
-    appears only when complete.
+    tokenizer (as `bpestore encode --output` writes them). Through a trim's .json, a token the
+    trim dropped becomes the ids of its parts, exactly what the trimmed tokenizer encodes the text
+    to (OUT.npy is then longer). An id that the map does not have (outside it, or dropped with no
+    parts: a --drop-unused map, or a .npy map) is an error naming the id and its position;
+    OUT.npy appears only when complete.
 
     \b
     Example:

@@ -44,13 +44,16 @@ class IdMap:
     dropped (or no token had that id). ``source``/``target``: the refs, when stored. A model's
     embedding matrix follows with ``embeddings[array >= 0]`` (the kept rows, in their new order).
     ``added``: the tokens :func:`add_tokens` added, with their ids (those at no old id are new rows
-    of the embedding matrix); empty for a trim."""
+    of the embedding matrix); empty for a trim. ``expansions``: for a token a trim dropped, the new
+    ids it splits into (its merge, undone until every part is kept): :func:`remap` writes those in
+    its place, which is exactly what the trimmed tokenizer encodes the text to (see :func:`trim`)."""
 
     array: npt.NDArray[np.int64]
     source: str | None = None
     target: str | None = None
     _dropped: tuple[int, ...] = field(default=(), repr=False)
     added: dict[str, int] = field(default_factory=dict)
+    expansions: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
 
     @property
     def dropped(self) -> list[int]:
@@ -83,6 +86,8 @@ class IdMap:
         }
         if self.added:
             data["added"] = dict(self.added)
+        if self.expansions:
+            data["expansions"] = {str(old): list(new) for old, new in sorted(self.expansions.items())}
         return data
 
     def with_refs(self, source: str | None, target: str | None) -> IdMap:
@@ -159,12 +164,40 @@ def trim(model: BPEModel, vocab_size: int) -> tuple[BPEModel, IdMap]:
                 break
             kept |= more
             merges.append((left, right))
-        return _derived(model, kept, merges)
+        small, id_map = _derived(model, kept, merges)
+        return small, replace(id_map, expansions=_expansions(model, id_map))
     room = vocab_size - len(kept)
     kept |= set(sorted(set(model.vocab) - kept)[:room])
     tokens = {model.vocab[token_id] for token_id in kept}
     merges = [(left, right) for left, right in model.merges if {left, right, left + right} <= tokens]
     return _derived(model, kept, merges)
+
+
+def _expansions(model: BPEModel, id_map: IdMap) -> dict[int, tuple[int, ...]]:
+    """For each token of a pair-rule ``model`` that a trim dropped and a merge makes, the new ids
+    of its parts: its merge undone, and again for each part that was dropped too. A tokenizer
+    trained by BPE merges in rank order (each merge's parts are made by earlier ones), so its
+    trimmed run is the full run stopped before the first dropped merge: every dropped token of an
+    encoding then stands exactly for these parts (tested against encoding with the trimmed
+    tokenizer)."""
+    made_by: dict[bytes, tuple[bytes, bytes]] = {}
+    for left, right in model.merges:
+        made_by.setdefault(left + right, (left, right))  # a token made twice: its first merge
+    id_of = {token: token_id for token_id, token in model.vocab.items()}
+    memo: dict[int, tuple[int, ...] | None] = {}
+
+    def parts(old: int) -> tuple[int, ...] | None:
+        if id_map.array[old] >= 0:
+            return (int(id_map.array[old]),)
+        if old not in memo:
+            memo[old] = None  # (no merge makes a token from itself; this only guards the recursion)
+            merge = made_by.get(model.vocab[old])
+            if merge is not None:
+                left, right = (parts(id_of[part]) for part in merge)
+                memo[old] = None if left is None or right is None else left + right
+        return memo[old]
+
+    return {old: expanded for old in id_map.dropped if (expanded := parts(old)) is not None}
 
 
 def used_ids(model: BPEModel, corpus: Iterable[str | os.PathLike[str]]) -> npt.NDArray[np.bool_]:
@@ -272,11 +305,16 @@ def remap(id_map: IdMap, ids: npt.ArrayLike) -> npt.NDArray[Any]:
     """``ids`` (an encoded dataset, of the old tokenizer) as the new tokenizer's ids, vectorized;
     the dtype is the smallest of uint16 and uint32 that holds every new id (``encode``'s rule).
 
+    A token a trim dropped is written as the new ids of its parts (:attr:`IdMap.expansions`), so
+    the result can be longer than ``ids``: exactly what the trimmed tokenizer encodes the text to.
+
     Raises:
-        ValueError: an id the map does not have (outside it, or a token it dropped), naming the
-            id and its position in ``ids``.
+        ValueError: an id the map does not have (outside it, or a token it dropped and cannot
+            expand), naming the id and its position in ``ids``.
     """
     old = np.asarray(ids)
+    if old.size == 0:
+        old = old.astype(np.int64)  # (an empty list is an array of floats)
     if old.dtype.kind not in "iu":
         raise ValueError(f"token ids must be integers, not {old.dtype}")
     old = old.reshape(-1)
@@ -285,17 +323,35 @@ def remap(id_map: IdMap, ids: npt.ArrayLike) -> npt.NDArray[Any]:
     if outside.any():
         position = int(np.argmax(outside))
         raise ValueError(f"unknown token id {int(old[position])} at position {position}: the map has ids 0..{len(array) - 1}")
+    dtype = np.uint16 if int(array.max(initial=-1)) < 1 << 16 else np.uint32
     new = array[old]
     dropped = new < 0
-    if dropped.any():
-        position = int(np.argmax(dropped))
+    if not dropped.any():
+        result: npt.NDArray[Any] = new.astype(dtype)
+        return result
+    expandable = np.zeros(len(array), dtype=bool)
+    expandable[list(id_map.expansions)] = True
+    unexpandable = dropped & ~expandable[old]
+    if unexpandable.any():
+        position = int(np.argmax(unexpandable))
         raise ValueError(
             f"token id {int(old[position])} at position {position} has no new id: "
             f"{_described(id_map)} dropped it"
         )
-    dtype = np.uint16 if int(array.max(initial=-1)) < 1 << 16 else np.uint32
-    result: npt.NDArray[Any] = new.astype(dtype)
-    return result
+    # Every old id as a run in one flat table of new ids (a kept id: its new id; a dropped one:
+    # its parts'), and the output as the runs of ``old`` one after the other.
+    lengths = np.ones(len(array), dtype=np.int64)
+    for token_id, parts in id_map.expansions.items():
+        lengths[token_id] = len(parts)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    flat = np.repeat(array, lengths)
+    for token_id, parts in id_map.expansions.items():
+        flat[starts[token_id] : starts[token_id] + len(parts)] = parts
+    run_lengths = lengths[old]
+    ends = np.cumsum(run_lengths)
+    positions = np.arange(int(ends[-1])) - np.repeat(ends - run_lengths, run_lengths) + np.repeat(starts[old], run_lengths)
+    expanded: npt.NDArray[Any] = flat[positions].astype(dtype)
+    return expanded
 
 
 def _described(id_map: IdMap) -> str:
@@ -384,12 +440,18 @@ def load_id_map(path: str | os.PathLike[str]) -> IdMap:
             raise ValueError(f"{path}: not an id map (negative ids)")
         try:
             added = {str(token): int(token_id) for token, token_id in dict(data.get("added") or {}).items()}
+            expansions = {
+                int(old): tuple(int(new) for new in parts) for old, parts in dict(data.get("expansions") or {}).items()
+            }
         except (ValueError, TypeError) as error:
-            raise ValueError(f"{path}: not an id map (added: {type(error).__name__}: {error})") from None
+            raise ValueError(f"{path}: not an id map (added or expansions: {type(error).__name__}: {error})") from None
         array = np.full(max([*pairs, *dropped], default=-1) + 1, -1, dtype=np.int64)
         for old, new in pairs.items():
             array[old] = new
-        return IdMap(array, data.get("from"), data.get("to"), tuple(dropped), added)
+        kept = set(pairs.values())
+        if any(old not in dropped or not parts or not set(parts) <= kept for old, parts in expansions.items()):
+            raise ValueError(f"{path}: not an id map (an expansion of an id that is not dropped, or into ids no token maps to)")
+        return IdMap(array, data.get("from"), data.get("to"), tuple(dropped), added, expansions)
     from .encode.files import read_npy_ids
 
     array = read_npy_ids(path).astype(np.int64)

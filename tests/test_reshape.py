@@ -67,6 +67,30 @@ def test_trimming_a_training_is_the_smaller_training(text, specials, at, extra, 
     assert same == big and identity.array.tolist() == list(range(big.vocab_size)) and not identity.dropped
 
 
+@PROPERTY
+@given(
+    text=texts(max_pieces=40),
+    sample=texts(max_pieces=20),
+    specials=st.sampled_from(SPECIAL_TOKEN_SETS),
+    at=st.sampled_from(["start", "end"]),
+    extra=st.integers(0, 300),
+    fraction=st.floats(0, 1),
+)
+def test_a_dataset_remapped_through_a_trim_is_what_the_trimmed_tokenizer_encodes(text, sample, specials, at, extra, fraction):
+    assume(reference_pretoken_counts(text, specials))
+    big = trained(text, 256 + len(specials) + extra, specials, at)
+    size = 256 + len(specials) + round(fraction * (big.vocab_size - 256 - len(specials)))
+    small, id_map = trim(big, size)
+    for encoded in (text, sample):  # the training text, and any other
+        old_ids = Tokenizer.from_model(big).encode(encoded)
+        assert remap(id_map, old_ids).tolist() == Tokenizer.from_model(small).encode(encoded)
+    # The .json carries the expansions (the .npy, an array, cannot).
+    with tempfile.TemporaryDirectory() as directory:
+        _, json_path = write_id_map(id_map, Path(directory) / "m")
+        again = load_id_map(json_path)
+        assert again.expansions == id_map.expansions and again.array.tolist() == id_map.array.tolist()
+
+
 def test_trim_refuses_sizes_below_the_bytes_and_special_tokens_and_above_the_tokenizer():
     model = trained("low lower lowest " * 20, 300, [ENDOFTEXT, "<pad>"])
     with pytest.raises(ValueError, match=r"^cannot trim to 257 tokens: a trim keeps the 256 bytes and the 2 special tokens, 258 tokens$"):
@@ -260,7 +284,12 @@ def test_cli_trim_and_remap_errors_are_one_line_and_leave_nothing(tmp_path, monk
 
     ok(invoke("trim", "ts@1", "--vocab-size", 300, "--map-out", "m", "--db", db))
     np.save(tmp_path / "ids.npy", np.array([5, 340, 260], dtype=np.uint16))  # 340 was dropped
-    assert_user_error(invoke("remap", "m.json", "ids.npy", "-o", "out.npy"), "token id 340 at position 1", "dropped")
+    # The .json expands a dropped token into its parts; the .npy (an array alone) cannot.
+    assert_user_error(invoke("remap", "m.npy", "ids.npy", "-o", "out.npy"), "token id 340 at position 1", "dropped")
+    ok(invoke("remap", "m.json", "ids.npy", "-o", "out.npy"))
+    small = Store(db).load("ts@2")
+    assert small.decode(np.load(tmp_path / "out.npy").tolist()) == Store(db).load("ts@1").decode([5, 340, 260])
+    (tmp_path / "out.npy").unlink()
     np.save(tmp_path / "ids.npy", np.array([5, 7, 4000], dtype=np.uint16))
     assert_user_error(invoke("remap", "m.npy", "ids.npy", "-o", "out.npy"), "unknown token id 4000 at position 2")
     (tmp_path / "bad.json").write_text("[]")
