@@ -11,7 +11,7 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -20,6 +20,7 @@ use bpestore_pretokenize::{
 };
 
 use crate::counts::HotCache;
+use crate::spill::{SpillOptions, Spiller};
 use crate::PretokenCounts;
 
 /// How big chunks of a file are, by default: big enough that cutting costs nothing, small enough
@@ -45,6 +46,14 @@ pub enum CountError {
         /// Python's words for what is wrong there.
         reason: &'static str,
     },
+    /// Writing or reading the spilled counts failed (a full disk, an unwritable directory):
+    /// the directory given for them, and the error.
+    Spill {
+        /// The directory given for the spilled counts.
+        dir: PathBuf,
+        /// What failed.
+        error: io::Error,
+    },
 }
 
 impl fmt::Display for CountError {
@@ -56,6 +65,13 @@ impl fmt::Display for CountError {
             CountError::Decode { offset, reason } => {
                 write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
             }
+            CountError::Spill { dir, error } => {
+                write!(
+                    f,
+                    "spilling pre-token counts to {} failed: {error}",
+                    dir.display()
+                )
+            }
         }
     }
 }
@@ -63,7 +79,7 @@ impl fmt::Display for CountError {
 impl std::error::Error for CountError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CountError::Io(error) => Some(error),
+            CountError::Io(error) | CountError::Spill { error, .. } => Some(error),
             CountError::Pattern(error) => Some(error),
             CountError::Decode { .. } | CountError::Stopped => None,
         }
@@ -209,6 +225,16 @@ impl<'p> Counter<'p> {
         Ok(())
     }
 
+    /// Spills the pre-token counts to a run and forgets them if they are above the spiller's
+    /// share. (Segments not folded yet stay: their table is bounded by [`MAX_SEGMENTS`].)
+    fn spill_if_over(&mut self, spiller: &Spiller) -> Result<(), CountError> {
+        if spiller.over_budget(&self.pretokens) {
+            spiller.spill(&self.pretokens)?;
+            self.pretokens.clear_keeping_memory();
+        }
+        Ok(())
+    }
+
     /// The pre-token counts of everything added.
     fn finish(mut self) -> Result<PretokenCounts, PretokenizeError> {
         self.fold()?;
@@ -280,6 +306,53 @@ pub fn count_file_in_chunks(
     chunk_bytes: usize,
     progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
 ) -> Result<PretokenCounts, CountError> {
+    count_chunks(
+        path,
+        pretokenizer,
+        specials,
+        threads,
+        chunk_bytes,
+        progress,
+        None,
+    )
+}
+
+/// [`count_file_in_chunks`] in bounded memory: when a thread's table of counts grows above its
+/// share of `options.max_bytes`, it is written to disk sorted (a run, in a directory made in
+/// `options.dir`) and emptied; at the end the runs and the tables left are merged k ways (see
+/// [`crate::spill`]), and only the pre-tokens counted at least `options.min_count` times in all
+/// are kept. The counts are those of [`count_file_in_chunks`], pruned to `options.min_count`,
+/// whatever the budget. The runs are removed however the count ends; failing to write or read
+/// them is [`CountError::Spill`].
+pub fn count_file_spilling(
+    path: &Path,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    threads: usize,
+    chunk_bytes: usize,
+    progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
+    options: &SpillOptions,
+) -> Result<PretokenCounts, CountError> {
+    count_chunks(
+        path,
+        pretokenizer,
+        specials,
+        threads,
+        chunk_bytes,
+        progress,
+        Some(options),
+    )
+}
+
+fn count_chunks(
+    path: &Path,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    threads: usize,
+    chunk_bytes: usize,
+    progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
+    spill: Option<&SpillOptions>,
+) -> Result<PretokenCounts, CountError> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
     let boundaries = chunk_boundaries(
@@ -297,6 +370,9 @@ pub fn count_file_in_chunks(
     }
     .min(chunks.len())
     .max(1);
+    let spiller = spill
+        .map(|options| Spiller::new(options, threads))
+        .transpose()?;
 
     let next_chunk = AtomicUsize::new(0);
     // The lowest chunk in which bad UTF-8 was found: chunks after it need no counting, but all
@@ -309,11 +385,20 @@ pub fn count_file_in_chunks(
         loop {
             let index = next_chunk.fetch_add(1, Ordering::Relaxed);
             if index >= chunks.len() || index > first_bad_chunk.load(Ordering::Relaxed) {
-                return counter.finish().unwrap_or_else(|error| {
+                let finished = counter
+                    .finish()
+                    .map_err(CountError::Pattern)
+                    .and_then(|table| match &spiller {
+                        Some(spiller) if spiller.over_budget(&table) => {
+                            spiller.spill(&table).map(|()| PretokenCounts::new())
+                        }
+                        _ => Ok(table),
+                    });
+                return finished.unwrap_or_else(|error| {
                     failures
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push((chunks.len(), CountError::Pattern(error)));
+                        .push((chunks.len(), error));
                     PretokenCounts::new()
                 });
             }
@@ -325,7 +410,11 @@ pub fn count_file_in_chunks(
                 })?;
                 counter
                     .add_text(text)
-                    .map_err(|error| CountError::Pattern(relocate(error, text, text, start)))
+                    .map_err(|error| CountError::Pattern(relocate(error, text, text, start)))?;
+                match &spiller {
+                    Some(spiller) => counter.spill_if_over(spiller),
+                    None => Ok(()),
+                }
             });
             if let Err(error) = result {
                 first_bad_chunk.fetch_min(index, Ordering::Relaxed);
@@ -367,10 +456,24 @@ pub fn count_file_in_chunks(
             other => other,
         });
     }
-    Ok(partial
-        .into_iter()
-        .reduce(PretokenCounts::merged)
-        .unwrap_or_default())
+    match spiller {
+        Some(spiller) if spiller.spilled() => spiller.finish(partial),
+        Some(spiller) => {
+            let counts = partial
+                .into_iter()
+                .reduce(PretokenCounts::merged)
+                .unwrap_or_default();
+            Ok(if spiller.min_count() > 1 {
+                counts.pruned(spiller.min_count())
+            } else {
+                counts
+            })
+        }
+        None => Ok(partial
+            .into_iter()
+            .reduce(PretokenCounts::merged)
+            .unwrap_or_default()),
+    }
 }
 
 /// The decode error of a file whose first bad byte is at `offset`, with the reason Python's
@@ -748,6 +851,109 @@ mod tests {
             matches!(error, CountError::Io(ref e) if e.kind() == io::ErrorKind::NotFound),
             "{error}"
         );
+    }
+
+    /// Text shaped like a language's: a few frequent words and many rare ones, over many lines.
+    fn generated_text(words: usize, seed: u64) -> String {
+        let mut state = seed;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut text = String::new();
+        for i in 0..words {
+            let r = next();
+            let word = match r % 10 {
+                0..=5 => ["the", "a", "cat", "sat", "on", "mat"][(r >> 8) as usize % 6].to_string(),
+                6 | 7 => format!("w{}", (r >> 8) % 500),
+                8 => format!("r{}x", (r >> 8) % 100_000),
+                _ => ["中文", "😀", "don't", "1234", "...!!"][(r >> 8) as usize % 5].to_string(),
+            };
+            text.push_str(&word);
+            text.push_str(match i % 17 {
+                0 => "\n",
+                5 => "  ",
+                9 => "<|endoftext|>",
+                _ => " ",
+            });
+        }
+        text
+    }
+
+    #[test]
+    fn spill_counts_equal_in_memory_counts_for_any_budget() {
+        let specials = SpecialTokens::new(&["<|endoftext|>".to_string()]);
+        let path = temp_file("spill", generated_text(20_000, 7).as_bytes());
+        let go_on = |_: u64| ControlFlow::Continue(());
+        for pattern in [GPT2_PATTERN, r"\p{L}+|\p{N}+|\s+|[^\s\p{L}\p{N}]+"] {
+            let pretokenizer = Pretokenizer::new(pattern).unwrap();
+            let expected =
+                count_file_in_chunks(&path, &pretokenizer, &specials, 2, 4096, &go_on).unwrap();
+            // 1 byte: a spill after every chunk; fan-in 2: merges of merges.
+            for (budget, threads, fan_in) in [
+                (1, 1, 64),
+                (1, 2, 2),
+                (1, 3, 3),
+                (5000, 2, 64),
+                (1 << 30, 2, 64),
+            ] {
+                for min_count in [1, 2, 5] {
+                    let options = SpillOptions {
+                        max_bytes: budget,
+                        dir: std::env::temp_dir(),
+                        min_count,
+                        fan_in,
+                    };
+                    let counts = count_file_spilling(
+                        &path,
+                        &pretokenizer,
+                        &specials,
+                        threads,
+                        4096,
+                        &go_on,
+                        &options,
+                    )
+                    .unwrap();
+                    let pruned = expected.pruned(min_count);
+                    assert_eq!(
+                        as_map(&counts),
+                        as_map(&pruned),
+                        "{pattern} {budget} {threads} {fan_in} {min_count}"
+                    );
+                    assert_eq!(counts.total(), pruned.total());
+                }
+            }
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn spill_runs_are_removed_after_an_error() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let mut bytes = generated_text(5000, 3).into_bytes();
+        bytes.extend_from_slice(b" \xff tail");
+        let path = temp_file("spill-bad", &bytes);
+        let parent =
+            std::env::temp_dir().join(format!("bpestore-spill-test-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let options = SpillOptions::new(1, &parent);
+        let go_on = |_: u64| ControlFlow::Continue(());
+        let error = count_file_spilling(
+            &path,
+            &pretokenizer,
+            &SpecialTokens::new(&[]),
+            2,
+            1000,
+            &go_on,
+            &options,
+        )
+        .unwrap_err();
+        assert!(matches!(error, CountError::Decode { .. }), "{error}");
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 0);
+        std::fs::remove_dir(&parent).unwrap();
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
