@@ -147,6 +147,9 @@ struct Counter<'p> {
     pretokenizer: &'p Pretokenizer,
     specials: &'p SpecialTokens,
     segments: PretokenCounts,
+    /// Distinct segments held before they are folded ([`MAX_SEGMENTS`], or fewer to stay
+    /// within a spilling count's budget).
+    max_segments: usize,
     hot: HotCache,
     pretokens: PretokenCounts,
 }
@@ -157,6 +160,7 @@ impl<'p> Counter<'p> {
             pretokenizer,
             specials,
             segments: PretokenCounts::new(),
+            max_segments: MAX_SEGMENTS,
             hot: HotCache::new(),
             pretokens: PretokenCounts::new(),
         }
@@ -196,7 +200,7 @@ impl<'p> Counter<'p> {
         }
         self.hot
             .add_one(&mut self.segments, bytes, start, bytes.len());
-        if self.segments.len() >= MAX_SEGMENTS {
+        if self.segments.len() >= self.max_segments {
             self.fold()?;
         }
         Ok(())
@@ -226,7 +230,7 @@ impl<'p> Counter<'p> {
     }
 
     /// Spills the pre-token counts to a run and forgets them if they are above the spiller's
-    /// share. (Segments not folded yet stay: their table is bounded by [`MAX_SEGMENTS`].)
+    /// share. (Segments not folded yet stay: their table is bounded by `max_segments`.)
     fn spill_if_over(&mut self, spiller: &Spiller) -> Result<(), CountError> {
         if spiller.over_budget(&self.pretokens) {
             spiller.spill(&self.pretokens)?;
@@ -355,6 +359,17 @@ fn count_chunks(
 ) -> Result<PretokenCounts, CountError> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    // A spilling count's chunks are a quarter of a thread's share at most (the text a thread
+    // holds is memory too), and at least 64 KiB (cutting costs little then).
+    let chunk_bytes = match spill {
+        Some(options) => chunk_bytes.min((options.max_bytes / threads / 4).max(64 << 10)),
+        None => chunk_bytes,
+    };
     let boundaries = chunk_boundaries(
         &file,
         size,
@@ -363,13 +378,7 @@ fn count_chunks(
         chunk_bytes.max(1) as u64,
     )?;
     let chunks: Vec<(u64, u64)> = boundaries.windows(2).map(|w| (w[0], w[1])).collect();
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        threads
-    }
-    .min(chunks.len())
-    .max(1);
+    let threads = threads.min(chunks.len()).max(1);
     let spiller = spill
         .map(|options| Spiller::new(options, threads))
         .transpose()?;
@@ -381,6 +390,10 @@ fn count_chunks(
     let failures: Mutex<Vec<(usize, CountError)>> = Mutex::new(Vec::new());
     let work = || -> PretokenCounts {
         let mut counter = Counter::new(pretokenizer, specials);
+        if let Some(spiller) = &spiller {
+            // Half a thread's share for its segments (32 bytes is about a segment's entry).
+            counter.max_segments = (spiller.table_share() / 32).clamp(1, MAX_SEGMENTS);
+        }
         let mut buffer = Vec::new();
         loop {
             let index = next_chunk.fetch_add(1, Ordering::Relaxed);
@@ -951,6 +964,36 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(error, CountError::Decode { .. }), "{error}");
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 0);
+        std::fs::remove_dir(&parent).unwrap();
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn spill_runs_are_removed_after_a_panic() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let path = temp_file("spill-panic", generated_text(5000, 4).as_bytes());
+        let parent =
+            std::env::temp_dir().join(format!("bpestore-spill-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let options = SpillOptions::new(1, &parent);
+        let calls = AtomicUsize::new(0);
+        let panic_at_fifth = |_: u64| {
+            assert!(calls.fetch_add(1, Ordering::Relaxed) < 4, "a planned panic");
+            ControlFlow::Continue(())
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            count_file_spilling(
+                &path,
+                &pretokenizer,
+                &SpecialTokens::new(&[]),
+                2,
+                1000,
+                &panic_at_fifth,
+                &options,
+            )
+        }));
+        assert!(result.is_err());
         assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 0);
         std::fs::remove_dir(&parent).unwrap();
         std::fs::remove_file(path).unwrap();

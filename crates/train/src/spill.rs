@@ -31,10 +31,11 @@ pub const DEFAULT_FAN_IN: usize = 64;
 /// How a spilling count bounds its memory.
 #[derive(Clone, Debug)]
 pub struct SpillOptions {
-    /// The most bytes the threads' tables of counts hold together (by
-    /// [`PretokenCounts::entry_bytes`]) before a thread spills its table to disk. The chunk
-    /// buffers and the segment tables of the threads (a few MB each, whatever the corpus) and the
-    /// result come on top.
+    /// The most bytes the threads' tables hold together (by [`PretokenCounts::entry_bytes`]),
+    /// half for the pre-token counts (spilled to disk beyond) and half for the segments waiting
+    /// to be pre-tokenized (folded sooner); the threads' chunks of text are at most a quarter of
+    /// a thread's share (and at least 64 KiB). The result, and the growth of tables by doubling,
+    /// come on top.
     pub max_bytes: usize,
     /// The directory in which the runs' own directory is made.
     pub dir: PathBuf,
@@ -125,9 +126,15 @@ impl Spiller {
         }
     }
 
-    /// Whether a thread holding `counts` is above its share and must spill them.
+    /// The part of a thread's share for each of its two tables: the pre-token counts, and the
+    /// segments not yet pre-tokenized (see `crate::count`).
+    pub(crate) fn table_share(&self) -> usize {
+        (self.share / 2).max(1)
+    }
+
+    /// Whether a thread holding `counts` is above its share for them and must spill them.
     pub(crate) fn over_budget(&self, counts: &PretokenCounts) -> bool {
-        counts.entry_bytes() > self.share
+        counts.entry_bytes() > self.table_share()
     }
 
     /// Writes `counts` as a run (the caller then empties them).
