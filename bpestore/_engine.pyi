@@ -182,6 +182,9 @@ def count_file(
     progress: Callable[[int], object] | None = None,
     *,
     chunk_bytes: int | None = None,
+    max_memory: int | None = None,
+    spill_dir: str | PathLike[str] | None = None,
+    min_count: int | None = None,
 ) -> PretokenCounts:
     """The pre-token counts of a UTF-8 file, cut at ``special_tokens`` (not counted), counted by
     ``threads`` threads (None: one per CPU) over chunks of about ``chunk_bytes`` (default 4 MiB)
@@ -189,7 +192,16 @@ def count_file(
     (at most every 0.1 s). Raises FileNotFoundError, ``bpestore.errors.CorpusDecodeError`` (the
     first bad byte's offset), ValueError (bad pattern, empty special token),
     ``bpestore.errors.PatternError`` (``"PATH: ..."``: the pattern failed on the text, at a byte
-    offset in the file)."""
+    offset in the file).
+
+    ``max_memory``: count in bounded memory, the threads' tables of counts holding about that
+    many bytes at most (the chunk buffers and the result on top): a thread whose table grows
+    above its share writes it sorted to a run file, in a directory of its own made in
+    ``spill_dir`` (None: the system's temporary directory) and removed at the end, and the runs
+    are merged k ways. ``min_count`` (only with ``max_memory``) keeps the pre-tokens counted at
+    least that many times in all. The counts are the same as without ``max_memory`` (pruned to
+    ``min_count``). OSError (``"[Errno N] spilling pre-token counts failed: ...: 'DIR'"``) if
+    the runs cannot be written or read."""
 
 def file_chunk_boundaries(
     path: str | PathLike[str], pattern: str, special_tokens: list[str], chunk_bytes: int

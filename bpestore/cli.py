@@ -430,6 +430,11 @@ def _warning_line(
 )
 @click.option("--min-count", type=click.IntRange(min=1), default=None, help="Train only on the pre-tokens counted at least this often.")
 @click.option(
+    "--count-memory", default=None, metavar="SIZE",
+    help="Count CORPUS's plain files with at most about SIZE (e.g. 2G) of counting tables, spilling sorted partial counts to disk.",
+)
+@click.option("--spill-dir", default=None, metavar="DIR", help="With --count-memory: where to spill [default: the temporary directory].")
+@click.option(
     "--pattern", default=None, metavar="NAME|REGEX",
     help="The pre-tokenizer: gpt2 (CS336's), cl100k_base (GPT-4's), o200k_base (GPT-4o's) or a regex [default: gpt2, or the base's or the counts' own].",
 )
@@ -446,8 +451,9 @@ def _warning_line(
 def train(
     corpus: tuple[str, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
     as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
-    dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, pattern: str | None,
-    special_tokens_at: Literal["start", "end"], stored_corpus: str | None, lock_timeout: float | None, db: str,
+    dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, count_memory: str | None,
+    spill_dir: str | None, pattern: str | None, special_tokens_at: Literal["start", "end"], stored_corpus: str | None,
+    lock_timeout: float | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -460,6 +466,9 @@ def train(
     it is stored with the tokenizer, which encodes with it. --special-tokens-at end puts the
     special tokens after the merges, as GPT-2 and tiktoken have <|endoftext|>. --min-count N
     merges only the pre-tokens counted N times or more (the full counts are stored).
+    --count-memory SIZE counts a CORPUS too big for memory: beyond SIZE, sorted partial counts
+    are spilled to --spill-dir and merged at the end (the counts, and so the merges, are the
+    same; the counts themselves must fit, as the merge loop reads them).
 
     With --dask ADDRESS (or --dask local) the corpus (paths, or fsspec URLs such as
     's3://bucket/shards/*.txt') is counted on a Dask cluster, in shards of --shard-size,
@@ -480,6 +489,7 @@ def train(
     started = time.perf_counter()
     source: Any  # the CORPUS paths or --counts Counts; with --stored-corpus (None first) the stored CorpusInfo
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
+    spilling = _spilling_options(count_memory, spill_dir, corpus, counts_file, dask_address, stored_corpus)
     if stored_corpus is not None and (corpus or counts_file is not None or dask_address is not None):
         _fail("--stored-corpus trains on counts the store holds: give no CORPUS, --counts or --dask with it")
     # --counts and --dask prune the counts before they are stored (Dask: on the cluster); a
@@ -499,7 +509,7 @@ def train(
         if dry_run:
             counted, estimate = store.estimate_training(
                 source, max(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet), base=base,
-                counting=counting, pattern=pattern, min_count=merged_min_count,
+                counting=counting, pattern=pattern, min_count=merged_min_count, **spilling,
             )
             if as_json:
                 click.echo(json.dumps({
@@ -517,7 +527,7 @@ def train(
             refs = store.train(
                 source, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
                 max_memory=limit, base=base, counting=counting, pattern=pattern, special_tokens_at=special_tokens_at,
-                min_count=merged_min_count,
+                min_count=merged_min_count, **spilling,
             )
         except _workflow().TrainingInterrupted as interrupted:
             # One line, in place of the generic one: what was kept is worth knowing.
@@ -540,6 +550,27 @@ def train(
         for info in infos:
             click.echo(f"{info.ref}\tvocab_size={info.vocab_size}\tmerges={info.num_merges}\ttrained in {info.training_seconds:.2f}s", err=True)
         click.echo(f"wall time {time.perf_counter() - started:.2f}s", err=True)
+
+
+def _spilling_options(
+    count_memory: str | None, spill_dir: str | None, corpus: tuple[str, ...], counts_file: str | None, dask_address: str | None,
+    stored_corpus: str | None,
+) -> dict[str, Any]:
+    """``train``'s --count-memory and --spill-dir, for :meth:`Store.train`; usage errors for a
+    size that is not one, and for them without a CORPUS counted here."""
+    if count_memory is None:
+        if spill_dir is not None:
+            _fail("--spill-dir is where --count-memory spills: give --count-memory SIZE with it")
+        return {}
+    if counts_file is not None or dask_address is not None or stored_corpus is not None:
+        _fail("--count-memory bounds counting a CORPUS here: not with --counts, --dask or --stored-corpus")
+    try:
+        size = _workflow().parse_bytes(count_memory)
+        if size < 1:
+            raise ValueError(count_memory)
+    except ValueError:
+        _fail(f"--count-memory takes a size of at least one byte, such as 800M or 2G; got {count_memory!r}")
+    return {"count_memory": size, "spill_dir": spill_dir}
 
 
 def _inputs_described(corpus: tuple[str, ...]) -> str:

@@ -412,6 +412,8 @@ class Store(ModelStore):
         progress: bool = False,
         pattern: str | None = None,
         counting: CountingBackend | None = None,
+        count_memory: int | None = None,
+        spill_dir: str | os.PathLike[str] | None = None,
     ) -> CorpusCounts:
         """The pre-token counts of ``corpus`` (one or several files, directories, globs, compressed
         files: see :mod:`bpestore.pretokenize.inputs`), counted and saved in the store, or read
@@ -428,10 +430,15 @@ class Store(ModelStore):
         counts are then stored as :meth:`train_from_counts` stores counts (identified by their
         own hash, so the store is consulted after counting, not before). By default the corpus
         is counted in this process (:class:`~bpestore.train.backends.InProcessCounting` on
-        ``workers`` threads), once per content."""
+        ``workers`` threads), once per content; ``count_memory`` (bytes) bounds the memory of
+        that counting, spilling sorted partial counts to ``spill_dir`` (see
+        :func:`~bpestore.train.trainer.count_corpus`; the counts are the same)."""
         special_tokens = training.check_special_tokens(special_tokens)
         regex = _pattern_of_training(corpus, pattern, None)
-        found = self._counted(corpus, special_tokens, workers=workers, progress=progress, pattern=regex, counting=counting)
+        found = self._counted(
+            corpus, special_tokens, workers=workers, progress=progress, pattern=regex, counting=counting, count_memory=count_memory,
+            spill_dir=spill_dir,
+        )
         if isinstance(found, CorpusCounts):
             return found
         return CorpusCounts(self._store_new_corpus(found, progress), found.counts, reused=False, seconds=found.seconds)
@@ -445,6 +452,8 @@ class Store(ModelStore):
         progress: bool,
         pattern: str,
         counting: CountingBackend | None,
+        count_memory: int | None = None,
+        spill_dir: str | os.PathLike[str] | None = None,
     ) -> CorpusCounts | _NewCorpus:
         """:meth:`count`'s work but the last step: the counts read back from the store (a
         :class:`CorpusCounts`), or counted now and not yet stored (a :class:`_NewCorpus`, for
@@ -458,6 +467,9 @@ class Store(ModelStore):
             return self._given_counts(corpus, special_tokens, pattern, started, owned=False)
         training.check_corpus_type(corpus)
         check_workers(workers)
+        count_memory = training.check_count_memory(count_memory)
+        if counting is not None and count_memory is not None:
+            raise ValueError("count_memory bounds counting in this process: give it to the counting backend instead")
         if counting is not None:
             made = counting.count(corpus, special_tokens, pattern=pattern, progress=progress)
             if not isinstance(made, Counts):
@@ -470,7 +482,8 @@ class Store(ModelStore):
             corpus_id = self._find_corpus(connection, sha256, pattern, specials_json)
         if corpus_id is not None:
             return CorpusCounts(corpus_id, self.pretoken_counts(corpus_id), reused=True, seconds=time.perf_counter() - started)
-        counts = InProcessCounting(workers).count(files, special_tokens, pattern=pattern, progress=progress).table
+        counter = InProcessCounting(workers, count_memory, spill_dir)
+        counts = counter.count(files, special_tokens, pattern=pattern, progress=progress).table
         training.check_not_empty(counts, files.describe())  # nothing to train on: store nothing
         return _NewCorpus(
             counts, files.describe(), size_bytes, sha256, pattern, specials_json, "files",
@@ -640,6 +653,8 @@ class Store(ModelStore):
         pattern: str | None = None,
         special_tokens_at: SpecialTokensAt = "start",
         min_count: int | None = None,
+        count_memory: int | None = None,
+        spill_dir: str | os.PathLike[str] | None = None,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size.
 
@@ -669,6 +684,7 @@ class Store(ModelStore):
         merge's token, as GPT-2's and tiktoken's; with a base, its new special tokens after the new
         merges'). ``min_count``: merge only the pre-tokens counted at least that often (the
         corpus's full counts are stored all the same, and reused by trainings without it).
+        ``count_memory`` and ``spill_dir``: count in bounded memory, as :meth:`count` does.
 
         ``base`` (a ref, ``name@N``): continue that stored tokenizer's training. The new one keeps
         its vocabulary, ids and merges exactly, in order (so a model's embedding table can be
@@ -700,7 +716,7 @@ class Store(ModelStore):
         regex = _pattern_of_training(corpus, pattern, base_model)
         found = self._counted(
             corpus, continued.cut_tokens(special_tokens, base_model), workers=workers, progress=progress, pattern=regex,
-            counting=counting,
+            counting=counting, count_memory=count_memory, spill_dir=spill_dir,
         )
         counts = found.counts
         reused = isinstance(found, CorpusCounts)
@@ -863,10 +879,13 @@ class Store(ModelStore):
         counting: CountingBackend | None = None,
         pattern: str | None = None,
         min_count: int | None = None,
+        count_memory: int | None = None,
+        spill_dir: str | os.PathLike[str] | None = None,
     ) -> tuple[CorpusCounts, MemoryEstimate]:
         """A dry run: count ``corpus`` (or reuse its stored counts; new counts are saved) and
         estimate the merge loop's memory for ``vocab_size`` (continuing ``base``, if given; with
-        ``pattern`` and ``min_count`` as :meth:`train` takes them), without merging."""
+        ``pattern``, ``min_count``, ``count_memory`` and ``spill_dir`` as :meth:`train` takes
+        them), without merging."""
         special_tokens = training.check_special_tokens(special_tokens)
         training.check_vocab_size_type(vocab_size)
         check_workers(workers)
@@ -883,7 +902,7 @@ class Store(ModelStore):
         regex = _pattern_of_training(corpus, pattern, base_model)
         counted = self.count(
             corpus, continued.cut_tokens(special_tokens, base_model), workers=workers, progress=progress, pattern=regex,
-            counting=counting,
+            counting=counting, count_memory=count_memory, spill_dir=spill_dir,
         )
         return counted, estimate_merge_memory(training.pruned_to(counted.counts, min_count, _corpus_described(corpus)), merges)
 

@@ -59,10 +59,17 @@ class CountingBackend(Protocol):
 @dataclass(frozen=True)
 class InProcessCounting:
     """A :class:`CountingBackend`: counting in this process, on the engine's ``workers`` threads
-    (default: one per CPU) — :func:`bpestore.train.trainer.count_any`."""
+    (default: one per CPU) — :func:`bpestore.train.trainer.count_any`; with ``count_memory``
+    (bytes), in bounded memory, spilling sorted partial counts to ``spill_dir`` (see
+    :func:`bpestore.train.trainer.count_corpus`)."""
 
     workers: int | None = None
+    count_memory: int | None = None
+    spill_dir: str | os.PathLike[str] | None = None
 
     def count(self, corpus: Corpus, special_tokens: Sequence[str] = (), *, pattern: str = GPT2_PATTERN, progress: bool = False) -> Counts:
-        table = trainer.count_any(corpus, special_tokens, pattern=pattern, workers=self.workers, progress=progress)
+        table = trainer.count_any(
+            corpus, special_tokens, pattern=pattern, workers=self.workers, progress=progress, count_memory=self.count_memory,
+            spill_dir=self.spill_dir,
+        )
         return Counts(table, pattern, special_tokens, source=trainer.describe_corpus(corpus), origin="files")

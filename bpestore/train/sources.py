@@ -53,9 +53,13 @@ def count_files(
     pattern: str = GPT2_PATTERN,
     workers: int | None = None,
     progress: bool = False,
+    count_memory: int | None = None,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> PretokenCounts:
     """The pre-token counts of ``files`` as one corpus (each file's counts summed: a file
-    boundary is a cut), with one progress bar over the bytes of all of them on disk."""
+    boundary is a cut), with one progress bar over the bytes of all of them on disk.
+    ``count_memory``: each plain file is counted in that much memory, spilling to ``spill_dir``
+    (see :func:`bpestore.train.trainer.count_corpus`)."""
     specials = list(special_tokens)
     counts = PretokenCounts()
     cutter = Pretokenizer(pattern, specials)
@@ -65,5 +69,6 @@ def count_files(
                 pieces = text_pieces(iter_file_text(path, bar.update), cutter.last_safe_cut)
                 counts.merge(engine_count_texts(pieces, pattern, specials))
             else:
-                counts.merge(engine_count_file(path, pattern, specials, workers, bar.update))
+                counted = engine_count_file(path, pattern, specials, workers, bar.update, max_memory=count_memory, spill_dir=spill_dir)
+                counts.merge(counted)
     return counts

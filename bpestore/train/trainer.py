@@ -245,16 +245,48 @@ def count_corpus(
     pattern: str = GPT2_PATTERN,
     workers: int | None = None,
     progress: bool = False,
+    count_memory: int | None = None,
+    spill_dir: str | os.PathLike[str] | None = None,
+    min_count: int | None = None,
 ) -> PretokenCounts:
     """Pre-token counts of a corpus file, counted by the engine with ``workers`` threads (default:
     one per CPU), with a progress bar over its bytes.
 
+    ``count_memory``: count in bounded memory, the counting tables holding about that many bytes
+    at most: beyond, sorted partial counts are spilled to files in ``spill_dir`` (default: the
+    system's temporary directory; removed at the end) and merged k ways at the end (the chunk
+    buffers, a few MB a thread, and the result come on top). ``min_count``: keep only the
+    pre-tokens counted at least that often (applied to the totals as they are merged when
+    spilling, so the pruned-away ones never take memory at once).
+
     The seam of counting. Contract: exactly ``reference_pretoken_counts`` of tests/reference.py
     (the file cut at the special tokens, which are not counted, and each part pre-tokenized with
-    ``pattern``), whatever ``workers``; CorpusDecodeError names the first bad byte of the file."""
+    ``pattern``), whatever ``workers`` and ``count_memory`` (without those counted fewer than
+    ``min_count`` times); CorpusDecodeError names the first bad byte of the file; OSError
+    (naming ``spill_dir``) if the spilled counts cannot be written."""
     path = check_corpus_path(input_path)
+    count_memory = check_count_memory(count_memory)
+    min_count = check_min_count(min_count)
+    spill_min_count = min_count if count_memory is not None else None  # (else pruned below)
     with progress_bar(progress, os.path.getsize(path), "pre-tokenizing", unit="B", unit_scale=True) as bar:
-        return engine_count_file(path, pattern, list(special_tokens), workers, bar.update)
+        counts = engine_count_file(
+            path, pattern, list(special_tokens), workers, bar.update, max_memory=count_memory, spill_dir=spill_dir,
+            min_count=spill_min_count,
+        )
+    if count_memory is None and min_count is not None and min_count > 1:
+        counts = counts.pruned(min_count)
+    return counts
+
+
+def check_count_memory(count_memory: object) -> int | None:
+    """``count_memory`` if it is None or a positive int (bytes); ValueError (TypeError) otherwise."""
+    if count_memory is None:
+        return None
+    if isinstance(count_memory, bool) or not isinstance(count_memory, int):
+        raise TypeError(f"count_memory must be a number of bytes (an int), not {type(count_memory).__name__} ({count_memory!r})")
+    if count_memory < 1:
+        raise ValueError(f"count_memory must be at least one byte, got {count_memory!r}")
+    return count_memory
 
 
 def check_not_empty(counts: Mapping[bytes, int], corpus: str) -> None:
@@ -303,17 +335,31 @@ def count_any(
     pattern: str = GPT2_PATTERN,
     workers: int | None = None,
     progress: bool = False,
+    count_memory: int | None = None,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> PretokenCounts:
     """The counts of any corpus ``train_bpe`` accepts: one plain file by :func:`count_corpus`,
     several or compressed files by :func:`bpestore.train.sources.count_files`, an iterable of
-    strings by :func:`bpestore.train.sources.count_strings`."""
+    strings by :func:`bpestore.train.sources.count_strings`. ``count_memory`` and ``spill_dir``
+    (see :func:`count_corpus`) bound the counting of plain files, each file's in turn (their sum
+    is held as it grows); ValueError for them with strings or compressed files."""
     check_corpus_type(corpus)
+    count_memory = check_count_memory(count_memory)
     if sources.is_texts(corpus):
+        if count_memory is not None:
+            raise ValueError("count_memory bounds the counting of files: an iterable of strings is counted in memory")
         return sources.count_strings(corpus, special_tokens, pattern=pattern)  # type: ignore[arg-type]
     files = corpus if isinstance(corpus, sources.CorpusFiles) else sources.CorpusFiles(corpus)
+    if count_memory is not None and any(map(sources.is_compressed, files.paths)):
+        raise ValueError("count_memory bounds the counting of plain files: compressed files are counted in memory")
     if len(files.paths) == 1 and not sources.is_compressed(files.paths[0]):
-        return count_corpus(files.paths[0], special_tokens, pattern=pattern, workers=workers, progress=progress)
-    return sources.count_files(files, special_tokens, pattern=pattern, workers=workers, progress=progress)
+        return count_corpus(
+            files.paths[0], special_tokens, pattern=pattern, workers=workers, progress=progress, count_memory=count_memory,
+            spill_dir=spill_dir,
+        )
+    return sources.count_files(
+        files, special_tokens, pattern=pattern, workers=workers, progress=progress, count_memory=count_memory, spill_dir=spill_dir
+    )
 
 
 def train_bpe(
@@ -326,6 +372,8 @@ def train_bpe(
     min_count: int | None = None,
     workers: int | None = None,
     progress: bool = False,
+    count_memory: int | None = None,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file.
 
@@ -354,6 +402,12 @@ def train_bpe(
         workers: threads for pre-tokenization (default: one per CPU). The result does not depend
             on it.
         progress: show progress bars on stderr.
+        count_memory: count the pre-tokens in bounded memory: the counting tables hold about
+            this many bytes at most, sorted partial counts beyond that are spilled to files in
+            ``spill_dir`` (default: the system's temporary directory; removed at the end) and
+            merged at the end, ``min_count`` applied as they are merged (see
+            :func:`count_corpus`). Plain files only. The result does not depend on it.
+        spill_dir: where ``count_memory`` spills.
 
     Returns:
         ``(vocab, merges)``: vocab maps ids to token bytes (special tokens, then the 256 single
@@ -371,6 +425,7 @@ def train_bpe(
             ``min_count`` is below 1 (all checked before any work).
         TypeError: ``vocab_size`` is not an int, ``special_tokens`` is not a list of strings (one
             string, or a list holding something else), ``input_path`` is none of the above.
+        OSError: the spilled counts (``count_memory``) cannot be written in ``spill_dir``.
 
     Warns:
         VocabSizeNotReachedWarning: no pair of tokens was left before ``vocab_size`` was reached
@@ -378,7 +433,7 @@ def train_bpe(
     """
     model = train_model(
         input_path, vocab_size, special_tokens, pattern=pattern, special_tokens_at=special_tokens_at, min_count=min_count,
-        workers=workers, progress=progress,
+        workers=workers, progress=progress, count_memory=count_memory, spill_dir=spill_dir,
     )
     return model.vocab, model.merges
 
@@ -393,6 +448,8 @@ def train_model(
     min_count: int | None = None,
     workers: int | None = None,
     progress: bool = False,
+    count_memory: int | None = None,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> BPEModel:
     """:func:`train_bpe` (same arguments, same errors), its result as a :class:`BPEModel` (the
     pattern trained with, the pair merge rule)."""
@@ -403,9 +460,23 @@ def train_model(
     regex = training_pattern(pattern)
     special_tokens_at = check_special_tokens_at(special_tokens_at)
     min_count = check_min_count(min_count)
-    counts = count_any(input_path, special_tokens, pattern=regex, workers=workers, progress=progress)
-    check_not_empty(counts, describe_corpus(input_path))
-    counts = pruned_to(counts, min_count, describe_corpus(input_path))
+    count_memory = check_count_memory(count_memory)
+    corpus = describe_corpus(input_path)
+    if count_memory is not None and isinstance(input_path, (str, os.PathLike)) and not sources.is_compressed(input_path):
+        # One plain file: pruned as the spilled counts are merged (the rare pre-tokens, most of
+        # a big corpus's, never held all at once).
+        counts = count_corpus(
+            input_path, special_tokens, pattern=regex, workers=workers, progress=progress, count_memory=count_memory,
+            spill_dir=spill_dir, min_count=min_count,
+        )
+        if len(counts) == 0 and min_count is not None and min_count > 1:
+            raise EmptyCorpusError(f"{corpus}: the corpus is empty, or no pre-token is counted {min_count} times or more (min_count); there is nothing to train on")
+    else:
+        counts = count_any(
+            input_path, special_tokens, pattern=regex, workers=workers, progress=progress, count_memory=count_memory, spill_dir=spill_dir
+        )
+    check_not_empty(counts, corpus)
+    counts = pruned_to(counts, min_count, corpus)
     vocab, merges = train_from_counts(
         counts, vocab_size, special_tokens, progress=progress, consume_counts=True, special_tokens_at=special_tokens_at
     )

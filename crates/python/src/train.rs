@@ -11,9 +11,12 @@ use crate::errors::{corpus_decode_error, os_error, pattern_error};
 use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
-    count_file_in_chunks, count_text, CountError, MergeLoop, SortedCounts, DEFAULT_CHUNK_BYTES,
+    count_file_in_chunks, count_file_spilling, count_text, CountError, MergeLoop, SortedCounts,
+    SpillOptions, DEFAULT_CHUNK_BYTES,
 };
-use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyValueError};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyOSError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyIterator, PyList, PyTuple};
@@ -630,9 +633,17 @@ impl Reporter {
 
 /// The pre-token counts of a UTF-8 corpus file (special tokens cut out, never counted), counted
 /// in parallel by `threads` threads (None: one per CPU) over chunks of about `chunk_bytes`.
-/// `progress(n)` is called with the number of bytes counted since its last call.
+/// `progress(n)` is called with the number of bytes counted since its last call. With
+/// `max_memory`, the counting tables hold at most about that many bytes, spilling sorted runs to
+/// a directory made in `spill_dir` (None: the system's temporary directory) and merging them at
+/// the end (`spill_dir` is ignored without `max_memory`); `min_count` (spilling only) keeps the
+/// pre-tokens counted at least that often.
 #[pyfunction]
-#[pyo3(signature = (path, pattern, special_tokens, threads=None, progress=None, *, chunk_bytes=None))]
+#[pyo3(signature = (
+    path, pattern, special_tokens, threads=None, progress=None, *, chunk_bytes=None,
+    max_memory=None, spill_dir=None, min_count=None
+))]
+#[allow(clippy::too_many_arguments)] // (Python's keyword arguments)
 fn count_file(
     py: Python<'_>,
     path: PathBuf,
@@ -641,6 +652,9 @@ fn count_file(
     threads: Option<usize>,
     progress: Option<Py<PyAny>>,
     chunk_bytes: Option<usize>,
+    max_memory: Option<usize>,
+    spill_dir: Option<PathBuf>,
+    min_count: Option<u64>,
 ) -> PyResult<PyPretokenCounts> {
     check_corpus_path(py, &path)?;
     let (pretokenizer, specials) = pretokenizer_and_specials(pattern, special_tokens)?;
@@ -648,17 +662,42 @@ fn count_file(
     if chunk_bytes == 0 {
         return Err(PyValueError::new_err("chunk_bytes must be at least 1"));
     }
+    let spill = match (max_memory, spill_dir, min_count) {
+        (Some(max_bytes), dir, min_count) => {
+            let dir = dir.unwrap_or_else(std::env::temp_dir);
+            let mut options = SpillOptions::new(max_bytes, dir);
+            options.min_count = min_count.unwrap_or(1);
+            Some(options)
+        }
+        (None, _, None) => None,
+        (None, _, Some(_)) => {
+            return Err(PyValueError::new_err(
+                "min_count is applied as spilled counts are merged: give max_memory too",
+            ))
+        }
+    };
     let reporter = Reporter::new(progress);
     let result = py.detach(|| {
         let progress = |bytes| reporter.add(bytes);
-        count_file_in_chunks(
-            &path,
-            &pretokenizer,
-            &specials,
-            threads.unwrap_or(0),
-            chunk_bytes,
-            &progress,
-        )
+        match &spill {
+            Some(options) => count_file_spilling(
+                &path,
+                &pretokenizer,
+                &specials,
+                threads.unwrap_or(0),
+                chunk_bytes,
+                &progress,
+                options,
+            ),
+            None => count_file_in_chunks(
+                &path,
+                &pretokenizer,
+                &specials,
+                threads.unwrap_or(0),
+                chunk_bytes,
+                &progress,
+            ),
+        }
     });
     let stopped = matches!(result, Err(CountError::Stopped));
     let finished = reporter.finish();
@@ -681,7 +720,30 @@ fn count_file(
             Err(pattern_error(py, format!("{}: {error}", path.display())))
         }
         Err(CountError::Io(error)) => Err(os_error(error)),
+        Err(CountError::Spill { dir, error }) => Err(spill_error(&dir, error)),
         Err(CountError::Stopped) => unreachable!("handled above"),
+    }
+}
+
+/// A failure to spill counts to `dir`, as `OSError(errno, "spilling pre-token counts failed:
+/// ...", dir)`: one line, "[Errno 28] spilling pre-token counts failed: No space left on device:
+/// '/tmp'".
+fn spill_error(dir: &std::path::Path, error: std::io::Error) -> PyErr {
+    let words = error.to_string();
+    match error.raw_os_error() {
+        Some(code) => {
+            let suffix = format!(" (os error {code})");
+            let strerror = words.strip_suffix(&suffix).unwrap_or(&words);
+            PyOSError::new_err((
+                code,
+                format!("spilling pre-token counts failed: {strerror}"),
+                dir.display().to_string(),
+            ))
+        }
+        None => PyOSError::new_err(format!(
+            "spilling pre-token counts to {} failed: {words}",
+            dir.display()
+        )),
     }
 }
 

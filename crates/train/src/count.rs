@@ -11,7 +11,7 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -20,6 +20,7 @@ use bpestore_pretokenize::{
 };
 
 use crate::counts::HotCache;
+use crate::spill::{SpillOptions, Spiller};
 use crate::PretokenCounts;
 
 /// How big chunks of a file are, by default: big enough that cutting costs nothing, small enough
@@ -45,6 +46,14 @@ pub enum CountError {
         /// Python's words for what is wrong there.
         reason: &'static str,
     },
+    /// Writing or reading the spilled counts failed (a full disk, an unwritable directory):
+    /// the directory given for them, and the error.
+    Spill {
+        /// The directory given for the spilled counts.
+        dir: PathBuf,
+        /// What failed.
+        error: io::Error,
+    },
 }
 
 impl fmt::Display for CountError {
@@ -56,6 +65,13 @@ impl fmt::Display for CountError {
             CountError::Decode { offset, reason } => {
                 write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
             }
+            CountError::Spill { dir, error } => {
+                write!(
+                    f,
+                    "spilling pre-token counts to {} failed: {error}",
+                    dir.display()
+                )
+            }
         }
     }
 }
@@ -63,7 +79,7 @@ impl fmt::Display for CountError {
 impl std::error::Error for CountError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CountError::Io(error) => Some(error),
+            CountError::Io(error) | CountError::Spill { error, .. } => Some(error),
             CountError::Pattern(error) => Some(error),
             CountError::Decode { .. } | CountError::Stopped => None,
         }
@@ -131,6 +147,9 @@ struct Counter<'p> {
     pretokenizer: &'p Pretokenizer,
     specials: &'p SpecialTokens,
     segments: PretokenCounts,
+    /// Distinct segments held before they are folded ([`MAX_SEGMENTS`], or fewer to stay
+    /// within a spilling count's budget).
+    max_segments: usize,
     hot: HotCache,
     pretokens: PretokenCounts,
 }
@@ -141,6 +160,7 @@ impl<'p> Counter<'p> {
             pretokenizer,
             specials,
             segments: PretokenCounts::new(),
+            max_segments: MAX_SEGMENTS,
             hot: HotCache::new(),
             pretokens: PretokenCounts::new(),
         }
@@ -180,7 +200,7 @@ impl<'p> Counter<'p> {
         }
         self.hot
             .add_one(&mut self.segments, bytes, start, bytes.len());
-        if self.segments.len() >= MAX_SEGMENTS {
+        if self.segments.len() >= self.max_segments {
             self.fold()?;
         }
         Ok(())
@@ -206,6 +226,16 @@ impl<'p> Counter<'p> {
         }
         // The table fills up again at once: keep its memory rather than grow it anew.
         self.segments.clear_keeping_memory();
+        Ok(())
+    }
+
+    /// Spills the pre-token counts to a run and forgets them if they are above the spiller's
+    /// share. (Segments not folded yet stay: their table is bounded by `max_segments`.)
+    fn spill_if_over(&mut self, spiller: &Spiller) -> Result<(), CountError> {
+        if spiller.over_budget(&self.pretokens) {
+            spiller.spill(&self.pretokens)?;
+            self.pretokens.clear_keeping_memory();
+        }
         Ok(())
     }
 
@@ -280,8 +310,66 @@ pub fn count_file_in_chunks(
     chunk_bytes: usize,
     progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
 ) -> Result<PretokenCounts, CountError> {
+    count_chunks(
+        path,
+        pretokenizer,
+        specials,
+        threads,
+        chunk_bytes,
+        progress,
+        None,
+    )
+}
+
+/// [`count_file_in_chunks`] in bounded memory: when a thread's table of counts grows above its
+/// share of `options.max_bytes`, it is written to disk sorted (a run, in a directory made in
+/// `options.dir`) and emptied; at the end the runs and the tables left are merged k ways (see
+/// [`crate::spill`]), and only the pre-tokens counted at least `options.min_count` times in all
+/// are kept. The counts are those of [`count_file_in_chunks`], pruned to `options.min_count`,
+/// whatever the budget. The runs are removed however the count ends; failing to write or read
+/// them is [`CountError::Spill`].
+pub fn count_file_spilling(
+    path: &Path,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    threads: usize,
+    chunk_bytes: usize,
+    progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
+    options: &SpillOptions,
+) -> Result<PretokenCounts, CountError> {
+    count_chunks(
+        path,
+        pretokenizer,
+        specials,
+        threads,
+        chunk_bytes,
+        progress,
+        Some(options),
+    )
+}
+
+fn count_chunks(
+    path: &Path,
+    pretokenizer: &Pretokenizer,
+    specials: &SpecialTokens,
+    threads: usize,
+    chunk_bytes: usize,
+    progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
+    spill: Option<&SpillOptions>,
+) -> Result<PretokenCounts, CountError> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    // A spilling count's chunks are a quarter of a thread's share at most (the text a thread
+    // holds is memory too), and at least 64 KiB (cutting costs little then).
+    let chunk_bytes = match spill {
+        Some(options) => chunk_bytes.min((options.max_bytes / threads / 4).max(64 << 10)),
+        None => chunk_bytes,
+    };
     let boundaries = chunk_boundaries(
         &file,
         size,
@@ -290,13 +378,10 @@ pub fn count_file_in_chunks(
         chunk_bytes.max(1) as u64,
     )?;
     let chunks: Vec<(u64, u64)> = boundaries.windows(2).map(|w| (w[0], w[1])).collect();
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        threads
-    }
-    .min(chunks.len())
-    .max(1);
+    let threads = threads.min(chunks.len()).max(1);
+    let spiller = spill
+        .map(|options| Spiller::new(options, threads))
+        .transpose()?;
 
     let next_chunk = AtomicUsize::new(0);
     // The lowest chunk in which bad UTF-8 was found: chunks after it need no counting, but all
@@ -305,15 +390,28 @@ pub fn count_file_in_chunks(
     let failures: Mutex<Vec<(usize, CountError)>> = Mutex::new(Vec::new());
     let work = || -> PretokenCounts {
         let mut counter = Counter::new(pretokenizer, specials);
+        if let Some(spiller) = &spiller {
+            // Half a thread's share for its segments (32 bytes is about a segment's entry).
+            counter.max_segments = (spiller.table_share() / 32).clamp(1, MAX_SEGMENTS);
+        }
         let mut buffer = Vec::new();
         loop {
             let index = next_chunk.fetch_add(1, Ordering::Relaxed);
             if index >= chunks.len() || index > first_bad_chunk.load(Ordering::Relaxed) {
-                return counter.finish().unwrap_or_else(|error| {
+                let finished = counter
+                    .finish()
+                    .map_err(CountError::Pattern)
+                    .and_then(|table| match &spiller {
+                        Some(spiller) if spiller.over_budget(&table) => {
+                            spiller.spill(&table).map(|()| PretokenCounts::new())
+                        }
+                        _ => Ok(table),
+                    });
+                return finished.unwrap_or_else(|error| {
                     failures
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push((chunks.len(), CountError::Pattern(error)));
+                        .push((chunks.len(), error));
                     PretokenCounts::new()
                 });
             }
@@ -325,7 +423,11 @@ pub fn count_file_in_chunks(
                 })?;
                 counter
                     .add_text(text)
-                    .map_err(|error| CountError::Pattern(relocate(error, text, text, start)))
+                    .map_err(|error| CountError::Pattern(relocate(error, text, text, start)))?;
+                match &spiller {
+                    Some(spiller) => counter.spill_if_over(spiller),
+                    None => Ok(()),
+                }
             });
             if let Err(error) = result {
                 first_bad_chunk.fetch_min(index, Ordering::Relaxed);
@@ -367,10 +469,24 @@ pub fn count_file_in_chunks(
             other => other,
         });
     }
-    Ok(partial
-        .into_iter()
-        .reduce(PretokenCounts::merged)
-        .unwrap_or_default())
+    match spiller {
+        Some(spiller) if spiller.spilled() => spiller.finish(partial),
+        Some(spiller) => {
+            let counts = partial
+                .into_iter()
+                .reduce(PretokenCounts::merged)
+                .unwrap_or_default();
+            Ok(if spiller.min_count() > 1 {
+                counts.pruned(spiller.min_count())
+            } else {
+                counts
+            })
+        }
+        None => Ok(partial
+            .into_iter()
+            .reduce(PretokenCounts::merged)
+            .unwrap_or_default()),
+    }
 }
 
 /// The decode error of a file whose first bad byte is at `offset`, with the reason Python's
@@ -748,6 +864,139 @@ mod tests {
             matches!(error, CountError::Io(ref e) if e.kind() == io::ErrorKind::NotFound),
             "{error}"
         );
+    }
+
+    /// Text shaped like a language's: a few frequent words and many rare ones, over many lines.
+    fn generated_text(words: usize, seed: u64) -> String {
+        let mut state = seed;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut text = String::new();
+        for i in 0..words {
+            let r = next();
+            let word = match r % 10 {
+                0..=5 => ["the", "a", "cat", "sat", "on", "mat"][(r >> 8) as usize % 6].to_string(),
+                6 | 7 => format!("w{}", (r >> 8) % 500),
+                8 => format!("r{}x", (r >> 8) % 100_000),
+                _ => ["中文", "😀", "don't", "1234", "...!!"][(r >> 8) as usize % 5].to_string(),
+            };
+            text.push_str(&word);
+            text.push_str(match i % 17 {
+                0 => "\n",
+                5 => "  ",
+                9 => "<|endoftext|>",
+                _ => " ",
+            });
+        }
+        text
+    }
+
+    #[test]
+    fn spill_counts_equal_in_memory_counts_for_any_budget() {
+        let specials = SpecialTokens::new(&["<|endoftext|>".to_string()]);
+        let path = temp_file("spill", generated_text(20_000, 7).as_bytes());
+        let go_on = |_: u64| ControlFlow::Continue(());
+        for pattern in [GPT2_PATTERN, r"\p{L}+|\p{N}+|\s+|[^\s\p{L}\p{N}]+"] {
+            let pretokenizer = Pretokenizer::new(pattern).unwrap();
+            let expected =
+                count_file_in_chunks(&path, &pretokenizer, &specials, 2, 4096, &go_on).unwrap();
+            // 1 byte: a spill after every chunk; fan-in 2: merges of merges.
+            for (budget, threads, fan_in) in [
+                (1, 1, 64),
+                (1, 2, 2),
+                (1, 3, 3),
+                (5000, 2, 64),
+                (1 << 30, 2, 64),
+            ] {
+                for min_count in [1, 2, 5] {
+                    let options = SpillOptions {
+                        max_bytes: budget,
+                        dir: std::env::temp_dir(),
+                        min_count,
+                        fan_in,
+                    };
+                    let counts = count_file_spilling(
+                        &path,
+                        &pretokenizer,
+                        &specials,
+                        threads,
+                        4096,
+                        &go_on,
+                        &options,
+                    )
+                    .unwrap();
+                    let pruned = expected.pruned(min_count);
+                    assert_eq!(
+                        as_map(&counts),
+                        as_map(&pruned),
+                        "{pattern} {budget} {threads} {fan_in} {min_count}"
+                    );
+                    assert_eq!(counts.total(), pruned.total());
+                }
+            }
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn spill_runs_are_removed_after_an_error() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let mut bytes = generated_text(5000, 3).into_bytes();
+        bytes.extend_from_slice(b" \xff tail");
+        let path = temp_file("spill-bad", &bytes);
+        let parent =
+            std::env::temp_dir().join(format!("bpestore-spill-test-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let options = SpillOptions::new(1, &parent);
+        let go_on = |_: u64| ControlFlow::Continue(());
+        let error = count_file_spilling(
+            &path,
+            &pretokenizer,
+            &SpecialTokens::new(&[]),
+            2,
+            1000,
+            &go_on,
+            &options,
+        )
+        .unwrap_err();
+        assert!(matches!(error, CountError::Decode { .. }), "{error}");
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 0);
+        std::fs::remove_dir(&parent).unwrap();
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn spill_runs_are_removed_after_a_panic() {
+        let pretokenizer = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        let path = temp_file("spill-panic", generated_text(5000, 4).as_bytes());
+        let parent =
+            std::env::temp_dir().join(format!("bpestore-spill-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let options = SpillOptions::new(1, &parent);
+        let calls = AtomicUsize::new(0);
+        let panic_at_fifth = |_: u64| {
+            assert!(calls.fetch_add(1, Ordering::Relaxed) < 4, "a planned panic");
+            ControlFlow::Continue(())
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            count_file_spilling(
+                &path,
+                &pretokenizer,
+                &SpecialTokens::new(&[]),
+                2,
+                1000,
+                &panic_at_fifth,
+                &options,
+            )
+        }));
+        assert!(result.is_err());
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 0);
+        std::fs::remove_dir(&parent).unwrap();
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]

@@ -166,6 +166,14 @@ impl PretokenCounts {
         self.arena.len()
     }
 
+    /// The memory the entries take, in bytes: the pre-tokens' bytes, and per pre-token its start
+    /// (8), its count (8) and its hash-table slot (4 and a control byte, at 7/8 load). What is
+    /// allocated may be up to twice that, the arrays growing by doubling. (The rule by which a
+    /// spilling counter decides to spill, `crate::spill`.)
+    pub fn entry_bytes(&self) -> usize {
+        self.arena.len() + self.len() * (8 + 8 + 6)
+    }
+
     /// The ids of the pre-tokens in byte order of the pre-tokens (a canonical order, the same for
     /// equal counts however they were made).
     pub fn sorted_ids(&self) -> Vec<u32> {
