@@ -33,6 +33,11 @@ pub(crate) fn pair_key(left: TokenId, right: TokenId) -> u64 {
 /// The merges of the pair rule: `(left id, right id) -> (rank, merged id)`.
 pub(crate) struct PairRanks {
     map: FxHashMap<u64, (u32, TokenId)>,
+    /// Whether the merges are in the order BPE training makes them: each merge's two tokens are
+    /// bytes or made by earlier merges, and no token is made twice. Then a merge only ever forms
+    /// pairs of higher rank, so merging one pair at a time, the lowest-ranked and leftmost first,
+    /// is GPT-2's rule (all occurrences of a rank at once); dropout relies on it (dropout.rs).
+    pub(crate) well_ordered: bool,
 }
 
 impl PairRanks {
@@ -42,12 +47,26 @@ impl PairRanks {
     pub(crate) fn new(
         merges: impl ExactSizeIterator<Item = (TokenId, TokenId, TokenId)>,
     ) -> PairRanks {
+        let merges: Vec<(TokenId, TokenId, TokenId)> = merges.collect();
         let mut map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
-        for (rank, (left, right, merged)) in merges.enumerate() {
+        for (rank, &(left, right, merged)) in merges.iter().enumerate() {
             map.entry(pair_key(left, right))
                 .or_insert((rank as u32, merged));
         }
-        PairRanks { map }
+        // The rank of the merge that makes each token (the first, if several do).
+        let mut made_at: FxHashMap<TokenId, usize> =
+            FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
+        let mut made_twice = false;
+        for (rank, &(_, _, merged)) in merges.iter().enumerate() {
+            made_twice |= made_at.insert(merged, rank).is_some();
+        }
+        let well_ordered = !made_twice
+            && merges.iter().enumerate().all(|(rank, &(left, right, _))| {
+                [left, right]
+                    .iter()
+                    .all(|part| made_at.get(part).is_none_or(|&made| made < rank))
+            });
+        PairRanks { map, well_ordered }
     }
 
     #[inline]
@@ -592,6 +611,21 @@ pub(crate) mod tests {
             differ > rounds,
             "only {differ} pieces where the rules differ"
         );
+    }
+
+    #[test]
+    fn merges_in_training_order_are_told_apart() {
+        // Ids: 0..256 the bytes, 256 "ab", 257 "abc", 258 "bc".
+        let ordered = PairRanks::new([(97, 98, 256), (256, 99, 257)].into_iter());
+        assert!(ordered.well_ordered);
+        // "abc" made from "ab" before "ab" is made.
+        let part_made_later = PairRanks::new([(256, 99, 257), (97, 98, 256)].into_iter());
+        assert!(!part_made_later.well_ordered);
+        // "abc" made twice: ab+c, then a+bc.
+        let made_twice = PairRanks::new(
+            [(97, 98, 256), (98, 99, 258), (256, 99, 257), (97, 258, 257)].into_iter(),
+        );
+        assert!(!made_twice.well_ordered);
     }
 
     #[test]

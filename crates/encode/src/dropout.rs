@@ -62,6 +62,17 @@ impl Draws {
         }
     }
 
+    /// Whether any of the next `count` draws drops, without using them up (the walk that
+    /// follows starts from the same draws).
+    #[inline]
+    pub(crate) fn any_drop_in(&self, count: usize) -> bool {
+        let mut ahead = Draws {
+            state: self.state,
+            probability: self.probability,
+        };
+        (0..count).any(|_| ahead.drops())
+    }
+
     /// Whether the next merge considered is dropped.
     #[inline]
     fn drops(&mut self) -> bool {

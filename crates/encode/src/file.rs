@@ -237,6 +237,7 @@ impl Encoder {
                                     AllowedSpecial::All,
                                     dropout,
                                     (0, offset),
+                                    cache,
                                     &mut ids,
                                 ),
                             };

@@ -532,7 +532,10 @@ impl Encoder {
             return self.encode(text, allowed);
         }
         let mut out = Vec::with_capacity(text.len() / 2 + 1);
-        self.dropout_into(text, allowed, dropout, (text_index, 0), &mut out)
+        self.caches
+            .with(|cache| {
+                self.dropout_into(text, allowed, dropout, (text_index, 0), cache, &mut out)
+            })
             .map_err(|error| EncodeError::MatchFailed(in_text(error, text)))?;
         Ok(out)
     }
@@ -541,17 +544,29 @@ impl Encoder {
     /// index in its batch and its offset in the stream or file it was cut from (each piece's
     /// draws are seeded by its offset there, so the ids of a text cut at safe places equal the
     /// whole text's). If the pattern gives up on a match, the error's offset is in `text`.
+    ///
+    /// A piece whose draws drop none of the merges its plain encoding makes is that encoding
+    /// (one draw per merge, each keeping the merge the rule prefers: for the token rule and for
+    /// merges in training order, the plain rule itself; see `PairRanks::well_ordered`), so it
+    /// is taken from `cache` as plain encoding takes it; only the others are merged afresh.
     pub(crate) fn dropout_into(
         &self,
         text: &str,
         allowed: AllowedSpecial<'_>,
         dropout: Dropout,
         (text_index, start): (u64, u64),
+        cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
         let base = text.as_ptr() as usize;
         let mut tokens: Vec<TokenId> = Vec::with_capacity(64);
+        let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
         let by_token = dropout::ByToken::new(bpe::TokenRanks { vocab: &self.vocab });
+        let plain_is_the_walk = match self.rule {
+            MergeRule::Pair => self.pairs.well_ordered,
+            MergeRule::Token => true,
+        };
+        let whole = text.as_bytes();
         self.split_specials_into(text, allowed, out, |part, out| {
             self.pretokenizer.try_for_each_piece(part, |piece| {
                 let bytes = piece.as_bytes();
@@ -560,8 +575,25 @@ impl Encoder {
                     return;
                 }
                 // Pieces borrow from `text`: the address difference is the piece's offset.
-                let offset = start + (piece.as_ptr() as usize - base) as u64;
+                let at = piece.as_ptr() as usize - base;
+                let offset = start + at as u64;
                 let mut draws = dropout::Draws::new(dropout, text_index, offset);
+                if plain_is_the_walk {
+                    let before = out.len();
+                    let key = cache::short_key_in(whole, at, bytes.len());
+                    self.encode_piece(bytes, key, cache, &mut scratch, out);
+                    let made = out.len() - before;
+                    // The draws of the walk that drops nothing: one per merge (the token rule
+                    // takes a whole-token piece in one).
+                    let merges = match self.rule {
+                        MergeRule::Token if made == 1 => 1,
+                        _ => bytes.len() - made,
+                    };
+                    if !draws.any_drop_in(merges) {
+                        return;
+                    }
+                    out.truncate(before);
+                }
                 tokens.clear();
                 tokens.extend(bytes.iter().map(|&b| self.vocab.byte_ids[b as usize]));
                 match self.rule {

@@ -127,7 +127,9 @@ impl StreamState {
         let (dropout, start) = (self.dropout, self.encoded);
         let mut encode = |allowed: AllowedSpecial<'_>| match dropout {
             None => encoder.encode_into(text, allowed, cache, &mut ids),
-            Some(dropout) => encoder.dropout_into(text, allowed, dropout, (0, start), &mut ids),
+            Some(dropout) => {
+                encoder.dropout_into(text, allowed, dropout, (0, start), cache, &mut ids)
+            }
         };
         let result = match &self.only {
             None => encode(AllowedSpecial::All),
