@@ -273,7 +273,7 @@ class Encoder:
     ) -> list[int]:
         """The ids of ``text`` with BPE-dropout: each merge considered is skipped with probability
         ``dropout`` (in [0, 1); 0 is ``encode`` exactly), the draws seeded by ``seed`` (in
-        [0, 2**64)) and ``text_index`` (a text's index in its batch). No cache is used."""
+        [0, 2**64)) and ``text_index`` (a text's index in its batch)."""
     def encode_batch_dropout(
         self,
         texts: Iterable[str],

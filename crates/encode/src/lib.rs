@@ -515,9 +515,9 @@ impl Encoder {
     }
 
     /// The ids of `text` with BPE-dropout (see [`Dropout`]; `text_index`: the text's index in
-    /// its batch, which seeds its draws with the seed). No cache is read or written: a
-    /// pre-token's ids differ from one occurrence to the next. A probability of 0 is
-    /// [`Encoder::encode`] exactly.
+    /// its batch, which seeds its draws with the seed): a pre-token's ids differ from one
+    /// occurrence to the next, and only one whose draws drop none of its merges takes them from
+    /// the cache (see `dropout_into`). A probability of 0 is [`Encoder::encode`] exactly.
     ///
     /// # Errors
     /// [`EncodeError::MatchFailed`] if the pattern fails on the text (see the crate's docs).

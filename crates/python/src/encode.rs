@@ -383,7 +383,7 @@ impl PyEncoder {
 
     /// The ids of `text` with BPE-dropout: each merge considered is skipped with probability
     /// `dropout` (in [0, 1); 0 is `encode` exactly), the draws seeded by `seed` (an int in
-    /// [0, 2**64)) and `text_index` (a text's index in its batch). No cache is used.
+    /// [0, 2**64)) and `text_index` (a text's index in its batch).
     #[pyo3(signature = (text, dropout, seed, allowed_special = None, text_index = 0))]
     fn encode_dropout<'py>(
         &self,
