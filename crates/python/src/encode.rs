@@ -6,7 +6,7 @@
 //! backtracking limit, or no match covers some of the text) is one
 //! `bpestore.errors.PatternError` naming the byte offset (in the text, the stream or the file).
 
-use crate::errors::{corpus_decode_error, os_error, pattern_error};
+use crate::errors::{corpus_decode_error, os_error, pattern_error, repr, type_name};
 use crate::model::{ModelObjects, SharedBytes};
 use bpestore_encode::{
     AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
@@ -864,13 +864,6 @@ impl PyIdIterator {
     }
 }
 
-fn type_name(object: &Bound<'_, PyAny>) -> String {
-    object
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".to_string(), |name| name.to_string())
-}
-
 fn ids_to_bytes<'py>(py: Python<'py>, ids: &[TokenId]) -> PyResult<Bound<'py, PyBytes>> {
     PyBytes::new_with(py, ids.len() * 4, |buffer| {
         for (chunk, id) in buffer.chunks_exact_mut(4).zip(ids) {
@@ -878,12 +871,6 @@ fn ids_to_bytes<'py>(py: Python<'py>, ids: &[TokenId]) -> PyResult<Bound<'py, Py
         }
         Ok(())
     })
-}
-
-pub fn repr(object: &Bound<'_, PyAny>) -> String {
-    object
-        .repr()
-        .map_or_else(|_| "<unprintable>".to_string(), |r| r.to_string())
 }
 
 /// One Python int per id, made on first use and shared by every list of ids: a list of ids then

@@ -78,3 +78,19 @@ fn raised(made: PyResult<Bound<'_, PyAny>>) -> PyErr {
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(register_errors, module)?)
 }
+
+/// A Python object's type name, for messages.
+pub fn type_name(object: &Bound<'_, PyAny>) -> String {
+    object
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |name| name.to_string())
+}
+
+/// A Python object's `repr()`, for messages (never failing: an object whose `__repr__` raises
+/// is `<unprintable>`).
+pub fn repr(object: &Bound<'_, PyAny>) -> String {
+    object
+        .repr()
+        .map_or_else(|_| "<unprintable>".to_string(), |r| r.to_string())
+}

@@ -2,7 +2,7 @@
 //! bytes and its list of pairs), kept and borrowed as slices: the one reading of them for every
 //! binding that takes a model (building an encoder, checking a model, packing one).
 
-use crate::encode::repr;
+use crate::errors::repr;
 use bpestore_encode::TokenId;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::errors::{corpus_decode_error, os_error, pattern_error};
+use crate::errors::{corpus_decode_error, os_error, pattern_error, type_name};
 use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
@@ -476,14 +476,6 @@ impl SortedRows {
         })?;
         Ok(PyBytes::new(py, &data))
     }
-}
-
-/// A Python object's type name, for messages.
-fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".to_string(), |name| name.to_string())
 }
 
 /// 64-bit words as little-endian bytes.

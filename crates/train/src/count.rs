@@ -7,11 +7,10 @@
 //! time into its own buffer and counts into its own table, and the tables are added up at the
 //! end. No thread holds more than one chunk of text.
 
-use std::fmt;
 use std::fs::File;
 use std::io;
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -20,77 +19,13 @@ use bpestore_pretokenize::{
 };
 
 use crate::counts::HotCache;
+use crate::error::CountError;
 use crate::spill::{SpillOptions, Spiller};
 use crate::PretokenCounts;
 
 /// How big chunks of a file are, by default: big enough that cutting costs nothing, small enough
 /// that a thread's chunk is a few MB of memory and progress moves often.
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
-
-/// Why a file's pre-tokens could not be counted.
-#[derive(Debug)]
-pub enum CountError {
-    /// Reading the file failed.
-    Io(io::Error),
-    /// The progress callback asked to stop.
-    Stopped,
-    /// The pattern (an arbitrary one, run by the backtracking regex engine) failed on the text:
-    /// it hit its backtracking limit, or no match covers some text
-    /// ([`PretokenizeError::MatchFailed`], its offset a byte offset in the file or text).
-    Pattern(PretokenizeError),
-    /// The file is not UTF-8: the offset of its first bad byte, and Python's reason words
-    /// (`"invalid start byte"`, `"invalid continuation byte"`, `"unexpected end of data"`).
-    Decode {
-        /// Offset of the first bad byte in the file.
-        offset: u64,
-        /// Python's words for what is wrong there.
-        reason: &'static str,
-    },
-    /// Writing or reading the spilled counts failed (a full disk, an unwritable directory):
-    /// the directory given for them, and the error.
-    Spill {
-        /// The directory given for the spilled counts.
-        dir: PathBuf,
-        /// What failed.
-        error: io::Error,
-    },
-}
-
-impl fmt::Display for CountError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CountError::Io(error) => error.fmt(f),
-            CountError::Stopped => f.write_str("stopped"),
-            CountError::Pattern(error) => error.fmt(f),
-            CountError::Decode { offset, reason } => {
-                write!(f, "invalid UTF-8 at byte offset {offset} ({reason})")
-            }
-            CountError::Spill { dir, error } => {
-                write!(
-                    f,
-                    "spilling pre-token counts to {} failed: {error}",
-                    dir.display()
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for CountError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            CountError::Io(error) | CountError::Spill { error, .. } => Some(error),
-            CountError::Pattern(error) => Some(error),
-            CountError::Decode { .. } | CountError::Stopped => None,
-        }
-    }
-}
-
-impl From<io::Error> for CountError {
-    fn from(error: io::Error) -> CountError {
-        CountError::Io(error)
-    }
-}
 
 /// Counts the pre-tokens of `text` into `into`: the text is cut at its special tokens (which are
 /// not counted), and each part between them is pre-tokenized on its own. An arbitrary pattern

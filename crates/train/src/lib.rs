@@ -5,15 +5,17 @@
 
 mod count;
 mod counts;
+mod error;
 mod merge;
 mod spill;
 mod stored;
 
 pub use count::{
     count_file, count_file_in_chunks, count_file_spilling, count_text, file_chunk_boundaries,
-    CountError, DEFAULT_CHUNK_BYTES,
+    DEFAULT_CHUNK_BYTES,
 };
 pub use counts::PretokenCounts;
+pub use error::CountError;
 pub use merge::{learn_merges, Merge, MergeLoop};
 pub use spill::{SpillOptions, DEFAULT_FAN_IN};
 pub use stored::{checksum, from_copy_rows, unpack, SortedCounts};

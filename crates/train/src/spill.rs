@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::count::CountError;
+use crate::error::CountError;
 use crate::PretokenCounts;
 
 /// The most runs merged at once, by default: more are first merged into fewer, bigger runs (so
