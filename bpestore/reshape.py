@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from .atomic import temporary_name
 from .errors import OutputError
-from .model import BPEModel, check_added_tokens
+from .model import MAX_TOKEN_ID, BPEModel, check_added_tokens
 from .pretokenize.corpus import iter_text_blocks
 
 __all__ = ["IdMap", "add_tokens", "drop_unused", "load_id_map", "remap", "trim"]
@@ -425,6 +425,17 @@ class id_map_writer:  # noqa: N801 - a context manager, used like a function
             self._remove_temporaries()
 
 
+def _check_id_range(path: Path, ids: list[int], entries: int) -> None:
+    """ValueError (naming ``path``) for an id above the largest token id, or old ids so sparse
+    that the map's array would be mostly holes: a map lists every old id of a vocabulary, so a
+    huge id among a few entries is a damaged or hostile file, not a map to allocate an array for."""
+    largest = max(ids, default=0)
+    if largest > MAX_TOKEN_ID:
+        raise ValueError(f"{path}: not an id map (id {largest} is above the largest token id, {MAX_TOKEN_ID})")
+    if largest >= 16 * entries + (1 << 16):
+        raise ValueError(f"{path}: not an id map (ids up to {largest} for only {entries} entries)")
+
+
 def load_id_map(path: str | os.PathLike[str]) -> IdMap:
     """An id map from its ``.npy`` (the array) or ``.json`` file; ValueError in one line naming
     the file for anything else."""
@@ -438,6 +449,7 @@ def load_id_map(path: str | os.PathLike[str]) -> IdMap:
             raise ValueError(f"{path}: not an id map ({type(error).__name__}: {error})") from None
         if any(old < 0 for old in [*pairs, *dropped]) or any(new < 0 for new in pairs.values()):
             raise ValueError(f"{path}: not an id map (negative ids)")
+        _check_id_range(path, [*pairs, *dropped, *pairs.values()], len(pairs) + len(dropped))
         try:
             added = {str(token): int(token_id) for token, token_id in dict(data.get("added") or {}).items()}
             expansions = {

@@ -296,3 +296,59 @@ def test_cli_trim_and_remap_errors_are_one_line_and_leave_nothing(tmp_path, monk
     assert_user_error(invoke("remap", "bad.json", "ids.npy", "-o", "out.npy"), "bad.json: not an id map")
     assert not (tmp_path / "out.npy").exists()
     assert not [path for path in tmp_path.iterdir() if path.name.endswith(".partial")]
+
+
+# -- a map file is input: fuzzed, it loads or is refused in one line naming it -----------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 2**40) | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4) | st.integers(0, 2**40).map(str), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@st.composite
+def spoiled_maps(draw):
+    """A valid trim map's JSON with a few keys replaced by random JSON (or dropped)."""
+    data = {"from": "a@1", "to": "a@2", "map": {"0": 0, "2": 1, "3": 2}, "dropped": [1], "expansions": {"1": [0, 1]}}
+    for key in draw(st.lists(st.sampled_from(["from", "to", "map", "dropped", "expansions", "added"]), max_size=3)):
+        if draw(st.booleans()):
+            data.pop(key, None)
+        else:
+            data[key] = draw(JSON_VALUES)
+    return data
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=spoiled_maps() | JSON_VALUES)
+def test_a_spoiled_map_file_loads_or_is_one_line_naming_it(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("map") / "m.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    try:
+        id_map = load_id_map(path)
+    except ValueError as error:
+        assert str(error).startswith(f"{path}: not an id map") and "\n" not in str(error)
+        return
+    # Loaded: every id it maps to is a new id, and remapping through it never fails otherwise.
+    kept = id_map.array[id_map.array >= 0]
+    assert (kept >= 0).all()
+    for parts in id_map.expansions.values():
+        assert set(parts) <= set(kept.tolist())
+    old = np.arange(len(id_map.array))
+    mappable = (id_map.array >= 0) | np.isin(old, list(id_map.expansions))
+    remap(id_map, old[mappable])
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"map": {"0": 0}, "dropped": [2**40]}, "id 1099511627776 is above the largest token id"),
+        ({"map": {"0": 0, str(2**31 - 1): 1}}, "ids up to 2147483647 for only 2 entries"),
+        ({"map": {"0": 2**33}}, "id 8589934592 is above the largest token id"),
+    ],
+)
+def test_a_map_with_huge_ids_is_refused_before_anything_is_allocated(tmp_path, data, message):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(f"{path}: not an id map ({message}")):
+        load_id_map(path)
