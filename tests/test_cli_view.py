@@ -354,6 +354,21 @@ def test_a_npy_cut_short_is_refused_in_one_line_naming_it(trained_db, encoded, t
     assert_user_error(invoke("decode", "v@3", "-", "--db", trained_db, input=cut.read_bytes()), "standard input")
 
 
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_a_npy_whose_header_claims_a_huge_array_is_refused_before_it_is_allocated(trained_db, tmp_path, version):
+    """A hostile header (a shape of 10**12 ids over ten bytes of data) once had NumPy try to
+    allocate 1.8 TiB; the header is now checked against the bytes the file has."""
+    from numpy.lib import format as npy_format
+
+    header = {"descr": "<u2", "fortran_order": False, "shape": (10**12,)}
+    with open(tmp_path / "huge.npy", "wb") as file:
+        (npy_format.write_array_header_1_0 if version == (1, 0) else npy_format.write_array_header_2_0)(file, header)
+        file.write(b"\x01\x00" * 5)
+    data = (tmp_path / "huge.npy").read_bytes()
+    assert_user_error(invoke("decode", "v@3", tmp_path / "huge.npy", "--db", trained_db), "huge.npy", "header says")
+    assert_user_error(invoke("decode", "v@3", "-", "--db", trained_db, input=data), "standard input", "header says")
+
+
 def test_an_unfinished_npy_is_refused_as_such(trained_db, encoded, tmp_path):
     """What a killed ``encode --output`` leaves (its temporary file starts with the engine's
     PARTIAL_NPY_MARK) is said to be unfinished."""

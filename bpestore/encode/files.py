@@ -16,11 +16,12 @@ output.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..atomic import atomic_path, remove_stale_partials
 from ..engine import PARTIAL_NPY_MARK
@@ -125,6 +126,31 @@ def is_npy(head: bytes) -> bool:
     return head[:1] == NPY_MAGIC[:1] or head.startswith(PARTIAL_NPY_MARK)
 
 
+def _check_npy_size(source: str | os.PathLike[str] | BinaryIO) -> None:
+    """ValueError unless the ``.npy`` at ``source`` (a path, or a stream at its start, left
+    there) holds as many bytes of data as its header says: a damaged or hostile header claiming
+    a huge shape would otherwise have NumPy allocate it (terabytes) before finding the file short."""
+    import numpy as np
+    from numpy.lib import format as npy_format
+
+    with contextlib.ExitStack() as stack:
+        if isinstance(source, (str, os.PathLike)):
+            stream: BinaryIO = stack.enter_context(open(source, "rb"))
+        else:
+            stream = source
+            stack.callback(stream.seek, stream.tell())
+        version = npy_format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = npy_format.read_array_header_1_0(stream)
+        else:
+            shape, _, dtype = npy_format.read_array_header_2_0(stream)
+        data_start = stream.tell()
+        available = stream.seek(0, os.SEEK_END) - data_start
+        needed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if needed > available:
+            raise ValueError(f"its header says {needed:,} bytes of data, the file has {available:,}")
+
+
 def read_npy_ids(source: str | os.PathLike[str] | bytes, name: str | None = None) -> np.ndarray:
     """The ids of a 1-D ``.npy`` array of integers (what ``encode --output x.npy`` writes), from
     a file path or the bytes of a file. Anything else is a ValueError in one line naming the file
@@ -135,20 +161,22 @@ def read_npy_ids(source: str | os.PathLike[str] | bytes, name: str | None = None
 
     import numpy as np
 
+    where: BinaryIO | str | os.PathLike[str]  # what NumPy reads: the bytes as a stream, or the path
     if isinstance(source, bytes):
         label = name or "<bytes>"
-        head, stream = source[: len(PARTIAL_NPY_MARK)], io.BytesIO(source)
+        head, where = source[: len(PARTIAL_NPY_MARK)], io.BytesIO(source)
     else:
         label = name or os.fspath(source)
         with open(source, "rb") as file:
             head = file.read(len(PARTIAL_NPY_MARK))
-        stream = None
+        where = source
     if head.startswith(PARTIAL_NPY_MARK):
         raise ValueError(f"{label}: an unfinished .npy (its encoding was stopped before the end); encode it again")
     if not head.startswith(NPY_MAGIC):
         raise ValueError(f"{label}: not a .npy file, or one cut short (it does not start with {NPY_MAGIC!r})")
     try:
-        array = np.load(stream if stream is not None else source, allow_pickle=False)
+        _check_npy_size(where)
+        array = np.load(where, allow_pickle=False)
     except (ValueError, EOFError) as error:
         raise ValueError(f"{label}: not a complete .npy file ({error})") from None
     if not isinstance(array, np.ndarray) or array.ndim != 1:
