@@ -8,7 +8,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-LIBRARIES = ("bpestore", "tiktoken", "tokenizers", "rustbpe", "bpeasy", "numpy", "regex")
+LIBRARIES = ("bpestore", "tiktoken", "tokenizers", "rustbpe", "bpeasy", "gigatoken", "quicktok-v1", "fastokens", "bpe-openai", "numpy", "regex")
 
 
 def cpu_model() -> str:

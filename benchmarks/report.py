@@ -63,6 +63,8 @@ def section_table(result: dict) -> str:
     rows = result["rows"]
     if result["name"] == "pathological":
         return pathological_table(rows)
+    if result["name"] == "peers":
+        return peers_table(rows)
     with_speed = any("mb_per_s" in row for row in rows)
     headers = ["tool", "median s", *(["MB/s"] if with_speed else []), "runs: min-max", "CPU s", "bpestore/peer",
                *MEMORY_HEADERS, "facts"]
@@ -93,6 +95,15 @@ def pathological_table(rows: list[dict]) -> str:
         line += [", ".join(ratio(row) for row in peers), number(same.get("bpestore", {}).get("peak_rss_mb"), "{:,.0f}"),
                  "; ".join(status) or "ok"]
         cells.append(line)
+    return table(headers, cells)
+
+
+def peers_table(rows: list[dict]) -> str:
+    """One line per text, vocabulary, tool and pass (cold, warm)."""
+    headers = ["text", "vocab", "tool", "median s", "MB/s", "runs: min-max", "CPU s", "bpestore/peer", *MEMORY_HEADERS, "facts"]
+    cells = [[row["text"], row["encoding"], row["tool"], number(row.get("seconds"), "{:,.3f}"), number(row.get("mb_per_s")),
+              spread(row), number(row.get("cpu_seconds"), "{:,.2f}"), ratio(row), *memory(row), facts("peers", row)]
+             for row in rows]
     return table(headers, cells)
 
 

@@ -22,6 +22,10 @@ Sections (``--only``, comma-separated; default all):
 * ``load``: ``Tokenizer.from_db`` vs building tiktoken's Encoding from the files vs HF's
   ``Tokenizer.from_file``.
 * ``pathological``: encoding ``"a" * n`` and n random non-whitespace characters, n = 125k .. 1M.
+* ``peers``: the other encoders that are installed (tiktoken, gigatoken, quicktok, fastokens; the
+  ``bench-peers`` extra) against bpestore, with GPT-2, cl100k_base and o200k_base, on English and the
+  multilingual sample, cold and warm; each tool's ids are checked against tiktoken's before it is timed.
+  ``train`` trains with gigatoken too when it is installed.
 
 Every measurement runs in a fresh subprocess (``harness.py``) that times only the measured call and
 reports its own peak memory. The table of medians goes to stdout (progress to stderr) and the same,

@@ -18,9 +18,9 @@ from corpus import copy_prefix, detect_separator, write_multilingual_text
 from harness import run_task
 
 SECTIONS = ("train", "train-small", "train-patterns", "encode", "encode-dropout", "encode-multilingual", "encode-warm", "encode-batch", "encode-iterable",
-            "encode-file", "encode-cli", "load", "pathological")
+            "encode-file", "encode-cli", "load", "pathological", "peers")
 DEFAULT_REPEAT = {"train": 3, "train-small": 7, "train-patterns": 3, "encode": 3, "encode-dropout": 3, "encode-multilingual": 3, "encode-warm": 3, "encode-batch": 3,
-                  "encode-iterable": 3, "encode-file": 3, "encode-cli": 3, "load": 7, "pathological": 3}
+                  "encode-iterable": 3, "encode-file": 3, "encode-cli": 3, "load": 7, "pathological": 3, "peers": 3}
 SINGLE_THREAD_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
 BPESTORE = "bpestore"
 
@@ -133,7 +133,7 @@ def section(name: str, rows: list[dict], checks: list[dict] | None = None, notes
 # ---------------------------------------------------------------- train
 
 
-TRAIN_TOOLS = (BPESTORE, "hf", "rustbpe", "bpeasy")
+TRAIN_TOOLS = (BPESTORE, "hf", "rustbpe", "bpeasy", "gigatoken")
 
 
 def train_section(settings: Settings) -> dict:
@@ -151,7 +151,9 @@ def train_section(settings: Settings) -> dict:
         f"documents for the peers: separated by {'lines holding only ' + settings.special if separator == 'special' else 'blank lines'}",
         f"rustbpe and bpeasy have no special tokens: asked for vocab_size - {specials} = {settings.vocab_size - specials} "
         "tokens, so that they learn as many merges as the others",
-        f"parallelism: bpestore workers={settings.workers}; RAYON_NUM_THREADS={settings.workers} for HF and rustbpe",
+        f"parallelism: bpestore workers={settings.workers}; RAYON_NUM_THREADS={settings.workers} for HF, rustbpe and gigatoken",
+        "gigatoken (when installed, the bench-peers extra) reads the file itself, as bpestore does; its tie-break among "
+        "pairs of equal count is Hugging Face's, not bpestore's (the greatest pair), so its tokens differ at ties",
     ]
     return section("train", rows, train_checks(settings, rows, tokens_out), notes)
 
@@ -468,9 +470,87 @@ def pick(rows: list[dict], tool: str, kind: str, n: int) -> list[dict]:
     return [row for row in rows if row["tool"] == tool and row["kind"] == kind and row["n"] == n and row["status"] == "ok"]
 
 
+# ---------------------------------------------------------------- peers
+
+
+PEER_TEXTS = ("en", "multilingual")
+
+
+def peers_section(settings: Settings) -> dict:
+    """Every encoder that is installed (peer_tasks.PEER_TOOLS), on English (the corpus, --encode-mb)
+    and on the multilingual sample, with GPT-2 and, where a vocabulary is at hand offline, cl100k_base
+    and o200k_base; cold (a fresh tokenizer) and warm (its second pass). A tool's first run saves its
+    ids, which are compared with tiktoken's before its time is reported: a tool whose ids differ is
+    a ``mismatch`` row, with no time (bpestore's mismatch fails the run)."""
+    from peer_tasks import ENCODINGS, PEER_TOOLS
+
+    texts = {"en": (settings.corpus, settings.encode_bytes)}
+    multilingual = settings.workdir / "peers-multilingual.txt"
+    write_multilingual_text(multilingual, settings.encode_bytes or MULTILINGUAL_DEFAULT_BYTES)
+    texts["multilingual"] = (multilingual, None)
+    rows: list[dict] = []
+    checks: list[dict] = []
+    skipped: list[str] = []
+    for encoding in ENCODINGS:
+        vocab = {**settings.gpt2_params(), "encoding": encoding, "ranks": str(settings.workdir / f"{encoding}.tiktoken"),
+                 "json": str(settings.workdir / "peers-gpt2-tokenizer.json")}
+        prepared = prepare("prepare:peer-ranks", vocab, settings.timeout)
+        if prepared["status"] != "ok":
+            skipped.append(f"{encoding}: {prepared.get('reason', '')}")
+            continue
+        for text_name, (path, max_bytes) in texts.items():
+            group = {"text": text_name, "encoding": encoding}
+            for warm in (False, True):
+                reference = settings.workdir / f"peers-{encoding}-{text_name}-tiktoken{'-warm' * warm}.npy"
+                kind_rows = []
+                for tool in ("tiktoken", *(tool for tool in PEER_TOOLS if tool != "tiktoken")):
+                    label = tool + "-warm" * warm
+                    ids_out = settings.workdir / f"peers-{encoding}-{text_name}-{label}.npy"
+                    params = lambda index, ids_out=ids_out: {**vocab, "text": str(path), "max_bytes": max_bytes,
+                                                             "ids_out": str(ids_out) if index == 0 else None}
+                    row = peer_measure(label, params, settings, reference if tool != "tiktoken" else None, group, checks)
+                    kind_rows.append({**row, **group, "pass": "warm" if warm else "cold"})
+                add_ratios(kind_rows, reference=BPESTORE + "-warm" * warm)
+                rows += kind_rows
+    notes = [f"en: {describe_input(settings)}; multilingual: {(settings.encode_bytes or MULTILINGUAL_DEFAULT_BYTES) / 1e6:g} MB "
+             "generated in eleven scripts (as encode-multilingual); single-threaded (RAYON_NUM_THREADS=1)",
+             "gpt2 from the fixtures (gigatoken from a .tiktoken file of its ranks, fastokens from HF's tokenizer.json); "
+             "cl100k_base and o200k_base from the bpe-openai package's .tiktoken files with tiktoken's own patterns and "
+             "special tokens (quicktok uses the copy it bundles); special tokens recognised in the text by every tool",
+             "cold: a fresh process and tokenizer per run (built untimed); warm: the same tokenizer's second pass over the "
+             "text; bpestore/peer: bpestore's time over the peer's, cold against cold and warm against warm",
+             "each tool's first run saves its ids, compared with tiktoken's before its time is reported: a tool whose ids "
+             "differ is a MISMATCH row without a time",
+             *(f"not run: {reason}" for reason in skipped)]
+    same = [item for item in checks if item["ok"]]
+    summary = [check(f"ids identical to tiktoken's: {len(same)} of {len(checks)} rows", len(same) == len(checks),
+                     "every (text, vocabulary, tool, cold/warm) compared before being timed", fatal=False)] if checks else []
+    return {"name": "peers", "rows": rows, "checks": summary + [item for item in checks if not item["ok"]], "notes": notes}
+
+
+def peer_measure(tool: str, params: Callable[[int], dict], settings: Settings, reference: Path | None,
+                 group: dict, checks: list[dict]) -> dict:
+    """``peers:TOOL``'s first run, its ids checked against ``reference`` (None: it is the
+    reference), then the rest of its runs; a mismatch keeps no time."""
+    first = measure("peers", tool, params, 1, timeout=settings.timeout, env=SINGLE_THREAD_ENV)
+    if first["status"] != "ok":
+        return first
+    if reference is not None:
+        if not reference.is_file():
+            return {"tool": tool, "status": "skipped", "reason": "no tiktoken ids to compare with", "runs": first["runs"]}
+        verdict = compare_ids(f"{tool} ids == tiktoken ids ({group['encoding']}, {group['text']})", reference,
+                              Path(params(0)["ids_out"]), fatal=tool.startswith(BPESTORE))
+        checks.append(verdict)
+        if not verdict["ok"]:
+            return {"tool": tool, "status": "mismatch", "reason": verdict["detail"], "runs": first["runs"], "info": first["info"]}
+    rest = measure("peers", tool, lambda index: params(index + 1), settings.runs("peers") - 1, timeout=settings.timeout,
+                   env=SINGLE_THREAD_ENV) if settings.runs("peers") > 1 else {"runs": []}
+    return summarize(tool, first["runs"] + rest["runs"])
+
+
 RUNNERS = {"train": train_section, "train-small": train_small_section, "train-patterns": train_patterns_section, "encode": encode_section,
            "encode-dropout": encode_dropout_section,
            "encode-multilingual": encode_multilingual_section, "encode-warm": encode_warm_section,
            "encode-batch": encode_batch_section,
            "encode-iterable": encode_iterable_section, "encode-file": encode_file_section, "encode-cli": encode_cli_section,
-           "load": load_section, "pathological": pathological_section}
+           "load": load_section, "pathological": pathological_section, "peers": peers_section}

@@ -164,3 +164,21 @@ def train_bpeasy(params: dict) -> Job:
                                      max_token_length=BPEASY_MAX_TOKEN_LENGTH)
 
     return Job(run, check)
+
+
+@task("train:gigatoken")
+def train_gigatoken(params: dict) -> Job:
+    """gigatoken's ``train_bpe`` reads the file itself, as bpestore does; documents split at the
+    separator. Its default tie-break is Hugging Face's (among pairs of equal count, which pair
+    wins differs from bpestore's lexicographically greatest): learned tokens can differ at ties."""
+    gigatoken = import_or_skip("gigatoken")
+    separator = params["special"].encode() if params["separator"] == "special" else b"\n\n"
+
+    def run():
+        return gigatoken.train_bpe(params["corpus"], params["vocab_size"], specials(params), separator=separator)
+
+    def check(result) -> dict:
+        vocab, merges = result
+        return learned_tokens_report(params, len(vocab), [left + right for left, right in merges], tie_breaking="huggingface")
+
+    return Job(run, check)

@@ -1,0 +1,150 @@
+"""The ``peers`` section's measurements: bpestore, tiktoken, gigatoken, quicktok and fastokens
+encoding the same text with the same vocabulary, each in a fresh process.
+
+Params: ``tool``'s task is ``peers:TOOL`` (cold: a fresh tokenizer, built untimed) or
+``peers:TOOL-warm`` (the same text encoded once untimed, then timed again); ``encoding`` is
+``gpt2`` (built from the fixture files) or ``cl100k_base`` / ``o200k_base`` (from the ``.tiktoken``
+files the ``bpe-openai`` package ships, tiktoken's own definitions of their patterns and special
+tokens); ``ranks`` is that vocabulary as a plain ``.tiktoken`` file (written untimed by
+``prepare:peer-ranks``), ``json`` GPT-2 as an HF ``tokenizer.json``; ``text``, ``max_bytes``,
+``ids_out`` as for the encode tasks. Every tool encodes with the special tokens recognised in the
+text (tiktoken's ``allowed_special="all"``).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import importlib.util
+from pathlib import Path
+
+import gpt2
+from encode_tasks import bpestore_from_files, bpestore_tokenizer_class, encode_job
+from harness import Job, Skip
+from registry import task
+from train_tasks import import_or_skip
+
+ENCODINGS = ("gpt2", "cl100k_base", "o200k_base")
+PEER_TOOLS = ("bpestore", "tiktoken", "gigatoken", "quicktok", "fastokens")
+# gigatoken's name for each encoding's pre-tokenizer scheme (gigatoken.Tokenizer.from_tiktoken)
+GIGATOKEN_SCHEMES = {"gpt2": "gpt2", "cl100k_base": "gpt4", "o200k_base": "o200k"}
+
+
+# ---------------------------------------------------------------- the vocabularies
+
+
+def bpe_openai_file(encoding: str) -> Path:
+    """``bpe_openai/data/NAME.tiktoken.gz`` (the bpe-openai package ships cl100k_base and
+    o200k_base), or Skip: tiktoken cannot download them here."""
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise Skip(f"no offline {encoding} vocabulary: the bpe-openai package (which ships it) is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{encoding}.tiktoken.gz"
+    if not path.is_file():
+        raise Skip(f"no offline {encoding} vocabulary: {path} does not exist")
+    return path
+
+
+def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+
+
+def openai_definition(encoding: str, ranks: dict[bytes, int]) -> dict:
+    """tiktoken's own definition of ``encoding`` (pattern, special tokens) around ``ranks``:
+    ``tiktoken_ext.openai_public`` is called with its download replaced by the ranks at hand."""
+    import_or_skip("tiktoken")
+    from tiktoken_ext import openai_public
+
+    download = openai_public.load_tiktoken_bpe
+    openai_public.load_tiktoken_bpe = lambda *args, **kwargs: ranks
+    try:
+        return getattr(openai_public, encoding)()
+    finally:
+        openai_public.load_tiktoken_bpe = download
+
+
+def vocabulary(params: dict) -> tuple[dict[bytes, int], str, dict[str, int]]:
+    """(ordinary ranks, pattern, special tokens) of ``params["encoding"]``."""
+    encoding = params["encoding"]
+    if encoding == "gpt2":
+        specials = {params["special"]: gpt2.ENDOFTEXT_ID}
+        ranks = {token: rank for token, rank in gpt2.read_vocab(params["vocab"]).items() if token != params["special"].encode()}
+        return ranks, gpt2.R50K_PATTERN, specials
+    definition = openai_definition(encoding, read_tiktoken_ranks(bpe_openai_file(encoding)))
+    return definition["mergeable_ranks"], definition["pat_str"], definition["special_tokens"]
+
+
+@task("prepare:peer-ranks")
+def prepare_peer_ranks(params: dict) -> Job:
+    """Write the encoding's ordinary ranks as a plain ``.tiktoken`` file at ``params["ranks"]``
+    (and GPT-2 as an HF ``tokenizer.json`` at ``params["json"]``): the files the peers load."""
+    ranks, _, _ = vocabulary(params)
+
+    def run() -> None:
+        lines = (f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in sorted(ranks.items(), key=lambda item: item[1]))
+        Path(params["ranks"]).write_text("".join(lines))
+        if params["encoding"] == "gpt2":
+            import_or_skip("tokenizers")
+            gpt2.hf_tokenizer(params["vocab"], params["merges"], [params["special"]]).save(params["json"])
+
+    return Job(run, lambda _: {"tokens": len(ranks)})
+
+
+# ---------------------------------------------------------------- each tool's encode, special tokens recognised
+
+
+def bpestore_encode(params: dict):
+    if params["encoding"] == "gpt2":
+        return bpestore_from_files(params).encode
+    tokenizer = bpestore_tokenizer_class().from_format("tiktoken", params["ranks"], params["encoding"])
+    return lambda text: tokenizer.encode(text, allowed_special="all")
+
+
+def tiktoken_encode(params: dict):
+    tiktoken = import_or_skip("tiktoken")
+    ranks, pattern, specials = vocabulary(params)
+    encoding = tiktoken.Encoding(name=params["encoding"], pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+    return lambda text: encoding.encode(text, allowed_special="all")
+
+
+def gigatoken_encode(params: dict):
+    gigatoken = import_or_skip("gigatoken")
+    _, _, specials = vocabulary(params)
+    tokenizer = gigatoken.Tokenizer.from_tiktoken(params["ranks"], pretokenizer=GIGATOKEN_SCHEMES[params["encoding"]],
+                                                  special_tokens=specials)
+    return tokenizer.encode  # a numpy array of uint32
+
+
+def quicktok_encode(params: dict):
+    quicktok = import_or_skip("quicktok")
+    if params["encoding"] == "gpt2":
+        raise Skip("quicktok has no GPT-2 (r50k) pre-tokenizer: it compiles each grammar by hand "
+                   "(cl100k, o200k, llama3, qwen, tekken) and its importer refuses other patterns")
+    encoding = quicktok.get_encoding(params["encoding"])  # its own bundled copy of the vocabulary
+    return lambda text: encoding.encode(text, allowed_special="all")
+
+
+def fastokens_encode(params: dict):
+    fastokens = import_or_skip("fastokens")
+    if params["encoding"] == "gpt2":
+        tokenizer = fastokens.Tokenizer.from_file(params["json"])  # GPT-2's HF tokenizer.json
+    else:
+        _, pattern, specials = vocabulary(params)
+        tokenizer = fastokens.Tokenizer.from_tiktoken(params["ranks"], pattern=pattern, special_tokens=specials)
+    return lambda text: tokenizer.encode(text).ids
+
+
+ENCODERS = {"bpestore": bpestore_encode, "tiktoken": tiktoken_encode, "gigatoken": gigatoken_encode,
+            "quicktok": quicktok_encode, "fastokens": fastokens_encode}
+
+
+def register(tool: str) -> None:
+    task(f"peers:{tool}")(lambda params: encode_job(params, ENCODERS[tool](params)))
+    task(f"peers:{tool}-warm")(lambda params: encode_job(params, ENCODERS[tool](params), second_pass=True))
+
+
+for _tool in PEER_TOOLS:
+    register(_tool)
