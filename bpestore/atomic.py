@@ -12,13 +12,14 @@ import errno
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import OutputError
 
-__all__ = ["atomic_directory", "atomic_path", "remove_stale_partials", "temporary_name"]
+__all__ = ["atomic_directory", "atomic_path", "check_output_target", "remove_stale_partials", "temporary_name"]
 
 _PARTIAL_SUFFIX = ".partial"
 
@@ -93,6 +94,24 @@ def remove_stale_partials(output: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
+def check_output_target(path: str | os.PathLike[str]) -> None:
+    """OutputError naming ``path`` if something that is neither a file nor a directory is there
+    (a device such as /dev/full or /dev/null, a named pipe, a socket): an output is written beside
+    its name and renamed onto it, which would replace that node itself (as root, even /dev/full)
+    instead of writing into it. Checked before anything is written."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # nothing there (or nothing to stat): the write will say what is wrong
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise OutputError(
+            errno.EINVAL,
+            "not a regular file: outputs are written beside their name and renamed onto it, which would replace it; "
+            "give a file path (or write to standard output)",
+            os.fspath(path),
+        )
+
+
 def _temporary_beside(path: Path) -> Path:
     """A new name in ``path``'s directory (so on the same file system: renaming is atomic),
     hidden and marked partial, so that nobody mistakes it for a result while it is written."""
@@ -140,8 +159,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary path beside ``path`` to write a file at; it is renamed to ``path`` when the
     block completes, and removed when the block fails in any way: ``path`` is then left as it
     was. A missing directory is an error naming ``path``; stale temporary files of ``path`` are
-    removed first (:func:`remove_stale_partials`)."""
+    removed first (:func:`remove_stale_partials`); a device or pipe at ``path`` is refused
+    (:func:`check_output_target`)."""
     path = Path(path)
+    check_output_target(path)
     temporary = _temporary_beside(path)
     remove_stale_partials(path)
     with _cleaned_up(temporary, path):
@@ -156,6 +177,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     temporary directory is removed; when the block fails, it is removed with everything in it.
     Stale temporary directories of ``path`` are removed first."""
     path = Path(path)
+    check_output_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = _temporary_beside(path)
     remove_stale_partials(path)

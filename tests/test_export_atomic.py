@@ -62,3 +62,39 @@ def test_a_complete_export_reads_back_and_names_the_real_output(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["gpt2", "t.json"]
     assert formats.read("hf", tmp_path / "t.json").model.vocab == MODEL.vocab
     assert formats.read("gpt2", tmp_path / "gpt2" / "vocab.json", tmp_path / "gpt2" / "merges.txt", ["<|endoftext|>"]).model.vocab == MODEL.vocab
+
+
+def test_an_output_that_is_a_device_or_a_pipe_is_refused_not_replaced(tmp_path):
+    """Writing beside an output and renaming onto it once replaced the node itself: as root,
+    ``remap ... -o /dev/full`` and ``eval --csv /dev/full`` turned /dev/full into a regular file
+    and exited 0. Every output (exports, .npy, text, CSV, remapped ids) is now refused in one line
+    naming it, and the node is left as it was. (A named pipe stands in for the device here.)"""
+    import os
+    import stat
+
+    import numpy as np
+
+    from bpestore import Store
+    from test_cli import assert_user_error, invoke, ok, write_text
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    npy_pipe = tmp_path / "pipe.npy"
+    os.mkfifo(npy_pipe)
+    with pytest.raises(OSError, match="not a regular file"):
+        formats.export(MODEL, "hf", pipe)
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        store.save("t", MODEL)
+    text = write_text(tmp_path / "in.txt", "ab ab ba\n")
+    np.save(tmp_path / "ids.npy", np.array([97, 256], dtype=np.uint16))
+    ok(invoke("trim", "t", "--vocab-size", 257, "--map-out", tmp_path / "m", "--db", db))
+    for args in (
+        ("encode", "t", text, "--output", pipe),
+        ("encode", "t", text, "--output", npy_pipe),
+        ("remap", tmp_path / "m.json", tmp_path / "ids.npy", "-o", pipe),
+        ("eval", "t", "--corpus", text, "--csv", pipe),
+        ("export", "t", "--format", "hf", "--output", pipe),
+    ):
+        assert_user_error(invoke(*args, "--db", db) if args[0] != "remap" else invoke(*args), "not a regular file")
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode) and stat.S_ISFIFO(os.stat(npy_pipe).st_mode)

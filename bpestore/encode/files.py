@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ..atomic import atomic_path, remove_stale_partials
+from ..atomic import atomic_path, check_output_target, remove_stale_partials
 from ..engine import PARTIAL_NPY_MARK
 from ..errors import OutputError
 from ..pretokenize.corpus import check_corpus_path
@@ -67,6 +67,7 @@ def encode_file_to_npy(
     depend on ``workers``)."""
     input_path = check_corpus_path(input_path)
     output_path = Path(output_path)
+    check_output_target(output_path)  # (the engine, too, writes beside it and renames)
     _check_output_dir(output_path)
     size = os.path.getsize(input_path)
     remove_stale_partials(output_path)
