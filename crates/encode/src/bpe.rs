@@ -149,13 +149,9 @@ impl PairRanks {
     }
 
     pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
+        let list_rank = |left, right| self.get(left, right).map(|(rank, _)| rank);
         let mut list = Linked::new(tokens);
-        let mut heap: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(tokens.len());
-        for i in 0..tokens.len().saturating_sub(1) {
-            if let Some((rank, _)) = self.get(tokens[i], tokens[i + 1]) {
-                heap.push(Reverse(pair_key(rank, i as u32)));
-            }
-        }
+        let mut heap = pair_heap(tokens, list_rank);
         let mut merged_at: Vec<u32> = Vec::new();
         while let Some(&Reverse(top)) = heap.peek() {
             let rank = (top >> 32) as u32;
@@ -180,22 +176,7 @@ impl PairRanks {
             }
             // A merged token stays alive through its round (no pair of this rank contains it).
             for &i in &merged_at {
-                let before = list.prev[i as usize];
-                if before != NONE {
-                    if let Some((r, _)) =
-                        self.get(list.tokens[before as usize], list.tokens[i as usize])
-                    {
-                        heap.push(Reverse(pair_key(r, before)));
-                    }
-                }
-                let after = list.next[i as usize];
-                if after != NONE {
-                    if let Some((r, _)) =
-                        self.get(list.tokens[i as usize], list.tokens[after as usize])
-                    {
-                        heap.push(Reverse(pair_key(r, i)));
-                    }
-                }
+                list.push_pairs_around(i, &mut heap, list_rank);
             }
         }
         list.collect(tokens);
@@ -272,12 +253,7 @@ impl TokenRanks<'_> {
     pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
         let mut scratch = Vec::with_capacity(64);
         let mut list = Linked::new(tokens);
-        let mut heap: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(tokens.len());
-        for i in 0..tokens.len().saturating_sub(1) {
-            if let Some(rank) = self.rank(tokens[i], tokens[i + 1], &mut scratch) {
-                heap.push(Reverse(pair_key(rank, i as u32)));
-            }
-        }
+        let mut heap = pair_heap(tokens, |left, right| self.rank(left, right, &mut scratch));
         // One merge at a time, always the lowest (rank, position): positions keep the order of
         // the tokens, so that is the leftmost pair of lowest rank.
         while let Some(Reverse(entry)) = heap.pop() {
@@ -293,29 +269,27 @@ impl TokenRanks<'_> {
                 continue;
             }
             list.merge(i, j, rank);
-            let before = list.prev[i as usize];
-            if before != NONE {
-                if let Some(r) = self.rank(
-                    list.tokens[before as usize],
-                    list.tokens[i as usize],
-                    &mut scratch,
-                ) {
-                    heap.push(Reverse(pair_key(r, before)));
-                }
-            }
-            let after = list.next[i as usize];
-            if after != NONE {
-                if let Some(r) = self.rank(
-                    list.tokens[i as usize],
-                    list.tokens[after as usize],
-                    &mut scratch,
-                ) {
-                    heap.push(Reverse(pair_key(r, i)));
-                }
-            }
+            list.push_pairs_around(i, &mut heap, |left, right| {
+                self.rank(left, right, &mut scratch)
+            });
         }
         list.collect(tokens);
     }
+}
+
+/// The candidate merges of a long piece: each adjacent pair of `tokens` that `rank` ranks, as
+/// `(rank, position)` in a min-heap (the position breaks ties: leftmost first).
+pub(crate) fn pair_heap(
+    tokens: &[TokenId],
+    mut rank: impl FnMut(TokenId, TokenId) -> Option<u32>,
+) -> BinaryHeap<Reverse<u64>> {
+    let mut heap = BinaryHeap::with_capacity(tokens.len());
+    for (i, pair) in tokens.windows(2).enumerate() {
+        if let Some(r) = rank(pair[0], pair[1]) {
+            heap.push(Reverse(pair_key(r, i as u32)));
+        }
+    }
+    heap
 }
 
 /// Tokens at their first byte's position, linked to their live neighbours.
@@ -345,6 +319,29 @@ impl Linked {
         }
         let j = self.next[i as usize];
         (j != NONE).then_some(j)
+    }
+
+    /// Pushes onto `heap` the pairs the live token at `i` forms with its neighbours, those that
+    /// `rank` ranks (after a merge made it: [`pair_heap`]'s candidates).
+    #[inline]
+    pub(crate) fn push_pairs_around(
+        &self,
+        i: u32,
+        heap: &mut BinaryHeap<Reverse<u64>>,
+        mut rank: impl FnMut(TokenId, TokenId) -> Option<u32>,
+    ) {
+        let before = self.prev[i as usize];
+        if before != NONE {
+            if let Some(r) = rank(self.tokens[before as usize], self.tokens[i as usize]) {
+                heap.push(Reverse(pair_key(r, before)));
+            }
+        }
+        let after = self.next[i as usize];
+        if after != NONE {
+            if let Some(r) = rank(self.tokens[i as usize], self.tokens[after as usize]) {
+                heap.push(Reverse(pair_key(r, i)));
+            }
+        }
     }
 
     /// Token `i` becomes `merged`; its neighbour `j` goes.

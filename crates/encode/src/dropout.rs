@@ -23,9 +23,8 @@
 //! (the dropped ones set aside until the next merge), so that a megabyte without whitespace stays
 //! O(n log n) for any `p` below 1 on average.
 
-use crate::bpe::{pair_key, Linked, PairRanks, TokenId, TokenRanks, LONG_PIECE, NONE};
+use crate::bpe::{pair_heap, Linked, PairRanks, TokenId, TokenRanks, LONG_PIECE, NONE};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// How a text is encoded with dropout: the probability that a merge is skipped, in `[0, 1)`, and
 /// the seed of the draws.
@@ -233,13 +232,9 @@ fn merge_short(rule: &impl Candidates, tokens: &mut Vec<TokenId>, draws: &mut Dr
 /// Steps 2-4 with a heap of (rank, position) over a linked list: popping in order is walking;
 /// a dropped pair waits aside until the next merge puts it back.
 fn merge_long(rule: &impl Candidates, tokens: &mut Vec<TokenId>, draws: &mut Draws) {
+    let rank_of = |left, right| rule.pair(left, right).map(|(rank, _)| rank);
     let mut list = Linked::new(tokens);
-    let mut heap: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(tokens.len());
-    for i in 0..tokens.len().saturating_sub(1) {
-        if let Some((rank, _)) = rule.pair(tokens[i], tokens[i + 1]) {
-            heap.push(Reverse(pair_key(rank, i as u32)));
-        }
-    }
+    let mut heap = pair_heap(tokens, rank_of);
     let mut dropped: Vec<u64> = Vec::new();
     while let Some(Reverse(entry)) = heap.pop() {
         let (rank, i) = ((entry >> 32) as u32, entry as u32);
@@ -258,18 +253,7 @@ fn merge_long(rule: &impl Candidates, tokens: &mut Vec<TokenId>, draws: &mut Dra
         }
         list.merge(i, j, merged);
         heap.extend(dropped.drain(..).map(Reverse));
-        let before = list.prev[i as usize];
-        if before != NONE {
-            if let Some((r, _)) = rule.pair(list.tokens[before as usize], list.tokens[i as usize]) {
-                heap.push(Reverse(pair_key(r, before)));
-            }
-        }
-        let after = list.next[i as usize];
-        if after != NONE {
-            if let Some((r, _)) = rule.pair(list.tokens[i as usize], list.tokens[after as usize]) {
-                heap.push(Reverse(pair_key(r, i)));
-            }
-        }
+        list.push_pairs_around(i, &mut heap, rank_of);
     }
     list.collect(tokens);
 }
