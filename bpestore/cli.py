@@ -1462,17 +1462,31 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
 # -- trim and remap --------------------------------------------------------------------------------
 
 
+def _map_out_option(what: str) -> Callable[[_F], _F]:
+    """``--map-out PREFIX``, for the commands that write an id map (``what``: what it maps)."""
+
+    def decorate(function: _F) -> _F:
+        return click.option(
+            "--map-out", "map_out", default=None, metavar="PREFIX",
+            help=f"Write the id map ({what}) to PREFIX.npy and PREFIX.json [default: REF-to-NEWREF.idmap here].",
+        )(function)
+
+    return decorate
+
+
+def _map_prefix(map_out: str | None, ref: str) -> Callable[[str], str]:
+    """Where the id map of a tokenizer derived from ``ref`` goes, given the new ref: ``--map-out``,
+    or ``REF-to-NEWREF.idmap`` in the current directory."""
+    return lambda new_ref: map_out if map_out is not None else f"{ref}-to-{new_ref}.idmap"
+
+
 @main.command()
 @click.argument("ref")
 @click.argument("corpus", metavar="[FILE]...", nargs=-1)
 @click.option("--vocab-size", type=int, default=None, metavar="N", help="Keep the first merges: the tokenizer trained to N tokens.")
 @click.option("--drop-unused", is_flag=True, help="Drop the tokens that encoding the FILEs never uses, and the merges only they need.")
 @click.option("--name", default=None, help="Store the result under this name [default: REF's name, as its next version].")
-@click.option(
-    "--map-out", "map_out", default=None, metavar="PREFIX",
-    help="Write the id map (old id -> new id, -1 for a dropped token) to PREFIX.npy and PREFIX.json "
-    "[default: REF-to-NEWREF.idmap here].",
-)
+@_map_out_option("old id -> new id, -1 for a dropped token")
 @_lock_timeout_option
 @_db_option
 def trim(
@@ -1501,11 +1515,9 @@ def trim(
     if vocab_size is not None and corpus:
         raise click.UsageError(f"{corpus[0]}: files are read only with --drop-unused")
 
-    def prefix_for(new_ref: str) -> str:
-        return map_out if map_out is not None else f"{ref}-to-{new_ref}.idmap"
-
     with Store(db, create=False, lock_timeout=lock_timeout) as store:
         ref = store.info(ref).ref  # NAME means its latest version: the map's name says which
+        prefix_for = _map_prefix(map_out, ref)
         if vocab_size is not None:
             new_ref, id_map = store.trim(ref, vocab_size, name, map_out=prefix_for)
         else:
@@ -1523,11 +1535,7 @@ def trim(
 @click.argument("ref")
 @click.argument("tokens", metavar="TOKEN...", nargs=-1, required=True)
 @click.option("--name", default=None, help="Store the result under this name [default: REF's name, as its next version].")
-@click.option(
-    "--map-out", "map_out", default=None, metavar="PREFIX",
-    help="Write the id map (old id -> new id: the identity; and the added tokens' ids) to PREFIX.npy and PREFIX.json "
-    "[default: REF-to-NEWREF.idmap here].",
-)
+@_map_out_option("old id -> new id: the identity; and the added tokens' ids")
 @_lock_timeout_option
 @_db_option
 def add_tokens(ref: str, tokens: tuple[str, ...], name: str | None, map_out: str | None, lock_timeout: float | None, db: str) -> None:
@@ -1548,11 +1556,9 @@ def add_tokens(ref: str, tokens: tuple[str, ...], name: str | None, map_out: str
       bpestore add-tokens ts@2 '<tool_call>' '</tool_call>' ' myword' --map-out ts-tools
     """
 
-    def prefix_for(new_ref: str) -> str:
-        return map_out if map_out is not None else f"{ref}-to-{new_ref}.idmap"
-
     with Store(db, create=False, lock_timeout=lock_timeout) as store:
         ref = store.info(ref).ref  # NAME means its latest version: the map's name says which
+        prefix_for = _map_prefix(map_out, ref)
         new_ref, id_map = store.add_tokens(ref, list(tokens), name, map_out=prefix_for)
     click.echo(new_ref)
     for token in dict.fromkeys(tokens):
