@@ -11,8 +11,8 @@ use crate::errors::{corpus_decode_error, os_error, pattern_error, type_name};
 use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
-    count_file_in_chunks, count_file_spilling, count_text, CountError, MergeLoop, SortedCounts,
-    SpillOptions, DEFAULT_CHUNK_BYTES,
+    count_file_spilling, count_text, CountError, MergeLoop, SortedCounts, SpillOptions,
+    DEFAULT_CHUNK_BYTES,
 };
 use pyo3::exceptions::{
     PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyOSError, PyValueError,
@@ -671,25 +671,15 @@ fn count_file(
     let reporter = Reporter::new(progress);
     let result = py.detach(|| {
         let progress = |bytes| reporter.add(bytes);
-        match &spill {
-            Some(options) => count_file_spilling(
-                &path,
-                &pretokenizer,
-                &specials,
-                threads.unwrap_or(0),
-                chunk_bytes,
-                &progress,
-                options,
-            ),
-            None => count_file_in_chunks(
-                &path,
-                &pretokenizer,
-                &specials,
-                threads.unwrap_or(0),
-                chunk_bytes,
-                &progress,
-            ),
-        }
+        count_file_spilling(
+            &path,
+            &pretokenizer,
+            &specials,
+            threads.unwrap_or(0),
+            chunk_bytes,
+            &progress,
+            spill.as_ref(),
+        )
     });
     let stopped = matches!(result, Err(CountError::Stopped));
     let finished = reporter.finish();

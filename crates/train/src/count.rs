@@ -245,7 +245,7 @@ pub fn count_file_in_chunks(
     chunk_bytes: usize,
     progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
 ) -> Result<PretokenCounts, CountError> {
-    count_chunks(
+    count_file_spilling(
         path,
         pretokenizer,
         specials,
@@ -256,34 +256,14 @@ pub fn count_file_in_chunks(
     )
 }
 
-/// [`count_file_in_chunks`] in bounded memory: when a thread's table of counts grows above its
-/// share of `options.max_bytes`, it is written to disk sorted (a run, in a directory made in
-/// `options.dir`) and emptied; at the end the runs and the tables left are merged k ways (see
-/// [`crate::spill`]), and only the pre-tokens counted at least `options.min_count` times in all
-/// are kept. The counts are those of [`count_file_in_chunks`], pruned to `options.min_count`,
-/// whatever the budget. The runs are removed however the count ends; failing to write or read
-/// them is [`CountError::Spill`].
+/// [`count_file_in_chunks`], in bounded memory if `spill` is given: when a thread's table of
+/// counts grows above its share of `max_bytes`, it is written to disk sorted (a run, in a
+/// directory made in `dir`) and emptied; at the end the runs and the tables left are merged k
+/// ways (see [`crate::spill`]), and only the pre-tokens counted at least `min_count` times in all
+/// are kept. The counts are those of [`count_file_in_chunks`], pruned to `min_count`, whatever
+/// the budget. The runs are removed however the count ends; failing to write or read them is
+/// [`CountError::Spill`].
 pub fn count_file_spilling(
-    path: &Path,
-    pretokenizer: &Pretokenizer,
-    specials: &SpecialTokens,
-    threads: usize,
-    chunk_bytes: usize,
-    progress: &(dyn Fn(u64) -> ControlFlow<()> + Sync),
-    options: &SpillOptions,
-) -> Result<PretokenCounts, CountError> {
-    count_chunks(
-        path,
-        pretokenizer,
-        specials,
-        threads,
-        chunk_bytes,
-        progress,
-        Some(options),
-    )
-}
-
-fn count_chunks(
     path: &Path,
     pretokenizer: &Pretokenizer,
     specials: &SpecialTokens,
@@ -861,7 +841,7 @@ mod tests {
                         threads,
                         4096,
                         &go_on,
-                        &options,
+                        Some(&options),
                     )
                     .unwrap();
                     let pruned = expected.pruned(min_count);
@@ -895,7 +875,7 @@ mod tests {
             2,
             1000,
             &go_on,
-            &options,
+            Some(&options),
         )
         .unwrap_err();
         assert!(matches!(error, CountError::Decode { .. }), "{error}");
@@ -925,7 +905,7 @@ mod tests {
                 2,
                 1000,
                 &panic_at_fifth,
-                &options,
+                Some(&options),
             )
         }));
         assert!(result.is_err());
