@@ -132,6 +132,9 @@ class PretokenCounts(Mapping[bytes, int]):
     def __contains__(self, pretoken: object, /) -> bool: ...
     def __iter__(self) -> Iterator[bytes]: ...
     def keys(self) -> list[bytes]: ...  # type: ignore[override]  # (a list: the engine's own order, made once)
+    def most_common(self, n: int, min_len: int = 1, max_len: int = ...) -> list[bytes]:
+        """The ``n`` most frequent pre-tokens of ``min_len`` to ``max_len`` bytes, most frequent
+        first (equal counts in byte order)."""
     def values(self) -> list[int]:  # type: ignore[override]
         """Every count, in the order of ``keys()``."""
     def items(self) -> list[tuple[bytes, int]]:  # type: ignore[override]
@@ -289,6 +292,19 @@ class Encoder:
     ) -> tuple[list[int], list[tuple[int, int]]]:
         """The ids of ``text`` and each one's ``(start, end)`` character span, as Hugging Face's
         ``tokenizers`` gives them: a token holding part of a character's bytes spans all of it."""
+    def pack_warm(self, pieces: list[bytes], limit: int) -> tuple[bytes, int]:
+        """The packed warm table of ``pieces`` (pre-tokens, most useful first), each merged by
+        this encoder: the first ``limit`` of them that are 2 to 64 bytes long (each once); and
+        how many pieces it holds."""
+    def load_warm(self, data: bytes) -> int:
+        """Takes a warm table made by ``pack_warm`` of the same model (every thread then finds its
+        pieces there); returns how many pieces it holds. ValueError saying what is wrong."""
+    @property
+    def warm_len(self) -> int:
+        """How many pieces the warm table holds (0 without one)."""
+    @property
+    def fingerprint(self) -> str:
+        """The model's fingerprint that a warm table carries (16 hex digits)."""
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The tokens' bytes joined; ValueError naming the first id not in the vocabulary,
         TypeError for an item that is not an integer."""

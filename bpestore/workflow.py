@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal
 
 from . import evaluate as evaluating
 from . import formats, metrics
+from .encode import warm as warming
 from .atomic import atomic_path
 from .encode.files import encode_file_to_npy, is_npy, read_npy_ids, write_npy_stream
 from .encode.tokenizer import Tokenizer
@@ -37,6 +38,7 @@ from .progress import progress_bar, progress_step
 from .store.database import (
     CorpusFile, CorpusInfo, Evaluation, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
 )
+from .store.rows import StoredWarm
 from .store import loader
 from .store.refs import check_name
 from .train import continued
@@ -398,10 +400,11 @@ class Store(ModelStore):
         (:func:`bpestore.store.loader.load_model`) on this store's connection."""
         return loader.load_model(self, ref)
 
-    def load(self, ref: str) -> Tokenizer:
+    def load(self, ref: str, *, warm: bool = True) -> Tokenizer:
         """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``), as
-        :meth:`load_model` reads it."""
-        return Tokenizer.from_model(self.load_model(ref))
+        :meth:`load_model` reads it, with its warm table unless ``warm=False`` (see
+        :meth:`Tokenizer.from_db <bpestore.Tokenizer.from_db>`)."""
+        return Tokenizer.from_db(self, ref, warm=warm)
 
     def count(
         self,
@@ -655,6 +658,7 @@ class Store(ModelStore):
         min_count: int | None = None,
         count_memory: int | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
+        warm_entries: int = warming.DEFAULT_WARM_ENTRIES,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size.
 
@@ -685,6 +689,9 @@ class Store(ModelStore):
         merges'). ``min_count``: merge only the pre-tokens counted at least that often (the
         corpus's full counts are stored all the same, and reused by trainings without it).
         ``count_memory`` and ``spill_dir``: count in bounded memory, as :meth:`count` does.
+        ``warm_entries``: each tokenizer is stored with the ids of the corpus's that many most
+        frequent pre-tokens (its warm table, :mod:`bpestore.encode.warm`), so that a loaded
+        tokenizer does not merge them again; 0 stores none.
 
         ``base`` (a ref, ``name@N``): continue that stored tokenizer's training. The new one keeps
         its vocabulary, ids and merges exactly, in order (so a model's embedding table can be
@@ -705,6 +712,7 @@ class Store(ModelStore):
         check_workers(workers)
         special_tokens_at = training.check_special_tokens_at(special_tokens_at)
         min_count = training.check_min_count(min_count)
+        warming.check_entries(warm_entries)
         base_ref, base_model = None, None
         if base is not None:
             base_ref = self.info(base).ref
@@ -720,6 +728,8 @@ class Store(ModelStore):
         )
         counts = found.counts
         reused = isinstance(found, CorpusCounts)
+        # (taken now: the merge loop may empty the counts)
+        warm_source = warming.from_counts(counts, warm_entries, "the training corpus's counts")
         # What the merge loop reads: the counts, or a pruned copy (the full ones are stored).
         merged_counts = training.pruned_to(counts, min_count, _corpus_described(corpus))
         # The training's own time: getting the counts, then merging; not writing the store nor
@@ -807,6 +817,7 @@ class Store(ModelStore):
                             size, special_tokens, merges, base_model, pattern=regex, special_tokens_at=special_tokens_at
                         )
                         seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
+                        warm = warming.make(Tokenizer.from_model(model), warm_source, warm_entries)
                         params: dict[str, Any] = {} if base_ref is None else {"base": base_ref}
                         if min_count is not None:
                             params["min_count"] = min_count
@@ -828,6 +839,7 @@ class Store(ModelStore):
                                     **params,
                                 },
                                 training_seconds=round(seconds, 3),
+                                warm=warm,
                             )
                         )
                         bar.update(1)
@@ -986,6 +998,52 @@ class Store(ModelStore):
         return EvaluationResult(refs, files, files[reference_index].label, alpha, rows, stored)
 
 
+    # -- warm tables: the pre-tokens a stored tokenizer works out ahead ------------------------
+
+    def warm(
+        self,
+        ref: str,
+        files: Sequence[str | os.PathLike[str]] = (),
+        *,
+        entries: int = warming.DEFAULT_WARM_ENTRIES,
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> tuple[str, StoredWarm | None]:
+        """(Re)make the warm table of the stored tokenizer ``ref`` (:mod:`bpestore.encode.warm`):
+        the ids of the ``entries`` most frequent pre-tokens of ``files`` (counted with the
+        tokenizer's pattern and special tokens); without files, of the corpus it was trained on
+        (its stored counts), or for a tokenizer without one (an import), of its vocabulary's
+        tokens that are whole pre-tokens. Replaces any table it had; returns the tokenizer's full
+        ref and the table (None, and no table kept, when there are no pre-tokens or ``entries``
+        is 0)."""
+        self.check_writable()
+        info = self.info(ref)
+        model = self.load_model(info.ref)
+        if files:
+            source = warming.from_files(model, files, entries, workers=workers, progress=progress)
+        elif info.corpus_sha256 is not None:
+            counts = self.pretoken_counts(self.corpus_of(info.ref).id)
+            source = warming.from_counts(counts, entries, "the training corpus's counts")
+        else:
+            source = warming.from_vocab(model, entries)
+        with progress_step(progress, f"merging {min(entries, len(source.pieces)):,} pre-tokens"):
+            table = warming.make(Tokenizer.from_model(model), source, entries)
+        if table is None:
+            self.delete_warm(info.ref)
+        else:
+            self.save_warm(info.ref, table)
+        return info.ref, table
+
+    def warm_status(self, ref: str, model: BPEModel | None = None) -> dict[str, Any] | None:
+        """What ``show`` tells of the warm table of ``ref`` (``model``: the tokenizer, if loaded
+        already): its pre-tokens, where they came from, and whether it is stale (made for
+        another model or bpestore version: unused); None without one."""
+        stored = self.warm_of(ref, data=False)
+        if stored is None:
+            return None
+        fingerprint = Tokenizer.from_model(model if model is not None else self.load_model(ref)).fingerprint
+        return {"entries": stored.entries, "source": stored.source, "stale": stored.fingerprint != fingerprint}
+
     # -- reshaping: a new version derived from a stored one, with its id map -----------------
 
     def trim(
@@ -1137,25 +1195,32 @@ def _corpus_described(corpus: object) -> str:
 
 def load_tokenizer(store: str | os.PathLike[str], ref: str) -> Tokenizer:
     """The tokenizer ``ref`` from the store at ``store``, by the one loader (the fast SQLite path
-    first); a store that does not exist is an error, never created."""
-    return Tokenizer.from_model(loader.load_model(store, ref))
+    first), with its warm table; a store that does not exist is an error, never created."""
+    return Tokenizer.from_db(store, ref)
 
 
 def import_into_store(
     store: str | os.PathLike[str], name: str, format: str, *paths: str | os.PathLike[str], lock_timeout: float | None = None,
-    save_progress: bool = False, **options: Any,
+    save_progress: bool = False, warm_entries: int = warming.DEFAULT_WARM_ENTRIES, **options: Any,
 ) -> tuple[str, formats.Imported]:
     """Read ``format``'s files (see :func:`bpestore.formats.read`; ``options`` are its) and store
     the tokenizer as the next version of ``name``; returns the new ref and what the import found.
     Nothing is stored unless the whole input is understood; the files are read before the store's
     write lock is taken (``lock_timeout``: see :class:`Store`). ``save_progress``: a line while
     the files are read and the model checked (seconds for GPT-2's, with nothing else to show),
-    then a bar while the vocab and merges are written."""
+    then a bar while the vocab and merges are written. ``warm_entries``: the tokenizer is stored
+    with a warm table of that many of its vocabulary's tokens that are whole pre-tokens
+    (:func:`bpestore.encode.warm.from_vocab`; 0: none); ``Store.warm`` remakes it from a corpus."""
+    warming.check_entries(warm_entries)
     names = ", ".join(Path(path).name for path in paths)
     with progress_step(save_progress, f"reading and checking {names}"):
         imported = formats.read(format, *paths, **options)
+    with progress_step(save_progress and warm_entries > 0, "working out the warm table"):
+        table = warming.make(Tokenizer.from_model(imported.model), warming.from_vocab(imported.model, warm_entries), warm_entries)
     with Store(store, lock_timeout=lock_timeout) as opened:
-        ref = opened.save(name, imported.model, source_format=imported.format, source_paths=imported.paths, progress=save_progress)
+        ref = opened.save(
+            name, imported.model, source_format=imported.format, source_paths=imported.paths, progress=save_progress, warm=table
+        )
     return ref, imported
 
 

@@ -1,6 +1,7 @@
 """The one loader (issue 11 section 3): every way of reading a stored tokenizer — ``Tokenizer.from_db``,
 ``Store.load`` and ``Store.diff``, and the command line's ``encode``, ``decode``, ``show``, ``diff``
-and ``export`` — goes through :func:`bpestore.store.loader.load_model`, takes its fast SQLite path,
+and ``export`` — goes through :func:`bpestore.store.loader.load_with_warm` (which
+:func:`~bpestore.store.loader.load_model` is, without the warm table), takes its fast SQLite path,
 and gives the same model as the SQLAlchemy path."""
 
 from __future__ import annotations
@@ -35,22 +36,22 @@ def db(tmp_path_factory) -> Path:
 def calls(monkeypatch) -> dict[str, list]:
     """Record every call of the loader (what it was given) and of its two fast readers."""
     seen: dict[str, list] = {"load_model": [], "fast": [], "new_connection": []}
-    real_load, real_fast, real_new = loader.load_model, loader._read_current_sqlite, loader.load_from_sqlite
+    real_load, real_fast, real_new = loader.load_with_warm, loader._read_current_sqlite, loader.load_from_sqlite
 
-    def load_model(store, ref):
+    def load_with_warm(store, ref, *, warm=True):
         seen["load_model"].append((store, ref))
-        return real_load(store, ref)
+        return real_load(store, ref, warm=warm)
 
-    def read_current(connection, location, ref):
-        model = real_fast(connection, location, ref)
+    def read_current(connection, location, ref, warm):
+        model = real_fast(connection, location, ref, warm)
         seen["fast"].append(model is not None)
         return model
 
-    def load_from_sqlite(path, ref):
+    def load_from_sqlite(path, ref, *, warm=False):
         seen["new_connection"].append(ref)
-        return real_new(path, ref)
+        return real_new(path, ref, warm=warm)
 
-    monkeypatch.setattr(loader, "load_model", load_model)
+    monkeypatch.setattr(loader, "load_with_warm", load_with_warm)
     monkeypatch.setattr(loader, "_read_current_sqlite", read_current)
     monkeypatch.setattr(loader, "load_from_sqlite", load_from_sqlite)
     return seen

@@ -79,6 +79,23 @@ class EncoderEngine(Protocol):
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes: ...
 
+    def pack_warm(self, pieces: list[bytes], limit: int) -> tuple[bytes, int]:
+        """The packed warm table of ``pieces`` (most useful first, the first ``limit`` of 2 to 64
+        bytes kept, each once), each merged as in a text (see bpestore/encode/warm.py); and how
+        many pieces it holds."""
+
+    def load_warm(self, data: bytes) -> int:
+        """Takes a warm table made by ``pack_warm`` of the same model; returns its pieces.
+        ValueError saying what is wrong with it."""
+
+    @property
+    def warm_len(self) -> int:
+        """How many pieces the warm table holds (0 without one)."""
+
+    @property
+    def fingerprint(self) -> str:
+        """The fingerprint of the model (what a piece's ids depend on) that a warm table carries."""
+
     def stream(
         self, block_bytes: int = ..., allowed_special: str | Iterable[str] | None = None, dropout: float | None = None,
         seed: int | None = None,

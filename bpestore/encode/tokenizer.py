@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import numpy as np  # (imported where it runs: commands that do not encode, `train` among them, never load it)
     import numpy.typing as npt
 
+    from ..store.database import ModelStore
+
 _T = TypeVar("_T")
 _Args = TypeVarTuple("_Args")
 
@@ -153,11 +155,53 @@ class Tokenizer:
         return formats.export(self, format, output)
 
     @classmethod
-    def from_db(cls, path_or_url: str | os.PathLike[str], name: str) -> Tokenizer:
-        """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database."""
-        from ..store import loader
+    def from_db(cls, path_or_url: str | os.PathLike[str] | ModelStore, name: str, *, warm: bool = True) -> Tokenizer:
+        """The tokenizer stored as ``name`` (latest version) or ``name@N`` in a bpestore database
+        (a SQLite file, a SQLAlchemy URL, or a store already open).
 
-        return cls.from_model(loader.load_model(path_or_url, name))
+        Its caches start warm: the ids of the pre-tokens it will mostly meet (its training
+        corpus's most frequent, by default; see :mod:`bpestore.encode.warm`) were worked out when
+        it was stored, and are looked up instead of merged. The ids are the same either way;
+        ``warm=False`` leaves the stored table unread.
+
+        Raises:
+            StoreError: as :func:`bpestore.store.loader.load_model`; also a stored warm table that
+                is damaged (the message says how to remove it).
+        """
+        from ..store import loader
+        from . import warm as warming
+
+        model, stored = loader.load_with_warm(path_or_url, name, warm=warm)
+        tokenizer = cls.from_model(model)
+        location = os.fspath(path_or_url) if isinstance(path_or_url, (str, os.PathLike)) else path_or_url.location
+        warming.apply_stored(tokenizer, stored, name, location)
+        return tokenizer
+
+    # -- the warm table (bpestore/encode/warm.py) ----------------------------------------------
+
+    @property
+    def fingerprint(self) -> str:
+        """The fingerprint of what this tokenizer's ids of a pre-token depend on (its tokens,
+        merges and rule), as 16 hex digits: a warm table made for another is not used."""
+        return self._engine.fingerprint
+
+    @property
+    def warm_entries(self) -> int:
+        """How many pre-tokens this tokenizer's warm table holds (0 without one)."""
+        return self._engine.warm_len
+
+    def pack_warm(self, pieces: Sequence[bytes], entries: int) -> tuple[bytes, int]:
+        """The engine's warm table of ``pieces`` (pre-tokens, most useful first; the first
+        ``entries`` of 2 to 64 bytes, each once), each merged as in a text; and how many it holds.
+        :mod:`bpestore.encode.warm` makes and stores them."""
+        return self._engine.pack_warm(list(pieces), entries)
+
+    def load_warm(self, data: bytes) -> int:
+        """Take the warm table ``data`` (made by :meth:`pack_warm` of a tokenizer of the same
+        model): its pre-tokens' ids are looked up, not merged, from now on, by every thread.
+        Returns how many it holds. ValueError saying what is wrong (not a warm table, made for
+        another model, damaged, or this tokenizer has one already)."""
+        return self._engine.load_warm(data)
 
     # -- encoding -------------------------------------------------------------------------------
     #

@@ -47,7 +47,7 @@ from ..errors import (
 )
 from ..model import BPEModel
 from ..pretokenize.patterns import name_of_pattern
-from .rows import MERGES_SQL, VOCAB_SQL, model_from_rows
+from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows
 from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
 from ..progress import progress_bar
@@ -739,9 +739,11 @@ class ModelStore:
         training_params: dict[str, Any] | None = None,
         training_seconds: float | None = None,
         progress: bool = False,
+        warm: StoredWarm | None = None,
     ) -> str:
         """Store ``tokenizer`` (a :class:`BPEModel` or a ``Tokenizer``) as the next version of
-        ``name``; returns ``"name@version"``.
+        ``name``; returns ``"name@version"``. ``warm``: its warm table, stored with it in the same
+        transaction.
 
         ``source`` says where it came from (default ``"imported"`` when ``source_format`` is given,
         else ``"saved from Python"``); an import gives the format it read and the files.
@@ -758,6 +760,7 @@ class ModelStore:
             return self._insert_tokenizer(
                 connection, name, model, corpus_id=None, source=source, source_format=source_format,
                 source_paths=paths, training_params=training_params, training_seconds=training_seconds, progress=progress,
+                warm=warm,
             )
 
     def _insert_tokenizer(
@@ -773,6 +776,7 @@ class ModelStore:
         source_format: str | None = None,
         source_paths: builtins.list[str] | None = None,
         progress: bool = False,
+        warm: StoredWarm | None = None,
     ) -> str:
         t, names = schema.tokenizers, schema.tokenizer_names
         # Versions are never reused, even after deletions: a ref always means one tokenizer.
@@ -802,7 +806,53 @@ class ModelStore:
             )
         ).inserted_primary_key[0]  # type: ignore[index]  # (an INSERT of one row: its key)
         self._insert_vocab_and_merges(connection, tokenizer_id, tokenizer, progress)
+        if warm is not None:
+            self._insert_warm(connection, tokenizer_id, warm)
         return f"{name}@{version}"
+
+    @staticmethod
+    def _insert_warm(connection: Connection, tokenizer_id: int, warm: StoredWarm) -> None:
+        w = schema.warm_caches
+        connection.execute(delete(w).where(w.c.tokenizer_id == tokenizer_id))
+        connection.execute(
+            insert(w).values(
+                tokenizer_id=tokenizer_id, fingerprint=warm.fingerprint, entries=warm.entries, source=warm.source,
+                data=warm.data, created_at=datetime.now(timezone.utc).replace(tzinfo=None),
+            )
+        )
+
+    # -- warm tables: pre-tokens whose ids a tokenizer worked out ahead ----------------------------
+
+    def save_warm(self, ref: str, warm: StoredWarm) -> str:
+        """Keep ``warm`` as the warm table of the stored tokenizer ``ref``, in place of any it had;
+        returns the tokenizer's full ref. TokenizerNotFoundError for a ``ref`` not stored."""
+        self.check_writable()
+        with self._transaction(write=True) as connection:
+            row = self._resolve(connection, ref)
+            self._insert_warm(connection, row.id, warm)
+        return f"{row.name}@{row.version}"
+
+    def warm_of(self, ref: str, *, data: bool = True) -> StoredWarm | None:
+        """The warm table of the stored tokenizer ``ref``, or None; ``data=False`` leaves its
+        bytes out (``b""``): what ``show`` tells needs only the rest."""
+        w = schema.warm_caches
+        columns = [w.c.fingerprint, w.c.entries, w.c.source, w.c.created_at] + ([w.c.data] if data else [])
+        with self._transaction() as connection:
+            tokenizer_id = self._resolve(connection, ref).id
+            row = connection.execute(select(*columns).where(w.c.tokenizer_id == tokenizer_id)).first()
+        if row is None:
+            return None
+        created = row.created_at.replace(tzinfo=timezone.utc) if row.created_at is not None else None
+        return StoredWarm(row.fingerprint, row.entries, row.source, bytes(row.data) if data else b"", created)
+
+    def delete_warm(self, ref: str) -> bool:
+        """Delete the warm table of the stored tokenizer ``ref``; whether it had one."""
+        self.check_writable()
+        w = schema.warm_caches
+        with self._transaction(write=True) as connection:
+            tokenizer_id = self._resolve(connection, ref).id
+            deleted = connection.execute(delete(w).where(w.c.tokenizer_id == tokenizer_id)).rowcount
+        return bool(deleted)
 
     def _insert_vocab_and_merges(self, connection: Connection, tokenizer_id: int, tokenizer: BPEModel, progress: bool) -> None:
         """The rows of ``tokenizer``'s vocab and merges, in bulk (:mod:`.bulk`), then its packed copy."""

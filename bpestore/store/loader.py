@@ -25,7 +25,7 @@ from ..errors import StoreNotFoundError
 from ..model import BPEModel
 from .refs import parse_ref
 from .packed import unpack
-from .rows import MERGES_SQL, VOCAB_SQL, model_from_rows
+from .rows import MERGES_SQL, VOCAB_SQL, WARM_SQL, StoredWarm, model_from_rows
 from .schema_revision import is_current
 from .sqlite_uri import connect_sqlite
 
@@ -36,15 +36,23 @@ _TOKENIZER_SQL = (
     "SELECT t.id, t.version, t.special_tokens, t.pattern, t.merge_rule, t.vocab_size, p.data, t.added_tokens"
     " FROM tokenizers t LEFT JOIN packed_models p ON p.tokenizer_id = t.id WHERE t.name = ?"
 )
-_TABLES = ("alembic_version", "tokenizers", "packed_models", "vocab", "merges")
+_TABLES = ("alembic_version", "tokenizers", "packed_models", "vocab", "merges", "warm_caches")
 _KINDS_SQL = f"SELECT name, type FROM sqlite_master WHERE name IN ({', '.join(repr(t) for t in _TABLES)})"
 
 
 def load_model(store: str | os.PathLike[str] | ModelStore, ref: str) -> BPEModel:
+    """:func:`load_with_warm` without the warm table."""
+    return load_with_warm(store, ref, warm=False)[0]
+
+
+def load_with_warm(
+    store: str | os.PathLike[str] | ModelStore, ref: str, *, warm: bool = True
+) -> tuple[BPEModel, StoredWarm | None]:
     """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``) from ``store``:
     a SQLite file or a SQLAlchemy URL, or a store already open (a
     :class:`~bpestore.store.database.ModelStore`, such as a :class:`bpestore.Store`), which is read
-    through its own connection.
+    through its own connection; and, if ``warm``, its warm table (None if it has none), read in the
+    same transaction on SQLite.
 
     Raises:
         StoreNotFoundError: a SQLite file that does not exist or is empty (a read creates nothing;
@@ -54,21 +62,21 @@ def load_model(store: str | os.PathLike[str] | ModelStore, ref: str) -> BPEModel
         StoreError: the database is not a bpestore store, is damaged, or is newer than this bpestore.
     """
     if not isinstance(store, (str, os.PathLike)):
-        return _load_from_open_store(store, ref)
+        return _load_from_open_store(store, ref, warm)
     location = os.fsdecode(store)
     parse_ref(ref)  # a bad reference (or not a str) is refused before the store is opened
     if "://" not in location and not os.path.exists(location):
         raise StoreNotFoundError(f"no store at {location} (no such file): only writes (train, import) create one")
-    model = load_from_sqlite(location, ref)
-    if model is None:
+    loaded = load_from_sqlite(location, ref, warm=warm)
+    if loaded is None:
         from .database import ModelStore  # upgrades an older schema, or explains what is wrong
 
         with ModelStore(location, create=False) as opened:
-            model = opened.load_model(ref)
-    return model
+            loaded = opened.load_model(ref), opened.warm_of(ref) if warm else None
+    return loaded
 
 
-def _load_from_open_store(store: ModelStore, ref: str) -> BPEModel:
+def _load_from_open_store(store: ModelStore, ref: str, warm: bool) -> tuple[BPEModel, StoredWarm | None]:
     """:func:`load_model` for a store already open: the fast queries on one of its own pooled
     connections when it is a SQLite file, its SQLAlchemy path otherwise or when they find nothing."""
     from .database import ModelStore  # already imported by whoever opened the store: costs nothing
@@ -76,21 +84,26 @@ def _load_from_open_store(store: ModelStore, ref: str) -> BPEModel:
     if not isinstance(store, ModelStore):
         raise TypeError(f"a store is a path or a database URL (str or os.PathLike), not {type(store).__name__}")
     parse_ref(ref)
-    model = None
+    loaded = None
     if store.is_sqlite:
         pooled = store.engine.raw_connection()
         try:
             connection = pooled.driver_connection
             assert isinstance(connection, sqlite3.Connection)
-            model = _read_current_sqlite(connection, store.location, ref)
+            loaded = _read_current_sqlite(connection, store.location, ref, warm)
         finally:
             pooled.close()  # back to the store's pool, not closed
+    if loaded is not None:
+        return loaded
     # (the store's own SQLAlchemy reading: a subclass's load_model may come back here)
-    return model if model is not None else ModelStore.load_model(store, ref)
+    return ModelStore.load_model(store, ref), ModelStore.warm_of(store, ref) if warm else None
 
 
-def load_from_sqlite(path_or_url: str | os.PathLike[str], ref: str) -> BPEModel | None:
-    """The tokenizer ``ref`` from a SQLite file at the current revision, else None."""
+def load_from_sqlite(
+    path_or_url: str | os.PathLike[str], ref: str, *, warm: bool = False
+) -> tuple[BPEModel, StoredWarm | None] | None:
+    """The tokenizer ``ref`` (and, if ``warm``, its warm table) from a SQLite file at the current
+    revision, else None."""
     text = os.fspath(path_or_url)
     if "://" in text or not Path(text).is_file():
         return None
@@ -101,15 +114,18 @@ def load_from_sqlite(path_or_url: str | os.PathLike[str], ref: str) -> BPEModel 
     except sqlite3.Error:
         return None
     try:
-        return _read_current_sqlite(connection, text, ref)
+        return _read_current_sqlite(connection, text, ref, warm)
     finally:
         connection.close()
 
 
-def _read_current_sqlite(connection: sqlite3.Connection, location: str, ref: str) -> BPEModel | None:
-    """The tokenizer ``ref`` read on ``connection`` (to the SQLite file ``location``) with plain
-    SQL, in one read transaction, if the file is a store at the current revision holding it; else
-    None (for :meth:`ModelStore.load_model` to upgrade, refuse or explain)."""
+def _read_current_sqlite(
+    connection: sqlite3.Connection, location: str, ref: str, warm: bool
+) -> tuple[BPEModel, StoredWarm | None] | None:
+    """The tokenizer ``ref`` (and its warm table, if ``warm``) read on ``connection`` (to the
+    SQLite file ``location``) with plain SQL, in one read transaction, if the file is a store at
+    the current revision holding it; else None (for :meth:`ModelStore.load_model` to upgrade,
+    refuse or explain)."""
     name, version = parse_ref(ref)
     began = False
     try:
@@ -134,6 +150,7 @@ def _read_current_sqlite(connection: sqlite3.Connection, location: str, ref: str
         if packed is None:  # saved without a packed copy, or its rows changed since
             vocab_rows = connection.execute(VOCAB_SQL, (tokenizer_id,)).fetchall()
             merge_rows = connection.execute(MERGES_SQL, (tokenizer_id,)).fetchall()
+        warm_row = connection.execute(WARM_SQL, (tokenizer_id,)).fetchone() if warm else None
     except sqlite3.Error:
         return None
     finally:
@@ -144,6 +161,10 @@ def _read_current_sqlite(connection: sqlite3.Connection, location: str, ref: str
                 pass
     if packed is not None:
         vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location)
-    return model_from_rows(
+    model = model_from_rows(
         special_tokens, pattern, merge_rule, vocab_rows, merge_rows, f"{name}@{found_version}", location, added_tokens
     )
+    if warm_row is None:
+        return model, None
+    fingerprint, entries, source, data = warm_row
+    return model, StoredWarm(str(fingerprint), int(entries), str(source), bytes(data))

@@ -5,11 +5,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import cast
 
 from ..errors import DamagedStoreError
 from ..model import BPEModel, MergeRule
 
+@dataclass(frozen=True)
+class StoredWarm:
+    """A tokenizer's warm table as the store keeps it (``warm_caches``): the engine's packed
+    pre-tokens and ids (opaque here; bpestore/encode/warm.py makes and reads them), the
+    fingerprint of the model that made it, how many pre-tokens it holds and where they came from."""
+
+    fingerprint: str
+    entries: int
+    source: str
+    data: bytes
+    created_at: datetime | None = None
+
+
+WARM_SQL = "SELECT fingerprint, entries, source, data FROM warm_caches WHERE tokenizer_id = ?"
 VOCAB_SQL = "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
 MERGES_SQL = 'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
 

@@ -189,6 +189,21 @@ packed_models = Table(
     Column("data", LargeBinary, nullable=False, comment="the tokenizer's vocab and merges packed (bpestore/store/packed.py)"),
 )
 
+# Pre-tokens whose ids a tokenizer worked out ahead, packed by the engine (since 0011;
+# bpestore/encode/warm.py): a loaded tokenizer's caches start with them. The fingerprint says which
+# model (tokens, merges, rule) made them: a table whose fingerprint is not the loaded model's is
+# left unused, so no trigger needs to keep it fresh.
+warm_caches = Table(
+    "warm_caches",
+    metadata,
+    Column("tokenizer_id", Integer, ForeignKey("tokenizers.id", ondelete="CASCADE"), primary_key=True),
+    Column("fingerprint", String(16), nullable=False, comment="the engine's fingerprint of the model that made the table, hex"),
+    Column("entries", Integer, nullable=False, comment="pre-tokens in the table"),
+    Column("source", Text, nullable=False, comment="where the pre-tokens came from: the training corpus, files, the vocabulary"),
+    Column("data", LargeBinary, nullable=False, comment="the pre-tokens and their ids, packed by the engine (crates/encode/src/warm.rs)"),
+    Column("created_at", DateTime, nullable=False),
+)
+
 # One tokenizer measured on one text file (since 0009; `bpestore eval`, Store.evaluate): kept so
 # that the explorer and a second `eval` show it without encoding the file again. A file is known by
 # its content's sha256, whatever its name; parity is not stored (it depends on the reference file

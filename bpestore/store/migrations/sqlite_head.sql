@@ -165,4 +165,15 @@ CREATE TABLE evaluations (
 	CONSTRAINT uq_evaluations_tokenizer_id UNIQUE (tokenizer_id, sha256, alpha)
 );
 
-INSERT INTO alembic_version (version_num) VALUES ('0010');
+CREATE TABLE warm_caches (
+	tokenizer_id INTEGER NOT NULL, 
+	fingerprint VARCHAR(16) NOT NULL, 
+	entries INTEGER NOT NULL, 
+	source TEXT NOT NULL, 
+	data BLOB NOT NULL, 
+	created_at DATETIME NOT NULL, 
+	CONSTRAINT pk_warm_caches PRIMARY KEY (tokenizer_id), 
+	CONSTRAINT fk_warm_caches_tokenizer_id_tokenizers FOREIGN KEY(tokenizer_id) REFERENCES tokenizers (id) ON DELETE CASCADE
+);
+
+INSERT INTO alembic_version (version_num) VALUES ('0011');

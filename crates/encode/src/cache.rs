@@ -17,7 +17,7 @@ pub(crate) const MAX_CACHED_PIECE: usize = 64;
 pub const DEFAULT_CACHE_ENTRIES: usize = 1 << 19;
 
 /// Pre-tokens of at most this many bytes are keyed by their bytes packed in a `u128`.
-const SHORT_BYTES: usize = 15;
+pub(crate) const SHORT_BYTES: usize = 15;
 /// A short piece with at most this many ids keeps them in its slot.
 const INLINE_IDS: usize = 3;
 /// Each table starts with this many slots and doubles when half full.
@@ -54,7 +54,7 @@ pub(crate) fn short_key_in(text: &[u8], start: usize, len: usize) -> Option<u128
 }
 
 /// Pieces of 16 to this many bytes are keyed by their bytes packed in two `u128`s.
-const MEDIUM_BYTES: usize = 31;
+pub(crate) const MEDIUM_BYTES: usize = 31;
 
 /// The medium-table key of a piece of 16 to 31 bytes.
 #[inline]
@@ -124,8 +124,13 @@ struct Table<K: Key> {
 
 impl<K: Key> Table<K> {
     fn new() -> Table<K> {
+        Table::with_slots(FIRST_SLOTS)
+    }
+
+    /// A table of `slots` slots (a power of two).
+    fn with_slots(slots: usize) -> Table<K> {
         Table {
-            slots: vec![Self::empty_slot(); FIRST_SLOTS].into_boxed_slice(),
+            slots: vec![Self::empty_slot(); slots].into_boxed_slice(),
             len: 0,
         }
     }
@@ -233,6 +238,17 @@ impl PieceCache {
             shared: None,
             table: None,
             table_inserts: 0,
+        }
+    }
+
+    /// A cache of `capacity` entries whose tables are made big enough for `short` short and
+    /// `medium` medium pieces at once (no growing while they are put in).
+    pub(crate) fn with_room(capacity: usize, short: usize, medium: usize) -> PieceCache {
+        let slots = |entries: usize| (2 * entries + 2).next_power_of_two().max(FIRST_SLOTS);
+        PieceCache {
+            short: Table::with_slots(slots(short)),
+            medium: Table::with_slots(slots(medium)),
+            ..PieceCache::new(capacity)
         }
     }
 

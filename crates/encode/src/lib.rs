@@ -22,6 +22,7 @@ pub mod ranks;
 mod shared;
 mod stream;
 mod vocab;
+mod warm;
 
 use bpe::PairRanks;
 pub use bpe::TokenId;
@@ -35,9 +36,12 @@ pub use offsets::IdsAndOffsets;
 use rustc_hash::FxHashMap;
 use shared::SharedCache;
 use std::fmt;
+use std::sync::OnceLock;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
 pub use vocab::py_bytes_repr;
 use vocab::Vocab;
+use warm::WarmCache;
+pub use warm::WARM_MAGIC;
 
 /// Which of two published rules merges a pre-token's bytes into tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +143,10 @@ pub struct Encoder {
     /// The table of short pieces that threads encoding one job together share (see
     /// `shared.rs`); kept between jobs.
     table: SharedCache,
+    /// Pieces whose ids were worked out ahead (see `warm.rs`), read before the caches.
+    warm: OnceLock<WarmCache>,
+    /// What the ids of a piece depend on, hashed (see `warm.rs`).
+    fingerprint: u64,
 }
 
 impl Encoder {
@@ -207,6 +215,7 @@ impl Encoder {
                 ));
             }
         }
+        let fingerprint = warm::model_fingerprint(rule, vocab, merges);
         let vocab = Vocab::new(vocab, special_tokens)?;
         let pairs = match rule {
             MergeRule::Pair => pair_ranks(&vocab, merges)?,
@@ -243,6 +252,8 @@ impl Encoder {
             special_ids,
             caches: CachePool::new(cache_entries.max(1)),
             table,
+            warm: OnceLock::new(),
+            fingerprint,
         })
     }
 
@@ -763,6 +774,12 @@ impl Encoder {
         if let [byte] = bytes {
             out.push(self.vocab.byte_ids[*byte as usize]);
             return;
+        }
+        if let Some(warm) = self.warm.get() {
+            if let Some(ids) = warm.pieces.get(bytes, key) {
+                out.extend_from_slice(ids);
+                return;
+            }
         }
         if let (Some(table), Some(short)) = (cache.table.as_deref(), key) {
             // Threads at work together: short pieces are shared without locks (and the

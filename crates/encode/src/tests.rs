@@ -770,3 +770,225 @@ fn a_file_names_the_offset_in_the_file_and_leaves_nothing() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+// -- warm tables (warm.rs) ---------------------------------------------------------------------
+
+/// The distinct pre-tokens of `texts`, as the encoder would meet them.
+fn pieces_of(encoder: &Encoder, texts: &[String]) -> Vec<Vec<u8>> {
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    for text in texts {
+        for piece in encoder.pretokenizer().pieces(text) {
+            if !pieces.iter().any(|seen| seen == piece.as_bytes()) {
+                pieces.push(piece.as_bytes().to_vec());
+            }
+        }
+    }
+    pieces
+}
+
+/// A warm table written by hand: `entries` of (piece, ids), with `fingerprint`.
+fn raw_table(fingerprint: u64, entries: &[(&[u8], &[u32])]) -> Vec<u8> {
+    let mut data = WARM_MAGIC.to_vec();
+    data.extend_from_slice(&fingerprint.to_le_bytes());
+    data.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (piece, _) in entries {
+        data.extend_from_slice(&(piece.len() as u32).to_le_bytes());
+    }
+    for (_, ids) in entries {
+        data.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+    }
+    for (piece, _) in entries {
+        data.extend_from_slice(piece);
+    }
+    for (_, ids) in entries {
+        for id in ids.iter() {
+            data.extend_from_slice(&id.to_le_bytes());
+        }
+    }
+    data
+}
+
+#[test]
+fn a_warm_table_gives_the_ids_merging_gives() {
+    for seed in 0..25 {
+        let fixture = fixture(seed);
+        for rule in [MergeRule::Pair, MergeRule::Token] {
+            let cold = encoder(&fixture, rule);
+            let mut rng = Rng(seed + 100);
+            let texts: Vec<String> = (0..40).map(|_| random_text(&mut rng, 30)).collect();
+            // Warm with the pieces of half the texts: the others meet pieces it lacks too.
+            let pieces = pieces_of(&cold, &texts[..20]);
+            let slices: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+            let (table, held) = cold.pack_warm(&slices, usize::MAX);
+            let warm = encoder(&fixture, rule);
+            assert_eq!(warm.load_warm(&table), Ok(held));
+            assert_eq!(warm.warm_len(), held);
+            assert!(
+                held > 0 && held <= pieces.len(),
+                "{held} of {}",
+                pieces.len()
+            );
+            for text in &texts {
+                let expected = cold.encode(text, AllowedSpecial::All).unwrap();
+                assert_eq!(
+                    warm.encode(text, AllowedSpecial::All).unwrap(),
+                    expected,
+                    "{text:?}"
+                );
+                assert_eq!(
+                    warm.encode(text, AllowedSpecial::None).unwrap(),
+                    cold.encode(text, AllowedSpecial::None).unwrap()
+                );
+            }
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            assert_eq!(
+                warm.encode_batch(&refs, 3).unwrap(),
+                cold.encode_batch(&refs, 1).unwrap()
+            );
+            // A limit keeps the first pieces only.
+            let (_, few) = cold.pack_warm(&slices, 3);
+            assert_eq!(few, 3.min(held));
+        }
+    }
+}
+
+#[test]
+fn a_table_for_another_model_or_a_damaged_one_is_refused_whole() {
+    let fixture_a = fixture(7);
+    let cold = encoder(&fixture_a, MergeRule::Pair);
+    let mut rng = Rng(8);
+    let texts: Vec<String> = (0..10).map(|_| random_text(&mut rng, 30)).collect();
+    let pieces = pieces_of(&cold, &texts);
+    let slices: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+    let (table, _) = cold.pack_warm(&slices, usize::MAX);
+
+    // Another model (other merges), and the same vocabulary under the other rule.
+    let other = encoder(&fixture(8), MergeRule::Pair);
+    assert!(other
+        .load_warm(&table)
+        .unwrap_err()
+        .contains("another model"));
+    let token_rule = encoder(&fixture_a, MergeRule::Token);
+    assert!(token_rule
+        .load_warm(&table)
+        .unwrap_err()
+        .contains("another model"));
+    assert_eq!(token_rule.warm_len(), 0);
+
+    // Cut short anywhere, or with bytes after its end.
+    // (a refused table leaves the encoder without one: the same encoder serves every case)
+    let fresh = encoder(&fixture_a, MergeRule::Pair);
+    for cut in 0..table.len() {
+        assert!(fresh.load_warm(&table[..cut]).is_err(), "cut at {cut}");
+        assert_eq!(fresh.warm_len(), 0);
+    }
+    let mut longer = table.clone();
+    longer.push(0);
+    assert!(encoder(&fixture_a, MergeRule::Pair)
+        .load_warm(&longer)
+        .unwrap_err()
+        .contains("follow its end"));
+
+    // Any byte changed: refused, or (if the change leaves a well-formed table whose ids still
+    // spell their pieces) taken, and then every text still decodes to itself.
+    let mut fresh = fresh;
+    for at in 0..table.len() {
+        let mut spoiled = table.clone();
+        spoiled[at] ^= 0x5a;
+        if fresh.load_warm(&spoiled).is_ok() {
+            for text in &texts {
+                let ids = fresh.encode(text, AllowedSpecial::All).unwrap();
+                assert_eq!(fresh.decode_bytes(&ids).unwrap(), text.as_bytes());
+            }
+            fresh = encoder(&fixture_a, MergeRule::Pair);
+        }
+    }
+
+    // Written by hand: each rule of the layout.
+    let fingerprint = cold.fingerprint();
+    let id = |token: &[u8]| cold.vocab.id(token).unwrap();
+    let (a, b) = (id(b"a"), id(b"b"));
+    let eot = cold.special_id(EOT);
+    let entry = |piece: &[u8], ids: &[u32]| (piece.to_vec(), ids.to_vec());
+    type Entries = Vec<(Vec<u8>, Vec<u32>)>;
+    let cases: Vec<(Entries, &str)> = vec![
+        (
+            vec![entry(b"ab", &[a, b]), entry(b"ab", &[a, b])],
+            "given twice",
+        ),
+        (vec![entry(b"ab", &[b, a])], "do not spell"),
+        (vec![entry(b"ab", &[a])], "do not spell"),
+        (vec![entry(b"a", &[a])], "has 1 bytes"),
+        (vec![entry(&[b'a'; 65], &[a; 65])], "has 65 bytes"),
+        (vec![entry(b"ab", &[])], "0 ids"),
+        (vec![entry(b"abc", &[a, b, b, a])], "4 ids for 3 bytes"),
+        (vec![entry(b"ab", &[a, 1 << 30])], "no ordinary token"),
+        (vec![entry(EOT.as_bytes(), &[eot])], "no ordinary token"),
+    ];
+    for (entries, message) in cases {
+        let borrowed: Vec<(&[u8], &[u32])> = entries
+            .iter()
+            .map(|(piece, ids)| (piece.as_slice(), ids.as_slice()))
+            .collect();
+        let error = encoder(&fixture_a, MergeRule::Pair)
+            .load_warm(&raw_table(fingerprint, &borrowed))
+            .unwrap_err();
+        assert!(error.contains(message), "{error} (expected {message:?})");
+    }
+    let mut magic = table.clone();
+    magic[7] = 2;
+    assert!(encoder(&fixture_a, MergeRule::Pair)
+        .load_warm(&magic)
+        .unwrap_err()
+        .contains("not a warm table"));
+
+    // One table per encoder.
+    let warm = encoder(&fixture_a, MergeRule::Pair);
+    assert!(warm.load_warm(&table).is_ok());
+    assert!(warm.load_warm(&table).unwrap_err().contains("already"));
+}
+
+#[test]
+fn the_fingerprint_is_the_model_and_nothing_else() {
+    let fixture = fixture(3);
+    let a = encoder(&fixture, MergeRule::Pair);
+    assert_eq!(
+        a.fingerprint(),
+        encoder(&fixture, MergeRule::Pair).fingerprint()
+    );
+    // The vocabulary given in another order is the same model.
+    let mut shuffled = fixture.tokens.clone();
+    shuffled.reverse();
+    let reordered = Encoder::new(
+        shuffled,
+        fixture.merges.clone(),
+        fixture.specials.clone(),
+        bpestore_pretokenize::GPT2_PATTERN,
+        MergeRule::Pair,
+    )
+    .unwrap();
+    assert_eq!(reordered.fingerprint(), a.fingerprint());
+    // The merges in another order are not (the token rule reads none).
+    let mut merges = fixture.merges.clone();
+    merges.swap(0, 1);
+    let swapped = |rule| {
+        Encoder::new(
+            fixture.tokens.clone(),
+            merges.clone(),
+            fixture.specials.clone(),
+            bpestore_pretokenize::GPT2_PATTERN,
+            rule,
+        )
+        .unwrap()
+        .fingerprint()
+    };
+    assert_ne!(swapped(MergeRule::Pair), a.fingerprint());
+    assert_eq!(
+        swapped(MergeRule::Token),
+        encoder(&fixture, MergeRule::Token).fingerprint()
+    );
+    assert_ne!(
+        encoder(&fixture, MergeRule::Token).fingerprint(),
+        a.fingerprint()
+    );
+}

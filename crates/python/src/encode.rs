@@ -15,7 +15,7 @@ use bpestore_encode::{
 };
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedStr;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyIterator, PyList, PyString};
 use std::sync::{Arc, OnceLock};
 
@@ -450,6 +450,45 @@ impl PyEncoder {
             .detach(move || allowed.with(|allowed| encoder.encode_with_offsets(&text, allowed)))
             .map_err(|error| encode_error(py, "", error))?;
         Ok((self.ints.list(py, &ids)?, PyList::new(py, offsets)?))
+    }
+
+    /// The packed warm table (see `bpestore.encode.warm`) of `pieces`, pre-tokens most useful
+    /// first, each merged by this encoder: the first `limit` of them that are 2 to 64 bytes long
+    /// (each once). Returns the table and how many pieces it holds.
+    fn pack_warm<'py>(
+        &self,
+        py: Python<'py>,
+        pieces: Vec<PyBackedBytes>,
+        limit: usize,
+    ) -> (Bound<'py, PyBytes>, usize) {
+        let encoder = Arc::clone(&self.inner);
+        let (data, held) = py.detach(move || {
+            let slices: Vec<&[u8]> = pieces.iter().map(|piece| piece.as_ref()).collect();
+            encoder.pack_warm(&slices, limit)
+        });
+        (PyBytes::new(py, &data), held)
+    }
+
+    /// Takes a packed warm table made by `pack_warm` of the same model: its pieces' ids are found
+    /// there from then on, by every thread. Returns how many pieces it holds. ValueError saying
+    /// what is wrong when it is not one, was made for another model, is damaged, or this encoder
+    /// has one already.
+    fn load_warm(&self, py: Python<'_>, data: PyBackedBytes) -> PyResult<usize> {
+        let encoder = Arc::clone(&self.inner);
+        py.detach(move || encoder.load_warm(&data))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// How many pieces the warm table holds (0 without one).
+    #[getter]
+    fn warm_len(&self) -> usize {
+        self.inner.warm_len()
+    }
+
+    /// The model's fingerprint that a warm table must carry, as 16 hex digits.
+    #[getter]
+    fn fingerprint(&self) -> String {
+        format!("{:016x}", self.inner.fingerprint())
     }
 
     /// The bytes of `ids` joined; ValueError naming the first id that is not in the vocabulary.

@@ -172,6 +172,34 @@ impl PyPretokenCounts {
         )
     }
 
+    /// The `n` most frequent pre-tokens of `min_len` to `max_len` bytes, most frequent first
+    /// (equal counts in byte order, so the result does not depend on how the counts were made).
+    #[pyo3(signature = (n, min_len = 1, max_len = usize::MAX))]
+    fn most_common<'py>(
+        &self,
+        py: Python<'py>,
+        n: usize,
+        min_len: usize,
+        max_len: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut rows: Vec<(u64, &[u8])> = self
+            .inner
+            .iter()
+            .filter(|(pretoken, _)| (min_len..=max_len).contains(&pretoken.len()))
+            .map(|(pretoken, count)| (count, pretoken))
+            .collect();
+        let order = |a: &(u64, &[u8]), b: &(u64, &[u8])| b.0.cmp(&a.0).then(a.1.cmp(b.1));
+        if n < rows.len() {
+            rows.select_nth_unstable_by(n, order);
+            rows.truncate(n);
+        }
+        rows.sort_unstable_by(order);
+        PyList::new(
+            py,
+            rows.iter().map(|&(_, pretoken)| PyBytes::new(py, pretoken)),
+        )
+    }
+
     /// Every count, in the order of `keys()`.
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         PyList::new(py, self.inner.iter().map(|(_, count)| count))

@@ -1,0 +1,110 @@
+"""A stored tokenizer's first pass over a text: cold (empty caches) against a warm table from the
+store (``Tokenizer.from_db``, bpestore/encode/warm.py), side by side in one run.
+
+Each row times one ``encode(text)`` in a fresh process (the tokenizer built untimed), medians of
+``--repeat`` runs, interleaved so that a machine whose speed wanders affects every row alike:
+
+* ``cold``: ``Tokenizer.from_db(db, name, warm=False)``: what every load was before warm tables;
+* ``db-vocab``: ``from_db`` of GPT-2 as ``bpestore import`` stores it (its warm table: the
+  vocabulary's tokens that are whole pre-tokens);
+* ``db-corpus``: ``from_db`` after ``bpestore warm gpt2 WARM_FILE`` (the most frequent pre-tokens
+  of that file, by default the corpus the text is cut from: a tokenizer encoding its own
+  training corpus, as an LM's data preparation does);
+* ``second-pass``: the same tokenizer's second ``encode`` (its caches full): the ceiling.
+
+It also reports how long ``from_db`` takes with and without the table (the table is read and
+checked when loading), and checks that every row's ids equal the cold row's.
+
+    python benchmarks/warm_start.py --encode-mb 20 --repeat 5
+    python benchmarks/warm_start.py --corpus ../shared/corpora/wiki_en_57M.txt --warm-file ../shared/corpora/reuters_17M.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("BPESTORE_SHARED", HERE.parent.parent / "shared"))
+
+CHILD = r"""
+import hashlib, json, sys, time
+from bpestore import Tokenizer
+db, name, text_path, max_bytes, variant = sys.argv[1:6]
+with open(text_path, encoding="utf-8") as f:
+    text = f.read(int(max_bytes))
+started = time.perf_counter()
+tokenizer = Tokenizer.from_db(db, name, warm=variant != "cold")
+loaded = time.perf_counter() - started
+started = time.perf_counter()
+ids = tokenizer.encode(text)
+first = time.perf_counter() - started
+started = time.perf_counter()
+tokenizer.encode(text)
+second = time.perf_counter() - started
+digest = hashlib.sha256(repr(ids).encode()).hexdigest()
+print(json.dumps({"load": loaded, "first": first, "second": second, "warm": tokenizer.warm_entries, "ids": digest, "mb": len(text.encode()) / 1e6}))
+"""
+
+
+def run_child(db: str, name: str, text: Path, max_bytes: int, variant: str) -> dict[str, float]:
+    env = {**os.environ, "RAYON_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, db, name, str(text), str(max_bytes), variant], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def bpestore(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "bpestore.cli", *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=SHARED / "corpora" / "wiki_en_57M.txt", help="the text (its first --encode-mb)")
+    parser.add_argument("--warm-file", type=Path, default=None, help="what db-corpus warms from [default: --corpus]")
+    parser.add_argument("--encode-mb", type=float, default=20.0)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--entries", type=int, default=131_072, help="the warm tables' size")
+    args = parser.parse_args()
+    fixtures = SHARED / "fixtures"
+    for needed in (args.corpus, fixtures / "gpt2_vocab.json"):
+        if not needed.exists():
+            sys.exit(f"{needed} is missing (set BPESTORE_SHARED)")
+    max_bytes = int(args.encode_mb * 1e6)
+    with tempfile.TemporaryDirectory() as workdir:
+        vocab_db, corpus_db = os.path.join(workdir, "vocab.db"), os.path.join(workdir, "corpus.db")
+        for db in (vocab_db, corpus_db):
+            bpestore("import", "gpt2", str(fixtures / "gpt2_vocab.json"), str(fixtures / "gpt2_merges.txt"), "--name", "gpt2",
+                     "--special-token", "<|endoftext|>", "--warm-entries", str(args.entries), "--db", db, "--quiet")
+        bpestore("warm", "gpt2", str(args.warm_file or args.corpus), "--entries", str(args.entries), "--db", corpus_db, "--quiet")
+        variants = {"cold": vocab_db, "db-vocab": vocab_db, "db-corpus": corpus_db}
+        runs: dict[str, list[dict[str, float]]] = {variant: [] for variant in variants}
+        for _ in range(args.repeat):
+            for variant, db in variants.items():
+                runs[variant].append(run_child(db, "gpt2", args.corpus, max_bytes, variant))
+    digests = {run["ids"] for variant_runs in runs.values() for run in variant_runs}
+    if len(digests) != 1:
+        sys.exit("MISMATCH: the rows' ids differ")
+    mb = runs["cold"][0]["mb"]
+    cold = statistics.median(run["first"] for run in runs["cold"])
+    print(f"text: {args.corpus.name}, first {mb:.1f} MB; GPT-2; fresh process per run, medians of {args.repeat}; ids identical in every row")
+    print(f"db-corpus warmed from {(args.warm_file or args.corpus).name}; tables of at most {args.entries:,} pre-tokens")
+    print(f"{'row':<12} {'pieces':>9} {'from_db s':>10} {'encode s':>9} {'MB/s':>7} {'x cold':>7}")
+    rows = [(variant, [run["first"] for run in variant_runs]) for variant, variant_runs in runs.items()]
+    rows.append(("second-pass", [run["second"] for run in runs["cold"]]))
+    for variant, times in rows:
+        source = runs.get(variant, runs["cold"])
+        load = statistics.median(run["load"] for run in source)
+        seconds = statistics.median(times)
+        print(f"{variant:<12} {int(source[0]['warm']):>9,} {load:>10.3f} {seconds:>9.3f} {mb / seconds:>7.1f} {cold / seconds:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
