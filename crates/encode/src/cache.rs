@@ -244,7 +244,7 @@ impl PieceCache {
     /// A cache of `capacity` entries whose tables are made big enough for `short` short and
     /// `medium` medium pieces at once (no growing while they are put in).
     pub(crate) fn with_room(capacity: usize, short: usize, medium: usize) -> PieceCache {
-        let slots = |entries: usize| (2 * entries + 2).next_power_of_two().max(FIRST_SLOTS);
+        let slots = |entries: usize| (2 * entries).next_power_of_two().max(FIRST_SLOTS);
         PieceCache {
             short: Table::with_slots(slots(short)),
             medium: Table::with_slots(slots(medium)),
