@@ -82,6 +82,19 @@ def test_a_warm_tokenizer_encodes_as_a_cold_one(trained, text, seed):
     assert list(warm.encode_iterable(lines)) == cold.encode(text)
 
 
+def test_a_pickled_tokenizer_keeps_its_table(trained):
+    """Worker processes get a pickled tokenizer: it starts warm too, and encodes alike."""
+    import pickle
+
+    db, corpus = trained
+    warm = Tokenizer.from_db(db, "ts")
+    copy = pickle.loads(pickle.dumps(warm))
+    assert copy.warm_entries == warm.warm_entries > 0
+    assert pickle.loads(pickle.dumps(Tokenizer.from_db(db, "ts", warm=False))).warm_entries == 0
+    text = corpus.read_text(encoding="utf-8")
+    assert copy.encode(text) == Tokenizer.from_db(db, "ts", warm=False).encode(text)
+
+
 def test_threads_share_one_warm_tokenizer(trained):
     """A burst of threads encoding with the same warm tokenizer at once: the same ids as one
     thread, cold."""

@@ -105,10 +105,12 @@ class Tokenizer:
         # policy below never refuses an added token nor encodes it as text) is this class's.
         # The seam of the encoder's BPE (see bpestore.encode.engine for its contract).
         self._engine: EncoderEngine = Encoder(self.vocab, self.merges, model.whole_ids, self.pattern, self.merge_rule, cache_size)
+        self._warm_table: bytes | None = None  # (kept for pickling: a worker's copy starts warm too)
 
-    def __reduce__(self) -> tuple[Callable[[BPEModel], Tokenizer], tuple[BPEModel]]:
-        # The engine is rebuilt from the model (for pickling, e.g. into worker processes).
-        return Tokenizer.from_model, (self.model,)
+    def __reduce__(self) -> tuple[Callable[[BPEModel, bytes | None], Tokenizer], tuple[BPEModel, bytes | None]]:
+        # The engine is rebuilt from the model (for pickling, e.g. into worker processes), with
+        # its warm table if it has one.
+        return _unpickled, (self.model, self._warm_table)
 
     # -- construction from files --------------------------------------------------------------
 
@@ -201,7 +203,9 @@ class Tokenizer:
         model): its pre-tokens' ids are looked up, not merged, from now on, by every thread.
         Returns how many it holds. ValueError saying what is wrong (not a warm table, made for
         another model, damaged, or this tokenizer has one already)."""
-        return self._engine.load_warm(data)
+        held = self._engine.load_warm(data)
+        self._warm_table = data
+        return held
 
     # -- encoding -------------------------------------------------------------------------------
     #
@@ -576,3 +580,11 @@ def _checked_pieces(pieces: Iterable[str], disallowed: frozenset[str], method: s
         tail = window[len(window) - min(len(window), longest - 1) :] if longest > 1 else ""
         before_tail += len(window) - len(tail)
         yield piece
+
+
+def _unpickled(model: BPEModel, warm_table: bytes | None = None) -> Tokenizer:
+    """A pickled :class:`Tokenizer`: rebuilt from its model, with its warm table if it had one."""
+    tokenizer = Tokenizer.from_model(model)
+    if warm_table is not None:
+        tokenizer.load_warm(warm_table)
+    return tokenizer
