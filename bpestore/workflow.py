@@ -809,15 +809,20 @@ class Store(ModelStore):
                 bar_format="{desc}: {n}/{total} [{elapsed}]{postfix}",
             )
             with saving_bar as bar:
+                # Each tokenizer and its warm table (the engine merging its corpus's most frequent
+                # pre-tokens) are made before the write transaction, which they would hold up.
+                built = []
+                for size in sizes:
+                    bar.set_postfix_str(f"vocab {size:,}: warm table")
+                    model, num_merges = continued.model_of_size(
+                        size, special_tokens, merges, base_model, pattern=regex, special_tokens_at=special_tokens_at
+                    )
+                    built.append((size, model, num_merges, warming.make(Tokenizer.from_model(model), warm_source, warm_entries)))
                 with self._transaction(write=True) as connection:
                     refs = []
-                    for size in sizes:
+                    for size, model, num_merges, warm in built:
                         bar.set_postfix_str(f"vocab {size:,}")
-                        model, num_merges = continued.model_of_size(
-                            size, special_tokens, merges, base_model, pattern=regex, special_tokens_at=special_tokens_at
-                        )
                         seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
-                        warm = warming.make(Tokenizer.from_model(model), warm_source, warm_entries)
                         params: dict[str, Any] = {} if base_ref is None else {"base": base_ref}
                         if min_count is not None:
                             params["min_count"] = min_count
@@ -996,7 +1001,6 @@ class Store(ModelStore):
                 found[(ref, file.sha256)] = (evaluation, False)
         rows = evaluating.with_parity(refs, files, reference_index, found)
         return EvaluationResult(refs, files, files[reference_index].label, alpha, rows, stored)
-
 
     # -- warm tables: the pre-tokens a stored tokenizer works out ahead ------------------------
 
