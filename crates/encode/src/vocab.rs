@@ -31,47 +31,9 @@ impl Vocab {
         specials: &[(String, TokenId)],
     ) -> Result<Vocab, EncodeError> {
         let mut vocab = vocab.to_vec();
-        vocab.sort_unstable_by_key(|&(id, _)| id);
         let mut id_of: FxHashMap<Box<[u8]>, TokenId> =
             FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
-        for window in vocab.windows(2) {
-            if window[0].0 == window[1].0 {
-                return Err(EncodeError::InvalidVocab(format!(
-                    "id {} is given twice",
-                    window[0].0
-                )));
-            }
-        }
-        for &(id, token) in &vocab {
-            if let Some(&first) = id_of.get(token) {
-                return Err(EncodeError::InvalidVocab(format!(
-                    "ids {first} and {id} both stand for the token {}",
-                    py_bytes_repr(token)
-                )));
-            }
-            id_of.insert(token.into(), id);
-        }
-        let mut byte_ids = [0; 256];
-        let mut missing = Vec::new();
-        for b in 0..=255u8 {
-            match id_of.get([b].as_slice()) {
-                Some(&id) => byte_ids[b as usize] = id,
-                None => missing.push(b),
-            }
-        }
-        if !missing.is_empty() {
-            let shown: Vec<String> = missing
-                .iter()
-                .take(8)
-                .map(|b| format!("0x{b:02x}"))
-                .collect();
-            let more = if missing.len() > 8 { " ..." } else { "" };
-            return Err(EncodeError::InvalidVocab(format!(
-                "the vocab lacks {} single-byte tokens ({}{more}); byte-level BPE needs all 256",
-                missing.len(),
-                shown.join(", ")
-            )));
-        }
+        let byte_ids = check_tokens(&mut vocab, |token, id| id_of.insert(token.into(), id))?;
 
         let mut entries: Vec<(TokenId, &[u8])> = vocab.clone();
         for (special, id) in specials {
@@ -156,6 +118,54 @@ impl Vocab {
     pub(crate) fn id(&self, bytes: &[u8]) -> Option<TokenId> {
         self.id_of.get(bytes).copied()
     }
+}
+
+/// The rules of a vocabulary of ordinary tokens, for [`Vocab::new`] and `check_model`: no id
+/// twice, no token twice, all 256 single bytes. Sorts `vocab` by id; `insert(token, id)` records
+/// a token and returns the id it had already, if any (the caller's map, borrowed or owned).
+/// Returns the id of each single byte.
+pub(crate) fn check_tokens<'a>(
+    vocab: &mut [(TokenId, &'a [u8])],
+    mut insert: impl FnMut(&'a [u8], TokenId) -> Option<TokenId>,
+) -> Result<[TokenId; 256], EncodeError> {
+    vocab.sort_unstable_by_key(|&(id, _)| id);
+    for window in vocab.windows(2) {
+        if window[0].0 == window[1].0 {
+            return Err(EncodeError::InvalidVocab(format!(
+                "id {} is given twice",
+                window[0].0
+            )));
+        }
+    }
+    let mut byte_ids = [0; 256];
+    let mut found = [false; 256];
+    for &(id, token) in vocab.iter() {
+        if let Some(first) = insert(token, id) {
+            return Err(EncodeError::InvalidVocab(format!(
+                "ids {first} and {id} both stand for the token {}",
+                py_bytes_repr(token)
+            )));
+        }
+        if let &[byte] = token {
+            byte_ids[byte as usize] = id;
+            found[byte as usize] = true;
+        }
+    }
+    let missing: Vec<u8> = (0..=255u8).filter(|&b| !found[b as usize]).collect();
+    if !missing.is_empty() {
+        let shown: Vec<String> = missing
+            .iter()
+            .take(8)
+            .map(|b| format!("0x{b:02x}"))
+            .collect();
+        let more = if missing.len() > 8 { " ..." } else { "" };
+        return Err(EncodeError::InvalidVocab(format!(
+            "the vocab lacks {} single-byte tokens ({}{more}); byte-level BPE needs all 256",
+            missing.len(),
+            shown.join(", ")
+        )));
+    }
+    Ok(byte_ids)
 }
 
 /// Python's `repr()` of a bytes object, for messages that must read as the Python code's did.
