@@ -111,7 +111,7 @@ class BPEModel:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
         check_pattern(pattern)
         if _checked:  # see stored()
-            id_of = _ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
+            id_of = ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
         else:
             _check_types(vocab)
             if merge_rule == "pair":
@@ -121,14 +121,16 @@ class BPEModel:
             from .engine import check_model  # (here: `import bpestore` loads no engine)
 
             check_model(vocab, merges, check_merges=merge_rule == "pair")
-            id_of = _ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
+            id_of = ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
         special_ids: dict[str, int] = {}
         added_ids: dict[str, int] = {}
-        next_id = max(vocab, default=-1) + 1
+        next_id = None  # (found when first needed: a pass over a 200k vocab)
         for kind, tokens, ids in (("special", specials, special_ids), ("added", added, added_ids)):
             for token in tokens:
                 token_id = id_of.get(token.encode("utf-8"))
                 if token_id is None:
+                    if next_id is None:
+                        next_id = max(vocab, default=-1) + 1
                     if next_id > MAX_TOKEN_ID:
                         raise ValueError(
                             f"no id is left for {kind} token {token!r}: the vocab uses id {MAX_TOKEN_ID}, the largest allowed"
@@ -171,13 +173,16 @@ class BPEModel:
         special_tokens: Iterable[str] | None = None,
         pattern: str = GPT2_PATTERN,
         added_tokens: Iterable[str] | None = None,
+        *,
+        _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
         ``derive_merges(model)``, computed when first asked for: the token rule encodes by the
         tokens' ranks alone, and reconstructing the merges of a 200k-token tiktoken vocabulary
         takes longer than all the rest of loading it. ``derive_merges`` must be picklable (a
-        module's function or a ``functools.partial`` of one) for the model to be."""
-        return cls(vocab, [], special_tokens, pattern, "token", added_tokens, _derive_merges=derive_merges)
+        module's function or a ``functools.partial`` of one) for the model to be. (``_checked``:
+        the vocab is one the engine has checked already, as :meth:`stored`'s.)"""
+        return cls(vocab, [], special_tokens, pattern, "token", added_tokens, _checked=_checked, _derive_merges=derive_merges)
 
     @property
     def merges(self) -> Merges:
@@ -311,7 +316,7 @@ def _check_custom_pattern(pattern: str) -> None:
     Pretokenizer(pattern)
 
 
-def _ids_of(vocab: dict[int, bytes], tokens: list[bytes]) -> dict[bytes, int]:
+def ids_of(vocab: dict[int, bytes], tokens: list[bytes]) -> dict[bytes, int]:
     """token -> id for those of ``tokens`` in ``vocab`` (which holds each token once), found by a
     search at C speed for a few tokens: a reverse map of a whole 50k vocab costs a tenth of
     ``Tokenizer.from_db`` (the map for many, where searching each would cost more)."""

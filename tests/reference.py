@@ -210,7 +210,8 @@ GOLDEN = 0x9E3779B97F4A7C15
 def reference_read_tiktoken(source: str, data: bytes) -> dict[int, bytes]:
     """Rank -> token of a ``.tiktoken`` file's contents, in the file's order, a line at a time (the
     line-by-line reader bpestore had in Python): ValueError for the first line that breaks a rule,
-    naming ``source``, the line and what is wrong, with the messages the engine must give."""
+    naming ``source``, the line and what is wrong, with the messages the engine must give; or, for
+    a file whose lines are all right, naming the single bytes missing from it."""
     ranks: dict[bytes, int] = {}
     seen_ranks: dict[int, int] = {}
     for line_number, line in enumerate(data.splitlines(), start=1):
@@ -241,6 +242,10 @@ def reference_read_tiktoken(source: str, data: bytes) -> dict[int, bytes]:
         seen_ranks[rank] = line_number
     if not ranks:
         raise ValueError(f"{source}: no tokens found")
+    missing = [byte for byte in range(256) if bytes([byte]) not in ranks]
+    if missing:
+        shown = ", ".join(f"0x{byte:02x}" for byte in missing[:8]) + (" ..." if len(missing) > 8 else "")
+        raise ValueError(f"{source}: the vocab lacks {len(missing)} single-byte tokens ({shown}); byte-level BPE needs all 256")
     return {rank: token for token, rank in ranks.items()}
 
 

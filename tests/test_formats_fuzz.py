@@ -382,14 +382,20 @@ def test_the_engine_reads_a_tiktoken_file_as_the_line_by_line_reference(data):
 
 
 TIKTOKEN_BYTES = b"YQWIab019+/=-\n\r\t \x0b\x0c\x1c\x85\xef"
+# The 256 single bytes at ranks of their own, before a file's own lines (without them every
+# file would be refused for lacking them).
+ALL_BYTES = b"".join(base64.b64encode(bytes([byte])) + b" %d\n" % (1000 + byte) for byte in range(256))
 
 
 @FUZZ
-@given(data=st.binary(max_size=40) | st.lists(st.sampled_from(TIKTOKEN_BYTES), max_size=40).map(bytes))
-def test_short_byte_strings_read_as_the_line_by_line_reference(data):
+@given(
+    data=st.binary(max_size=40) | st.lists(st.sampled_from(TIKTOKEN_BYTES), max_size=40).map(bytes),
+    all_bytes=st.booleans(),
+)
+def test_short_byte_strings_read_as_the_line_by_line_reference(data, all_bytes):
     """Base64's corners (padding, lengths, other characters) and every kind of line break and
     space, in few bytes: the same tokens or the same message."""
-    engine, reference = read_both(data)
+    engine, reference = read_both(ALL_BYTES + data if all_bytes else data)
     assert engine == reference
     if isinstance(engine, dict):
         assert list(engine) == list(reference)
@@ -399,6 +405,7 @@ def test_short_byte_strings_read_as_the_line_by_line_reference(data):
     "data",
     [
         b"YQ== 0\nYQ== 1\n",  # a token twice
+        b"YWI= 0\n",  # (accepted, with all the bytes)
         b"YQ== 0\nYg== 0\n",  # a rank twice
         b"YQ== 0\nYQ== 0\n!! 1\n",  # a token twice before a malformed line
         b"YQ== 0\n!! 1\nYQ== 2\n",  # a malformed line before a token twice
@@ -409,5 +416,6 @@ def test_short_byte_strings_read_as_the_line_by_line_reference(data):
     ],
 )
 def test_tiktoken_corners_read_as_the_line_by_line_reference(data):
-    engine, reference = read_both(data)
-    assert engine == reference
+    for whole in (data, ALL_BYTES + data):
+        engine, reference = read_both(whole)
+        assert engine == reference

@@ -337,6 +337,21 @@ def test_merges_derived_when_asked_equal_those_reconstructed_at_once(tmp_path_fa
     assert ids == encoding.encode(text, allowed_special="all")
 
 
+@pytest.mark.parametrize("progress", [False, True])
+def test_a_special_token_the_file_holds_under_another_id_is_refused(tmp_path, progress):
+    """The file's tokens are checked by the engine and the model is not checked again: a special
+    token whose bytes the file gives another id (a token twice) is still refused, naming the file."""
+    ranks = {bytes([b]): b for b in range(256)} | {b"<|x|>": 256}
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items()))
+    with pytest.raises(FormatError, match=r"x\.tiktoken: special token '<\|x\|>' has id 300, but the file gives its bytes the id 256"):
+        formats.read("tiktoken", path, GPT2_PATTERN, {"<|x|>": 300}, progress=progress)
+    for bad in (2**31, -1, True):
+        with pytest.raises(FormatError, match=r"x\.tiktoken: token ids must be integers"):
+            formats.read("tiktoken", path, GPT2_PATTERN, {"<|y|>": bad}, progress=progress)
+    assert formats.read("tiktoken", path, GPT2_PATTERN, {"<|x|>": 256}, progress=progress).model.special_ids == {"<|x|>": 256}
+
+
 def test_a_model_that_derives_its_merges_pickles(tmp_path):
     import pickle
 

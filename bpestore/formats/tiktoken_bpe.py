@@ -21,7 +21,7 @@ from pathlib import Path
 from ..engine import pair_merges_from_ranks as pair_merges_from_ranks_in_engine
 from ..engine import read_tiktoken
 from ..errors import FormatError
-from ..model import BPEModel, Merges, check_pattern
+from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, pattern_named
 from ..progress import progress_bar
 from .registry import Format, ImportCommand, Imported, ImportOption, added_tokens_note, build_model, register, resolved
@@ -131,8 +131,8 @@ def read(
     which stores them) they are reconstructed now, under a progress bar."""
     regex_pattern, default_specials = resolve_pattern(pattern, path)
     specials = default_specials if special_tokens is None else dict(special_tokens)
-    _check_special_ids(specials)
-    vocab = read_vocab(path)
+    _check_special_ids(specials, path)
+    vocab = read_vocab(path)  # (a vocab the engine accepts)
     # The ids the file does not hold; every other id of the model is a token of the file.
     not_in_file = frozenset(token_id for token_id in specials.values() if token_id not in vocab)
     for text, token_id in specials.items():
@@ -140,16 +140,24 @@ def read(
             raise FormatError(f"{path}: special token {text!r} has id {token_id}, which the file gives to {vocab[token_id]!r}")
         vocab[token_id] = text.encode("utf-8")
     ordered_specials = sorted(specials, key=specials.__getitem__)
+    # The engine has checked the file's tokens (read_vocab), so the model is not checked again
+    # (a third of the time left); the special tokens keep them a vocab the engine accepts unless
+    # one's bytes are a token of the file under another id: the model then finds that id for it
+    # (the file's tokens come first), and is refused below.
     if progress:
         ranks = {token: token_id for token_id, token in vocab.items() if token_id not in not_in_file}
         with progress_bar(progress, len(ranks), "reconstructing merges", unit="tokens", unit_scale=True) as bar:
             merges, unreachable = pair_merges_from_ranks(ranks, bar.update)
-        model = build_model(path, vocab, merges, ordered_specials, pattern=regex_pattern, merge_rule="token")
-        return Imported(model, "tiktoken", resolved(path), [_reconstruction_note(len(merges), len(unreachable))])
-    model = build_model(
-        path, vocab, partial(_reconstructed_merges, not_in_file=not_in_file), ordered_specials, pattern=regex_pattern
-    )
-    return Imported(model, "tiktoken", resolved(path), later_notes=partial(_later_notes, model, not_in_file))
+        model = build_model(path, vocab, merges, ordered_specials, pattern=regex_pattern, merge_rule="token", _checked=True)
+        imported = Imported(model, "tiktoken", resolved(path), [_reconstruction_note(len(merges), len(unreachable))])
+    else:
+        derive = partial(_reconstructed_merges, not_in_file=not_in_file)
+        model = build_model(path, vocab, derive, ordered_specials, pattern=regex_pattern, _checked=True)
+        imported = Imported(model, "tiktoken", resolved(path), later_notes=partial(_later_notes, model, not_in_file))
+    for text, token_id in model.special_ids.items():
+        if token_id != specials[text]:
+            raise FormatError(f"{path}: special token {text!r} has id {specials[text]}, but the file gives its bytes the id {token_id}")
+    return imported
 
 
 def _reconstructed_merges(model: BPEModel, not_in_file: frozenset[int]) -> Merges:
@@ -171,9 +179,13 @@ def _reconstruction_note(merges: int, unreachable: int) -> str:
     return f"{merges} merges reconstructed; {unreachable} tokens are not reached by any pair merge"
 
 
-def _check_special_ids(specials: Mapping[str, int]) -> None:
-    """FormatError for two special tokens given one id (the second would silently take the
+def _check_special_ids(specials: Mapping[str, int], path: str | os.PathLike[str]) -> None:
+    """FormatError for a special token's id that is no id (not an integer from 0 to
+    ``MAX_TOKEN_ID``) and for two special tokens given one id (the second would silently take the
     first's place, or be blamed on the file)."""
+    for token_id in specials.values():
+        if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID:
+            raise FormatError(f"{path}: token ids must be integers from 0 to {MAX_TOKEN_ID} (2**31-1), got {token_id!r}")
     holder: dict[int, str] = {}
     for text, token_id in specials.items():
         if holder.setdefault(token_id, text) != text:

@@ -123,8 +123,10 @@ fn pair_merges_from_ranks<'py>(
 }
 
 /// `{rank: token}` from a `.tiktoken` file's contents (`data`, not gzip'd), in the file's order
-/// (`bpestore_encode::ranks::parse_tiktoken`'s rules). ValueError for the first line that breaks
-/// one, its message naming `source` and the line: `"SOURCE, line 3: negative rank -1"`.
+/// (`bpestore_encode::ranks::parse_tiktoken`'s rules), a vocabulary `check_model` accepts (all
+/// 256 single bytes). ValueError for the first line that breaks a rule, its message naming
+/// `source` and the line (`"SOURCE, line 3: negative rank -1"`), or for a vocabulary that
+/// breaks one (`"SOURCE: the vocab lacks ..."`).
 #[pyfunction]
 fn read_tiktoken<'py>(py: Python<'py>, data: &[u8], source: &str) -> PyResult<Bound<'py, PyDict>> {
     let ranks = bpestore_encode::ranks::parse_tiktoken(data).map_err(|error| {
@@ -135,6 +137,9 @@ fn read_tiktoken<'py>(py: Python<'py>, data: &[u8], source: &str) -> PyResult<Bo
         };
         PyValueError::new_err(format!("{source}{separator} {error}"))
     })?;
+    let tokens: Vec<(TokenId, &[u8])> = ranks.iter().map(|(token, rank)| (rank, token)).collect();
+    bpestore_encode::check_model(&tokens, &[], false)
+        .map_err(|error| PyValueError::new_err(format!("{source}: {error}")))?;
     let vocab = PyDict::new(py);
     for (token, rank) in ranks.iter() {
         vocab.set_item(rank, PyBytes::new(py, token))?;
