@@ -36,8 +36,8 @@ use rustc_hash::FxHashMap;
 use shared::SharedCache;
 use std::fmt;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
-pub use vocab::py_bytes_repr;
 use vocab::Vocab;
+pub use vocab::{check_single_bytes, py_bytes_repr};
 
 /// Which of two published rules merges a pre-token's bytes into tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

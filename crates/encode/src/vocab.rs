@@ -173,21 +173,42 @@ pub(crate) fn check_tokens<'a>(
             found[byte as usize] = true;
         }
     }
-    let missing: Vec<u8> = (0..=255u8).filter(|&b| !found[b as usize]).collect();
-    if !missing.is_empty() {
-        let shown: Vec<String> = missing
-            .iter()
-            .take(8)
-            .map(|b| format!("0x{b:02x}"))
-            .collect();
-        let more = if missing.len() > 8 { " ..." } else { "" };
-        return Err(EncodeError::InvalidVocab(format!(
-            "the vocab lacks {} single-byte tokens ({}{more}); byte-level BPE needs all 256",
-            missing.len(),
-            shown.join(", ")
-        )));
-    }
+    all_single_bytes(&found)?;
     Ok(byte_ids)
+}
+
+/// The rule that a byte-level vocabulary holds all 256 single bytes, for `tokens` whose other
+/// rules are known to hold (a `.tiktoken` file's, checked as it is read): [`check_tokens`]
+/// without a map of the tokens.
+pub fn check_single_bytes<'a>(
+    tokens: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), EncodeError> {
+    let mut found = [false; 256];
+    for token in tokens {
+        if let &[byte] = token {
+            found[byte as usize] = true;
+        }
+    }
+    all_single_bytes(&found)
+}
+
+/// The error naming the single bytes not `found`, if any.
+fn all_single_bytes(found: &[bool; 256]) -> Result<(), EncodeError> {
+    let missing: Vec<u8> = (0..=255u8).filter(|&b| !found[b as usize]).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = missing
+        .iter()
+        .take(8)
+        .map(|b| format!("0x{b:02x}"))
+        .collect();
+    let more = if missing.len() > 8 { " ..." } else { "" };
+    Err(EncodeError::InvalidVocab(format!(
+        "the vocab lacks {} single-byte tokens ({}{more}); byte-level BPE needs all 256",
+        missing.len(),
+        shown.join(", ")
+    )))
 }
 
 /// No id twice in `vocab`, sorted by id.
