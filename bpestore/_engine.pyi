@@ -32,6 +32,7 @@ __all__ = [
     "IdIterator",
     "pack_model",
     "pair_merges_from_ranks",
+    "read_tiktoken",
     "unpack_model",
 ]
 
@@ -393,6 +394,15 @@ def pair_merges_from_ranks(
     order, tiktoken's rule on its bytes with only the tokens ranked below it; two parts at the end
     are its merge. Returns the merges in rank order and the tokens no pair merge reaches.
     ``on_tokens(n)``: told of each n more tokens done. ValueError for a rank past 32 bits."""
+
+def read_tiktoken(data: bytes, source: str) -> dict[int, bytes]:
+    """``{rank: token}`` from a ``.tiktoken`` file's contents (not gzip'd), in the file's order:
+    one ``base64(token) rank`` per line (base64 as ``b64decode(validate=True)`` reads it), blank
+    lines skipped, ranks in ASCII digits from 0 to 2**31-1, no token and no rank twice, at least
+    one token; and the tokens a vocabulary :func:`check_model` accepts (all 256 single bytes).
+    ValueError for the first line that breaks a rule, naming ``source`` and the line
+    (``"SOURCE, line 3: negative rank -1"``), or for a vocabulary that breaks one
+    (``"SOURCE: the vocab lacks ..."``)."""
 
 def pack_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]]) -> bytes:
     """``vocab`` (``{id: token}``) and ``merges`` (in rank order) packed, ids ascending: what

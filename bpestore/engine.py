@@ -31,6 +31,7 @@ from ._engine import (
     register_errors,
     pack_model,
     pair_merges_from_ranks,
+    read_tiktoken,
     unpack_model,
     utf8_error,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "learn_merges",
     "pack_model",
     "pair_merges_from_ranks",
+    "read_tiktoken",
     "unpack_model",
     "utf8_error",
 ]

@@ -15,7 +15,7 @@ ValueError: the vocab lacks 255 single-byte tokens (0x00, 0x01, 0x02, 0x03, 0x04
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -35,7 +35,7 @@ arrays of ids and most consumers (``int32`` tensors), and the top of the unsigne
 "no token" inside the engine."""
 
 
-@dataclass(frozen=True, eq=True, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class BPEModel:
     """A byte-level BPE tokenizer's data, validated.
 
@@ -69,16 +69,21 @@ class BPEModel:
     Raises:
         TypeError: an argument (or a token, id or merge in it) of the wrong type, named.
         ValueError: anything inconsistent, with a message naming it.
+
+    Two models are equal when all of the above are. :meth:`with_derived_merges` makes a
+    ``"token"`` model whose merges are computed only when first asked for.
     """
 
     vocab: Vocab
-    merges: Merges
     special_tokens: list[str] = field(default_factory=list)
     pattern: str = GPT2_PATTERN
     merge_rule: MergeRule = "pair"
     added_tokens: list[str] = field(default_factory=list)
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
+    # The merges (a property): the list, or None until _derive_merges(self) makes it.
+    _merges: Merges | None = field(init=False, repr=False)
+    _derive_merges: Callable[[BPEModel], Merges] | None = field(init=False, repr=False)
 
     def __init__(
         self,
@@ -90,6 +95,7 @@ class BPEModel:
         added_tokens: Iterable[str] | None = None,
         *,
         _checked: bool = False,
+        _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
         if not isinstance(vocab, Mapping):
             raise TypeError(f"vocab must be a mapping of int ids to bytes, not {type(vocab).__name__}")
@@ -105,7 +111,7 @@ class BPEModel:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
         check_pattern(pattern)
         if _checked:  # see stored()
-            id_of = _ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
+            id_of = ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
         else:
             _check_types(vocab)
             if merge_rule == "pair":
@@ -115,14 +121,16 @@ class BPEModel:
             from .engine import check_model  # (here: `import bpestore` loads no engine)
 
             check_model(vocab, merges, check_merges=merge_rule == "pair")
-            id_of = {token: token_id for token_id, token in vocab.items()}
+            id_of = ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
         special_ids: dict[str, int] = {}
         added_ids: dict[str, int] = {}
-        next_id = max(vocab, default=-1) + 1
+        next_id = None  # (found when first needed: a pass over a 200k vocab)
         for kind, tokens, ids in (("special", specials, special_ids), ("added", added, added_ids)):
             for token in tokens:
                 token_id = id_of.get(token.encode("utf-8"))
                 if token_id is None:
+                    if next_id is None:
+                        next_id = max(vocab, default=-1) + 1
                     if next_id > MAX_TOKEN_ID:
                         raise ValueError(
                             f"no id is left for {kind} token {token!r}: the vocab uses id {MAX_TOKEN_ID}, the largest allowed"
@@ -133,7 +141,8 @@ class BPEModel:
                 ids[token] = token_id
         set_field = object.__setattr__  # frozen: fields are set once, here
         set_field(self, "vocab", vocab)
-        set_field(self, "merges", merges)
+        set_field(self, "_merges", merges if _derive_merges is None else None)
+        set_field(self, "_derive_merges", _derive_merges)
         set_field(self, "special_tokens", specials)
         set_field(self, "pattern", pattern)
         set_field(self, "merge_rule", merge_rule)
@@ -155,6 +164,44 @@ class BPEModel:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
         time for GPT-2); the cheap checks still run."""
         return cls(vocab, merges, special_tokens, pattern, merge_rule, added_tokens, _checked=True)
+
+    @classmethod
+    def with_derived_merges(
+        cls,
+        vocab: Mapping[int, bytes],
+        derive_merges: Callable[[BPEModel], Merges],
+        special_tokens: Iterable[str] | None = None,
+        pattern: str = GPT2_PATTERN,
+        added_tokens: Iterable[str] | None = None,
+        *,
+        _checked: bool = False,
+    ) -> BPEModel:
+        """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
+        ``derive_merges(model)``, computed when first asked for: the token rule encodes by the
+        tokens' ranks alone, and reconstructing the merges of a 200k-token tiktoken vocabulary
+        takes longer than all the rest of loading it. ``derive_merges`` must be picklable (a
+        module's function or a ``functools.partial`` of one) for the model to be. (``_checked``:
+        the vocab is one the engine has checked already, as :meth:`stored`'s.)"""
+        return cls(vocab, [], special_tokens, pattern, "token", added_tokens, _checked=_checked, _derive_merges=derive_merges)
+
+    @property
+    def merges(self) -> Merges:
+        """The merges in rank order, each ``(left bytes, right bytes)``."""
+        if self._merges is None:
+            assert self._derive_merges is not None  # (the one way to leave _merges None)
+            # Two threads may both compute them: the same list, and either one is kept.
+            object.__setattr__(self, "_merges", self._derive_merges(self))
+        assert self._merges is not None
+        return self._merges
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BPEModel):
+            return NotImplemented
+        return (self.vocab, self.special_tokens, self.pattern, self.merge_rule, self.added_tokens) == (
+            other.vocab, other.special_tokens, other.pattern, other.merge_rule, other.added_tokens
+        ) and self.merges == other.merges
+
+    __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)
 
     @property
     def vocab_size(self) -> int:
@@ -269,11 +316,15 @@ def _check_custom_pattern(pattern: str) -> None:
     Pretokenizer(pattern)
 
 
-def _ids_of(vocab: dict[int, bytes], tokens: list[bytes]) -> dict[bytes, int]:
+def ids_of(vocab: dict[int, bytes], tokens: list[bytes]) -> dict[bytes, int]:
     """token -> id for those of ``tokens`` in ``vocab`` (which holds each token once), found by a
-    search at C speed: a reverse map of a whole 50k vocab costs a tenth of ``Tokenizer.from_db``."""
+    search at C speed for a few tokens: a reverse map of a whole 50k vocab costs a tenth of
+    ``Tokenizer.from_db`` (the map for many, where searching each would cost more)."""
     if not tokens:
         return {}
+    if len(tokens) > 16:
+        wanted = set(tokens)
+        return {token: token_id for token_id, token in vocab.items() if token in wanted}
     ids, values = list(vocab), list(vocab.values())
     found = {}
     for token in tokens:

@@ -22,6 +22,8 @@ which a pre-token is left out of training.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -203,6 +205,48 @@ def reference_pair_merges_from_ranks(ranks: dict[bytes, int]) -> tuple[list[tupl
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
+
+
+def reference_read_tiktoken(source: str, data: bytes) -> dict[int, bytes]:
+    """Rank -> token of a ``.tiktoken`` file's contents, in the file's order, a line at a time (the
+    line-by-line reader bpestore had in Python): ValueError for the first line that breaks a rule,
+    naming ``source``, the line and what is wrong, with the messages the engine must give; or, for
+    a file whose lines are all right, naming the single bytes missing from it."""
+    ranks: dict[bytes, int] = {}
+    seen_ranks: dict[int, int] = {}
+    for line_number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        malformed = f"{source}, line {line_number}: expected 'base64-token rank', got {line[:80]!r}"
+        fields = line.split()
+        if len(fields) != 2:
+            raise ValueError(malformed)
+        try:
+            token = base64.b64decode(fields[0], validate=True)
+        except binascii.Error:
+            raise ValueError(malformed) from None
+        if fields[1].startswith(b"-") and fields[1][1:].isdigit():
+            raise ValueError(f"{source}, line {line_number}: negative rank {int(fields[1])}")
+        if not fields[1].isdigit():  # ASCII digits only: no sign, no "_", no other scripts' digits
+            raise ValueError(malformed)
+        rank = int(fields[1])
+        if rank > 2**31 - 1:
+            raise ValueError(f"{source}, line {line_number}: rank {rank} is too large; ranks must be integers from 0 to {2**31 - 1} (2**31-1)")
+        if not token:
+            raise ValueError(f"{source}, line {line_number}: an empty token")
+        if token in ranks:
+            raise ValueError(f"{source}, line {line_number}: token {token!r} appears twice")
+        if rank in seen_ranks:
+            raise ValueError(f"{source}, line {line_number}: rank {rank} also given on line {seen_ranks[rank]}")
+        ranks[token] = rank
+        seen_ranks[rank] = line_number
+    if not ranks:
+        raise ValueError(f"{source}: no tokens found")
+    missing = [byte for byte in range(256) if bytes([byte]) not in ranks]
+    if missing:
+        shown = ", ".join(f"0x{byte:02x}" for byte in missing[:8]) + (" ..." if len(missing) > 8 else "")
+        raise ValueError(f"{source}: the vocab lacks {len(missing)} single-byte tokens ({shown}); byte-level BPE needs all 256")
+    return {rank: token for token, rank in ranks.items()}
 
 
 def splitmix(z: int) -> int:

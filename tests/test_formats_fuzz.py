@@ -354,17 +354,68 @@ def test_the_fuzz_both_accepts_and_refuses():
     assert Outcome.accepted >= 10 and Outcome.refused >= 100, (Outcome.accepted, Outcome.refused)
 
 
+def read_both(data: bytes) -> tuple[dict[int, bytes] | str, dict[int, bytes] | str]:
+    """The engine's reading of a .tiktoken file's contents and the line-by-line reference's: the
+    ranks (in order) or the message of the error."""
+    from bpestore.engine import read_tiktoken
+    from reference import reference_read_tiktoken
+
+    results: list[dict[int, bytes] | str] = []
+    for read in (read_tiktoken, lambda data, source: reference_read_tiktoken(source, data)):
+        try:
+            results.append(read(data, "x.tiktoken"))
+        except ValueError as error:
+            results.append(str(error))
+    return results[0], results[1]
+
+
 @FUZZ
 @given(data=tiktoken_inputs())
-def test_a_tiktoken_file_read_a_column_at_a_time_reads_as_line_by_line(data):
-    """The fast reading of a .tiktoken file (a column at a time) gives exactly the line-by-line
-    reading's ranks, and gives up (for that reading to name the problem) on every file it refuses."""
-    from bpestore.formats.tiktoken_bpe import _ranks_line_by_line, _well_formed_ranks
+def test_the_engine_reads_a_tiktoken_file_as_the_line_by_line_reference(data):
+    """The engine's one-pass reading of a .tiktoken file gives exactly the line-by-line
+    reference's ranks, in the file's order, and refuses every file it refuses with its message
+    (the first line that breaks a rule, and the rule)."""
+    engine, reference = read_both(data)
+    assert engine == reference
+    if isinstance(engine, dict):
+        assert list(engine) == list(reference)
 
-    fast = _well_formed_ranks(data)
-    try:
-        slow = _ranks_line_by_line("x.tiktoken", data)
-    except FormatError:
-        assert fast is None
-    else:
-        assert fast == slow
+
+TIKTOKEN_BYTES = b"YQWIab019+/=-\n\r\t \x0b\x0c\x1c\x85\xef"
+# The 256 single bytes at ranks of their own, before a file's own lines (without them every
+# file would be refused for lacking them).
+ALL_BYTES = b"".join(base64.b64encode(bytes([byte])) + b" %d\n" % (1000 + byte) for byte in range(256))
+
+
+@FUZZ
+@given(
+    data=st.binary(max_size=40) | st.lists(st.sampled_from(TIKTOKEN_BYTES), max_size=40).map(bytes),
+    all_bytes=st.booleans(),
+)
+def test_short_byte_strings_read_as_the_line_by_line_reference(data, all_bytes):
+    """Base64's corners (padding, lengths, other characters) and every kind of line break and
+    space, in few bytes: the same tokens or the same message."""
+    engine, reference = read_both(ALL_BYTES + data if all_bytes else data)
+    assert engine == reference
+    if isinstance(engine, dict):
+        assert list(engine) == list(reference)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"YQ== 0\nYQ== 1\n",  # a token twice
+        b"YWI= 0\n",  # (accepted, with all the bytes)
+        b"YQ== 0\nYg== 0\n",  # a rank twice
+        b"YQ== 0\nYQ== 0\n!! 1\n",  # a token twice before a malformed line
+        b"YQ== 0\n!! 1\nYQ== 2\n",  # a malformed line before a token twice
+        b"YQ== -0\n", b"YQ== -007\n", b"YQ== 0002147483648\n", b"YQ== 99999999999999999999999\n",
+        b"YQ== 1_0\n", b"YQ== \xef\xbc\x95\n", b"YWJj= 1\n", b"YQ=a 1\n", b"YQ===YQ 1\n", b"=YQ= 1\n",
+        b"\n \t\n", b"", b"YQ== 1 2\n", b"YQ==\n", b"YQ== 1\r\nYg== 2\rYw== 3\n", b"YQ==\x0b1\x0c\n",
+        b"YQ==\x1c1\n", b"YQ==\x851\n",
+    ],
+)
+def test_tiktoken_corners_read_as_the_line_by_line_reference(data):
+    for whole in (data, ALL_BYTES + data):
+        engine, reference = read_both(whole)
+        assert engine == reference

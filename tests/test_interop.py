@@ -303,6 +303,67 @@ def test_unreachable_tokens_are_counted(tmp_path):
         assert Tokenizer.from_model(report.model).encode(text) == encoding.encode(text)
 
 
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    extra=st.lists(st.lists(st.sampled_from([b"a", b"b", b"c", b" "]), min_size=2, max_size=6).map(b"".join), max_size=30, unique=True),
+    seed=st.integers(0, 2**32 - 1),
+    special_at=st.sampled_from(["own id", "a token of the file's"]),
+    text=st.text(alphabet="abc x<|>", max_size=40),
+)
+def test_merges_derived_when_asked_equal_those_reconstructed_at_once(tmp_path_factory, extra, seed, special_at, text):
+    """A .tiktoken file read from Python (``Tokenizer.from_format``) reconstructs its merges only
+    when asked for them; ``bpestore import`` (progress) reconstructs them at once. Both give the
+    same model, merges (the engine's reconstruction of the file's ranks), notes and ids, and
+    tiktoken's ids; loading and encoding never reconstruct them."""
+    rng = random.Random(seed)
+    tokens = [bytes([b]) for b in range(256)] + [token for token in extra if len(token) > 1]
+    ranks = dict(zip(tokens, rng.sample(range(2 * len(tokens)), len(tokens))))
+    # A special token with an id of its own, or one the file gives to the same bytes.
+    shared = next((token for token in reversed(tokens) if len(token) > 1), b"a")
+    special = "<|x|>" if special_at == "own id" else shared.decode()
+    special_id = 2 * len(tokens) if special_at == "own id" else ranks[shared]
+    path = tmp_path_factory.mktemp("lazy") / "x.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items()))
+    lazy = formats.read("tiktoken", path, GPT2_PATTERN, {special: special_id})
+    tokenizer = Tokenizer.from_model(lazy.model)
+    ids = tokenizer.encode(text)
+    assert lazy.model._merges is None  # (not reconstructed by loading nor by encoding)
+    eager = formats.read("tiktoken", path, GPT2_PATTERN, {special: special_id}, progress=True)
+    assert eager.model._merges is not None
+    assert tokenizer.merges == eager.model.merges == pair_merges_from_ranks(ranks)[0]
+    assert lazy.model == eager.model and lazy.notes == eager.notes
+    assert ids == Tokenizer.from_model(eager.model).encode(text)
+    encoding = tiktoken.Encoding(name="x", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={special: special_id})
+    assert ids == encoding.encode(text, allowed_special="all")
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_a_special_token_the_file_holds_under_another_id_is_refused(tmp_path, progress):
+    """The file's tokens are checked by the engine and the model is not checked again: a special
+    token whose bytes the file gives another id (a token twice) is still refused, naming the file."""
+    ranks = {bytes([b]): b for b in range(256)} | {b"<|x|>": 256}
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items()))
+    with pytest.raises(FormatError, match=r"x\.tiktoken: special token '<\|x\|>' has id 300, but the file gives its bytes the id 256"):
+        formats.read("tiktoken", path, GPT2_PATTERN, {"<|x|>": 300}, progress=progress)
+    for bad in (2**31, -1, True):
+        with pytest.raises(FormatError, match=r"x\.tiktoken: token ids must be integers"):
+            formats.read("tiktoken", path, GPT2_PATTERN, {"<|y|>": bad}, progress=progress)
+    assert formats.read("tiktoken", path, GPT2_PATTERN, {"<|x|>": 256}, progress=progress).model.special_ids == {"<|x|>": 256}
+
+
+def test_a_model_that_derives_its_merges_pickles(tmp_path):
+    import pickle
+
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"abc": 257}
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items()))
+    tokenizer = Tokenizer.from_format("tiktoken", path, GPT2_PATTERN)
+    copy = pickle.loads(pickle.dumps(tokenizer))
+    assert copy.encode("abcab") == tokenizer.encode("abcab") == [257, 256]
+    assert copy.merges == tokenizer.merges == [(b"a", b"b"), (b"ab", b"c")]
+
+
 @pytest.mark.slow  # (imports cl100k_base through the CLI: ~4 s)
 def test_cli_import_of_cl100k(tmp_path):
     """cl100k_base imported through the command line, then used by ``bpestore encode``."""

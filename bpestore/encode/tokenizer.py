@@ -85,7 +85,6 @@ class Tokenizer:
     def _start(self, model: BPEModel, cache_size: int) -> None:
         self.model = model
         self.vocab: dict[int, bytes] = model.vocab
-        self.merges: list[tuple[bytes, bytes]] = model.merges
         self.pattern = model.pattern
         self.merge_rule: MergeRule = model.merge_rule
         self.special_tokens: list[str] = model.special_tokens
@@ -104,8 +103,16 @@ class Tokenizer:
         # special and the added tokens: it cuts both out of the text alike; the difference (the
         # policy below never refuses an added token nor encodes it as text) is this class's.
         # The seam of the encoder's BPE (see bpestore.encode.engine for its contract).
-        self._engine: EncoderEngine = Encoder(self.vocab, self.merges, model.whole_ids, self.pattern, self.merge_rule, cache_size)
+        # The token rule merges by the tokens' ranks alone: its merges are not the engine's to read
+        # (nor, for a model that derives them, worth computing here).
+        merges = model.merges if model.merge_rule == "pair" else []
+        self._engine: EncoderEngine = Encoder(self.vocab, merges, model.whole_ids, self.pattern, self.merge_rule, cache_size)
         self._warm_table: bytes | None = None  # (kept for pickling: a worker's copy starts warm too)
+
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]]:
+        """The merges in rank order (the model's)."""
+        return self.model.merges
 
     def __reduce__(self) -> tuple[Callable[[BPEModel, bytes | None], Tokenizer], tuple[BPEModel, bytes | None]]:
         # The engine is rebuilt from the model (for pickling, e.g. into worker processes), with

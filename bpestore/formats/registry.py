@@ -17,17 +17,41 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
-from ..model import BPEModel
+from ..model import BPEModel, Merges
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Imported:
-    """What reading a tokenizer's files gives: the model, where it came from, and notes for the user."""
+    """What reading a tokenizer's files gives: the model, where it came from, and notes for the user.
+
+    ``later_notes``: more notes, made by ``later_notes()`` when :attr:`notes` is first read (notes
+    about merges that a ``"token"`` model computes only when asked for them: see
+    :meth:`BPEModel.with_derived_merges`)."""
 
     model: BPEModel
     format: str
     paths: list[str]
-    notes: list[str] = field(default_factory=list)
+    _notes: list[str]
+    _later_notes: Callable[[], list[str]] | None = field(repr=False)
+
+    def __init__(
+        self, model: BPEModel, format: str, paths: list[str], notes: Iterable[str] = (),
+        later_notes: Callable[[], list[str]] | None = None,
+    ):
+        set_field = object.__setattr__  # frozen: fields are set once, here (and _notes once more, below)
+        set_field(self, "model", model)
+        set_field(self, "format", format)
+        set_field(self, "paths", paths)
+        set_field(self, "_notes", list(notes))
+        set_field(self, "_later_notes", later_notes)
+
+    @property
+    def notes(self) -> list[str]:
+        """Notes for the user (what the files cannot carry, what was found in them)."""
+        if self._later_notes is not None:
+            object.__setattr__(self, "_notes", [*self._notes, *self._later_notes()])
+            object.__setattr__(self, "_later_notes", None)
+        return self._notes
 
 
 @dataclass(frozen=True)
@@ -125,12 +149,16 @@ def get(name: str) -> Format:
 def build_model(
     path: str | os.PathLike[str],
     vocab: Mapping[int, bytes],
-    merges: Iterable[tuple[bytes, bytes]],
+    merges: Iterable[tuple[bytes, bytes]] | Callable[[BPEModel], Merges],
     special_tokens: Iterable[str],
     **options: Any,
 ) -> BPEModel:
-    """A :class:`BPEModel` from what a file held; FormatError naming the file if it is inconsistent."""
+    """A :class:`BPEModel` from what a file held; FormatError naming the file if it is inconsistent.
+    ``merges`` may be a function of the model that derives them when asked: a ``"token"`` model
+    (:meth:`BPEModel.with_derived_merges`)."""
     try:
+        if callable(merges):
+            return BPEModel.with_derived_merges(vocab, merges, special_tokens, **options)
         return BPEModel(vocab, merges, special_tokens, **options)
     except (ValueError, TypeError) as error:  # a file's wrong types are its format's errors too
         raise FormatError(f"{path}: {error}") from None

@@ -4,21 +4,24 @@ Neither the pre-tokenizer pattern nor the special tokens are in the file, so imp
 as arguments; :data:`KNOWN_ENCODINGS` has OpenAI's by name. tiktoken merges by the rank of the
 resulting *token*, so an imported tokenizer records merge rule ``"token"``; a merges list is still
 reconstructed (for export, ``show`` and ``diff``), and tokens that no pair merge reaches are counted.
+Encoding needs no merges: a tokenizer read from Python reconstructs them only when asked for them
+(:meth:`BPEModel.with_derived_merges`), so it loads in a fraction of the time.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import gzip
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..engine import pair_merges_from_ranks as pair_merges_from_ranks_in_engine
+from ..engine import read_tiktoken
 from ..errors import FormatError
-from ..model import MAX_TOKEN_ID, BPEModel, check_pattern
+from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, pattern_named
 from ..progress import progress_bar
 from .registry import Format, ImportCommand, Imported, ImportOption, added_tokens_note, build_model, register, resolved
@@ -52,72 +55,26 @@ KNOWN_ENCODINGS: dict[str, KnownEncoding] = {
 
 def read_ranks(path: str | os.PathLike[str]) -> dict[bytes, int]:
     """Token bytes -> rank from a ``.tiktoken`` file (plain or gzip'd)."""
+    return {token: rank for rank, token in read_vocab(path).items()}
+
+
+def read_vocab(path: str | os.PathLike[str]) -> dict[int, bytes]:
+    """Rank -> token bytes from a ``.tiktoken`` file (plain or gzip'd), in the file's order.
+
+    The engine reads it (``read_tiktoken``, in one pass): one ``base64(token) rank`` per line
+    (base64 as ``b64decode(validate=True)`` reads it), blank lines skipped, ranks in ASCII digits
+    from 0 to ``MAX_TOKEN_ID``, no token and no rank twice; FormatError naming the file and the
+    first line that breaks a rule."""
     data = Path(path).read_bytes()
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError) as error:
             raise FormatError(f"{path}: looks gzip'd but cannot be decompressed ({error})") from None
-    well_formed = _well_formed_ranks(data)
-    # (Something is wrong otherwise: the line-by-line reading names the first problem.)
-    return well_formed if well_formed is not None else _ranks_line_by_line(path, data)
-
-
-def _ranks_line_by_line(path: str | os.PathLike[str], data: bytes) -> dict[bytes, int]:
-    """:func:`read_ranks` of the file's ``data``, a line at a time: FormatError for the first
-    line that breaks a rule (its number and what is wrong)."""
-    ranks: dict[bytes, int] = {}
-    seen_ranks: dict[int, int] = {}
-    for line_number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        fields = line.split()
-        if len(fields) != 2:
-            raise FormatError(f"{path}, line {line_number}: expected 'base64-token rank', got {line[:80]!r}")
-        try:
-            token = base64.b64decode(fields[0], validate=True)
-        except binascii.Error:
-            raise FormatError(f"{path}, line {line_number}: expected 'base64-token rank', got {line[:80]!r}") from None
-        if fields[1].startswith(b"-") and fields[1][1:].isdigit():
-            raise FormatError(f"{path}, line {line_number}: negative rank {int(fields[1])}")
-        if not fields[1].isdigit():  # ASCII digits only: no sign, no "_", no other scripts' digits
-            raise FormatError(f"{path}, line {line_number}: expected 'base64-token rank', got {line[:80]!r}")
-        rank = int(fields[1])
-        if rank > MAX_TOKEN_ID:
-            raise FormatError(f"{path}, line {line_number}: rank {rank} is too large; ranks must be integers from 0 to {MAX_TOKEN_ID} (2**31-1)")
-        if not token:
-            raise FormatError(f"{path}, line {line_number}: an empty token")
-        if token in ranks:
-            raise FormatError(f"{path}, line {line_number}: token {token!r} appears twice")
-        if rank in seen_ranks:
-            raise FormatError(f"{path}, line {line_number}: rank {rank} also given on line {seen_ranks[rank]}")
-        ranks[token] = rank
-        seen_ranks[rank] = line_number
-    if not ranks:
-        raise FormatError(f"{path}: no tokens found")
-    return ranks
-
-
-def _well_formed_ranks(data: bytes) -> dict[bytes, int] | None:
-    """The ranks of a well-formed file, read a column at a time (o200k_base's 200k lines in a
-    fraction of the line-by-line loop's 1.7 s); None if any line breaks a rule of
-    :func:`read_ranks`, whose loop then says which. (``a2b_base64(strict_mode=True)`` is
-    ``b64decode(validate=True)`` without its wrapper.)"""
-    fields = [line.split() for line in data.splitlines() if line.strip()]
-    if not fields or any(len(pair) != 2 for pair in fields):
-        return None
     try:
-        tokens = [binascii.a2b_base64(pair[0], strict_mode=True) for pair in fields]
-    except binascii.Error:
-        return None
-    numbers = [pair[1] for pair in fields]
-    if not all(map(bytes.isdigit, numbers)) or not all(tokens):
-        return None
-    ranks = list(map(int, numbers))
-    table = dict(zip(tokens, ranks))
-    if max(ranks) > MAX_TOKEN_ID or len(table) != len(tokens) or len(set(ranks)) != len(ranks):
-        return None
-    return table
+        return read_tiktoken(data, f"{path}")
+    except ValueError as error:
+        raise FormatError(str(error)) from None
 
 
 def write_ranks(path: str | os.PathLike[str], vocab: dict[int, bytes], special_ids: set[int]) -> None:
@@ -166,29 +123,69 @@ def read(
     path: str | os.PathLike[str], pattern: str, special_tokens: dict[str, int] | None = None, *, progress: bool = False
 ) -> Imported:
     """A ``.tiktoken`` file. ``pattern`` is a well-known encoding name (which also brings its
-    special tokens, unless ``special_tokens`` is given) or a regex. Reconstructing the merges of a
-    big vocabulary takes seconds: ``progress`` shows a bar."""
+    special tokens, unless ``special_tokens`` is given) or a regex.
+
+    Reconstructing the merges of a big vocabulary takes longer than the rest of reading it, and
+    encoding does not need them: without ``progress`` they are reconstructed when first asked
+    for (``model.merges``, and the note saying how many there are); with it (``bpestore import``,
+    which stores them) they are reconstructed now, under a progress bar."""
     regex_pattern, default_specials = resolve_pattern(pattern, path)
     specials = default_specials if special_tokens is None else dict(special_tokens)
-    _check_special_ids(specials)
-    ranks = read_ranks(path)
-    vocab = {rank: token for token, rank in ranks.items()}
+    _check_special_ids(specials, path)
+    vocab = read_vocab(path)  # (a vocab the engine accepts)
+    # The ids the file does not hold; every other id of the model is a token of the file.
+    not_in_file = frozenset(token_id for token_id in specials.values() if token_id not in vocab)
     for text, token_id in specials.items():
         if token_id in vocab and vocab[token_id] != text.encode("utf-8"):
             raise FormatError(f"{path}: special token {text!r} has id {token_id}, which the file gives to {vocab[token_id]!r}")
         vocab[token_id] = text.encode("utf-8")
-    with progress_bar(progress, len(ranks), "reconstructing merges", unit="tokens", unit_scale=True) as bar:
-        merges, unreachable = pair_merges_from_ranks(ranks, bar.update)
-    model = build_model(
-        path, vocab, merges, sorted(specials, key=specials.__getitem__), pattern=regex_pattern, merge_rule="token"
-    )
-    notes = [f"{len(merges)} merges reconstructed; {len(unreachable)} tokens are not reached by any pair merge"]
-    return Imported(model, "tiktoken", resolved(path), notes)
+    ordered_specials = sorted(specials, key=specials.__getitem__)
+    # The engine has checked the file's tokens (read_vocab), so the model is not checked again
+    # (a third of the time left); the special tokens keep them a vocab the engine accepts unless
+    # one's bytes are a token of the file under another id: the model then finds that id for it
+    # (the file's tokens come first), and is refused below.
+    if progress:
+        ranks = {token: token_id for token_id, token in vocab.items() if token_id not in not_in_file}
+        with progress_bar(progress, len(ranks), "reconstructing merges", unit="tokens", unit_scale=True) as bar:
+            merges, unreachable = pair_merges_from_ranks(ranks, bar.update)
+        model = build_model(path, vocab, merges, ordered_specials, pattern=regex_pattern, merge_rule="token", _checked=True)
+        imported = Imported(model, "tiktoken", resolved(path), [_reconstruction_note(len(merges), len(unreachable))])
+    else:
+        derive = partial(_reconstructed_merges, not_in_file=not_in_file)
+        model = build_model(path, vocab, derive, ordered_specials, pattern=regex_pattern, _checked=True)
+        imported = Imported(model, "tiktoken", resolved(path), later_notes=partial(_later_notes, model, not_in_file))
+    for text, token_id in model.special_ids.items():
+        if token_id != specials[text]:
+            raise FormatError(f"{path}: special token {text!r} has id {specials[text]}, but the file gives its bytes the id {token_id}")
+    return imported
 
 
-def _check_special_ids(specials: Mapping[str, int]) -> None:
-    """FormatError for two special tokens given one id (the second would silently take the
+def _reconstructed_merges(model: BPEModel, not_in_file: frozenset[int]) -> Merges:
+    """The merges :func:`read` reconstructs for ``model`` read from a file, which gave every id
+    of it but ``not_in_file`` (special tokens' ids of their own)."""
+    ranks = {token: token_id for token_id, token in model.vocab.items() if token_id not in not_in_file}
+    return pair_merges_from_ranks(ranks)[0]
+
+
+def _later_notes(model: BPEModel, not_in_file: frozenset[int]) -> list[str]:
+    """The note :func:`read` gives about the merges of ``model`` (see :func:`_reconstructed_merges`):
+    each multi-byte token of the file is either made by a merge or reached by none."""
+    multi_byte = sum(1 for token_id, token in model.vocab.items() if len(token) > 1 and token_id not in not_in_file)
+    merges = len(model.merges)
+    return [_reconstruction_note(merges, multi_byte - merges)]
+
+
+def _reconstruction_note(merges: int, unreachable: int) -> str:
+    return f"{merges} merges reconstructed; {unreachable} tokens are not reached by any pair merge"
+
+
+def _check_special_ids(specials: Mapping[str, int], path: str | os.PathLike[str]) -> None:
+    """FormatError for a special token's id that is no id (not an integer from 0 to
+    ``MAX_TOKEN_ID``) and for two special tokens given one id (the second would silently take the
     first's place, or be blamed on the file)."""
+    for token_id in specials.values():
+        if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID:
+            raise FormatError(f"{path}: token ids must be integers from 0 to {MAX_TOKEN_ID} (2**31-1), got {token_id!r}")
     holder: dict[int, str] = {}
     for text, token_id in specials.items():
         if holder.setdefault(token_id, text) != text:

@@ -9,13 +9,15 @@ const ABSENT: (u32, u32) = (u32::MAX, 0);
 
 /// Every token's bytes in one arena.
 pub(crate) struct Vocab {
-    arena: Vec<u8>,
+    /// Ordinary tokens (not the special tokens the encoder added) by their bytes, which are
+    /// slices of `arena` (declared first: dropped before it).
+    id_of: FxHashMap<&'static [u8], TokenId>,
+    /// Never changed once made: `id_of`'s keys point into it (see [`Vocab::new`]).
+    arena: Box<[u8]>,
     /// `(start, len)` in `arena` by id when the ids are dense enough, else empty.
     dense: Vec<(u32, u32)>,
     /// The same for sparse ids.
     sparse: FxHashMap<TokenId, (u32, u32)>,
-    /// Ordinary tokens (not the special tokens the encoder added) by their bytes.
-    id_of: FxHashMap<Box<[u8]>, TokenId>,
     /// The id of each single byte.
     pub(crate) byte_ids: [TokenId; 256],
     pub(crate) max_id: TokenId,
@@ -32,51 +34,67 @@ impl Vocab {
     ) -> Result<Vocab, EncodeError> {
         let mut vocab = vocab.to_vec();
         vocab.sort_unstable_by_key(|&(id, _)| id);
-        let mut id_of: FxHashMap<Box<[u8]>, TokenId> =
-            FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
-        for window in vocab.windows(2) {
-            if window[0].0 == window[1].0 {
-                return Err(EncodeError::InvalidVocab(format!(
-                    "id {} is given twice",
-                    window[0].0
-                )));
-            }
-        }
-        for &(id, token) in &vocab {
-            if let Some(&first) = id_of.get(token) {
-                return Err(EncodeError::InvalidVocab(format!(
-                    "ids {first} and {id} both stand for the token {}",
-                    py_bytes_repr(token)
-                )));
-            }
-            id_of.insert(token.into(), id);
-        }
-        let mut byte_ids = [0; 256];
-        let mut missing = Vec::new();
-        for b in 0..=255u8 {
-            match id_of.get([b].as_slice()) {
-                Some(&id) => byte_ids[b as usize] = id,
-                None => missing.push(b),
-            }
-        }
-        if !missing.is_empty() {
-            let shown: Vec<String> = missing
-                .iter()
-                .take(8)
-                .map(|b| format!("0x{b:02x}"))
-                .collect();
-            let more = if missing.len() > 8 { " ..." } else { "" };
-            return Err(EncodeError::InvalidVocab(format!(
-                "the vocab lacks {} single-byte tokens ({}{more}); byte-level BPE needs all 256",
-                missing.len(),
-                shown.join(", ")
-            )));
-        }
-
-        let mut entries: Vec<(TokenId, &[u8])> = vocab.clone();
+        check_ids(&vocab)?;
+        // The table is laid out first and the rules checked on it after: the bytes -> id map,
+        // which finds a token given twice, is keyed by the table's own bytes (one map, and no
+        // copy of each token: a 200k vocab's allocations took half of building its table).
+        // (id, bytes, whether it is an ordinary token); a special token whose id is an ordinary
+        // token's has that token's bytes (or is refused below).
+        let mut entries: Vec<(TokenId, &[u8], bool)> =
+            vocab.iter().map(|&(id, token)| (id, token, true)).collect();
         for (special, id) in specials {
-            let bytes = special.as_bytes();
-            match id_of.get(bytes) {
+            if vocab.binary_search_by_key(id, |&(i, _)| i).is_err() {
+                entries.push((*id, special.as_bytes(), false));
+            }
+        }
+        entries.sort_by_key(|&(id, _, _)| id); // (stable: an ordinary token before a special)
+        entries.dedup_by_key(|&mut (id, _, _)| id); // a special token listed twice
+
+        let max_id = entries.last().map_or(0, |&(id, _, _)| id);
+        let total: usize = entries.iter().map(|(_, t, _)| t.len()).sum();
+        if total >= u32::MAX as usize {
+            return Err(EncodeError::InvalidVocab(
+                "the vocab's tokens hold more than 4 GB".into(),
+            ));
+        }
+        let mut arena = Vec::with_capacity(total);
+        let dense_enough = (max_id as usize) < 2 * entries.len() + 65_536;
+        let mut dense = Vec::new();
+        let mut sparse = FxHashMap::default();
+        if dense_enough {
+            dense = vec![ABSENT; max_id as usize + 1];
+        }
+        let mut ordinary: Vec<(usize, usize, TokenId)> = Vec::with_capacity(vocab.len());
+        for &(id, token, is_ordinary) in &entries {
+            let span = (arena.len() as u32, token.len() as u32);
+            if is_ordinary {
+                ordinary.push((arena.len(), arena.len() + token.len(), id));
+            }
+            arena.extend_from_slice(token);
+            if dense_enough {
+                dense[id as usize] = span;
+            } else {
+                sparse.insert(id, span);
+            }
+        }
+        let arena = arena.into_boxed_slice();
+        // The ordinary tokens as slices of the arena.
+        let mut tokens: Vec<(TokenId, &'static [u8])> = Vec::with_capacity(vocab.len());
+        for (start, end, id) in ordinary {
+            let bytes: *const [u8] = &arena[start..end];
+            // SAFETY: the slice is in the heap buffer of `arena`, which the returned Vocab owns
+            // and never changes, moves out of or frees before `id_of` (declared before it, so
+            // dropped first; on an error both are dropped here); moving the Vocab moves the Box,
+            // not the buffer. The keys are only ever compared with (`id` hands out ids, never a
+            // key), so no reference outlives the buffer.
+            tokens.push((id, unsafe { &*bytes }));
+        }
+        let mut id_of: FxHashMap<&'static [u8], TokenId> =
+            FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
+        let byte_ids = check_tokens(&mut tokens, |token, id| id_of.insert(token, id))?;
+
+        for (special, id) in specials {
+            match id_of.get(special.as_bytes()) {
                 Some(existing) if existing == id => {}
                 Some(existing) => {
                     return Err(EncodeError::InvalidVocab(format!(
@@ -90,41 +108,14 @@ impl Vocab {
                             py_bytes_repr(vocab[at].1)
                         )));
                     }
-                    entries.push((*id, bytes));
                 }
             }
         }
-        entries.sort_unstable_by_key(|&(id, _)| id);
-        entries.dedup_by_key(|&mut (id, _)| id); // a special token listed twice
-
-        let max_id = entries.last().map_or(0, |&(id, _)| id);
-        let total: usize = entries.iter().map(|(_, t)| t.len()).sum();
-        if total >= u32::MAX as usize {
-            return Err(EncodeError::InvalidVocab(
-                "the vocab's tokens hold more than 4 GB".into(),
-            ));
-        }
-        let mut arena = Vec::with_capacity(total);
-        let dense_enough = (max_id as usize) < 2 * entries.len() + 65_536;
-        let mut dense = Vec::new();
-        let mut sparse = FxHashMap::default();
-        if dense_enough {
-            dense = vec![ABSENT; max_id as usize + 1];
-        }
-        for &(id, token) in &entries {
-            let span = (arena.len() as u32, token.len() as u32);
-            arena.extend_from_slice(token);
-            if dense_enough {
-                dense[id as usize] = span;
-            } else {
-                sparse.insert(id, span);
-            }
-        }
         Ok(Vocab {
+            id_of,
             arena,
             dense,
             sparse,
-            id_of,
             byte_ids,
             max_id,
             len: entries.len(),
@@ -155,6 +146,79 @@ impl Vocab {
     #[inline]
     pub(crate) fn id(&self, bytes: &[u8]) -> Option<TokenId> {
         self.id_of.get(bytes).copied()
+    }
+}
+
+/// The rules of a vocabulary of ordinary tokens, for [`Vocab::new`] and `check_model`: no id
+/// twice, no token twice, all 256 single bytes. Sorts `vocab` by id; `insert(token, id)` records
+/// a token and returns the id it had already, if any (the caller's map, borrowed or owned).
+/// Returns the id of each single byte.
+pub(crate) fn check_tokens<'a>(
+    vocab: &mut [(TokenId, &'a [u8])],
+    mut insert: impl FnMut(&'a [u8], TokenId) -> Option<TokenId>,
+) -> Result<[TokenId; 256], EncodeError> {
+    vocab.sort_unstable_by_key(|&(id, _)| id);
+    check_ids(vocab)?;
+    let mut byte_ids = [0; 256];
+    let mut found = [false; 256];
+    for &(id, token) in vocab.iter() {
+        if let Some(first) = insert(token, id) {
+            return Err(EncodeError::InvalidVocab(format!(
+                "ids {first} and {id} both stand for the token {}",
+                py_bytes_repr(token)
+            )));
+        }
+        if let &[byte] = token {
+            byte_ids[byte as usize] = id;
+            found[byte as usize] = true;
+        }
+    }
+    all_single_bytes(&found)?;
+    Ok(byte_ids)
+}
+
+/// The rule that a byte-level vocabulary holds all 256 single bytes, for `tokens` whose other
+/// rules are known to hold (a `.tiktoken` file's, checked as it is read): [`check_tokens`]
+/// without a map of the tokens.
+pub fn check_single_bytes<'a>(
+    tokens: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), EncodeError> {
+    let mut found = [false; 256];
+    for token in tokens {
+        if let &[byte] = token {
+            found[byte as usize] = true;
+        }
+    }
+    all_single_bytes(&found)
+}
+
+/// The error naming the single bytes not `found`, if any.
+fn all_single_bytes(found: &[bool; 256]) -> Result<(), EncodeError> {
+    let missing: Vec<u8> = (0..=255u8).filter(|&b| !found[b as usize]).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = missing
+        .iter()
+        .take(8)
+        .map(|b| format!("0x{b:02x}"))
+        .collect();
+    let more = if missing.len() > 8 { " ..." } else { "" };
+    Err(EncodeError::InvalidVocab(format!(
+        "the vocab lacks {} single-byte tokens ({}{more}); byte-level BPE needs all 256",
+        missing.len(),
+        shown.join(", ")
+    )))
+}
+
+/// No id twice in `vocab`, sorted by id.
+fn check_ids(vocab: &[(TokenId, &[u8])]) -> Result<(), EncodeError> {
+    match vocab.windows(2).find(|window| window[0].0 == window[1].0) {
+        Some(window) => Err(EncodeError::InvalidVocab(format!(
+            "id {} is given twice",
+            window[0].0
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -8,6 +8,7 @@
 
 use crate::errors::{corpus_decode_error, os_error, pattern_error, repr, type_name};
 use crate::model::{ModelObjects, SharedBytes};
+use bpestore_encode::ranks::TiktokenError;
 use bpestore_encode::{
     AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
     OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES,
@@ -25,6 +26,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyNpyWriter>()?;
     module.add_function(wrap_pyfunction!(check_model, module)?)?;
     module.add_function(wrap_pyfunction!(pair_merges_from_ranks, module)?)?;
+    module.add_function(wrap_pyfunction!(read_tiktoken, module)?)?;
     // The first bytes of a `.npy` still being written (or left by a writer that was stopped).
     module.add(
         "PARTIAL_NPY_MARK",
@@ -118,6 +120,31 @@ fn pair_merges_from_ranks<'py>(
         .map(|&index| objects[index].0.clone())
         .collect();
     Ok((merges, PyList::new(py, unreachable)?))
+}
+
+/// `{rank: token}` from a `.tiktoken` file's contents (`data`, not gzip'd), in the file's order
+/// (`bpestore_encode::ranks::parse_tiktoken`'s rules), a vocabulary `check_model` accepts (all
+/// 256 single bytes). ValueError for the first line that breaks a rule, its message naming
+/// `source` and the line (`"SOURCE, line 3: negative rank -1"`), or for a vocabulary that
+/// breaks one (`"SOURCE: the vocab lacks ..."`).
+#[pyfunction]
+fn read_tiktoken<'py>(py: Python<'py>, data: &[u8], source: &str) -> PyResult<Bound<'py, PyDict>> {
+    let ranks = bpestore_encode::ranks::parse_tiktoken(data).map_err(|error| {
+        let separator = if matches!(error, TiktokenError::NoTokens) {
+            ":"
+        } else {
+            ","
+        };
+        PyValueError::new_err(format!("{source}{separator} {error}"))
+    })?;
+    // (No id and no token twice: the file's rules. The last of check_model's is this one.)
+    bpestore_encode::check_single_bytes(ranks.iter().map(|(token, _)| token))
+        .map_err(|error| PyValueError::new_err(format!("{source}: {error}")))?;
+    let vocab = PyDict::new(py);
+    for (token, rank) in ranks.iter() {
+        vocab.set_item(rank, PyBytes::new(py, token))?;
+    }
+    Ok(vocab)
 }
 
 /// The engine's rule for dropout's arguments: a probability in [0, 1) (1 would merge nothing, and
