@@ -30,9 +30,46 @@ pub(crate) fn pair_key(left: TokenId, right: TokenId) -> u64 {
     (u64::from(left) << 32) | u64::from(right)
 }
 
+/// A rule's `(rank, merged id)` for each pair of two single bytes, by `(left byte << 8) | right
+/// byte` (`(NONE, 0)` where they do not merge), in one 512 KB array: a piece's first lookups,
+/// all of pairs of bytes (its tokens are its bytes until a merge), read it instead of hashing.
+pub(crate) struct BytePairs(Box<[(u32, TokenId)]>);
+
+impl BytePairs {
+    /// The table of `entry(left byte, right byte)`.
+    pub(crate) fn new(mut entry: impl FnMut(u8, u8) -> Option<(u32, TokenId)>) -> BytePairs {
+        let mut pairs = Vec::with_capacity(1 << 16);
+        for left in 0..=255u8 {
+            for right in 0..=255u8 {
+                pairs.push(entry(left, right).unwrap_or((NONE, 0)));
+            }
+        }
+        BytePairs(pairs.into_boxed_slice())
+    }
+
+    /// No table, for an encoder whose rule does not use one.
+    pub(crate) fn none() -> BytePairs {
+        BytePairs(Box::new([]))
+    }
+
+    /// The token rule's: a pair of bytes merges into the token of those two bytes, if any
+    /// (rank = id).
+    pub(crate) fn token_rule(vocab: &Vocab) -> BytePairs {
+        BytePairs::new(|left, right| vocab.id(&[left, right]).map(|id| (id, id)))
+    }
+
+    /// `(rank, merged id)` of the pair of bytes `(left, right)`, rank `NONE` where none.
+    #[inline]
+    pub(crate) fn get(&self, left: u8, right: u8) -> (u32, TokenId) {
+        self.0[(usize::from(left) << 8) | usize::from(right)]
+    }
+}
+
 /// The merges of the pair rule: `(left id, right id) -> (rank, merged id)`.
 pub(crate) struct PairRanks {
     map: FxHashMap<u64, (u32, TokenId)>,
+    /// The same for pairs of single bytes, as an array (the first lookups of every piece).
+    bytes: BytePairs,
     /// Whether the merges are in the order BPE training makes them: each merge's two tokens are
     /// bytes or made by earlier merges, and no token is made twice. Then a merge only ever forms
     /// pairs of higher rank, so merging one pair at a time, the lowest-ranked and leftmost first,
@@ -43,9 +80,10 @@ pub(crate) struct PairRanks {
 impl PairRanks {
     /// `merges` as `(left, right, merged)` ids in rank order; where a pair is listed twice, its
     /// first rank counts (as in GPT-2's `dict(zip(merges, range(len(merges))))` read backwards,
-    /// and bpestore's Python code).
+    /// and bpestore's Python code). `byte_ids`: the id of each single byte.
     pub(crate) fn new(
         merges: impl ExactSizeIterator<Item = (TokenId, TokenId, TokenId)>,
+        byte_ids: &[TokenId; 256],
     ) -> PairRanks {
         let merges: Vec<(TokenId, TokenId, TokenId)> = merges.collect();
         let mut map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
@@ -66,7 +104,18 @@ impl PairRanks {
                     .iter()
                     .all(|part| made_at.get(part).is_none_or(|&made| made < rank))
             });
-        PairRanks { map, well_ordered }
+        let bytes = BytePairs::new(|left, right| {
+            map.get(&pair_key(
+                byte_ids[usize::from(left)],
+                byte_ids[usize::from(right)],
+            ))
+            .copied()
+        });
+        PairRanks {
+            map,
+            bytes,
+            well_ordered,
+        }
     }
 
     #[inline]
@@ -74,17 +123,19 @@ impl PairRanks {
         self.map.get(&pair_key(left, right)).copied()
     }
 
-    /// Merges `tokens` (initially the piece's byte ids) in place by GPT-2's rule.
-    pub(crate) fn merge(&self, tokens: &mut Vec<TokenId>) {
+    /// Merges `tokens` (the byte ids of `piece`) in place by GPT-2's rule.
+    pub(crate) fn merge(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
         if tokens.len() <= LONG_PIECE {
-            self.merge_short(tokens);
+            self.merge_short(piece, tokens);
         } else {
             self.merge_long(tokens);
         }
     }
 
-    pub(crate) fn merge_short(&self, tokens: &mut Vec<TokenId>) {
+    /// [`PairRanks::merge`] by rescanning small arrays.
+    pub(crate) fn merge_short(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
         let n = tokens.len();
+        debug_assert_eq!(piece.len(), n, "the tokens are the piece's bytes");
         if n > LONG_PIECE {
             return self.merge_long(tokens);
         }
@@ -96,10 +147,7 @@ impl PairRanks {
         let mut ranks = [NONE; LONG_PIECE];
         let mut merged = [0 as TokenId; LONG_PIECE];
         for i in 0..n - 1 {
-            if let Some((rank, result)) = self.get(tokens[i], tokens[i + 1]) {
-                ranks[i] = rank;
-                merged[i] = result;
-            }
+            (ranks[i], merged[i]) = self.bytes.get(piece[i], piece[i + 1]);
         }
         let mut len = n;
         // Where each token of a round came from (`NONE`: it is the result of a merge).
@@ -184,9 +232,10 @@ impl PairRanks {
 }
 
 /// The token rule over a vocabulary: whole-token lookup, and the rank of a pair is the id of its
-/// concatenation, looked up by bytes.
+/// concatenation, looked up by bytes (`bytes`: those of pairs of single bytes, in an array).
 pub(crate) struct TokenRanks<'v> {
     pub(crate) vocab: &'v Vocab,
+    pub(crate) bytes: &'v BytePairs,
 }
 
 impl TokenRanks<'_> {
@@ -208,36 +257,46 @@ impl TokenRanks<'_> {
             }
         }
         if tokens.len() <= LONG_PIECE {
-            self.merge_short(tokens);
+            self.merge_short(piece, tokens);
         } else {
             self.merge_long(tokens);
         }
     }
 
-    pub(crate) fn merge_short(&self, tokens: &mut Vec<TokenId>) {
+    /// [`TokenRanks::merge`] (after the whole-piece lookup) by rescanning small arrays.
+    pub(crate) fn merge_short(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
+        let n = tokens.len();
+        debug_assert_eq!(piece.len(), n, "the tokens are the piece's bytes");
+        if n > LONG_PIECE {
+            return self.merge_long(tokens);
+        }
+        if n < 2 {
+            return;
+        }
         let mut scratch = Vec::with_capacity(64);
-        // ranks[i]: the rank of the pair (tokens[i], tokens[i + 1]), NONE if it makes no token.
-        let mut ranks: Vec<u32> = tokens
-            .windows(2)
-            .map(|w| self.rank(w[0], w[1], &mut scratch).unwrap_or(NONE))
-            .collect();
-        loop {
+        // ranks[i]: the rank of the pair (tokens[i], tokens[i + 1]), NONE if it makes no token;
+        // both arrays are shifted left past a merge (a few words: cheaper than a linked list).
+        let mut ranks = [NONE; LONG_PIECE];
+        for i in 0..n - 1 {
+            ranks[i] = self.bytes.get(piece[i], piece[i + 1]).0;
+        }
+        let mut len = n;
+        while len > 1 {
             // The leftmost pair of lowest rank.
-            let mut best = NONE;
-            let mut at = 0;
-            for (i, &rank) in ranks.iter().enumerate() {
+            let (mut best, mut at) = (NONE, 0);
+            for (i, &rank) in ranks[..len - 1].iter().enumerate() {
                 if rank < best {
-                    best = rank;
-                    at = i;
+                    (best, at) = (rank, i);
                 }
             }
             if best == NONE {
                 break;
             }
             tokens[at] = best;
-            tokens.remove(at + 1);
-            ranks.remove(at);
-            if at + 1 < tokens.len() {
+            tokens.copy_within(at + 2..len, at + 1);
+            ranks.copy_within(at + 1..len - 1, at);
+            len -= 1;
+            if at + 1 < len {
                 ranks[at] = self
                     .rank(tokens[at], tokens[at + 1], &mut scratch)
                     .unwrap_or(NONE);
@@ -248,6 +307,7 @@ impl TokenRanks<'_> {
                     .unwrap_or(NONE);
             }
         }
+        tokens.truncate(len);
     }
 
     pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
@@ -508,7 +568,7 @@ pub(crate) mod tests {
                 )
             })
             .collect();
-        PairRanks::new(ids.into_iter())
+        PairRanks::new(ids.into_iter(), &vocab.byte_ids)
     }
 
     pub(crate) fn piece(rng: &mut Rng, alphabet: &[u8], max_len: usize) -> Bytes {
@@ -541,7 +601,11 @@ pub(crate) mod tests {
             let (tokens, merges) = generate(&mut rng, alphabet, n_merges, n_extra);
             let vocab = vocab_of(&tokens);
             let pairs = pair_ranks(&vocab, &merges);
-            let token_rule = TokenRanks { vocab: &vocab };
+            let bytes = BytePairs::token_rule(&vocab);
+            let token_rule = TokenRanks {
+                vocab: &vocab,
+                bytes: &bytes,
+            };
             let ids: HashMap<Bytes, u32> = tokens.iter().map(|(id, t)| (t.clone(), *id)).collect();
             let mut rank: HashMap<(Bytes, Bytes), usize> = HashMap::new();
             for (r, pair) in merges.iter().enumerate() {
@@ -556,7 +620,7 @@ pub(crate) mod tests {
                 differ += usize::from(expected_pair != expected_token);
 
                 let mut tokens = start.clone();
-                pairs.merge_short(&mut tokens);
+                pairs.merge_short(&piece, &mut tokens);
                 assert_eq!(
                     as_bytes(&vocab, &tokens),
                     expected_pair,
@@ -570,7 +634,7 @@ pub(crate) mod tests {
                     "pair rule, heap path, {piece:?}"
                 );
                 let mut tokens = start.clone();
-                pairs.merge(&mut tokens);
+                pairs.merge(&piece, &mut tokens);
                 assert_eq!(
                     as_bytes(&vocab, &tokens),
                     expected_pair,
@@ -588,7 +652,7 @@ pub(crate) mod tests {
                     continue; // the whole-piece lookup answered; the paths below skip it
                 }
                 let mut tokens = start.clone();
-                token_rule.merge_short(&mut tokens);
+                token_rule.merge_short(&piece, &mut tokens);
                 assert_eq!(
                     as_bytes(&vocab, &tokens),
                     expected_token,
@@ -613,14 +677,16 @@ pub(crate) mod tests {
     #[test]
     fn merges_in_training_order_are_told_apart() {
         // Ids: 0..256 the bytes, 256 "ab", 257 "abc", 258 "bc".
-        let ordered = PairRanks::new([(97, 98, 256), (256, 99, 257)].into_iter());
+        let bytes: [TokenId; 256] = std::array::from_fn(|b| b as TokenId);
+        let ordered = PairRanks::new([(97, 98, 256), (256, 99, 257)].into_iter(), &bytes);
         assert!(ordered.well_ordered);
         // "abc" made from "ab" before "ab" is made.
-        let part_made_later = PairRanks::new([(256, 99, 257), (97, 98, 256)].into_iter());
+        let part_made_later = PairRanks::new([(256, 99, 257), (97, 98, 256)].into_iter(), &bytes);
         assert!(!part_made_later.well_ordered);
         // "abc" made twice: ab+c, then a+bc.
         let made_twice = PairRanks::new(
             [(97, 98, 256), (98, 99, 258), (256, 99, 257), (97, 258, 257)].into_iter(),
+            &bytes,
         );
         assert!(!made_twice.well_ordered);
     }
@@ -646,10 +712,14 @@ pub(crate) mod tests {
         };
         let start = std::time::Instant::now();
         let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
-        pairs.merge(&mut ids);
+        pairs.merge(&vec![b'a'; n], &mut ids);
         assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);
         let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
-        TokenRanks { vocab: &vocab }.merge(&vec![b'a'; n], &mut ids);
+        TokenRanks {
+            vocab: &vocab,
+            bytes: &BytePairs::token_rule(&vocab),
+        }
+        .merge(&vec![b'a'; n], &mut ids);
         assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);
         assert!(start.elapsed().as_secs() < 20, "took {:?}", start.elapsed());
     }

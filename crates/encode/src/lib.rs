@@ -23,8 +23,8 @@ mod shared;
 mod stream;
 mod vocab;
 
-use bpe::PairRanks;
 pub use bpe::TokenId;
+use bpe::{BytePairs, PairRanks};
 use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
@@ -131,6 +131,8 @@ pub struct Encoder {
     vocab: Vocab,
     rule: MergeRule,
     pairs: PairRanks,
+    /// The token rule's joins of two single bytes (empty for the pair rule).
+    byte_joins: BytePairs,
     pretokenizer: Pretokenizer,
     specials: SpecialTokens,
     /// `special_ids[i]` is the id of `specials.tokens()[i]`.
@@ -210,7 +212,14 @@ impl Encoder {
         let vocab = Vocab::new(vocab, special_tokens)?;
         let pairs = match rule {
             MergeRule::Pair => pair_ranks(&vocab, merges)?,
-            MergeRule::Token => PairRanks::new(std::iter::empty::<(TokenId, TokenId, TokenId)>()),
+            MergeRule::Token => PairRanks::new(
+                std::iter::empty::<(TokenId, TokenId, TokenId)>(),
+                &vocab.byte_ids,
+            ),
+        };
+        let byte_joins = match rule {
+            MergeRule::Pair => BytePairs::none(),
+            MergeRule::Token => BytePairs::token_rule(&vocab),
         };
         let pretokenizer = Pretokenizer::new(pattern).map_err(EncodeError::Pattern)?;
         // Each special token once, in the order given.
@@ -238,6 +247,7 @@ impl Encoder {
             vocab,
             rule,
             pairs,
+            byte_joins,
             pretokenizer,
             specials,
             special_ids,
@@ -561,7 +571,7 @@ impl Encoder {
         let base = text.as_ptr() as usize;
         let mut tokens: Vec<TokenId> = Vec::with_capacity(64);
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
-        let by_token = dropout::ByToken::new(bpe::TokenRanks { vocab: &self.vocab });
+        let by_token = dropout::ByToken::new(self.token_ranks());
         let plain_is_the_walk = match self.rule {
             MergeRule::Pair => self.pairs.well_ordered,
             MergeRule::Token => true,
@@ -811,13 +821,21 @@ impl Encoder {
         out.extend_from_slice(scratch);
     }
 
+    /// The token rule over this encoder's vocabulary.
+    fn token_ranks(&self) -> bpe::TokenRanks<'_> {
+        bpe::TokenRanks {
+            vocab: &self.vocab,
+            bytes: &self.byte_joins,
+        }
+    }
+
     /// The ids of one pre-token, by the encoder's rule, into `tokens`.
     fn merge_piece(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
         tokens.clear();
         tokens.extend(piece.iter().map(|&b| self.vocab.byte_ids[b as usize]));
         match self.rule {
-            MergeRule::Pair => self.pairs.merge(tokens),
-            MergeRule::Token => bpe::TokenRanks { vocab: &self.vocab }.merge(piece, tokens),
+            MergeRule::Pair => self.pairs.merge(piece, tokens),
+            MergeRule::Token => self.token_ranks().merge(piece, tokens),
         }
     }
 }
@@ -918,7 +936,7 @@ fn pair_ranks(vocab: &Vocab, merges: &[(&[u8], &[u8])]) -> Result<PairRanks, Enc
         }
         first_rank.insert((l, r), rank);
     }
-    Ok(PairRanks::new(ids.into_iter()))
+    Ok(PairRanks::new(ids.into_iter(), &vocab.byte_ids))
 }
 
 /// Checks that `vocab` (ids and tokens, any order) and, with `check_merges`, `merges` (in rank
