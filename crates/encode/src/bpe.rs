@@ -273,13 +273,20 @@ impl TokenRanks<'_> {
         if n < 2 {
             return;
         }
-        let mut scratch = Vec::with_capacity(64);
         // ranks[i]: the rank of the pair (tokens[i], tokens[i + 1]), NONE if it makes no token;
-        // both arrays are shifted left past a merge (a few words: cheaper than a linked list).
+        // ends[i]: where token i ends in the piece. Adjacent tokens are a slice of the piece, so
+        // a pair's concatenation is looked up in place (no token's bytes are fetched or copied).
+        // The arrays are shifted left past a merge (a few words: cheaper than a linked list).
+        const _: () = assert!(LONG_PIECE <= u8::MAX as usize);
         let mut ranks = [NONE; LONG_PIECE];
+        let mut ends = [0u8; LONG_PIECE];
         for i in 0..n - 1 {
             ranks[i] = self.bytes.get(piece[i], piece[i + 1]).0;
+            ends[i] = (i + 1) as u8;
         }
+        ends[n - 1] = n as u8;
+        let start =
+            |ends: &[u8; LONG_PIECE], i: usize| if i == 0 { 0 } else { ends[i - 1] as usize };
         let mut len = n;
         while len > 1 {
             // The leftmost pair of lowest rank.
@@ -295,16 +302,15 @@ impl TokenRanks<'_> {
             tokens[at] = best;
             tokens.copy_within(at + 2..len, at + 1);
             ranks.copy_within(at + 1..len - 1, at);
+            ends.copy_within(at + 1..len, at);
             len -= 1;
             if at + 1 < len {
-                ranks[at] = self
-                    .rank(tokens[at], tokens[at + 1], &mut scratch)
-                    .unwrap_or(NONE);
+                let joined = &piece[start(&ends, at)..ends[at + 1] as usize];
+                ranks[at] = self.vocab.id(joined).unwrap_or(NONE);
             }
             if at > 0 {
-                ranks[at - 1] = self
-                    .rank(tokens[at - 1], tokens[at], &mut scratch)
-                    .unwrap_or(NONE);
+                let joined = &piece[start(&ends, at - 1)..ends[at] as usize];
+                ranks[at - 1] = self.vocab.id(joined).unwrap_or(NONE);
             }
         }
         tokens.truncate(len);
