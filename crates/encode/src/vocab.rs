@@ -4,6 +4,7 @@
 use crate::bpe::TokenId;
 use crate::EncodeError;
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 const ABSENT: (u32, u32) = (u32::MAX, 0);
 
@@ -15,7 +16,7 @@ pub(crate) struct Vocab {
     /// The same for sparse ids.
     sparse: FxHashMap<TokenId, (u32, u32)>,
     /// Ordinary tokens (not the special tokens the encoder added) by their bytes.
-    id_of: FxHashMap<Box<[u8]>, TokenId>,
+    ids: Ids,
     /// The id of each single byte.
     pub(crate) byte_ids: [TokenId; 256],
     pub(crate) max_id: TokenId,
@@ -32,8 +33,7 @@ impl Vocab {
     ) -> Result<Vocab, EncodeError> {
         let mut vocab = vocab.to_vec();
         vocab.sort_unstable_by_key(|&(id, _)| id);
-        let mut id_of: FxHashMap<Box<[u8]>, TokenId> =
-            FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
+        let mut ids = Ids::with_capacity(vocab.len());
         for window in vocab.windows(2) {
             if window[0].0 == window[1].0 {
                 return Err(EncodeError::InvalidVocab(format!(
@@ -43,19 +43,18 @@ impl Vocab {
             }
         }
         for &(id, token) in &vocab {
-            if let Some(&first) = id_of.get(token) {
+            if let Some(first) = ids.insert(token, id) {
                 return Err(EncodeError::InvalidVocab(format!(
                     "ids {first} and {id} both stand for the token {}",
                     py_bytes_repr(token)
                 )));
             }
-            id_of.insert(token.into(), id);
         }
         let mut byte_ids = [0; 256];
         let mut missing = Vec::new();
         for b in 0..=255u8 {
-            match id_of.get([b].as_slice()) {
-                Some(&id) => byte_ids[b as usize] = id,
+            match ids.get(&[b]) {
+                Some(id) => byte_ids[b as usize] = id,
                 None => missing.push(b),
             }
         }
@@ -76,7 +75,7 @@ impl Vocab {
         let mut entries: Vec<(TokenId, &[u8])> = vocab.clone();
         for (special, id) in specials {
             let bytes = special.as_bytes();
-            match id_of.get(bytes) {
+            match ids.get(bytes).as_ref() {
                 Some(existing) if existing == id => {}
                 Some(existing) => {
                     return Err(EncodeError::InvalidVocab(format!(
@@ -124,7 +123,7 @@ impl Vocab {
             arena,
             dense,
             sparse,
-            id_of,
+            ids,
             byte_ids,
             max_id,
             len: entries.len(),
@@ -154,8 +153,99 @@ impl Vocab {
     /// The id of an ordinary token.
     #[inline]
     pub(crate) fn id(&self, bytes: &[u8]) -> Option<TokenId> {
-        self.id_of.get(bytes).copied()
+        self.ids.get(bytes)
     }
+}
+
+/// Tokens of at most this many bytes are kept in [`ShortIds`].
+const SHORT_TOKEN: usize = 15;
+
+/// Whether a token is kept in [`ShortIds`] (one of 1 to [`SHORT_TOKEN`] bytes: the empty key
+/// marks an empty slot).
+#[inline]
+fn is_short(bytes: &[u8]) -> bool {
+    (1..=SHORT_TOKEN).contains(&bytes.len())
+}
+
+/// Bytes of at most [`SHORT_TOKEN`] (none, for the empty key) packed in a `u128`: the bytes in
+/// order from the low byte, zeros, and the length in the top byte, so that byte strings that
+/// differ in length or content differ as keys. Read as at most two overlapping words, not byte
+/// by byte: the token rule packs every pair it meets.
+#[inline]
+fn pack(bytes: &[u8]) -> u128 {
+    let len = bytes.len();
+    debug_assert!(len <= SHORT_TOKEN);
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let (low, high) = if len > 8 {
+        // bytes[8..] are the high bytes of the word that ends the slice
+        (word(0), word(len - 8) >> (8 * (16 - len)))
+    } else if len == 8 {
+        (word(0), 0)
+    } else if len >= 4 {
+        let tail = u64::from(half(len - 4)) >> (8 * (8 - len));
+        (u64::from(half(0)) | (tail << 32), 0)
+    } else {
+        let mut low = 0u64;
+        for (i, &b) in bytes.iter().enumerate() {
+            low |= u64::from(b) << (8 * i);
+        }
+        (low, 0)
+    };
+    u128::from(low) | (u128::from(high) << 64) | ((len as u128) << 120)
+}
+
+/// Tokens by their bytes: those of at most [`SHORT_TOKEN`] bytes packed ([`pack`], as two words)
+/// in a hash map whose buckets hold the key, the others boxed. A lookup that finds a short token
+/// compares two words in its bucket instead of following a box to compare bytes (and one that
+/// finds none, almost every lookup of the token rule, reads only the map's control bytes).
+struct Ids {
+    short: FxHashMap<(u64, u64), TokenId>,
+    long: FxHashMap<Box<[u8]>, TokenId>,
+}
+
+impl Ids {
+    fn with_capacity(capacity: usize) -> Ids {
+        Ids {
+            short: FxHashMap::with_capacity_and_hasher(capacity, Default::default()),
+            long: FxHashMap::default(),
+        }
+    }
+
+    /// Adds `token`, unless it is there: then its id.
+    fn insert(&mut self, token: &[u8], id: TokenId) -> Option<TokenId> {
+        if is_short(token) {
+            match self.short.entry(split(pack(token))) {
+                Entry::Occupied(first) => Some(*first.get()),
+                Entry::Vacant(slot) => {
+                    slot.insert(id);
+                    None
+                }
+            }
+        } else {
+            match self.long.entry(token.into()) {
+                Entry::Occupied(first) => Some(*first.get()),
+                Entry::Vacant(slot) => {
+                    slot.insert(id);
+                    None
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn get(&self, bytes: &[u8]) -> Option<TokenId> {
+        if is_short(bytes) {
+            self.short.get(&split(pack(bytes))).copied()
+        } else {
+            self.long.get(bytes).copied()
+        }
+    }
+}
+
+#[inline]
+fn split(key: u128) -> (u64, u64) {
+    (key as u64, (key >> 64) as u64)
 }
 
 /// Python's `repr()` of a bytes object, for messages that must read as the Python code's did.
@@ -184,4 +274,67 @@ pub fn py_bytes_repr(bytes: &[u8]) -> String {
     }
     out.push(quote);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpe::tests::Rng;
+    use std::collections::HashMap;
+
+    #[test]
+    fn packing_reads_words_as_copying_byte_by_byte_would() {
+        let bytes: Vec<u8> = (0..40u8)
+            .map(|b| b.wrapping_mul(151).wrapping_add(7))
+            .collect();
+        for start in 0..20 {
+            for len in 0..=SHORT_TOKEN {
+                let slice = &bytes[start..start + len];
+                let mut expected = [0u8; 16];
+                expected[..len].copy_from_slice(slice);
+                expected[15] = len as u8;
+                assert_eq!(pack(slice), u128::from_le_bytes(expected), "{slice:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn ids_by_bytes_are_a_maps() {
+        // Short and long tokens, tokens that differ only in trailing zeros or in length, the
+        // empty token; looked up with and without them.
+        let mut rng = Rng(0x5851_F42D_4C95_7F2D);
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        tokens.push(Vec::new());
+        tokens.extend([
+            vec![0, 0],
+            vec![1, 0],
+            vec![1, 0, 0],
+            vec![0; 15],
+            vec![0; 16],
+        ]);
+        for _ in 0..3000 {
+            let len = 2 + rng.below(30);
+            tokens.push((0..len).map(|_| [0, 1, b'a', 0xe4][rng.below(4)]).collect());
+        }
+        tokens.sort();
+        tokens.dedup();
+        let slices: Vec<(TokenId, &[u8])> = tokens
+            .iter()
+            .enumerate()
+            .map(|(id, token)| (id as TokenId, token.as_slice()))
+            .collect();
+        let vocab = Vocab::new(&slices, &[]).expect("a valid vocabulary");
+        let expected: HashMap<&[u8], TokenId> = slices.iter().map(|&(id, t)| (t, id)).collect();
+        for &(id, token) in &slices {
+            assert_eq!(vocab.id(token), Some(id), "{token:?}");
+            for cut in 0..token.len() {
+                assert_eq!(
+                    vocab.id(&token[..cut]),
+                    expected.get(&token[..cut]).copied()
+                );
+            }
+            let longer = [token, &[0]].concat();
+            assert_eq!(vocab.id(&longer), expected.get(longer.as_slice()).copied());
+        }
+    }
 }
