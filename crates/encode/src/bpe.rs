@@ -30,37 +30,31 @@ pub(crate) fn pair_key(left: TokenId, right: TokenId) -> u64 {
     (u64::from(left) << 32) | u64::from(right)
 }
 
-/// A rule's `(rank, merged id)` for each pair of two single bytes, by `(left byte << 8) | right
-/// byte` (`(NONE, 0)` where they do not merge), in one 512 KB array: a piece's first lookups,
-/// all of pairs of bytes (its tokens are its bytes until a merge), read it instead of hashing.
-pub(crate) struct BytePairs(Box<[(u32, TokenId)]>);
+/// The token rule's joins of two single bytes: the id of the token of bytes `left, right` at
+/// `(left << 8) | right` (`NONE` where there is none), in one 256 KB array. A piece's first
+/// lookups, all of pairs of bytes (its tokens are its bytes until a merge), read it instead of
+/// hashing. (Not for the pair rule: its map of id pairs answers as fast, measured.)
+pub(crate) struct BytePairs(Box<[TokenId]>);
 
 impl BytePairs {
-    /// The table of `entry(left byte, right byte)`.
-    pub(crate) fn new(mut entry: impl FnMut(u8, u8) -> Option<(u32, TokenId)>) -> BytePairs {
+    pub(crate) fn new(vocab: &Vocab) -> BytePairs {
         let mut pairs = Vec::with_capacity(1 << 16);
         for left in 0..=255u8 {
             for right in 0..=255u8 {
-                pairs.push(entry(left, right).unwrap_or((NONE, 0)));
+                pairs.push(vocab.id(&[left, right]).unwrap_or(NONE));
             }
         }
         BytePairs(pairs.into_boxed_slice())
     }
 
-    /// No table, for an encoder whose rule does not use one.
+    /// No table, for an encoder of the pair rule.
     pub(crate) fn none() -> BytePairs {
         BytePairs(Box::new([]))
     }
 
-    /// The token rule's: a pair of bytes merges into the token of those two bytes, if any
-    /// (rank = id).
-    pub(crate) fn token_rule(vocab: &Vocab) -> BytePairs {
-        BytePairs::new(|left, right| vocab.id(&[left, right]).map(|id| (id, id)))
-    }
-
-    /// `(rank, merged id)` of the pair of bytes `(left, right)`, rank `NONE` where none.
+    /// The id of the token of bytes `left, right`, `NONE` where there is none.
     #[inline]
-    pub(crate) fn get(&self, left: u8, right: u8) -> (u32, TokenId) {
+    pub(crate) fn get(&self, left: u8, right: u8) -> TokenId {
         self.0[(usize::from(left) << 8) | usize::from(right)]
     }
 }
@@ -68,8 +62,6 @@ impl BytePairs {
 /// The merges of the pair rule: `(left id, right id) -> (rank, merged id)`.
 pub(crate) struct PairRanks {
     map: FxHashMap<u64, (u32, TokenId)>,
-    /// The same for pairs of single bytes, as an array (the first lookups of every piece).
-    bytes: BytePairs,
     /// Whether the merges are in the order BPE training makes them: each merge's two tokens are
     /// bytes or made by earlier merges, and no token is made twice. Then a merge only ever forms
     /// pairs of higher rank, so merging one pair at a time, the lowest-ranked and leftmost first,
@@ -80,10 +72,9 @@ pub(crate) struct PairRanks {
 impl PairRanks {
     /// `merges` as `(left, right, merged)` ids in rank order; where a pair is listed twice, its
     /// first rank counts (as in GPT-2's `dict(zip(merges, range(len(merges))))` read backwards,
-    /// and bpestore's Python code). `byte_ids`: the id of each single byte.
+    /// and bpestore's Python code).
     pub(crate) fn new(
         merges: impl ExactSizeIterator<Item = (TokenId, TokenId, TokenId)>,
-        byte_ids: &[TokenId; 256],
     ) -> PairRanks {
         let merges: Vec<(TokenId, TokenId, TokenId)> = merges.collect();
         let mut map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
@@ -104,18 +95,7 @@ impl PairRanks {
                     .iter()
                     .all(|part| made_at.get(part).is_none_or(|&made| made < rank))
             });
-        let bytes = BytePairs::new(|left, right| {
-            map.get(&pair_key(
-                byte_ids[usize::from(left)],
-                byte_ids[usize::from(right)],
-            ))
-            .copied()
-        });
-        PairRanks {
-            map,
-            bytes,
-            well_ordered,
-        }
+        PairRanks { map, well_ordered }
     }
 
     #[inline]
@@ -123,19 +103,17 @@ impl PairRanks {
         self.map.get(&pair_key(left, right)).copied()
     }
 
-    /// Merges `tokens` (the byte ids of `piece`) in place by GPT-2's rule.
-    pub(crate) fn merge(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
+    /// Merges `tokens` (initially the piece's byte ids) in place by GPT-2's rule.
+    pub(crate) fn merge(&self, tokens: &mut Vec<TokenId>) {
         if tokens.len() <= LONG_PIECE {
-            self.merge_short(piece, tokens);
+            self.merge_short(tokens);
         } else {
             self.merge_long(tokens);
         }
     }
 
-    /// [`PairRanks::merge`] by rescanning small arrays.
-    pub(crate) fn merge_short(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
+    pub(crate) fn merge_short(&self, tokens: &mut Vec<TokenId>) {
         let n = tokens.len();
-        debug_assert_eq!(piece.len(), n, "the tokens are the piece's bytes");
         if n > LONG_PIECE {
             return self.merge_long(tokens);
         }
@@ -147,7 +125,10 @@ impl PairRanks {
         let mut ranks = [NONE; LONG_PIECE];
         let mut merged = [0 as TokenId; LONG_PIECE];
         for i in 0..n - 1 {
-            (ranks[i], merged[i]) = self.bytes.get(piece[i], piece[i + 1]);
+            if let Some((rank, result)) = self.get(tokens[i], tokens[i + 1]) {
+                ranks[i] = rank;
+                merged[i] = result;
+            }
         }
         let mut len = n;
         // Where each token of a round came from (`NONE`: it is the result of a merge).
@@ -281,7 +262,7 @@ impl TokenRanks<'_> {
         let mut ranks = [NONE; LONG_PIECE];
         let mut ends = [0u8; LONG_PIECE];
         for i in 0..n - 1 {
-            ranks[i] = self.bytes.get(piece[i], piece[i + 1]).0;
+            ranks[i] = self.bytes.get(piece[i], piece[i + 1]);
             ends[i] = (i + 1) as u8;
         }
         ends[n - 1] = n as u8;
@@ -574,7 +555,7 @@ pub(crate) mod tests {
                 )
             })
             .collect();
-        PairRanks::new(ids.into_iter(), &vocab.byte_ids)
+        PairRanks::new(ids.into_iter())
     }
 
     pub(crate) fn piece(rng: &mut Rng, alphabet: &[u8], max_len: usize) -> Bytes {
@@ -607,7 +588,7 @@ pub(crate) mod tests {
             let (tokens, merges) = generate(&mut rng, alphabet, n_merges, n_extra);
             let vocab = vocab_of(&tokens);
             let pairs = pair_ranks(&vocab, &merges);
-            let bytes = BytePairs::token_rule(&vocab);
+            let bytes = BytePairs::new(&vocab);
             let token_rule = TokenRanks {
                 vocab: &vocab,
                 bytes: &bytes,
@@ -626,7 +607,7 @@ pub(crate) mod tests {
                 differ += usize::from(expected_pair != expected_token);
 
                 let mut tokens = start.clone();
-                pairs.merge_short(&piece, &mut tokens);
+                pairs.merge_short(&mut tokens);
                 assert_eq!(
                     as_bytes(&vocab, &tokens),
                     expected_pair,
@@ -640,7 +621,7 @@ pub(crate) mod tests {
                     "pair rule, heap path, {piece:?}"
                 );
                 let mut tokens = start.clone();
-                pairs.merge(&piece, &mut tokens);
+                pairs.merge(&mut tokens);
                 assert_eq!(
                     as_bytes(&vocab, &tokens),
                     expected_pair,
@@ -683,16 +664,14 @@ pub(crate) mod tests {
     #[test]
     fn merges_in_training_order_are_told_apart() {
         // Ids: 0..256 the bytes, 256 "ab", 257 "abc", 258 "bc".
-        let bytes: [TokenId; 256] = std::array::from_fn(|b| b as TokenId);
-        let ordered = PairRanks::new([(97, 98, 256), (256, 99, 257)].into_iter(), &bytes);
+        let ordered = PairRanks::new([(97, 98, 256), (256, 99, 257)].into_iter());
         assert!(ordered.well_ordered);
         // "abc" made from "ab" before "ab" is made.
-        let part_made_later = PairRanks::new([(256, 99, 257), (97, 98, 256)].into_iter(), &bytes);
+        let part_made_later = PairRanks::new([(256, 99, 257), (97, 98, 256)].into_iter());
         assert!(!part_made_later.well_ordered);
         // "abc" made twice: ab+c, then a+bc.
         let made_twice = PairRanks::new(
             [(97, 98, 256), (98, 99, 258), (256, 99, 257), (97, 258, 257)].into_iter(),
-            &bytes,
         );
         assert!(!made_twice.well_ordered);
     }
@@ -718,12 +697,12 @@ pub(crate) mod tests {
         };
         let start = std::time::Instant::now();
         let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
-        pairs.merge(&vec![b'a'; n], &mut ids);
+        pairs.merge(&mut ids);
         assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);
         let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
         TokenRanks {
             vocab: &vocab,
-            bytes: &BytePairs::token_rule(&vocab),
+            bytes: &BytePairs::new(&vocab),
         }
         .merge(&vec![b'a'; n], &mut ids);
         assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);

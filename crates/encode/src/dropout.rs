@@ -283,7 +283,7 @@ mod tests {
             let (tokens, merges) = generate(&mut rng, alphabet, n_merges, n_extra);
             let vocab = vocab_of(&tokens);
             let pairs = pair_ranks(&vocab, &merges);
-            let bytes = BytePairs::token_rule(&vocab);
+            let bytes = BytePairs::new(&vocab);
             let by_token = ByToken::new(TokenRanks {
                 vocab: &vocab,
                 bytes: &bytes,

@@ -212,14 +212,11 @@ impl Encoder {
         let vocab = Vocab::new(vocab, special_tokens)?;
         let pairs = match rule {
             MergeRule::Pair => pair_ranks(&vocab, merges)?,
-            MergeRule::Token => PairRanks::new(
-                std::iter::empty::<(TokenId, TokenId, TokenId)>(),
-                &vocab.byte_ids,
-            ),
+            MergeRule::Token => PairRanks::new(std::iter::empty::<(TokenId, TokenId, TokenId)>()),
         };
         let byte_joins = match rule {
             MergeRule::Pair => BytePairs::none(),
-            MergeRule::Token => BytePairs::token_rule(&vocab),
+            MergeRule::Token => BytePairs::new(&vocab),
         };
         let pretokenizer = Pretokenizer::new(pattern).map_err(EncodeError::Pattern)?;
         // Each special token once, in the order given.
@@ -834,7 +831,7 @@ impl Encoder {
         tokens.clear();
         tokens.extend(piece.iter().map(|&b| self.vocab.byte_ids[b as usize]));
         match self.rule {
-            MergeRule::Pair => self.pairs.merge(piece, tokens),
+            MergeRule::Pair => self.pairs.merge(tokens),
             MergeRule::Token => self.token_ranks().merge(piece, tokens),
         }
     }
@@ -936,7 +933,7 @@ fn pair_ranks(vocab: &Vocab, merges: &[(&[u8], &[u8])]) -> Result<PairRanks, Enc
         }
         first_rank.insert((l, r), rank);
     }
-    Ok(PairRanks::new(ids.into_iter(), &vocab.byte_ids))
+    Ok(PairRanks::new(ids.into_iter()))
 }
 
 /// Checks that `vocab` (ids and tokens, any order) and, with `check_merges`, `merges` (in rank
