@@ -157,20 +157,18 @@ impl Vocab {
     }
 }
 
-/// Tokens of at most this many bytes are kept in [`ShortIds`].
+/// Tokens of at most this many bytes are keyed by their bytes packed in two words ([`Ids`]).
 const SHORT_TOKEN: usize = 15;
 
-/// Whether a token is kept in [`ShortIds`] (one of 1 to [`SHORT_TOKEN`] bytes: the empty key
-/// marks an empty slot).
 #[inline]
 fn is_short(bytes: &[u8]) -> bool {
-    (1..=SHORT_TOKEN).contains(&bytes.len())
+    bytes.len() <= SHORT_TOKEN
 }
 
-/// Bytes of at most [`SHORT_TOKEN`] (none, for the empty key) packed in a `u128`: the bytes in
-/// order from the low byte, zeros, and the length in the top byte, so that byte strings that
-/// differ in length or content differ as keys. Read as at most two overlapping words, not byte
-/// by byte: the token rule packs every pair it meets.
+/// At most [`SHORT_TOKEN`] bytes packed in a `u128`: the bytes in order from the low byte,
+/// zeros, and the length in the top byte, so that byte strings that differ in length or content
+/// differ as keys. Read as at most two overlapping words, not byte by byte: the token rule packs
+/// every pair it meets.
 #[inline]
 fn pack(bytes: &[u8]) -> u128 {
     let len = bytes.len();
