@@ -254,6 +254,56 @@ def test_openai_vocabularies_equal_tiktoken_on_the_shared_texts(name, path):
     assert encoder.encode(text) == encoding.encode(text, allowed_special="all")
 
 
+# Letters of many scripts (code point ranges), for words that are mostly not whole tokens: the
+# token rule then merges them from their bytes (one to four per character).
+SCRIPT_LETTERS = [
+    (0x61, 0x7A), (0xE0, 0xFF), (0x100, 0x17F), (0x3B1, 0x3C9), (0x430, 0x44F), (0x531, 0x556),
+    (0x5D0, 0x5EA), (0x627, 0x64A), (0x915, 0x939), (0x995, 0x9B9), (0xB95, 0xBB9), (0xE01, 0xE2E),
+    (0x10D0, 0x10F0), (0x1200, 0x1248), (0x3041, 0x3096), (0x30A1, 0x30FA), (0x4E00, 0x9FFF),
+    (0xAC00, 0xD7A3), (0x1F600, 0x1F64F),
+]
+
+
+@st.composite
+def script_words(draw: st.DrawFn) -> str:
+    """Words of one to thirty letters of one script, a sentence of them; some words repeat a
+    letter or two (runs, where the leftmost of equal merges matters) and some are long enough
+    for the heap path (over 48 bytes)."""
+    words = []
+    for _ in range(draw(st.integers(1, 12))):
+        low, high = draw(st.sampled_from(SCRIPT_LETTERS))
+        letters = st.integers(low, high).map(chr)
+        if draw(st.booleans()):
+            word = "".join(draw(st.lists(letters, min_size=1, max_size=30)))
+        else:
+            unit = "".join(draw(st.lists(letters, min_size=1, max_size=2)))
+            word = unit * draw(st.integers(1, 30))
+        words.append(word)
+    separators = st.sampled_from([" ", "  ", ", ", ". ", "\n", "", "'s ", " 42 "])
+    return "".join(word + draw(separators) for word in words)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_openai_vocabularies_equal_tiktoken_on_words_of_every_script(name):
+    """The token rule's merge of pieces that are not tokens (the cold path: first merges from an
+    array of byte pairs, joins looked up as slices of the piece) against tiktoken, on an encoder
+    whose cache holds one piece (almost every piece merged afresh) and on one whose cache holds
+    earlier examples."""
+    encoding, encoder = openai_pair(name)
+    ranks = tiktoken_file_ranks(name)
+    uncached = _engine.Encoder({i: t for t, i in ranks.items()}, [], {ENDOFTEXT: max(ranks.values()) + 1},
+                               encoding._pat_str, "token", 1)
+
+    @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=script_words())
+    def check(text):
+        expected = encoding.encode(text, allowed_special="all")
+        assert uncached.encode(text) == expected
+        assert encoder.encode(text) == expected
+
+    check()
+
+
 @settings(max_examples=examples(150), deadline=None)
 @given(text=texts(assigned_only=True, max_pieces=40))
 def test_gpt2_equals_tiktoken_on_nasty_text(text):

@@ -30,6 +30,35 @@ pub(crate) fn pair_key(left: TokenId, right: TokenId) -> u64 {
     (u64::from(left) << 32) | u64::from(right)
 }
 
+/// The token rule's joins of two single bytes: the id of the token of bytes `left, right` at
+/// `(left << 8) | right` (`NONE` where there is none), in one 256 KB array. A piece's first
+/// lookups, all of pairs of bytes (its tokens are its bytes until a merge), read it instead of
+/// hashing. (Not for the pair rule: its map of id pairs answers as fast, measured.)
+pub(crate) struct BytePairs(Box<[TokenId]>);
+
+impl BytePairs {
+    pub(crate) fn new(vocab: &Vocab) -> BytePairs {
+        let mut pairs = Vec::with_capacity(1 << 16);
+        for left in 0..=255u8 {
+            for right in 0..=255u8 {
+                pairs.push(vocab.id(&[left, right]).unwrap_or(NONE));
+            }
+        }
+        BytePairs(pairs.into_boxed_slice())
+    }
+
+    /// No table, for an encoder of the pair rule.
+    pub(crate) fn none() -> BytePairs {
+        BytePairs(Box::new([]))
+    }
+
+    /// The id of the token of bytes `left, right`, `NONE` where there is none.
+    #[inline]
+    pub(crate) fn get(&self, left: u8, right: u8) -> TokenId {
+        self.0[(usize::from(left) << 8) | usize::from(right)]
+    }
+}
+
 /// The merges of the pair rule: `(left id, right id) -> (rank, merged id)`.
 pub(crate) struct PairRanks {
     map: FxHashMap<u64, (u32, TokenId)>,
@@ -184,9 +213,10 @@ impl PairRanks {
 }
 
 /// The token rule over a vocabulary: whole-token lookup, and the rank of a pair is the id of its
-/// concatenation, looked up by bytes.
+/// concatenation, looked up by bytes (`bytes`: those of pairs of single bytes, in an array).
 pub(crate) struct TokenRanks<'v> {
     pub(crate) vocab: &'v Vocab,
+    pub(crate) bytes: &'v BytePairs,
 }
 
 impl TokenRanks<'_> {
@@ -208,46 +238,63 @@ impl TokenRanks<'_> {
             }
         }
         if tokens.len() <= LONG_PIECE {
-            self.merge_short(tokens);
+            self.merge_short(piece, tokens);
         } else {
             self.merge_long(tokens);
         }
     }
 
-    pub(crate) fn merge_short(&self, tokens: &mut Vec<TokenId>) {
-        let mut scratch = Vec::with_capacity(64);
-        // ranks[i]: the rank of the pair (tokens[i], tokens[i + 1]), NONE if it makes no token.
-        let mut ranks: Vec<u32> = tokens
-            .windows(2)
-            .map(|w| self.rank(w[0], w[1], &mut scratch).unwrap_or(NONE))
-            .collect();
-        loop {
+    /// [`TokenRanks::merge`] (after the whole-piece lookup) by rescanning small arrays.
+    pub(crate) fn merge_short(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
+        let n = tokens.len();
+        debug_assert_eq!(piece.len(), n, "the tokens are the piece's bytes");
+        if n > LONG_PIECE {
+            return self.merge_long(tokens);
+        }
+        if n < 2 {
+            return;
+        }
+        // ranks[i]: the rank of the pair (tokens[i], tokens[i + 1]), NONE if it makes no token;
+        // ends[i]: where token i ends in the piece. Adjacent tokens are a slice of the piece, so
+        // a pair's concatenation is looked up in place (no token's bytes are fetched or copied).
+        // The arrays are shifted left past a merge (a few words: cheaper than a linked list).
+        const _: () = assert!(LONG_PIECE <= u8::MAX as usize);
+        let mut ranks = [NONE; LONG_PIECE];
+        let mut ends = [0u8; LONG_PIECE];
+        for i in 0..n - 1 {
+            ranks[i] = self.bytes.get(piece[i], piece[i + 1]);
+            ends[i] = (i + 1) as u8;
+        }
+        ends[n - 1] = n as u8;
+        let start =
+            |ends: &[u8; LONG_PIECE], i: usize| if i == 0 { 0 } else { ends[i - 1] as usize };
+        let mut len = n;
+        while len > 1 {
             // The leftmost pair of lowest rank.
-            let mut best = NONE;
-            let mut at = 0;
-            for (i, &rank) in ranks.iter().enumerate() {
+            let (mut best, mut at) = (NONE, 0);
+            for (i, &rank) in ranks[..len - 1].iter().enumerate() {
                 if rank < best {
-                    best = rank;
-                    at = i;
+                    (best, at) = (rank, i);
                 }
             }
             if best == NONE {
                 break;
             }
             tokens[at] = best;
-            tokens.remove(at + 1);
-            ranks.remove(at);
-            if at + 1 < tokens.len() {
-                ranks[at] = self
-                    .rank(tokens[at], tokens[at + 1], &mut scratch)
-                    .unwrap_or(NONE);
+            tokens.copy_within(at + 2..len, at + 1);
+            ranks.copy_within(at + 1..len - 1, at);
+            ends.copy_within(at + 1..len, at);
+            len -= 1;
+            if at + 1 < len {
+                let joined = &piece[start(&ends, at)..ends[at + 1] as usize];
+                ranks[at] = self.vocab.id(joined).unwrap_or(NONE);
             }
             if at > 0 {
-                ranks[at - 1] = self
-                    .rank(tokens[at - 1], tokens[at], &mut scratch)
-                    .unwrap_or(NONE);
+                let joined = &piece[start(&ends, at - 1)..ends[at] as usize];
+                ranks[at - 1] = self.vocab.id(joined).unwrap_or(NONE);
             }
         }
+        tokens.truncate(len);
     }
 
     pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
@@ -541,7 +588,11 @@ pub(crate) mod tests {
             let (tokens, merges) = generate(&mut rng, alphabet, n_merges, n_extra);
             let vocab = vocab_of(&tokens);
             let pairs = pair_ranks(&vocab, &merges);
-            let token_rule = TokenRanks { vocab: &vocab };
+            let bytes = BytePairs::new(&vocab);
+            let token_rule = TokenRanks {
+                vocab: &vocab,
+                bytes: &bytes,
+            };
             let ids: HashMap<Bytes, u32> = tokens.iter().map(|(id, t)| (t.clone(), *id)).collect();
             let mut rank: HashMap<(Bytes, Bytes), usize> = HashMap::new();
             for (r, pair) in merges.iter().enumerate() {
@@ -588,7 +639,7 @@ pub(crate) mod tests {
                     continue; // the whole-piece lookup answered; the paths below skip it
                 }
                 let mut tokens = start.clone();
-                token_rule.merge_short(&mut tokens);
+                token_rule.merge_short(&piece, &mut tokens);
                 assert_eq!(
                     as_bytes(&vocab, &tokens),
                     expected_token,
@@ -649,7 +700,11 @@ pub(crate) mod tests {
         pairs.merge(&mut ids);
         assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);
         let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
-        TokenRanks { vocab: &vocab }.merge(&vec![b'a'; n], &mut ids);
+        TokenRanks {
+            vocab: &vocab,
+            bytes: &BytePairs::new(&vocab),
+        }
+        .merge(&vec![b'a'; n], &mut ids);
         assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);
         assert!(start.elapsed().as_secs() < 20, "took {:?}", start.elapsed());
     }

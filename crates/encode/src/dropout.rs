@@ -265,6 +265,7 @@ mod tests {
     //! the vocabulary. (The rule itself is checked against tests/reference.py from Python.)
     use super::*;
     use crate::bpe::tests::{generate, pair_ranks, piece, vocab_of, Bytes, Rng};
+    use crate::bpe::BytePairs;
 
     fn draws(seed: u64, probability: f64) -> Draws {
         Draws::new(Dropout { probability, seed }, 7, seed)
@@ -282,7 +283,11 @@ mod tests {
             let (tokens, merges) = generate(&mut rng, alphabet, n_merges, n_extra);
             let vocab = vocab_of(&tokens);
             let pairs = pair_ranks(&vocab, &merges);
-            let by_token = ByToken::new(TokenRanks { vocab: &vocab });
+            let bytes = BytePairs::new(&vocab);
+            let by_token = ByToken::new(TokenRanks {
+                vocab: &vocab,
+                bytes: &bytes,
+            });
             for case in 0..20u64 {
                 let piece: Bytes = piece(&mut rng, alphabet, 100);
                 let start: Vec<TokenId> =

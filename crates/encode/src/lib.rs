@@ -24,8 +24,8 @@ mod stream;
 mod vocab;
 mod warm;
 
-use bpe::PairRanks;
 pub use bpe::TokenId;
+use bpe::{BytePairs, PairRanks};
 use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
@@ -135,6 +135,8 @@ pub struct Encoder {
     vocab: Vocab,
     rule: MergeRule,
     pairs: PairRanks,
+    /// The token rule's joins of two single bytes (empty for the pair rule).
+    byte_joins: BytePairs,
     pretokenizer: Pretokenizer,
     specials: SpecialTokens,
     /// `special_ids[i]` is the id of `specials.tokens()[i]`.
@@ -221,6 +223,10 @@ impl Encoder {
             MergeRule::Pair => pair_ranks(&vocab, merges)?,
             MergeRule::Token => PairRanks::new(std::iter::empty::<(TokenId, TokenId, TokenId)>()),
         };
+        let byte_joins = match rule {
+            MergeRule::Pair => BytePairs::none(),
+            MergeRule::Token => BytePairs::new(&vocab),
+        };
         let pretokenizer = Pretokenizer::new(pattern).map_err(EncodeError::Pattern)?;
         // Each special token once, in the order given.
         let mut unique: Vec<(String, TokenId)> = Vec::with_capacity(special_tokens.len());
@@ -247,6 +253,7 @@ impl Encoder {
             vocab,
             rule,
             pairs,
+            byte_joins,
             pretokenizer,
             specials,
             special_ids,
@@ -572,7 +579,7 @@ impl Encoder {
         let base = text.as_ptr() as usize;
         let mut tokens: Vec<TokenId> = Vec::with_capacity(64);
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
-        let by_token = dropout::ByToken::new(bpe::TokenRanks { vocab: &self.vocab });
+        let by_token = dropout::ByToken::new(self.token_ranks());
         let plain_is_the_walk = match self.rule {
             MergeRule::Pair => self.pairs.well_ordered,
             MergeRule::Token => true,
@@ -828,13 +835,21 @@ impl Encoder {
         out.extend_from_slice(scratch);
     }
 
+    /// The token rule over this encoder's vocabulary.
+    fn token_ranks(&self) -> bpe::TokenRanks<'_> {
+        bpe::TokenRanks {
+            vocab: &self.vocab,
+            bytes: &self.byte_joins,
+        }
+    }
+
     /// The ids of one pre-token, by the encoder's rule, into `tokens`.
     fn merge_piece(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
         tokens.clear();
         tokens.extend(piece.iter().map(|&b| self.vocab.byte_ids[b as usize]));
         match self.rule {
             MergeRule::Pair => self.pairs.merge(tokens),
-            MergeRule::Token => bpe::TokenRanks { vocab: &self.vocab }.merge(piece, tokens),
+            MergeRule::Token => self.token_ranks().merge(piece, tokens),
         }
     }
 }

@@ -4,20 +4,19 @@
 use crate::bpe::TokenId;
 use crate::EncodeError;
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 const ABSENT: (u32, u32) = (u32::MAX, 0);
 
 /// Every token's bytes in one arena.
 pub(crate) struct Vocab {
-    /// Ordinary tokens (not the special tokens the encoder added) by their bytes, which are
-    /// slices of `arena` (declared first: dropped before it).
-    id_of: FxHashMap<&'static [u8], TokenId>,
-    /// Never changed once made: `id_of`'s keys point into it (see [`Vocab::new`]).
-    arena: Box<[u8]>,
+    arena: Vec<u8>,
     /// `(start, len)` in `arena` by id when the ids are dense enough, else empty.
     dense: Vec<(u32, u32)>,
     /// The same for sparse ids.
     sparse: FxHashMap<TokenId, (u32, u32)>,
+    /// Ordinary tokens (not the special tokens the encoder added) by their bytes.
+    ids: Ids,
     /// The id of each single byte.
     pub(crate) byte_ids: [TokenId; 256],
     pub(crate) max_id: TokenId,
@@ -34,24 +33,20 @@ impl Vocab {
     ) -> Result<Vocab, EncodeError> {
         let mut vocab = vocab.to_vec();
         vocab.sort_unstable_by_key(|&(id, _)| id);
-        check_ids(&vocab)?;
-        // The table is laid out first and the rules checked on it after: the bytes -> id map,
-        // which finds a token given twice, is keyed by the table's own bytes (one map, and no
-        // copy of each token: a 200k vocab's allocations took half of building its table).
-        // (id, bytes, whether it is an ordinary token); a special token whose id is an ordinary
-        // token's has that token's bytes (or is refused below).
-        let mut entries: Vec<(TokenId, &[u8], bool)> =
-            vocab.iter().map(|&(id, token)| (id, token, true)).collect();
+        // The id -> bytes table is laid out first and the rules checked after (no id or token
+        // twice, all 256 bytes: `check_tokens`, as `check_model` checks them). A special token
+        // whose id is an ordinary token's has that token's bytes (or is refused below).
+        let mut entries: Vec<(TokenId, &[u8])> = vocab.clone();
         for (special, id) in specials {
             if vocab.binary_search_by_key(id, |&(i, _)| i).is_err() {
-                entries.push((*id, special.as_bytes(), false));
+                entries.push((*id, special.as_bytes()));
             }
         }
-        entries.sort_by_key(|&(id, _, _)| id); // (stable: an ordinary token before a special)
-        entries.dedup_by_key(|&mut (id, _, _)| id); // a special token listed twice
+        entries.sort_by_key(|&(id, _)| id); // (stable: an ordinary token before a special)
+        entries.dedup_by_key(|&mut (id, _)| id); // a special token listed twice
 
-        let max_id = entries.last().map_or(0, |&(id, _, _)| id);
-        let total: usize = entries.iter().map(|(_, t, _)| t.len()).sum();
+        let max_id = entries.last().map_or(0, |&(id, _)| id);
+        let total: usize = entries.iter().map(|(_, t)| t.len()).sum();
         if total >= u32::MAX as usize {
             return Err(EncodeError::InvalidVocab(
                 "the vocab's tokens hold more than 4 GB".into(),
@@ -64,12 +59,8 @@ impl Vocab {
         if dense_enough {
             dense = vec![ABSENT; max_id as usize + 1];
         }
-        let mut ordinary: Vec<(usize, usize, TokenId)> = Vec::with_capacity(vocab.len());
-        for &(id, token, is_ordinary) in &entries {
+        for &(id, token) in &entries {
             let span = (arena.len() as u32, token.len() as u32);
-            if is_ordinary {
-                ordinary.push((arena.len(), arena.len() + token.len(), id));
-            }
             arena.extend_from_slice(token);
             if dense_enough {
                 dense[id as usize] = span;
@@ -77,24 +68,12 @@ impl Vocab {
                 sparse.insert(id, span);
             }
         }
-        let arena = arena.into_boxed_slice();
-        // The ordinary tokens as slices of the arena.
-        let mut tokens: Vec<(TokenId, &'static [u8])> = Vec::with_capacity(vocab.len());
-        for (start, end, id) in ordinary {
-            let bytes: *const [u8] = &arena[start..end];
-            // SAFETY: the slice is in the heap buffer of `arena`, which the returned Vocab owns
-            // and never changes, moves out of or frees before `id_of` (declared before it, so
-            // dropped first; on an error both are dropped here); moving the Vocab moves the Box,
-            // not the buffer. The keys are only ever compared with (`id` hands out ids, never a
-            // key), so no reference outlives the buffer.
-            tokens.push((id, unsafe { &*bytes }));
-        }
-        let mut id_of: FxHashMap<&'static [u8], TokenId> =
-            FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
-        let byte_ids = check_tokens(&mut tokens, |token, id| id_of.insert(token, id))?;
+        // (short tokens are keyed by their bytes packed in two words: no allocation for them)
+        let mut ids = Ids::with_capacity(vocab.len());
+        let byte_ids = check_tokens(&mut vocab, |token, id| ids.insert(token, id))?;
 
         for (special, id) in specials {
-            match id_of.get(special.as_bytes()) {
+            match ids.get(special.as_bytes()).as_ref() {
                 Some(existing) if existing == id => {}
                 Some(existing) => {
                     return Err(EncodeError::InvalidVocab(format!(
@@ -112,10 +91,10 @@ impl Vocab {
             }
         }
         Ok(Vocab {
-            id_of,
             arena,
             dense,
             sparse,
+            ids,
             byte_ids,
             max_id,
             len: entries.len(),
@@ -145,7 +124,7 @@ impl Vocab {
     /// The id of an ordinary token.
     #[inline]
     pub(crate) fn id(&self, bytes: &[u8]) -> Option<TokenId> {
-        self.id_of.get(bytes).copied()
+        self.ids.get(bytes)
     }
 }
 
@@ -222,6 +201,95 @@ fn check_ids(vocab: &[(TokenId, &[u8])]) -> Result<(), EncodeError> {
     }
 }
 
+/// Tokens of at most this many bytes are keyed by their bytes packed in two words ([`Ids`]).
+const SHORT_TOKEN: usize = 15;
+
+#[inline]
+fn is_short(bytes: &[u8]) -> bool {
+    bytes.len() <= SHORT_TOKEN
+}
+
+/// At most [`SHORT_TOKEN`] bytes packed in a `u128`: the bytes in order from the low byte,
+/// zeros, and the length in the top byte, so that byte strings that differ in length or content
+/// differ as keys. Read as at most two overlapping words, not byte by byte: the token rule packs
+/// every pair it meets.
+#[inline]
+fn pack(bytes: &[u8]) -> u128 {
+    let len = bytes.len();
+    debug_assert!(len <= SHORT_TOKEN);
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let (low, high) = if len > 8 {
+        // bytes[8..] are the high bytes of the word that ends the slice
+        (word(0), word(len - 8) >> (8 * (16 - len)))
+    } else if len == 8 {
+        (word(0), 0)
+    } else if len >= 4 {
+        let tail = u64::from(half(len - 4)) >> (8 * (8 - len));
+        (u64::from(half(0)) | (tail << 32), 0)
+    } else {
+        let mut low = 0u64;
+        for (i, &b) in bytes.iter().enumerate() {
+            low |= u64::from(b) << (8 * i);
+        }
+        (low, 0)
+    };
+    u128::from(low) | (u128::from(high) << 64) | ((len as u128) << 120)
+}
+
+/// Tokens by their bytes: those of at most [`SHORT_TOKEN`] bytes packed ([`pack`], as two words)
+/// in a hash map whose buckets hold the key, the others boxed. A lookup that finds a short token
+/// compares two words in its bucket instead of following a box to compare bytes (and one that
+/// finds none, almost every lookup of the token rule, reads only the map's control bytes).
+struct Ids {
+    short: FxHashMap<(u64, u64), TokenId>,
+    long: FxHashMap<Box<[u8]>, TokenId>,
+}
+
+impl Ids {
+    fn with_capacity(capacity: usize) -> Ids {
+        Ids {
+            short: FxHashMap::with_capacity_and_hasher(capacity, Default::default()),
+            long: FxHashMap::default(),
+        }
+    }
+
+    /// Adds `token`, unless it is there: then its id.
+    fn insert(&mut self, token: &[u8], id: TokenId) -> Option<TokenId> {
+        if is_short(token) {
+            match self.short.entry(split(pack(token))) {
+                Entry::Occupied(first) => Some(*first.get()),
+                Entry::Vacant(slot) => {
+                    slot.insert(id);
+                    None
+                }
+            }
+        } else {
+            match self.long.entry(token.into()) {
+                Entry::Occupied(first) => Some(*first.get()),
+                Entry::Vacant(slot) => {
+                    slot.insert(id);
+                    None
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn get(&self, bytes: &[u8]) -> Option<TokenId> {
+        if is_short(bytes) {
+            self.short.get(&split(pack(bytes))).copied()
+        } else {
+            self.long.get(bytes).copied()
+        }
+    }
+}
+
+#[inline]
+fn split(key: u128) -> (u64, u64) {
+    (key as u64, (key >> 64) as u64)
+}
+
 /// Python's `repr()` of a bytes object, for messages that must read as the Python code's did.
 pub fn py_bytes_repr(bytes: &[u8]) -> String {
     let quote = if bytes.contains(&b'\'') && !bytes.contains(&b'"') {
@@ -248,4 +316,67 @@ pub fn py_bytes_repr(bytes: &[u8]) -> String {
     }
     out.push(quote);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpe::tests::Rng;
+    use std::collections::HashMap;
+
+    #[test]
+    fn packing_reads_words_as_copying_byte_by_byte_would() {
+        let bytes: Vec<u8> = (0..40u8)
+            .map(|b| b.wrapping_mul(151).wrapping_add(7))
+            .collect();
+        for start in 0..20 {
+            for len in 0..=SHORT_TOKEN {
+                let slice = &bytes[start..start + len];
+                let mut expected = [0u8; 16];
+                expected[..len].copy_from_slice(slice);
+                expected[15] = len as u8;
+                assert_eq!(pack(slice), u128::from_le_bytes(expected), "{slice:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn ids_by_bytes_are_a_maps() {
+        // Short and long tokens, tokens that differ only in trailing zeros or in length, the
+        // empty token; looked up with and without them.
+        let mut rng = Rng(0x5851_F42D_4C95_7F2D);
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        tokens.push(Vec::new());
+        tokens.extend([
+            vec![0, 0],
+            vec![1, 0],
+            vec![1, 0, 0],
+            vec![0; 15],
+            vec![0; 16],
+        ]);
+        for _ in 0..3000 {
+            let len = 2 + rng.below(30);
+            tokens.push((0..len).map(|_| [0, 1, b'a', 0xe4][rng.below(4)]).collect());
+        }
+        tokens.sort();
+        tokens.dedup();
+        let slices: Vec<(TokenId, &[u8])> = tokens
+            .iter()
+            .enumerate()
+            .map(|(id, token)| (id as TokenId, token.as_slice()))
+            .collect();
+        let vocab = Vocab::new(&slices, &[]).expect("a valid vocabulary");
+        let expected: HashMap<&[u8], TokenId> = slices.iter().map(|&(id, t)| (t, id)).collect();
+        for &(id, token) in &slices {
+            assert_eq!(vocab.id(token), Some(id), "{token:?}");
+            for cut in 0..token.len() {
+                assert_eq!(
+                    vocab.id(&token[..cut]),
+                    expected.get(&token[..cut]).copied()
+                );
+            }
+            let longer = [token, &[0]].concat();
+            assert_eq!(vocab.id(&longer), expected.get(longer.as_slice()).copied());
+        }
+    }
 }
