@@ -8,6 +8,7 @@
 //! The reasoning for each alternative is written beside it; the differential tests compare every
 //! scanner with fancy_regex on generated text.
 
+use crate::block::{self, classify, Classes};
 use crate::classes::{table, Table, BYTES, LETTER, LOWER, NON_ASCII, NUMBER, OTHER, SPACE, UPPER};
 
 /// A text and its classifier.
@@ -216,16 +217,43 @@ fn scan(text: &str) -> Scan<'_> {
     }
 }
 
-/// Calls `f` on each piece of `text` ending at the offsets that `end_of_piece` gives.
+/// Calls `f` on each piece of `text` ending at the offsets that `end_of_piece` gives, or, with
+/// `blocks`, first at the starts that `block_starts` trusts in the 64 bytes from each piece start
+/// (see [`crate::block`]), taking one piece with `end_of_piece` where it trusts none. The last
+/// window is padded with bytes that are not ASCII, which no start may come near.
 #[inline(always)]
 fn tile<'t>(
     text: &'t str,
     mut f: impl FnMut(&'t str),
+    blocks: bool,
+    block_starts: impl Fn(&Classes) -> u64,
     end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
 ) {
     let scan = scan(text);
+    let bytes = text.as_bytes();
     let mut i = 0;
     while i < text.len() {
+        if blocks {
+            let mut padded = [0x80u8; 64];
+            let window: &[u8; 64] = match bytes.get(i..i + 64) {
+                Some(window) => window.try_into().expect("64 bytes"),
+                None => {
+                    padded[..bytes.len() - i].copy_from_slice(&bytes[i..]);
+                    &padded
+                }
+            };
+            let mut starts = block_starts(&classify(window));
+            if starts != 0 {
+                let base = i;
+                while starts != 0 {
+                    let end = base + starts.trailing_zeros() as usize;
+                    f(&text[i..end]);
+                    i = end;
+                    starts &= starts - 1;
+                }
+                continue;
+            }
+        }
         let end = end_of_piece(&scan, i);
         debug_assert!(end > i && text.is_char_boundary(end));
         f(&text[i..end]);
@@ -234,8 +262,9 @@ fn tile<'t>(
 }
 
 /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
-pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str)) {
-    tile(text, f, |scan, i| {
+/// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
+pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+    tile(text, f, blocks, block::gpt2, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
             return end;
@@ -270,8 +299,9 @@ pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str)) {
 
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+`
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
-pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
-    tile(text, f, |scan, i| {
+/// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
+pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+    tile(text, f, blocks, block::cl100k, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
             return end;
@@ -316,8 +346,9 @@ pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
 /// `|[^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?`
 /// `|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 /// where UPPER is `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and LOWER is `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
-pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
-    tile(text, f, |scan, i| {
+/// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
+pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+    tile(text, f, blocks, block::o200k, |scan, i| {
         if let Some(end) = o200k_ascii_word(scan, i) {
             return scan.contraction(end).unwrap_or(end);
         }
