@@ -232,22 +232,38 @@ fn tile<'t>(
     let scan = scan(text);
     let bytes = text.as_bytes();
     let mut i = 0;
+    let mut padded;
     while i < text.len() {
         if blocks {
-            let mut padded = [0x80u8; 64];
             let window: &[u8; 64] = match bytes.get(i..i + 64) {
                 Some(window) => window.try_into().expect("64 bytes"),
                 None => {
+                    padded = [0x80u8; 64];
                     padded[..bytes.len() - i].copy_from_slice(&bytes[i..]);
                     &padded
                 }
             };
-            let mut starts = block_starts(&classify(window));
+            let classes = classify(window);
+            // Starts past bit 0 at ASCII bytes only (which `block_starts` keeps to anyway): each
+            // is then in the text (the padding is not ASCII) and on a character boundary.
+            let ascii = u64::MAX
+                .checked_shl(classes.non_ascii.trailing_zeros())
+                .map_or(u64::MAX, |beyond| !beyond);
+            let mut starts = block_starts(&classes) & ascii & !1;
             if starts != 0 {
                 let base = i;
+                let end = base + starts.trailing_zeros() as usize;
+                f(&text[i..end]);
+                i = end;
+                starts &= starts - 1;
                 while starts != 0 {
                     let end = base + starts.trailing_zeros() as usize;
-                    f(&text[i..end]);
+                    // SAFETY: `i` and `end` are starts at ASCII bytes of the window (bits of
+                    // `ascii`, in increasing order), so in bounds, `i < end`, both on character
+                    // boundaries, and `text[i..end]` is valid UTF-8.
+                    let piece =
+                        unsafe { std::str::from_utf8_unchecked(bytes.get_unchecked(i..end)) };
+                    f(piece);
                     i = end;
                     starts &= starts - 1;
                 }
