@@ -27,6 +27,8 @@
 pub(crate) struct Classes {
     /// Bytes 0x80 and up (a part of a character that is not ASCII).
     pub(crate) non_ascii: u64,
+    /// `A`-`Z` and `a`-`z` (computed on its own: GPT-2 and cl100k need no case).
+    pub(crate) letter: u64,
     /// `A`-`Z`.
     pub(crate) upper: u64,
     /// `a`-`z`.
@@ -46,13 +48,9 @@ pub(crate) struct Classes {
 }
 
 impl Classes {
-    fn letter(&self) -> u64 {
-        self.upper | self.lower
-    }
-
     /// ASCII bytes that are neither letters, digits nor whitespace (`[^\s\p{L}\p{N}]`).
     fn other(&self) -> u64 {
-        !(self.non_ascii | self.upper | self.lower | self.digit | self.space)
+        !(self.non_ascii | self.letter | self.digit | self.space)
     }
 
     /// The classes of a byte at bit `bit`, one byte at a time (the reference for [`classify`]).
@@ -61,6 +59,7 @@ impl Classes {
         let one = 1u64 << bit;
         let set = |mask: &mut u64, yes: bool| *mask |= if yes { one } else { 0 };
         set(&mut self.non_ascii, byte >= 0x80);
+        set(&mut self.letter, byte.is_ascii_alphabetic());
         set(&mut self.upper, byte.is_ascii_uppercase());
         set(&mut self.lower, byte.is_ascii_lowercase());
         set(&mut self.digit, byte.is_ascii_digit());
@@ -82,44 +81,100 @@ pub(crate) fn classify_bytewise(block: &[u8; 64]) -> Classes {
     classes
 }
 
+/// Adds the classes of the bytes of the vector `$v` (16 or 32 of them) to `$classes` at bit
+/// `$shift` on, with the intrinsics of one width (`$set1` and so on). Signed byte comparisons
+/// suffice for ASCII ranges: the bytes from 0x80 up compare as negative, below every ASCII byte.
+#[cfg(target_arch = "x86_64")]
+macro_rules! add_vector {
+    ($classes:ident, $v:ident, $shift:expr, $int:ty,
+     $set1:ident, $eq:ident, $gt:ident, $and:ident, $or:ident, $movemask:ident) => {{
+        let v = $v;
+        let bits = |mask| ($movemask(mask) as u32 as u64 & <$int>::MAX as u64) << $shift;
+        let is = |byte: u8| $eq(v, $set1(byte as i8));
+        // low..=high, ASCII bounds, of `x`
+        let within = |x, low: u8, high: u8| {
+            $and($gt(x, $set1(low as i8 - 1)), $gt($set1(high as i8 + 1), x))
+        };
+        $classes.non_ascii |= bits(v);
+        // OR-ing 0x20 maps A-Z onto a-z and no other byte into a-z
+        $classes.letter |= bits(within($or(v, $set1(0x20)), b'a', b'z'));
+        $classes.upper |= bits(within(v, b'A', b'Z'));
+        $classes.lower |= bits(within(v, b'a', b'z'));
+        $classes.digit |= bits(within(v, b'0', b'9'));
+        let blank = is(b' ');
+        $classes.space |= bits($or(within(v, b'\t', b'\r'), blank));
+        $classes.newline |= bits($or(is(b'\n'), is(b'\r')));
+        $classes.blank |= bits(blank);
+        $classes.apostrophe |= bits(is(b'\''));
+        $classes.slash |= bits(is(b'/'));
+    }};
+}
+
 /// The classes of the 64 bytes of `block`, 16 at a time with SSE2 (part of every x86_64 CPU,
-/// so no detection is needed). Signed byte comparisons suffice for ASCII ranges: the bytes from
-/// 0x80 up compare as negative, below every ASCII byte.
+/// so no detection is needed).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 pub(crate) fn classify(block: &[u8; 64]) -> Classes {
     use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_cmplt_epi8, _mm_loadu_si128,
-        _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_loadu_si128, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8,
     };
     let mut classes = Classes::default();
     for (k, chunk) in block.chunks_exact(16).enumerate() {
-        let shift = 16 * k;
         // SAFETY: the intrinsics need SSE2, which this function is compiled only with (the cfg
         // above; every x86_64 CPU has it). The one that touches memory, `_mm_loadu_si128`, reads
         // exactly 16 bytes from the start of `chunk`, which has 16 readable bytes, and needs no
         // alignment. The others compute on registers only.
         unsafe {
             let v = _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>());
-            let bits = |mask: __m128i| ((_mm_movemask_epi8(mask) as u32 as u64) & 0xFFFF) << shift;
-            let is = |byte: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8));
-            // low..=high, for ASCII bounds
-            let within = |low: u8, high: u8| {
-                _mm_and_si128(
-                    _mm_cmpgt_epi8(v, _mm_set1_epi8(low as i8 - 1)),
-                    _mm_cmplt_epi8(v, _mm_set1_epi8(high as i8 + 1)),
-                )
-            };
-            classes.non_ascii |= bits(v);
-            classes.upper |= bits(within(b'A', b'Z'));
-            classes.lower |= bits(within(b'a', b'z'));
-            classes.digit |= bits(within(b'0', b'9'));
-            let blank = is(b' ');
-            classes.space |= bits(_mm_or_si128(within(b'\t', b'\r'), blank));
-            classes.newline |= bits(_mm_or_si128(is(b'\n'), is(b'\r')));
-            classes.blank |= bits(blank);
-            classes.apostrophe |= bits(is(b'\''));
-            classes.slash |= bits(is(b'/'));
+            add_vector!(
+                classes,
+                v,
+                16 * k,
+                u16,
+                _mm_set1_epi8,
+                _mm_cmpeq_epi8,
+                _mm_cmpgt_epi8,
+                _mm_and_si128,
+                _mm_or_si128,
+                _mm_movemask_epi8
+            );
+        }
+    }
+    classes
+}
+
+/// [`classify`] 32 bytes at a time with AVX2, for a caller compiled with AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn classify_avx2(block: &[u8; 64]) -> Classes {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_loadu_si256,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
+    };
+    let mut classes = Classes::default();
+    for (k, chunk) in block.chunks_exact(32).enumerate() {
+        // SAFETY: the caller guarantees AVX2. `_mm256_loadu_si256` reads exactly 32 bytes from
+        // the start of `chunk`, which has 32 readable bytes, and needs no alignment; the other
+        // intrinsics compute on registers only.
+        unsafe {
+            let v = _mm256_loadu_si256(chunk.as_ptr().cast::<__m256i>());
+            add_vector!(
+                classes,
+                v,
+                32 * k,
+                u32,
+                _mm256_set1_epi8,
+                _mm256_cmpeq_epi8,
+                _mm256_cmpgt_epi8,
+                _mm256_and_si256,
+                _mm256_or_si256,
+                _mm256_movemask_epi8
+            );
         }
     }
     classes
@@ -212,7 +267,7 @@ fn whitespace_starts(classes: &Classes, runs: u64) -> (u64, u32) {
 /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`.
 #[inline(always)]
 pub(crate) fn gpt2(classes: &Classes) -> u64 {
-    let letter = classes.letter();
+    let letter = classes.letter;
     let digit = classes.digit;
     let other = classes.other();
     let space = classes.space;
@@ -233,7 +288,7 @@ pub(crate) fn gpt2(classes: &Classes) -> u64 {
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
 #[inline(always)]
 pub(crate) fn cl100k(classes: &Classes) -> u64 {
-    let letter = classes.letter();
+    let letter = classes.letter;
     let other = classes.other();
     // The newlines right after punctuation end its piece (`[\r\n]*+`).
     let trailer = fill_up(classes.newline, classes.newline & before(other));
@@ -255,7 +310,7 @@ pub(crate) fn cl100k(classes: &Classes) -> u64 {
 /// a contraction, and punctuation, which takes `[\r\n/]*` after it.
 #[inline(always)]
 pub(crate) fn o200k(classes: &Classes) -> u64 {
-    let letter = classes.letter();
+    let letter = classes.letter;
     let other = classes.other();
     let trailer = fill_up(
         classes.newline | classes.slash,

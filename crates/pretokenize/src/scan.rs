@@ -219,13 +219,50 @@ fn scan(text: &str) -> Scan<'_> {
 
 /// Calls `f` on each piece of `text` ending at the offsets that `end_of_piece` gives, or, with
 /// `blocks`, first at the starts that `block_starts` trusts in the 64 bytes from each piece start
-/// (see [`crate::block`]), taking one piece with `end_of_piece` where it trusts none. The last
-/// window is padded with bytes that are not ASCII, which no start may come near.
+/// (see [`crate::block`]), taking one piece with `end_of_piece` where it trusts none. The bytes
+/// are classified with AVX2 where the CPU has it, else with SSE2 (or byte by byte off x86_64).
 #[inline(always)]
 fn tile<'t>(
     text: &'t str,
+    f: impl FnMut(&'t str),
+    blocks: bool,
+    block_starts: impl Fn(&Classes) -> u64,
+    end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if blocks && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, as tile_avx2 requires (just detected).
+        unsafe { tile_avx2(text, f, block_starts, end_of_piece) };
+        return;
+    }
+    tile_with(text, f, blocks, classify, block_starts, end_of_piece)
+}
+
+/// [`tile`] with the fast path compiled for AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_avx2<'t>(
+    text: &'t str,
+    f: impl FnMut(&'t str),
+    block_starts: impl Fn(&Classes) -> u64,
+    end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
+) {
+    // SAFETY: the CPU has AVX2 (this function's contract).
+    let classify = |block: &[u8; 64]| unsafe { block::classify_avx2(block) };
+    tile_with(text, f, true, classify, block_starts, end_of_piece)
+}
+
+/// [`tile`] with the classifier `classify`. The last window is padded with bytes that are not
+/// ASCII, which no start may come near.
+#[inline(always)]
+fn tile_with<'t>(
+    text: &'t str,
     mut f: impl FnMut(&'t str),
     blocks: bool,
+    classify: impl Fn(&[u8; 64]) -> Classes,
     block_starts: impl Fn(&Classes) -> u64,
     end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
 ) {

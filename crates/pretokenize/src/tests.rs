@@ -976,26 +976,29 @@ fn fast_path_equals_the_scalar_scanner_and_the_regex() {
     }
 }
 
-/// The SSE2 classifier agrees with the byte-at-a-time one, for every byte value at every bit.
+/// The SSE2 and AVX2 classifiers agree with the byte-at-a-time one, for every byte value at
+/// every bit and on random windows (the differential tests above run on the one the CPU has).
 #[test]
 fn classify_agrees_with_bytewise() {
+    let check = |window: &[u8; 64]| {
+        let expected = crate::block::classify_bytewise(window);
+        assert_eq!(crate::block::classify(window), expected, "{window:?}");
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (just detected).
+            let avx2 = unsafe { crate::block::classify_avx2(window) };
+            assert_eq!(avx2, expected, "{window:?}");
+        }
+    };
     for byte in 0..=255u8 {
         for at in 0..64 {
             let mut window = [b'a'; 64];
             window[at] = byte;
-            assert_eq!(
-                crate::block::classify(&window),
-                crate::block::classify_bytewise(&window),
-                "{byte:#x} at {at}"
-            );
+            check(&window);
         }
     }
     let mut nasty = Nasty::new(6);
     for _ in 0..1000 {
-        let window: [u8; 64] = std::array::from_fn(|_| nasty.below(256) as u8);
-        assert_eq!(
-            crate::block::classify(&window),
-            crate::block::classify_bytewise(&window)
-        );
+        check(&std::array::from_fn(|_| nasty.below(256) as u8));
     }
 }
