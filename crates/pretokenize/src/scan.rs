@@ -270,6 +270,8 @@ fn tile_with<'t>(
     let bytes = text.as_bytes();
     let mut i = 0;
     let mut padded;
+    // How far the scalar way goes after a window failed for want of ASCII (see below).
+    let mut skip = 0;
     while i < text.len() {
         if blocks {
             let window: &[u8; 64] = match bytes.get(i..i + 64) {
@@ -288,6 +290,7 @@ fn tile_with<'t>(
                 .map_or(u64::MAX, |beyond| !beyond);
             let mut starts = block_starts(&classes) & ascii & !1;
             if starts != 0 {
+                skip = 0;
                 let base = i;
                 let end = base + starts.trailing_zeros() as usize;
                 f(&text[i..end]);
@@ -303,6 +306,21 @@ fn tile_with<'t>(
                     f(piece);
                     i = end;
                     starts &= starts - 1;
+                }
+                continue;
+            }
+            // No start trusted. Where that is for want of ASCII (text in another script), the
+            // next windows would mostly fail too: the pieces up to the window's last byte that
+            // is not ASCII go the scalar way, and up to twice as far as the time before while
+            // windows keep failing (up to 4 KB: classifying then costs next to nothing);
+            // else (a contraction, a long run) only one piece does.
+            if classes.non_ascii.trailing_zeros() < 8 {
+                let past = (i + 64 - classes.non_ascii.leading_zeros() as usize).max(i + skip);
+                skip = (2 * skip).clamp(64, 4096);
+                while i < past.min(text.len()) {
+                    let end = end_of_piece(&scan, i);
+                    f(&text[i..end]);
+                    i = end;
                 }
                 continue;
             }

@@ -967,6 +967,19 @@ fn fast_path_equals_the_scalar_scanner_and_the_regex() {
                 check(&text);
             }
         }
+        // Long stretches of other scripts (where the fast path backs off) between English.
+        let english = "The cat's 12345 ratios, HTML/XML\n\n  it's ";
+        for other in ["слово, ", "中文。", "e\u{301} ", "é"] {
+            for repeats in [1, 30, 300, 3000] {
+                let text = format!(
+                    "{}{}{}",
+                    english.repeat(20),
+                    other.repeat(repeats),
+                    english.repeat(20)
+                );
+                check(&text);
+            }
+        }
         // Digit runs of every length after every kind of character.
         for length in 1..80 {
             for before in ["", "a", " ", "\n", ".", "A"] {
