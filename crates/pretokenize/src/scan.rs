@@ -7,6 +7,10 @@
 //! characters by [`crate::classes`], which is built from the regex engine's own Unicode data.
 //! The reasoning for each alternative is written beside it; the differential tests compare every
 //! scanner with fancy_regex on generated text.
+//!
+//! Where the text is ASCII, a fast path ([`crate::block`]) finds the pieces of 64 bytes at a time
+//! from bit masks and takes over from the piece-at-a-time code; it hands back to it, for a piece
+//! or more, wherever it cannot be sure (characters that are not ASCII, contractions).
 
 use crate::block::{self, classify, Classes};
 use crate::classes::{table, Table, BYTES, LETTER, LOWER, NON_ASCII, NUMBER, OTHER, SPACE, UPPER};
@@ -307,14 +311,18 @@ fn tile_with<'t>(
                     i = end;
                     starts &= starts - 1;
                 }
-                continue;
-            }
-            // No start trusted. Where that is for want of ASCII (text in another script), the
-            // next windows would mostly fail too: the pieces up to the window's last byte that
-            // is not ASCII go the scalar way, and up to twice as far as the time before while
-            // windows keep failing (up to 4 KB: classifying then costs next to nothing);
-            // else (a contraction, a long run) only one piece does.
-            if classes.non_ascii.trailing_zeros() < 8 {
+                // Trusted starts that end well before the window's end stopped at something the
+                // masks do not follow (a contraction, a character that is not ASCII): the next
+                // window would start there and trust nothing, so the scalar way takes that piece.
+                if i - base >= 48 || i >= text.len() {
+                    continue;
+                }
+            } else if classes.non_ascii.trailing_zeros() < 8 {
+                // No start trusted for want of ASCII (text in another script): the next windows
+                // would mostly fail too. The pieces up to the window's last byte that is not
+                // ASCII go the scalar way, and up to twice as far as the time before while
+                // windows keep failing (up to 4 KB: classifying then costs next to nothing).
+                // Other failures (a contraction, a long run) cost one piece the scalar way.
                 let past = (i + 64 - classes.non_ascii.leading_zeros() as usize).max(i + skip);
                 skip = (2 * skip).clamp(64, 4096);
                 while i < past.min(text.len()) {
