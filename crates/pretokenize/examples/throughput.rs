@@ -1,5 +1,7 @@
 //! Pre-tokenizer throughput on a file: `cargo run --release --example throughput -- FILE [MB]`.
-//! Prints MB/s (median of 5 runs) of the scanner and of the regex engine for each known pattern,
+//! Prints MB/s (median of 5 runs) of the scanner, of the scanner without its 64-byte fast path
+//! (runs taken in turn with the scanner's, and the median ratio of the pairs), and of the regex
+//! engine for each known pattern,
 //! by wall time and by CPU time (which stays meaningful while other processes load the machine).
 
 use bpestore_pretokenize::{Pretokenizer, CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN};
@@ -61,8 +63,28 @@ fn main() {
         ("o200k", O200K_PATTERN),
     ] {
         let scanner = Pretokenizer::new(pattern).unwrap();
+        let scalar = Pretokenizer::with_scalar_scanner(pattern).unwrap();
         let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
-        let (fast, fast_cpu, pieces) = median_mb_per_s(&scanner, text, 5);
+        // The scanner with and without its 64-byte fast path, in turn (paired on a busy machine).
+        let (mut fast_runs, mut scalar_runs) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            fast_runs.push(median_mb_per_s(&scanner, text, 1));
+            scalar_runs.push(median_mb_per_s(&scalar, text, 1));
+        }
+        let ratios: Vec<f64> = fast_runs
+            .iter()
+            .zip(&scalar_runs)
+            .map(|(fast, scalar)| fast.1 / scalar.1)
+            .collect();
+        let median = |mut values: Vec<f64>| {
+            values.sort_by(f64::total_cmp);
+            values[values.len() / 2]
+        };
+        let fast = median(fast_runs.iter().map(|run| run.0).collect());
+        let fast_cpu = median(fast_runs.iter().map(|run| run.1).collect());
+        let scalar_cpu = median(scalar_runs.iter().map(|run| run.1).collect());
+        let pieces = fast_runs[0].2;
+        assert_eq!(pieces, scalar_runs[0].2, "the fast path's pieces differ");
         // BPESTORE_SCANNER_ONLY=1 skips the (slow) regex engine, e.g. for `perf stat`.
         let slow = if std::env::var_os("BPESTORE_SCANNER_ONLY").is_some() {
             f64::NAN
@@ -71,7 +93,9 @@ fn main() {
         };
         println!(
             "{name:7} scanner {fast:7.1} MB/s wall, {fast_cpu:7.1} MB/s CPU   \
-             fancy_regex {slow:6.1} MB/s CPU   ({pieces} pieces)"
+             (one piece at a time {scalar_cpu:7.1} MB/s CPU, paired ratio {:.2}x)   \
+             fancy_regex {slow:6.1} MB/s CPU   ({pieces} pieces)",
+            median(ratios)
         );
     }
 }

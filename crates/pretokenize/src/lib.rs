@@ -11,6 +11,7 @@
 //! 17.0 moved from Ll to Lo (it changes o200k's pieces: "\u{295}Ab" is one piece to `regex`,
 //! two here). tests/test_engine_pretokenize.py checks that nothing else differs.
 
+mod block;
 mod classes;
 mod cut;
 mod scan;
@@ -225,6 +226,8 @@ struct Inner {
     known: Option<Known>,
     /// Whether the hand-written scanner for `known` runs (else the regex does).
     scanner: bool,
+    /// Whether the scanner finds pieces 64 bytes at a time where it can (else one at a time).
+    blocks: bool,
     regex: fancy_regex::Regex,
 }
 
@@ -245,6 +248,18 @@ impl Pretokenizer {
     /// fancy_regex shares it: possessive quantifiers, look-around, `\p{..}` classes).
     pub fn new(pattern: &str) -> Result<Pretokenizer, PretokenizeError> {
         Pretokenizer::build(pattern, true, BACKTRACK_LIMIT)
+    }
+
+    /// A pre-tokenizer for `pattern` whose scanner (for the three known patterns) finds each
+    /// piece on its own, without the fast path that finds the pieces of 64 bytes of ASCII at a
+    /// time (for differential tests and benchmarks of that fast path). Same pieces.
+    pub fn with_scalar_scanner(pattern: &str) -> Result<Pretokenizer, PretokenizeError> {
+        let pretokenizer = Pretokenizer::new(pattern)?;
+        let mut inner = Arc::try_unwrap(pretokenizer.inner).expect("not shared yet");
+        inner.blocks = false;
+        Ok(Pretokenizer {
+            inner: Arc::new(inner),
+        })
     }
 
     /// A pre-tokenizer for `pattern` that always runs the regex engine, even for the three
@@ -293,6 +308,7 @@ impl Pretokenizer {
                 pattern: pattern.to_string(),
                 known,
                 scanner: scanner && known.is_some(),
+                blocks: true,
                 regex,
             }),
         })
@@ -342,9 +358,9 @@ impl Pretokenizer {
         if self.inner.scanner {
             // The scanners tile the text by construction, and never backtrack.
             match self.inner.known {
-                Some(Known::Gpt2) => scan::gpt2(text, f),
-                Some(Known::Cl100k) => scan::cl100k(text, f),
-                Some(Known::O200k) => scan::o200k(text, f),
+                Some(Known::Gpt2) => scan::gpt2(text, f, self.inner.blocks),
+                Some(Known::Cl100k) => scan::cl100k(text, f, self.inner.blocks),
+                Some(Known::O200k) => scan::o200k(text, f, self.inner.blocks),
                 None => unreachable!("a scanner runs only for a known pattern"),
             }
             return Ok(());

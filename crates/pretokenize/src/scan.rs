@@ -7,7 +7,12 @@
 //! characters by [`crate::classes`], which is built from the regex engine's own Unicode data.
 //! The reasoning for each alternative is written beside it; the differential tests compare every
 //! scanner with fancy_regex on generated text.
+//!
+//! Where the text is ASCII, a fast path ([`crate::block`]) finds the pieces of 64 bytes at a time
+//! from bit masks and takes over from the piece-at-a-time code; it hands back to it, for a piece
+//! or more, wherever it cannot be sure (characters that are not ASCII, contractions).
 
+use crate::block::{self, classify, Classes};
 use crate::classes::{table, Table, BYTES, LETTER, LOWER, NON_ASCII, NUMBER, OTHER, SPACE, UPPER};
 
 /// A text and its classifier.
@@ -216,16 +221,118 @@ fn scan(text: &str) -> Scan<'_> {
     }
 }
 
-/// Calls `f` on each piece of `text` ending at the offsets that `end_of_piece` gives.
+/// Calls `f` on each piece of `text` ending at the offsets that `end_of_piece` gives, or, with
+/// `blocks`, first at the starts that `block_starts` trusts in the 64 bytes from each piece start
+/// (see [`crate::block`]), taking one piece with `end_of_piece` where it trusts none. The bytes
+/// are classified with AVX2 where the CPU has it, else with SSE2 (or byte by byte off x86_64).
 #[inline(always)]
 fn tile<'t>(
     text: &'t str,
+    f: impl FnMut(&'t str),
+    blocks: bool,
+    block_starts: impl Fn(&Classes) -> u64,
+    end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if blocks && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, as tile_avx2 requires (just detected).
+        unsafe { tile_avx2(text, f, block_starts, end_of_piece) };
+        return;
+    }
+    tile_with(text, f, blocks, classify, block_starts, end_of_piece)
+}
+
+/// [`tile`] with the fast path compiled for AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_avx2<'t>(
+    text: &'t str,
+    f: impl FnMut(&'t str),
+    block_starts: impl Fn(&Classes) -> u64,
+    end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
+) {
+    // SAFETY: the CPU has AVX2 (this function's contract).
+    let classify = |block: &[u8; 64]| unsafe { block::classify_avx2(block) };
+    tile_with(text, f, true, classify, block_starts, end_of_piece)
+}
+
+/// [`tile`] with the classifier `classify`. The last window is padded with bytes that are not
+/// ASCII, which no start may come near.
+#[inline(always)]
+fn tile_with<'t>(
+    text: &'t str,
     mut f: impl FnMut(&'t str),
+    blocks: bool,
+    classify: impl Fn(&[u8; 64]) -> Classes,
+    block_starts: impl Fn(&Classes) -> u64,
     end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
 ) {
     let scan = scan(text);
+    let bytes = text.as_bytes();
     let mut i = 0;
+    let mut padded;
+    // How far the scalar way goes after a window failed for want of ASCII (see below).
+    let mut skip = 0;
     while i < text.len() {
+        if blocks {
+            let window: &[u8; 64] = match bytes.get(i..i + 64) {
+                Some(window) => window.try_into().expect("64 bytes"),
+                None => {
+                    padded = [0x80u8; 64];
+                    padded[..bytes.len() - i].copy_from_slice(&bytes[i..]);
+                    &padded
+                }
+            };
+            let classes = classify(window);
+            // Starts past bit 0 at ASCII bytes only (which `block_starts` keeps to anyway): each
+            // is then in the text (the padding is not ASCII) and on a character boundary.
+            let ascii = u64::MAX
+                .checked_shl(classes.non_ascii.trailing_zeros())
+                .map_or(u64::MAX, |beyond| !beyond);
+            let mut starts = block_starts(&classes) & ascii & !1;
+            if starts != 0 {
+                skip = 0;
+                let base = i;
+                let end = base + starts.trailing_zeros() as usize;
+                f(&text[i..end]);
+                i = end;
+                starts &= starts - 1;
+                while starts != 0 {
+                    let end = base + starts.trailing_zeros() as usize;
+                    // SAFETY: `i` and `end` are starts at ASCII bytes of the window (bits of
+                    // `ascii`, in increasing order), so in bounds, `i < end`, both on character
+                    // boundaries, and `text[i..end]` is valid UTF-8.
+                    let piece =
+                        unsafe { std::str::from_utf8_unchecked(bytes.get_unchecked(i..end)) };
+                    f(piece);
+                    i = end;
+                    starts &= starts - 1;
+                }
+                // Trusted starts that end well before the window's end stopped at something the
+                // masks do not follow (a contraction, a character that is not ASCII): the next
+                // window would start there and trust nothing, so the scalar way takes that piece.
+                if i - base >= 48 || i >= text.len() {
+                    continue;
+                }
+            } else if classes.non_ascii.trailing_zeros() < 8 {
+                // No start trusted for want of ASCII (text in another script): the next windows
+                // would mostly fail too. The pieces up to the window's last byte that is not
+                // ASCII go the scalar way, and up to twice as far as the time before while
+                // windows keep failing (up to 4 KB: classifying then costs next to nothing).
+                // Other failures (a contraction, a long run) cost one piece the scalar way.
+                let past = (i + 64 - classes.non_ascii.leading_zeros() as usize).max(i + skip);
+                skip = (2 * skip).clamp(64, 4096);
+                while i < past.min(text.len()) {
+                    let end = end_of_piece(&scan, i);
+                    f(&text[i..end]);
+                    i = end;
+                }
+                continue;
+            }
+        }
         let end = end_of_piece(&scan, i);
         debug_assert!(end > i && text.is_char_boundary(end));
         f(&text[i..end]);
@@ -234,8 +341,9 @@ fn tile<'t>(
 }
 
 /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
-pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str)) {
-    tile(text, f, |scan, i| {
+/// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
+pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+    tile(text, f, blocks, block::gpt2, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
             return end;
@@ -270,8 +378,9 @@ pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str)) {
 
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+`
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
-pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
-    tile(text, f, |scan, i| {
+/// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
+pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+    tile(text, f, blocks, block::cl100k, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
             return end;
@@ -316,8 +425,9 @@ pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
 /// `|[^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?`
 /// `|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 /// where UPPER is `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and LOWER is `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
-pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str)) {
-    tile(text, f, |scan, i| {
+/// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
+pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+    tile(text, f, blocks, block::o200k, |scan, i| {
         if let Some(end) = o200k_ascii_word(scan, i) {
             return scan.contraction(end).unwrap_or(end);
         }

@@ -566,15 +566,14 @@ fn scanners_equal_the_regex() {
     let mut nasty = Nasty::new(4);
     for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
         let scanner = Pretokenizer::new(pattern).unwrap();
+        let scalar = Pretokenizer::with_scalar_scanner(pattern).unwrap();
         let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
-        assert!(scanner.uses_scanner() && !regex.uses_scanner());
+        assert!(scanner.uses_scanner() && scalar.uses_scanner() && !regex.uses_scanner());
         for _ in 0..10_000 {
             let text = nasty.text(10);
-            assert_eq!(
-                scanner.pieces(&text),
-                regex.pieces(&text),
-                "{pattern}: {text:?}"
-            );
+            let expected = regex.pieces(&text);
+            assert_eq!(scanner.pieces(&text), expected, "{pattern}: {text:?}");
+            assert_eq!(scalar.pieces(&text), expected, "{pattern}: {text:?}");
         }
         // One code point in 50 (a different sample for each pattern), each followed by an atom.
         let mut text = String::new();
@@ -583,7 +582,9 @@ fn scanners_equal_the_regex() {
             text.push(c);
             text.push_str(ATOMS[nasty.below(ATOMS.len())]);
         }
-        assert_eq!(scanner.pieces(&text), regex.pieces(&text), "{pattern}");
+        let expected = regex.pieces(&text);
+        assert_eq!(scanner.pieces(&text), expected, "{pattern}");
+        assert_eq!(scalar.pieces(&text), expected, "{pattern}");
     }
 }
 
@@ -829,4 +830,188 @@ fn named_characters_include_escapes() {
         ]
         .concat()
     );
+}
+
+/// The scanners with and without their 64-byte fast path against fancy_regex, on texts long
+/// enough to cross many windows: runs of ASCII letters (lower, upper, mixed), digits of every run
+/// length, whitespace runs with and without newlines before words and punctuation, contractions
+/// of every case, punctuation followed by newlines and slashes, and a character that is not
+/// ASCII at every offset of a window.
+#[test]
+fn fast_path_equals_the_scalar_scanner_and_the_regex() {
+    const PIECES: &[&str] = &[
+        "a",
+        "b",
+        "z",
+        "A",
+        "Z",
+        "the",
+        "The",
+        "THE",
+        "camelCase",
+        "HTMLParser",
+        "word",
+        "x",
+        " ",
+        "  ",
+        "   ",
+        "\t",
+        "\n",
+        "\n\n",
+        "\r\n",
+        " \n",
+        "\n ",
+        " \n ",
+        "\n  \n",
+        "\t\n\t",
+        "\x0b",
+        "\x0c",
+        "'",
+        "'s",
+        "'S",
+        "'t",
+        "'ll",
+        "'LL",
+        "'ve",
+        "'re",
+        "'d",
+        "'m",
+        "'x",
+        "''",
+        ".",
+        ",",
+        "!",
+        "?",
+        "-",
+        "(",
+        ")",
+        "/",
+        "//",
+        "\n/",
+        "$",
+        "0",
+        "1",
+        "12",
+        "123",
+        "1234",
+        "12345",
+        "1234567",
+        "é",
+        "\u{a0}",
+        "\u{3000}",
+        "\u{85}",
+        "中",
+        "ſ",
+        "\u{301}",
+        "ǅ",
+        "😀",
+        " '",
+        " ''s",
+        ".\n",
+        ".\n\n",
+        "\x1c",
+    ];
+    let mut nasty = Nasty::new(5);
+    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+        let fast = Pretokenizer::new(pattern).unwrap();
+        let scalar = Pretokenizer::with_scalar_scanner(pattern).unwrap();
+        let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
+        let check = |text: &str| {
+            let expected = regex.pieces(text);
+            assert_eq!(scalar.pieces(text), expected, "scalar {pattern}: {text:?}");
+            assert_eq!(fast.pieces(text), expected, "fast {pattern}: {text:?}");
+        };
+        for round in 0..600 {
+            // Mostly ASCII, so that long stretches are the fast path's.
+            let mut text = String::new();
+            let atoms = 10 + nasty.below(120);
+            let ascii_only = round % 3 == 0;
+            for _ in 0..atoms {
+                let piece = PIECES[nasty.below(PIECES.len())];
+                if ascii_only && !piece.is_ascii() {
+                    continue;
+                }
+                text.push_str(piece);
+            }
+            check(&text);
+        }
+        // Long runs of one class, then anything, crossing the 64-byte windows at every length.
+        for run in ["a", "A", "aB", "1", " ", "\n", " \n", ".", "ab "] {
+            for length in 55..140usize {
+                let text = run.repeat(length.div_ceil(run.len()));
+                for end in [
+                    "",
+                    "x",
+                    " x",
+                    "'s",
+                    "'S",
+                    "é",
+                    "\u{3000}x",
+                    "\n ",
+                    "1",
+                    "./",
+                ] {
+                    check(&format!("{text}{end}"));
+                }
+            }
+        }
+        // A character that is not ASCII (or an apostrophe) at every offset of two windows.
+        let base = "The cat's  ratios: 12345 of 678, HTML/XML parsing\n\n  in 1999 \n\t (it's) ";
+        let base = base.repeat(3);
+        for insert in [
+            "é", "\u{a0}", "\u{3000}", "\u{85}", "中", "'s", "'", "\u{301}", "ſ",
+        ] {
+            for at in (0..=base.len()).filter(|&at| base.is_char_boundary(at)) {
+                let mut text = base.clone();
+                text.insert_str(at, insert);
+                check(&text);
+            }
+        }
+        // Long stretches of other scripts (where the fast path backs off) between English.
+        let english = "The cat's 12345 ratios, HTML/XML\n\n  it's ";
+        for other in ["слово, ", "中文。", "e\u{301} ", "é"] {
+            for repeats in [1, 30, 300, 3000] {
+                let text = format!(
+                    "{}{}{}",
+                    english.repeat(20),
+                    other.repeat(repeats),
+                    english.repeat(20)
+                );
+                check(&text);
+            }
+        }
+        // Digit runs of every length after every kind of character.
+        for length in 1..80 {
+            for before in ["", "a", " ", "\n", ".", "A"] {
+                check(&format!("{before}{} x", "7".repeat(length)));
+            }
+        }
+    }
+}
+
+/// The SSE2 and AVX2 classifiers agree with the byte-at-a-time one, for every byte value at
+/// every bit and on random windows (the differential tests above run on the one the CPU has).
+#[test]
+fn classify_agrees_with_bytewise() {
+    let check = |window: &[u8; 64]| {
+        let expected = crate::block::classify_bytewise(window);
+        assert_eq!(crate::block::classify(window), expected, "{window:?}");
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (just detected).
+            let avx2 = unsafe { crate::block::classify_avx2(window) };
+            assert_eq!(avx2, expected, "{window:?}");
+        }
+    };
+    for byte in 0..=255u8 {
+        for at in 0..64 {
+            let mut window = [b'a'; 64];
+            window[at] = byte;
+            check(&window);
+        }
+    }
+    let mut nasty = Nasty::new(6);
+    for _ in 0..1000 {
+        check(&std::array::from_fn(|_| nasty.below(256) as u8));
+    }
 }
