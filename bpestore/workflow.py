@@ -1025,11 +1025,8 @@ class Store(ModelStore):
         model = self.load_model(info.ref)
         if files:
             source = warming.from_files(model, files, entries, workers=workers, progress=progress)
-        elif info.corpus_sha256 is not None:
-            counts = self.pretoken_counts(self.corpus_of(info.ref).id)
-            source = warming.from_counts(counts, entries, "the training corpus's counts")
         else:
-            source = warming.from_vocab(model, entries)
+            source = self._warm_source(info, model, entries)
         with progress_step(progress, f"merging {min(entries, len(source.pieces)):,} pre-tokens"):
             table = warming.make(Tokenizer.from_model(model), source, entries)
         if table is None:
@@ -1037,6 +1034,23 @@ class Store(ModelStore):
         else:
             self.save_warm(info.ref, table)
         return info.ref, table
+
+    def _warm_source(self, info: TokenizerInfo, model: BPEModel, entries: int) -> warming.WarmSource:
+        """The pre-tokens for a warm table of ``model`` (the stored tokenizer ``info``, or one
+        made from it) when no files are named: the most frequent of the corpus ``info`` was
+        trained on (for a reshaped tokenizer, the one it was reshaped from was), or, without one,
+        ``model``'s vocabulary's whole pre-tokens."""
+        seen = {info.ref}
+        while info.corpus_sha256 is None and info.reshaped_from is not None and info.reshaped_from not in seen:
+            try:  # (a reshaped tokenizer's corpus is its origin's, if that is still stored)
+                info = self.info(info.reshaped_from)
+            except LookupError:
+                break
+            seen.add(info.ref)
+        if info.corpus_sha256 is not None:
+            counts = self.pretoken_counts(self.corpus_of(info.ref).id)
+            return warming.from_counts(counts, entries, "the training corpus's counts")
+        return warming.from_vocab(model, entries)
 
     def warm_status(self, ref: str, model: BPEModel | None = None) -> dict[str, Any] | None:
         """What ``show`` tells of the warm table of ``ref`` (``model``: the tokenizer, if loaded
@@ -1133,11 +1147,14 @@ class Store(ModelStore):
         from . import reshape
 
         id_map = id_map.with_refs(params["reshaped_from"], None)
+        # Its warm table: the pre-tokens the tokenizer it comes from would have (its corpus's).
+        entries = warming.DEFAULT_WARM_ENTRIES
+        warm = warming.make(Tokenizer.from_model(model), self._warm_source(self.info(params["reshaped_from"]), model, entries), entries)
         if map_out is None:
-            new_ref = self.save(name, model, source=source, training_params=params)
+            new_ref = self.save(name, model, source=source, training_params=params, warm=warm)
         else:
             with reshape.id_map_writer(map_out, id_map) as writer:
-                new_ref = self.save(name, model, source=source, training_params=params)
+                new_ref = self.save(name, model, source=source, training_params=params, warm=warm)
                 writer.finish(new_ref)
         return new_ref, id_map.with_refs(params["reshaped_from"], new_ref)
 

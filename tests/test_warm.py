@@ -155,6 +155,22 @@ def test_an_import_is_warm_from_its_vocabulary_and_warm_remakes_from_files(tmp_p
     assert Tokenizer.from_db(db, "gpt2").warm_entries == stored.entries
 
 
+def test_a_reshaped_tokenizer_is_warm_from_its_origin_corpus(tmp_path, trained):
+    db, corpus = trained
+    copy = tmp_path / "store.db"
+    copy.write_bytes(db.read_bytes())
+    text = corpus.read_text(encoding="utf-8")
+    with Store(copy) as store:
+        trimmed, _ = store.trim("ts", 350)
+        added, _ = store.add_tokens("ts", ["<x>"])
+        for ref in (trimmed, added):
+            stored = store.warm_of(ref)
+            assert stored is not None and stored.source == "the training corpus's counts" and stored.entries > 50, ref
+            warm, cold = Tokenizer.from_db(copy, ref), Tokenizer.from_db(copy, ref, warm=False)
+            assert warm.warm_entries == stored.entries
+            assert warm.encode(text + "<x>") == cold.encode(text + "<x>")
+
+
 def test_no_table_when_asked_for_none(tmp_path, trained):
     _, corpus = trained
     db = tmp_path / "store.db"
