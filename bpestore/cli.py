@@ -1528,15 +1528,7 @@ def warm(
     if table is None:
         click.echo(f"{full_ref}: no warm table (no pre-tokens to keep)")
     else:
-        click.echo(f"{full_ref}: warm table of {table.entries:,} pre-tokens from {table.source} ({_bytes_shown(len(table.data))})")
-
-
-def _bytes_shown(size: int) -> str:
-    """``size`` bytes for a person: kB, MB or GB with three figures."""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if size >= scale:
-            return f"{size / scale:.3g} {unit}"
-    return f"{size} bytes"
+        click.echo(f"{full_ref}: warm table of {table.entries:,} pre-tokens from {table.source} ({_workflow().format_bytes(len(table.data))})")
 
 
 def _map_out_option(what: str) -> Callable[[_F], _F]:

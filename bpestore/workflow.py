@@ -46,7 +46,7 @@ from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.trainer import SpecialTokensAt
-from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, parse_bytes
+from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, format_bytes, parse_bytes
 from .workers import check_workers
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ __all__ = [
     "FileComparison", "InProcessCounting", "read_counts", "Measurement", "MemoryEstimate",
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
     "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
-    "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "parse_bytes", "remap_file",
+    "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "format_bytes", "parse_bytes", "remap_file",
     "short_corpus_path", "summarize_store",
     "token_text",
 ]

@@ -182,6 +182,9 @@ impl PyPretokenCounts {
         min_len: usize,
         max_len: usize,
     ) -> PyResult<Bound<'py, PyList>> {
+        if n == 0 {
+            return Ok(PyList::empty(py)); // (no table asked for: nothing to gather)
+        }
         let mut rows: Vec<(u64, &[u8])> = self
             .inner
             .iter()
