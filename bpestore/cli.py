@@ -46,6 +46,7 @@ if _sigint_before_loading is not None:  # None: set outside Python, and could no
 
 import io  # noqa: E402 - after the handler above, so that Ctrl-C during these imports is handled
 import json  # noqa: E402
+import logging  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -160,6 +161,24 @@ class _Group(click.Group):
             sys.exit(EXIT_INTERNAL_ERROR)
 
 
+class _InterruptReportedOnce(logging.Filter):
+    """Drops a log record of a KeyboardInterrupt. SQLAlchemy's pool logs one, traceback and all
+    ("Exception closing connection ..."), when a Ctrl-C lands while it closes a connection, then
+    raises it again: the command line reports a Ctrl-C itself, in one line (see :func:`_run`).
+    Any other error SQLAlchemy logs still shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+def _report_interrupts_once() -> None:
+    """Installs :class:`_InterruptReportedOnce` on the handler that prints log records when no
+    logging is configured (``logging.lastResort``, what a command line run uses), once."""
+    handler = logging.lastResort
+    if handler is not None and not any(isinstance(f, _InterruptReportedOnce) for f in handler.filters):
+        handler.addFilter(_InterruptReportedOnce())
+
+
 def _run(command: Callable[[], object], *, owns_process: bool) -> int:
     """Runs ``command`` (click's ``main``, not standalone: what it raises comes here) and returns
     the exit status, once everything written to stdout is flushed: here, where a failure is still
@@ -171,6 +190,7 @@ def _run(command: Callable[[], object], *, owns_process: bool) -> int:
     down its modules (NumPy, SQLAlchemy), and a Ctrl-C in that window killed bpestore by SIGINT,
     without its line and not with status 130, though its output was complete. An ignored signal
     stays ignored through that teardown, so the status decided here is the one the shell sees."""
+    _report_interrupts_once()
     try:
         try:
             result = command()

@@ -540,3 +540,28 @@ def test_bad_arguments_to_the_api_raise_type_or_value_errors_that_say_what_was_e
     for word in words:
         assert word in str(raised.value), (case, word, str(raised.value))
     assert list(tmp_path.iterdir()) == [], f"{case}: something was created"
+
+
+def test_a_ctrl_c_that_sqlalchemy_logs_adds_no_traceback():
+    """A Ctrl-C landing while SQLAlchemy's pool closes a connection: the pool logs it with a
+    traceback ("Exception closing connection ...") and raises it again. Under the command line
+    that record is dropped (the Ctrl-C is reported in one line); another error it logs still
+    shows. (In a subprocess: pytest's own logging handlers would hide what a CLI run prints.)"""
+    script = (
+        "import logging, sys\n"
+        "from bpestore.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"  # any command readies the command line's logging
+        "except SystemExit:\n"
+        "    pass\n"
+        "log = logging.getLogger('sqlalchemy.pool.impl.QueuePool')\n"
+        "for error in (KeyboardInterrupt(), OSError('disk gone')):\n"
+        "    try:\n"
+        "        raise error\n"
+        "    except BaseException:\n"
+        "        log.error('Exception closing connection', exc_info=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "KeyboardInterrupt" not in done.stderr
+    assert "OSError: disk gone" in done.stderr and done.stderr.count("Exception closing connection") == 1
