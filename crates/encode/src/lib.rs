@@ -755,17 +755,45 @@ impl Encoder {
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
         let whole = text.as_bytes();
         let base = whole.as_ptr() as usize;
-        self.pretokenizer.try_for_each_piece(text, |piece| {
+        let warm = self.warm.get();
+        // Each piece waits in `queue` while the next `AHEAD` are found: its cache slots are
+        // prefetched when it is queued, and read when it leaves, by which time they are in the
+        // CPU's cache (the wait for memory would otherwise be most of the lookup's cost).
+        let mut queue: [(&[u8], Option<u128>); AHEAD] = [(&[], None); AHEAD];
+        let mut queued = 0usize;
+        let scanned = self.pretokenizer.try_for_each_piece(text, |piece| {
+            let bytes = piece.as_bytes();
             // Pieces borrow from `text`: the address difference is the piece's offset (checked,
             // so that a piece from elsewhere would only take the slower way).
-            let start = (piece.as_ptr() as usize).wrapping_sub(base);
-            let key = if start <= whole.len() && piece.len() <= whole.len() - start {
-                cache::short_key_in(whole, start, piece.len())
+            let start = (bytes.as_ptr() as usize).wrapping_sub(base);
+            let key = if start <= whole.len() && bytes.len() <= whole.len() - start {
+                cache::short_key_in(whole, start, bytes.len())
             } else {
-                cache::short_key(piece.as_bytes())
+                cache::short_key(bytes)
             };
-            self.encode_piece(piece.as_bytes(), key, cache, &mut scratch, out)
-        })
+            if bytes.len() > 1 {
+                if let Some(warm) = warm {
+                    warm.pieces.prefetch(bytes, key);
+                }
+                match (cache.table.as_deref(), key) {
+                    (Some(table), Some(short)) => table.prefetch(short),
+                    _ => cache.prefetch(bytes, key),
+                }
+            }
+            let slot = &mut queue[queued % AHEAD];
+            if queued >= AHEAD {
+                let (bytes, key) = *slot;
+                self.encode_piece(bytes, key, cache, &mut scratch, out);
+            }
+            *slot = (bytes, key);
+            queued += 1;
+        });
+        // The pieces still queued (also after a failed match: those before it are encoded).
+        for at in queued.saturating_sub(AHEAD)..queued {
+            let (bytes, key) = queue[at % AHEAD];
+            self.encode_piece(bytes, key, cache, &mut scratch, out);
+        }
+        scanned
     }
 
     /// Appends the ids of one pre-token to `out`: from the cache, or merged and cached.
@@ -853,6 +881,9 @@ impl Encoder {
         }
     }
 }
+
+/// How many pieces ahead of its lookup a piece's cache slots are prefetched.
+const AHEAD: usize = 8;
 
 /// A block of consecutive texts encoded by [`Encoder::encode_batch_overlapped`]'s workers, or
 /// the text among them that could not be encoded (opaque: what `wait`'s `next` returns, for

@@ -23,7 +23,7 @@
 //! table go on reading it, and take the new one at their next refused insert.
 
 use crate::bpe::TokenId;
-use crate::cache::mix;
+use crate::cache::{mix, prefetch};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
@@ -149,6 +149,13 @@ impl SharedTable {
     #[inline]
     pub(crate) fn most_ids(&self) -> usize {
         self.packing.most
+    }
+
+    /// Starts bringing the slot where the lookup of `key` starts into the CPU's cache (see
+    /// [`crate::cache::PieceCache::prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch(&self, key: u128) {
+        prefetch(&self.slots[mix(key) as usize & (self.slots.len() - 1)]);
     }
 
     /// Appends the ids of the piece with short key `key` to `out` if they are known; whether
