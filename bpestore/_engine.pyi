@@ -265,8 +265,9 @@ class Encoder:
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
         """The ids of ``text``; ``allowed_special`` None or "all": every special token is
         recognised; a collection: only those (the others are ordinary text)."""
-    def encode_to_bytes(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytes:
-        """The ids as uint32 little-endian bytes (``numpy.frombuffer(b, dtype="<u4")``)."""
+    def encode_to_bytearray(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytearray:
+        """The ids as uint32 little-endian bytes (``numpy.frombuffer(b, dtype="<u4")`` makes a
+        writable array of them without a copy)."""
     def encode_batch(
         self, texts: Iterable[str], num_threads: int | None = None, allowed_special: str | Iterable[str] | None = None
     ) -> list[list[int]]:

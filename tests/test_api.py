@@ -332,8 +332,11 @@ def test_a_lone_surrogate_is_refused_where_tiktoken_replaces_it():
 def test_numpy_ids_decode():
     pytest.importorskip("numpy")
     ids = ours().encode_to_array("hello world")
+    assert ids.dtype == "uint32" and ids.flags.writeable and ids.flags.owndata is False  # (the engine's buffer)
     assert ours().decode(ids) == "hello world"
     assert ours().decode_single_token_bytes(ids[0]) == b"hello"
+    ids[0] = 1  # an array of one's own, as tiktoken's encode_to_numpy gives
+    assert ours().encode_to_array("hello world")[0] != 1
 
 
 # -- the command line's encode: --allowed-special and --ordinary ---------------------------------------

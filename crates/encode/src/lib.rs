@@ -812,7 +812,7 @@ impl Encoder {
         }
         if let Some(warm) = self.warm.get() {
             if let Some(ids) = warm.pieces.get(bytes, key) {
-                out.extend_from_slice(ids);
+                append(out, ids);
                 return;
             }
         }
@@ -823,18 +823,18 @@ impl Encoder {
                 return;
             }
             if let Some(ids) = cache.get(bytes, key) {
-                out.extend_from_slice(ids);
+                append(out, ids);
                 return;
             }
             self.merge_piece(bytes, scratch);
             if !cache.insert_shared(&self.table, short, scratch) {
                 cache.insert(bytes, key, scratch);
             }
-            out.extend_from_slice(scratch);
+            append(out, scratch);
             return;
         }
         if let Some(ids) = cache.get(bytes, key) {
-            out.extend_from_slice(ids);
+            append(out, ids);
             return;
         }
         let cacheable = bytes.len() <= MAX_CACHED_PIECE;
@@ -860,7 +860,7 @@ impl Encoder {
         if cacheable {
             cache.insert(bytes, key, scratch);
         }
-        out.extend_from_slice(scratch);
+        append(out, scratch);
     }
 
     /// The token rule over this encoder's vocabulary.
@@ -879,6 +879,20 @@ impl Encoder {
             MergeRule::Pair => self.pairs.merge(tokens),
             MergeRule::Token => self.token_ranks().merge(piece, tokens),
         }
+    }
+}
+
+/// Appends a piece's ids to `out`. Most pieces have one to four ids: copied one by one, they
+/// cost less than the call to `memcpy` that `extend_from_slice` makes for a slice whose length
+/// is not known.
+#[inline(always)]
+fn append(out: &mut Vec<TokenId>, ids: &[TokenId]) {
+    if ids.len() <= 4 {
+        for &id in ids {
+            out.push(id);
+        }
+    } else {
+        out.extend_from_slice(ids);
     }
 }
 

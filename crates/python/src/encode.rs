@@ -17,7 +17,7 @@ use bpestore_encode::{
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyIterator, PyList, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyIterator, PyList, PyString};
 use std::sync::{Arc, OnceLock};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -317,16 +317,20 @@ impl PyEncoder {
         self.ints.list(py, &ids)
     }
 
-    /// Like `encode`, the ids as uint32 little-endian bytes (for `numpy.frombuffer`).
+    /// Like `encode`, the ids as uint32 little-endian bytes in a `bytearray`: mutable, so that
+    /// `numpy.frombuffer` makes a writable array of them without copying them again.
     #[pyo3(signature = (text, allowed_special = None))]
-    fn encode_to_bytes<'py>(
+    fn encode_to_bytearray<'py>(
         &self,
         py: Python<'py>,
         text: PyBackedStr,
         allowed_special: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    ) -> PyResult<Bound<'py, PyByteArray>> {
         let ids = self.ids(py, text, allowed_special)?;
-        ids_to_bytes(py, &ids)
+        PyByteArray::new_with(py, ids.len() * 4, |buffer| {
+            write_le_ids(buffer, &ids);
+            Ok(())
+        })
     }
 
     /// The ids of each text, encoded on `num_threads` threads (default: the CPUs), in order;
@@ -930,13 +934,11 @@ impl PyIdIterator {
     }
 }
 
-fn ids_to_bytes<'py>(py: Python<'py>, ids: &[TokenId]) -> PyResult<Bound<'py, PyBytes>> {
-    PyBytes::new_with(py, ids.len() * 4, |buffer| {
-        for (chunk, id) in buffer.chunks_exact_mut(4).zip(ids) {
-            chunk.copy_from_slice(&id.to_le_bytes());
-        }
-        Ok(())
-    })
+/// Writes `ids` into `buffer` (4 bytes each) as little-endian uint32s.
+fn write_le_ids(buffer: &mut [u8], ids: &[TokenId]) {
+    for (chunk, id) in buffer.chunks_exact_mut(4).zip(ids) {
+        chunk.copy_from_slice(&id.to_le_bytes());
+    }
 }
 
 /// One Python int per id, made on first use and shared by every list of ids: a list of ids then
