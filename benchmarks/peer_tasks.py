@@ -25,7 +25,7 @@ from registry import task
 from train_tasks import import_or_skip
 
 ENCODINGS = ("gpt2", "cl100k_base", "o200k_base")
-PEER_TOOLS = ("bpestore", "tiktoken", "gigatoken", "quicktok", "fastokens")
+PEER_TOOLS = ("bpestore", "bpestore-array", "tiktoken", "gigatoken", "quicktok", "fastokens")
 # gigatoken's name for each encoding's pre-tokenizer scheme (gigatoken.Tokenizer.from_tiktoken)
 GIGATOKEN_SCHEMES = {"gpt2": "gpt2", "cl100k_base": "gpt4", "o200k_base": "o200k"}
 
@@ -103,6 +103,17 @@ def bpestore_encode(params: dict):
     return lambda text: tokenizer.encode(text, allowed_special="all")
 
 
+def bpestore_array_encode(params: dict):
+    """bpestore's ``encode_to_array``: a NumPy array of uint32, as gigatoken returns (the list
+    of Python ints ``encode`` returns costs an object per id). NumPy is imported untimed, as
+    gigatoken imports it with itself."""
+    import_or_skip("numpy")
+    if params["encoding"] == "gpt2":
+        return bpestore_from_files(params).encode_to_array
+    tokenizer = bpestore_tokenizer_class().from_format("tiktoken", params["ranks"], params["encoding"])
+    return lambda text: tokenizer.encode_to_array(text, allowed_special="all")
+
+
 def tiktoken_encode(params: dict):
     tiktoken = import_or_skip("tiktoken")
     ranks, pattern, specials = vocabulary(params)
@@ -137,7 +148,7 @@ def fastokens_encode(params: dict):
     return lambda text: tokenizer.encode(text).ids
 
 
-ENCODERS = {"bpestore": bpestore_encode, "tiktoken": tiktoken_encode, "gigatoken": gigatoken_encode,
+ENCODERS = {"bpestore": bpestore_encode, "bpestore-array": bpestore_array_encode, "tiktoken": tiktoken_encode, "gigatoken": gigatoken_encode,
             "quicktok": quicktok_encode, "fastokens": fastokens_encode}
 
 
