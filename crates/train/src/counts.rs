@@ -38,6 +38,26 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
+/// Whether `a` and `b` are the same bytes. Pre-tokens are short: up to 16 bytes they are
+/// compared as two overlapping words each, inline, instead of by a call to `memcmp` (which was
+/// an eighth of the time of counting a big corpus).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4"));
+    match n {
+        // The first and the last 8 (or 4) bytes cover all of them (overlapping when fewer).
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        0..=3 => a.iter().zip(b).all(|(x, y)| x == y),
+        _ => a == b,
+    }
+}
+
 /// The bytes of pre-token `id`.
 #[inline]
 fn key<'a>(arena: &'a [u8], starts: &[usize], id: u32) -> &'a [u8] {
@@ -79,7 +99,7 @@ impl PretokenCounts {
         let (arena, starts) = (&self.arena, &self.starts);
         if let Some(&id) = self
             .table
-            .find(hash, |&id| key(arena, starts, id) == pretoken)
+            .find(hash, |&id| same_bytes(key(arena, starts, id), pretoken))
         {
             self.counts[id as usize] += count;
             return id;
@@ -106,7 +126,7 @@ impl PretokenCounts {
         let (arena, starts) = (&self.arena, &self.starts);
         self.table
             .find(hash_bytes(pretoken), |&id| {
-                key(arena, starts, id) == pretoken
+                same_bytes(key(arena, starts, id), pretoken)
             })
             .map_or(0, |&id| self.counts[id as usize])
     }
