@@ -18,7 +18,7 @@ use bpestore_pretokenize::{
     check_utf8, find_cut, is_regex_whitespace, Part, PretokenizeError, Pretokenizer, SpecialTokens,
 };
 
-use crate::counts::HotCache;
+use crate::counts::{hash_bytes, HotCache};
 use crate::error::CountError;
 use crate::spill::{SpillOptions, Spiller};
 use crate::PretokenCounts;
@@ -86,7 +86,53 @@ struct Counter<'p> {
     /// within a spilling count's budget).
     max_segments: usize,
     hot: HotCache,
+    /// The pre-token counts, unless they are kept in parts (`parted`).
     pretokens: PretokenCounts,
+    /// The pre-token counts split by hash, when counting a file without a memory budget.
+    parted: Option<Parted>,
+}
+
+/// Parts of a split by hash ([`PARTS`]); a part of a file's pre-tokens fits in the CPU's
+/// second-level cache, where one table of them all does not.
+const PART_BITS: u32 = 7;
+const PARTS: usize = 1 << PART_BITS;
+
+/// The part of the pre-token of hash `hash`: bits that pick neither a slot in a part's table
+/// (the low bits) nor the tag kept beside it (the top 7), so that a part's table uses them all.
+#[inline]
+fn part_of(hash: u64) -> usize {
+    ((hash >> 40) as usize) & (PARTS - 1)
+}
+
+/// A big corpus has millions of distinct pre-tokens, and each fold adds a hundred thousand
+/// segments' pre-tokens to their counts: looked up one after another in one big table, each
+/// lookup waits for memory several times (a fold was half of counting 1 GB). So the counts are
+/// kept in [`PARTS`] parts by hash: a fold first sorts its pre-tokens into the parts (`pending`,
+/// written in order, which the memory system does well), then adds each part's in turn, while
+/// that part's table stays in the cache. The parts are joined at the end (each thread's parts
+/// first added up part by part).
+struct Parted {
+    parts: Vec<PretokenCounts>,
+    pending: Vec<Vec<PendingPiece>>,
+}
+
+/// A pre-token of a fold, waiting for its part: its hash, its place in the segments' bytes, and
+/// its count.
+#[derive(Clone, Copy)]
+struct PendingPiece {
+    hash: u64,
+    start: usize,
+    len: usize,
+    count: u64,
+}
+
+impl Parted {
+    fn new() -> Parted {
+        Parted {
+            parts: (0..PARTS).map(|_| PretokenCounts::new()).collect(),
+            pending: (0..PARTS).map(|_| Vec::new()).collect(),
+        }
+    }
 }
 
 impl<'p> Counter<'p> {
@@ -98,7 +144,19 @@ impl<'p> Counter<'p> {
             max_segments: MAX_SEGMENTS,
             hot: HotCache::new(),
             pretokens: PretokenCounts::new(),
+            parted: None,
         }
+    }
+
+    /// A counter that keeps its pre-token counts in parts (see [`Parted`]) when it counts by
+    /// segments (a split-safe pattern; other patterns count straight into one table, where
+    /// parts would not help): for [`Counter::finish_parts`].
+    fn parted(pretokenizer: &'p Pretokenizer, specials: &'p SpecialTokens) -> Counter<'p> {
+        let mut counter = Counter::new(pretokenizer, specials);
+        if pretokenizer.is_split_safe() {
+            counter.parted = Some(Parted::new());
+        }
+        counter
     }
 
     /// Counts a text that may hold special tokens; a failed match is an error whose
@@ -146,6 +204,9 @@ impl<'p> Counter<'p> {
     /// known patterns are split-safe, and their scanners never fail.)
     fn fold(&mut self) -> Result<(), PretokenizeError> {
         self.hot.flush(&mut self.segments);
+        if self.parted.is_some() {
+            return self.fold_parted();
+        }
         for (segment, count) in self.segments.iter() {
             // Cut at ASCII spaces out of valid UTF-8: valid UTF-8.
             let segment = std::str::from_utf8(segment).expect("segments are cut at spaces");
@@ -164,6 +225,52 @@ impl<'p> Counter<'p> {
         Ok(())
     }
 
+    /// [`Counter::fold`] into the parts (see [`Parted`]).
+    fn fold_parted(&mut self) -> Result<(), PretokenizeError> {
+        let Parted { parts, pending } = self.parted.as_mut().expect("a parted counter");
+        let arena = self.segments.arena();
+        let base = arena.as_ptr() as usize;
+        for (segment, count) in self.segments.iter() {
+            let segment = std::str::from_utf8(segment).expect("segments are cut at spaces");
+            self.pretokenizer
+                .try_for_each_piece(segment, |piece| {
+                    let bytes = piece.as_bytes();
+                    let hash = hash_bytes(bytes);
+                    // A piece is a slice of its segment (the scanners' pieces borrow the text),
+                    // hence of the segments' bytes: its address gives its place there.
+                    let start = (bytes.as_ptr() as usize).wrapping_sub(base);
+                    if start <= arena.len() && bytes.len() <= arena.len() - start {
+                        pending[part_of(hash)].push(PendingPiece {
+                            hash,
+                            start,
+                            len: bytes.len(),
+                            count,
+                        });
+                    } else {
+                        // (Not a slice of the segments: counted at once.)
+                        parts[part_of(hash)].add_hashed(bytes, hash, count);
+                    }
+                })
+                .map_err(|mut error| {
+                    if let PretokenizeError::MatchFailed { offset, .. } = &mut error {
+                        *offset = None;
+                    }
+                    error
+                })?;
+        }
+        for (part, pieces) in parts.iter_mut().zip(pending.iter_mut()) {
+            for piece in pieces.drain(..) {
+                part.add_hashed(
+                    &arena[piece.start..piece.start + piece.len],
+                    piece.hash,
+                    piece.count,
+                );
+            }
+        }
+        self.segments.clear_keeping_memory();
+        Ok(())
+    }
+
     /// Spills the pre-token counts to a run and forgets them if they are above the spiller's
     /// share. (Segments not folded yet stay: their table is bounded by `max_segments`.)
     fn spill_if_over(&mut self, spiller: &Spiller) -> Result<(), CountError> {
@@ -175,9 +282,31 @@ impl<'p> Counter<'p> {
     }
 
     /// The pre-token counts of everything added.
-    fn finish(mut self) -> Result<PretokenCounts, PretokenizeError> {
+    fn finish(self) -> Result<PretokenCounts, PretokenizeError> {
+        let mut parts = self.finish_parts()?;
+        Ok(if parts.len() == 1 {
+            parts.pop().expect("one part")
+        } else {
+            PretokenCounts::concat_disjoint(parts)
+        })
+    }
+
+    /// The pre-token counts of everything added, in [`PARTS`] parts split by hash (the same
+    /// split in every parted counter) if the counter is parted, else in one.
+    fn finish_parts(mut self) -> Result<Vec<PretokenCounts>, PretokenizeError> {
         self.fold()?;
-        Ok(self.pretokens)
+        Ok(match self.parted {
+            Some(mut parted) => {
+                // (Texts of a pattern that is not split-safe are counted without segments,
+                // straight into `pretokens`.)
+                for (pretoken, count) in self.pretokens.iter() {
+                    let hash = hash_bytes(pretoken);
+                    parted.parts[part_of(hash)].add_hashed(pretoken, hash, count);
+                }
+                parted.parts
+            }
+            None => vec![self.pretokens],
+        })
     }
 }
 
@@ -303,8 +432,12 @@ pub fn count_file_spilling(
     // before it do, since one of them may hold an earlier bad byte.
     let first_bad_chunk = AtomicUsize::new(usize::MAX);
     let failures: Mutex<Vec<(usize, CountError)>> = Mutex::new(Vec::new());
-    let work = || -> PretokenCounts {
-        let mut counter = Counter::new(pretokenizer, specials);
+    // Each thread's counts: in parts split by hash without a budget, else in one.
+    let work = || -> Vec<PretokenCounts> {
+        let mut counter = match spiller {
+            Some(_) => Counter::new(pretokenizer, specials),
+            None => Counter::parted(pretokenizer, specials),
+        };
         if let Some(spiller) = &spiller {
             // Half a thread's share for its segments (32 bytes is about a segment's entry).
             counter.max_segments = (spiller.table_share() / 32).clamp(1, MAX_SEGMENTS);
@@ -314,20 +447,26 @@ pub fn count_file_spilling(
             let index = next_chunk.fetch_add(1, Ordering::Relaxed);
             if index >= chunks.len() || index > first_bad_chunk.load(Ordering::Relaxed) {
                 let finished = counter
-                    .finish()
+                    .finish_parts()
                     .map_err(CountError::Pattern)
-                    .and_then(|table| match &spiller {
-                        Some(spiller) if spiller.over_budget(&table) => {
-                            spiller.spill(&table).map(|()| PretokenCounts::new())
+                    .and_then(|mut parts| match &spiller {
+                        Some(spiller) => {
+                            // (A spilling counter's counts are in one part.)
+                            let table = parts.pop().unwrap_or_default();
+                            if spiller.over_budget(&table) {
+                                spiller.spill(&table).map(|()| Vec::new())
+                            } else {
+                                Ok(vec![table])
+                            }
                         }
-                        _ => Ok(table),
+                        None => Ok(parts),
                     });
                 return finished.unwrap_or_else(|error| {
                     failures
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .push((chunks.len(), error));
-                    PretokenCounts::new()
+                    Vec::new()
                 });
             }
             let (start, end) = chunks[index];
@@ -350,7 +489,7 @@ pub fn count_file_spilling(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((index, error));
-                return PretokenCounts::new();
+                return Vec::new();
             }
             if progress(end - start).is_break() {
                 first_bad_chunk.fetch_min(index, Ordering::Relaxed);
@@ -358,11 +497,11 @@ pub fn count_file_spilling(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((index, CountError::Stopped));
-                return PretokenCounts::new();
+                return Vec::new();
             }
         }
     };
-    let partial: Vec<PretokenCounts> = if threads == 1 {
+    let partial: Vec<Vec<PretokenCounts>> = if threads == 1 {
         vec![work()]
     } else {
         std::thread::scope(|scope| {
@@ -385,9 +524,10 @@ pub fn count_file_spilling(
         });
     }
     match spiller {
-        Some(spiller) if spiller.spilled() => spiller.finish(partial),
+        Some(spiller) if spiller.spilled() => spiller.finish(partial.concat()),
         Some(spiller) => {
             let counts = partial
+                .concat()
                 .into_iter()
                 .reduce(PretokenCounts::merged)
                 .unwrap_or_default();
@@ -397,11 +537,39 @@ pub fn count_file_spilling(
                 counts
             })
         }
-        None => Ok(partial
-            .into_iter()
-            .reduce(PretokenCounts::merged)
-            .unwrap_or_default()),
+        None => Ok(add_up_parts(partial)),
     }
+}
+
+/// The sum of the threads' counts, each in the same [`PARTS`] parts: part `i` of every thread
+/// added up (the parts on both CPUs, each part's tables in the cache), then the parts joined;
+/// or, if they are each in one table, those added up.
+fn add_up_parts(threads: Vec<Vec<PretokenCounts>>) -> PretokenCounts {
+    use rayon::prelude::*;
+    if threads.iter().any(|parts| parts.len() != PARTS) {
+        // Not parted (the pattern is not split-safe): one table per thread.
+        return threads
+            .into_iter()
+            .flatten()
+            .reduce(PretokenCounts::merged)
+            .unwrap_or_default();
+    }
+    let mut by_part: Vec<Vec<PretokenCounts>> = (0..PARTS).map(|_| Vec::new()).collect();
+    for parts in threads {
+        for (part, counts) in by_part.iter_mut().zip(parts) {
+            part.push(counts);
+        }
+    }
+    let parts: Vec<PretokenCounts> = by_part
+        .into_par_iter()
+        .map(|tables| {
+            tables
+                .into_iter()
+                .reduce(PretokenCounts::merged)
+                .unwrap_or_default()
+        })
+        .collect();
+    PretokenCounts::concat_disjoint(parts)
 }
 
 /// The decode error of a file whose first bad byte is at `offset`, with the reason Python's

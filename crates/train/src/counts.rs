@@ -32,10 +32,30 @@ impl Default for PretokenCounts {
     }
 }
 
-fn hash_bytes(bytes: &[u8]) -> u64 {
+pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
     let mut hasher = FxHasher::default();
     hasher.write(bytes);
     hasher.finish()
+}
+
+/// Whether `a` and `b` are the same bytes. Pre-tokens are short: up to 16 bytes they are
+/// compared as two overlapping words each, inline, instead of by a call to `memcmp` (which was
+/// an eighth of the time of counting a big corpus).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4"));
+    match n {
+        // The first and the last 8 (or 4) bytes cover all of them (overlapping when fewer).
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        0..=3 => a.iter().zip(b).all(|(x, y)| x == y),
+        _ => a == b,
+    }
 }
 
 /// The bytes of pre-token `id`.
@@ -74,12 +94,17 @@ impl PretokenCounts {
     /// Counts `pretoken` `count` more times, and returns its id (for [`PretokenCounts::add_to_id`]).
     #[inline]
     pub(crate) fn add_get_id(&mut self, pretoken: &[u8], count: u64) -> u32 {
-        let hash = hash_bytes(pretoken);
+        self.add_hashed(pretoken, hash_bytes(pretoken), count)
+    }
+
+    /// [`PretokenCounts::add_get_id`] with the pre-token's hash ([`hash_bytes`]) already known.
+    #[inline]
+    pub(crate) fn add_hashed(&mut self, pretoken: &[u8], hash: u64, count: u64) -> u32 {
         self.total += count;
         let (arena, starts) = (&self.arena, &self.starts);
         if let Some(&id) = self
             .table
-            .find(hash, |&id| key(arena, starts, id) == pretoken)
+            .find(hash, |&id| same_bytes(key(arena, starts, id), pretoken))
         {
             self.counts[id as usize] += count;
             return id;
@@ -106,7 +131,7 @@ impl PretokenCounts {
         let (arena, starts) = (&self.arena, &self.starts);
         self.table
             .find(hash_bytes(pretoken), |&id| {
-                key(arena, starts, id) == pretoken
+                same_bytes(key(arena, starts, id), pretoken)
             })
             .map_or(0, |&id| self.counts[id as usize])
     }
@@ -159,6 +184,37 @@ impl PretokenCounts {
     #[inline]
     pub fn count_of(&self, id: u32) -> u64 {
         self.counts[id as usize]
+    }
+
+    /// The distinct pre-tokens' bytes end to end (pre-token `id` at `starts[id]..starts[id + 1]`).
+    pub(crate) fn arena(&self) -> &[u8] {
+        &self.arena
+    }
+
+    /// The counts of `parts`, which hold no pre-token in common (the parts of a split by hash):
+    /// their entries are copied end to end, parts emptied as they go (so that the peak memory
+    /// is about one copy), and indexed once into a table of the right size, without a lookup.
+    pub(crate) fn concat_disjoint(parts: Vec<PretokenCounts>) -> PretokenCounts {
+        let distinct = parts.iter().map(PretokenCounts::len).sum();
+        let bytes = parts.iter().map(|part| part.arena.len()).sum();
+        let mut result = PretokenCounts::with_capacity(distinct, bytes);
+        for part in parts {
+            let shift = result.arena.len();
+            result.arena.extend_from_slice(&part.arena);
+            result
+                .starts
+                .extend(part.starts[1..].iter().map(|start| start + shift));
+            result.counts.extend_from_slice(&part.counts);
+            result.total += part.total;
+        }
+        let (arena, starts) = (&result.arena, &result.starts);
+        for id in 0..result.counts.len() as u32 {
+            let hash = hash_bytes(key(arena, starts, id));
+            result
+                .table
+                .insert_unique(hash, id, |&id| hash_bytes(key(arena, starts, id)));
+        }
+        result
     }
 
     /// The total length of the distinct pre-tokens, in bytes.
@@ -613,5 +669,47 @@ mod tests {
             other.iter().collect::<HashMap<_, _>>(),
             sum.iter().collect::<HashMap<_, _>>()
         );
+    }
+
+    #[test]
+    fn disjoint_parts_join_into_the_whole() {
+        let counts: PretokenCounts = (0..3000u32)
+            .map(|i| (format!(" w{}", i % 1777).into_bytes(), u64::from(i % 5) + 1))
+            .fold(PretokenCounts::new(), |mut counts, (word, n)| {
+                counts.add(&word, n);
+                counts
+            });
+        for parts in [1, 2, 7, 128] {
+            let joined = PretokenCounts::concat_disjoint(counts.split(parts));
+            assert_eq!(joined.len(), counts.len());
+            assert_eq!(joined.total(), counts.total());
+            for (pretoken, count) in counts.iter() {
+                assert_eq!(joined.get(pretoken), count); // (found through the new index)
+            }
+        }
+        assert!(PretokenCounts::concat_disjoint(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        let texts: Vec<Vec<u8>> = (0..40usize)
+            .flat_map(|len| {
+                let base: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+                let mut last = base.clone();
+                if let Some(byte) = last.last_mut() {
+                    *byte ^= 1;
+                }
+                let mut first = base.clone();
+                if let Some(byte) = first.first_mut() {
+                    *byte ^= 0x80;
+                }
+                [base, last, first]
+            })
+            .collect();
+        for a in &texts {
+            for b in &texts {
+                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
     }
 }
