@@ -286,13 +286,21 @@ fn tile_with<'t>(
                     &padded
                 }
             };
-            let classes = classify(window);
-            // Starts past bit 0 at ASCII bytes only (which `block_starts` keeps to anyway): each
-            // is then in the text (the padding is not ASCII) and on a character boundary.
-            let ascii = u64::MAX
-                .checked_shl(classes.non_ascii.trailing_zeros())
-                .map_or(u64::MAX, |beyond| !beyond);
-            let mut starts = block_starts(&classes) & ascii & !1;
+            let mut classes = classify(window);
+            let mut starts = if classes.non_ascii == 0 {
+                // All ASCII (most windows of English): every byte is known and starts a
+                // character.
+                block_starts(&classes) & !1
+            } else {
+                block::add_unicode(&mut classes, window, scan.table);
+                // Starts past bit 0 before the first unknown byte and not on a continuation
+                // byte (which `block_starts` keeps to anyway): each is then in the text (the
+                // padding is unknown) and on a character boundary.
+                let known = u64::MAX
+                    .checked_shl(classes.unknown.trailing_zeros())
+                    .map_or(u64::MAX, |beyond| !beyond);
+                block_starts(&classes) & known & !classes.cont & !1
+            };
             if starts != 0 {
                 skip = 0;
                 let base = i;
@@ -302,9 +310,12 @@ fn tile_with<'t>(
                 starts &= starts - 1;
                 while starts != 0 {
                     let end = base + starts.trailing_zeros() as usize;
-                    // SAFETY: `i` and `end` are starts at ASCII bytes of the window (bits of
-                    // `ascii`, in increasing order), so in bounds, `i < end`, both on character
-                    // boundaries, and `text[i..end]` is valid UTF-8.
+                    // SAFETY: `i` and `end` are starts in the window (bits of `starts`, in
+                    // increasing order) before its first byte that is unknown (all of them in a
+                    // window of ASCII, else bits of `known`), so in the text (the padding is
+                    // unknown), `i < end`; neither is on a continuation byte (none in ASCII,
+                    // else `!cont`), so both are on character boundaries, and `text[i..end]` is
+                    // valid UTF-8.
                     let piece =
                         unsafe { std::str::from_utf8_unchecked(bytes.get_unchecked(i..end)) };
                     f(piece);
@@ -312,18 +323,19 @@ fn tile_with<'t>(
                     starts &= starts - 1;
                 }
                 // Trusted starts that end well before the window's end stopped at something the
-                // masks do not follow (a contraction, a character that is not ASCII): the next
-                // window would start there and trust nothing, so the scalar way takes that piece.
+                // masks do not follow (a contraction, o200k's mark or capital after a letter of
+                // both cases): the next window would start there and trust nothing, so the
+                // scalar way takes that piece.
                 if i - base >= 48 || i >= text.len() {
                     continue;
                 }
-            } else if classes.non_ascii.trailing_zeros() < 8 {
-                // No start trusted for want of ASCII (text in another script): the next windows
-                // would mostly fail too. The pieces up to the window's last byte that is not
-                // ASCII go the scalar way, and up to twice as far as the time before while
-                // windows keep failing (up to 4 KB: classifying then costs next to nothing).
-                // Other failures (a contraction, a long run) cost one piece the scalar way.
-                let past = (i + 64 - classes.non_ascii.leading_zeros() as usize).max(i + skip);
+            } else if classes.unknown.trailing_zeros() < 8 {
+                // No start trusted for want of known bytes (near the text's end, where the
+                // padding is unknown, or a character cut by the window's end): the pieces up to
+                // the window's last unknown byte go the scalar way, and up to twice as far as the
+                // time before while windows keep failing (up to 4 KB). Other failures (a
+                // contraction, a long run) cost one piece the scalar way.
+                let past = (i + 64 - classes.unknown.leading_zeros() as usize).max(i + skip);
                 skip = (2 * skip).clamp(64, 4096);
                 while i < past.min(text.len()) {
                     let end = end_of_piece(&scan, i);
