@@ -378,9 +378,13 @@ fn through(last: u32) -> u64 {
 }
 
 /// The last bit that the known bytes allow to trust: the byte before the last known character
-/// (the rules look at the character after a start), so never the window's last character.
+/// (the rules look at the character after a start), so never the window's last character (bit
+/// 62 in a window of ASCII).
 #[inline(always)]
-fn known_limit(classes: &Classes) -> u32 {
+fn known_limit(classes: &Classes, unicode: bool) -> u32 {
+    if !unicode {
+        return 62;
+    }
     let first_unknown = classes.unknown.trailing_zeros();
     if first_unknown == 0 {
         return 0;
@@ -421,7 +425,7 @@ fn digit_starts(digit: u64, cont: u64) -> u64 {
 /// that may be trusted: a run that reaches the first byte not ASCII, or the window's end, may
 /// have a newline further on, so nothing inside it is certain but its start.
 #[inline(always)]
-fn whitespace_starts(classes: &Classes, runs: u64) -> (u64, u32) {
+fn whitespace_starts(classes: &Classes, runs: u64, unicode: bool) -> (u64, u32) {
     let newlines = classes.newline & runs;
     let through_newline = if newlines == 0 {
         0
@@ -429,21 +433,30 @@ fn whitespace_starts(classes: &Classes, runs: u64) -> (u64, u32) {
         fill_down(runs, newlines)
     };
     let tail = runs & !through_newline;
-    let last = char_start(tail & !after(runs), classes.cont);
+    let last = tail & !after(runs);
+    let last = if unicode {
+        char_start(last, classes.cont)
+    } else {
+        last
+    };
     let starts = (runs & !before(runs)) | (tail & !before(tail)) | last;
     let unknown = match classes.unknown.trailing_zeros() {
         64 => 0,
-        first => u64::MAX << first,
+        first if unicode => u64::MAX << first,
+        _ => 0,
     };
     let open = (runs | unknown).leading_ones();
     let limit = if open == 0 { 63 } else { 64 - open };
     (starts, limit)
 }
 
-/// The trusted piece starts (bits 1 to 62) of GPT-2's pattern in a window that starts a piece:
+/// The trusted piece starts (bits 1 to 62) of GPT-2's pattern in a window that starts a piece
+/// (`unicode`: whether the window has bytes that are not ASCII; without, the steps for them fold
+/// away):
 /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`.
 #[inline(always)]
-pub(crate) fn gpt2(classes: &Classes) -> u64 {
+pub(crate) fn gpt2(classes: &Classes, unicode: bool) -> u64 {
+    let cont = if unicode { classes.cont } else { 0 };
     let letter = classes.letter;
     let digit = classes.digit;
     let other = classes.other();
@@ -454,40 +467,41 @@ pub(crate) fn gpt2(classes: &Classes) -> u64 {
     let same = (letter & before(letter)) | (digit & before(digit)) | (other & before(other));
     let starts = ((letter | digit | other) & !same & !before(classes.blank))
         | (space & !before(space))
-        | char_start(space & !after(space), classes.cont);
+        | char_start(space & !after(space), cont);
     // An apostrophe starting a piece may start a contraction.
     let contraction = (classes.apostrophe & starts).trailing_zeros();
-    starts & through(known_limit(classes).min(contraction))
+    starts & through(known_limit(classes, unicode).min(contraction))
 }
 
 /// The trusted piece starts of cl100k_base's pattern (see [`gpt2`]):
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+`
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
 #[inline(always)]
-pub(crate) fn cl100k(classes: &Classes) -> u64 {
+pub(crate) fn cl100k(classes: &Classes, unicode: bool) -> u64 {
+    let cont = if unicode { classes.cont } else { 0 };
     let letter = classes.letter;
     let other = classes.other();
     // The newlines right after punctuation end its piece (`[\r\n]*+`).
     let trailer = fill_up(classes.newline, classes.newline & before(other));
     let runs = classes.space & !trailer;
-    let (space_starts, open) = whitespace_starts(classes, runs);
+    let (space_starts, open) = whitespace_starts(classes, runs, unicode);
     // Punctuation starts a piece unless it continues punctuation or a space leads it; a letter
     // unless it continues letters or has a leader: any whitespace but a newline (the last of a
     // run, a piece start), or punctuation that starts a piece.
     let other_starts = other & !before(other) & !before(classes.blank);
-    let leader = (classes.space & !classes.newline) | whole_char(other_starts, classes.cont);
+    let leader = (classes.space & !classes.newline) | whole_char(other_starts, cont);
     let letter_starts = letter & !before(letter) & !before(leader);
-    let starts =
-        space_starts | other_starts | letter_starts | digit_starts(classes.digit, classes.cont);
+    let starts = space_starts | other_starts | letter_starts | digit_starts(classes.digit, cont);
     let contraction = (classes.apostrophe & other_starts).trailing_zeros();
-    starts & through(known_limit(classes).min(contraction).min(open))
+    starts & through(known_limit(classes, unicode).min(contraction).min(open))
 }
 
 /// The trusted piece starts of o200k_base's pattern (see [`gpt2`] and [`crate::O200K_PATTERN`]):
 /// cl100k's, but for words, which split before a capital after a lowercase letter and may take
 /// a contraction, and punctuation, which takes `[\r\n/]*` after it.
 #[inline(always)]
-pub(crate) fn o200k(classes: &Classes) -> u64 {
+pub(crate) fn o200k(classes: &Classes, unicode: bool) -> u64 {
+    let cont = if unicode { classes.cont } else { 0 };
     let letter = classes.letter;
     let other = classes.other();
     let trailer = fill_up(
@@ -495,10 +509,10 @@ pub(crate) fn o200k(classes: &Classes) -> u64 {
         classes.newline & before(other),
     );
     let runs = classes.space & !trailer;
-    let (space_starts, open) = whitespace_starts(classes, runs);
+    let (space_starts, open) = whitespace_starts(classes, runs, unicode);
     let punctuation = other & !trailer;
     let other_starts = punctuation & !before(punctuation) & !before(classes.blank);
-    let leader = (classes.space & !classes.newline) | whole_char(other_starts, classes.cont);
+    let leader = (classes.space & !classes.newline) | whole_char(other_starts, cont);
     // `\p{Lm}` and `\p{Lo}` (both cases) go on a word as a lowercase letter does, but for an
     // upper-only letter after them, which ends the word or not depending on what follows the
     // capitals (the regex backtracks to the last letter of both cases): not trusted, nor are
@@ -506,14 +520,62 @@ pub(crate) fn o200k(classes: &Classes) -> u64 {
     let lower = classes.lower | classes.both;
     let word_goes_on = (before(letter) & !(classes.upper & before(lower))) | before(leader);
     let letter_starts = letter & !word_goes_on;
-    let starts =
-        space_starts | other_starts | letter_starts | digit_starts(classes.digit, classes.cont);
+    let starts = space_starts | other_starts | letter_starts | digit_starts(classes.digit, cont);
     // The word before an apostrophe may take it (not trusted: the bit before it, at most).
     let contraction = (classes.apostrophe & before(letter))
         .trailing_zeros()
         .saturating_sub(1);
-    let unsure = ((classes.upper & before(classes.both)) | classes.mark)
-        .trailing_zeros()
-        .saturating_sub(1);
-    starts & through(known_limit(classes).min(contraction).min(open).min(unsure))
+    let unsure = if unicode {
+        ((classes.upper & before(classes.both)) | classes.mark)
+            .trailing_zeros()
+            .saturating_sub(1)
+    } else {
+        63
+    };
+    starts
+        & through(
+            known_limit(classes, unicode)
+                .min(contraction)
+                .min(open)
+                .min(unsure),
+        )
+}
+
+/// A pattern's rules, called as `R::starts` from the generic scanner so that they are always
+/// inlined there (through a closure or a function pointer they were not, and then the steps for
+/// characters that are not ASCII no longer folded away in windows of ASCII).
+pub(crate) trait Rules {
+    /// The trusted piece starts of the window whose classes are `classes` (`unicode`: whether
+    /// it has bytes that are not ASCII).
+    fn starts(classes: &Classes, unicode: bool) -> u64;
+}
+
+/// GPT-2's rules ([`gpt2`]).
+pub(crate) struct Gpt2;
+
+/// cl100k_base's rules ([`cl100k`]).
+pub(crate) struct Cl100k;
+
+/// o200k_base's rules ([`o200k`]).
+pub(crate) struct O200k;
+
+impl Rules for Gpt2 {
+    #[inline(always)]
+    fn starts(classes: &Classes, unicode: bool) -> u64 {
+        gpt2(classes, unicode)
+    }
+}
+
+impl Rules for Cl100k {
+    #[inline(always)]
+    fn starts(classes: &Classes, unicode: bool) -> u64 {
+        cl100k(classes, unicode)
+    }
+}
+
+impl Rules for O200k {
+    #[inline(always)]
+    fn starts(classes: &Classes, unicode: bool) -> u64 {
+        o200k(classes, unicode)
+    }
 }
