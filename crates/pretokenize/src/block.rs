@@ -496,11 +496,55 @@ pub(crate) fn cl100k(classes: &Classes, unicode: bool) -> u64 {
     starts & through(known_limit(classes, unicode).min(contraction).min(open))
 }
 
+/// o200k's contractions `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at the apostrophes `after_letter` of
+/// `block` (each after a letter, which ends a word there): the bits of the contractions, the bits
+/// just past them (each ends its word's piece: the next piece starts there), and the last bit
+/// that may be trusted. Not trusted: the bit before a contraction that the window cuts, or
+/// before an apostrophe right after a contraction (it is no contraction of a word, and may lead
+/// the letters after it).
+#[inline(always)]
+fn o200k_contractions(block: &[u8; 64], mut after_letter: u64) -> (u64, u64, u32) {
+    let (mut contractions, mut ends) = (0u64, 0u64);
+    while after_letter != 0 {
+        let at = after_letter.trailing_zeros();
+        after_letter &= after_letter - 1;
+        if ends & (1 << at) != 0 {
+            return (contractions, ends, at - 1);
+        }
+        let Some(len) = contraction_length(block, at as usize) else {
+            continue;
+        };
+        if at + len > 63 {
+            return (contractions, ends, at - 1);
+        }
+        contractions |= ((1u64 << len) - 1) << at;
+        ends |= 1 << (at + len);
+    }
+    (contractions, ends, 63)
+}
+
+/// The length of the contraction `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at `block[at]` (an
+/// apostrophe), if one is there: case-insensitive means Unicode simple case folding, under which
+/// only U+017F (long s, 0xC5 0xBF) joins the ASCII letters (as `s`). A contraction that may go on
+/// past the window counts as one (its end is then past bit 63).
+#[inline(always)]
+fn contraction_length(block: &[u8; 64], at: usize) -> Option<u32> {
+    let byte = |k: usize| block.get(at + k).map_or(0, u8::to_ascii_lowercase);
+    match byte(1) {
+        b's' | b't' | b'm' | b'd' => Some(2),
+        b'r' | b'v' if byte(2) == b'e' => Some(3),
+        b'l' if byte(2) == b'l' => Some(3),
+        0xC5 if block.get(at + 2) == Some(&0xBF) => Some(3),
+        _ if at + 2 >= 64 => Some(3), // cut by the window's end: maybe one
+        _ => None,
+    }
+}
+
 /// The trusted piece starts of o200k_base's pattern (see [`gpt2`] and [`crate::O200K_PATTERN`]):
 /// cl100k's, but for words, which split before a capital after a lowercase letter and may take
 /// a contraction, and punctuation, which takes `[\r\n/]*` after it.
 #[inline(always)]
-pub(crate) fn o200k(classes: &Classes, unicode: bool) -> u64 {
+pub(crate) fn o200k(block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
     let cont = if unicode { classes.cont } else { 0 };
     let letter = classes.letter;
     let other = classes.other();
@@ -521,10 +565,10 @@ pub(crate) fn o200k(classes: &Classes, unicode: bool) -> u64 {
     let word_goes_on = (before(letter) & !(classes.upper & before(lower))) | before(leader);
     let letter_starts = letter & !word_goes_on;
     let starts = space_starts | other_starts | letter_starts | digit_starts(classes.digit, cont);
-    // The word before an apostrophe may take it (not trusted: the bit before it, at most).
-    let contraction = (classes.apostrophe & before(letter))
-        .trailing_zeros()
-        .saturating_sub(1);
+    // The word before an apostrophe takes a contraction that follows it.
+    let (contractions, ends, contraction) =
+        o200k_contractions(block, classes.apostrophe & before(letter));
+    let starts = (starts & !contractions) | ends;
     let unsure = if unicode {
         ((classes.upper & before(classes.both)) | classes.mark)
             .trailing_zeros()
@@ -545,9 +589,9 @@ pub(crate) fn o200k(classes: &Classes, unicode: bool) -> u64 {
 /// inlined there (through a closure or a function pointer they were not, and then the steps for
 /// characters that are not ASCII no longer folded away in windows of ASCII).
 pub(crate) trait Rules {
-    /// The trusted piece starts of the window whose classes are `classes` (`unicode`: whether
-    /// it has bytes that are not ASCII).
-    fn starts(classes: &Classes, unicode: bool) -> u64;
+    /// The trusted piece starts of the window `block` whose classes are `classes` (`unicode`:
+    /// whether it has bytes that are not ASCII).
+    fn starts(block: &[u8; 64], classes: &Classes, unicode: bool) -> u64;
 }
 
 /// GPT-2's rules ([`gpt2`]).
@@ -561,21 +605,21 @@ pub(crate) struct O200k;
 
 impl Rules for Gpt2 {
     #[inline(always)]
-    fn starts(classes: &Classes, unicode: bool) -> u64 {
+    fn starts(_block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
         gpt2(classes, unicode)
     }
 }
 
 impl Rules for Cl100k {
     #[inline(always)]
-    fn starts(classes: &Classes, unicode: bool) -> u64 {
+    fn starts(_block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
         cl100k(classes, unicode)
     }
 }
 
 impl Rules for O200k {
     #[inline(always)]
-    fn starts(classes: &Classes, unicode: bool) -> u64 {
-        o200k(classes, unicode)
+    fn starts(block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
+        o200k(block, classes, unicode)
     }
 }

@@ -290,7 +290,7 @@ fn tile_with<'t, R: Rules>(
             let mut starts = if classes.non_ascii == 0 {
                 // All ASCII (most windows of English): every byte is known and starts a
                 // character.
-                R::starts(&classes, false) & !1
+                R::starts(window, &classes, false) & !1
             } else {
                 block::add_unicode(&mut classes, window, scan.table);
                 // Starts past bit 0 before the first unknown byte and not on a continuation
@@ -299,7 +299,7 @@ fn tile_with<'t, R: Rules>(
                 let known = u64::MAX
                     .checked_shl(classes.unknown.trailing_zeros())
                     .map_or(u64::MAX, |beyond| !beyond);
-                R::starts(&classes, true) & known & !classes.cont & !1
+                R::starts(window, &classes, true) & known & !classes.cont & !1
             };
             if starts != 0 {
                 skip = 0;
