@@ -12,7 +12,7 @@
 //! from bit masks and takes over from the piece-at-a-time code; it hands back to it, for a piece
 //! or more, wherever it cannot be sure (characters that are not ASCII, contractions).
 
-use crate::block::{self, classify, Classes};
+use crate::block::{self, classify, Classes, Rules};
 use crate::classes::{table, Table, BYTES, LETTER, LOWER, NON_ASCII, NUMBER, OTHER, SPACE, UPPER};
 
 /// A text and its classifier.
@@ -222,24 +222,24 @@ fn scan(text: &str) -> Scan<'_> {
 }
 
 /// Calls `f` on each piece of `text` ending at the offsets that `end_of_piece` gives, or, with
-/// `blocks`, first at the starts that `block_starts` trusts in the 64 bytes from each piece start
+/// `blocks`, first at the starts that the rules `R` trust in the 64 bytes from each piece start
 /// (see [`crate::block`]), taking one piece with `end_of_piece` where it trusts none. The bytes
 /// are classified with AVX2 where the CPU has it, else with SSE2 (or byte by byte off x86_64).
 #[inline(always)]
-fn tile<'t>(
+fn tile<'t, R: Rules>(
     text: &'t str,
     f: impl FnMut(&'t str),
     blocks: bool,
-    block_starts: impl Fn(&Classes) -> u64,
+    rules: R,
     end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
 ) {
     #[cfg(target_arch = "x86_64")]
     if blocks && std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, as tile_avx2 requires (just detected).
-        unsafe { tile_avx2(text, f, block_starts, end_of_piece) };
+        unsafe { tile_avx2(text, f, rules, end_of_piece) };
         return;
     }
-    tile_with(text, f, blocks, classify, block_starts, end_of_piece)
+    tile_with(text, f, blocks, classify, rules, end_of_piece)
 }
 
 /// [`tile`] with the fast path compiled for AVX2.
@@ -248,26 +248,26 @@ fn tile<'t>(
 /// The CPU must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn tile_avx2<'t>(
+unsafe fn tile_avx2<'t, R: Rules>(
     text: &'t str,
     f: impl FnMut(&'t str),
-    block_starts: impl Fn(&Classes) -> u64,
+    rules: R,
     end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
 ) {
     // SAFETY: the CPU has AVX2 (this function's contract).
     let classify = |block: &[u8; 64]| unsafe { block::classify_avx2(block) };
-    tile_with(text, f, true, classify, block_starts, end_of_piece)
+    tile_with(text, f, true, classify, rules, end_of_piece)
 }
 
 /// [`tile`] with the classifier `classify`. The last window is padded with bytes that are not
 /// ASCII, which no start may come near.
 #[inline(always)]
-fn tile_with<'t>(
+fn tile_with<'t, R: Rules>(
     text: &'t str,
     mut f: impl FnMut(&'t str),
     blocks: bool,
     classify: impl Fn(&[u8; 64]) -> Classes,
-    block_starts: impl Fn(&Classes) -> u64,
+    _rules: R,
     end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
 ) {
     let scan = scan(text);
@@ -286,13 +286,21 @@ fn tile_with<'t>(
                     &padded
                 }
             };
-            let classes = classify(window);
-            // Starts past bit 0 at ASCII bytes only (which `block_starts` keeps to anyway): each
-            // is then in the text (the padding is not ASCII) and on a character boundary.
-            let ascii = u64::MAX
-                .checked_shl(classes.non_ascii.trailing_zeros())
-                .map_or(u64::MAX, |beyond| !beyond);
-            let mut starts = block_starts(&classes) & ascii & !1;
+            let mut classes = classify(window);
+            let mut starts = if classes.non_ascii == 0 {
+                // All ASCII (most windows of English): every byte is known and starts a
+                // character.
+                R::starts(window, &classes, false) & !1
+            } else {
+                block::add_unicode(&mut classes, window, scan.table);
+                // Starts past bit 0 before the first unknown byte and not on a continuation
+                // byte (which the rules keep to anyway): each is then in the text (the
+                // padding is unknown) and on a character boundary.
+                let known = u64::MAX
+                    .checked_shl(classes.unknown.trailing_zeros())
+                    .map_or(u64::MAX, |beyond| !beyond);
+                R::starts(window, &classes, true) & known & !classes.cont & !1
+            };
             if starts != 0 {
                 skip = 0;
                 let base = i;
@@ -302,9 +310,12 @@ fn tile_with<'t>(
                 starts &= starts - 1;
                 while starts != 0 {
                     let end = base + starts.trailing_zeros() as usize;
-                    // SAFETY: `i` and `end` are starts at ASCII bytes of the window (bits of
-                    // `ascii`, in increasing order), so in bounds, `i < end`, both on character
-                    // boundaries, and `text[i..end]` is valid UTF-8.
+                    // SAFETY: `i` and `end` are starts in the window (bits of `starts`, in
+                    // increasing order) before its first byte that is unknown (all of them in a
+                    // window of ASCII, else bits of `known`), so in the text (the padding is
+                    // unknown), `i < end`; neither is on a continuation byte (none in ASCII,
+                    // else `!cont`), so both are on character boundaries, and `text[i..end]` is
+                    // valid UTF-8.
                     let piece =
                         unsafe { std::str::from_utf8_unchecked(bytes.get_unchecked(i..end)) };
                     f(piece);
@@ -312,18 +323,19 @@ fn tile_with<'t>(
                     starts &= starts - 1;
                 }
                 // Trusted starts that end well before the window's end stopped at something the
-                // masks do not follow (a contraction, a character that is not ASCII): the next
-                // window would start there and trust nothing, so the scalar way takes that piece.
+                // masks do not follow (a contraction, o200k's mark or capital after a letter of
+                // both cases): the next window would start there and trust nothing, so the
+                // scalar way takes that piece.
                 if i - base >= 48 || i >= text.len() {
                     continue;
                 }
-            } else if classes.non_ascii.trailing_zeros() < 8 {
-                // No start trusted for want of ASCII (text in another script): the next windows
-                // would mostly fail too. The pieces up to the window's last byte that is not
-                // ASCII go the scalar way, and up to twice as far as the time before while
-                // windows keep failing (up to 4 KB: classifying then costs next to nothing).
-                // Other failures (a contraction, a long run) cost one piece the scalar way.
-                let past = (i + 64 - classes.non_ascii.leading_zeros() as usize).max(i + skip);
+            } else if classes.unknown.trailing_zeros() < 8 {
+                // No start trusted for want of known bytes (near the text's end, where the
+                // padding is unknown, or a character cut by the window's end): the pieces up to
+                // the window's last unknown byte go the scalar way, and up to twice as far as the
+                // time before while windows keep failing (up to 4 KB). Other failures (a
+                // contraction, a long run) cost one piece the scalar way.
+                let past = (i + 64 - classes.unknown.leading_zeros() as usize).max(i + skip);
                 skip = (2 * skip).clamp(64, 4096);
                 while i < past.min(text.len()) {
                     let end = end_of_piece(&scan, i);
@@ -343,7 +355,7 @@ fn tile_with<'t>(
 /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
 pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
-    tile(text, f, blocks, block::gpt2, |scan, i| {
+    tile(text, f, blocks, block::Gpt2, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
             return end;
@@ -380,7 +392,7 @@ pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
 pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
-    tile(text, f, blocks, block::cl100k, |scan, i| {
+    tile(text, f, blocks, block::Cl100k, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
             return end;
@@ -427,7 +439,7 @@ pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
 /// where UPPER is `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and LOWER is `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
 pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
-    tile(text, f, blocks, block::o200k, |scan, i| {
+    tile(text, f, blocks, block::O200k, |scan, i| {
         if let Some(end) = o200k_ascii_word(scan, i) {
             return scan.contraction(end).unwrap_or(end);
         }

@@ -1015,3 +1015,215 @@ fn classify_agrees_with_bytewise() {
         check(&std::array::from_fn(|_| nasty.below(256) as u8));
     }
 }
+
+/// Characters of every class the scanners tell apart, from many scripts and of every UTF-8
+/// length: letters of each case class (Lu, Ll, Lt, Lm, Lo), marks, numbers that are not ASCII
+/// digits, whitespace that is not ASCII, symbols, format characters, and ASCII among them.
+const MIXED: &[char] = &[
+    'a',
+    'z',
+    'A',
+    'Z',
+    '0',
+    '7',
+    ' ',
+    '\t',
+    '\n',
+    '\r',
+    '\x0b',
+    '\'',
+    '/',
+    '.',
+    '!',
+    '\x1c',
+    'é',
+    'É',
+    'ß',
+    'ſ',
+    'ǅ',
+    'ǈ',
+    'ʰ',
+    'ʕ',
+    'ʼ',
+    'ω',
+    'Ω',
+    'я',
+    'Я',
+    'ա',
+    'Ա',
+    'ა',
+    'Ⴀ',
+    'ᏸ',
+    'א',
+    'ب',
+    'ह',
+    'ก',
+    '中',
+    'ア',
+    'ー',
+    '가',
+    'ᄀ',
+    'ꀀ',
+    'ᵃ',
+    'ⓐ',
+    'Ⓐ',
+    'ⅰ',
+    'Ⅰ',
+    '𝐀',
+    '𝐚',
+    '𐐀',
+    '𐐨',
+    '𠀀',
+    '𞤀',
+    '𞤢',
+    '\u{301}',
+    '\u{308}',
+    '\u{903}',
+    '\u{93f}',
+    '\u{94d}',
+    '\u{e31}',
+    '\u{20dd}',
+    '\u{fe0f}',
+    '\u{1f3fd}',
+    '\u{e0041}',
+    '٣',
+    '৩',
+    '१',
+    '²',
+    '½',
+    '①',
+    '１',
+    '𝟙',
+    '𐒠',
+    '\u{85}',
+    '\u{a0}',
+    '\u{1680}',
+    '\u{2000}',
+    '\u{200a}',
+    '\u{2028}',
+    '\u{2029}',
+    '\u{202f}',
+    '\u{205f}',
+    '\u{3000}',
+    '\u{200b}',
+    '\u{200d}',
+    '\u{feff}',
+    '\u{ad}',
+    '—',
+    '“',
+    '«',
+    '€',
+    '©',
+    '∑',
+    '😀',
+    '👍',
+    '🇩',
+    '\u{e000}',
+    '\u{f0000}',
+    '\u{10fffd}',
+    '\u{378}',
+    '\u{fffd}',
+    '¿',
+    '¡',
+    '’',
+];
+
+/// The fast path (masks of whole windows, characters that are not ASCII classified into them)
+/// against the scalar scanner and the regex, on random strings of mixed scripts at every length
+/// up to two windows and more, and behind every number of ASCII bytes (every alignment of the
+/// characters against the window).
+#[test]
+fn fast_path_equals_the_regex_on_mixed_scripts() {
+    let mut nasty = Nasty::new(7);
+    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+        let fast = Pretokenizer::new(pattern).unwrap();
+        let scalar = Pretokenizer::with_scalar_scanner(pattern).unwrap();
+        let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
+        let check = |text: &str| {
+            let expected = regex.pieces(text);
+            assert_eq!(fast.pieces(text), expected, "fast {pattern}: {text:?}");
+            assert_eq!(scalar.pieces(text), expected, "scalar {pattern}: {text:?}");
+        };
+        for length in 0..150 {
+            for _ in 0..12 {
+                // A few classes at a time, so that runs of one class (words, numbers, spaces)
+                // form, as well as every pair of neighbours.
+                let pool: Vec<char> = (0..1 + nasty.below(6))
+                    .map(|_| MIXED[nasty.below(MIXED.len())])
+                    .collect();
+                let text: String = (0..length).map(|_| pool[nasty.below(pool.len())]).collect();
+                check(&text);
+                let lead = ["a", " ", "A", "1", ".", "\n"][nasty.below(6)].repeat(nasty.below(70));
+                check(&format!("{lead}{text}"));
+            }
+        }
+        // One string at every alignment: prefixes of ASCII of every length up to a window.
+        let text: String = (0..300).map(|_| MIXED[nasty.below(MIXED.len())]).collect();
+        for shift in 0..70 {
+            check(&format!("{}{text}", "x".repeat(shift)));
+            check(&format!("{}{text}", " ".repeat(shift)));
+        }
+    }
+}
+
+/// `add_unicode` gives every byte of each whole character of a window the classes the table
+/// has for it, and leaves unknown exactly the character cut by the window's end and padding.
+#[test]
+fn unicode_masks_are_the_tables_classes() {
+    use crate::block::{add_unicode, classify, Classes};
+    use crate::classes::{table, LETTER, LOWER, NUMBER, SPACE, UPPER};
+    let mut nasty = Nasty::new(8);
+    for round in 0..3000 {
+        let text: String = (0..40).map(|_| MIXED[nasty.below(MIXED.len())]).collect();
+        let mut start = nasty.below(text.len());
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        let tail = &text.as_bytes()[start..];
+        let mut window = [0x80u8; 64];
+        let len = tail.len().min(64);
+        window[..len].copy_from_slice(&tail[..len]);
+        let mut classes = classify(&window);
+        add_unicode(&mut classes, &window, table());
+        let mut expected = Classes {
+            non_ascii: classes.non_ascii,
+            cont: classes.cont,
+            newline: classes.newline,
+            blank: classes.blank,
+            apostrophe: classes.apostrophe,
+            slash: classes.slash,
+            ..Classes::default()
+        };
+        for (at, c) in text[start..].char_indices().take_while(|&(at, _)| at < 64) {
+            let bits = ((1u64 << c.len_utf8()) - 1) << at;
+            if at + c.len_utf8() > 64 {
+                // cut by the window's end (the rest is not in the window)
+                expected.unknown |= u64::MAX << at;
+                break;
+            }
+            let classes = table().get(c as u32);
+            let has = |class: u8| classes & class != 0;
+            let set = |mask: &mut u64, yes: bool| *mask |= if yes { bits } else { 0 };
+            set(&mut expected.letter, has(LETTER));
+            set(&mut expected.digit, has(NUMBER));
+            set(&mut expected.space, has(SPACE));
+            set(
+                &mut expected.upper,
+                has(LETTER) && has(UPPER) && !has(LOWER),
+            );
+            set(
+                &mut expected.lower,
+                has(LETTER) && has(LOWER) && !has(UPPER),
+            );
+            set(&mut expected.both, has(LETTER) && has(UPPER) && has(LOWER));
+            set(
+                &mut expected.mark,
+                !has(LETTER) && (has(UPPER) || has(LOWER)),
+            );
+        }
+        if len < 64 {
+            expected.unknown |= u64::MAX << len; // padding
+        }
+        assert_eq!(classes, expected, "round {round}: {:?}", &text[start..]);
+    }
+}
