@@ -33,7 +33,7 @@ pub(crate) fn pair_key(left: TokenId, right: TokenId) -> u64 {
 /// The token rule's joins of two single bytes: the id of the token of bytes `left, right` at
 /// `(left << 8) | right` (`NONE` where there is none), in one 256 KB array. A piece's first
 /// lookups, all of pairs of bytes (its tokens are its bytes until a merge), read it instead of
-/// hashing. (Not for the pair rule: its map of id pairs answers as fast, measured.)
+/// hashing. (The pair rule keeps its own, of ranks: [`PairRanks`].)
 pub(crate) struct BytePairs(Box<[TokenId]>);
 
 impl BytePairs {
@@ -59,9 +59,131 @@ impl BytePairs {
     }
 }
 
+/// The pair rule's merges by pair, `(left id, right id) -> rank`, for the lookups of a merge.
+enum PairTable {
+    /// Open addressing with linear probing, each slot one word: the pair's ids (`id_bits` each)
+    /// above its rank + 1 (`rank_bits`; a slot of 0 is empty). A lookup reads one word, most
+    /// often in one cache line, where a map of `u64 -> u32` reads a control group and a bucket
+    /// of twice the size; half full at most, a miss ends within a few slots.
+    Packed {
+        slots: Box<[u64]>,
+        /// One bit per `FILTER_BITS`-bit hash (set where a pair in the table has it), read
+        /// before the slots: most pairs no merge joins stop at this small array.
+        filter: Box<[u64]>,
+        id_bits: u32,
+        rank_bits: u32,
+        /// `64 - log2(slots.len())`: the hash's top bits are the home slot.
+        shift: u32,
+    },
+    /// Ids or ranks too wide to share a word (ids in the billions, or billions of merges).
+    Map(FxHashMap<u64, u32>),
+}
+
+/// Fibonacci hashing: the product's top bits depend on every bit of the key.
+const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The filter's size: 2^19 bits, 64 KB.
+const FILTER_BITS: u32 = 19;
+
+impl PairTable {
+    /// `pairs` (`(left, right, rank)`, each pair once) in a table.
+    fn new(pairs: &[(TokenId, TokenId, u32)]) -> PairTable {
+        let width = |max: u64| 64 - max.leading_zeros();
+        let max_id = pairs
+            .iter()
+            .map(|&(left, right, _)| left.max(right))
+            .max()
+            .unwrap_or(0);
+        let max_rank = pairs.iter().map(|&(_, _, rank)| rank).max().unwrap_or(0);
+        let id_bits = width(u64::from(max_id)).max(1);
+        let rank_bits = width(u64::from(max_rank) + 1);
+        if 2 * id_bits + rank_bits > 64 {
+            return PairTable::map(pairs);
+        }
+        let size = (2 * pairs.len()).next_power_of_two().max(2);
+        let mask = size - 1;
+        let shift = 64 - size.trailing_zeros();
+        let mut slots = vec![0u64; size].into_boxed_slice();
+        let mut filter = vec![0u64; 1 << (FILTER_BITS - 6)].into_boxed_slice();
+        for &(left, right, rank) in pairs {
+            let key = (u64::from(left) << id_bits) | u64::from(right);
+            let hash = key.wrapping_mul(MULTIPLIER);
+            let bit = hash as u32 >> (32 - FILTER_BITS);
+            filter[(bit >> 6) as usize] |= 1 << (bit & 63);
+            let mut at = (hash >> shift) as usize;
+            while slots[at] != 0 {
+                at = (at + 1) & mask;
+            }
+            slots[at] = (key << rank_bits) | (u64::from(rank) + 1);
+        }
+        PairTable::Packed {
+            slots,
+            filter,
+            id_bits,
+            rank_bits,
+            shift,
+        }
+    }
+
+    /// The fallback, a hash map.
+    fn map(pairs: &[(TokenId, TokenId, u32)]) -> PairTable {
+        let mut map = FxHashMap::with_capacity_and_hasher(pairs.len(), Default::default());
+        for &(left, right, rank) in pairs {
+            map.insert(pair_key(left, right), rank);
+        }
+        PairTable::Map(map)
+    }
+
+    #[inline(always)]
+    fn rank(&self, left: TokenId, right: TokenId) -> Option<u32> {
+        match self {
+            PairTable::Packed {
+                slots,
+                filter,
+                id_bits,
+                rank_bits,
+                shift,
+            } => {
+                if (left | right) >> id_bits != 0 {
+                    return None; // an id no merge names (id_bits < 32: the table packs two)
+                }
+                let key = (u64::from(left) << id_bits) | u64::from(right);
+                let hash = key.wrapping_mul(MULTIPLIER);
+                let bit = hash as u32 >> (32 - FILTER_BITS);
+                if filter[(bit >> 6) as usize] & (1 << (bit & 63)) == 0 {
+                    return None;
+                }
+                let mask = slots.len() - 1;
+                let mut at = (hash >> shift) as usize;
+                loop {
+                    let slot = slots[at];
+                    if slot == 0 {
+                        return None;
+                    }
+                    if slot >> rank_bits == key {
+                        // (the rank + 1 fits `rank_bits`, so the rank fits a u32)
+                        return Some(((slot & ((1 << rank_bits) - 1)) - 1) as u32);
+                    }
+                    at = (at + 1) & mask;
+                }
+            }
+            PairTable::Map(map) => map.get(&pair_key(left, right)).copied(),
+        }
+    }
+}
+
 /// The merges of the pair rule: `(left id, right id) -> (rank, merged id)`.
 pub(crate) struct PairRanks {
-    map: FxHashMap<u64, (u32, TokenId)>,
+    table: PairTable,
+    /// `merged[rank]`: the id the merge of that rank makes.
+    merged: Box<[TokenId]>,
+    /// `Some(offset)` where every merge makes the id `rank + offset` (wrapping), as in models
+    /// whose ids follow their merges (GPT-2's, bpestore's): then no array is read for it.
+    offset: Option<u32>,
+    /// The rank of each pair of single bytes' ids at `(left byte << 8) | right byte`, `NONE`
+    /// where no merge joins them: a piece's first lookups (all of them pairs of bytes) read
+    /// this 256 KB array, whose common pairs (letters) sit together, instead of the table.
+    bytes: Box<[u32]>,
     /// Whether the merges are in the order BPE training makes them: each merge's two tokens are
     /// bytes or made by earlier merges, and no token is made twice. Then a merge only ever forms
     /// pairs of higher rank, so merging one pair at a time, the lowest-ranked and leftmost first,
@@ -72,15 +194,31 @@ pub(crate) struct PairRanks {
 impl PairRanks {
     /// `merges` as `(left, right, merged)` ids in rank order; where a pair is listed twice, its
     /// first rank counts (as in GPT-2's `dict(zip(merges, range(len(merges))))` read backwards,
-    /// and bpestore's Python code).
+    /// and bpestore's Python code). `byte_ids`: the id of each single byte.
     pub(crate) fn new(
         merges: impl ExactSizeIterator<Item = (TokenId, TokenId, TokenId)>,
+        byte_ids: &[TokenId; 256],
     ) -> PairRanks {
         let merges: Vec<(TokenId, TokenId, TokenId)> = merges.collect();
-        let mut map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
-        for (rank, &(left, right, merged)) in merges.iter().enumerate() {
-            map.entry(pair_key(left, right))
-                .or_insert((rank as u32, merged));
+        let mut first: FxHashMap<u64, u32> =
+            FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
+        let mut pairs = Vec::with_capacity(merges.len());
+        for (rank, &(left, right, _)) in merges.iter().enumerate() {
+            if let std::collections::hash_map::Entry::Vacant(entry) =
+                first.entry(pair_key(left, right))
+            {
+                entry.insert(rank as u32);
+                pairs.push((left, right, rank as u32));
+            }
+        }
+        let mut bytes = vec![NONE; 1 << 16].into_boxed_slice();
+        for left in 0..=255u8 {
+            for right in 0..=255u8 {
+                let key = pair_key(byte_ids[usize::from(left)], byte_ids[usize::from(right)]);
+                if let Some(&rank) = first.get(&key) {
+                    bytes[(usize::from(left) << 8) | usize::from(right)] = rank;
+                }
+            }
         }
         // The rank of the merge that makes each token (the first, if several do).
         let mut made_at: FxHashMap<TokenId, usize> =
@@ -95,90 +233,126 @@ impl PairRanks {
                     .iter()
                     .all(|part| made_at.get(part).is_none_or(|&made| made < rank))
             });
-        PairRanks { map, well_ordered }
+        let merged: Box<[TokenId]> = merges.iter().map(|&(_, _, merged)| merged).collect();
+        let offset = merged.first().copied();
+        let offset = offset.filter(|&offset| {
+            (0..merged.len() as u32).all(|rank| merged[rank as usize] == rank.wrapping_add(offset))
+        });
+        PairRanks {
+            table: PairTable::new(&pairs),
+            merged,
+            offset,
+            bytes,
+            well_ordered,
+        }
     }
 
+    /// The rank of the merge of `left, right` and the id it makes.
     #[inline]
     pub(crate) fn get(&self, left: TokenId, right: TokenId) -> Option<(u32, TokenId)> {
-        self.map.get(&pair_key(left, right)).copied()
+        let rank = self.table.rank(left, right)?;
+        Some((rank, self.merged(rank)))
     }
 
-    /// Merges `tokens` (initially the piece's byte ids) in place by GPT-2's rule.
-    pub(crate) fn merge(&self, tokens: &mut Vec<TokenId>) {
+    /// The id the merge of rank `rank` makes.
+    #[inline(always)]
+    fn merged(&self, rank: u32) -> TokenId {
+        match self.offset {
+            Some(offset) => rank.wrapping_add(offset),
+            None => self.merged[rank as usize],
+        }
+    }
+
+    /// The rank of the merge of `left, right`, `NONE` where there is none.
+    #[inline(always)]
+    fn rank(&self, left: TokenId, right: TokenId) -> u32 {
+        self.table.rank(left, right).unwrap_or(NONE)
+    }
+
+    /// Merges `tokens` (the byte ids of `piece`) in place by GPT-2's rule.
+    pub(crate) fn merge(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
         if tokens.len() <= LONG_PIECE {
-            self.merge_short(tokens);
+            self.merge_short(piece, tokens);
         } else {
             self.merge_long(tokens);
         }
     }
 
-    pub(crate) fn merge_short(&self, tokens: &mut Vec<TokenId>) {
+    /// [`PairRanks::merge`] on small arrays: one merge at a time, the tokens staying where their
+    /// first byte is, linked to their live neighbours (no shifting), and only the two pairs
+    /// beside a merge looked up again. All occurrences of a rank's pair are merged, left to
+    /// right, before any pair they form is considered (a merge never forms a pair of its own
+    /// rank: a rank names one pair, and the merged token is longer than either of its parts).
+    pub(crate) fn merge_short(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
         let n = tokens.len();
+        debug_assert_eq!(piece.len(), n, "the tokens are the piece's bytes");
         if n > LONG_PIECE {
             return self.merge_long(tokens);
         }
         if n < 2 {
             return;
         }
-        // ranks[i], merged[i]: the rank and result of the pair (tokens[i], tokens[i + 1]), kept
-        // from round to round where the pair did not change (a lookup each only where it did).
+        const _: () = assert!(LONG_PIECE < u8::MAX as usize);
+        const END: u8 = u8::MAX;
+        // next[i], prev[i]: the live tokens around the live token at i (END: none). ranks[i]:
+        // the rank of the pair (i, next[i]); NONE where no merge joins it or i is not live.
+        let mut next = [END; LONG_PIECE];
+        let mut prev = [END; LONG_PIECE];
         let mut ranks = [NONE; LONG_PIECE];
-        let mut merged = [0 as TokenId; LONG_PIECE];
         for i in 0..n - 1 {
-            if let Some((rank, result)) = self.get(tokens[i], tokens[i + 1]) {
-                ranks[i] = rank;
-                merged[i] = result;
-            }
+            next[i] = (i + 1) as u8;
+            prev[i + 1] = i as u8;
+            ranks[i] = self.bytes[(usize::from(piece[i]) << 8) | usize::from(piece[i + 1])];
         }
-        let mut len = n;
-        // Where each token of a round came from (`NONE`: it is the result of a merge).
-        let mut source = [0u32; LONG_PIECE];
         loop {
-            // The lowest-ranked pair present; a rank names exactly one pair.
-            let best = ranks[..len - 1].iter().copied().min().unwrap_or(NONE);
+            // The lowest rank present, at its leftmost pair.
+            let (mut best, mut at) = (NONE, 0);
+            for (i, &rank) in ranks[..n - 1].iter().enumerate() {
+                if rank < best {
+                    (best, at) = (rank, i);
+                }
+            }
             if best == NONE {
                 break;
             }
-            // Every occurrence, left to right, without overlap.
-            let (mut read, mut write) = (0, 0);
-            while read < len {
-                if read + 1 < len && ranks[read] == best {
-                    tokens[write] = merged[read];
-                    source[write] = NONE;
-                    read += 2;
-                } else {
-                    tokens[write] = tokens[read];
-                    source[write] = read as u32;
-                    read += 1;
+            let merged = self.merged(best);
+            loop {
+                // The token at `at` becomes the merge; its right neighbour goes.
+                let gone = usize::from(next[at]);
+                tokens[at] = merged;
+                ranks[gone] = NONE;
+                let after = next[gone];
+                next[at] = after;
+                ranks[at] = NONE;
+                if after != END {
+                    prev[usize::from(after)] = at as u8;
+                    ranks[at] = self.rank(merged, tokens[usize::from(after)]);
                 }
-                write += 1;
-            }
-            len = write;
-            // (ranks[source[i]] is read before position source[i] >= i + 1 is rewritten)
-            for i in 0..len.saturating_sub(1) {
-                let (from, next) = (source[i], source[i + 1]);
-                if from != NONE && next != NONE && next == from + 1 {
-                    ranks[i] = ranks[from as usize];
-                    merged[i] = merged[from as usize];
-                } else {
-                    match self.get(tokens[i], tokens[i + 1]) {
-                        Some((rank, result)) => {
-                            ranks[i] = rank;
-                            merged[i] = result;
-                        }
-                        None => ranks[i] = NONE,
-                    }
+                let before = prev[at];
+                if before != END {
+                    let before = usize::from(before);
+                    ranks[before] = self.rank(tokens[before], merged);
                 }
-            }
-            if len < 2 {
-                break;
+                // The next occurrence, right of this merge (ranks[at] is a new pair's, so
+                // never `best`; those beyond are pairs this merge left alone).
+                match ranks[at + 1..n - 1].iter().position(|&rank| rank == best) {
+                    Some(offset) => at += 1 + offset,
+                    None => break,
+                }
             }
         }
-        tokens.truncate(len);
+        // The live tokens, in order (position 0 is always live: a merge removes the right token).
+        let (mut write, mut read) = (0, 0);
+        while read != usize::from(END) {
+            tokens[write] = tokens[read];
+            write += 1;
+            read = usize::from(next[read]);
+        }
+        tokens.truncate(write);
     }
 
     pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
-        let list_rank = |left, right| self.get(left, right).map(|(rank, _)| rank);
+        let list_rank = |left, right| self.table.rank(left, right);
         let mut list = Linked::new(tokens);
         let mut heap = pair_heap(tokens, list_rank);
         let mut merged_at: Vec<u32> = Vec::new();
@@ -555,7 +729,7 @@ pub(crate) mod tests {
                 )
             })
             .collect();
-        PairRanks::new(ids.into_iter())
+        PairRanks::new(ids.into_iter(), &vocab.byte_ids)
     }
 
     pub(crate) fn piece(rng: &mut Rng, alphabet: &[u8], max_len: usize) -> Bytes {
@@ -607,7 +781,7 @@ pub(crate) mod tests {
                 differ += usize::from(expected_pair != expected_token);
 
                 let mut tokens = start.clone();
-                pairs.merge_short(&mut tokens);
+                pairs.merge_short(&piece, &mut tokens);
                 assert_eq!(
                     as_bytes(&vocab, &tokens),
                     expected_pair,
@@ -621,7 +795,7 @@ pub(crate) mod tests {
                     "pair rule, heap path, {piece:?}"
                 );
                 let mut tokens = start.clone();
-                pairs.merge(&mut tokens);
+                pairs.merge(&piece, &mut tokens);
                 assert_eq!(
                     as_bytes(&vocab, &tokens),
                     expected_pair,
@@ -661,17 +835,170 @@ pub(crate) mod tests {
         );
     }
 
+    /// `generate`'s vocabulary renumbered as training numbers it: the bytes 0..256, then each
+    /// merge's result in rank order (a merge of a token made already dropped), then the tokens
+    /// no merge makes; so each merge makes the id `256 + rank` (the pair rule's fast path).
+    fn in_training_order(generated: Generated) -> Generated {
+        let (tokens, merges) = generated;
+        let mut ids: HashMap<Bytes, u32> = (0..=255u8).map(|b| (vec![b], u32::from(b))).collect();
+        let mut kept = Vec::new();
+        for (left, right) in merges {
+            let joined = [left.clone(), right.clone()].concat();
+            if !ids.contains_key(&joined) {
+                ids.insert(joined, ids.len() as u32);
+                kept.push((left, right));
+            }
+        }
+        for (_, token) in tokens {
+            let next = ids.len() as u32;
+            ids.entry(token).or_insert(next);
+        }
+        (ids.into_iter().map(|(t, id)| (id, t)).collect(), kept)
+    }
+
+    #[test]
+    fn the_pair_rule_in_training_order_matches_brute_force() {
+        // Ids that follow the merges (GPT-2's, bpestore's): the merged id is computed, not read;
+        // pieces of every length around the short path's limit.
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        let alphabets: [&[u8]; 3] = [b"ab", b"abc", b"abcd\xe4"];
+        let rounds = if cfg!(debug_assertions) { 10 } else { 200 };
+        for round in 0..rounds {
+            let alphabet = alphabets[round % alphabets.len()];
+            let (n_merges, n_extra) = (5 + rng.below(40), rng.below(15));
+            let (tokens, merges) =
+                in_training_order(generate(&mut rng, alphabet, n_merges, n_extra));
+            let vocab = vocab_of(&tokens);
+            let pairs = pair_ranks(&vocab, &merges);
+            assert_eq!(pairs.offset, Some(256), "merged ids follow the ranks");
+            let mut rank: HashMap<(Bytes, Bytes), usize> = HashMap::new();
+            for (r, pair) in merges.iter().enumerate() {
+                rank.entry(pair.clone()).or_insert(r);
+            }
+            for len in (0..8).chain(LONG_PIECE - 3..LONG_PIECE + 4) {
+                let mut piece = piece(&mut rng, alphabet, len);
+                piece.resize(len, alphabet[0]); // exactly `len` bytes
+                let start: Vec<TokenId> =
+                    piece.iter().map(|&b| vocab.byte_ids[b as usize]).collect();
+                let expected = brute_pair(&piece, &rank);
+                for path in ["short", "heap", "either"] {
+                    let mut tokens = start.clone();
+                    match path {
+                        "short" => pairs.merge_short(&piece, &mut tokens),
+                        "heap" => pairs.merge_long(&mut tokens),
+                        _ => pairs.merge(&piece, &mut tokens),
+                    }
+                    assert_eq!(as_bytes(&vocab, &tokens), expected, "{path}, {piece:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_pair_rule_is_not_the_token_rule() {
+        // Trained in this order: b+c, a+b, ab+c. "abc" is a token, so the token rule takes the
+        // piece whole; the pair rule joins b+c first and then has no merge for a+bc.
+        let mut tokens: Vec<(u32, Bytes)> = (0..=255u8).map(|b| (u32::from(b), vec![b])).collect();
+        for (id, token) in [
+            (256, b"bc".to_vec()),
+            (257, b"ab".to_vec()),
+            (258, b"abc".to_vec()),
+        ] {
+            tokens.push((id, token));
+        }
+        let merges = vec![
+            (b"b".to_vec(), b"c".to_vec()),
+            (b"a".to_vec(), b"b".to_vec()),
+            (b"ab".to_vec(), b"c".to_vec()),
+        ];
+        let vocab = vocab_of(&tokens);
+        let pairs = pair_ranks(&vocab, &merges);
+        assert!(pairs.well_ordered);
+        let bytes = BytePairs::new(&vocab);
+        let token_rule = TokenRanks {
+            vocab: &vocab,
+            bytes: &bytes,
+        };
+        for n in [1, LONG_PIECE / 3, LONG_PIECE / 3 + 1, 40] {
+            // "abc" repeated: 3n bytes, through the short path and past it
+            let piece = b"abc".repeat(n);
+            let start: Vec<TokenId> = piece.iter().map(|&b| u32::from(b)).collect();
+            let mut by_pair = start.clone();
+            pairs.merge(&piece, &mut by_pair);
+            assert_eq!(by_pair, [97, 256].repeat(n), "pair rule, {n}");
+            let mut by_pair_heap = start.clone();
+            pairs.merge_long(&mut by_pair_heap);
+            assert_eq!(by_pair_heap, by_pair, "pair rule, heap path, {n}");
+            let mut by_token = start.clone();
+            token_rule.merge(&piece, &mut by_token);
+            if n == 1 {
+                assert_eq!(by_token, [258]);
+            } else {
+                assert_eq!(by_token, [258].repeat(n), "token rule, {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_packed_table_answers_as_a_map() {
+        // Ids and ranks of every width: the packed table where they fit in a word, else the
+        // map; lookups of pairs in the table, of absent pairs, and of ids wider than any pair's.
+        let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+        for (id_range, n) in [
+            (300u64, 200usize),
+            (70_000, 5_000),
+            (1 << 31, 3_000),
+            (1 << 32, 100),
+        ] {
+            let mut seen = std::collections::HashSet::new();
+            let mut pairs = Vec::new();
+            for rank in 0..n as u32 {
+                let left = (rng.next() % id_range) as TokenId;
+                let right = (rng.next() % id_range) as TokenId;
+                if left != NONE && right != NONE && seen.insert((left, right)) {
+                    pairs.push((left, right, rank * 3)); // ranks with gaps (pairs listed twice)
+                }
+            }
+            let table = PairTable::new(&pairs);
+            let map = PairTable::map(&pairs);
+            assert_eq!(
+                matches!(table, PairTable::Packed { .. }),
+                id_range < 1 << 31,
+                "{id_range}"
+            );
+            for &(left, right, rank) in &pairs {
+                assert_eq!(table.rank(left, right), Some(rank));
+                assert_eq!(table.rank(right, left), map.rank(right, left));
+            }
+            for _ in 0..10_000 {
+                let left = (rng.next() % (2 * id_range)).min(u64::from(NONE - 1)) as TokenId;
+                let right = (rng.next() % (2 * id_range)).min(u64::from(NONE - 1)) as TokenId;
+                assert_eq!(table.rank(left, right), map.rank(left, right));
+            }
+        }
+    }
+
     #[test]
     fn merges_in_training_order_are_told_apart() {
+        const BYTES: [TokenId; 256] = {
+            let mut ids = [0; 256];
+            let mut b = 0;
+            while b < 256 {
+                ids[b] = b as TokenId;
+                b += 1;
+            }
+            ids
+        };
         // Ids: 0..256 the bytes, 256 "ab", 257 "abc", 258 "bc".
-        let ordered = PairRanks::new([(97, 98, 256), (256, 99, 257)].into_iter());
+        let ordered = PairRanks::new([(97, 98, 256), (256, 99, 257)].into_iter(), &BYTES);
         assert!(ordered.well_ordered);
         // "abc" made from "ab" before "ab" is made.
-        let part_made_later = PairRanks::new([(256, 99, 257), (97, 98, 256)].into_iter());
+        let part_made_later = PairRanks::new([(256, 99, 257), (97, 98, 256)].into_iter(), &BYTES);
         assert!(!part_made_later.well_ordered);
         // "abc" made twice: ab+c, then a+bc.
         let made_twice = PairRanks::new(
             [(97, 98, 256), (98, 99, 258), (256, 99, 257), (97, 258, 257)].into_iter(),
+            &BYTES,
         );
         assert!(!made_twice.well_ordered);
     }
@@ -697,7 +1024,7 @@ pub(crate) mod tests {
         };
         let start = std::time::Instant::now();
         let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
-        pairs.merge(&mut ids);
+        pairs.merge(&vec![b'a'; n], &mut ids);
         assert_eq!(ids.len(), n / 1024 + (n % 1024).count_ones() as usize);
         let mut ids = vec![vocab.byte_ids[b'a' as usize]; n];
         TokenRanks {

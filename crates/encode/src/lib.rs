@@ -221,7 +221,7 @@ impl Encoder {
         let vocab = Vocab::new(vocab, special_tokens)?;
         let pairs = match rule {
             MergeRule::Pair => pair_ranks(&vocab, merges)?,
-            MergeRule::Token => PairRanks::new(std::iter::empty::<(TokenId, TokenId, TokenId)>()),
+            MergeRule::Token => PairRanks::new(std::iter::empty(), &vocab.byte_ids),
         };
         let byte_joins = match rule {
             MergeRule::Pair => BytePairs::none(),
@@ -876,7 +876,7 @@ impl Encoder {
         tokens.clear();
         tokens.extend(piece.iter().map(|&b| self.vocab.byte_ids[b as usize]));
         match self.rule {
-            MergeRule::Pair => self.pairs.merge(tokens),
+            MergeRule::Pair => self.pairs.merge(piece, tokens),
             MergeRule::Token => self.token_ranks().merge(piece, tokens),
         }
     }
@@ -995,7 +995,7 @@ fn pair_ranks(vocab: &Vocab, merges: &[(&[u8], &[u8])]) -> Result<PairRanks, Enc
         }
         first_rank.insert((l, r), rank);
     }
-    Ok(PairRanks::new(ids.into_iter()))
+    Ok(PairRanks::new(ids.into_iter(), &vocab.byte_ids))
 }
 
 /// Checks that `vocab` (ids and tokens, any order) and, with `check_merges`, `merges` (in rank
