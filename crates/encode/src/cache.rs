@@ -90,45 +90,6 @@ pub(crate) fn prefetch<T>(item: &T) {
     let _ = item;
 }
 
-/// Tables at least this big are backed by huge pages where the system allows it.
-const HUGE_TABLE_BYTES: usize = 4 << 20;
-
-/// `len` copies of `fill`, for a hash table: when it is big, the kernel is asked first to back it
-/// with huge pages. Lookups land anywhere in a table of many megabytes; with 4 KiB pages, nearly
-/// every one also misses the CPU's page-translation cache (a page walk), which huge pages avoid.
-pub(crate) fn table_memory<T: Copy>(len: usize, fill: T) -> Box<[T]> {
-    let mut memory: Vec<T> = Vec::with_capacity(len);
-    let bytes = len * std::mem::size_of::<T>();
-    if bytes >= HUGE_TABLE_BYTES {
-        advise_huge_pages(memory.as_mut_ptr().cast(), bytes);
-    }
-    memory.resize(len, fill); // (touched only now: the advice applies from the first fault)
-    memory.into_boxed_slice()
-}
-
-/// Asks Linux to back the whole pages of `bytes` bytes at `start` (our own, not yet touched
-/// allocation) with transparent huge pages. Only advice: where it is refused or unsupported,
-/// nothing changes.
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(start: *mut u8, bytes: usize) {
-    const PAGE: usize = 4096;
-    let first = (start as usize).next_multiple_of(PAGE);
-    let end = (start as usize + bytes) / PAGE * PAGE;
-    if end > first {
-        // SAFETY: [first, end) lies inside the allocation of `bytes` bytes at `start` (rounded
-        // inwards to whole pages), which this process owns; MADV_HUGEPAGE changes only how the
-        // kernel backs those pages, never their contents or which addresses are valid, so no
-        // Rust reference or allocation is affected. The result is ignored: the advice is
-        // optional.
-        unsafe {
-            libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_start: *mut u8, _bytes: usize) {}
-
 /// A key of an open-addressing table: packed bytes and length, never zero for a piece.
 trait Key: Copy + Eq {
     const EMPTY: Self;
@@ -185,7 +146,7 @@ impl<K: Key> Table<K> {
     /// A table of `slots` slots (a power of two).
     fn with_slots(slots: usize) -> Table<K> {
         Table {
-            slots: table_memory(slots, Self::empty_slot()),
+            slots: vec![Self::empty_slot(); slots].into_boxed_slice(),
             len: 0,
         }
     }
@@ -255,7 +216,7 @@ impl<K: Key> Table<K> {
     }
 
     fn grow(&mut self) {
-        let doubled = table_memory(2 * self.slots.len(), Self::empty_slot());
+        let doubled = vec![Self::empty_slot(); 2 * self.slots.len()].into_boxed_slice();
         let old = std::mem::replace(&mut self.slots, doubled);
         for slot in old.iter().filter(|slot| slot.key != K::EMPTY) {
             let at = self.find(slot.key);
