@@ -2,6 +2,7 @@
 
     python benchmarks/big_train.py                       # builds ../shared-derived 1 GB corpus in /tmp
     python benchmarks/big_train.py --corpus big.txt      # or any corpus you have
+    python benchmarks/big_train.py --gigatoken --repeat 3   # against gigatoken (the bench-peers extra)
 
 Without ``--corpus`` the corpus is assembled from ``../shared/corpora`` (or ``$BPESTORE_SHARED``):
 the files are concatenated and repeated to the requested size, and each repetition shifts the
@@ -12,7 +13,10 @@ It runs ``bpestore.train_bpe`` in a child process with progress bars on, samples
 set size (PSS) of the whole process tree every 0.1 s, and records when the progress bars last
 moved, so that the longest silence is reported too. With ``--store`` it then runs ``bpestore
 train`` on the same corpus into a fresh SQLite store (and, with ``--postgres URL``, into a fresh
-PostgreSQL database), measured the same way, and reports each against ``train_bpe``.
+PostgreSQL database), measured the same way, and reports each against ``train_bpe``. With
+``--gigatoken`` it trains with ``gigatoken.train_bpe`` too (documents split at the same special
+token; its merges differ where pairs tie, as its tie-break is not CS336's), the two alternating,
+``--repeat`` fresh processes each, and reports medians and gigatoken's time over bpestore's.
 """
 
 from __future__ import annotations
@@ -54,6 +58,16 @@ print("RESULT", time.perf_counter() - started, len(vocab), len(merges),
 """
 
 
+GIGATOKEN_CHILD = """
+import sys, time, resource, gigatoken
+path, vocab_size = sys.argv[1], int(sys.argv[2])
+started = time.perf_counter()
+vocab, merges = gigatoken.train_bpe(path, vocab_size, ["<|endoftext|>"], separator=b"<|endoftext|>")
+print("RESULT", time.perf_counter() - started, len(vocab), len(merges),
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0, flush=True)
+"""
+
+
 def caesar(shift: int) -> dict[int, int]:
     lower = {ord("a") + i: ord("a") + (i + shift) % 26 for i in range(26)}
     upper = {ord("A") + i: ord("A") + (i + shift) % 26 for i in range(26)}
@@ -91,6 +105,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--store", action="store_true", help="also train through the store (bpestore train), fresh SQLite")
     parser.add_argument("--postgres", default=None, help="with --store: also into a fresh database on this PostgreSQL server")
+    parser.add_argument("--gigatoken", action="store_true", help="also train with gigatoken, alternating with train_bpe")
+    parser.add_argument("--repeat", type=int, default=1, help="with --gigatoken: fresh processes of each (medians)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         corpus = args.corpus
@@ -99,7 +115,12 @@ def main() -> None:
             print(f"building {args.size_mb} MB corpus at {corpus} ...", file=sys.stderr)
             build_corpus(corpus, args.size_mb * 1_000_000)
         size_mb = corpus.stat().st_size / 1e6
-        report = {"corpus_mb": round(size_mb, 1), "train_bpe": measure([sys.executable, "-c", CHILD, str(corpus), str(args.vocab_size), str(args.workers)])}
+        ours = [sys.executable, "-c", CHILD, str(corpus), str(args.vocab_size), str(args.workers)]
+        if args.gigatoken:
+            report = {"corpus_mb": round(size_mb, 1), **against_gigatoken(ours, corpus, args.vocab_size, args.repeat, args.workers)}
+            print(json.dumps(report, indent=2))
+            return
+        report = {"corpus_mb": round(size_mb, 1), "train_bpe": measure(ours)}
         if args.store:
             db = Path(tmp) / "store.db"
             report["bpestore train, fresh SQLite store"] = measure(
@@ -118,10 +139,30 @@ def main() -> None:
         print(json.dumps(report, indent=2))
 
 
-def measure(command: list[str]) -> dict:
+def against_gigatoken(ours: list[str], corpus: Path, vocab_size: int, repeat: int, workers: int) -> dict:
+    """``train_bpe`` and gigatoken's ``train_bpe`` on ``corpus``, alternating, ``repeat`` fresh
+    processes each (gigatoken with as many threads as bpestore's workers); medians."""
+    from statistics import median
+
+    theirs = [sys.executable, "-c", GIGATOKEN_CHILD, str(corpus), str(vocab_size)]
+    environment = {**ENVIRONMENT, "RAYON_NUM_THREADS": str(workers)}
+    runs: dict[str, list[dict]] = {"train_bpe": [], "gigatoken": []}
+    for index in range(repeat):
+        order = [("train_bpe", ours), ("gigatoken", theirs)]
+        for label, command in order if index % 2 == 0 else order[::-1]:
+            runs[label].append(measure(command, environment))
+    report = {label: {"wall_seconds": median(row["wall_seconds"] for row in rows),
+                      "training_seconds": median(row["training_seconds"] for row in rows),
+                      "peak_tree_pss_mb": median(row["peak_tree_pss_mb"] for row in rows),
+                      "runs": rows} for label, rows in runs.items()}
+    report["bpestore_over_gigatoken"] = round(report["train_bpe"]["training_seconds"] / report["gigatoken"]["training_seconds"], 2)
+    return report
+
+
+def measure(command: list[str], environment: dict[str, str] | None = None) -> dict:
     """Runs ``command`` (a child that prints a RESULT line), sampling its process tree's PSS every
     0.1 s and watching its progress bars on stderr; exits if it fails."""
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENVIRONMENT)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment or ENVIRONMENT)
     started = time.monotonic()
     peak_pss = 0.0
     last_progress = time.monotonic()
