@@ -913,14 +913,7 @@ fn fast_path_equals_the_scalar_scanner_and_the_regex() {
     ];
     let mut nasty = Nasty::new(5);
     for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
-        let fast = Pretokenizer::new(pattern).unwrap();
-        let scalar = Pretokenizer::with_scalar_scanner(pattern).unwrap();
-        let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
-        let check = |text: &str| {
-            let expected = regex.pieces(text);
-            assert_eq!(scalar.pieces(text), expected, "scalar {pattern}: {text:?}");
-            assert_eq!(fast.pieces(text), expected, "fast {pattern}: {text:?}");
-        };
+        let check = both_scanners_check(pattern);
         for round in 0..600 {
             // Mostly ASCII, so that long stretches are the fast path's.
             let mut text = String::new();
@@ -1128,6 +1121,19 @@ const MIXED: &[char] = &[
     '’',
 ];
 
+/// A check that both scanners of `pattern` (the fast path and the piece-at-a-time one) cut a
+/// text as the regex engine does.
+fn both_scanners_check(pattern: &str) -> impl Fn(&str) + '_ {
+    let fast = Pretokenizer::new(pattern).unwrap();
+    let scalar = Pretokenizer::with_scalar_scanner(pattern).unwrap();
+    let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
+    move |text: &str| {
+        let expected = regex.pieces(text);
+        assert_eq!(fast.pieces(text), expected, "fast {pattern}: {text:?}");
+        assert_eq!(scalar.pieces(text), expected, "scalar {pattern}: {text:?}");
+    }
+}
+
 /// The fast path (masks of whole windows, characters that are not ASCII classified into them)
 /// against the scalar scanner and the regex, on random strings of mixed scripts at every length
 /// up to two windows and more, and behind every number of ASCII bytes (every alignment of the
@@ -1136,14 +1142,7 @@ const MIXED: &[char] = &[
 fn fast_path_equals_the_regex_on_mixed_scripts() {
     let mut nasty = Nasty::new(7);
     for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
-        let fast = Pretokenizer::new(pattern).unwrap();
-        let scalar = Pretokenizer::with_scalar_scanner(pattern).unwrap();
-        let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
-        let check = |text: &str| {
-            let expected = regex.pieces(text);
-            assert_eq!(fast.pieces(text), expected, "fast {pattern}: {text:?}");
-            assert_eq!(scalar.pieces(text), expected, "scalar {pattern}: {text:?}");
-        };
+        let check = both_scanners_check(pattern);
         for length in 0..150 {
             for _ in 0..12 {
                 // A few classes at a time, so that runs of one class (words, numbers, spaces)
