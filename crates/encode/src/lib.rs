@@ -585,6 +585,7 @@ impl Encoder {
             MergeRule::Token => true,
         };
         let whole = text.as_bytes();
+        let warm = self.warm.get();
         self.split_specials_into(text, allowed, out, |part, out| {
             self.pretokenizer.try_for_each_piece(part, |piece| {
                 let bytes = piece.as_bytes();
@@ -599,7 +600,7 @@ impl Encoder {
                 if plain_is_the_walk {
                     let before = out.len();
                     let key = cache::short_key_in(whole, at, bytes.len());
-                    self.encode_piece(bytes, key, cache, &mut scratch, out);
+                    self.encode_piece(bytes, key, warm, cache, &mut scratch, out);
                     let made = out.len() - before;
                     // The draws of the walk that drops nothing: one per merge (the token rule
                     // takes a whole-token piece in one).
@@ -783,7 +784,7 @@ impl Encoder {
             let slot = &mut queue[queued % AHEAD];
             if queued >= AHEAD {
                 let (bytes, key) = *slot;
-                self.encode_piece(bytes, key, cache, &mut scratch, out);
+                self.encode_piece(bytes, key, warm, cache, &mut scratch, out);
             }
             *slot = (bytes, key);
             queued += 1;
@@ -791,17 +792,19 @@ impl Encoder {
         // The pieces still queued (also after a failed match: those before it are encoded).
         for at in queued.saturating_sub(AHEAD)..queued {
             let (bytes, key) = queue[at % AHEAD];
-            self.encode_piece(bytes, key, cache, &mut scratch, out);
+            self.encode_piece(bytes, key, warm, cache, &mut scratch, out);
         }
         scanned
     }
 
-    /// Appends the ids of one pre-token to `out`: from the cache, or merged and cached.
+    /// Appends the ids of one pre-token to `out`: from the warm table (`warm`: this encoder's,
+    /// read once per text by the caller), from the cache, or merged and cached.
     #[inline]
     fn encode_piece(
         &self,
         bytes: &[u8],
         key: Option<u128>,
+        warm: Option<&WarmCache>,
         cache: &mut PieceCache,
         scratch: &mut Vec<TokenId>,
         out: &mut Vec<TokenId>,
@@ -810,7 +813,7 @@ impl Encoder {
             out.push(self.vocab.byte_ids[*byte as usize]);
             return;
         }
-        if let Some(warm) = self.warm.get() {
+        if let Some(warm) = warm {
             if let Some(ids) = warm.pieces.get(bytes, key) {
                 append(out, ids);
                 return;
