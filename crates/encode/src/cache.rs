@@ -90,6 +90,25 @@ pub(crate) fn prefetch<T>(item: &T) {
     let _ = item;
 }
 
+/// Appends the first `count` of a slot's inline ids to `out`. All of them are copied, as one
+/// fixed-size move, into room reserved past the end, and the length grows by `count`: most pieces
+/// have one or two ids, and a copy whose length depends on the count would be a call or a branch
+/// per piece.
+#[inline(always)]
+fn emit_inline(out: &mut Vec<TokenId>, ids: &[TokenId; INLINE_IDS], count: usize) {
+    debug_assert!(count <= INLINE_IDS);
+    out.reserve(INLINE_IDS);
+    let len = out.len();
+    // SAFETY: `reserve` made room for at least INLINE_IDS more ids past `len`, so the write of
+    // INLINE_IDS ids at `len` stays inside the allocation, and it cannot overlap `ids` (a slot of
+    // a table, not this vector). Those ids are then initialized, so the new length `len + count`
+    // (count <= INLINE_IDS, checked by the caller) covers only initialized ids.
+    unsafe {
+        std::ptr::copy_nonoverlapping(ids.as_ptr(), out.as_mut_ptr().add(len), INLINE_IDS);
+        out.set_len(len + count.min(INLINE_IDS));
+    }
+}
+
 /// A key of an open-addressing table: packed bytes and length, never zero for a piece.
 trait Key: Copy + Eq {
     const EMPTY: Self;
@@ -161,8 +180,14 @@ impl<K: Key> Table<K> {
 
     #[inline]
     fn find(&self, key: K) -> usize {
+        self.find_hashed(key, key.hash())
+    }
+
+    /// [`Table::find`] with the key's hash already computed.
+    #[inline(always)]
+    fn find_hashed(&self, key: K, hash: u64) -> usize {
         let mask = self.slots.len() - 1;
-        let mut at = key.hash() as usize & mask;
+        let mut at = hash as usize & mask;
         loop {
             let slot_key = self.slots[at].key;
             if slot_key == key || slot_key == K::EMPTY {
@@ -327,6 +352,31 @@ impl PieceCache {
         } else if let Some(key) = medium_key(piece) {
             self.medium.prefetch(key);
         }
+    }
+
+    /// Appends the ids of the short piece with key `key` (whose [`mix`] is `hash`) to `out`, if
+    /// known; whether they were. The warm encoder's hot path: the hash is the one computed for
+    /// the prefetch, and a piece's ids, when inline, are copied without a branch on their count.
+    #[inline(always)]
+    pub(crate) fn emit_short(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
+        let slot = &self.short.slots[self.short.find_hashed(key, hash)];
+        if slot.key != key {
+            return false; // (an empty slot: the table has no such key)
+        }
+        let count = slot.count as usize;
+        if count <= INLINE_IDS {
+            emit_inline(out, &slot.ids, count);
+        } else {
+            let start = slot.ids[0] as usize;
+            out.extend_from_slice(&self.ids[start..start + slot.ids[1] as usize]);
+        }
+        true
+    }
+
+    /// [`PieceCache::prefetch`] of a short piece whose key's [`mix`] is `hash`.
+    #[inline(always)]
+    pub(crate) fn prefetch_short(&self, hash: u64) {
+        prefetch(&self.short.slots[hash as usize & (self.short.slots.len() - 1)]);
     }
 
     /// The ids of a piece (`key`: its short key, if it has one), if known.

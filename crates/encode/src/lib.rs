@@ -754,16 +754,43 @@ impl Encoder {
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
+        let warm = self.warm.get();
+        // The scanner only collects pieces, a batch at a time (a callback that small stays in
+        // its loop); each batch is then looked up in a loop of its own: all its cache slots are
+        // prefetched first, so that the waits for memory overlap instead of following each
+        // other (they would otherwise be most of a warm encode's time).
+        let mut batch: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut batched = 0usize;
+        let scanned = self.pretokenizer.try_for_each_piece(text, |piece| {
+            batch[batched] = piece.as_bytes();
+            batched += 1;
+            if batched == BATCH {
+                self.emit_batch(text, &batch, warm, cache, &mut scratch, out);
+                batched = 0;
+            }
+        });
+        // The pieces still batched (also after a failed match: those before it are encoded).
+        self.emit_batch(text, &batch[..batched], warm, cache, &mut scratch, out);
+        scanned
+    }
+
+    /// Appends the ids of a batch of consecutive pieces of `text` to `out`: their keys and
+    /// hashes first, prefetching each piece's slots, then each piece's ids (see
+    /// [`Encoder::emit_piece`]).
+    #[inline(never)]
+    fn emit_batch(
+        &self,
+        text: &str,
+        pieces: &[&[u8]],
+        warm: Option<&WarmCache>,
+        cache: &mut PieceCache,
+        scratch: &mut Vec<TokenId>,
+        out: &mut Vec<TokenId>,
+    ) {
         let whole = text.as_bytes();
         let base = whole.as_ptr() as usize;
-        let warm = self.warm.get();
-        // Each piece waits in `queue` while the next `AHEAD` are found: its cache slots are
-        // prefetched when it is queued, and read when it leaves, by which time they are in the
-        // CPU's cache (the wait for memory would otherwise be most of the lookup's cost).
-        let mut queue: [(&[u8], Option<u128>); AHEAD] = [(&[], None); AHEAD];
-        let mut queued = 0usize;
-        let scanned = self.pretokenizer.try_for_each_piece(text, |piece| {
-            let bytes = piece.as_bytes();
+        let mut queued = [Queued::default(); BATCH];
+        for (slot, &bytes) in queued.iter_mut().zip(pieces) {
             // Pieces borrow from `text`: the address difference is the piece's offset (checked,
             // so that a piece from elsewhere would only take the slower way).
             let start = (bytes.as_ptr() as usize).wrapping_sub(base);
@@ -772,34 +799,60 @@ impl Encoder {
             } else {
                 cache::short_key(bytes)
             };
+            // (the hash is computed once, for the prefetch and for the lookup)
+            let hash = key.map_or(0, cache::mix);
             if bytes.len() > 1 {
                 if let Some(warm) = warm {
-                    warm.pieces.prefetch(bytes, key);
+                    match key {
+                        Some(_) => warm.pieces.prefetch_short(hash),
+                        None => warm.pieces.prefetch(bytes, key),
+                    }
                 }
                 match (cache.table.as_deref(), key) {
                     (Some(table), Some(short)) => table.prefetch(short),
+                    (None, Some(_)) => cache.prefetch_short(hash),
                     _ => cache.prefetch(bytes, key),
                 }
             }
-            let slot = &mut queue[queued % AHEAD];
-            if queued >= AHEAD {
-                let (bytes, key) = *slot;
-                self.encode_piece(bytes, key, warm, cache, &mut scratch, out);
-            }
-            *slot = (bytes, key);
-            queued += 1;
-        });
-        // The pieces still queued (also after a failed match: those before it are encoded).
-        for at in queued.saturating_sub(AHEAD)..queued {
-            let (bytes, key) = queue[at % AHEAD];
-            self.encode_piece(bytes, key, warm, cache, &mut scratch, out);
+            *slot = Queued { bytes, key, hash };
         }
-        scanned
+        for &piece in &queued[..pieces.len()] {
+            self.emit_piece(piece, warm, cache, scratch, out);
+        }
+    }
+
+    /// Appends the ids of one queued pre-token to `out`. The cases of a warm encode are handled
+    /// here, inline: a piece of one byte, and a short piece found in the warm table or in this
+    /// thread's cache (by the hash computed when it was queued). The rest go to
+    /// [`Encoder::encode_piece`].
+    #[inline(always)]
+    fn emit_piece(
+        &self,
+        queued: Queued<'_>,
+        warm: Option<&WarmCache>,
+        cache: &mut PieceCache,
+        scratch: &mut Vec<TokenId>,
+        out: &mut Vec<TokenId>,
+    ) {
+        let Queued { bytes, key, hash } = queued;
+        if let [byte] = bytes {
+            out.push(self.vocab.byte_ids[*byte as usize]);
+            return;
+        }
+        if let Some(short) = key {
+            if warm.is_some_and(|warm| warm.pieces.emit_short(short, hash, out)) {
+                return;
+            }
+            if cache.table.is_none() && cache.emit_short(short, hash, out) {
+                return;
+            }
+        }
+        self.encode_piece(bytes, key, warm, cache, scratch, out);
     }
 
     /// Appends the ids of one pre-token to `out`: from the warm table (`warm`: this encoder's,
     /// read once per text by the caller), from the cache, or merged and cached.
-    #[inline]
+    #[inline(never)] // (kept out of the scanner's loop, which the hot cases above stay in)
     fn encode_piece(
         &self,
         bytes: &[u8],
@@ -899,8 +952,18 @@ fn append(out: &mut Vec<TokenId>, ids: &[TokenId]) {
     }
 }
 
-/// How many pieces ahead of its lookup a piece's cache slots are prefetched.
-const AHEAD: usize = 8;
+/// How many pieces the encoder takes from the scanner before it looks them up (and so how many
+/// pieces ahead of its lookup a piece's cache slots are prefetched, at most).
+const BATCH: usize = 64;
+
+/// A pre-token waiting for its lookup: its bytes, its short key if it has one, and that key's
+/// hash (0 without one).
+#[derive(Clone, Copy, Default)]
+struct Queued<'t> {
+    bytes: &'t [u8],
+    key: Option<u128>,
+    hash: u64,
+}
 
 /// A block of consecutive texts encoded by [`Encoder::encode_batch_overlapped`]'s workers, or
 /// the text among them that could not be encoded (opaque: what `wait`'s `next` returns, for
