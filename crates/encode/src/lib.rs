@@ -809,7 +809,7 @@ impl Encoder {
                     }
                 }
                 match (cache.table.as_deref(), key) {
-                    (Some(table), Some(short)) => table.prefetch(short),
+                    (Some(table), Some(_)) => table.prefetch_hashed(hash),
                     (None, Some(_)) => cache.prefetch_short(hash),
                     _ => cache.prefetch(bytes, key),
                 }
@@ -843,7 +843,11 @@ impl Encoder {
             if warm.is_some_and(|warm| warm.pieces.emit_short(short, hash, out)) {
                 return;
             }
-            if cache.table.is_none() && cache.emit_short(short, hash, out) {
+            let found = match cache.table.as_deref() {
+                Some(table) => table.get_hashed(short, hash, out),
+                None => cache.emit_short(short, hash, out),
+            };
+            if found {
                 return;
             }
         }

@@ -151,19 +151,26 @@ impl SharedTable {
         self.packing.most
     }
 
-    /// Starts bringing the slot where the lookup of `key` starts into the CPU's cache (see
-    /// [`crate::cache::PieceCache::prefetch`]).
-    #[inline]
-    pub(crate) fn prefetch(&self, key: u128) {
-        prefetch(&self.slots[mix(key) as usize & (self.slots.len() - 1)]);
+    /// Starts bringing the slot where the lookup of the key whose [`mix`] is `hash` starts into
+    /// the CPU's cache (see [`crate::cache::PieceCache::prefetch`]).
+    #[inline(always)]
+    pub(crate) fn prefetch_hashed(&self, hash: u64) {
+        prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
     }
 
     /// Appends the ids of the piece with short key `key` to `out` if they are known; whether
     /// they were.
     #[inline]
     pub(crate) fn get(&self, key: u128, out: &mut Vec<TokenId>) -> bool {
+        self.get_hashed(key, mix(key), out)
+    }
+
+    /// [`SharedTable::get`] of the key whose [`mix`] is `hash` (computed once, for its prefetch
+    /// and its lookup).
+    #[inline(always)]
+    pub(crate) fn get_hashed(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
         let mask = self.slots.len() - 1;
-        let mut at = mix(key) as usize & mask;
+        let mut at = hash as usize & mask;
         for _ in 0..MAX_PROBES {
             let slot = &self.slots[at];
             // Acquire: the key and ids written before the slot was marked ready are seen.
