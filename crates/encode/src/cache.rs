@@ -58,7 +58,7 @@ pub(crate) const MEDIUM_BYTES: usize = 31;
 
 /// The medium-table key of a piece of 16 to 31 bytes.
 #[inline]
-fn medium_key(piece: &[u8]) -> Option<[u128; 2]> {
+pub(crate) fn medium_key(piece: &[u8]) -> Option<[u128; 2]> {
     if piece.len() <= SHORT_BYTES || piece.len() > MEDIUM_BYTES {
         return None;
     }
@@ -72,6 +72,31 @@ fn medium_key(piece: &[u8]) -> Option<[u128; 2]> {
         u128::from_le_bytes(word)
     };
     Some([word(low), word(high)])
+}
+
+/// [`medium_key`] of the piece `text[start..start + len]`, read as two 16-byte loads where the
+/// text has 32 bytes from `start` (as [`short_key_in`]: a copy of a length known only at run
+/// time is a call to `memcpy`, for every piece of text that is not English).
+#[inline]
+pub(crate) fn medium_key_in(text: &[u8], start: usize, len: usize) -> Option<[u128; 2]> {
+    if len <= SHORT_BYTES || len > MEDIUM_BYTES {
+        return None;
+    }
+    match text.get(start..start + 32) {
+        Some(window) => {
+            let word = |bytes: &[u8]| {
+                let mut word = [0u8; 16];
+                word.copy_from_slice(bytes);
+                u128::from_le_bytes(word)
+            };
+            let high_mask = (1u128 << (8 * (len - 16))) - 1;
+            Some([
+                word(&window[..16]),
+                (word(&window[16..]) & high_mask) | ((len as u128) << 120),
+            ])
+        }
+        None => medium_key(&text[start..start + len]),
+    }
 }
 
 /// Hints the CPU to load the cache line holding `item` (a no-op where there is no such hint).
@@ -136,8 +161,14 @@ impl Key for [u128; 2] {
     const EMPTY: [u128; 2] = [0, 0];
     #[inline]
     fn hash(self) -> u64 {
-        mix(self[0] ^ self[1].rotate_left(61))
+        medium_hash(self)
     }
+}
+
+/// The hash of a medium key (see [`mix`]).
+#[inline]
+pub(crate) fn medium_hash(key: [u128; 2]) -> u64 {
+    mix(key[0] ^ key[1].rotate_left(61))
 }
 
 /// One slot: the key, and the piece's ids inline, or where they are in the cache's `ids`
@@ -197,11 +228,29 @@ impl<K: Key> Table<K> {
         }
     }
 
-    /// Asks the CPU to bring the slot where `key`'s lookup starts into its cache.
-    #[inline]
-    fn prefetch(&self, key: K) {
-        let at = key.hash() as usize & (self.slots.len() - 1);
-        prefetch(&self.slots[at]);
+    /// Appends the ids of `key` (whose hash is `hash`) to `out`, if known, taking those that do
+    /// not fit in a slot from `ids`; whether they were.
+    #[inline(always)]
+    fn emit(&self, key: K, hash: u64, ids: &[TokenId], out: &mut Vec<TokenId>) -> bool {
+        let slot = &self.slots[self.find_hashed(key, hash)];
+        if slot.key != key {
+            return false; // (an empty slot: the table has no such key)
+        }
+        let count = slot.count as usize;
+        if count <= INLINE_IDS {
+            emit_inline(out, &slot.ids, count);
+        } else {
+            let start = slot.ids[0] as usize;
+            out.extend_from_slice(&ids[start..start + slot.ids[1] as usize]);
+        }
+        true
+    }
+
+    /// Asks the CPU to bring the slot where the lookup of the key whose hash is `hash` starts
+    /// into its cache.
+    #[inline(always)]
+    fn prefetch_hashed(&self, hash: u64) {
+        prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
     }
 
     #[inline]
@@ -342,41 +391,33 @@ impl PieceCache {
         self.table_inserts = 0;
     }
 
-    /// Starts bringing the slot a lookup of the piece will read into the CPU's cache, so that
-    /// the lookup, a few pieces later, does not wait for memory (a big cache's slots are
-    /// scattered over megabytes: without this, that wait is most of a warm encode's time).
-    #[inline]
-    pub(crate) fn prefetch(&self, piece: &[u8], key: Option<u128>) {
-        if let Some(key) = key {
-            self.short.prefetch(key);
-        } else if let Some(key) = medium_key(piece) {
-            self.medium.prefetch(key);
-        }
-    }
-
     /// Appends the ids of the short piece with key `key` (whose [`mix`] is `hash`) to `out`, if
     /// known; whether they were. The warm encoder's hot path: the hash is the one computed for
     /// the prefetch, and a piece's ids, when inline, are copied without a branch on their count.
     #[inline(always)]
     pub(crate) fn emit_short(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
-        let slot = &self.short.slots[self.short.find_hashed(key, hash)];
-        if slot.key != key {
-            return false; // (an empty slot: the table has no such key)
-        }
-        let count = slot.count as usize;
-        if count <= INLINE_IDS {
-            emit_inline(out, &slot.ids, count);
-        } else {
-            let start = slot.ids[0] as usize;
-            out.extend_from_slice(&self.ids[start..start + slot.ids[1] as usize]);
-        }
-        true
+        self.short.emit(key, hash, &self.ids, out)
     }
 
-    /// [`PieceCache::prefetch`] of a short piece whose key's [`mix`] is `hash`.
+    /// [`PieceCache::emit_short`] for a piece of 16 to 31 bytes (`hash`: its [`medium_hash`]).
+    #[inline(always)]
+    pub(crate) fn emit_medium(&self, key: [u128; 2], hash: u64, out: &mut Vec<TokenId>) -> bool {
+        self.medium.emit(key, hash, &self.ids, out)
+    }
+
+    /// Starts bringing the slot a lookup of the short piece whose key's [`mix`] is `hash` will
+    /// read into the CPU's cache, so that the lookup, a few pieces later, does not wait for
+    /// memory (a big cache's slots are scattered over megabytes: without this, that wait is most
+    /// of a warm encode's time).
     #[inline(always)]
     pub(crate) fn prefetch_short(&self, hash: u64) {
-        prefetch(&self.short.slots[hash as usize & (self.short.slots.len() - 1)]);
+        self.short.prefetch_hashed(hash);
+    }
+
+    /// [`PieceCache::prefetch_short`] of a piece of 16 to 31 bytes whose key's hash is `hash`.
+    #[inline(always)]
+    pub(crate) fn prefetch_medium(&self, hash: u64) {
+        self.medium.prefetch_hashed(hash);
     }
 
     /// The ids of a piece (`key`: its short key, if it has one), if known.
@@ -515,6 +556,49 @@ mod tests {
                 assert_eq!(short_key_in(&text, start, len), expected, "{start} {len}");
             }
         }
+    }
+
+    #[test]
+    fn medium_keys_read_in_place_equal_keys_built_byte_by_byte() {
+        let text: Vec<u8> = (0..80u8).map(|b| b.wrapping_mul(37)).collect();
+        for start in 0..text.len() {
+            for len in 0..=(text.len() - start).min(40) {
+                let piece = &text[start..start + len];
+                let key = medium_key_in(&text, start, len);
+                assert_eq!(key, medium_key(piece), "{start} {len}");
+                assert_eq!(key.is_some(), (16..=31).contains(&len), "{start} {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn emitted_ids_are_the_ids_put_in() {
+        // Short and medium pieces with 1 to 6 ids (inline and not), looked up by the hash that
+        // the encoder computes for the prefetch, appended after ids already in `out`.
+        let mut cache = PieceCache::new(1000);
+        let pieces: Vec<Vec<u8>> = (2..=31).map(|len| vec![b'a' + len as u8; len]).collect();
+        let ids_of = |i: usize| -> Vec<TokenId> {
+            (0..=(i % 6) as u32).map(|k| 100 * k + i as u32).collect()
+        };
+        for (i, piece) in pieces.iter().enumerate() {
+            put(&mut cache, piece, &ids_of(i));
+        }
+        for (i, piece) in pieces.iter().enumerate() {
+            let mut out = vec![7, 8];
+            let found = match (short_key(piece), medium_key(piece)) {
+                (Some(key), _) => cache.emit_short(key, mix(key), &mut out),
+                (None, Some(key)) => cache.emit_medium(key, medium_hash(key), &mut out),
+                (None, None) => unreachable!("pieces of 2 to 31 bytes"),
+            };
+            assert!(found, "{piece:?}");
+            assert_eq!(out, [vec![7, 8], ids_of(i)].concat(), "{piece:?}");
+        }
+        let mut out = vec![7];
+        let absent = short_key(b"zz").expect("short");
+        assert!(!cache.emit_short(absent, mix(absent), &mut out));
+        let absent = medium_key(&[b'z'; 20]).expect("medium");
+        assert!(!cache.emit_medium(absent, medium_hash(absent), &mut out));
+        assert_eq!(out, [7], "a miss appends nothing");
     }
 
     #[test]

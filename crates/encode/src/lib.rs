@@ -760,28 +760,35 @@ impl Encoder {
         // prefetched first, so that the waits for memory overlap instead of following each
         // other (they would otherwise be most of a warm encode's time).
         let mut batch: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut keys = Keys {
+            words: [[0; 2]; BATCH],
+            hashes: [0; BATCH],
+        };
         let mut batched = 0usize;
         let scanned = self.pretokenizer.try_for_each_piece(text, |piece| {
             batch[batched] = piece.as_bytes();
             batched += 1;
             if batched == BATCH {
-                self.emit_batch(text, &batch, warm, cache, &mut scratch, out);
+                self.emit_batch(text, &batch, &mut keys, warm, cache, &mut scratch, out);
                 batched = 0;
             }
         });
         // The pieces still batched (also after a failed match: those before it are encoded).
-        self.emit_batch(text, &batch[..batched], warm, cache, &mut scratch, out);
+        let last = &batch[..batched];
+        self.emit_batch(text, last, &mut keys, warm, cache, &mut scratch, out);
         scanned
     }
 
     /// Appends the ids of a batch of consecutive pieces of `text` to `out`: their keys and
-    /// hashes first, prefetching each piece's slots, then each piece's ids (see
+    /// hashes first (into `keys`), prefetching each piece's slots, then each piece's ids (see
     /// [`Encoder::emit_piece`]).
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)] // (the encoder's state for one text, passed as it is)
     fn emit_batch(
         &self,
         text: &str,
         pieces: &[&[u8]],
+        keys: &mut Keys,
         warm: Option<&WarmCache>,
         cache: &mut PieceCache,
         scratch: &mut Vec<TokenId>,
@@ -789,55 +796,90 @@ impl Encoder {
     ) {
         let whole = text.as_bytes();
         let base = whole.as_ptr() as usize;
-        let mut queued = [Queued::default(); BATCH];
-        for (slot, &bytes) in queued.iter_mut().zip(pieces) {
+        let slots = keys.words.iter_mut().zip(keys.hashes.iter_mut());
+        for ((words, hash), &bytes) in slots.zip(pieces) {
             // Pieces borrow from `text`: the address difference is the piece's offset (checked,
             // so that a piece from elsewhere would only take the slower way).
             let start = (bytes.as_ptr() as usize).wrapping_sub(base);
-            let key = if start <= whole.len() && bytes.len() <= whole.len() - start {
-                cache::short_key_in(whole, start, bytes.len())
-            } else {
-                cache::short_key(bytes)
-            };
+            let within = start <= whole.len() && bytes.len() <= whole.len() - start;
             // (the hash is computed once, for the prefetch and for the lookup)
-            let hash = key.map_or(0, cache::mix);
-            if bytes.len() > 1 {
-                if let Some(warm) = warm {
-                    match key {
-                        Some(_) => warm.pieces.prefetch_short(hash),
-                        None => warm.pieces.prefetch(bytes, key),
+            if bytes.len() <= cache::SHORT_BYTES {
+                let key = if within {
+                    cache::short_key_in(whole, start, bytes.len())
+                } else {
+                    cache::short_key(bytes)
+                };
+                let key = key.unwrap_or(0); // (a piece is never empty)
+                *words = [key, 0];
+                *hash = cache::mix(key);
+                if bytes.len() > 1 {
+                    if let Some(warm) = warm {
+                        warm.pieces.prefetch_short(*hash);
+                    }
+                    match cache.table.as_deref() {
+                        Some(table) => table.prefetch_hashed(*hash),
+                        None => cache.prefetch_short(*hash),
                     }
                 }
-                match (cache.table.as_deref(), key) {
-                    (Some(table), Some(_)) => table.prefetch_hashed(hash),
-                    (None, Some(_)) => cache.prefetch_short(hash),
-                    _ => cache.prefetch(bytes, key),
+            } else if bytes.len() <= cache::MEDIUM_BYTES {
+                let key = if within {
+                    cache::medium_key_in(whole, start, bytes.len())
+                } else {
+                    cache::medium_key(bytes)
+                };
+                *words = key.unwrap_or([0, 0]);
+                *hash = cache::medium_hash(*words);
+                if let Some(warm) = warm {
+                    warm.pieces.prefetch_medium(*hash);
                 }
+                cache.prefetch_medium(*hash);
             }
-            *slot = Queued { bytes, key, hash };
         }
-        for &piece in &queued[..pieces.len()] {
-            self.emit_piece(piece, warm, cache, scratch, out);
+        for (i, &bytes) in pieces.iter().enumerate() {
+            self.emit_piece(
+                bytes,
+                keys.words[i],
+                keys.hashes[i],
+                warm,
+                cache,
+                scratch,
+                out,
+            );
         }
     }
 
-    /// Appends the ids of one queued pre-token to `out`. The cases of a warm encode are handled
-    /// here, inline: a piece of one byte, and a short piece found in the warm table or in this
-    /// thread's cache (by the hash computed when it was queued). The rest go to
-    /// [`Encoder::encode_piece`].
+    /// Appends the ids of one pre-token to `out`, given its key words and their hash as
+    /// `emit_batch` made them: a short piece's key is `words[0]`, a medium piece's both (see
+    /// [`cache::short_key`], [`cache::medium_key`]); a longer piece has none. The cases of a
+    /// warm encode are handled here, inline: a piece of one byte, and a short or medium piece
+    /// found in the warm table or in this thread's cache (by the hash computed for its
+    /// prefetch). The rest go to [`Encoder::encode_piece`].
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // (as emit_batch)
     fn emit_piece(
         &self,
-        queued: Queued<'_>,
+        bytes: &[u8],
+        words: [u128; 2],
+        hash: u64,
         warm: Option<&WarmCache>,
         cache: &mut PieceCache,
         scratch: &mut Vec<TokenId>,
         out: &mut Vec<TokenId>,
     ) {
-        let Queued { bytes, key, hash } = queued;
         if let [byte] = bytes {
             out.push(self.vocab.byte_ids[*byte as usize]);
             return;
+        }
+        let len = bytes.len();
+        let key = (2..=cache::SHORT_BYTES).contains(&len).then_some(words[0]);
+        let medium = (cache::SHORT_BYTES < len && len <= cache::MEDIUM_BYTES).then_some(words);
+        if let Some(medium) = medium {
+            // (pieces of 16 to 31 bytes: most words of text that is not English, or not Latin)
+            if warm.is_some_and(|warm| warm.pieces.emit_medium(medium, hash, out))
+                || cache.emit_medium(medium, hash, out)
+            {
+                return;
+            }
         }
         if let Some(short) = key {
             if warm.is_some_and(|warm| warm.pieces.emit_short(short, hash, out)) {
@@ -960,13 +1002,11 @@ fn append(out: &mut Vec<TokenId>, ids: &[TokenId]) {
 /// pieces ahead of its lookup a piece's cache slots are prefetched, at most).
 const BATCH: usize = 64;
 
-/// A pre-token waiting for its lookup: its bytes, its short key if it has one, and that key's
-/// hash (0 without one).
-#[derive(Clone, Copy, Default)]
-struct Queued<'t> {
-    bytes: &'t [u8],
-    key: Option<u128>,
-    hash: u64,
+/// The keys of a batch of pieces, and their hashes, made once for the prefetch and the lookup
+/// (see [`Encoder::emit_piece`]); kept for a whole text, not made again for each batch.
+struct Keys {
+    words: [[u128; 2]; BATCH],
+    hashes: [u64; BATCH],
 }
 
 /// A block of consecutive texts encoded by [`Encoder::encode_batch_overlapped`]'s workers, or

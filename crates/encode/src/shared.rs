@@ -152,7 +152,7 @@ impl SharedTable {
     }
 
     /// Starts bringing the slot where the lookup of the key whose [`mix`] is `hash` starts into
-    /// the CPU's cache (see [`crate::cache::PieceCache::prefetch`]).
+    /// the CPU's cache (see [`crate::cache::PieceCache::prefetch_short`]).
     #[inline(always)]
     pub(crate) fn prefetch_hashed(&self, hash: u64) {
         prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
