@@ -18,9 +18,10 @@ from there too, as ``bpestore-baseline``.
 
 After the first round, untimed, every output is compared with bpestore's first (element type and
 every id), and bpestore's first ids with tiktoken's of the corpus's first ``--prefix-mb`` (when
-tiktoken is installed). Ratios are reported only for rows whose ids are identical: gigatoken's
-time over bpestore's (its fastest path on at most as many threads; above 1, bpestore is faster),
-and the baseline's over bpestore's. The table goes to stdout and the JSON (every run, the
+tiktoken is installed). Ratios are reported only for rows whose ids are identical, each the
+median over rounds of the two runs' ratio in that round: gigatoken's time over bpestore's (its
+fastest path by median, on at most as many threads; above 1, bpestore is faster), and the
+baseline's time and CPU time over bpestore's. The table goes to stdout and the JSON (every run, the
 machine, the load) to ``--json`` if given. Exit status 1 when bpestore's outputs differ.
 """
 
@@ -98,13 +99,20 @@ def summary(row: dict, runs: list[dict], corpus_mb: float) -> dict:
     }
 
 
-def ratios(results: dict[str, dict], rows: list[dict], checked: dict[str, str]) -> None:
-    """Adds to each bpestore row: the time of gigatoken's fastest path with identical ids on at
-    most as many threads over bpestore's, and the baseline's time (same threads) over bpestore's
-    (above 1: bpestore is faster)."""
+def paired(theirs: list[dict], ours: list[dict], key: str = "seconds") -> float | None:
+    """The median over rounds of their ``key`` over ours, each round's two runs taken close
+    together (a ratio holds better than two medians while the machine's load drifts)."""
+    pairs = [their[key] / our[key] for their, our in zip(theirs, ours) if their["status"] == our["status"] == "ok" and our[key]]
+    return median(pairs) if pairs else None
+
+
+def ratios(results: dict[str, dict], rows: list[dict], runs: dict[str, list[dict]], checked: dict[str, str]) -> None:
+    """Adds to each bpestore row, as paired ratios (above 1: bpestore is faster): the time of
+    gigatoken's fastest path (by median) with identical ids on at most as many threads over
+    bpestore's, and the baseline's time and CPU time (same threads) over bpestore's."""
     for row in rows:
-        result = results[row["label"]]
-        if not row["label"].startswith("bpestore ") or result["status"] != "ok":
+        label, result = row["label"], results[row["label"]]
+        if not label.startswith("bpestore ") or result["status"] != "ok":
             continue
         usable = [other for other in rows if other["threads"] <= row["threads"] and results[other["label"]]["status"] == "ok"
                   and checked.get(other["label"]) == "identical"]
@@ -112,28 +120,30 @@ def ratios(results: dict[str, dict], rows: list[dict], checked: dict[str, str]) 
         # (gigatoken's best with at most as many threads: its one-thread path may beat its pool)
         peers = [other["label"] for other in usable if other["label"].startswith("gigatoken")]
         if peers:
-            fastest = min(peers, key=lambda label: results[label]["seconds"])
+            fastest = min(peers, key=lambda peer: results[peer]["seconds"])
             result["fastest_gigatoken"] = fastest
-            result["speed_vs_gigatoken"] = results[fastest]["seconds"] / result["seconds"]
+            result["speed_vs_gigatoken"] = paired(runs[fastest], runs[label])
         baseline = [other["label"] for other in same if other["label"].startswith("bpestore-baseline")]
         if baseline:
-            result["speed_vs_baseline"] = results[baseline[0]]["seconds"] / result["seconds"]
+            result["speed_vs_baseline"] = paired(runs[baseline[0]], runs[label])
+            result["cpu_vs_baseline"] = paired(runs[baseline[0]], runs[label], "cpu_seconds")
 
 
 def render(corpus: Path, corpus_mb: float, rows: list[dict], results: dict[str, dict], checked: dict[str, str]) -> str:
-    headers = ["row", "median s (runs)", "MB/s", "CPU s", "peak RSS MiB", "tree PSS MiB", "ids", "x gigatoken", "x baseline"]
+    headers = ["row", "median s (runs)", "MB/s", "CPU s", "peak RSS MiB", "tree PSS MiB", "ids", "x gigatoken", "x baseline",
+               "x baseline CPU"]
     lines = []
     for row in rows:
         result = results[row["label"]]
         if result["status"] != "ok":
-            lines.append([row["label"], result["status"], "", "", "", "", result.get("reason", "")[:60], "", ""])
+            lines.append([row["label"], result["status"], "", "", "", "", result.get("reason", "")[:60], "", "", ""])
             continue
         times = result["seconds_all"]
         lines.append([
             row["label"], f"{result['seconds']:.2f} ({len(times)}: {min(times):.2f}-{max(times):.2f})", number(result["mb_per_s"], "{:.1f}"),
             number(result["cpu_seconds"], "{:.1f}"), number(result["peak_rss_mb"], "{:.0f}"), number(result["tree_pss_peak_mb"], "{:.0f}"),
             checked.get(row["label"], "not checked"), number(result.get("speed_vs_gigatoken"), "{:.2f}x"),
-            number(result.get("speed_vs_baseline"), "{:.2f}x"),
+            number(result.get("speed_vs_baseline"), "{:.2f}x"), number(result.get("cpu_vs_baseline"), "{:.2f}x"),
         ])
     prefix = checked.get("tiktoken prefix", "not checked")
     return "\n".join([f"{corpus} ({corpus_mb:,.1f} MB); bpestore's ids against tiktoken's on a prefix: {prefix}", table(headers, lines)])
@@ -181,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     os.replace(path, kept / Path(path).name)
             print(f"outputs kept in {kept}", file=sys.stderr)
     results = {row["label"]: summary(row, runs[row["label"]], corpus_mb) for row in rows}
-    ratios(results, rows, checked)
+    ratios(results, rows, runs, checked)
     machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(render(corpus, corpus_mb, rows, results, checked))
     print(f"load average (1, 5, 15 min) at start {machine['load_average_at_start']}, at end {machine['load_average_at_end']}; "
