@@ -121,12 +121,16 @@ def tiktoken_encode(params: dict):
     return lambda text: encoding.encode(text, allowed_special="all")
 
 
-def gigatoken_encode(params: dict):
+def gigatoken_tokenizer(params: dict):
+    """gigatoken's ``Tokenizer`` for ``params["encoding"]``, from the plain ``.tiktoken`` ranks file."""
     gigatoken = import_or_skip("gigatoken")
     _, _, specials = vocabulary(params)
-    tokenizer = gigatoken.Tokenizer.from_tiktoken(params["ranks"], pretokenizer=GIGATOKEN_SCHEMES[params["encoding"]],
-                                                  special_tokens=specials)
-    return tokenizer.encode  # a numpy array of uint32
+    return gigatoken.Tokenizer.from_tiktoken(params["ranks"], pretokenizer=GIGATOKEN_SCHEMES[params["encoding"]],
+                                             special_tokens=specials)
+
+
+def gigatoken_encode(params: dict):
+    return gigatoken_tokenizer(params).encode  # a numpy array of uint32
 
 
 def quicktok_encode(params: dict):

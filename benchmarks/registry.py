@@ -22,6 +22,7 @@ def task(name: str):
 
 def get_task(name: str) -> Callable:
     import encode_tasks  # noqa: F401  (they register themselves)
+    import npy_tasks  # noqa: F401
     import peer_tasks  # noqa: F401
     import train_tasks  # noqa: F401
 

@@ -43,11 +43,22 @@ impl NpyDtype {
         }
     }
 
-    fn append(self, ids: &[TokenId], out: &mut Vec<u8>) {
+    /// Bytes per id in the array.
+    fn width(self) -> usize {
         match self {
-            NpyDtype::U16 => out.extend(ids.iter().flat_map(|&id| (id as u16).to_le_bytes())),
-            NpyDtype::U32 => out.extend(ids.iter().flat_map(|&id| id.to_le_bytes())),
+            NpyDtype::U16 => 2,
+            NpyDtype::U32 => 4,
         }
+    }
+
+    /// `ids` laid out as the array holds them (little-endian), in a buffer of just that size.
+    fn laid_out(self, ids: &[TokenId]) -> Vec<u8> {
+        let mut data = Vec::with_capacity(ids.len() * self.width());
+        match self {
+            NpyDtype::U16 => data.extend(ids.iter().flat_map(|&id| (id as u16).to_le_bytes())),
+            NpyDtype::U32 => data.extend(ids.iter().flat_map(|&id| id.to_le_bytes())),
+        }
+        data
     }
 }
 
@@ -218,6 +229,11 @@ impl Encoder {
                 let done_tx = done_tx.clone();
                 let job_rx = &job_rx;
                 scope.spawn(move || {
+                    // One buffer of ids for all this thread's chunks: a new one for each chunk,
+                    // sized for a quarter as many ids as the text's bytes, was grown by copying
+                    // whenever a chunk had more (GPT-2 on the 1 GB corpus: one id per two bytes),
+                    // and its pages were faulted in afresh.
+                    let mut ids = Vec::new();
                     self.caches
                         .with_shared(self.table.table(), shared, |cache| loop {
                             let job = job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
@@ -227,7 +243,7 @@ impl Encoder {
                             if index > skip_after.load(Ordering::Relaxed) {
                                 continue;
                             }
-                            let mut ids = Vec::with_capacity(text.len() / 4 + 16);
+                            ids.clear();
                             let result = match dropout {
                                 None => {
                                     self.encode_into(&text, AllowedSpecial::All, cache, &mut ids)
@@ -242,16 +258,12 @@ impl Encoder {
                                 ),
                             };
                             let encoded = match result {
-                                Ok(()) => {
-                                    let mut data = Vec::with_capacity(ids.len() * 4);
-                                    dtype.append(&ids, &mut data);
-                                    Ok(Encoded {
-                                        index,
-                                        text_bytes: text.len(),
-                                        ids: ids.len(),
-                                        data,
-                                    })
-                                }
+                                Ok(()) => Ok(Encoded {
+                                    index,
+                                    text_bytes: text.len(),
+                                    ids: ids.len(),
+                                    data: dtype.laid_out(&ids),
+                                }),
                                 Err(error) => {
                                     skip_after.fetch_min(index, Ordering::Relaxed);
                                     let offset = usize::try_from(offset).unwrap_or(usize::MAX);
@@ -435,6 +447,9 @@ impl<'a, R: Read> Chunks<'a, R> {
             // (`read_to_end` reads into the spare room without zeroing it first, and retries
             // when interrupted)
             let missing = (want - self.buffer.len()) as u64;
+            // Room for all of it at once: `read_to_end` would otherwise grow the buffer by
+            // doubling from what the last cut left (a sixteenth of a chunk), copying it each time.
+            self.buffer.reserve_exact(want - self.buffer.len());
             let read = (&mut *self.input)
                 .take(missing)
                 .read_to_end(&mut self.buffer)?;
@@ -553,9 +568,7 @@ impl NpyWriter {
 
     /// Appends `ids` (each must fit the element type).
     pub fn write_ids(&mut self, ids: &[TokenId]) -> io::Result<()> {
-        let mut data = Vec::with_capacity(ids.len() * 4);
-        self.dtype.append(ids, &mut data);
-        self.write_laid_out(&data, ids.len())
+        self.write_laid_out(&self.dtype.laid_out(ids), ids.len())
     }
 
     /// Appends `count` ids already laid out as the array holds them ([`NpyDtype`]'s bytes).
