@@ -27,6 +27,7 @@ __all__ = [
     "Encoder",
     "StreamEncoder",
     "NpyWriter",
+    "IdBuffer",
     "check_model",
     "PARTIAL_NPY_MARK",
     "IdIterator",
@@ -265,9 +266,10 @@ class Encoder:
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
         """The ids of ``text``; ``allowed_special`` None or "all": every special token is
         recognised; a collection: only those (the others are ordinary text)."""
-    def encode_to_bytearray(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytearray:
-        """The ids as uint32 little-endian bytes (``numpy.frombuffer(b, dtype="<u4")`` makes a
-        writable array of them without a copy)."""
+    def encode_to_buffer(self, text: str, allowed_special: str | Iterable[str] | None = None) -> memoryview:
+        """The ids: a view of the engine's own vector of them, an :class:`IdBuffer`
+        (``numpy.frombuffer(view, dtype=numpy.uint32)`` makes a writable array of them without a
+        copy)."""
     def encode_batch(
         self, texts: Iterable[str], num_threads: int | None = None, allowed_special: str | Iterable[str] | None = None
     ) -> list[list[int]]:
@@ -350,6 +352,15 @@ class Encoder:
 
 PARTIAL_NPY_MARK: bytes
 """The first bytes of a ``.npy`` still being written, or left by a writer that was stopped."""
+
+@final
+class IdBuffer:
+    """Ids made by the engine (``Encoder.encode_to_buffer`` returns a view of one), lent through
+    the buffer protocol as the bytes of native uint32s, writable: ``numpy.frombuffer(view,
+    dtype=numpy.uint32)`` wraps them without a copy, and keeps them alive while the array is."""
+
+    def __len__(self) -> int:
+        """The number of ids."""
 
 @final
 class NpyWriter:

@@ -339,6 +339,29 @@ def test_numpy_ids_decode():
     assert ours().encode_to_array("hello world")[0] != 1
 
 
+def test_numpy_ids_outlive_their_tokenizer_and_views():
+    # The array wraps the engine's own vector (through a memoryview of it): the vector must live
+    # as long as the array does, whatever else is dropped, and hold the ids encode gives.
+    np = pytest.importorskip("numpy")
+    import gc
+
+    tokenizer = ours()
+    text = "hello world, " * 5000
+    expected = tokenizer.encode(text)
+    arrays = [tokenizer.encode_to_array(text) for _ in range(3)]
+    del tokenizer
+    gc.collect()
+    junk = [np.arange(len(expected), dtype=np.uint32) + 7 for _ in range(5)]  # (reuse of freed memory shows)
+    for array in arrays:
+        assert array.tolist() == expected
+    arrays[0][:] = 0
+    assert arrays[1].tolist() == expected and arrays[2].tolist() == expected, "each call's ids are its own"
+    view = memoryview(arrays[1])
+    del arrays[1], junk
+    gc.collect()
+    assert view.tolist() == expected
+
+
 # -- the command line's encode: --allowed-special and --ordinary ---------------------------------------
 
 

@@ -113,7 +113,7 @@ def test_pair_rule_equals_the_reference(vocab_size, text, specials):
     encoder = engine(vocab, merges, specials)
     assert encoder.encode(text) == expected
     assert encoder.encode(text) == expected  # again, from the cache
-    assert np.frombuffer(encoder.encode_to_bytearray(text), dtype="<u4").tolist() == expected
+    assert np.frombuffer(encoder.encode_to_buffer(text), dtype=np.uint32).tolist() == expected
     assert encoder.decode_bytes(expected) == text.encode("utf-8")
 
 

@@ -58,8 +58,8 @@ class EncoderEngine(Protocol):
     ) -> list[list[int]]:
         """``encode_dropout`` of each text, its index in ``texts`` as ``text_index``."""
 
-    def encode_to_bytearray(self, text: str, allowed_special: str | Iterable[str] | None = None) -> bytearray:
-        """The ids as uint32 little-endian bytes, in a buffer NumPy may take over without a copy."""
+    def encode_to_buffer(self, text: str, allowed_special: str | Iterable[str] | None = None) -> memoryview:
+        """The ids as native uint32s, in a writable view NumPy may take over without a copy."""
 
     def encode_batch(
         self, texts: Iterable[str], num_threads: int | None = None, allowed_special: str | Iterable[str] | None = None

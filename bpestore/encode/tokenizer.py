@@ -297,8 +297,8 @@ class Tokenizer:
         (tiktoken's ``encode_to_numpy``); the special-token policy of :meth:`encode`."""
         import numpy as np
         allowed = self._policy(text, allowed_special, disallowed_special)
-        data = self._call(self._engine.encode_to_bytearray, text, allowed)
-        return np.frombuffer(data, dtype="<u4").astype(np.uint32, copy=False)  # (writable, no copy)
+        ids = self._call(self._engine.encode_to_buffer, text, allowed)
+        return np.frombuffer(ids, dtype=np.uint32)  # (the engine's own ids: writable, no copy)
 
     def encode_batch(
         self,

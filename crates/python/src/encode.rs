@@ -17,13 +17,15 @@ use bpestore_encode::{
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyIterator, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyIterator, PyList, PyMemoryView, PyString};
+use std::cell::UnsafeCell;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyEncoder>()?;
     module.add_class::<PyStreamEncoder>()?;
     module.add_class::<PyNpyWriter>()?;
+    module.add_class::<IdBuffer>()?;
     module.add_function(wrap_pyfunction!(check_model, module)?)?;
     module.add_function(wrap_pyfunction!(pair_merges_from_ranks, module)?)?;
     module.add_function(wrap_pyfunction!(read_tiktoken, module)?)?;
@@ -317,20 +319,24 @@ impl PyEncoder {
         self.ints.list(py, &ids)
     }
 
-    /// Like `encode`, the ids as uint32 little-endian bytes in a `bytearray`: mutable, so that
-    /// `numpy.frombuffer` makes a writable array of them without copying them again.
+    /// Like `encode`, the ids as a `memoryview` of an `IdBuffer`: the engine's own vector of
+    /// them, which `numpy.frombuffer(view, dtype=numpy.uint32)` makes a writable array of
+    /// without a copy.
     #[pyo3(signature = (text, allowed_special = None))]
-    fn encode_to_bytearray<'py>(
+    fn encode_to_buffer<'py>(
         &self,
         py: Python<'py>,
         text: PyBackedStr,
         allowed_special: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyByteArray>> {
+    ) -> PyResult<Bound<'py, PyMemoryView>> {
         let ids = self.ids(py, text, allowed_special)?;
-        PyByteArray::new_with(py, ids.len() * 4, |buffer| {
-            write_le_ids(buffer, &ids);
-            Ok(())
-        })
+        let buffer = Bound::new(
+            py,
+            IdBuffer {
+                ids: UnsafeCell::new(ids),
+            },
+        )?;
+        PyMemoryView::from(buffer.as_any())
     }
 
     /// The ids of each text, encoded on `num_threads` threads (default: the CPUs), in order;
@@ -933,10 +939,69 @@ impl PyIdIterator {
 }
 
 /// Writes `ids` into `buffer` (4 bytes each) as little-endian uint32s.
-fn write_le_ids(buffer: &mut [u8], ids: &[TokenId]) {
-    for (chunk, id) in buffer.chunks_exact_mut(4).zip(ids) {
-        chunk.copy_from_slice(&id.to_le_bytes());
+/// Ids as the engine made them, lent to Python through the buffer protocol: the bytes of
+/// native-endian uint32s, writable (`numpy.frombuffer` makes an array of them that owns a
+/// reference to this object, with no copy: a copy of tens of megabytes, and its page faults, was
+/// a twentieth of a warm encode's time).
+#[pyclass(module = "bpestore._engine", name = "IdBuffer", frozen)]
+pub struct IdBuffer {
+    /// Never resized or read by Rust once made: Python may write to the ids through the buffer
+    /// (an array of them is writable), so they sit in an `UnsafeCell`, and Rust only takes raw
+    /// pointers to them.
+    ids: UnsafeCell<Vec<TokenId>>,
+}
+
+// SAFETY: the vector is moved in when the object is made and never resized afterwards; Rust
+// reads only its length and address (through `UnsafeCell::get`, never a reference to the ids),
+// so threads sharing the object see no data race on Rust's side. Writes through the buffer are
+// Python's, made under the GIL like any write to a buffer it exports.
+unsafe impl Sync for IdBuffer {}
+
+#[pymethods]
+impl IdBuffer {
+    /// The number of ids.
+    fn __len__(&self) -> usize {
+        // SAFETY: reads the vector's length only; the vector is never resized (see the type).
+        unsafe { (*self.ids.get()).len() }
     }
+
+    /// Fills `view` with the ids' bytes (format "B": unsigned bytes, as a `bytearray` exports).
+    ///
+    /// # Safety
+    /// Called by CPython as the type's `bf_getbuffer`, with `view` a valid `Py_buffer` to fill.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::os::raw::c_int,
+    ) -> PyResult<()> {
+        let ids = slf.get().ids.get();
+        // SAFETY: `ids` points to the vector, alive as long as `slf` is; PyBuffer_FillInfo takes a
+        // reference to `slf` into `view.obj`, so the object (and its vector, never resized or
+        // freed before the object) outlives every export. The pointer is derived from the
+        // UnsafeCell, not from a shared reference, so Python's writes through it are allowed; the
+        // length in bytes fits an isize (a Vec never holds more than isize::MAX bytes).
+        let filled = unsafe {
+            let bytes = (*ids).len() * std::mem::size_of::<TokenId>();
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                (*ids).as_mut_ptr().cast(),
+                bytes as pyo3::ffi::Py_ssize_t,
+                0, // writable
+                flags,
+            )
+        };
+        if filled == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    /// Nothing to release: `view.obj`'s reference, which CPython drops, kept the ids alive.
+    ///
+    /// # Safety
+    /// Called by CPython as the type's `bf_releasebuffer`.
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
 }
 
 /// One Python int per id, made on first use and shared by every list of ids: a list of ids then
