@@ -47,6 +47,8 @@ if utf8_first == "1":
     # keeps it: made here, untimed, the rows compare the tokenizers alone.
     from bpestore.engine import GPT2_PATTERN, Pretokenizer
     Pretokenizer(GPT2_PATTERN).piece_count(text)
+if output == "array":
+    import numpy  # noqa: F401  (imported by encode_to_array's first call: not what is measured)
 started = time.perf_counter()
 tokenizer = Tokenizer.from_db(db, name, warm=variant != "cold")
 loaded = time.perf_counter() - started
