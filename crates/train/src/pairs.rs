@@ -6,10 +6,11 @@
 //! training's resident memory. Here a bucket holds what the hot paths read, the pair, its count
 //! (32 bits; the rare bigger ones aside) and a slot number: 16 bytes; the word lists live in a
 //! slab of slots (a `Vec`, the slots of removed pairs reused), touched only when a list is taken
-//! or grown. A doubling of the table moves 16 bytes a bucket, and the slab grows in place (a big `Vec` is reallocated by
-//! remapping its pages, and only the slots in use are ever touched). Finding a pair and
-//! changing its count read one bucket, as in the plain map: an index of slot numbers alone
-//! (a smaller table) made every lookup read the slab too, and the merge loop 10-20% slower.
+//! or grown. A doubling of the table moves 16 bytes a bucket, and the slab grows in place (a big
+//! `Vec` is reallocated by remapping its pages, and only the slots in use are ever touched).
+//! Finding a pair and changing its count read one bucket, as in the plain map: an index of slot
+//! numbers alone (a smaller table) made every lookup read the slab too, and the merge loop
+//! 10-20% slower.
 
 use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
@@ -29,12 +30,12 @@ pub(crate) struct PairInfo {
     pub(crate) words: Vec<WordId>,
 }
 
-/// A bucket of the table: the pair (as 32-bit halves), its count and the slot of its word list,
-/// 16 bytes (the table is the biggest part of the merge loop's memory after the words). A count
-/// of [`BIG`] or more is [`BIG`] here and exact in [`PairTable::big`].
+/// A bucket of the table: the pair, its count and the slot of its word list, 16 bytes (the table
+/// is the biggest part of the merge loop's memory after the words). A count of [`BIG`] or more
+/// is [`BIG`] here and exact in [`PairTable::big`].
 #[derive(Clone, Copy)]
 struct Bucket {
-    key: [u32; 2],
+    key: PairKey,
     count: u32,
     slot: u32,
 }
@@ -42,19 +43,8 @@ struct Bucket {
 /// The count of a bucket whose pair's count is in [`PairTable::big`].
 const BIG: u32 = u32::MAX;
 
-fn join(halves: [u32; 2]) -> u64 {
-    (u64::from(halves[0]) << 32) | u64::from(halves[1])
-}
-
-fn halves(value: u64) -> [u32; 2] {
-    [(value >> 32) as u32, value as u32]
-}
-
-impl Bucket {
-    fn key(&self) -> PairKey {
-        join(self.key)
-    }
-}
+// The table's size is the point of this module: a bucket that grew would go unnoticed.
+const _: () = assert!(std::mem::size_of::<Bucket>() == 16);
 
 fn hash(key: PairKey) -> u64 {
     rustc_hash::FxBuildHasher.hash_one(key)
@@ -82,7 +72,7 @@ impl PairTable {
     }
 
     fn bucket(&self, key: PairKey) -> Option<&Bucket> {
-        self.table.find(hash(key), |bucket| bucket.key() == key)
+        self.table.find(hash(key), |bucket| bucket.key == key)
     }
 
     /// The count of `key`, if it is in the table.
@@ -93,7 +83,7 @@ impl PairTable {
     /// The exact count of a bucket.
     fn exact(&self, bucket: &Bucket) -> u64 {
         if bucket.count == BIG {
-            self.big[&bucket.key()]
+            self.big[&bucket.key]
         } else {
             u64::from(bucket.count)
         }
@@ -134,22 +124,15 @@ impl PairTable {
         debug_assert!(!self.contains_key(key), "a pair inserted twice");
         let slot = self.new_slot(info.words);
         let count = PairTable::store(&mut self.big, key, info.count);
-        self.table.insert_unique(
-            hash(key),
-            Bucket {
-                key: halves(key),
-                count,
-                slot,
-            },
-            hash_of,
-        );
+        self.table
+            .insert_unique(hash(key), Bucket { key, count, slot }, hash_of);
     }
 
     /// Adds `by` to the count of `key` (a new pair if it is not in the table), and gives its word
     /// list, to note the words where it was made.
     pub(crate) fn raise(&mut self, key: PairKey, by: u64) -> &mut Vec<WordId> {
         let hash = hash(key);
-        let slot = match self.table.find_mut(hash, |bucket| bucket.key() == key) {
+        let slot = match self.table.find_mut(hash, |bucket| bucket.key == key) {
             Some(bucket) => {
                 let count = match bucket.count {
                     BIG => self.big[&key],
@@ -161,15 +144,8 @@ impl PairTable {
             None => {
                 let slot = self.new_slot(Vec::new());
                 let count = PairTable::store(&mut self.big, key, by);
-                self.table.insert_unique(
-                    hash,
-                    Bucket {
-                        key: halves(key),
-                        count,
-                        slot,
-                    },
-                    hash_of,
-                );
+                self.table
+                    .insert_unique(hash, Bucket { key, count, slot }, hash_of);
                 slot
             }
         };
@@ -179,10 +155,7 @@ impl PairTable {
     /// Takes `by` from the count of `key`, which must be in the table with at least that count;
     /// a pair whose count falls to 0 is removed (no word holds it any more: its list is freed).
     pub(crate) fn lower(&mut self, key: PairKey, by: u64) {
-        let Ok(mut entry) = self
-            .table
-            .find_entry(hash(key), |bucket| bucket.key() == key)
-        else {
+        let Ok(mut entry) = self.table.find_entry(hash(key), |bucket| bucket.key == key) else {
             panic!("a pair that occurs is counted");
         };
         let bucket = entry.get_mut();
@@ -208,7 +181,7 @@ impl PairTable {
     pub(crate) fn remove(&mut self, key: PairKey) -> Option<PairInfo> {
         let entry = self
             .table
-            .find_entry(hash(key), |bucket| bucket.key() == key)
+            .find_entry(hash(key), |bucket| bucket.key == key)
             .ok()?;
         let (bucket, _) = entry.remove();
         let count = match bucket.count {
@@ -223,7 +196,7 @@ impl PairTable {
     pub(crate) fn counts(&self) -> impl Iterator<Item = (PairKey, u64)> + '_ {
         self.table
             .iter()
-            .map(|bucket| (bucket.key(), self.exact(bucket)))
+            .map(|bucket| (bucket.key, self.exact(bucket)))
     }
 
     /// Every pair and its record (the words cloned), in no particular order (for tests).
@@ -236,14 +209,14 @@ impl PairTable {
                     count: self.exact(bucket),
                     words: self.lists[bucket.slot as usize].clone(),
                 };
-                (bucket.key(), info)
+                (bucket.key, info)
             })
             .collect()
     }
 }
 
 fn hash_of(bucket: &Bucket) -> u64 {
-    hash(bucket.key())
+    hash(bucket.key)
 }
 
 #[cfg(test)]
