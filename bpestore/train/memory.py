@@ -17,9 +17,9 @@ estimated, 78.5 MiB measured) to +20% (wiki_en_57M, 2,000 merges: 55.5 MiB estim
 measured) on those corpora, +70% only on sotu_11M at 2,000 merges, where the slack dominates (8.8
 MiB estimated, 5.2 MiB measured). (Refitted when the pair table shrank to 16-byte buckets with
 the word lists in a slab, crates/train/src/pairs.rs; it had been 26 bytes a pre-token byte and
-660 a merge.) tests/test_training_inputs.py checks the margin on both: generated text, and sotu_11M,
+660 a merge.) tests/test_training_inputs.py checks the margin on generated text and on sotu_11M,
 reuters_17M and wiki_en_57M (when ../shared/corpora is there). A corpus that runs out of pairs
-before ``M`` merges is overestimated (tinystories_800K: 15.4 MiB estimated for 20,000 merges, 5.5
+before ``M`` merges is overestimated (tinystories_800K: 14.1 MiB estimated for 20,000 merges, 5.1
 MiB measured). The number of distinct pre-tokens adds nothing measurable beyond their length on
 such text, but is reported. Text unlike any language (random letters, whose pairs are far more
 varied) can need up to twice the estimate.
