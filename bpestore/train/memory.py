@@ -15,7 +15,8 @@ Measured, it is within :data:`MARGIN` of the peak, give or take :data:`SLACK_BYT
 allocator's noise, which dominates small corpora): from -16% (wiki_en_57M, 20,000 merges: 65.8 MiB
 estimated, 78.5 MiB measured) to +20% (wiki_en_57M, 2,000 merges: 55.5 MiB estimated, 46.4 MiB
 measured) on those corpora, +70% only on sotu_11M at 2,000 merges, where the slack dominates (8.8
-MiB estimated, 5.2 MiB measured). (Refitted when the pair table shrank to 16-byte buckets with
+MiB estimated, 5.2 MiB measured); from -28% to +16% on generated text shaped like a natural
+language's (tests/test_training_inputs.py's). (Refitted when the pair table shrank to 16-byte buckets with
 the word lists in a slab, crates/train/src/pairs.rs; it had been 26 bytes a pre-token byte and
 660 a merge.) tests/test_training_inputs.py checks the margin on generated text and on sotu_11M,
 reuters_17M and wiki_en_57M (when ../shared/corpora is there). A corpus that runs out of pairs
