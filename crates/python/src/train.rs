@@ -896,6 +896,8 @@ fn learn_merges<'py>(
             counts.inner.clear();
         }
     }
+    // The counts (when emptied) and the loop's scratch tables, freed, back to the system.
+    py.detach(bpestore_train::release_free_memory);
     let merges = py.detach(|| take(merge_loop));
     reporter.finish()?;
     let merges = merges

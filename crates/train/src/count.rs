@@ -523,7 +523,7 @@ pub fn count_file_spilling(
             other => other,
         });
     }
-    match spiller {
+    let counts = match spiller {
         Some(spiller) if spiller.spilled() => spiller.finish(partial.concat()),
         Some(spiller) => {
             let counts = partial
@@ -538,7 +538,11 @@ pub fn count_file_spilling(
             })
         }
         None => Ok(add_up_parts(partial)),
-    }
+    };
+    // The threads' tables, freed, are still resident in their arenas: hand them back before
+    // the caller goes on (to the merge loop, which would not reuse them).
+    crate::release_free_memory();
+    counts
 }
 
 /// The sum of the threads' counts, each in the same [`PARTS`] parts: part `i` of every thread

@@ -6,7 +6,9 @@
 mod count;
 mod counts;
 mod error;
+mod memory;
 mod merge;
+mod pairs;
 mod spill;
 mod stored;
 
@@ -16,6 +18,7 @@ pub use count::{
 };
 pub use counts::PretokenCounts;
 pub use error::CountError;
+pub use memory::release_free_memory;
 pub use merge::{learn_merges, Merge, MergeLoop};
 pub use spill::{SpillOptions, DEFAULT_FAN_IN};
 pub use stored::{checksum, from_copy_rows, unpack, SortedCounts};
