@@ -897,7 +897,8 @@ impl Encoder {
     }
 
     /// Appends the ids of one pre-token to `out`: from the warm table (`warm`: this encoder's,
-    /// read once per text by the caller), from the cache, or merged and cached.
+    /// read once per text by the caller), from the cache, or merged and cached. Its callers
+    /// emit a piece of one byte themselves (its id is the byte's: nothing to look up).
     #[inline(never)] // (kept out of the scanner's loop, which the hot cases above stay in)
     fn encode_piece(
         &self,
@@ -908,10 +909,6 @@ impl Encoder {
         scratch: &mut Vec<TokenId>,
         out: &mut Vec<TokenId>,
     ) {
-        if let [byte] = bytes {
-            out.push(self.vocab.byte_ids[*byte as usize]);
-            return;
-        }
         if let Some(warm) = warm {
             if let Some(ids) = warm.pieces.get(bytes, key) {
                 append(out, ids);
