@@ -61,22 +61,25 @@ impl BytePairs {
 
 /// The pair rule's merges by pair, `(left id, right id) -> rank`, for the lookups of a merge.
 enum PairTable {
-    /// Open addressing with linear probing, each slot one word: the pair's ids (`id_bits` each)
-    /// above its rank + 1 (`rank_bits`; a slot of 0 is empty). A lookup reads one word, most
-    /// often in one cache line, where a map of `u64 -> u32` reads a control group and a bucket
-    /// of twice the size; half full at most, a miss ends within a few slots.
-    Packed {
-        slots: Box<[u64]>,
-        /// One bit per `FILTER_BITS`-bit hash (set where a pair in the table has it), read
-        /// before the slots: most pairs no merge joins stop at this small array.
-        filter: Box<[u64]>,
-        id_bits: u32,
-        rank_bits: u32,
-        /// `64 - log2(slots.len())`: the hash's top bits are the home slot.
-        shift: u32,
-    },
+    /// Ids and ranks narrow enough to share a word: the fast table.
+    Packed(PackedPairs),
     /// Ids or ranks too wide to share a word (ids in the billions, or billions of merges).
     Map(FxHashMap<u64, u32>),
+}
+
+/// Open addressing with linear probing, each slot one word: the pair's ids (`id_bits` each)
+/// above its rank + 1 (`rank_bits`; a slot of 0 is empty). A lookup reads one word, most often in
+/// one cache line, where a map of `u64 -> u32` reads a control group and a bucket of twice the
+/// size; half full at most, a miss ends within a few slots.
+struct PackedPairs {
+    slots: Box<[u64]>,
+    /// One bit per `FILTER_BITS`-bit hash (set where a pair in the table has it), read before
+    /// the slots: most pairs no merge joins stop at this small array.
+    filter: Box<[u64]>,
+    id_bits: u32,
+    rank_bits: u32,
+    /// `64 - log2(slots.len())`: the hash's top bits are the home slot.
+    shift: u32,
 }
 
 /// Fibonacci hashing: the product's top bits depend on every bit of the key.
@@ -88,40 +91,9 @@ const FILTER_BITS: u32 = 19;
 impl PairTable {
     /// `pairs` (`(left, right, rank)`, each pair once) in a table.
     fn new(pairs: &[(TokenId, TokenId, u32)]) -> PairTable {
-        let width = |max: u64| 64 - max.leading_zeros();
-        let max_id = pairs
-            .iter()
-            .map(|&(left, right, _)| left.max(right))
-            .max()
-            .unwrap_or(0);
-        let max_rank = pairs.iter().map(|&(_, _, rank)| rank).max().unwrap_or(0);
-        let id_bits = width(u64::from(max_id)).max(1);
-        let rank_bits = width(u64::from(max_rank) + 1);
-        if 2 * id_bits + rank_bits > 64 {
-            return PairTable::map(pairs);
-        }
-        let size = (2 * pairs.len()).next_power_of_two().max(2);
-        let mask = size - 1;
-        let shift = 64 - size.trailing_zeros();
-        let mut slots = vec![0u64; size].into_boxed_slice();
-        let mut filter = vec![0u64; 1 << (FILTER_BITS - 6)].into_boxed_slice();
-        for &(left, right, rank) in pairs {
-            let key = (u64::from(left) << id_bits) | u64::from(right);
-            let hash = key.wrapping_mul(MULTIPLIER);
-            let bit = hash as u32 >> (32 - FILTER_BITS);
-            filter[(bit >> 6) as usize] |= 1 << (bit & 63);
-            let mut at = (hash >> shift) as usize;
-            while slots[at] != 0 {
-                at = (at + 1) & mask;
-            }
-            slots[at] = (key << rank_bits) | (u64::from(rank) + 1);
-        }
-        PairTable::Packed {
-            slots,
-            filter,
-            id_bits,
-            rank_bits,
-            shift,
+        match PackedPairs::new(pairs) {
+            Some(packed) => PairTable::Packed(packed),
+            None => PairTable::map(pairs),
         }
     }
 
@@ -137,37 +109,77 @@ impl PairTable {
     #[inline(always)]
     fn rank(&self, left: TokenId, right: TokenId) -> Option<u32> {
         match self {
-            PairTable::Packed {
-                slots,
-                filter,
-                id_bits,
-                rank_bits,
-                shift,
-            } => {
-                if (left | right) >> id_bits != 0 {
-                    return None; // an id no merge names (id_bits < 32: the table packs two)
-                }
-                let key = (u64::from(left) << id_bits) | u64::from(right);
-                let hash = key.wrapping_mul(MULTIPLIER);
-                let bit = hash as u32 >> (32 - FILTER_BITS);
-                if filter[(bit >> 6) as usize] & (1 << (bit & 63)) == 0 {
-                    return None;
-                }
-                let mask = slots.len() - 1;
-                let mut at = (hash >> shift) as usize;
-                loop {
-                    let slot = slots[at];
-                    if slot == 0 {
-                        return None;
-                    }
-                    if slot >> rank_bits == key {
-                        // (the rank + 1 fits `rank_bits`, so the rank fits a u32)
-                        return Some(((slot & ((1 << rank_bits) - 1)) - 1) as u32);
-                    }
-                    at = (at + 1) & mask;
-                }
-            }
+            PairTable::Packed(packed) => packed.rank(left, right),
             PairTable::Map(map) => map.get(&pair_key(left, right)).copied(),
+        }
+    }
+}
+
+impl PackedPairs {
+    /// `pairs` packed, or None where two ids and a rank + 1 do not fit in a word.
+    fn new(pairs: &[(TokenId, TokenId, u32)]) -> Option<PackedPairs> {
+        let width = |max: u64| 64 - max.leading_zeros();
+        let max_id = pairs
+            .iter()
+            .map(|&(left, right, _)| left.max(right))
+            .max()
+            .unwrap_or(0);
+        let max_rank = pairs.iter().map(|&(_, _, rank)| rank).max().unwrap_or(0);
+        let id_bits = width(u64::from(max_id)).max(1);
+        let rank_bits = width(u64::from(max_rank) + 1);
+        if 2 * id_bits + rank_bits > 64 {
+            return None;
+        }
+        let size = (2 * pairs.len()).next_power_of_two().max(2);
+        let mut packed = PackedPairs {
+            slots: vec![0u64; size].into_boxed_slice(),
+            filter: vec![0u64; 1 << (FILTER_BITS - 6)].into_boxed_slice(),
+            id_bits,
+            rank_bits,
+            shift: 64 - size.trailing_zeros(),
+        };
+        let mask = size - 1;
+        for &(left, right, rank) in pairs {
+            let (key, hash, bit) = packed.key(left, right);
+            packed.filter[(bit >> 6) as usize] |= 1 << (bit & 63);
+            let mut at = (hash >> packed.shift) as usize;
+            while packed.slots[at] != 0 {
+                at = (at + 1) & mask;
+            }
+            packed.slots[at] = (key << rank_bits) | (u64::from(rank) + 1);
+        }
+        Some(packed)
+    }
+
+    /// The pair's key (both ids, `id_bits` each), its hash, and its bit in the filter.
+    #[inline(always)]
+    fn key(&self, left: TokenId, right: TokenId) -> (u64, u64, u32) {
+        let key = (u64::from(left) << self.id_bits) | u64::from(right);
+        let hash = key.wrapping_mul(MULTIPLIER);
+        (key, hash, hash as u32 >> (32 - FILTER_BITS))
+    }
+
+    #[inline(always)]
+    fn rank(&self, left: TokenId, right: TokenId) -> Option<u32> {
+        if (left | right) >> self.id_bits != 0 {
+            return None; // an id no merge names (id_bits < 32: the table packs two)
+        }
+        let (key, hash, bit) = self.key(left, right);
+        if self.filter[(bit >> 6) as usize] & (1 << (bit & 63)) == 0 {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = (hash >> self.shift) as usize;
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                return None;
+            }
+            if slot >> self.rank_bits == key {
+                // (the rank + 1 fits `rank_bits`, so the rank fits a u32)
+                return Some(((slot & ((1 << self.rank_bits) - 1)) - 1) as u32);
+            }
+            at = (at + 1) & mask;
         }
     }
 }
@@ -962,7 +974,7 @@ pub(crate) mod tests {
             let table = PairTable::new(&pairs);
             let map = PairTable::map(&pairs);
             assert_eq!(
-                matches!(table, PairTable::Packed { .. }),
+                matches!(table, PairTable::Packed(_)),
                 id_range < 1 << 31,
                 "{id_range}"
             );
