@@ -151,6 +151,30 @@ def test_gpt2_small_caches_are_emptied_and_refilled_exactly(cache_size):
     assert tokenizer.encode(text) == expected  # with whatever the caches hold now
 
 
+@pytest.mark.parametrize("cache_size", [1, 50, 5000])
+def test_gpt2_small_caches_shared_by_threads_are_emptied_and_refilled_exactly(cache_size, tmp_path):
+    """Threads encoding one batch or one file share caches (a lock-free table of short pieces, a
+    locked cache of the others) that fill up and start afresh many times: the ids stay
+    tiktoken's."""
+    from bpestore.encode.files import encode_file_to_npy
+
+    np = pytest.importorskip("numpy")
+    vocab, merges = gpt2_vocab_and_merges()
+    tokenizer = Tokenizer(dict(vocab), list(merges), [ENDOFTEXT], cache_size=cache_size)
+    text = read_text(shared_file("fixtures", "tinystories_sample.txt")) + random_text(random.Random(8), 20_000, assigned_only=True)
+    text += " " + "x" * 20 + " " + "y" * 40  # a medium piece, and one too long for the tables' keys
+    lines = text.splitlines(keepends=True)
+    expected = [tiktoken_ids(line, True) for line in lines]
+    assert tokenizer.encode_batch(lines, num_threads=2) == expected
+    assert tokenizer.encode_batch(lines, num_threads=2) == expected  # with whatever they hold now
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(text.encode("utf-8"))
+    count = encode_file_to_npy(tokenizer, corpus, tmp_path / "ids.npy", workers=2, chunk_bytes=1 << 12)
+    whole = tiktoken_ids(text, True)
+    assert count == len(whole)
+    assert np.load(tmp_path / "ids.npy").tolist() == whole
+
+
 # -- a small trained vocabulary: identical ids to the reference encoder --------------------------------
 
 
