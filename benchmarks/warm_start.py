@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--warm-file", type=Path, default=None, help="what db-corpus warms from [default: --corpus]")
     parser.add_argument("--encode-mb", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--entries", type=int, default=131_072, help="the warm tables' size")
+    parser.add_argument("--entries", type=int, default=262_144, help="the warm tables' size")
     parser.add_argument(
         "--with-utf8", action="store_true",
         help="time the str's first UTF-8 conversion too (CPython's, made by whichever call reads the str first; untimed by default)",

@@ -381,7 +381,7 @@ def _lock_timeout_option(function: _F) -> _F:
 def _warm_entries_option(default_source: str) -> Callable[[_F], _F]:
     """``--warm-entries N``: how many pre-tokens the stored warm table gets (0: none)."""
     return click.option(
-        "--warm-entries", type=click.IntRange(min=0, max=2**32 - 1), default=131_072, show_default=True, metavar="N",
+        "--warm-entries", type=click.IntRange(min=0, max=2**32 - 1), default=262_144, show_default=True, metavar="N",
         help=f"Store the ids of this many pre-tokens ({default_source}) with the tokenizer, so that loading it starts "
         "with a warm cache; 0: none.",
     )
@@ -1511,7 +1511,7 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
 @click.argument("ref")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
-    "--entries", type=click.IntRange(min=0, max=2**32 - 1), default=131_072, show_default=True, metavar="N",
+    "--entries", type=click.IntRange(min=0, max=2**32 - 1), default=262_144, show_default=True, metavar="N",
     help="How many pre-tokens (the most frequent) the table holds; 0 removes it.",
 )
 @click.option("--remove", is_flag=True, help="Delete the tokenizer's warm table (it then loads with empty caches).")

@@ -262,3 +262,18 @@ def test_most_common_is_a_sort_of_the_counts(counts, n, lengths):
     eligible = [(k, v) for k, v in counts.items() if k and min_len <= len(k) <= max_len]
     expected = [k for k, _ in sorted(eligible, key=lambda kv: (-kv[1], kv[0]))][:n]
     assert engine_counts.most_common(n, min_len, max_len) == expected
+
+
+def test_the_command_lines_warm_table_size_is_the_librarys():
+    """The command line spells its default out (reading it from the library would load the engine
+    at every command's start): it must not drift from the library's."""
+    from bpestore.cli import main
+
+    defaults = {
+        (name, param.name): param.default
+        for name, command in main.commands.items()
+        for param in command.params
+        if param.name in ("warm_entries", "entries")
+    }
+    assert set(defaults) == {("train", "warm_entries"), ("warm", "entries")}
+    assert set(defaults.values()) == {warming.DEFAULT_WARM_ENTRIES}

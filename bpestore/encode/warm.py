@@ -22,9 +22,9 @@ table carries the fingerprint of the model that made it (its tokens, merges, rul
 of the rule's code); a table whose fingerprint is not the loaded model's is left unused. Loading
 also checks that each piece's ids spell exactly its bytes: a damaged table is an error, never used.
 
-Size: ``entries`` pre-tokens at most (:data:`DEFAULT_WARM_ENTRIES` by default, about 3 MB stored
-and 8 MB in memory for English; 0: no table). Pre-tokens of one byte (never merged) or longer than
-the engine caches (:data:`MAX_WARM_PIECE` bytes) are left out.
+Size: ``entries`` pre-tokens at most (:data:`DEFAULT_WARM_ENTRIES` by default: for GPT-2 on
+English, 6.9 MB stored, checked and loaded in about 0.13 s; 0: no table). Pre-tokens of one byte
+(never merged) or longer than the engine caches (:data:`MAX_WARM_PIECE` bytes) are left out.
 """
 
 from __future__ import annotations
@@ -50,9 +50,10 @@ class Tokenizer(Protocol):
 
     def load_warm(self, data: bytes) -> int: ...
 
-DEFAULT_WARM_ENTRIES = 1 << 17
-"""Pre-tokens in a warm table by default: 131,072, the most frequent (on English text, most of
-what a tokenizer meets)."""
+DEFAULT_WARM_ENTRIES = 1 << 18
+"""Pre-tokens in a warm table by default: 262,144, the most frequent. Half as many left 1.6% of
+the piece occurrences of 20 MB of wiki_en_57M to be merged (63,618 distinct pieces) with the
+table of the whole file, and its first pass took 1.5x the second; with these, 0.4% (15,424)."""
 
 MAX_WARM_PIECE = 64
 """The longest pre-token, in bytes, a warm table (and the engine's caches) keeps."""
