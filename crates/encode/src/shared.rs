@@ -17,7 +17,8 @@
 //! no retry. A slot being written reads as a miss, and an insert that meets one gives up: both
 //! are allowed of a cache.
 //!
-//! A table takes entries up to half its slots; then the thread that finds it full replaces it
+//! A table takes entries up to three quarters of its slots (and the encoder's capacity); then
+//! the thread that finds it full replaces it
 //! ([`SharedCache::replace`]) with one twice as big holding the same entries, or with an empty
 //! one of the same size once the encoder's capacity is reached. Threads still holding the old
 //! table go on reading it, and take the new one at their next refused insert.
@@ -29,9 +30,10 @@ use std::sync::{Arc, Mutex, TryLockError};
 
 /// A table's first number of slots.
 const FIRST_SLOTS: usize = 1 << 12;
-/// Probes before a lookup gives up (a miss) or an insert does: tables are at most half full, so
-/// this is almost never reached; it bounds the work when they are not.
-const MAX_PROBES: usize = 64;
+/// Probes before a lookup gives up (a miss) or an insert does: tables are at most three quarters
+/// full, where a run of 64 taken slots, the bound before, is met now and then (it was, in this
+/// module's tests); this one almost never is, and it bounds the work when threads overfill.
+const MAX_PROBES: usize = 512;
 /// Inserts a thread counts before adding them to the table's shared count (one atomic addition
 /// on a shared cache line per this many inserts instead of one per insert).
 pub(crate) const COUNT_EVERY: usize = 64;
@@ -118,7 +120,8 @@ struct Count(AtomicUsize);
 pub(crate) struct SharedTable {
     slots: Box<[Slot]>,
     packing: Packing,
-    /// Entries past which inserts are refused (half the slots).
+    /// Entries past which inserts are refused: three quarters of the slots (as the caches'
+    /// tables, see `crate::cache`), or the encoder's capacity if that is fewer.
     limit: usize,
     len: Count,
 }
@@ -135,12 +138,13 @@ pub(crate) enum Inserted {
 }
 
 impl SharedTable {
-    fn with_slots(slots: usize, packing: Packing) -> SharedTable {
+    /// A table of `slots` slots (a power of two) that takes at most `capacity` entries.
+    fn with_slots(slots: usize, packing: Packing, capacity: usize) -> SharedTable {
         debug_assert!(slots.is_power_of_two());
         SharedTable {
             slots: (0..slots).map(|_| Slot::default()).collect(),
             packing,
-            limit: slots / 2,
+            limit: (slots / 4 * 3).min(capacity),
             len: Count(AtomicUsize::new(0)),
         }
     }
@@ -247,9 +251,10 @@ impl SharedTable {
         self.len.0.load(Ordering::Relaxed)
     }
 
-    /// A table twice as big with this one's entries (those being written meanwhile are left out).
-    fn grown(&self) -> SharedTable {
-        let bigger = SharedTable::with_slots(2 * self.slots.len(), self.packing);
+    /// A table twice as big with this one's entries (those being written meanwhile are left
+    /// out), taking at most `capacity` entries.
+    fn grown(&self, capacity: usize) -> SharedTable {
+        let bigger = SharedTable::with_slots(2 * self.slots.len(), self.packing, capacity);
         let mut copied = 0;
         for slot in self.slots.iter() {
             let state = slot.state.load(Ordering::Acquire);
@@ -279,12 +284,13 @@ pub(crate) struct SharedCache {
 impl SharedCache {
     /// Tables of at most `capacity` entries, for ids up to `max_id`.
     pub(crate) fn new(capacity: usize, max_id: TokenId) -> SharedCache {
-        // (no bigger than the capacity needs: a table takes half its slots)
+        // (no bigger than a small capacity needs)
         let slots = FIRST_SLOTS.min(capacity.max(1).saturating_mul(2).next_power_of_two());
         SharedCache {
             current: Mutex::new(Arc::new(SharedTable::with_slots(
                 slots,
                 Packing::for_max_id(max_id),
+                capacity,
             ))),
             capacity,
         }
@@ -306,9 +312,10 @@ impl SharedCache {
         };
         if Arc::ptr_eq(&current, full) {
             let next = if full.limit >= self.capacity {
-                SharedTable::with_slots(full.slots.len(), full.packing) // afresh, as a full cache
+                SharedTable::with_slots(full.slots.len(), full.packing, self.capacity)
+            // afresh
             } else {
-                full.grown()
+                full.grown(self.capacity)
             };
             *current = Arc::new(next);
         }
@@ -349,7 +356,7 @@ mod tests {
     #[test]
     fn a_table_gives_back_what_was_put_in_and_nothing_else() {
         for max_id in [300, 50_256, 65_536, u32::MAX] {
-            let table = SharedTable::with_slots(64, Packing::for_max_id(max_id));
+            let table = SharedTable::with_slots(64, Packing::for_max_id(max_id), 64);
             let most = table.most_ids();
             let many: Vec<TokenId> = (0..most as u32).map(|i| max_id - i * 7).collect();
             assert_eq!(got(&table, b"a"), None);
@@ -385,7 +392,7 @@ mod tests {
                 Inserted::Full => break,
             }
         }
-        assert_eq!(inserted, FIRST_SLOTS / 2);
+        assert_eq!(inserted, FIRST_SLOTS / 4 * 3);
         let bigger = shared.replace(&table).expect("no other thread");
         assert!(Arc::ptr_eq(&bigger, &shared.table()));
         assert!(Arc::ptr_eq(&shared.replace(&table).unwrap(), &bigger)); // replaced once only
@@ -411,7 +418,7 @@ mod tests {
 
     #[test]
     fn threads_inserting_at_once_all_read_what_any_inserted() {
-        let table = SharedTable::with_slots(1 << 14, Packing::for_max_id(70_000));
+        let table = SharedTable::with_slots(1 << 14, Packing::for_max_id(70_000), 1 << 14);
         let piece = |i: u32| format!("w{}", i % 3000).into_bytes();
         let ids = |i: u32| {
             let i = i % 3000;
