@@ -30,6 +30,7 @@ __all__ = [
     "IdBuffer",
     "check_model",
     "PARTIAL_NPY_MARK",
+    "DEFAULT_CACHE_ENTRIES",
     "IdIterator",
     "pack_model",
     "pair_merges_from_ranks",
@@ -351,6 +352,7 @@ class Encoder:
         """``"uint16"`` when every id fits, else ``"uint32"``."""
 
 PARTIAL_NPY_MARK: bytes
+DEFAULT_CACHE_ENTRIES: int
 """The first bytes of a ``.npy`` still being written, or left by a writer that was stopped."""
 
 @final

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ._engine import (
     CL100K_PATTERN,
+    DEFAULT_CACHE_ENTRIES,
     GPT2_PATTERN,
     O200K_PATTERN,
     PARTIAL_NPY_MARK,
@@ -44,6 +45,7 @@ register_errors(PatternError, CorpusDecodeError)
 
 __all__ = [
     "CL100K_PATTERN",
+    "DEFAULT_CACHE_ENTRIES",
     "GPT2_PATTERN",
     "O200K_PATTERN",
     "PARTIAL_NPY_MARK",

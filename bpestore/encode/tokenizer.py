@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, TypeVarTuple
 
-from ..engine import Encoder
+from ..engine import DEFAULT_CACHE_ENTRIES, Encoder
 from ..errors import DisallowedSpecialTokenError
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
@@ -29,8 +29,8 @@ _T = TypeVar("_T")
 _Args = TypeVarTuple("_Args")
 
 # Distinct pre-tokens remembered by each of the engine's caches (one per thread encoding at
-# once); a cache that is full starts afresh.
-DEFAULT_CACHE_SIZE = 1 << 19
+# once); a cache that is full starts afresh. (The engine's default: it sizes its tables for it.)
+DEFAULT_CACHE_SIZE = DEFAULT_CACHE_ENTRIES
 ENDOFTEXT = "<|endoftext|>"
 # encode_blocks gathers about this many characters before encoding them.
 _BLOCK_CHARS = 1 << 20

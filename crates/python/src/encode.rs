@@ -35,6 +35,8 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
         pyo3::types::PyBytes::new(module.py(), PARTIAL_HEADER_START),
     )?;
     module.add_class::<PyIdIterator>()?;
+    // The distinct pre-tokens each encoding thread's cache remembers by default.
+    module.add("DEFAULT_CACHE_ENTRIES", DEFAULT_CACHE_ENTRIES)?;
     Ok(())
 }
 
