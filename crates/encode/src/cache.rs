@@ -340,6 +340,8 @@ pub(crate) struct PieceCache {
     pub(crate) table: Option<Arc<SharedTable>>,
     /// New entries this thread put in `table` and has not yet added to its count.
     pub(crate) table_inserts: usize,
+    /// The encoder's batch of pieces, kept for the next text (see [`crate::Batch`]).
+    pub(crate) batch: Option<Box<crate::Batch>>,
 }
 
 impl PieceCache {
@@ -353,6 +355,7 @@ impl PieceCache {
             shared: None,
             table: None,
             table_inserts: 0,
+            batch: None,
         }
     }
 
