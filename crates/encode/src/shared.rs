@@ -18,10 +18,10 @@
 //! are allowed of a cache.
 //!
 //! A table takes entries up to three quarters of its slots (and the encoder's capacity); then
-//! the thread that finds it full replaces it
-//! ([`SharedCache::replace`]) with one twice as big holding the same entries, or with an empty
-//! one of the same size once the encoder's capacity is reached. Threads still holding the old
-//! table go on reading it, and take the new one at their next refused insert.
+//! the thread that finds it full replaces it ([`SharedCache::replace`]) with one twice as big
+//! holding the same entries, or with an empty one of the same size once the encoder's capacity
+//! is reached. Threads still holding the old table go on reading it, and take the new one at
+//! their next refused insert.
 
 use crate::bpe::TokenId;
 use crate::cache::{mix, prefetch};
@@ -312,8 +312,8 @@ impl SharedCache {
         };
         if Arc::ptr_eq(&current, full) {
             let next = if full.limit >= self.capacity {
+                // (afresh, as a full cache)
                 SharedTable::with_slots(full.slots.len(), full.packing, self.capacity)
-            // afresh
             } else {
                 full.grown(self.capacity)
             };
