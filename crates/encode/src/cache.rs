@@ -204,8 +204,9 @@ impl<K: Key> Table<K> {
 
     /// The most entries a table of `slots` slots takes before it doubles: three quarters. At
     /// most half, the table of a warm English encode (157K pieces, GPT-2) took 16 MB instead of
-    /// 8, and waiting for its slots was most of the pass: it now runs 1.08x faster (o200k_base
-    /// 1.34x). The longer probes this costs are mostly within a slot's cache line.
+    /// 8. The longer probes this costs are mostly within a slot's cache line: a warm pass's
+    /// simulated misses of a 1 MB cache rose 4% (cachegrind). Timed, it ran 1.08x faster, but
+    /// one build against itself gave 0.90x in the same kind of run: no speed-up is shown.
     fn full_at(slots: usize) -> usize {
         slots / 4 * 3
     }
