@@ -352,8 +352,11 @@ class Encoder:
         """``"uint16"`` when every id fits, else ``"uint32"``."""
 
 PARTIAL_NPY_MARK: bytes
-DEFAULT_CACHE_ENTRIES: int
 """The first bytes of a ``.npy`` still being written, or left by a writer that was stopped."""
+
+DEFAULT_CACHE_ENTRIES: int
+"""The distinct pre-tokens each encoding thread's cache remembers by default (``Encoder``'s
+``cache_entries``)."""
 
 @final
 class IdBuffer:

@@ -836,7 +836,7 @@ impl Encoder {
     /// found in the warm table or in this thread's cache (by the hash computed for its
     /// prefetch). The rest go to [`Encoder::encode_piece`].
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)] // (as emit_batch)
+    #[allow(clippy::too_many_arguments)] // (the encoder's state for one piece, passed as it is)
     fn emit_piece(
         &self,
         bytes: &[u8],
