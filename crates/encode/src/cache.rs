@@ -47,12 +47,23 @@ pub(crate) fn short_key_in(text: &[u8], start: usize, len: usize) -> Option<u128
         Some(window) => {
             let mut word = [0u8; 16];
             word.copy_from_slice(window);
-            let mask = (1u128 << (8 * len)) - 1;
-            Some((u128::from_le_bytes(word) & mask) | ((len as u128) << 120))
+            Some((u128::from_le_bytes(word) & LOW_BYTES[len]) | ((len as u128) << 120))
         }
         None => short_key(&text[start..start + len]),
     }
 }
+
+/// `LOW_BYTES[n]`: the mask of a `u128`'s low `n` bytes. Read from a table: computed, a 128-bit
+/// shift by a length known only at run time is a dozen instructions, for every piece.
+const LOW_BYTES: [u128; 17] = {
+    let mut masks = [u128::MAX; 17];
+    let mut n = 0;
+    while n < 16 {
+        masks[n] = (1u128 << (8 * n)) - 1;
+        n += 1;
+    }
+    masks
+};
 
 /// Pieces of 16 to this many bytes are keyed by their bytes packed in two `u128`s.
 pub(crate) const MEDIUM_BYTES: usize = 31;
@@ -90,30 +101,61 @@ pub(crate) fn medium_key_in(text: &[u8], start: usize, len: usize) -> Option<[u1
                 word.copy_from_slice(bytes);
                 u128::from_le_bytes(word)
             };
-            let high_mask = (1u128 << (8 * (len - 16))) - 1;
             Some([
                 word(&window[..16]),
-                (word(&window[16..]) & high_mask) | ((len as u128) << 120),
+                (word(&window[16..]) & LOW_BYTES[len - 16]) | ((len as u128) << 120),
             ])
         }
         None => medium_key(&text[start..start + len]),
     }
 }
 
-/// Hints the CPU to load the cache line holding `item` (a no-op where there is no such hint).
+/// Hints the CPU to load the cache line holding the byte at `address`, which may be any address
+/// (a no-op where there is no such hint).
 #[inline(always)]
-pub(crate) fn prefetch<T>(item: &T) {
+fn prefetch_address(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults, whatever the address, and changes no
-    // memory; the pointer comes from a live reference besides. SSE, which it needs, is part of
-    // every x86_64 CPU.
+    // SAFETY: a prefetch is only a hint: it never faults, whatever the address (valid or not),
+    // and changes no memory. SSE, which it needs, is part of every x86_64 CPU.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (item as *const T).cast(),
-        );
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = item;
+    let _ = address;
+}
+
+/// Where a table's lookups start, for prefetching: the slot of a key whose hash is `hash` is at
+/// `base + (hash & mask) * stride`. Read from the table once per batch of pieces, so that each
+/// piece's prefetch is a few instructions (no bounds check nor reload of the table's fields,
+/// which a prefetch needs no more than it needs a valid address).
+#[derive(Clone, Copy)]
+pub(crate) struct SlotsAt {
+    base: *const u8,
+    mask: usize,
+    stride: usize,
+}
+
+impl SlotsAt {
+    /// Where the lookups of `slots` (a power of two of them) start.
+    #[inline]
+    pub(crate) fn of<T>(slots: &[T]) -> SlotsAt {
+        SlotsAt {
+            base: slots.as_ptr().cast(),
+            mask: slots.len().wrapping_sub(1),
+            stride: std::mem::size_of::<T>(),
+        }
+    }
+
+    /// Asks the CPU to bring the slot where the lookup of a key whose hash is `hash` starts into
+    /// its cache.
+    #[inline(always)]
+    pub(crate) fn prefetch(self, hash: u64) {
+        // (wrapping: the address is only computed, never read through)
+        prefetch_address(
+            self.base
+                .wrapping_add((hash as usize & self.mask).wrapping_mul(self.stride)),
+        );
+    }
 }
 
 /// Appends the first `count` of a slot's inline ids to `out`. All of them are copied, as one
@@ -251,10 +293,19 @@ impl<K: Key> Table<K> {
     /// not fit in a slot from `ids`; whether they were.
     #[inline(always)]
     fn emit(&self, key: K, hash: u64, ids: &[TokenId], out: &mut Vec<TokenId>) -> bool {
-        let slot = &self.slots[self.find_hashed(key, hash)];
-        if slot.key != key {
-            return false; // (an empty slot: the table has no such key)
-        }
+        // (the probe of `find_hashed`, but a found key is told from an empty slot once)
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        let slot = loop {
+            let slot = &self.slots[at];
+            if slot.key == key {
+                break slot;
+            }
+            if slot.key == K::EMPTY {
+                return false; // (the table has no such key)
+            }
+            at = (at + 1) & mask;
+        };
         let count = slot.count as usize;
         if count <= INLINE_IDS {
             emit_inline(out, &slot.ids, count);
@@ -263,13 +314,6 @@ impl<K: Key> Table<K> {
             out.extend_from_slice(&ids[start..start + slot.ids[1] as usize]);
         }
         true
-    }
-
-    /// Asks the CPU to bring the slot where the lookup of the key whose hash is `hash` starts
-    /// into its cache.
-    #[inline(always)]
-    fn prefetch_hashed(&self, hash: u64) {
-        prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
     }
 
     #[inline]
@@ -426,19 +470,19 @@ impl PieceCache {
         self.medium.emit(key, hash, &self.ids, out)
     }
 
-    /// Starts bringing the slot a lookup of the short piece whose key's [`mix`] is `hash` will
-    /// read into the CPU's cache, so that the lookup, a few pieces later, does not wait for
-    /// memory (a big cache's slots are scattered over megabytes: without this, that wait is most
-    /// of a warm encode's time).
+    /// Where lookups of short pieces start, to bring the slot a lookup will read into the CPU's
+    /// cache a few pieces ahead of it, so that the lookup does not wait for memory (a big cache's
+    /// slots are scattered over megabytes: without this, that wait is most of a warm encode's
+    /// time). Valid until the cache next changes.
     #[inline(always)]
-    pub(crate) fn prefetch_short(&self, hash: u64) {
-        self.short.prefetch_hashed(hash);
+    pub(crate) fn short_slots_at(&self) -> SlotsAt {
+        SlotsAt::of(&self.short.slots)
     }
 
-    /// [`PieceCache::prefetch_short`] of a piece of 16 to 31 bytes whose key's hash is `hash`.
+    /// [`PieceCache::short_slots_at`] for pieces of 16 to 31 bytes.
     #[inline(always)]
-    pub(crate) fn prefetch_medium(&self, hash: u64) {
-        self.medium.prefetch_hashed(hash);
+    pub(crate) fn medium_slots_at(&self) -> SlotsAt {
+        SlotsAt::of(&self.medium.slots)
     }
 
     /// The ids of a piece (`key`: its short key, if it has one), if known.

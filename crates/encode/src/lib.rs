@@ -791,6 +791,15 @@ impl Encoder {
         out: &mut Vec<TokenId>,
     ) {
         let spans = &batch.spans[..count];
+        // (where each table's lookups start, read once for the batch: no table changes before
+        // the lookups below)
+        let warm_short = warm.map(|warm| warm.pieces.short_slots_at());
+        let warm_medium = warm.map(|warm| warm.pieces.medium_slots_at());
+        let short = match cache.table.as_deref() {
+            Some(table) => table.slots_at(),
+            None => cache.short_slots_at(),
+        };
+        let medium = cache.medium_slots_at();
         let slots = batch.words.iter_mut().zip(batch.hashes.iter_mut());
         for ((words, hash), &(start, len)) in slots.zip(spans) {
             // (the hash is computed once, for the prefetch and for the lookup)
@@ -799,21 +808,18 @@ impl Encoder {
                 *words = [key, 0];
                 *hash = cache::mix(key);
                 if len > 1 {
-                    if let Some(warm) = warm {
-                        warm.pieces.prefetch_short(*hash);
+                    if let Some(warm_short) = warm_short {
+                        warm_short.prefetch(*hash);
                     }
-                    match cache.table.as_deref() {
-                        Some(table) => table.prefetch_hashed(*hash),
-                        None => cache.prefetch_short(*hash),
-                    }
+                    short.prefetch(*hash);
                 }
             } else if len <= cache::MEDIUM_BYTES {
                 *words = cache::medium_key_in(text, start, len).unwrap_or([0, 0]);
                 *hash = cache::medium_hash(*words);
-                if let Some(warm) = warm {
-                    warm.pieces.prefetch_medium(*hash);
+                if let Some(warm_medium) = warm_medium {
+                    warm_medium.prefetch(*hash);
                 }
-                cache.prefetch_medium(*hash);
+                medium.prefetch(*hash);
             }
         }
         for (i, &(start, len)) in spans.iter().enumerate() {

@@ -24,7 +24,7 @@
 //! their next refused insert.
 
 use crate::bpe::TokenId;
-use crate::cache::{mix, prefetch};
+use crate::cache::{mix, SlotsAt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
@@ -155,11 +155,10 @@ impl SharedTable {
         self.packing.most
     }
 
-    /// Starts bringing the slot where the lookup of the key whose [`mix`] is `hash` starts into
-    /// the CPU's cache (see [`crate::cache::PieceCache::prefetch_short`]).
+    /// Where lookups start, for prefetching (see [`crate::cache::PieceCache::short_slots_at`]).
     #[inline(always)]
-    pub(crate) fn prefetch_hashed(&self, hash: u64) {
-        prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
+    pub(crate) fn slots_at(&self) -> SlotsAt {
+        SlotsAt::of(&self.slots)
     }
 
     /// Appends the ids of the piece with short key `key` to `out` if they are known; whether
