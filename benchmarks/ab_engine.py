@@ -1,0 +1,158 @@
+"""Two builds of the engine side by side in one process: is a change to the Rust faster?
+
+Separate processes are too noisy on a shared VM to show a change of a few percent: one build
+against itself, in alternating fresh processes, gave 0.80-0.90x (the size of the environment
+moves the stack, and the machine's speed wanders between processes). Here both builds'
+extension files are loaded into one interpreter (two copies of a shared library are two sets
+of statics: nothing is shared but the allocator) and their calls alternate, A then B, B then A,
+on the same text object. The ratio of each round is A's time over B's; the median of those
+ratios, with its quartiles, is the result (B's speed-up). One build against itself gives
+0.99-1.02 this way.
+
+A build is a directory holding ``_engine.abi3.so`` (or a path to the file itself), e.g. the
+installed one and a copy made before a change:
+
+    mkdir -p /tmp/before && cp bpestore/_engine.abi3.so /tmp/before/
+    # ... change the Rust, rebuild (pip install -e . or maturin develop) ...
+    python benchmarks/ab_engine.py /tmp/before bpestore --rounds 21
+    python benchmarks/ab_engine.py /tmp/before bpestore --encoding cl100k_base --mode cold
+    python benchmarks/ab_engine.py /tmp/before bpestore --mode file --threads 2 --corpus big.txt
+
+Modes: ``warm`` (the same encoder's later passes: its cache full), ``cold`` (a fresh encoder per
+timed call), ``list`` (warm, a Python list instead of an array), ``file`` (the file at
+``--corpus`` to a ``.npy``, a fresh encoder per call). Every call's ids must be equal in number
+across both builds and all rounds (and, except for ``file``, equal): a build that encodes
+differently is an error, not a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import importlib.util
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("BPESTORE_SHARED", HERE.parent.parent / "shared"))
+EXTENSION = "_engine.abi3.so"
+
+
+def load_build(path: str, tag: str) -> ModuleType:
+    """The engine in `path` (a directory holding the extension, or the file), as module `tag`."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / EXTENSION
+    if not file.is_file():
+        raise SystemExit(f"error: no engine build at {file}")
+    # (the name's last part is the one the extension's init function is named after)
+    name = f"{tag}._engine"
+    loader = importlib.machinery.ExtensionFileLoader(name, str(file))
+    spec = importlib.util.spec_from_file_location(name, str(file), loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def tokenizer_args(encoding: str) -> tuple[Any, ...]:
+    """The engine's ``Encoder`` arguments for GPT-2 (from ../shared's fixtures) or a tiktoken
+    encoding that bpe-openai ships."""
+    from bpestore import Tokenizer
+
+    if encoding == "gpt2":
+        fixtures = SHARED / "fixtures"
+        tokenizer = Tokenizer.from_files(
+            fixtures / "gpt2_vocab.json", fixtures / "gpt2_merges.txt", special_tokens=["<|endoftext|>"]
+        )
+    else:
+        try:
+            import bpe_openai
+        except ImportError:
+            raise SystemExit(f"error: {encoding} needs bpe-openai (pip install -e '.[bench-peers]')")
+        data = Path(bpe_openai.__file__).parent / "data" / f"{encoding}.tiktoken.gz"
+        tokenizer = Tokenizer.from_format("tiktoken", data, pattern=encoding)
+    model = tokenizer.model
+    merges = model.merges if model.merge_rule == "pair" else []
+    return (tokenizer.vocab, merges, model.whole_ids, tokenizer.pattern, model.merge_rule)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("a", help="the build to compare against (directory or file)")
+    parser.add_argument("b", help="the build whose speed-up is reported")
+    parser.add_argument("--encoding", default="gpt2", choices=["gpt2", "cl100k_base", "o200k_base"])
+    parser.add_argument("--corpus", default=str(SHARED / "corpora" / "wiki_en_57M.txt"))
+    parser.add_argument("--mb", type=float, default=20.0, help="megabytes of the corpus to encode (not for file)")
+    parser.add_argument("--mode", default="warm", choices=["warm", "cold", "list", "file"])
+    parser.add_argument("--threads", type=int, default=1, help="for --mode file")
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args(argv)
+    if not Path(args.corpus).is_file():
+        raise SystemExit(f"error: no corpus at {args.corpus} (set BPESTORE_SHARED or pass --corpus)")
+
+    builds = {"A": load_build(args.a, "build_a"), "B": load_build(args.b, "build_b")}
+    encoder_args = tokenizer_args(args.encoding)
+    if args.mode == "file":
+        text, size = "", os.path.getsize(args.corpus)
+    else:
+        with open(args.corpus, encoding="utf-8") as f:
+            text = f.read(int(args.mb * 1e6))
+        size = len(text.encode("utf-8"))
+    workdir = tempfile.TemporaryDirectory(prefix="ab_engine_")
+
+    def call(encoder: Any) -> tuple[float, Any]:
+        """One timed call; its result (ids, or their number for a file)."""
+        if args.mode == "file":
+            output = Path(workdir.name) / "ids.npy"
+            output.unlink(missing_ok=True)
+            started = time.perf_counter()
+            count = encoder.encode_file_to_npy(args.corpus, output, threads=args.threads)
+            return time.perf_counter() - started, count
+        encode: Callable[[str], Any] = encoder.encode if args.mode == "list" else encoder.encode_to_buffer
+        started = time.perf_counter()
+        ids = encode(text)
+        elapsed = time.perf_counter() - started
+        return elapsed, ids if args.mode == "list" else bytes(ids)
+
+    fresh = args.mode in ("cold", "file")
+    warm = {} if fresh else {name: build.Encoder(*encoder_args) for name, build in builds.items()}
+    # A's ids are the reference; the untimed first pass gives them (and fills a warm cache).
+    _, expected = call(warm["A"] if warm else builds["A"].Encoder(*encoder_args))
+    if warm and call(warm["B"])[1] != expected:
+        print("error: build B encoded differently in its first pass", file=sys.stderr)
+        return 1
+    times: dict[str, list[float]] = {"A": [], "B": []}
+    ratios = []
+    for round_ in range(args.rounds):
+        order = ["A", "B"] if round_ % 2 == 0 else ["B", "A"]
+        took = {}
+        for name in order:
+            encoder = builds[name].Encoder(*encoder_args) if fresh else warm[name]
+            took[name], result = call(encoder)
+            if result != expected:
+                print(f"error: build {name} encoded differently in round {round_ + 1}", file=sys.stderr)
+                return 1
+            times[name].append(took[name])
+        ratios.append(took["A"] / took["B"])
+    workdir.cleanup()
+    ratios.sort()
+    quartile = len(ratios) // 4
+    speed = {name: size / statistics.median(values) / 1e6 for name, values in times.items()}
+    print(
+        f"{args.encoding} {args.mode} ({size / 1e6:.1f} MB, {args.rounds} rounds): "
+        f"A {speed['A']:.1f} MB/s, B {speed['B']:.1f} MB/s (medians); "
+        f"B's speed-up {statistics.median(ratios):.3f}x "
+        f"(quartiles {ratios[quartile]:.3f}-{ratios[len(ratios) - 1 - quartile]:.3f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
