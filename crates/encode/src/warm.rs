@@ -103,9 +103,12 @@ pub(crate) fn model_fingerprint(
     hash.finish()
 }
 
-/// The read-only table of pre-tokens and their ids.
+/// The read-only table of pre-tokens and their ids: the stored table's, and the 256 pieces of
+/// one byte (which the encoder looks up like the others, see `Encoder::emit_piece`).
 pub(crate) struct WarmCache {
     pub(crate) pieces: PieceCache,
+    /// How many pieces the stored table gave.
+    stored: usize,
 }
 
 impl Encoder {
@@ -188,7 +191,7 @@ impl Encoder {
     /// lengths out of bounds, a piece twice, an id unknown, or ids that do not spell their piece).
     pub fn load_warm(&self, data: &[u8]) -> Result<usize, String> {
         let warm = self.parse_warm(data)?;
-        let len = warm.pieces.len();
+        let len = warm.stored;
         self.warm
             .set(warm)
             .map_err(|_| "this encoder has a warm table already".to_string())?;
@@ -197,7 +200,7 @@ impl Encoder {
 
     /// How many pieces the warm table holds (0 without one).
     pub fn warm_len(&self) -> usize {
-        self.warm.get().map_or(0, |warm| warm.pieces.len())
+        self.warm.get().map_or(0, |warm| warm.stored)
     }
 
     /// Whether `id` is a special token's id of its own (not also an ordinary token's).
@@ -275,7 +278,12 @@ impl Encoder {
             .filter(|&&len| len as usize <= MEDIUM_BYTES)
             .count()
             - short;
-        let mut cache = PieceCache::with_room(count.saturating_add(1), short, medium);
+        let bytes = 256;
+        let mut cache = PieceCache::with_room(
+            count.saturating_add(bytes + 1),
+            short.saturating_add(bytes),
+            medium,
+        );
         let (mut piece_at, mut id_at) = (0usize, 0usize);
         let mut spelt: Vec<u8> = Vec::with_capacity(MAX_CACHED_PIECE);
         for i in 0..count {
@@ -304,6 +312,18 @@ impl Encoder {
             }
             cache.insert(piece, key, piece_ids);
         }
-        Ok(WarmCache { pieces: cache })
+        for byte in 0..=u8::MAX {
+            // (none is in the stored table: a piece of one byte is refused above)
+            let piece = [byte];
+            cache.insert(
+                &piece,
+                short_key(&piece),
+                &[self.vocab.byte_ids[usize::from(byte)]],
+            );
+        }
+        Ok(WarmCache {
+            pieces: cache,
+            stored: count,
+        })
     }
 }
