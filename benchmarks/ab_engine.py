@@ -6,15 +6,20 @@ moves the stack, and the machine's speed wanders between processes). Here both b
 extension files are loaded into one interpreter (two copies of a shared library are two sets
 of statics: nothing is shared but the allocator) and their calls alternate, A then B, B then A,
 on the same text object. The ratio of each round is A's time over B's; the median of those
-ratios, with its quartiles, is the result (B's speed-up). One build against itself gives
-0.99-1.02 this way.
+ratios, with its quartiles, is the result (B's speed-up).
+
+Two copies of one build (files at two paths), 2 MB and 101 rounds, gave 0.988-1.011x in four
+runs, both orders; with 20 MB and 21 rounds, 1.01-1.06x, a bias toward B in some runs whose cause
+is not known (the first-made encoder's memory?). So: many short rounds, and both orders (A B,
+then B A: the second run's ratio should be the first's inverse).
 
 A build is a directory holding ``_engine.abi3.so`` (or a path to the file itself), e.g. the
 installed one and a copy made before a change:
 
     mkdir -p /tmp/before && cp bpestore/_engine.abi3.so /tmp/before/
     # ... change the Rust, rebuild (pip install -e . or maturin develop) ...
-    python benchmarks/ab_engine.py /tmp/before bpestore --rounds 21
+    python benchmarks/ab_engine.py /tmp/before bpestore --mb 2 --rounds 101
+    python benchmarks/ab_engine.py bpestore /tmp/before --mb 2 --rounds 101
     python benchmarks/ab_engine.py /tmp/before bpestore --encoding cl100k_base --mode cold
     python benchmarks/ab_engine.py /tmp/before bpestore --mode file --threads 2 --corpus big.txt
 

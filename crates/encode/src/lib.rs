@@ -779,8 +779,9 @@ impl Encoder {
 
     /// Appends the ids of the first `count` pieces of `batch` (spans of `text`) to `out`:
     /// their keys and hashes first, prefetching each piece's slots, then each piece's ids (see
-    /// [`Encoder::emit_piece`]).
-    #[inline(never)]
+    /// [`Encoder::emit_piece`]). By the tables the call has: one loop for each (see
+    /// [`Encoder::emit_batch_with`]).
+    #[inline(always)]
     fn emit_batch(
         &self,
         text: &[u8],
@@ -790,14 +791,44 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) {
+        match (warm.is_some(), cache.table.is_some()) {
+            (false, false) => {
+                self.emit_batch_with::<false, false>(text, batch, count, warm, cache, out)
+            }
+            (false, true) => {
+                self.emit_batch_with::<false, true>(text, batch, count, warm, cache, out)
+            }
+            (true, false) => {
+                self.emit_batch_with::<true, false>(text, batch, count, warm, cache, out)
+            }
+            (true, true) => {
+                self.emit_batch_with::<true, true>(text, batch, count, warm, cache, out)
+            }
+        }
+    }
+
+    /// [`Encoder::emit_batch`] where `WARM` says whether there is a warm table (`warm` is then
+    /// Some) and `SHARED` whether the cache has a shared table (`cache.table`): a loop made for
+    /// each case leaves out the others' tests, a tenth of a warm piece's instructions.
+    #[inline(never)]
+    fn emit_batch_with<const WARM: bool, const SHARED: bool>(
+        &self,
+        text: &[u8],
+        batch: &mut Batch,
+        count: usize,
+        warm: Option<&WarmCache>,
+        cache: &mut PieceCache,
+        out: &mut Vec<TokenId>,
+    ) {
+        let warm = if WARM { warm } else { None };
         let spans = &batch.spans[..count];
         // (where each table's lookups start, read once for the batch: no table changes before
         // the lookups below)
         let warm_short = warm.map(|warm| warm.pieces.short_slots_at());
         let warm_medium = warm.map(|warm| warm.pieces.medium_slots_at());
         let short = match cache.table.as_deref() {
-            Some(table) => table.slots_at(),
-            None => cache.short_slots_at(),
+            Some(table) if SHARED => table.slots_at(),
+            _ => cache.short_slots_at(),
         };
         let medium = cache.medium_slots_at();
         let slots = batch.words.iter_mut().zip(batch.hashes.iter_mut());
@@ -805,7 +836,7 @@ impl Encoder {
             // (the hash is computed once, for the prefetch and for the lookup)
             if len <= cache::SHORT_BYTES {
                 let key = cache::short_key_in(text, start, len).unwrap_or(0); // (never empty)
-                *words = [key, 0];
+                words[0] = key;
                 *hash = cache::mix(key);
                 if let Some(warm_short) = warm_short {
                     warm_short.prefetch(*hash);
@@ -820,11 +851,12 @@ impl Encoder {
                 medium.prefetch(*hash);
             }
         }
-        for (i, &(start, len)) in spans.iter().enumerate() {
-            self.emit_piece(
+        let pieces = spans.iter().zip(batch.words.iter().zip(&batch.hashes));
+        for (&(start, len), (&words, &hash)) in pieces {
+            self.emit_piece::<SHARED>(
                 &text[start..start + len],
-                batch.words[i],
-                batch.hashes[i],
+                words,
+                hash,
                 warm,
                 cache,
                 &mut batch.merged,
@@ -849,7 +881,7 @@ impl Encoder {
     /// stay in the CPU's cache.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // (the encoder's state for one piece, passed as it is)
-    fn emit_piece(
+    fn emit_piece<const SHARED: bool>(
         &self,
         bytes: &[u8],
         words: [u128; 2],
@@ -875,8 +907,8 @@ impl Encoder {
                 return;
             }
             let found = match cache.table.as_deref() {
-                Some(table) => table.get_hashed(short, hash, out),
-                None => cache.emit_short(short, hash, out),
+                Some(table) if SHARED => table.get_hashed(short, hash, out),
+                _ => cache.emit_short(short, hash, out),
             };
             if found {
                 return;
