@@ -44,13 +44,17 @@ pub(crate) fn short_key_in(text: &[u8], start: usize, len: usize) -> Option<u128
         return None;
     }
     match text.get(start..start + 16) {
-        Some(window) => {
-            let mut word = [0u8; 16];
-            word.copy_from_slice(window);
-            Some((u128::from_le_bytes(word) & LOW_BYTES[len]) | ((len as u128) << 120))
-        }
+        Some(window) => Some(short_key_of_window(window, len)),
         None => short_key(&text[start..start + len]),
     }
+}
+
+/// [`short_key`] of the first `len` bytes (1 to 15) of `window`, 16 bytes of text.
+#[inline(always)]
+pub(crate) fn short_key_of_window(window: &[u8], len: usize) -> u128 {
+    let mut word = [0u8; 16];
+    word.copy_from_slice(window);
+    (u128::from_le_bytes(word) & LOW_BYTES[len]) | ((len as u128) << 120)
 }
 
 /// `LOW_BYTES[n]`: the mask of a `u128`'s low `n` bytes. Read from a table: computed, a 128-bit

@@ -831,11 +831,17 @@ impl Encoder {
             _ => cache.short_slots_at(),
         };
         let medium = cache.medium_slots_at();
+        // (a piece starting before this has 16 bytes of text from its start, read as one load)
+        let windows_end = text.len().saturating_sub(15);
         let slots = batch.words.iter_mut().zip(batch.hashes.iter_mut());
         for ((words, hash), &(start, len)) in slots.zip(spans) {
             // (the hash is computed once, for the prefetch and for the lookup)
             if len <= cache::SHORT_BYTES {
-                let key = cache::short_key_in(text, start, len).unwrap_or(0); // (never empty)
+                let key = if start < windows_end {
+                    cache::short_key_of_window(&text[start..start + 16], len)
+                } else {
+                    cache::short_key_in(text, start, len).unwrap_or(0) // (never empty)
+                };
                 words[0] = key;
                 *hash = cache::mix(key);
                 if let Some(warm_short) = warm_short {
@@ -854,7 +860,8 @@ impl Encoder {
         let pieces = spans.iter().zip(batch.words.iter().zip(&batch.hashes));
         for (&(start, len), (&words, &hash)) in pieces {
             self.emit_piece::<SHARED>(
-                &text[start..start + len],
+                text,
+                (start, len),
                 words,
                 hash,
                 warm,
@@ -865,8 +872,8 @@ impl Encoder {
         }
     }
 
-    /// Appends the ids of one pre-token to `out`, given its key words and their hash as
-    /// `emit_batch` made them: a short piece's key is `words[0]`, a medium piece's both (see
+    /// Appends the ids of one pre-token, `text[start..start + len]`, to `out`, given its key
+    /// words and their hash as `emit_batch` made them: a short piece's key is `words[0]`, a medium piece's both (see
     /// [`cache::short_key`], [`cache::medium_key`]); a longer piece has none. The cases of a
     /// warm encode are handled here, inline: a short or medium piece found in the warm table or
     /// in this thread's cache (by the hash computed for its prefetch). The rest go to
@@ -883,7 +890,8 @@ impl Encoder {
     #[allow(clippy::too_many_arguments)] // (the encoder's state for one piece, passed as it is)
     fn emit_piece<const SHARED: bool>(
         &self,
-        bytes: &[u8],
+        text: &[u8],
+        (start, len): (usize, usize),
         words: [u128; 2],
         hash: u64,
         warm: Option<&WarmCache>,
@@ -891,7 +899,6 @@ impl Encoder {
         scratch: &mut Vec<TokenId>,
         out: &mut Vec<TokenId>,
     ) {
-        let len = bytes.len();
         let key = (1..=cache::SHORT_BYTES).contains(&len).then_some(words[0]);
         let medium = (cache::SHORT_BYTES < len && len <= cache::MEDIUM_BYTES).then_some(words);
         if let Some(medium) = medium {
@@ -914,7 +921,8 @@ impl Encoder {
                 return;
             }
         }
-        self.encode_piece(bytes, key, warm, cache, scratch, out);
+        // (the piece's bytes, only now: a piece found above needs none, nor their bounds check)
+        self.encode_piece(&text[start..start + len], key, warm, cache, scratch, out);
     }
 
     /// Appends the ids of one pre-token to `out`: from the warm table (`warm`: this encoder's,
