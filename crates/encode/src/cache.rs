@@ -20,7 +20,7 @@ pub const DEFAULT_CACHE_ENTRIES: usize = 3 << 18;
 /// Pre-tokens of at most this many bytes are keyed by their bytes packed in a `u128`.
 pub(crate) const SHORT_BYTES: usize = 15;
 /// A short piece with at most this many ids keeps them in its slot.
-const INLINE_IDS: usize = 3;
+pub(crate) const INLINE_IDS: usize = 3;
 /// Each table starts with this many slots and doubles when three quarters full (see [`Table`]).
 const FIRST_SLOTS: usize = 1 << 10;
 
@@ -167,7 +167,7 @@ impl SlotsAt {
 /// have one or two ids, and a copy whose length depends on the count would be a call or a branch
 /// per piece.
 #[inline(always)]
-fn emit_inline(out: &mut Vec<TokenId>, ids: &[TokenId; INLINE_IDS], count: usize) {
+pub(crate) fn emit_inline(out: &mut Vec<TokenId>, ids: &[TokenId; INLINE_IDS], count: usize) {
     debug_assert!(count <= INLINE_IDS);
     out.reserve(INLINE_IDS);
     let len = out.len();

@@ -24,7 +24,7 @@
 //! their next refused insert.
 
 use crate::bpe::TokenId;
-use crate::cache::{mix, SlotsAt};
+use crate::cache::{emit_inline, mix, SlotsAt, INLINE_IDS};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
@@ -99,6 +99,15 @@ impl Packing {
     fn unpack(self, state: u64, word: u64, out: &mut Vec<TokenId>) {
         let count = ((state >> COUNT_SHIFT) & 0xF) as usize;
         let mask = (1u64 << self.bits) - 1;
+        if count <= self.in_state.min(INLINE_IDS) {
+            // Most pieces: their ids all in the state word. As many as a slot of the caches
+            // holds are unpacked, whatever the count, and the count of them appended: a loop
+            // of `count` turns was a branch mispredicted on every change of count.
+            let id = |i: u32| ((state >> (i * self.bits)) & mask) as TokenId;
+            let ids: [TokenId; INLINE_IDS] = std::array::from_fn(|i| id(i as u32));
+            emit_inline(out, &ids, count);
+            return;
+        }
         for i in 0..count {
             let id = if i < self.in_state {
                 state >> (i as u32 * self.bits)
