@@ -304,27 +304,7 @@ impl<K: Key> Table<K> {
     /// not fit in a slot from `ids`; whether they were.
     #[inline(always)]
     fn emit(&self, key: K, hash: u64, ids: &[TokenId], out: &mut Vec<TokenId>) -> bool {
-        // (the probe of `find_hashed`, but a found key is told from an empty slot once)
-        let mask = self.slots.len() - 1;
-        let mut at = hash as usize & mask;
-        let slot = loop {
-            let slot = &self.slots[at];
-            if slot.key == key {
-                break slot;
-            }
-            if slot.key == K::EMPTY {
-                return false; // (the table has no such key)
-            }
-            at = (at + 1) & mask;
-        };
-        let count = slot.count as usize;
-        if count <= INLINE_IDS {
-            emit_inline(out, &slot.ids, count);
-        } else {
-            let start = slot.ids[0] as usize;
-            out.extend_from_slice(&ids[start..start + slot.ids[1] as usize]);
-        }
-        true
+        emit_from(&self.slots, key, hash, ids, out)
     }
 
     #[inline]
@@ -375,6 +355,54 @@ impl<K: Key> Table<K> {
     fn clear(&mut self) {
         self.slots.fill(Self::empty_slot());
         self.len = 0;
+    }
+}
+
+/// [`Table::emit`] over a table's slots (see [`ShortSlots`]).
+#[inline(always)]
+fn emit_from<K: Key>(
+    slots: &[Slot<K>],
+    key: K,
+    hash: u64,
+    ids: &[TokenId],
+    out: &mut Vec<TokenId>,
+) -> bool {
+    // (the probe of `find_hashed`, but a found key is told from an empty slot once)
+    let mask = slots.len() - 1;
+    let mut at = hash as usize & mask;
+    let slot = loop {
+        let slot = &slots[at];
+        if slot.key == key {
+            break slot;
+        }
+        if slot.key == K::EMPTY {
+            return false; // (the table has no such key)
+        }
+        at = (at + 1) & mask;
+    };
+    let count = slot.count as usize;
+    if count <= INLINE_IDS {
+        emit_inline(out, &slot.ids, count);
+    } else {
+        let start = slot.ids[0] as usize;
+        out.extend_from_slice(&ids[start..start + slot.ids[1] as usize]);
+    }
+    true
+}
+
+/// A cache's table of short pieces, borrowed for a run of lookups: its fields are read once,
+/// not for every piece (where the cache is behind a `&mut`, they are read again after every
+/// call that could change them). Made again after anything that may change the cache.
+pub(crate) struct ShortSlots<'c> {
+    slots: &'c [Slot<u128>],
+    ids: &'c [TokenId],
+}
+
+impl ShortSlots<'_> {
+    /// [`PieceCache::emit_short`].
+    #[inline(always)]
+    pub(crate) fn emit(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
+        emit_from(self.slots, key, hash, self.ids, out)
     }
 }
 
@@ -473,6 +501,15 @@ impl PieceCache {
     #[inline(always)]
     pub(crate) fn emit_short(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
         self.short.emit(key, hash, &self.ids, out)
+    }
+
+    /// This cache's short pieces, for a run of [`ShortSlots::emit`].
+    #[inline(always)]
+    pub(crate) fn short_slots(&self) -> ShortSlots<'_> {
+        ShortSlots {
+            slots: &self.short.slots,
+            ids: &self.ids,
+        }
     }
 
     /// [`PieceCache::emit_short`] for a piece of 16 to 31 bytes (`hash`: its [`medium_hash`]).

@@ -858,7 +858,20 @@ impl Encoder {
             }
         }
         let pieces = spans.iter().zip(batch.words.iter().zip(&batch.hashes));
+        // (read once, and again only after a piece that may have changed the cache)
+        let warm_pieces = warm.map(|warm| warm.pieces.short_slots());
+        let mut own = cache.short_slots();
         for (&(start, len), (&words, &hash)) in pieces {
+            if !SHARED && (1..=cache::SHORT_BYTES).contains(&len) {
+                // A short piece found in the warm table or this thread's cache: most pieces.
+                if warm_pieces
+                    .as_ref()
+                    .is_some_and(|warm| warm.emit(words[0], hash, out))
+                    || own.emit(words[0], hash, out)
+                {
+                    continue;
+                }
+            }
             self.emit_piece::<SHARED>(
                 text,
                 (start, len),
@@ -869,6 +882,7 @@ impl Encoder {
                 &mut batch.merged,
                 out,
             );
+            own = cache.short_slots();
         }
     }
 
