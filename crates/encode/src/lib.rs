@@ -887,11 +887,12 @@ impl Encoder {
     }
 
     /// Appends the ids of one pre-token, `text[start..start + len]`, to `out`, given its key
-    /// words and their hash as `emit_batch` made them: a short piece's key is `words[0]`, a medium piece's both (see
-    /// [`cache::short_key`], [`cache::medium_key`]); a longer piece has none. The cases of a
-    /// warm encode are handled here, inline: a short or medium piece found in the warm table or
-    /// in this thread's cache (by the hash computed for its prefetch). The rest go to
-    /// [`Encoder::encode_piece`].
+    /// words and their hash as `emit_batch` made them: a short piece's key is `words[0]`, a
+    /// medium piece's both (see [`cache::short_key`], [`cache::medium_key`]); a longer piece
+    /// has none. A short or medium piece found in the warm table, in the shared table or in
+    /// this thread's cache (by the hash computed for its prefetch) is handled here, inline
+    /// (the batch's loop looks short pieces up first, without the shared table); the rest go
+    /// to [`Encoder::encode_piece`].
     ///
     /// A piece of one byte is looked up like the others (after its first time, it is in the
     /// cache, and a warm table holds all 256). Its id is the byte's, but the branches that took
