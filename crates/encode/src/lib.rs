@@ -861,14 +861,23 @@ impl Encoder {
         // (read once, and again only after a piece that may have changed the cache)
         let warm_pieces = warm.map(|warm| warm.pieces.short_slots());
         let mut own = cache.short_slots();
+        let mut shared = cache
+            .table
+            .as_deref()
+            .filter(|_| SHARED)
+            .map(|t| t.lookups());
         for (&(start, len), (&words, &hash)) in pieces {
-            if !SHARED && (1..=cache::SHORT_BYTES).contains(&len) {
-                // A short piece found in the warm table or this thread's cache: most pieces.
-                if warm_pieces
+            if (1..=cache::SHORT_BYTES).contains(&len) {
+                // A short piece found in the warm table, or in the table the threads share or
+                // this thread's cache: most pieces.
+                let found = warm_pieces
                     .as_ref()
                     .is_some_and(|warm| warm.emit(words[0], hash, out))
-                    || own.emit(words[0], hash, out)
-                {
+                    || match &shared {
+                        Some(shared) if SHARED => shared.get_hashed(words[0], hash, out),
+                        _ => own.emit(words[0], hash, out),
+                    };
+                if found {
                     continue;
                 }
             }
@@ -883,6 +892,11 @@ impl Encoder {
                 out,
             );
             own = cache.short_slots();
+            shared = cache
+                .table
+                .as_deref()
+                .filter(|_| SHARED)
+                .map(|t| t.lookups());
         }
     }
 
@@ -891,8 +905,8 @@ impl Encoder {
     /// medium piece's both (see [`cache::short_key`], [`cache::medium_key`]); a longer piece
     /// has none. A short or medium piece found in the warm table, in the shared table or in
     /// this thread's cache (by the hash computed for its prefetch) is handled here, inline
-    /// (the batch's loop looks short pieces up first, without the shared table); the rest go
-    /// to [`Encoder::encode_piece`].
+    /// (the batch's loop looks short pieces up first); the rest go to
+    /// [`Encoder::encode_piece`].
     ///
     /// A piece of one byte is looked up like the others (after its first time, it is in the
     /// cache, and a warm table holds all 256). Its id is the byte's, but the branches that took

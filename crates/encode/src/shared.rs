@@ -135,6 +135,39 @@ pub(crate) struct SharedTable {
     len: Count,
 }
 
+/// A [`SharedTable`]'s slots and packing, read once for a run of lookups (the batch's loop
+/// holds them in registers instead of reading them through the cache for every piece).
+pub(crate) struct SharedSlots<'t> {
+    slots: &'t [Slot],
+    packing: Packing,
+}
+
+impl SharedSlots<'_> {
+    /// [`SharedTable::get_hashed`].
+    #[inline(always)]
+    pub(crate) fn get_hashed(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        for _ in 0..MAX_PROBES {
+            let slot = &self.slots[at];
+            // Acquire: the key and ids written before the slot was marked ready are seen.
+            let state = slot.state.load(Ordering::Acquire);
+            if state & READY == 0 {
+                return false; // empty (the key is not in the table), or being written
+            }
+            if slot.key_low.load(Ordering::Relaxed) == key as u64
+                && slot.key_high.load(Ordering::Relaxed) == (key >> 64) as u64
+            {
+                let word = slot.ids.load(Ordering::Relaxed);
+                self.packing.unpack(state, word, out);
+                return true;
+            }
+            at = (at + 1) & mask;
+        }
+        false
+    }
+}
+
 /// What became of an insert.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Inserted {
@@ -181,25 +214,17 @@ impl SharedTable {
     /// and its lookup).
     #[inline(always)]
     pub(crate) fn get_hashed(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
-        let mask = self.slots.len() - 1;
-        let mut at = hash as usize & mask;
-        for _ in 0..MAX_PROBES {
-            let slot = &self.slots[at];
-            // Acquire: the key and ids written before the slot was marked ready are seen.
-            let state = slot.state.load(Ordering::Acquire);
-            if state & READY == 0 {
-                return false; // empty (the key is not in the table), or being written
-            }
-            if slot.key_low.load(Ordering::Relaxed) == key as u64
-                && slot.key_high.load(Ordering::Relaxed) == (key >> 64) as u64
-            {
-                let word = slot.ids.load(Ordering::Relaxed);
-                self.packing.unpack(state, word, out);
-                return true;
-            }
-            at = (at + 1) & mask;
+        self.lookups().get_hashed(key, hash, out)
+    }
+
+    /// The table's slots and packing, borrowed for a run of lookups (see
+    /// [`crate::cache::TableSlots`]).
+    #[inline(always)]
+    pub(crate) fn lookups(&self) -> SharedSlots<'_> {
+        SharedSlots {
+            slots: &self.slots,
+            packing: self.packing,
         }
-        false
     }
 
     /// Remembers the ids (at most [`SharedTable::most_ids`]) of the piece with short key `key`.
