@@ -759,6 +759,8 @@ impl Encoder {
         // prefetched first, so that the waits for memory overlap instead of following each
         // other (they would otherwise be most of a warm encode's time).
         let mut batch = cache.batch.take().unwrap_or_default();
+        // (a cache keeps its shared table, or its lack of one, for the whole call)
+        let emit_batch = Encoder::batch_loop(warm.is_some(), cache.table.is_some());
         let bytes = text.as_bytes();
         let base = bytes.as_ptr() as usize;
         let mut batched = 0usize;
@@ -767,49 +769,33 @@ impl Encoder {
             batch.spans[batched] = (piece.as_ptr() as usize - base, piece.len());
             batched += 1;
             if batched == BATCH {
-                self.emit_batch(bytes, &mut batch, BATCH, warm, cache, out);
+                emit_batch(self, bytes, &mut batch, BATCH, warm, cache, out);
                 batched = 0;
             }
         });
         // The pieces still batched (also after a failed match: those before it are encoded).
-        self.emit_batch(bytes, &mut batch, batched, warm, cache, out);
+        emit_batch(self, bytes, &mut batch, batched, warm, cache, out);
         cache.batch = Some(batch);
         scanned
     }
 
-    /// Appends the ids of the first `count` pieces of `batch` (spans of `text`) to `out`:
-    /// their keys and hashes first, prefetching each piece's slots, then each piece's ids (see
-    /// [`Encoder::emit_piece`]). By the tables the call has: one loop for each (see
-    /// [`Encoder::emit_batch_with`]).
-    #[inline(always)]
-    fn emit_batch(
-        &self,
-        text: &[u8],
-        batch: &mut Batch,
-        count: usize,
-        warm: Option<&WarmCache>,
-        cache: &mut PieceCache,
-        out: &mut Vec<TokenId>,
-    ) {
-        match (warm.is_some(), cache.table.is_some()) {
-            (false, false) => {
-                self.emit_batch_with::<false, false>(text, batch, count, warm, cache, out)
-            }
-            (false, true) => {
-                self.emit_batch_with::<false, true>(text, batch, count, warm, cache, out)
-            }
-            (true, false) => {
-                self.emit_batch_with::<true, false>(text, batch, count, warm, cache, out)
-            }
-            (true, true) => {
-                self.emit_batch_with::<true, true>(text, batch, count, warm, cache, out)
-            }
+    /// The loop over a batch of pieces for a text encoded with a warm table or not (`warm`) and
+    /// with a shared table or not (`shared`): see [`Encoder::emit_batch_with`].
+    fn batch_loop(warm: bool, shared: bool) -> BatchLoop {
+        match (warm, shared) {
+            (false, false) => Encoder::emit_batch_with::<false, false>,
+            (false, true) => Encoder::emit_batch_with::<false, true>,
+            (true, false) => Encoder::emit_batch_with::<true, false>,
+            (true, true) => Encoder::emit_batch_with::<true, true>,
         }
     }
 
-    /// [`Encoder::emit_batch`] where `WARM` says whether there is a warm table (`warm` is then
+    /// Appends the ids of the first `count` pieces of `batch` (spans of `text`) to `out`:
+    /// their keys and hashes first, prefetching each piece's slots, then each piece's ids (see
+    /// [`Encoder::emit_piece`]). `WARM` says whether there is a warm table (`warm` is then
     /// Some) and `SHARED` whether the cache has a shared table (`cache.table`): a loop made for
-    /// each case leaves out the others' tests, a tenth of a warm piece's instructions.
+    /// each case leaves out the others' tests, a tenth of a warm piece's instructions (the
+    /// text's loop is chosen once, by [`Encoder::batch_loop`]).
     #[inline(never)]
     fn emit_batch_with<const WARM: bool, const SHARED: bool>(
         &self,
@@ -901,7 +887,7 @@ impl Encoder {
     }
 
     /// Appends the ids of one pre-token, `text[start..start + len]`, to `out`, given its key
-    /// words and their hash as `emit_batch` made them: a short piece's key is `words[0]`, a
+    /// words and their hash as the batch's loop made them: a short piece's key is `words[0]`, a
     /// medium piece's both (see [`cache::short_key`], [`cache::medium_key`]); a longer piece
     /// has none. A short or medium piece found in the warm table, in the shared table or in
     /// this thread's cache (by the hash computed for its prefetch) is handled here, inline
@@ -1053,11 +1039,15 @@ fn append(out: &mut Vec<TokenId>, ids: &[TokenId]) {
     }
 }
 
+/// [`Encoder::emit_batch_with`] for one case of tables (see [`Encoder::batch_loop`]).
+type BatchLoop =
+    fn(&Encoder, &[u8], &mut Batch, usize, Option<&WarmCache>, &mut PieceCache, &mut Vec<TokenId>);
+
 /// How many pieces the encoder takes from the scanner before it looks them up (and so how many
 /// pieces ahead of its lookup a piece's cache slots are prefetched, at most).
 const BATCH: usize = 64;
 
-/// A batch of pieces of one text (see [`Encoder::emit_batch`]): their spans in the text, their
+/// A batch of pieces of one text (see [`Encoder::emit_batch_with`]): their spans in the text, their
 /// keys and hashes (made once, for the prefetch and for the lookup), and room for a piece's ids
 /// while it is merged. Kept by the cache lent to an encoding call and used again by its next
 /// text: made anew for every text, its 3.5 KB were zeroed for each (4% of a warm pass's
