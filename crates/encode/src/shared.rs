@@ -103,7 +103,9 @@ impl Packing {
             // Most pieces: their ids all in the state word. As many as a slot of the caches
             // holds are unpacked, whatever the count, and the count of them appended: a loop
             // of `count` turns was a branch mispredicted on every change of count.
-            let id = |i: u32| ((state >> (i * self.bits)) & mask) as TokenId;
+            // (a shift past the word, for an id a wide vocabulary's slot does not hold, gives 0:
+            // only the first `count` are appended)
+            let id = |i: u32| (state.checked_shr(i * self.bits).unwrap_or(0) & mask) as TokenId;
             let ids: [TokenId; INLINE_IDS] = std::array::from_fn(|i| id(i as u32));
             emit_inline(out, &ids, count);
             return;
