@@ -399,7 +399,9 @@ pub(crate) struct ShortSlots<'c> {
 }
 
 impl ShortSlots<'_> {
-    /// [`PieceCache::emit_short`].
+    /// Appends the ids of the short piece with key `key` (whose [`mix`] is `hash`) to `out`, if
+    /// known; whether they were. The warm encoder's hot path: the hash is the one computed for
+    /// the prefetch, and a piece's ids, when inline, are copied without a branch on their count.
     #[inline(always)]
     pub(crate) fn emit(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
         emit_from(self.slots, key, hash, self.ids, out)
@@ -495,14 +497,6 @@ impl PieceCache {
         self.table_inserts = 0;
     }
 
-    /// Appends the ids of the short piece with key `key` (whose [`mix`] is `hash`) to `out`, if
-    /// known; whether they were. The warm encoder's hot path: the hash is the one computed for
-    /// the prefetch, and a piece's ids, when inline, are copied without a branch on their count.
-    #[inline(always)]
-    pub(crate) fn emit_short(&self, key: u128, hash: u64, out: &mut Vec<TokenId>) -> bool {
-        self.short.emit(key, hash, &self.ids, out)
-    }
-
     /// This cache's short pieces, for a run of [`ShortSlots::emit`].
     #[inline(always)]
     pub(crate) fn short_slots(&self) -> ShortSlots<'_> {
@@ -512,7 +506,7 @@ impl PieceCache {
         }
     }
 
-    /// [`PieceCache::emit_short`] for a piece of 16 to 31 bytes (`hash`: its [`medium_hash`]).
+    /// [`ShortSlots::emit`] for a piece of 16 to 31 bytes (`hash`: its [`medium_hash`]).
     #[inline(always)]
     pub(crate) fn emit_medium(&self, key: [u128; 2], hash: u64, out: &mut Vec<TokenId>) -> bool {
         self.medium.emit(key, hash, &self.ids, out)
@@ -699,7 +693,7 @@ mod tests {
         for (i, piece) in pieces.iter().enumerate() {
             let mut out = vec![7, 8];
             let found = match (short_key(piece), medium_key(piece)) {
-                (Some(key), _) => cache.emit_short(key, mix(key), &mut out),
+                (Some(key), _) => cache.short_slots().emit(key, mix(key), &mut out),
                 (None, Some(key)) => cache.emit_medium(key, medium_hash(key), &mut out),
                 (None, None) => unreachable!("pieces of 2 to 31 bytes"),
             };
@@ -708,7 +702,7 @@ mod tests {
         }
         let mut out = vec![7];
         let absent = short_key(b"zz").expect("short");
-        assert!(!cache.emit_short(absent, mix(absent), &mut out));
+        assert!(!cache.short_slots().emit(absent, mix(absent), &mut out));
         let absent = medium_key(&[b'z'; 20]).expect("medium");
         assert!(!cache.emit_medium(absent, medium_hash(absent), &mut out));
         assert_eq!(out, [7], "a miss appends nothing");

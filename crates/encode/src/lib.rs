@@ -867,7 +867,7 @@ impl Encoder {
                     continue;
                 }
             }
-            self.emit_piece::<SHARED>(
+            self.emit_piece(
                 text,
                 (start, len),
                 words,
@@ -886,24 +886,24 @@ impl Encoder {
         }
     }
 
-    /// Appends the ids of one pre-token, `text[start..start + len]`, to `out`, given its key
-    /// words and their hash as the batch's loop made them: a short piece's key is `words[0]`, a
-    /// medium piece's both (see [`cache::short_key`], [`cache::medium_key`]); a longer piece
-    /// has none. A short or medium piece found in the warm table, in the shared table or in
-    /// this thread's cache (by the hash computed for its prefetch) is handled here, inline
-    /// (the batch's loop looks short pieces up first); the rest go to
+    /// Appends the ids of one pre-token, `text[start..start + len]`, that the batch's loop did
+    /// not find, to `out`, given its key words and their hash as that loop made them: a short
+    /// piece's key is `words[0]`, a medium piece's both (see [`cache::short_key`],
+    /// [`cache::medium_key`]); a longer piece has none. The loop has looked a short piece up
+    /// already (in the warm table, and in the shared table or this thread's cache); a medium
+    /// piece is looked up here, by the hash computed for its prefetch. The rest go to
     /// [`Encoder::encode_piece`].
     ///
     /// A piece of one byte is looked up like the others (after its first time, it is in the
     /// cache, and a warm table holds all 256). Its id is the byte's, but the branches that took
-    /// it apart (here and where the batch is prefetched), on a length that text makes random
-    /// (one piece in seven of English), were mispredicted about twice per such piece in
-    /// cachegrind's simulation of a warm pass. Looked up, the pass's mispredictions fell by a
-    /// third, for 6% more instructions, and it ran 1.08-1.12x faster: the slots of 256 pieces
-    /// stay in the CPU's cache.
+    /// it apart (where the batch was prefetched and where each piece was emitted), on a length
+    /// that text makes random (one piece in seven of English), were mispredicted about twice
+    /// per such piece in cachegrind's simulation of a warm pass. Looked up, the pass's
+    /// mispredictions fell by a third, for 6% more instructions, and it ran 1.08-1.12x faster:
+    /// the slots of 256 pieces stay in the CPU's cache.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // (the encoder's state for one piece, passed as it is)
-    fn emit_piece<const SHARED: bool>(
+    fn emit_piece(
         &self,
         text: &[u8],
         (start, len): (usize, usize),
@@ -921,18 +921,6 @@ impl Encoder {
             if warm.is_some_and(|warm| warm.pieces.emit_medium(medium, hash, out))
                 || cache.emit_medium(medium, hash, out)
             {
-                return;
-            }
-        }
-        if let Some(short) = key {
-            if warm.is_some_and(|warm| warm.pieces.emit_short(short, hash, out)) {
-                return;
-            }
-            let found = match cache.table.as_deref() {
-                Some(table) if SHARED => table.get_hashed(short, hash, out),
-                _ => cache.emit_short(short, hash, out),
-            };
-            if found {
                 return;
             }
         }
