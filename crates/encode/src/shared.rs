@@ -220,7 +220,7 @@ impl SharedTable {
     }
 
     /// The table's slots and packing, borrowed for a run of lookups (see
-    /// [`crate::cache::TableSlots`]).
+    /// [`crate::cache::ShortSlots`]).
     #[inline(always)]
     pub(crate) fn lookups(&self) -> SharedSlots<'_> {
         SharedSlots {
