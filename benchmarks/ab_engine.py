@@ -13,10 +13,11 @@ runs, both orders; with 20 MB and 21 rounds, 1.01-1.06x, a bias toward B in some
 is not known (the first-made encoder's memory?). So: many short rounds, and both orders (A B,
 then B A: the second run's ratio should be the first's inverse).
 
-A build is a directory holding ``_engine.abi3.so`` (or a path to the file itself), e.g. the
-installed one and a copy made before a change:
+A build is a directory holding the extension (``_engine.cpython-311-x86_64-linux-gnu.so`` or
+another name this interpreter would import) or a path to the file itself, e.g. the installed one
+and a copy made before a change:
 
-    mkdir -p /tmp/before && cp bpestore/_engine.abi3.so /tmp/before/
+    mkdir -p /tmp/before && cp bpestore/_engine.*.so /tmp/before/
     # ... change the Rust, rebuild (pip install -e . or maturin develop) ...
     python benchmarks/ab_engine.py /tmp/before bpestore --mb 2 --rounds 101
     python benchmarks/ab_engine.py bpestore /tmp/before --mb 2 --rounds 101
@@ -46,14 +47,23 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("BPESTORE_SHARED", HERE.parent.parent / "shared"))
-EXTENSION = "_engine.abi3.so"
+
+
+def extension_in(directory: Path) -> Path:
+    """The engine's extension file in `directory`: the one this interpreter would import, by its
+    order of suffixes (a build for this Python's version before a stable-ABI one)."""
+    names = [f"_engine{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES]
+    for name in names:
+        if (directory / name).is_file():
+            return directory / name
+    raise SystemExit(f"error: no engine build in {directory} (none of {', '.join(names)})")
 
 
 def load_build(path: str, tag: str) -> ModuleType:
     """The engine in `path` (a directory holding the extension, or the file), as module `tag`."""
     file = Path(path)
     if file.is_dir():
-        file = file / EXTENSION
+        file = extension_in(file)
     if not file.is_file():
         raise SystemExit(f"error: no engine build at {file}")
     # (the name's last part is the one the extension's init function is named after)

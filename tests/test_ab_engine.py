@@ -45,7 +45,7 @@ def test_a_missing_build_is_named(tmp_path):
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode != 0
-    assert f"no engine build at {tmp_path / '_engine.abi3.so'}" in result.stderr
+    assert f"no engine build in {tmp_path} (none of _engine." in result.stderr
 
 
 @pytest.mark.parametrize("mode", ["warm", "cold"])

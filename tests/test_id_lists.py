@@ -2,10 +2,10 @@
 list (one text, a batch on one thread and on several, dropout, offsets), and exact reference
 counts on the ints it shares between lists (crates/python/src/encode.rs: `IdInts`).
 
-The engine makes one Python int per id of the vocabulary and puts those in every list, taking
-their references either one by one or counted together per int (a list or batch of at least
-1,024 ids; walking the whole table from an eighth of the vocabulary's size on, else only the
-ids seen). The texts here are sized to take each of those ways with GPT-2's 50,257 ids.
+The engine makes one Python int per id of the vocabulary (on the first list of 64 ids or more)
+and puts those in every list, writing the list's slots and the ints' reference counts in place.
+The texts here are sized to make lists before the shared ints exist and after, short and long
+(GPT-2's 50,257 ids).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from reference import reference_train
 from strategies import random_text
 
 # Texts of about 4 characters per id: under 64 ids (before the shared ints are made: plain
-# ints), under 1,024 (references one by one), under 50,257 / 8 (counted, the ids seen), more
-# (counted, the whole table).
+# ints), then lists of hundreds, thousands and tens of thousands of ids.
 SIZES = [40, 2_000, 12_000, 200_000]
 
 
