@@ -12,7 +12,10 @@ making (an int reference per id) costs every row alike and so hides how much the
 * ``db-corpus``: ``from_db`` after ``bpestore warm gpt2 WARM_FILE`` (the most frequent pre-tokens
   of that file, by default the corpus the text is cut from: a tokenizer encoding its own
   training corpus, as an LM's data preparation does);
-* ``second-pass``: the same tokenizer's second ``encode`` (its caches full): the ceiling.
+* ``second-pass``: the same tokenizer's second ``encode`` (its caches full): the ceiling;
+* ``baseline`` (with ``--baseline DIR``): another bpestore package, e.g. a checkout of an older
+  commit with its engine built in place, cold, from GPT-2's files (its store may predate this
+  one's schema): the same machine's figure for "today's cold" when comparing with an old one.
 
 It also reports how long ``from_db`` takes with and without the table (the table is read and
 checked when loading), and checks that every row's ids equal the cold row's.
@@ -20,6 +23,7 @@ checked when loading), and checks that every row's ids equal the cold row's.
     python benchmarks/warm_start.py --encode-mb 20 --repeat 5
     python benchmarks/warm_start.py --encode-mb 20 --repeat 5 --array
     python benchmarks/warm_start.py --corpus ../shared/corpora/wiki_en_57M.txt --warm-file ../shared/corpora/reuters_17M.txt
+    python benchmarks/warm_start.py --baseline /tmp/old    # /tmp/old: a checkout whose bpestore/ holds its built engine
 """
 
 from __future__ import annotations
@@ -37,20 +41,24 @@ HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("BPESTORE_SHARED", HERE.parent.parent / "shared"))
 
 CHILD = r"""
-import hashlib, json, sys, time
+import ctypes, hashlib, json, sys, time
 from bpestore import Tokenizer
-db, name, text_path, max_bytes, variant, utf8_first, output = sys.argv[1:8]
+db, name, text_path, max_bytes, variant, utf8_first, output, vocab, merges = sys.argv[1:10]
 with open(text_path, encoding="utf-8") as f:
     text = f.read(int(max_bytes))
 if utf8_first == "1":
     # CPython makes a str's UTF-8 form on the first call of an extension that reads it, and
-    # keeps it: made here, untimed, the rows compare the tokenizers alone.
-    from bpestore.engine import GPT2_PATTERN, Pretokenizer
-    Pretokenizer(GPT2_PATTERN).piece_count(text)
+    # keeps it: made here, untimed, the rows compare the tokenizers alone. (Through the C API,
+    # not bpestore: the baseline's package may lack any given function.)
+    ctypes.pythonapi.PyUnicode_AsUTF8AndSize.restype = ctypes.c_void_p
+    ctypes.pythonapi.PyUnicode_AsUTF8AndSize(ctypes.py_object(text), None)
 if output == "array":
     import numpy  # noqa: F401  (imported by encode_to_array's first call: not what is measured)
 started = time.perf_counter()
-tokenizer = Tokenizer.from_db(db, name, warm=variant != "cold")
+if variant == "baseline":
+    tokenizer = Tokenizer.from_files(vocab, merges, special_tokens=["<|endoftext|>"])
+else:
+    tokenizer = Tokenizer.from_db(db, name, warm=variant != "cold")
 loaded = time.perf_counter() - started
 encode = tokenizer.encode_to_array if output == "array" else tokenizer.encode
 started = time.perf_counter()
@@ -61,14 +69,22 @@ again = encode(text)
 second = time.perf_counter() - started
 del again  # (freed after the clock stopped, as the first pass's ids are)
 digest = hashlib.sha256(repr(list(ids)).encode()).hexdigest()
-print(json.dumps({"load": loaded, "first": first, "second": second, "warm": tokenizer.warm_entries, "ids": digest, "mb": len(text.encode()) / 1e6}))
+warm = getattr(tokenizer, "warm_entries", 0)
+print(json.dumps({"load": loaded, "first": first, "second": second, "warm": warm, "ids": digest, "mb": len(text.encode()) / 1e6}))
 """
 
 
-def run_child(db: str, name: str, text: Path, max_bytes: int, variant: str, utf8_first: bool, output: str) -> dict[str, float]:
+def run_child(db: str, name: str, text: Path, max_bytes: int, variant: str, utf8_first: bool, output: str,
+              baseline: Path | None = None) -> dict[str, float]:
     env = {**os.environ, "RAYON_NUM_THREADS": "1"}
-    command = [sys.executable, "-c", CHILD, db, name, str(text), str(max_bytes), variant, "1" if utf8_first else "0", output]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    if variant == "baseline":
+        assert baseline is not None
+        env["PYTHONPATH"] = str(baseline.resolve())
+    fixtures = SHARED / "fixtures"
+    command = [sys.executable, "-c", CHILD, db, name, str(text), str(max_bytes), variant, "1" if utf8_first else "0", output,
+               str(fixtures / "gpt2_vocab.json"), str(fixtures / "gpt2_merges.txt")]
+    # (run from the filesystem's root: a bpestore/ in the working directory would shadow the baseline's)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True, cwd="/")
     return json.loads(done.stdout)
 
 
@@ -88,7 +104,11 @@ def main() -> None:
         help="time the str's first UTF-8 conversion too (CPython's, made by whichever call reads the str first; untimed by default)",
     )
     parser.add_argument("--array", action="store_true", help="time encode_to_array (a NumPy array) instead of encode (a list)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a directory holding another bpestore package (its engine built): a cold row of it, from GPT-2's files")
     args = parser.parse_args()
+    if args.baseline and not (args.baseline / "bpestore" / "__init__.py").is_file():
+        sys.exit(f"{args.baseline} holds no bpestore package (expected {args.baseline / 'bpestore' / '__init__.py'})")
     output = "array" if args.array else "list"
     fixtures = SHARED / "fixtures"
     for needed in (args.corpus, fixtures / "gpt2_vocab.json"):
@@ -102,10 +122,12 @@ def main() -> None:
                      "--special-token", "<|endoftext|>", "--warm-entries", str(args.entries), "--db", db, "--quiet")
         bpestore("warm", "gpt2", str(args.warm_file or args.corpus), "--entries", str(args.entries), "--db", corpus_db, "--quiet")
         variants = {"cold": vocab_db, "db-vocab": vocab_db, "db-corpus": corpus_db}
+        if args.baseline:
+            variants["baseline"] = ""
         runs: dict[str, list[dict[str, float]]] = {variant: [] for variant in variants}
         for _ in range(args.repeat):
             for variant, db in variants.items():
-                runs[variant].append(run_child(db, "gpt2", args.corpus, max_bytes, variant, not args.with_utf8, output))
+                runs[variant].append(run_child(db, "gpt2", args.corpus, max_bytes, variant, not args.with_utf8, output, args.baseline))
     digests = {run["ids"] for variant_runs in runs.values() for run in variant_runs}
     if len(digests) != 1:
         sys.exit("MISMATCH: the rows' ids differ")
@@ -115,14 +137,19 @@ def main() -> None:
           f"fresh process per run, medians of {args.repeat}; ids identical in every row")
     print(f"db-corpus warmed from {(args.warm_file or args.corpus).name}; tables of at most {args.entries:,} pre-tokens; "
           + ("the str's first UTF-8 conversion timed" if args.with_utf8 else "the str's UTF-8 form made before timing"))
-    print(f"{'row':<12} {'pieces':>9} {'from_db s':>10} {'encode s':>9} {'MB/s':>7} {'x cold':>7}")
+    if args.baseline:
+        print(f"baseline: {args.baseline}, cold, loaded from GPT-2's files (its 'from_db s' is that load)")
+    baseline = statistics.median(run["first"] for run in runs["baseline"]) if args.baseline else None
+    print(f"{'row':<12} {'pieces':>9} {'from_db s':>10} {'encode s':>9} {'MB/s':>7} {'x cold':>7}"
+          + (f" {'x baseline':>10}" if baseline else ""))
     rows = [(variant, [run["first"] for run in variant_runs]) for variant, variant_runs in runs.items()]
     rows.append(("second-pass", [run["second"] for run in runs["cold"]]))
     for variant, times in rows:
         source = runs.get(variant, runs["cold"])
         load = statistics.median(run["load"] for run in source)
         seconds = statistics.median(times)
-        print(f"{variant:<12} {int(source[0]['warm']):>9,} {load:>10.3f} {seconds:>9.3f} {mb / seconds:>7.1f} {cold / seconds:>7.2f}")
+        print(f"{variant:<12} {int(source[0]['warm']):>9,} {load:>10.3f} {seconds:>9.3f} {mb / seconds:>7.1f} {cold / seconds:>7.2f}"
+              + (f" {baseline / seconds:>10.2f}" if baseline else ""))
 
 
 if __name__ == "__main__":
