@@ -384,10 +384,31 @@ fn emit_from<K: Key>(
     if count <= INLINE_IDS {
         emit_inline(out, &slot.ids, count);
     } else {
-        let start = slot.ids[0] as usize;
-        out.extend_from_slice(&ids[start..start + slot.ids[1] as usize]);
+        emit_stored(out, ids, slot.ids[0] as usize, slot.ids[1] as usize);
     }
     true
+}
+
+/// How many of a piece's stored ids [`emit_stored`] copies as one block.
+const STORED_BLOCK: usize = 16;
+
+/// Appends `ids[start..start + count]`, a piece's ids kept in its table's store (more than
+/// [`INLINE_IDS`]), to `out`. Up to [`STORED_BLOCK`] of them are copied as one block of that
+/// fixed size, a few vector moves, and the length then cut back to `count`: a copy of a length
+/// known only at run time is a call to `memcpy` per piece, which took a tenth of a warm pass
+/// over text in eleven scripts (o200k_base, whose words there are often 4-16 ids).
+#[inline(always)]
+fn emit_stored(out: &mut Vec<TokenId>, ids: &[TokenId], start: usize, count: usize) {
+    match ids.get(start..start + STORED_BLOCK) {
+        Some(block) if count <= STORED_BLOCK => {
+            let block: &[TokenId; STORED_BLOCK] = block.try_into().expect("a block's length");
+            let len = out.len();
+            out.extend_from_slice(block);
+            out.truncate(len + count);
+        }
+        // (a longer piece, or one at the store's end: fewer than a block's ids after it)
+        _ => out.extend_from_slice(&ids[start..start + count]),
+    }
 }
 
 /// A cache's table of short pieces, borrowed for a run of lookups: its fields are read once,
@@ -680,13 +701,20 @@ mod tests {
 
     #[test]
     fn emitted_ids_are_the_ids_put_in() {
-        // Short and medium pieces with 1 to 6 ids (inline and not), looked up by the hash that
-        // the encoder computes for the prefetch, appended after ids already in `out`.
+        // Short and medium pieces with 1 to 40 ids: inline (up to 3), copied from the store as
+        // one block (4 to 16; the last piece put in, 4 ids at the store's very end, as a slice)
+        // and longer, looked up by the hash that the encoder computes for the prefetch, appended
+        // after ids already in `out`.
         let mut cache = PieceCache::new(1000);
         let pieces: Vec<Vec<u8>> = (2..=31).map(|len| vec![b'a' + len as u8; len]).collect();
         let ids_of = |i: usize| -> Vec<TokenId> {
-            (0..=(i % 6) as u32).map(|k| 100 * k + i as u32).collect()
+            (0..=((i * 7) % 40) as u32)
+                .map(|k| 100 * k + i as u32)
+                .collect()
         };
+        let counts: Vec<usize> = (0..pieces.len()).map(|i| ids_of(i).len()).collect();
+        assert!(counts.contains(&16) && counts.contains(&17) && counts.contains(&40));
+        assert_eq!(counts.last(), Some(&4));
         for (i, piece) in pieces.iter().enumerate() {
             put(&mut cache, piece, &ids_of(i));
         }
