@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from statistics import median
 
-from big_train import build_corpus
+from big_train import build_corpus_apart
 from harness import run_task
 from machine import describe
 from report import number, table
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         if corpus is None:
             corpus = work / "big.txt"
             print(f"building {args.size_mb} MB corpus at {corpus} ...", file=sys.stderr)
-            build_corpus(corpus, args.size_mb * 1_000_000)
+            build_corpus_apart(corpus, args.size_mb * 1_000_000)
         corpus_mb = corpus.stat().st_size / 1e6
         params = {"encoding": "gpt2", "vocab": str(SHARED / "fixtures" / "gpt2_vocab.json"),
                   "merges": str(SHARED / "fixtures" / "gpt2_merges.txt"), "special": "<|endoftext|>",
