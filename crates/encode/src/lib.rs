@@ -1032,14 +1032,17 @@ type BatchLoop =
     fn(&Encoder, &[u8], &mut Batch, usize, Option<&WarmCache>, &mut PieceCache, &mut Vec<TokenId>);
 
 /// How many pieces the encoder takes from the scanner before it looks them up (and so how many
-/// pieces ahead of its lookup a piece's cache slots are prefetched, at most).
-const BATCH: usize = 64;
+/// pieces ahead of its lookup a piece's cache slots are prefetched, at most). 96 rather than 64:
+/// warm English 1.04-1.055x (GPT-2, o200k_base), text in eleven scripts 1.01-1.03x, cold 1.01x
+/// (`benchmarks/ab_engine.py`, both orders, on an AMD EPYC); 128 had cost text in eleven scripts
+/// 2% on another VM, 32 cost everything 6%.
+const BATCH: usize = 96;
 
 /// A batch of pieces of one text (see [`Encoder::emit_batch_with`]): their spans in the text,
 /// their keys and hashes (made once, for the prefetch and for the lookup), and room for a
 /// piece's ids while it is merged. Kept by the cache lent to an encoding call and used again by
-/// its next text: made anew for every text, its 3.5 KB were zeroed for each (4% of a warm pass's
-/// instructions over wiki_en_57M's documents, more for a batch of short lines).
+/// its next text: made anew for every text, its 3.5 KB (at 64 pieces) were zeroed for each (4%
+/// of a warm pass's instructions over wiki_en_57M's documents, more for a batch of short lines).
 pub(crate) struct Batch {
     spans: [(usize, usize); BATCH],
     words: [[u128; 2]; BATCH],
