@@ -20,7 +20,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600, env=environment)
 
 
-def test_every_row_including_a_baseline_runs_and_agrees(tmp_path: Path) -> None:
+def test_every_row_including_a_baseline_runs_and_agrees() -> None:
     shared_file("fixtures", "gpt2_vocab.json")
     corpus = shared_file("fixtures", "corpus.en")
     # This checkout as its own baseline: its bpestore/ holds the engine built in place.

@@ -826,7 +826,8 @@ impl Encoder {
                 let key = if start < windows_end {
                     cache::short_key_of_window(&text[start..start + 16], len)
                 } else {
-                    cache::short_key_in(text, start, len).unwrap_or(0) // (never empty)
+                    // (within 15 bytes of the text's end: no window of 16 after the start)
+                    cache::short_key(&text[start..start + len]).unwrap_or(0) // (never empty)
                 };
                 words[0] = key;
                 *hash = cache::mix(key);
@@ -846,12 +847,7 @@ impl Encoder {
         let pieces = spans.iter().zip(batch.words.iter().zip(&batch.hashes));
         // (read once, and again only after a piece that may have changed the cache)
         let warm_pieces = warm.map(|warm| warm.pieces.short_slots());
-        let mut own = cache.short_slots();
-        let mut shared = cache
-            .table
-            .as_deref()
-            .filter(|_| SHARED)
-            .map(|t| t.lookups());
+        let (mut own, mut shared) = short_lookups::<SHARED>(cache);
         for (&(start, len), (&words, &hash)) in pieces {
             if (1..=cache::SHORT_BYTES).contains(&len) {
                 // A short piece found in the warm table, or in the table the threads share or
@@ -877,12 +873,7 @@ impl Encoder {
                 &mut batch.merged,
                 out,
             );
-            own = cache.short_slots();
-            shared = cache
-                .table
-                .as_deref()
-                .filter(|_| SHARED)
-                .map(|t| t.lookups());
+            (own, shared) = short_lookups::<SHARED>(cache);
         }
     }
 
@@ -1025,6 +1016,17 @@ fn append(out: &mut Vec<TokenId>, ids: &[TokenId]) {
     } else {
         out.extend_from_slice(ids);
     }
+}
+
+/// The tables a batch's loop looks short pieces up in, borrowed from `cache`: its own (see
+/// [`cache::ShortSlots`]) and, if `SHARED`, the table the threads share. Borrowed again after
+/// anything that may change the cache.
+#[inline(always)]
+fn short_lookups<const SHARED: bool>(
+    cache: &PieceCache,
+) -> (cache::ShortSlots<'_>, Option<shared::SharedSlots<'_>>) {
+    let shared = cache.table.as_deref().filter(|_| SHARED);
+    (cache.short_slots(), shared.map(|table| table.lookups()))
 }
 
 /// [`Encoder::emit_batch_with`] for one case of tables (see [`Encoder::batch_loop`]).
