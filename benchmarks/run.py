@@ -81,6 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pathological-sizes", type=parse_sizes, default=[125_000, 250_000, 500_000, 1_000_000])
     parser.add_argument("--json", type=Path, help="where to write the results (default benchmarks/results/<timestamp>.json)")
     parser.add_argument("--show", type=Path, metavar="JSON", help="print the table of a saved results file and exit")
+    parser.add_argument("--world", type=Path, help="a text of many languages (benchmarks/world_corpus.py) encoded by the peers section too")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the temporary directory (ids, stores) for inspection")
     return parser.parse_args(argv)
 
@@ -92,7 +93,7 @@ def settings_from(args: argparse.Namespace, workdir: Path) -> Settings:
         corpus=args.corpus.resolve(), fixtures=args.fixtures.resolve(), workdir=workdir, vocab_size=args.vocab_size,
         special=args.special, workers=args.workers, encode_bytes=mb_to_bytes(args.encode_mb, args.corpus),
         repeat=args.repeat, timeout=args.timeout, pathological_timeout=args.pathological_timeout,
-        pathological_sizes=args.pathological_sizes,
+        pathological_sizes=args.pathological_sizes, world=args.world.resolve() if args.world else None,
     )
 
 

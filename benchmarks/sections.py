@@ -38,6 +38,7 @@ class Settings:
     timeout: float = 3600.0
     pathological_timeout: float = 300.0
     pathological_sizes: list[int] = field(default_factory=lambda: [125_000, 250_000, 500_000, 1_000_000])
+    world: Path | None = None  # real running text in many languages (benchmarks/world_corpus.py), for `peers`
 
     def runs(self, section: str) -> int:
         return self.repeat if self.repeat is not None else DEFAULT_REPEAT[section]
@@ -488,6 +489,8 @@ def peers_section(settings: Settings) -> dict:
     multilingual = settings.workdir / "peers-multilingual.txt"
     write_multilingual_text(multilingual, settings.encode_bytes or MULTILINGUAL_DEFAULT_BYTES)
     texts["multilingual"] = (multilingual, None)
+    if settings.world is not None:
+        texts["world"] = (settings.world, settings.encode_bytes)
     rows: list[dict] = []
     checks: list[dict] = []
     skipped: list[str] = []
@@ -514,6 +517,7 @@ def peers_section(settings: Settings) -> dict:
                 rows += kind_rows
     notes = [f"en: {describe_input(settings)}; multilingual: {(settings.encode_bytes or MULTILINGUAL_DEFAULT_BYTES) / 1e6:g} MB "
              "generated in eleven scripts (as encode-multilingual); single-threaded (RAYON_NUM_THREADS=1)",
+             *([f"world: {settings.world} (benchmarks/world_corpus.py: real running text in many languages)"] if settings.world else []),
              "gpt2 from the fixtures (gigatoken from a .tiktoken file of its ranks, fastokens from HF's tokenizer.json); "
              "cl100k_base and o200k_base from the bpe-openai package's .tiktoken files with tiktoken's own patterns and "
              "special tokens (quicktok uses the copy it bundles); special tokens recognised in the text by every tool",
