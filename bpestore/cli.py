@@ -728,15 +728,48 @@ def list_(as_json: bool, db: str) -> None:
       bpestore list
       bpestore list --json | jq '.[].name'
     """
+    from .errors import DamagedStoreError
+
+    damaged: list[DamagedStoreError] = []  # rows that cannot be read: the others are still listed
     with Store(db, create=False) as store:
-        infos = store.list()
+        infos = store.list(damaged=damaged)
     if as_json:
         click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
     elif infos:
         headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING", "CONTINUES"]
         click.echo(_table([_list_row(info) for info in infos], headers))
-    else:
+    elif not damaged:
         click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)
+    for error in damaged:
+        click.echo(f"DAMAGED {error}", err=True)
+    if damaged:
+        raise SystemExit(1)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of problems ([] when there is none).")
+@_db_option
+def check(as_json: bool, db: str) -> None:
+    """Check the store --db names: SQLite's integrity check, that its schema revision matches
+    its tables, every tokenizer's row, vocab and merges (and its packed copy against them), and
+    every corpus's row against its stored counts. One line per problem; exit status 1 when there
+    is any, 0 when the store is sound. Writes nothing.
+
+    \b
+    Example:
+      bpestore check
+      bpestore check --json | jq '.[].message'
+    """
+    problems = _workflow().check_store(db)
+    if as_json:
+        click.echo(json.dumps([problem.to_dict() for problem in problems], indent=2, ensure_ascii=False))
+    else:
+        for problem in problems:
+            click.echo(f"{problem.where}: {problem.message}")
+        if not problems:
+            click.echo(f"{db}: no problem found", err=True)
+    if problems:
+        raise SystemExit(1)
 
 
 @main.command()

@@ -38,6 +38,7 @@ from .progress import progress_bar, progress_step
 from .store.database import (
     CorpusFile, CorpusInfo, Evaluation, ModelStore, StoreSummary, TokenizerInfo, is_in_memory, summarize_store,
 )
+from .store.check import Problem, check_store
 from .store.rows import StoredWarm
 from .store import loader
 from .store.refs import check_name
@@ -63,7 +64,7 @@ __all__ = [
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
     "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "format_bytes", "parse_bytes", "remap_file",
-    "short_corpus_path", "summarize_store",
+    "short_corpus_path", "summarize_store", "check_store", "Problem",
     "token_text",
 ]
 

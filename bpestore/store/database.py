@@ -28,11 +28,12 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol, Self
 
-from sqlalchemy import create_engine, delete, event, func, insert, select, update
+from sqlalchemy import create_engine, delete, event, func, insert, select, type_coerce, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.types import NullType
 
 from . import bulk, schema
 from ..engine import PretokenCounts
@@ -47,6 +48,7 @@ from ..errors import (
 )
 from ..model import BPEModel
 from ..pretokenize.patterns import name_of_pattern
+from .checked import Row, checked_merge_rows, checked_vocab_rows
 from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows
 from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
@@ -303,6 +305,8 @@ def _sqlite_error(location: str, error: sqlite3.Error, writing: bool) -> StoreEr
         return StoreUnavailableError(f"cannot use {location}: {error} (SQLite's {name}){nothing}")
     if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
         return DamagedStoreError(f"{location} is damaged or not a database: {error}")
+    if name == "SQLITE_CONSTRAINT_TRIGGER":  # RAISE() in a trigger someone added to the store
+        return StoreError(f"{location}: a trigger refused the write: {error}; it was rolled back, nothing was written")
     return None
 
 
@@ -558,6 +562,9 @@ class ModelStore:
         except DBAPIError as error:
             if waiting_since is not None and _is_lock_timeout(error.orig):
                 raise self._lock_timeout_error(waiting_since) from None
+            if getattr(error.orig, "sqlstate", None) == "P0001":  # raise_exception: a trigger's RAISE (PostgreSQL)
+                reason = (str(error.orig).strip().splitlines() or ["raised"])[0]
+                raise StoreError(f"{self.location}: a trigger refused the write: {reason}; it was rolled back, nothing was written") from None
             if getattr(error.orig, "sqlstate", None) == "42501":  # insufficient_privilege (PostgreSQL)
                 reason = (str(error.orig).strip().splitlines() or ["permission denied"])[0]
                 raise ReadOnlyStoreError(f"cannot write to {self.location}: the server's user may not ({reason}); nothing was written") from None
@@ -631,8 +638,12 @@ class ModelStore:
     def _tokenizers_with_corpora() -> Any:
         """``tokenizers`` rows joined with what their corpus says (``_info`` reads them)."""
         t, c = schema.tokenizers, schema.corpora
+        # created_at as the driver gives it (ISO text on SQLite, a timestamp on PostgreSQL): the
+        # DateTime type's own conversion fails with a TypeError on a row edited to hold a number,
+        # where _info names the damaged row instead.
+        columns = [type_coerce(column, NullType()).label("created_at") if column.name == "created_at" else column for column in t.c]
         return select(
-            t, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
+            *columns, c.c.path.label("corpus_path"), c.c.sha256.label("corpus_sha256"), c.c.size_bytes.label("corpus_bytes"),
             c.c.origin.label("corpus_origin"),
         ).select_from(t.outerjoin(c, t.c.corpus_id == c.c.id))
 
@@ -654,29 +665,34 @@ class ModelStore:
         raise TokenizerNotFoundError(f"no tokenizer named {name!r} in {self.location} (names: {known})")
 
     def _info(self, connection: Connection, row: Any) -> TokenizerInfo:
-        source_paths = json.loads(row.source_paths) if row.source_paths is not None else None
+        """The row's metadata, each column read as the type it promises (else DamagedStoreError)."""
+        ref = f"{row.name}@{row.version}"
+        place = Row(self.location, ref, "tokenizers", f"id {row.id}")
+        corpus = Row(self.location, ref, "corpora", f"id {row.corpus_id}")
         num_merges = connection.execute(
             select(func.count()).select_from(schema.merges).where(schema.merges.c.tokenizer_id == row.id)
         ).scalar_one()
+        source_format = place.text("source_format", row.source_format, nullable=True)
+        source_paths = place.json_list_of_text("source_paths", row.source_paths, nullable=True)
         return TokenizerInfo(
-            name=row.name,
-            version=row.version,
-            vocab_size=row.vocab_size,
+            name=place.text("name", row.name),
+            version=place.integer("version", row.version),
+            vocab_size=place.integer("vocab_size", row.vocab_size),
             num_merges=num_merges,
-            special_tokens=json.loads(row.special_tokens),
-            pattern=row.pattern,
-            merge_rule=row.merge_rule,
-            created_at=row.created_at.replace(tzinfo=timezone.utc),
-            source=_source_text(row.source, row.source_format, source_paths),
-            source_format=row.source_format,
+            special_tokens=place.json_list_of_text("special_tokens", row.special_tokens),
+            pattern=place.text("pattern", row.pattern),
+            merge_rule=place.text("merge_rule", row.merge_rule),
+            created_at=place.moment("created_at", row.created_at),
+            source=_source_text(place.text("source", row.source), source_format, source_paths),
+            source_format=source_format,
             source_paths=source_paths,
-            training_seconds=row.training_seconds,
-            training_params=json.loads(row.training_params) if row.training_params else None,
-            corpus_path=row.corpus_path,
-            corpus_sha256=row.corpus_sha256,
-            corpus_bytes=row.corpus_bytes,
-            corpus_origin=row.corpus_origin,
-            added_tokens=json.loads(row.added_tokens),
+            training_seconds=place.number("training_seconds", row.training_seconds, nullable=True),
+            training_params=place.json_object("training_params", row.training_params or None, nullable=True),
+            corpus_path=corpus.text("path", row.corpus_path, nullable=True),
+            corpus_sha256=corpus.text("sha256", row.corpus_sha256, nullable=True),
+            corpus_bytes=corpus.integer("size_bytes", row.corpus_bytes, nullable=True),
+            corpus_origin=corpus.text("origin", row.corpus_origin, nullable=True),
+            added_tokens=place.json_list_of_text("added_tokens", row.added_tokens),
         )
 
     def info(self, ref: str) -> TokenizerInfo:
@@ -684,14 +700,24 @@ class ModelStore:
         with self._transaction() as connection:
             return self._info(connection, self._resolve(connection, ref))
 
-    def list(self, name: str | None = None) -> list[TokenizerInfo]:
-        """All tokenizers (or all versions of ``name``), by name then version."""
+    def list(self, name: str | None = None, *, damaged: builtins.list[DamagedStoreError] | None = None) -> list[TokenizerInfo]:
+        """All tokenizers (or all versions of ``name``), by name then version. A row that cannot
+        be read as its columns promise raises DamagedStoreError; given a list as ``damaged``, it
+        is left out and its error appended there instead, so that the others can still be shown."""
         t = schema.tokenizers
         query = self._tokenizers_with_corpora().order_by(t.c.name, t.c.version)
         if name is not None:
             query = query.where(t.c.name == check_name(name))
+        infos: builtins.list[TokenizerInfo] = []
         with self._transaction() as connection:
-            return [self._info(connection, row) for row in connection.execute(query)]
+            for row in connection.execute(query):
+                try:
+                    infos.append(self._info(connection, row))
+                except DamagedStoreError as error:
+                    if damaged is None:
+                        raise
+                    damaged.append(error)
+        return infos
 
     def load_model(self, ref: str) -> BPEModel:
         """The stored tokenizer ``ref`` (``name`` for the latest version, or ``name@N``) as a model."""
@@ -711,8 +737,9 @@ class ModelStore:
             packed = connection.exec_driver_sql(PACKED_SQL, (tokenizer_id,)).scalar()
             if packed is not None:  # the packed copy (bpestore/store/packed.py), else the rows
                 return unpack(packed, row.vocab_size, f"{row.name}@{row.version}", self.location)
-            vocab = connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall()
-            return vocab, connection.exec_driver_sql(MERGES_SQL, (tokenizer_id,)).fetchall()
+            ref = f"{row.name}@{row.version}"
+            vocab = checked_vocab_rows(connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall(), self.location, ref)
+            return vocab, checked_merge_rows(connection.exec_driver_sql(MERGES_SQL, (tokenizer_id,)).fetchall(), self.location, ref)
         packed = connection.execute(select(schema.packed_models.c.data).where(schema.packed_models.c.tokenizer_id == tokenizer_id)).scalar()
         if packed is not None:
             return unpack(bytes(packed), row.vocab_size, f"{row.name}@{row.version}", self.location)

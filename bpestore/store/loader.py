@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import StoreNotFoundError
 from ..model import BPEModel
+from .checked import Row, checked_merge_rows, checked_vocab_rows
 from .refs import parse_ref
 from .packed import unpack
 from .rows import MERGES_SQL, VOCAB_SQL, WARM_SQL, StoredWarm, model_from_rows
@@ -148,8 +149,9 @@ def _read_current_sqlite(
         vocab_rows: Mapping[int, bytes] | Iterable[tuple[int, bytes]]
         merge_rows: Iterable[tuple[bytes, bytes]]
         if packed is None:  # saved without a packed copy, or its rows changed since
-            vocab_rows = connection.execute(VOCAB_SQL, (tokenizer_id,)).fetchall()
-            merge_rows = connection.execute(MERGES_SQL, (tokenizer_id,)).fetchall()
+            ref_found = f"{name}@{found_version}"
+            vocab_rows = checked_vocab_rows(connection.execute(VOCAB_SQL, (tokenizer_id,)).fetchall(), location, ref_found)
+            merge_rows = checked_merge_rows(connection.execute(MERGES_SQL, (tokenizer_id,)).fetchall(), location, ref_found)
         warm_row = connection.execute(WARM_SQL, (tokenizer_id,)).fetchone() if warm else None
     except sqlite3.Error:
         return None
@@ -159,6 +161,7 @@ def _read_current_sqlite(
                 connection.execute("ROLLBACK")  # read only: nothing to keep
             except sqlite3.Error:
                 pass
+    Row(location, f"{name}@{found_version}", "tokenizers", f"id {tokenizer_id}").integer("vocab_size", vocab_size)
     if packed is not None:
         vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location)
     model = model_from_rows(

@@ -225,6 +225,13 @@ def classify(where: str, contents: DatabaseContents) -> str:
     return "current" if current else "older"
 
 
+
+def _is_lock_or_disk_error(error: Exception) -> bool:
+    """A database error that is the system's (a lock, the disk, permissions), not the schema's."""
+    name = getattr(getattr(error, "orig", None), "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM"))
+
+
 def database_state(connection: Connection, where: str) -> str:
     """:func:`classify` of the database behind ``connection`` (any SQLAlchemy dialect)."""
     return classify(where, _inspected_contents(connection))
@@ -262,8 +269,19 @@ def upgrade_to_head(engine: Engine, where: str | None = None) -> None:
                     connection.exec_driver_sql(statement)
                 return
             from alembic import command
+            from sqlalchemy.exc import DBAPIError
 
-            command.upgrade(_alembic_config(connection), "head")
+            revision = contents.revisions[0] if contents.revisions else None
+            try:
+                command.upgrade(_alembic_config(connection), "head")
+            except DBAPIError as error:  # the tables are not what the recorded revision says
+                if _is_lock_or_disk_error(error):
+                    raise
+                reason = (str(error.orig).strip().splitlines() or [type(error.orig).__name__])[0]
+                raise DamagedStoreError(
+                    f"{where}: its tables do not match its recorded schema revision {revision!r}: upgrading it failed "
+                    f"({reason}); the upgrade was rolled back, nothing was changed"
+                ) from None
 
 
 SQLITE_HEAD_FILE = "sqlite_head.sql"

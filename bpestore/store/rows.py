@@ -3,7 +3,6 @@ merges, and the one function that turns those rows into a model (both loaders us
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,6 +10,7 @@ from typing import cast
 
 from ..errors import DamagedStoreError
 from ..model import BPEModel, MergeRule
+from .checked import Row
 
 @dataclass(frozen=True)
 class StoredWarm:
@@ -43,10 +43,13 @@ def model_from_rows(
     """A model from a ``tokenizers`` row's columns (``added_tokens_json``: since 0010) and its ``vocab`` and ``merges`` rows (in rank
     order). What the model's checks refuse (a pattern a damaged or crafted store holds, say) is a
     DamagedStoreError naming ``ref`` in ``location``."""
+    row = Row(location, ref, "tokenizers", "its row")
+    specials = row.json_list_of_text("special_tokens", special_tokens_json)
+    added = row.json_list_of_text("added_tokens", added_tokens_json)
+    row.text("pattern", pattern)
+    # (the column's text, whatever a store holds: the model checks it is a rule it knows)
+    rule = cast(MergeRule, row.text("merge_rule", merge_rule))
     try:
-        # (the column's text, whatever a store holds: the model checks it is a rule it knows)
-        rule = cast(MergeRule, merge_rule)
-        specials, added = json.loads(special_tokens_json), json.loads(added_tokens_json)
         return BPEModel.stored(dict(vocab_rows), merge_rows, specials, pattern, rule, added)
     except (ValueError, TypeError) as error:
         raise DamagedStoreError(f"{ref} in {location} cannot be used: {error}") from None
