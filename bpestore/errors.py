@@ -97,6 +97,21 @@ class CorpusDecodeError(BpestoreError, ValueError):
         return type(self), (self.path, self.offset, self.reason)
 
 
+class CompressedInputError(BpestoreError, ValueError):
+    """A compressed input (``.gz``, ``.xz``, ``.zst``) that cannot be decompressed: not data of
+    that kind, damaged, or cut short. ``offset`` is how far into the compressed file reading had
+    got when the decompressor gave up."""
+
+    def __init__(self, path: str | os.PathLike[str], offset: int, reason: str) -> None:
+        self.path = str(path)
+        self.offset = offset
+        self.reason = reason
+        super().__init__(f"{self.path}: cannot decompress it at byte {offset} of the compressed file ({reason})")
+
+    def __reduce__(self) -> tuple[type[CompressedInputError], tuple[str, int, str]]:  # so that it crosses process boundaries intact
+        return type(self), (self.path, self.offset, self.reason)
+
+
 class PatternError(BpestoreError, ValueError):
     """A custom pre-tokenizer pattern failed on some text in a way that the probes at construction
     did not catch: it hit the regex engine's backtracking limit (catastrophic backtracking), or its

@@ -24,11 +24,13 @@ import json
 import lzma
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, cast
 
 from .corpus import _decode_blocks, check_corpus_path
+from ..errors import CompressedInputError
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -106,15 +108,18 @@ class _CountingReader:
     def __init__(self, file: io.BufferedIOBase, on_bytes: Callable[[int], None] | None) -> None:
         self._file = file
         self._on_bytes = on_bytes
+        self.position = 0  # bytes read so far: where a decompressor that gives up had got to
 
     def read(self, size: int = -1) -> bytes:
         data = self._file.read(size)
+        self.position += len(data)
         if data and self._on_bytes is not None:
             self._on_bytes(len(data))
         return data
 
     def readinto(self, buffer: WriteableBuffer) -> int:
         count = self._file.readinto(buffer)
+        self.position += count or 0
         if count and self._on_bytes is not None:
             self._on_bytes(count)
         return count
@@ -162,22 +167,127 @@ class _OwningLZMAFile(_ClosesItsFile, lzma.LZMAFile):
         super().__init__(raw, mode="rb")  # type: ignore[arg-type]
 
 
+class _ZstdReader:
+    """A ``.zst`` file's decompressed bytes, frame after frame. zstandard's stream reader ends
+    quietly at a frame cut short (a truncated download reads as a shorter corpus); this reader
+    says so."""
+
+    def __init__(self, raw: _CountingReader) -> None:
+        import zstandard
+
+        self._raw = raw
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._frame = self._new()
+        self._pending = b""
+        self._started = False  # a frame has begun: input ending now is a frame cut short
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._pending:
+            chunk = self._raw.read(_READ_BYTES)
+            if not chunk:
+                if self._started:
+                    raise EOFError("the file ends inside a zstd frame (cut short?)")
+                return b""
+            while chunk:
+                self._started = True
+                self._pending += self._frame.decompress(chunk)
+                chunk = b""
+                if self._frame.eof:  # a frame ended: what follows is the next frame, if any
+                    chunk = self._frame.unused_data
+                    self._frame = self._new()
+                    self._started = False
+        if size < 0 or size >= len(self._pending):
+            data, self._pending = self._pending, b""
+        else:
+            data, self._pending = self._pending[:size], self._pending[size:]
+        return data
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+class _Decompressing:
+    """A decompressor's output whose errors (not data of its kind, damaged, cut short) are one
+    :class:`CompressedInputError` naming the file and how far into it reading had got."""
+
+    def __init__(self, file: BinaryIO | _ZstdReader, raw: _CountingReader, path: str) -> None:
+        self._file = file
+        self._raw = raw
+        self._path = path
+
+    def _failed(self, error: BaseException) -> CompressedInputError:
+        reason = str(error) or type(error).__name__
+        return CompressedInputError(self._path, self._raw.position, reason)
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._file.read(size)
+        except _DECOMPRESSION_ERRORS as error:
+            raise self._failed(error) from None
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        try:
+            return cast(int, self._file.readinto(buffer))  # type: ignore[union-attr]
+        except _DECOMPRESSION_ERRORS as error:
+            raise self._failed(error) from None
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._raw.closed
+
+    def __enter__(self) -> _Decompressing:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _zstd_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import zstandard
+    except ImportError:
+        return ()
+    return (zstandard.ZstdError,)
+
+
+# What the decompressors raise for input that is not theirs, damaged or cut short (BadGzipFile is
+# an OSError: a disk's own errors are not caught here, only the decompressors' kinds).
+_DECOMPRESSION_ERRORS: tuple[type[BaseException], ...] = (gzip.BadGzipFile, zlib.error, EOFError, lzma.LZMAError, *_zstd_errors())
+
+
 def open_binary(path: str | os.PathLike[str], on_disk_bytes: Callable[[int], None] | None = None) -> BinaryIO:
     """``path`` opened for reading its (decompressed) bytes; ``on_disk_bytes(n)`` hears of the
-    bytes read from the disk. ``.zst`` needs the ``zstandard`` package."""
+    bytes read from the disk. ``.zst`` needs the ``zstandard`` package. A compressed file that
+    cannot be decompressed raises CompressedInputError as it is read."""
     raw = _CountingReader(open(path, "rb"), on_disk_bytes)  # noqa: SIM115 (the caller closes it)
     suffix = Path(path).suffix.lower()
+    name = os.fspath(path)
     try:
         if suffix == ".gz":
-            return cast(BinaryIO, _OwningGzipFile(raw))  # (a binary file, which typeshed's io classes are not nominally)
+            return cast(BinaryIO, _Decompressing(cast(BinaryIO, _OwningGzipFile(raw)), raw, name))
         if suffix == ".xz":
-            return cast(BinaryIO, _OwningLZMAFile(raw))
+            return cast(BinaryIO, _Decompressing(cast(BinaryIO, _OwningLZMAFile(raw)), raw, name))
         if suffix == ".zst":
             try:
-                import zstandard
+                import zstandard  # noqa: F401
             except ImportError:
                 raise ImportError(f"{path}: reading .zst files needs the zstandard package (pip install zstandard)") from None
-            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[arg-type]  # (_CountingReader reads like a binary file, but is no IO nominally)
+            return cast(BinaryIO, _Decompressing(_ZstdReader(raw), raw, name))
     except BaseException:
         raw.close()
         raise

@@ -767,10 +767,12 @@ class ModelStore:
         training_seconds: float | None = None,
         progress: bool = False,
         warm: StoredWarm | None = None,
+        before_commit: Callable[[str], object] | None = None,
     ) -> str:
         """Store ``tokenizer`` (a :class:`BPEModel` or a ``Tokenizer``) as the next version of
         ``name``; returns ``"name@version"``. ``warm``: its warm table, stored with it in the same
-        transaction.
+        transaction. ``before_commit(ref)``: called with the new ref inside that transaction, last;
+        if it raises, nothing is stored (what must exist with the tokenizer, or not at all).
 
         ``source`` says where it came from (default ``"imported"`` when ``source_format`` is given,
         else ``"saved from Python"``); an import gives the format it read and the files.
@@ -784,11 +786,14 @@ class ModelStore:
             source = "imported" if source_format is not None else "saved from Python"
         paths = [os.fspath(path) for path in source_paths] if source_paths is not None else None
         with self._transaction(write=True) as connection:
-            return self._insert_tokenizer(
+            ref = self._insert_tokenizer(
                 connection, name, model, corpus_id=None, source=source, source_format=source_format,
                 source_paths=paths, training_params=training_params, training_seconds=training_seconds, progress=progress,
                 warm=warm,
             )
+            if before_commit is not None:
+                before_commit(ref)
+            return ref
 
     def _insert_tokenizer(
         self,
@@ -995,7 +1000,8 @@ class ModelStore:
         if isinstance(ref_or_id, bool) or not isinstance(ref_or_id, (int, str)):
             raise TypeError(f"a corpus is named by its id or a tokenizer's ref, not {type(ref_or_id).__name__}")
         if isinstance(ref_or_id, int) or ref_or_id.isdigit():
-            found = self.corpora(int(ref_or_id))
+            # (an id past SQLite's and PostgreSQL's 64-bit integers names no corpus: asking would overflow)
+            found = self.corpora(int(ref_or_id)) if int(ref_or_id) < 2**63 else []
             if not found:
                 raise StoreError(f"no corpus {ref_or_id} in {self.location} (bpestore count list shows the corpora)")
             return found[0]
