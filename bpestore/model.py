@@ -133,7 +133,7 @@ class BPEModel:
                         next_id = max(vocab, default=-1) + 1
                     if next_id > MAX_TOKEN_ID:
                         raise ValueError(
-                            f"no id is left for {kind} token {token!r}: the vocab uses id {MAX_TOKEN_ID}, the largest allowed"
+                            f"no id is left for {kind} token {shown(token)}: the vocab uses id {MAX_TOKEN_ID}, the largest allowed"
                         )
                     token_id, next_id = next_id, next_id + 1
                     vocab[token_id] = token.encode("utf-8")
@@ -222,6 +222,16 @@ class BPEModel:
         )
 
 
+def shown(token: object, limit: int = 60) -> str:
+    """``repr(token)`` for a message, shortened past ``limit`` characters (a token may be a
+    megabyte long: a message names it, it does not echo it)."""
+    text = repr(token)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(token):,} characters)" if isinstance(token, str) else ""
+    return f"{text[: limit - 1]}…{size}"
+
+
 def check_special_tokens(special_tokens: Iterable[str] | None, *, repeats: Literal["drop", "refuse"]) -> list[str]:
     """The special tokens as a list; ValueError for empty strings, TypeError for non-strings and
     for one string or bytes (not a list of them: ``"abc"`` would otherwise be three special tokens).
@@ -242,9 +252,9 @@ def check_special_tokens(special_tokens: Iterable[str] | None, *, repeats: Liter
     tokens = list(special_tokens or ())
     for token in tokens:
         if not isinstance(token, str):
-            raise TypeError(f"special tokens must be strings, not {type(token).__name__} ({token!r})")
+            raise TypeError(f"special tokens must be strings, not {type(token).__name__} ({shown(token)})")
         if not token:
-            raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
+            raise ValueError(f"special tokens must be non-empty strings, got {shown(token)}")
     unique = list(dict.fromkeys(tokens))
     if repeats == "refuse" and len(unique) != len(tokens):
         duplicates = sorted({token for token in tokens if tokens.count(token) > 1})
@@ -271,17 +281,17 @@ def check_added_tokens(
     tokens = list(added_tokens or ())
     for token in tokens:
         if not isinstance(token, str):
-            raise TypeError(f"added tokens must be strings, not {type(token).__name__} ({token!r})")
+            raise TypeError(f"added tokens must be strings, not {type(token).__name__} ({shown(token)})")
         if not token:
-            raise ValueError(f"added tokens must be non-empty strings, got {token!r}")
+            raise ValueError(f"added tokens must be non-empty strings, got {shown(token)}")
     unique = list(dict.fromkeys(tokens))
     if repeats == "refuse" and len(unique) != len(tokens):
         duplicates = sorted({token for token in tokens if tokens.count(token) > 1})
-        raise ValueError(f"added token {duplicates[0]!r} is given twice")
+        raise ValueError(f"added token {shown(duplicates[0])} is given twice")
     specials = set(special_tokens)
     for token in unique:
         if token in specials:
-            raise ValueError(f"added token {token!r} is a special token of the tokenizer")
+            raise ValueError(f"added token {shown(token)} is a special token of the tokenizer")
     return unique
 
 

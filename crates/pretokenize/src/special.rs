@@ -1,6 +1,9 @@
 //! Special tokens: found longest first, as the Python code's `re` alternation finds them.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+
+/// Above this many bytes of special tokens in all, their automaton is an NFA, not a DFA.
+const DFA_PATTERN_BYTES: usize = 4096;
 
 /// The special tokens of a tokenizer, found longest-first: at the leftmost position where any
 /// occurs, the longest one there wins, exactly as Python's
@@ -31,11 +34,17 @@ impl SpecialTokens {
         let automaton = if patterns.is_empty() {
             None
         } else {
+            // A DFA matches fastest, but building one takes time quadratic in a token's length
+            // on repetitive tokens (a 16 KB "abab..." took seconds); past a few KB of patterns
+            // the contiguous NFA, built in linear time, serves instead.
+            let total: usize = patterns.iter().map(|pattern| pattern.len()).sum();
+            let kind = (total > DFA_PATTERN_BYTES).then_some(AhoCorasickKind::ContiguousNFA);
             Some(
                 AhoCorasickBuilder::new()
                     .match_kind(MatchKind::LeftmostLongest)
+                    .kind(kind)
                     .build(&patterns)
-                    .expect("an automaton of a few special tokens fits in memory"),
+                    .expect("an automaton of the special tokens fits in memory"),
             )
         };
         SpecialTokens {
