@@ -59,6 +59,7 @@ import click  # noqa: E402
 
 from . import formats  # noqa: E402
 from . import MAX_TOKEN_ID  # noqa: E402  (the public API's: the CLI imports no stage directly)
+MAX_INT64 = 2**63 - 1  # counts, sizes and workers past this fit no database column and no engine integer: a usage error, not an overflow
 from .errors import BpestoreError, DisallowedSpecialTokenError, OutputError  # noqa: E402
 
 if TYPE_CHECKING:
@@ -441,7 +442,7 @@ def _warning_line(
     help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for pre-tokenization (with --dask local: worker processes) [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1, max=MAX_INT64), default=None, help="Threads for pre-tokenization (with --dask local: worker processes) [default: CPUs].")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the new tokenizers (as `list --json`) instead of their refs.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars and no summary on stderr.")
 @click.option("--dry-run", is_flag=True, help="Count (or reuse stored counts), print the merge loop's memory estimate, merge nothing.")
@@ -454,10 +455,10 @@ def _warning_line(
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS", help="Count CORPUS on a Dask cluster (a scheduler address, or 'local'), then merge here.")
 @click.option("--shard-size", default=None, metavar="SIZE", help="With --dask: count CORPUS in shards of about SIZE (e.g. 64M) [default: 64M].")
 @click.option(
-    "--partitions", type=click.IntRange(min=1), default=None,
+    "--partitions", type=click.IntRange(min=1, max=MAX_INT64), default=None,
     help="With --dask: add the counts up in N parts by hash, each on its own worker [default: the workers].",
 )
-@click.option("--min-count", type=click.IntRange(min=1), default=None, help="Train only on the pre-tokens counted at least this often.")
+@click.option("--min-count", type=click.IntRange(min=1, max=MAX_INT64), default=None, help="Train only on the pre-tokens counted at least this often.")
 @click.option(
     "--count-memory", default=None, metavar="SIZE",
     help="Count CORPUS's plain files with at most about SIZE (e.g. 2G) of counting tables, spilling sorted partial counts to disk.",
@@ -820,7 +821,7 @@ def _readable(token: bytes) -> str:
 
 @main.command()
 @click.argument("ref")
-@click.option("--merges", "num_merges", type=click.IntRange(min=0), default=10, show_default=True, help="How many first/last merges and longest tokens to show.")
+@click.option("--merges", "num_merges", type=click.IntRange(min=0, max=MAX_INT64), default=10, show_default=True, help="How many first/last merges and longest tokens to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_db_option
 def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
@@ -932,7 +933,7 @@ class _DiffCommand(_Command):
     "tokens per word, Renyi efficiency (alpha 2.5), share of the vocab used.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--show", "num_shown", type=click.IntRange(min=0), default=15, show_default=True, help="Tokens listed per side (two REFs).")
+@click.option("--show", "num_shown", type=click.IntRange(min=0, max=MAX_INT64), default=15, show_default=True, help="Tokens listed per side (two REFs).")
 @_quiet_option
 @_db_option
 def diff(refs: tuple[str, ...], corpora: tuple[Path, ...], as_json: bool, num_shown: int, quiet: bool, db: str) -> None:
@@ -1107,7 +1108,7 @@ def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> None:
     "--dask", "dask_address", metavar="ADDRESS|local", default=None,
     help="With --output-dir: encode the shards on a Dask cluster (a scheduler's address, or 'local').",
 )
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for a file to .npy [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1, max=MAX_INT64), default=None, help="Threads for a file to .npy [default: CPUs].")
 @click.option(
     "--allowed-special", "allowed_special", multiple=True, metavar="TOKEN|all|none",
     help="Recognise only these special tokens (repeatable; 'none': none of them). Another special "
@@ -1548,7 +1549,7 @@ def export(ref: str, export_format: str, output: Path, db: str) -> None:
     help="How many pre-tokens (the most frequent) the table holds; 0 removes it.",
 )
 @click.option("--remove", is_flag=True, help="Delete the tokenizer's warm table (it then loads with empty caches).")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for counting FILES [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1, max=MAX_INT64), default=None, help="Threads for counting FILES [default: CPUs].")
 @_quiet_option
 @_lock_timeout_option
 @_db_option
@@ -1700,7 +1701,7 @@ def add_tokens(ref: str, tokens: tuple[str, ...], name: str | None, map_out: str
 @main.command()
 @click.argument("id_map", metavar="MAP")
 @click.argument("ids", metavar="IDS.npy")
-@click.option("--output", "-o", required=True, metavar="OUT.npy", help="The remapped ids (uint16 if every new id fits, else uint32).")
+@click.option("--output", "-o", required=True, metavar="OUT.npy", help="The remapped ids (uint16 if every new id fits, else uint32); - for standard output.")
 def remap(id_map: str, ids: str, output: str) -> None:
     """Carry an encoded dataset over to a trimmed tokenizer's ids.
 
@@ -1716,7 +1717,7 @@ def remap(id_map: str, ids: str, output: str) -> None:
       bpestore remap ts@2-to-ts@3.idmap.json train.npy -o train-ts3.npy
     """
     count, dtype = _workflow().remap_file(id_map, ids, output)
-    click.echo(f"{_number(count)} ids remapped to {output} ({dtype})", err=True)
+    click.echo(f"{_number(count)} ids remapped to {'standard output' if output == '-' else output} ({dtype})", err=True)
 
 
 # -- count -----------------------------------------------------------------------------------------
@@ -1774,7 +1775,7 @@ def count_list(as_json: bool, db: str) -> None:
 @count_.command("add")
 @click.argument("corpus", metavar="CORPUS")
 @click.argument("inputs", metavar="FILE...", nargs=-1, required=True)
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads for counting [default: CPUs].")
+@click.option("--workers", type=click.IntRange(min=1, max=MAX_INT64), default=None, help="Threads for counting [default: CPUs].")
 @click.option("--json", "as_json", is_flag=True, help="Print the new corpus as JSON (as `count list --json`).")
 @_quiet_option
 @_lock_timeout_option
@@ -1897,10 +1898,18 @@ def eval_(
       bpestore eval ts@1 ts@2 --corpus en.txt de.txt zh.txt --reference en.txt
       bpestore eval ts --corpus held_out/*.txt --json --csv eval.csv
     """
+    from .errors import OutputError
+
+    if csv_path is not None:  # an output that cannot be written stops the evaluation before it stores anything
+        _workflow().check_output_path(csv_path)
     with Store(db, create=False, lock_timeout=lock_timeout) as store:
         result = store.evaluate(list(refs), list(corpora), reference=reference, alpha=alpha, recompute=recompute, progress=_show_progress(quiet))
     if csv_path is not None:
-        result.write_csv(csv_path)
+        try:
+            result.write_csv(csv_path)
+        except OutputError as error:  # (a full disk, say): the results are a cache, kept
+            kept = "the results were stored (a later eval reads them back)" if result.stored else "the results were not stored"
+            raise OutputError(error.errno, f"{error.strerror}; {kept}", str(error.filename)) from None
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:

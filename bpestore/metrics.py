@@ -104,8 +104,8 @@ def renyi_entropy(counts: Iterable[int] | np.ndarray, alpha: float = DEFAULT_REN
     limit). Zero counts do not contribute. None when there is nothing counted.
     """
     import numpy as np
-    if not alpha > 0:
-        raise ValueError(f"alpha must be positive, got {alpha}")
+    if not 0 < alpha < math.inf:  # (NaN fails too)
+        raise ValueError(f"alpha must be a positive, finite number, got {alpha}")
     values = np.asarray(counts if isinstance(counts, np.ndarray) else list(counts), dtype=np.float64)
     values = values[values > 0]
     total = values.sum()
@@ -114,7 +114,18 @@ def renyi_entropy(counts: Iterable[int] | np.ndarray, alpha: float = DEFAULT_REN
     p = values / total
     if alpha == 1:
         return float(-(p * np.log(p)).sum())
-    return float(np.log((p**alpha).sum()) / (1 - alpha))
+    with np.errstate(under="ignore", over="ignore"):
+        powers = float((p**alpha).sum())
+    if 0 < powers < math.inf:
+        return float(np.log(powers) / (1 - alpha))
+    # A large alpha underflows every p**alpha to 0 (log 0: an infinite "entropy"). Then
+    # log(sum p**alpha) = alpha*log(p_max) + log(sum (p/p_max)**alpha), and with alpha/(1 - alpha)
+    # written 1/(1/alpha - 1) the entropy tends to the min-entropy -log(p_max), as it should.
+    log_p = np.log(p)
+    largest = float(log_p.max())
+    scaled = float(np.log(np.exp(alpha * (log_p - largest)).sum()))
+    return float(largest / (1 / alpha - 1) + scaled / (1 - alpha))
+
 
 
 def renyi_efficiency(counts: Iterable[int] | np.ndarray, vocab_size: int, alpha: float = DEFAULT_RENYI_ALPHA) -> float | None:

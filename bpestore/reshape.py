@@ -20,6 +20,7 @@ to an encoded dataset.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -30,9 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .atomic import temporary_name
+from .atomic import check_output_target, temporary_name
 from .errors import OutputError
-from .model import MAX_TOKEN_ID, BPEModel, check_added_tokens
+from .model import MAX_TOKEN_ID, BPEModel, check_added_tokens, shown
 from .pretokenize.corpus import iter_text_blocks
 
 __all__ = ["IdMap", "add_tokens", "drop_unused", "load_id_map", "remap", "trim"]
@@ -88,6 +89,10 @@ class IdMap:
             data["added"] = dict(self.added)
         if self.expansions:
             data["expansions"] = {str(old): list(new) for old, new in sorted(self.expansions.items())}
+        # Checksums, so that an edited map (or a .npy that is not the one written beside it) is
+        # refused instead of remapping ids wrongly without a word.
+        data["npy_sha256"] = _array_checksum(self.array)
+        data["sha256"] = _content_checksum(data)
         return data
 
     def with_refs(self, source: str | None, target: str | None) -> IdMap:
@@ -288,9 +293,9 @@ def add_tokens(model: BPEModel, tokens: Iterable[str]) -> tuple[BPEModel, IdMap]
     if not tokens:
         raise ValueError("give at least one token to add")
     if set(tokens) <= set(model.added_tokens):
-        shown = ", ".join(map(repr, tokens))
+        listed = ", ".join(map(shown, tokens))
         what = "is already an added token" if len(tokens) == 1 else "are already added tokens"
-        raise ValueError(f"nothing to add: {shown} {what} of the tokenizer")
+        raise ValueError(f"nothing to add: {listed} {what} of the tokenizer")
     new = BPEModel(model.vocab, model.merges, model.special_tokens, model.pattern, model.merge_rule, [*model.added_tokens, *tokens])
     array = np.full(max(model.vocab) + 1, -1, dtype=np.int64)
     old_ids = np.fromiter(model.vocab, dtype=np.int64, count=len(model.vocab))
@@ -378,11 +383,16 @@ class id_map_writer:  # noqa: N801 - a context manager, used like a function
     is stored: a missing directory or a full disk stops everything first), the ``.json``, which
     names the new ref, by :meth:`finish`. ``prefix`` may be a function of the new ref."""
 
-    def __init__(self, prefix: MapPrefix, id_map: IdMap) -> None:
+    def __init__(self, prefix: MapPrefix, id_map: IdMap, is_stored: Callable[[str], bool] | None = None) -> None:
         self._prefix = prefix
         self._id_map = id_map
+        # Whether a ref was stored after all: an interrupt (Ctrl-C) can land after the commit that
+        # followed place(), and then the files must stay with the tokenizer they belong to.
+        self._is_stored = is_stored
+        self._ref: str | None = None
         self._temporaries: list[Path] = []
         self._paths: tuple[Path, Path] | None = None
+        self._placed: list[Path] = []  # files already renamed into place by place()
 
     def _prefix_for(self, ref: str) -> Path:
         return Path(self._prefix(ref) if callable(self._prefix) else self._prefix)
@@ -409,11 +419,42 @@ class id_map_writer:  # noqa: N801 - a context manager, used like a function
         self._paths = (Path(f"{prefix}.npy"), Path(f"{prefix}.json"))
         return self._paths
 
+    def place(self, new_ref: str) -> None:
+        """:meth:`finish`, then rename both files into place now (not on leaving the block); if
+        the block then fails, they are removed again. For the last step of a transaction that
+        stores the tokenizer: a map that cannot be put in place stops the tokenizer too."""
+        paths = self.finish(new_ref)
+        self._ref = new_ref
+        for temporary, path in zip(self._temporaries, paths):
+            try:
+                check_output_target(path)
+                if path.is_dir():
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory")
+                os.replace(temporary, path)
+            except OSError as error:
+                raise OutputError(error.errno, f"{error.strerror}; nothing was stored, neither the tokenizer nor its id map", str(path)) from None
+            self._placed.append(path)
+
+    def _stored_after_all(self) -> bool:
+        if self._is_stored is None or self._ref is None:
+            return False
+        try:
+            return self._is_stored(self._ref)
+        except Exception:  # cannot tell: keep the map (it names its tokenizer) rather than lose it
+            return True
+
     def _remove_temporaries(self) -> None:
         for temporary in self._temporaries:
             temporary.unlink(missing_ok=True)
 
     def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        if exc_type is not None and self._placed and not self._stored_after_all():  # no tokenizer: its map goes too
+            for path in self._placed:
+                path.unlink(missing_ok=True)
+            self._placed.clear()
+        if self._placed:
+            self._remove_temporaries()
+            return
         try:
             if exc_type is None and self._paths is not None:
                 for temporary, path in zip(self._temporaries, self._paths):
@@ -436,24 +477,60 @@ def _check_id_range(path: Path, ids: list[int], entries: int) -> None:
         raise ValueError(f"{path}: not an id map (ids up to {largest} for only {entries} entries)")
 
 
+def _array_checksum(array: npt.NDArray[Any]) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array, dtype="<i8").tobytes()).hexdigest()
+
+
+def _content_checksum(data: dict[str, Any]) -> str:
+    """sha256 of a map's JSON form without its own checksum, in one canonical spelling."""
+    content = {key: value for key, value in data.items() if key != "sha256"}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not an id")
+
+
+def _an_id(value: object) -> int:
+    """An id as a JSON map holds it: an integer (a number with a fraction, true/false, or a string
+    of digits is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r} is not an integer id")
+    return value
+
+
+def _read_map_json(path: Path) -> Any:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError(f"{path}: not an id map (JSON nested too deeply)") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not an id map ({error})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("map"), dict):
+        raise ValueError(f"{path}: not an id map (no \"map\" object)")
+    if "sha256" in data and data["sha256"] != _content_checksum(data):
+        raise ValueError(f"{path}: its content does not match its checksum: the map was edited or damaged; write it again (--map-out)")
+    return data
+
+
 def load_id_map(path: str | os.PathLike[str]) -> IdMap:
     """An id map from its ``.npy`` (the array) or ``.json`` file; ValueError in one line naming
     the file for anything else."""
     path = Path(path)
     if path.suffix == ".json":
+        data = _read_map_json(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            pairs = {int(old): int(new) for old, new in data["map"].items()}
-            dropped = [int(old) for old in data.get("dropped", [])]
+            pairs = {int(old): _an_id(new) for old, new in data["map"].items()}
+            dropped = [_an_id(old) for old in data.get("dropped", [])]
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"{path}: not an id map ({type(error).__name__}: {error})") from None
         if any(old < 0 for old in [*pairs, *dropped]) or any(new < 0 for new in pairs.values()):
             raise ValueError(f"{path}: not an id map (negative ids)")
         _check_id_range(path, [*pairs, *dropped, *pairs.values()], len(pairs) + len(dropped))
         try:
-            added = {str(token): int(token_id) for token, token_id in dict(data.get("added") or {}).items()}
+            added = {str(token): _an_id(token_id) for token, token_id in dict(data.get("added") or {}).items()}
             expansions = {
-                int(old): tuple(int(new) for new in parts) for old, parts in dict(data.get("expansions") or {}).items()
+                int(old): tuple(_an_id(new) for new in parts) for old, parts in dict(data.get("expansions") or {}).items()
             }
         except (ValueError, TypeError) as error:
             raise ValueError(f"{path}: not an id map (added or expansions: {type(error).__name__}: {error})") from None
@@ -466,7 +543,19 @@ def load_id_map(path: str | os.PathLike[str]) -> IdMap:
         return IdMap(array, data.get("from"), data.get("to"), tuple(dropped), added, expansions)
     from .encode.files import read_npy_ids
 
-    array = read_npy_ids(path).astype(np.int64)
+    raw = read_npy_ids(path)
+    if raw.dtype.kind not in "iu":
+        raise ValueError(f"{path}: not an id map (its ids are {raw.dtype}, not integers)")
+    if raw.size and raw.dtype.kind == "u" and int(raw.max()) > MAX_TOKEN_ID:  # (before int64 would wrap them)
+        raise ValueError(f"{path}: not an id map (id {int(raw.max())} is above the largest token id, {MAX_TOKEN_ID})")
+    array = raw.astype(np.int64)
     if (array < -1).any():
         raise ValueError(f"{path}: not an id map (ids below -1)")
+    if array.size and int(array.max()) > MAX_TOKEN_ID:
+        raise ValueError(f"{path}: not an id map (id {int(array.max())} is above the largest token id, {MAX_TOKEN_ID})")
+    beside = path.with_suffix(".json")
+    if beside.is_file():  # the map's JSON, written with it, holds the array's checksum
+        written = _read_map_json(beside).get("npy_sha256")
+        if written is not None and written != _array_checksum(array):
+            raise ValueError(f"{path}: its content does not match the checksum in {beside.name}: the map was edited or damaged")
     return IdMap(array, _dropped=tuple(np.flatnonzero(array < 0).tolist()))

@@ -64,7 +64,7 @@ __all__ = [
     "MemoryLimitError", "Store", "StoreSummary", "TokenizerDiff", "TokenizerInfo",
     "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "format_bytes", "parse_bytes", "remap_file",
-    "short_corpus_path", "summarize_store", "check_store", "Problem",
+    "short_corpus_path", "summarize_store", "check_store", "Problem", "check_output_path",
     "token_text",
 ]
 
@@ -1140,6 +1140,13 @@ class Store(ModelStore):
         params = {"reshaped_from": info.ref, "how": "add-tokens", "tokens": list(tokens)}
         return self._save_reshaped(name or info.name, model, id_map, params, f"tokens added to {info.ref}", map_out)
 
+    def _is_stored(self, ref: str) -> bool:
+        try:
+            self.info(ref)
+        except StoreError:
+            return False
+        return True
+
     def _save_reshaped(
         self, name: str, model: BPEModel, id_map: IdMap, params: dict[str, Any], source: str, map_out: MapPrefix | None
     ) -> tuple[str, IdMap]:
@@ -1154,9 +1161,11 @@ class Store(ModelStore):
         if map_out is None:
             new_ref = self.save(name, model, source=source, training_params=params, warm=warm)
         else:
-            with reshape.id_map_writer(map_out, id_map) as writer:
-                new_ref = self.save(name, model, source=source, training_params=params, warm=warm)
-                writer.finish(new_ref)
+            # The map's files are renamed into place inside the transaction that stores the
+            # tokenizer, last: a map that cannot be written (a directory in its place, a name too
+            # long) stores nothing, and a failure after the rename removes them again.
+            with reshape.id_map_writer(map_out, id_map, is_stored=self._is_stored) as writer:
+                new_ref = self.save(name, model, source=source, training_params=params, warm=warm, before_commit=writer.place)
         return new_ref, id_map.with_refs(params["reshaped_from"], new_ref)
 
 
@@ -1171,16 +1180,50 @@ def remap_file(
 
     from . import reshape
 
+    to_stdout = os.fspath(output) == "-"
+    if not to_stdout:
+        inputs = [Path(map_path), Path(map_path).with_suffix(".npy"), Path(map_path).with_suffix(".json"), Path(ids_path)]
+        if any(_same_file(Path(output), given) for given in inputs):
+            raise ValueError(f"{output}: the output may not be one of the inputs (the map, its other file, or the ids)")
     id_map = reshape.load_id_map(map_path)
     ids = read_npy_ids(ids_path)
     try:
         new = reshape.remap(id_map, ids)
     except ValueError as error:
         raise ValueError(f"{ids_path}: {error}") from None
+    if to_stdout:  # as `encode -o -`: the .npy on standard output
+        np.save(sys.stdout.buffer, new, allow_pickle=False)
+        sys.stdout.buffer.flush()
+        return len(new), str(new.dtype)
     with atomic_path(output) as temporary:
         with open(temporary, "xb") as file:
             np.save(file, new, allow_pickle=False)
     return len(new), str(new.dtype)
+
+
+def check_output_path(path: str | os.PathLike[str]) -> None:
+    """OutputError naming ``path`` when an output could not be written there, found before any
+    work: a directory, a device or pipe (:func:`~bpestore.atomic.check_output_target`), or a
+    missing directory."""
+    import errno
+
+    from .atomic import check_output_target
+    from .errors import OutputError
+
+    check_output_target(path)
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(errno.EISDIR, "Is a directory", os.fspath(path))
+    if not target.parent.is_dir():
+        raise OutputError(errno.ENOENT, f"no directory {target.parent}", os.fspath(path))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (the same path resolved, or the same inode: a link)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
 
 
 def _pattern_of_training(corpus: object, pattern: str | None, base: BPEModel | None) -> str:

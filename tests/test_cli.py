@@ -202,7 +202,7 @@ EXPECTED_COMMANDS = [
     (), ("decode",), ("diff",), ("encode",), ("export",), ("import",), ("import", "gpt2"), ("import", "hf"),
     ("import", "tiktoken"), ("info",), ("list",), ("rm",), ("serve",), ("show",), ("train",), ("count",), ("count", "add"),
     ("count", "list"),
-    ("eval",), ("trim",), ("remap",), ("add-tokens",), ("warm",),
+    ("eval",), ("trim",), ("remap",), ("add-tokens",), ("warm",), ("check",),
 ]
 
 

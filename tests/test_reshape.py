@@ -189,7 +189,10 @@ def test_a_map_written_reads_back_from_either_file(tmp_path):
     id_map = IdMap(np.array([0, -1, 1, 2], dtype=np.int64), "a@1", "a@2", (1,))
     npy, json_path = write_id_map(id_map, tmp_path / "m")
     assert (npy.name, json_path.name) == ("m.npy", "m.json")
-    assert json.loads(json_path.read_text()) == {"from": "a@1", "to": "a@2", "map": {"0": 0, "2": 1, "3": 2}, "dropped": [1]}
+    written = json.loads(json_path.read_text())
+    checksums = {"npy_sha256": written.pop("npy_sha256"), "sha256": written.pop("sha256")}
+    assert written == {"from": "a@1", "to": "a@2", "map": {"0": 0, "2": 1, "3": 2}, "dropped": [1]}
+    assert all(len(value) == 64 for value in checksums.values())  # sha256, hex: an edited map is refused
     assert np.load(npy).dtype == np.int64
     for path in (npy, json_path):
         loaded = load_id_map(path)
