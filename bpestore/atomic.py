@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .errors import OutputError
 
-__all__ = ["atomic_directory", "atomic_path", "check_output_target", "remove_stale_partials", "temporary_name"]
+__all__ = ["atomic_directory", "atomic_path", "apply_mode", "check_output_target", "keep_mode_of", "mode_of", "through_links", "remove_stale_partials", "temporary_name"]
 
 _PARTIAL_SUFFIX = ".partial"
 
@@ -161,13 +161,47 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     was. A missing directory is an error naming ``path``; stale temporary files of ``path`` are
     removed first (:func:`remove_stale_partials`); a device or pipe at ``path`` is refused
     (:func:`check_output_target`)."""
-    path = Path(path)
+    path = through_links(Path(path))
     check_output_target(path)
     temporary = _temporary_beside(path)
     remove_stale_partials(path)
     with _cleaned_up(temporary, path):
         yield temporary
+        keep_mode_of(path, temporary)
         os.replace(temporary, path)
+
+
+def through_links(path: Path) -> Path:
+    """The file a symbolic link at ``path`` points to (written through, as ``>`` would: the
+    link stays a link), or ``path`` itself."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def keep_mode_of(existing: Path, replacement: Path) -> None:
+    """Give ``replacement`` the permission bits (and, where allowed, the owner and group) of the
+    regular file ``existing`` that it is about to replace, so that replacing a private (0600)
+    output does not make it readable by all; nothing when there is no such file."""
+    apply_mode(mode_of(existing), replacement)
+
+
+def mode_of(path: Path) -> os.stat_result | None:
+    """The status of the regular file at ``path`` (for :func:`apply_mode`), or None."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status if stat.S_ISREG(status.st_mode) else None
+
+
+def apply_mode(status: os.stat_result | None, path: Path) -> None:
+    """The permission bits, and where allowed the owner and group, of ``status`` on ``path``."""
+    if status is None:
+        return
+    os.chmod(path, stat.S_IMODE(status.st_mode))
+    try:
+        os.chown(path, status.st_uid, status.st_gid)
+    except OSError:  # (only root, or the owner within its groups, may)
+        pass
 
 
 @contextmanager

@@ -31,7 +31,7 @@ from .errors import PatternError, StoreError
 from .evaluate import EvaluationResult, EvaluationRow
 from .metrics import DEFAULT_RENYI_ALPHA, Measurement
 from .model import BPEModel
-from .pretokenize.corpus import check_corpus_path, iter_text_blocks
+from .pretokenize.corpus import check_corpus_path, is_stream_path, iter_text_blocks
 from .pretokenize.inputs import CorpusFiles, corpus_identity, short_corpus_path, stored_corpus_paths
 from .pretokenize.patterns import GPT2_PATTERN, name_of_pattern
 from .progress import progress_bar, progress_step
@@ -1325,7 +1325,8 @@ def encode_to(
     the default encodes a stream, on one thread). ``dropout``, ``seed``: BPE-dropout, each
     pre-token seeded by its offset in the input (the same ids from a file as from a stream)."""
     path = source if isinstance(source, (str, os.PathLike)) else None  # (else a stream)
-    if path is not None and allowed_special == "all" and disallowed_special == "all":
+    # (a pipe or a device is read once, as a stream: the parallel path splits a file by offsets)
+    if path is not None and allowed_special == "all" and disallowed_special == "all" and not is_stream_path(path):
         return encode_file_to_npy(tokenizer, path, output, workers=workers, progress=progress, dropout=dropout, seed=seed)
     with _file_named_in_pattern_errors(path):
         return write_npy_stream(
@@ -1416,7 +1417,7 @@ def _text_blocks(
 ) -> Iterator[str]:
     """The text of ``source`` a block at a time, with a bar of the bytes read when asked for;
     ``sizes`` adds up the bytes and characters read."""
-    total = os.path.getsize(check_corpus_path(path)) if path is not None else None
+    total = os.path.getsize(check_corpus_path(path, streams=True)) if path is not None and not is_stream_path(path) else None
     with progress_bar(progress, total, "encoding", unit="B", unit_scale=True) as bar:
         if sizes is None:
             yield from iter_text_blocks(source, on_bytes=bar.update)

@@ -262,3 +262,40 @@ def test_eval_with_a_csv_that_cannot_be_written_stores_nothing(db, data, tmp_pat
     one_error_line(invoke("eval", "ts@1", "--corpus", data / "text.txt", "--csv", csv, "--db", db))
     with Store(db, create=False) as store:
         assert store.evaluations("ts@1") == []
+
+
+# -- inputs that are pipes, outputs that were private or links --------------------------------------
+
+def test_encode_reads_a_named_pipe_and_dev_null(data, tmp_path):
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    text = (data / "text.txt").read_bytes()
+
+    def feed() -> None:
+        with open(fifo, "wb") as pipe:
+            pipe.write(text)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    from_pipe = invoke("encode", "ts", fifo, "--output", tmp_path / "pipe.npy", "--db", data / "store.db")
+    writer.join(timeout=30)
+    ok(from_pipe)
+    assert np.array_equal(np.load(tmp_path / "pipe.npy"), np.load(data / "ids.npy"))
+    ok(invoke("encode", "ts", "/dev/null", "--output", tmp_path / "null.npy", "--db", data / "store.db"))
+    assert len(np.load(tmp_path / "null.npy")) == 0
+    assert ok(invoke("encode", "ts", "/dev/null", "--db", data / "store.db")).strip() == ""
+
+
+@pytest.mark.parametrize("name", ["o.ids", "o.npy"])
+def test_an_output_replaced_keeps_its_mode_and_a_link_is_written_through(data, tmp_path, name):
+    output = tmp_path / name
+    output.write_text("old")
+    output.chmod(0o600)
+    ok(invoke("encode", "ts", data / "text.txt", "--output", output, "--db", data / "store.db"))
+    assert (output.stat().st_mode & 0o777) == 0o600
+    link = tmp_path / f"link-{name}"
+    link.symlink_to(output.name)
+    ok(invoke("encode", "ts", data / "text.txt", "--output", link, "--db", data / "store.db"))
+    assert link.is_symlink() and (output.stat().st_mode & 0o777) == 0o600

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ..atomic import atomic_path, check_output_target, remove_stale_partials
+from ..atomic import apply_mode, atomic_path, check_output_target, mode_of, remove_stale_partials, through_links
 from ..engine import PARTIAL_NPY_MARK
 from ..errors import OutputError
 from ..pretokenize.corpus import check_corpus_path
@@ -66,19 +66,22 @@ def encode_file_to_npy(
     :meth:`Tokenizer.encode`; each pre-token seeded by its offset in the file, so the ids do not
     depend on ``workers``)."""
     input_path = check_corpus_path(input_path)
-    output_path = Path(output_path)
+    output_path = through_links(Path(output_path))  # a symbolic link is written through
     check_output_target(output_path)  # (the engine, too, writes beside it and renames)
     _check_output_dir(output_path)
     size = os.path.getsize(input_path)
     remove_stale_partials(output_path)
+    replaced = mode_of(output_path)  # the file replaced: its mode (0600, say) is kept
     with progress_bar(progress, size, "encoding", unit="B", unit_scale=True) as bar:
         try:
-            return tokenizer._engine.encode_file_to_npy(
+            count = tokenizer._engine.encode_file_to_npy(
                 input_path, output_path, threads=workers or default_workers(), progress=bar.update, chunk_bytes=chunk_bytes,
                 dropout=dropout, seed=seed,
             )
         except OSError as error:
             raise _named(error, input_path, output_path) from None
+    apply_mode(replaced, output_path)
+    return count
 
 
 # What only a write can fail with: such an error of the engine's surely is the output's. Others

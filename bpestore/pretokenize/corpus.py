@@ -27,7 +27,7 @@ def iter_text_blocks(
     """The text of a UTF-8 file (a path or a binary file object such as ``sys.stdin.buffer``) in
     blocks; CorpusDecodeError names the offset of the first bad byte."""
     if isinstance(source, (str, os.PathLike)):
-        with open(check_corpus_path(source), "rb") as file:
+        with open(check_corpus_path(source, streams=True), "rb") as file:
             yield from _decode_blocks(file, os.fspath(source), block_bytes, on_bytes)
     else:
         yield from _decode_blocks(source, getattr(source, "name", "<stream>"), block_bytes, on_bytes)
@@ -55,11 +55,22 @@ def _decode_blocks(file: BinaryIO, name: str, block_bytes: int, on_bytes: Callab
         offset += len(data)
 
 
-def check_corpus_path(path: str | os.PathLike[str]) -> Path:
-    """The path as a Path, or FileNotFoundError naming it when it is missing or not a file."""
+def check_corpus_path(path: str | os.PathLike[str], *, streams: bool = False) -> Path:
+    """The path as a Path, or FileNotFoundError naming it when it is missing or not a file.
+    ``streams``: a pipe, a named pipe or a character device (``<(zcat x.gz)``, ``/dev/null``) is
+    read too, once, from start to end (what encoding does; training reads its files by size)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(errno.ENOENT, "No such corpus file", str(path))
-    if not path.is_file():
-        raise FileNotFoundError(errno.EISDIR, "Not a file (a directory?), cannot read a corpus", str(path))
+    if path.is_dir():
+        raise FileNotFoundError(errno.EISDIR, "Not a file (a directory), cannot read a corpus", str(path))
+    if not path.is_file() and not streams:
+        raise FileNotFoundError(errno.EINVAL, "Not a regular file (a pipe or a device?), cannot read a corpus", str(path))
     return path
+
+
+def is_stream_path(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names something read as a stream: it exists and is neither a regular file
+    nor a directory (a pipe, a FIFO, a character device)."""
+    target = Path(path)
+    return target.exists() and not target.is_file() and not target.is_dir()
