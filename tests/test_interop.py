@@ -594,7 +594,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     tokenizer = tokenizers.Tokenizer.from_file(str(base))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(tmp_path / "whitespace.json"))
-    files["whitespace-pre-tokenizer"] = (tmp_path / "whitespace.json", ["pre-tokenizer", "Whitespace"])
+    files["whitespace-pre-tokenizer"] = (tmp_path / "whitespace.json", ["pre_tokenizer", "Whitespace"])
 
     def dropout(document):
         document["model"]["dropout"] = 0.1

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
+from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
-from ..model import MAX_TOKEN_ID, BPEModel
+from ..model import MAX_TOKEN_ID, BPEModel, Merges
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
@@ -52,6 +54,10 @@ class HFTokenizer:
     special_tokens: list[str]
     pattern: str
     added_tokens: list[str] = field(default_factory=list)
+    ignore_merges: bool = False
+    """Llama-3's option: a pre-token that is a token is that token, merges apart (tiktoken's rule)."""
+    unapplied: list[str] = field(default_factory=list)
+    """The parts of the file kept out of the model (a post-processor, truncation, padding)."""
 
 
 def _describe(value: Any) -> str:
@@ -79,15 +85,15 @@ def _token_id(path: str | os.PathLike[str], value: Any, what: str) -> int:
 
 def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> str:
     def refuse(what: str) -> FormatError:
-        return FormatError(f"{path}: unsupported pre-tokenizer: {what}")
+        return FormatError(f"{path}: pre_tokenizer: {what} is not supported")
 
     if not pre_tokenizer:
-        raise refuse("none (bpestore needs byte-level pre-tokenization)")
+        raise refuse("none (a byte-level BPE needs ByteLevel pre-tokenization)")
     pre_tokenizer = _object(path, pre_tokenizer, "pre_tokenizer")
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel":
         if pre_tokenizer.get("add_prefix_space"):
-            raise refuse("ByteLevel with add_prefix_space=true (it adds a space before the text)")
+            raise refuse("ByteLevel with add_prefix_space=true (a space added before the text)")
         if not pre_tokenizer.get("use_regex", True):
             raise refuse("ByteLevel without a splitting regex")
         return GPT2_PATTERN
@@ -100,30 +106,60 @@ def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> str:
             regex = split.get("pattern")
             regex = regex.get("Regex") if isinstance(regex, dict) else None
             if not isinstance(regex, str):
-                raise refuse("Split by a plain string (only Split by a Regex is supported)")
-            if split.get("behavior") != "Isolated" or split.get("invert"):
-                raise refuse(f"Split with behavior {split.get('behavior')!r}, invert={split.get('invert')!r}")
+                raise refuse("pretokenizers[0]: Split by a plain string (only a Regex)")
+            # Isolated keeps the matches and the gaps between them as pieces; Removed with invert
+            # keeps the matches and drops the gaps (OLMo-2's). For a regex whose matches cover any
+            # text (as bpestore's patterns must: it refuses text they do not cover) both are the
+            # matches, one piece each.
+            behavior, invert = split.get("behavior"), bool(split.get("invert"))
+            if (behavior, invert) not in (("Isolated", False), ("Removed", True)):
+                raise refuse(f"pretokenizers[0]: Split with behavior {split.get('behavior')!r}, invert={split.get('invert')!r}")
             if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
-                raise refuse("ByteLevel after Split must have add_prefix_space=false and use_regex=false")
+                raise refuse("pretokenizers[1]: ByteLevel after Split with add_prefix_space or use_regex")
             return pattern_from_hf(regex)
-        raise refuse(f"Sequence of {[step.get('type') for step in steps]}")
+        raise refuse(f"a Sequence of {[step.get('type') for step in steps]}")
     raise refuse(repr(kind))
 
 
+# The models Hugging Face tokenizers have besides BPE, and the families that publish them.
+_OTHER_MODELS = {
+    "Unigram": "a Unigram model (T5, ALBERT, XLM-R, mBART)",
+    "WordPiece": "a WordPiece model (BERT, DistilBERT, ELECTRA)",
+    "WordLevel": "a WordLevel model (a word-to-id table)",
+}
+
+
+def _model_kind(model: dict[str, Any]) -> str | None:
+    """The model's type; a file of an older tokenizers release may leave it out (its fields tell)."""
+    kind = model.get("type")
+    if kind is None:
+        if "merges" in model:
+            return "BPE"
+        if "max_input_chars_per_word" in model:
+            return "WordPiece"
+        if isinstance(model.get("vocab"), list):
+            return "Unigram"
+    return kind if isinstance(kind, str) else None
+
+
 def _check_model(path: str | os.PathLike[str], model: dict[str, Any]) -> None:
-    kind = model.get("type", "BPE" if "merges" in model else None)
+    kind = _model_kind(model)
     if kind != "BPE":
-        raise FormatError(f"{path}: a {kind} model; only BPE tokenizers can be imported")
+        what = _OTHER_MODELS.get(kind or "", f"a model of type {json.dumps(kind)}")
+        raise FormatError(f"{path}: model: {what}: bpestore stores BPE tokenizers only")
+    if model.get("byte_fallback"):
+        raise FormatError(
+            f"{path}: model: a SentencePiece-style BPE over characters (byte_fallback: Llama-2, Mistral, Gemma, Phi-3), "
+            "not a byte-level one: not supported"
+        )
     problems = {
         "dropout": model.get("dropout") not in (None, 0, 0.0),
         "continuing_subword_prefix": bool(model.get("continuing_subword_prefix")),
         "end_of_word_suffix": bool(model.get("end_of_word_suffix")),
-        "byte_fallback": bool(model.get("byte_fallback")),
-        "ignore_merges (whole-word lookup)": bool(model.get("ignore_merges")),
     }
-    unsupported = [name for name, present in problems.items() if present]
+    unsupported = [f"model.{name}" for name, present in problems.items() if present]
     if unsupported:
-        raise FormatError(f"{path}: unsupported BPE options: {', '.join(unsupported)}")
+        raise FormatError(f"{path}: unsupported BPE option {', '.join(unsupported)}")
 
 
 def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool]]:
@@ -142,7 +178,7 @@ def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, i
         token_id = _token_id(path, token.get("id"), f"added token {content!r}")
         options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
         if options:
-            raise FormatError(f"{path}: added token {content!r} uses {', '.join(options)}, which is unsupported")
+            raise FormatError(f"{path}: added_tokens[{index}] {content!r} uses {', '.join(options)}, which is not supported")
         tokens.append((content, token_id, token.get("special") is not False))
     return sorted(tokens, key=lambda token: token[1])
 
@@ -161,7 +197,9 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     normalizer = data.get("normalizer")
     if normalizer:
         kind = normalizer.get("type") if isinstance(normalizer, dict) else normalizer
-        raise FormatError(f"{path}: unsupported normalizer {kind!r} (it changes the text)")
+        inner = [step.get("type") for step in normalizer.get("normalizers", []) if isinstance(step, dict)] if kind == "Sequence" else []
+        shown = f"Sequence of {inner}" if inner else repr(kind)
+        raise FormatError(f"{path}: normalizer: {shown} is not supported (it changes the text before it is split)")
     pattern = _pattern_of(path, data.get("pre_tokenizer"))
     listed = _added_tokens(path, data.get("added_tokens"))
     added = [(content, token_id) for content, token_id, _ in listed]
@@ -199,7 +237,33 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level") from None
     specials = [content for content, _, special in listed if special]
     ordinary = [content for content, _, special in listed if not special]
-    return HFTokenizer(vocab, merges, specials, pattern, ordinary)
+    ignore_merges = bool(model.get("ignore_merges"))
+    if ignore_merges:
+        _check_merges_follow_ids(path, vocab, merges)
+    unapplied = [f"{key} {_kind(data[key], key)!r}" for key in ("post_processor", "truncation", "padding") if data.get(key)]
+    return HFTokenizer(vocab, merges, specials, pattern, ordinary, ignore_merges, unapplied)
+
+
+def _kind(value: Any, key: str) -> str:
+    kind = value.get("type", key) if isinstance(value, dict) else key
+    return kind if isinstance(kind, str) else key
+
+
+def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> None:
+    """With ``ignore_merges``, bpestore encodes by tiktoken's rule: the whole pre-token if it is a
+    token, else merging the adjacent pair whose joined token has the lowest id. That is Hugging
+    Face's BPE exactly when its merges come in the order of the ids of the tokens they make (as in
+    Llama-3's, converted from tiktoken's ranks); FormatError otherwise, rather than other ids."""
+    ids = {token: token_id for token_id, token in vocab.items()}
+    previous = -1
+    for rank, (left, right) in enumerate(merges):
+        made = ids.get(left + right)
+        if made is None or made < previous:
+            raise FormatError(
+                f"{path}: model.ignore_merges with merges out of the order of their tokens' ids (merge {rank}): "
+                "bpestore's whole-token rule would encode differently"
+            )
+        previous = made
 
 
 def tokenizer_json(
@@ -279,10 +343,35 @@ def read(path: str | os.PathLike[str]) -> Imported:
     """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens,
     those marked ``"special": false`` added tokens (ordinary, encoded whole)."""
     document = read_tokenizer_json(path)
+    rule = "token" if document.ignore_merges else "pair"  # (see _check_merges_follow_ids)
+    merges: list[tuple[bytes, bytes]] | Callable[[BPEModel], Merges] = document.merges
+    if document.ignore_merges:
+        merges = partial(_first_merges, document.merges)  # the token rule's own merges: one per token
     model = build_model(
-        path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens
+        path, document.vocab, merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
     )
-    return Imported(model, "hf", resolved(path), unreached_tokens_notes(model, path))
+    assert model.merge_rule == rule
+    return Imported(model, "hf", resolved(path), [*unreached_tokens_notes(model, path), *_unapplied_notes(document)])
+
+
+def _first_merges(merges: list[tuple[bytes, bytes]], model: BPEModel) -> Merges:
+    """The first merge that makes each token, in order: the token rule's merges (a file such as
+    Llama-3's lists several ways to make many tokens)."""
+    made: set[bytes] = set()
+    first = []
+    for left, right in merges:
+        if left + right not in made:
+            made.add(left + right)
+            first.append((left, right))
+    return first
+
+
+def _unapplied_notes(document: HFTokenizer) -> list[str]:
+    """What of the file is not applied, said at import rather than dropped without a word."""
+    return [
+        f"{what} is not applied: encode gives the ids of Hugging Face's encode(text, add_special_tokens=False)"
+        for what in document.unapplied
+    ]
 
 
 def write(model: BPEModel, output: Path) -> list[str]:
