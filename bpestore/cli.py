@@ -720,9 +720,9 @@ def _short_source(info: TokenizerInfo) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
 @_db_option
 def list_(as_json: bool, db: str) -> None:
-    """List the stored tokenizers, one row per version; CONTINUES (``base`` in --json) names
-    the tokenizer a continued training (``train --from``) started from; a tokenizer made by
-    `trim` or `add-tokens` says what it was made from in CORPUS/SOURCE (``reshaped_from`` in --json).
+    """List the stored tokenizers, one row per version; CONTINUES ("base" in --json) names
+    the tokenizer a continued training (`train --from`) started from; a tokenizer made by
+    `trim` or `add-tokens` says what it was made from in CORPUS/SOURCE ("reshaped_from" in --json).
 
     \b
     Example:
@@ -1086,13 +1086,17 @@ def _comparison_text(comparison: workflow.TokenizerComparison) -> str:
 # -- encode / decode -------------------------------------------------------------------------------
 
 
-def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> None:
+def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> int:
+    """The ids as text, space-separated, on one line; returns how many."""
     first = True
+    count = 0
     for ids in blocks:
         if len(ids):
             out.write(("" if first else " ") + " ".join(map(str, ids.tolist())))
             first = False
+            count += len(ids)
     out.write("\n")
+    return count
 
 
 @main.command()
@@ -1220,7 +1224,8 @@ def encode(
             # Appears only once complete: bad UTF-8 late in the input, a full disk or Ctrl-C
             # leaves no partial file.
             with _workflow().atomic_output(output, encoding="ascii") as file:
-                _write_ids(blocks, file)
+                count = _write_ids(blocks, file)
+            click.echo(f"wrote {_number(count)} ids to {output}", err=True)  # (as for a .npy)
     except DisallowedSpecialTokenError as error:
         raise _in_the_cli_terms(error) from None
 

@@ -299,3 +299,29 @@ def test_an_output_replaced_keeps_its_mode_and_a_link_is_written_through(data, t
     link.symlink_to(output.name)
     ok(invoke("encode", "ts", data / "text.txt", "--output", link, "--db", data / "store.db"))
     assert link.is_symlink() and (output.stat().st_mode & 0o777) == 0o600
+
+
+# -- one way to say each thing ------------------------------------------------------------------------
+
+def test_every_output_reports_the_same_way(data, tmp_path):
+    for name in ("ids.txt", "ids.npy"):
+        result = invoke("encode", "ts", data / "text.txt", "--output", tmp_path / name, "--db", data / "store.db")
+        assert result.exit_code == 0
+        count = len(np.load(data / "ids.npy"))
+        assert result.stderr.strip() == f"wrote {count:,} ids to {tmp_path / name}"
+
+
+def test_help_shows_no_markup_and_a_missing_store_has_one_wording(tmp_path):
+    from test_cli import EXPECTED_COMMANDS
+
+    for path in EXPECTED_COMMANDS:
+        assert "``" not in ok(invoke(*path, "--help")), path
+    missing = tmp_path / "missing.db"
+    listed = invoke("list", "--db", missing)
+    assert listed.exit_code == 1 and f"no store at {missing}" in listed.stderr
+    pytest.importorskip("flask")
+    from bpestore.errors import StoreNotFoundError
+    from bpestore.web.data import ReadOnlyStore
+
+    with pytest.raises(StoreNotFoundError, match=f"^no store at {missing}"):  # what `serve` says
+        ReadOnlyStore(str(missing))

@@ -13,7 +13,6 @@ they were read from, which may be gone, compressed or never have existed (counts
 from __future__ import annotations
 
 import builtins
-import errno
 import os
 import sqlite3
 import threading
@@ -27,7 +26,7 @@ from sqlalchemy import create_engine, event, func, select
 from sqlalchemy.pool import QueuePool
 
 from ..encode.tokenizer import Tokenizer
-from ..errors import StoreError
+from ..errors import StoreError, StoreNotFoundError
 from ..store import schema
 from ..store.database import ModelStore, TokenizerInfo
 from ..store.loader import load_model
@@ -140,7 +139,7 @@ class ReadOnlyStore(ModelStore):
                 return
         path = Path(text).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(errno.ENOENT, "No such tokenizer store", str(path))
+            raise StoreNotFoundError(f"no store at {path} (no such file): only writes (train, import) create one")  # (list's words)
         check_sqlite_file(path)  # a file that is not a bpestore store is refused, untouched
         self._path = path
         parameters = {"mode": "ro"}
