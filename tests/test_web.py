@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import os
 import re
+import time
 import shutil
 import threading
 from collections import Counter
@@ -487,6 +488,42 @@ def test_cli_serve_serves_until_interrupted(store_path):
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
         process.stderr.close()
+
+
+@pytest.mark.parametrize("held", ["half a request", "an idle keep-alive connection"])
+def test_cli_serve_stops_on_sigint_with_a_connection_held_open(store_path, held):
+    """A client that holds its connection open (half a request; a keep-alive connection after an
+    answer) does not keep the server from stopping: SIGINT ends it at once, every time. The
+    timeout is a hang guard (it used to wait for the client), not a speed threshold."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bpestore.cli", "serve", "--port", "0", "--db", str(store_path)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )
+    client = None
+    try:
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", process.stderr.readline())
+        assert match
+        client = socket.create_connection(("127.0.0.1", int(match.group(1))), timeout=30)
+        if held == "half a request":
+            client.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # no blank line: the server waits for more
+        else:
+            client.sendall(b"GET /?q=en HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n")
+            assert client.recv(100).startswith(b"HTTP/1.1 200")
+        time.sleep(0.3)  # the handler thread is now waiting on the client
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            assert process.wait(timeout=10) == 0
+        finally:
+            process.kill()
+            process.stderr.close()
+            if client is not None:
+                client.close()
 
 
 def test_a_store_at_another_revision_is_refused_not_upgraded(tmp_path):
