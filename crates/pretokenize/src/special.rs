@@ -2,8 +2,8 @@
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
-/// Above this many bytes of special tokens in all, their automaton is an NFA, not a DFA.
-const DFA_PATTERN_BYTES: usize = 4096;
+/// With a special (or added) token longer than this, their automaton is an NFA, not a DFA.
+const DFA_TOKEN_BYTES: usize = 1024;
 
 /// The special tokens of a tokenizer, found longest-first: at the leftmost position where any
 /// occurs, the longest one there wins, exactly as Python's
@@ -35,10 +35,15 @@ impl SpecialTokens {
             None
         } else {
             // A DFA matches fastest, but building one takes time quadratic in a token's length
-            // on repetitive tokens (a 16 KB "abab..." took seconds); past a few KB of patterns
-            // the contiguous NFA, built in linear time, serves instead.
-            let total: usize = patterns.iter().map(|pattern| pattern.len()).sum();
-            let kind = (total > DFA_PATTERN_BYTES).then_some(AhoCorasickKind::ContiguousNFA);
+            // on repetitive tokens (a 16 KB "abab..." took seconds); with a token longer than a
+            // KB the contiguous NFA, built in linear time, serves instead. Real special tokens
+            // are short (Llama-3's 256 are 7 KB in all, none over 40 bytes): they keep the DFA.
+            let longest = patterns
+                .iter()
+                .map(|pattern| pattern.len())
+                .max()
+                .unwrap_or(0);
+            let kind = (longest > DFA_TOKEN_BYTES).then_some(AhoCorasickKind::ContiguousNFA);
             Some(
                 AhoCorasickBuilder::new()
                     .match_kind(MatchKind::LeftmostLongest)
