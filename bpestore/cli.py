@@ -585,6 +585,13 @@ def train(
         for info in infos:
             click.echo(f"{info.ref}\tvocab_size={info.vocab_size}\tmerges={info.num_merges}\ttrained in {info.training_seconds:.2f}s", err=True)
         click.echo(f"wall time {time.perf_counter() - started:.2f}s", err=True)
+    if quiet:
+        return
+    with Store(db, create=False) as store:  # a training that reproduces a stored version says so
+        for info in infos:
+            if same := store.identical_versions(info.ref):
+                click.echo(f"note: {info.ref} is identical to {', '.join(same)} (vocab, merges, special tokens and pattern); "
+                           f"`bpestore rm {info.ref}` removes it", err=True)
 
 
 def _spilling_options(

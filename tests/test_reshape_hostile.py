@@ -325,3 +325,14 @@ def test_help_shows_no_markup_and_a_missing_store_has_one_wording(tmp_path):
 
     with pytest.raises(StoreNotFoundError, match=f"^no store at {missing}"):  # what `serve` says
         ReadOnlyStore(str(missing))
+
+
+def test_a_training_that_reproduces_a_stored_version_says_so(data, tmp_path):
+    db = tmp_path / "t.db"
+    args = ["train", data / "text.txt", "--name", "t", "--vocab-size", "300", "--db", db]
+    first = invoke(*args)
+    assert first.exit_code == 0 and "identical" not in first.stderr
+    again = invoke(*args)
+    assert again.exit_code == 0 and "note: t@2 is identical to t@1" in again.stderr, again.stderr
+    other = invoke("train", data / "text.txt", "--name", "t", "--vocab-size", "310", "--db", db)
+    assert "identical" not in other.stderr

@@ -750,6 +750,25 @@ class ModelStore:
         ).all()
         return vocab, merges
 
+    def identical_versions(self, ref: str) -> builtins.list[str]:
+        """The other versions of ``ref``'s name that hold the same tokenizer: the same vocab and
+        merges (their packed copies equal), special and added tokens, pattern and merge rule. On a
+        SQLite store (where the packed copies are); empty elsewhere or when ``ref`` has none."""
+        if not self.is_sqlite:
+            return []
+        name, _ = parse_ref(ref)
+        info = self.info(ref)
+        query = (
+            "SELECT o.version FROM tokenizers t JOIN packed_models tp ON tp.tokenizer_id = t.id"
+            " JOIN tokenizers o ON o.name = t.name AND o.id != t.id JOIN packed_models op ON op.tokenizer_id = o.id"
+            " WHERE t.name = ? AND t.version = ? AND op.data = tp.data AND o.pattern = t.pattern"
+            " AND o.special_tokens = t.special_tokens AND o.added_tokens = t.added_tokens AND o.merge_rule = t.merge_rule"
+            " ORDER BY o.version"
+        )
+        with self._transaction() as connection:
+            versions = connection.exec_driver_sql(query, (name, info.version)).scalars().all()
+        return [f"{name}@{version}" for version in versions]
+
     def refs(self) -> builtins.list[str]:
         return [info.ref for info in self.list()]
 
