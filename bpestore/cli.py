@@ -194,6 +194,8 @@ def _run(command: Callable[[], object], *, owns_process: bool) -> int:
     _report_interrupts_once()
     try:
         try:
+            if owns_process:
+                _end_of_loading()  # from here a Ctrl-C is a KeyboardInterrupt, ended below in one line
             result = command()
             status = result if isinstance(result, int) else 0  # click returns an Exit's code (--help: 0)
         except SystemExit as exit:  # our own endings: errors, Ctrl-C, closed pipes
@@ -1993,9 +1995,17 @@ def rm(ref: str, lock_timeout: float | None, db: str) -> None:
         click.echo(f"deleted {store.delete(ref)}")
 
 
-# This module is loaded: Ctrl-C is a KeyboardInterrupt again (see _interrupted_while_loading).
-if signal.getsignal(signal.SIGINT) is _interrupted_while_loading and _sigint_before_loading is not None:
-    signal.signal(signal.SIGINT, _sigint_before_loading)
+def _end_of_loading() -> None:
+    """Ctrl-C is a KeyboardInterrupt again (see :func:`_interrupted_while_loading`)."""
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_loading and _sigint_before_loading is not None:
+        signal.signal(signal.SIGINT, _sigint_before_loading)
+
+
+# This module is loaded. Run as the `bpestore` executable, loading goes on until main() runs: the
+# script pip writes still compiles a regex between its import of main and its call (a Ctrl-C
+# there was a traceback and death by SIGINT); _run ends it. Imported as a library, it ends here.
+if Path(getattr(sys.modules.get("__main__"), "__file__", None) or "").name != "bpestore":
+    _end_of_loading()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

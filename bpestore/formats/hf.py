@@ -240,8 +240,19 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     ignore_merges = bool(model.get("ignore_merges"))
     if ignore_merges:
         _check_merges_follow_ids(path, vocab, merges)
-    unapplied = [f"{key} {_kind(data[key], key)!r}" for key in ("post_processor", "truncation", "padding") if data.get(key)]
+    unapplied = [f"{key} {_kind(data[key], key)!r}" for key in ("truncation", "padding") if data.get(key)]
+    if _adds_tokens(data.get("post_processor")):  # (ByteLevel's only trims offsets: the ids are the same)
+        unapplied.insert(0, f"post_processor {_kind(data['post_processor'], 'post_processor')!r}")
     return HFTokenizer(vocab, merges, specials, pattern, ordinary, ignore_merges, unapplied)
+
+
+def _adds_tokens(processor: Any) -> bool:
+    """Whether a post-processor adds tokens to what encode gives (a template, RoBERTa's, BERT's)."""
+    if not isinstance(processor, dict):
+        return False
+    if processor.get("type") == "Sequence":
+        return any(_adds_tokens(step) for step in processor.get("processors") or [])
+    return processor.get("type") in ("TemplateProcessing", "RobertaProcessing", "BertProcessing")
 
 
 def _kind(value: Any, key: str) -> str:
