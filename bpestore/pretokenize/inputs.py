@@ -101,12 +101,35 @@ def expand_inputs(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[s
     return files
 
 
-class _CountingReader:
+class _ReadsLikeAFile:
+    """What a binary file read from start to end has besides read/readinto: readable, close (of
+    the file it wraps, ``_closer``), closed, and use as a context manager."""
+
+    _closer: _ReadsLikeAFile | io.BufferedIOBase | BinaryIO
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._closer.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._closer.closed)
+
+    def __enter__(self) -> _ReadsLikeAFile:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _CountingReader(_ReadsLikeAFile):
     """A binary file that reports the bytes read from it (the compressed bytes, for the progress
     bar, whose total is the files' sizes on disk)."""
 
     def __init__(self, file: io.BufferedIOBase, on_bytes: Callable[[int], None] | None) -> None:
-        self._file = file
+        self._file = self._closer = file
         self._on_bytes = on_bytes
         self.position = 0  # bytes read so far: where a decompressor that gives up had got to
 
@@ -123,22 +146,6 @@ class _CountingReader:
         if count and self._on_bytes is not None:
             self._on_bytes(count)
         return count
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self._file.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._file.closed
-
-    def __enter__(self) -> _CountingReader:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class _ClosesItsFile:
@@ -167,7 +174,7 @@ class _OwningLZMAFile(_ClosesItsFile, lzma.LZMAFile):
         super().__init__(raw, mode="rb")  # type: ignore[arg-type]
 
 
-class _ZstdReader:
+class _ZstdReader(_ReadsLikeAFile):
     """A ``.zst`` file's decompressed bytes, frame after frame. zstandard's stream reader ends
     quietly at a frame cut short (a truncated download reads as a shorter corpus); this reader
     says so."""
@@ -175,7 +182,7 @@ class _ZstdReader:
     def __init__(self, raw: _CountingReader) -> None:
         import zstandard
 
-        self._raw = raw
+        self._raw = self._closer = raw
         self._new = zstandard.ZstdDecompressor().decompressobj
         self._frame = self._new()
         self._pending = b""
@@ -208,19 +215,13 @@ class _ZstdReader:
         view[: len(data)] = data
         return len(data)
 
-    def readable(self) -> bool:
-        return True
 
-    def close(self) -> None:
-        self._raw.close()
-
-
-class _Decompressing:
+class _Decompressing(_ReadsLikeAFile):
     """A decompressor's output whose errors (not data of its kind, damaged, cut short) are one
     :class:`CompressedInputError` naming the file and how far into it reading had got."""
 
     def __init__(self, file: BinaryIO | _ZstdReader, raw: _CountingReader, path: str) -> None:
-        self._file = file
+        self._file = self._closer = file
         self._raw = raw
         self._path = path
 
@@ -239,22 +240,6 @@ class _Decompressing:
             return cast(int, self._file.readinto(buffer))  # type: ignore[union-attr]
         except _DECOMPRESSION_ERRORS as error:
             raise self._failed(error) from None
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self._file.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._raw.closed
-
-    def __enter__(self) -> _Decompressing:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def _zstd_errors() -> tuple[type[BaseException], ...]:
