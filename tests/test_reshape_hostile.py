@@ -336,3 +336,39 @@ def test_a_training_that_reproduces_a_stored_version_says_so(data, tmp_path):
     assert again.exit_code == 0 and "note: t@2 is identical to t@1" in again.stderr, again.stderr
     other = invoke("train", data / "text.txt", "--name", "t", "--vocab-size", "310", "--db", db)
     assert "identical" not in other.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_any_moment_of_a_trim_leaves_both_or_neither(data, tmp_path):
+    """SIGINT at random moments of `trim --map-out`: after each run, either the new version and
+    both map files exist, or none of them (and no partial file): never a version without its map.
+    Repeated until at least two runs were interrupted (status 130)."""
+    import random
+    import signal
+    import time
+
+    from test_cli import find_executable, subprocess_env
+
+    executable = find_executable()
+    rng = random.Random(7)
+    interrupted = 0
+    for attempt in range(40):
+        folder = tmp_path / f"run{attempt}"
+        folder.mkdir()
+        db = folder / "store.db"
+        db.write_bytes((data / "store.db").read_bytes())
+        process = subprocess.Popen([executable, "trim", "ts@1", "--vocab-size", "320", "--map-out", str(folder / "m"), "--db", str(db)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())
+        time.sleep(rng.uniform(0.2, 1.2))
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode in (0, 130), (process.returncode, stderr.decode())
+        assert b"Traceback" not in stderr, stderr.decode()
+        stored = refs(db) == ["ts@1", "ts@2"]
+        maps = [(folder / "m.npy").exists(), (folder / "m.json").exists()]
+        assert maps == [stored, stored], (attempt, process.returncode, stored, maps, stderr.decode())
+        assert not [name for name in os.listdir(folder) if name.endswith(".partial")]
+        interrupted += process.returncode == 130
+        if interrupted >= 2 and attempt >= 5:
+            break
+    assert interrupted >= 2, f"only {interrupted} of {attempt + 1} runs were interrupted"
