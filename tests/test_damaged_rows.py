@@ -66,6 +66,8 @@ ROW_CASES = [
     ("UPDATE tokenizers SET vocab_size = 'many' WHERE name = 'en'", "tokenizers.vocab_size", "infos"),
     ("UPDATE tokenizers SET source_paths = '[1]' WHERE name = 'en'", "tokenizers.source_paths", "infos"),
     ("UPDATE tokenizers SET training_seconds = 'slow' WHERE name = 'en'", "tokenizers.training_seconds", "infos"),
+    ("UPDATE tokenizers SET pattern = CAST(X'FF41' AS TEXT) WHERE name = 'en'", "tokenizers.pattern", "both"),
+    ("UPDATE tokenizers SET training_params = CAST(X'FF41' AS TEXT) WHERE name = 'en'", "tokenizers.training_params", "infos"),
     ("UPDATE corpora SET path = X'00' WHERE id = (SELECT corpus_id FROM tokenizers WHERE name = 'en')", "corpora.path", "infos"),
 ]
 LOAD_COMMANDS = [("show", "en"), ("encode", "en", "-"), ("decode", "en", "1", "2"), ("diff", "en", "other")]
@@ -97,6 +99,14 @@ def test_a_damaged_row_is_named_by_every_command_that_reads_it(clean_store, tmp_
     checked = invoke("check", "--db", db)
     assert checked.exit_code == 1 and column in checked.stdout, checked.stdout
     assert "other@" not in checked.stdout  # the sound tokenizer is not blamed
+
+
+def test_a_name_that_is_not_utf8_is_named_not_internal_error(clean_store, tmp_path):
+    db = edited(clean_store, tmp_path, "UPDATE tokenizers SET name = CAST(X'FF41' AS TEXT) WHERE name = 'en'")
+    listed = invoke("list", "--db", db)
+    assert listed.exit_code == 1 and "not UTF-8" in listed.stderr and "other" in listed.stdout
+    shown = invoke("show", "en", "--db", db)
+    assert shown.exit_code == 1 and "Internal error" not in shown.stderr, shown.stderr
 
 
 def test_check_finds_nothing_in_a_sound_store(clean_store):

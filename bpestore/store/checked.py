@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import DamagedStoreError
+from .sqlite_uri import NotUtf8Text
 
 _SQL_TYPES = {str: "text", int: "an integer", float: "a real number", bytes: "a blob", bytearray: "a blob", memoryview: "a blob"}
 
@@ -25,6 +26,8 @@ def described(value: object) -> str:
     """A stored value's type in SQL's words, and the value, shortened: ``text ('abc')``."""
     if value is None:
         return "NULL"
+    if isinstance(value, NotUtf8Text):
+        return f"text that is not UTF-8 ({bytes(value)[:20]!r})"
     shown = repr(value)
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
     return f"{_SQL_TYPES.get(type(value), type(value).__name__)} ({shown})"

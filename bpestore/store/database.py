@@ -54,7 +54,7 @@ from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
 from ..progress import progress_bar
 from .refs import check_name, parse_ref
-from .sqlite_uri import connect_sqlite, read_only_reason, sqlite_uri
+from .sqlite_uri import connect_sqlite, read_only_reason, sqlite_uri, text_or_raw_bytes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 120.0
 LOCK_TIMEOUT_VARIABLE = "BPESTORE_LOCK_TIMEOUT"
@@ -661,7 +661,7 @@ class ModelStore:
             if versions:
                 raise TokenizerNotFoundError(f"{name!r} has no version {version} (versions: {', '.join(map(str, versions))})")
         names = connection.execute(select(t.c.name).distinct().order_by(t.c.name)).scalars().all()
-        known = ", ".join(names) if names else "none: the store is empty"
+        known = ", ".join(map(str, names)) if names else "none: the store is empty"  # (str: a damaged name is shown as bytes)
         raise TokenizerNotFoundError(f"no tokenizer named {name!r} in {self.location} (names: {known})")
 
     def _info(self, connection: Connection, row: Any) -> TokenizerInfo:
@@ -1302,6 +1302,7 @@ class CorpusFile:
 def _configure_sqlite_connection(dbapi_connection: sqlite3.Connection, _record: object) -> None:
     # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite would otherwise defer it).
     dbapi_connection.isolation_level = None
+    dbapi_connection.text_factory = text_or_raw_bytes  # text that is not UTF-8: named by the reads' checks
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys = ON")
     # Not the journal mode: that is a property of the file, set once by a writer (_use_wal); a

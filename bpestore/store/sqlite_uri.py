@@ -31,6 +31,21 @@ def read_only_reason(path: Path) -> str | None:
     return None
 
 
+class NotUtf8Text(bytes):
+    """A TEXT value whose bytes are not UTF-8 (a row edited by hand, ``CAST(X'FF' AS TEXT)``), as
+    :func:`text_or_raw_bytes` gives it: the reads that check a column's type then name the row,
+    where the driver's own decoding failed first with a UnicodeDecodeError (an 'Internal error')."""
+
+
+def text_or_raw_bytes(data: bytes) -> str | bytes:
+    """A connection's ``text_factory``: a TEXT value as str, or :class:`NotUtf8Text` when it is
+    not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8Text(data)
+
+
 def connect_sqlite(path: Path, *, timeout: float = 5.0, check_same_thread: bool = True) -> tuple[sqlite3.Connection, dict[str, str]]:
     """A connection to the existing SQLite file ``path``, and the URI parameters that made it
     (``mode`` is ``rw`` when it can write).
@@ -67,6 +82,7 @@ def connect_sqlite(path: Path, *, timeout: float = 5.0, check_same_thread: bool 
                 raise
             error = failed
             continue
+        connection.text_factory = text_or_raw_bytes
         return connection, parameters
     assert error is not None
     raise error
