@@ -144,3 +144,21 @@ def test_real_file_is_refused_by_name(tmp_path, name):
     message = result.stderr.strip()
     assert "\n" not in message and "Traceback" not in message
     assert REFUSED[name] in message
+
+
+@pytest.mark.parametrize(("behavior", "invert", "in_hf"), [("Isolated", False, "makes each uncovered stretch a piece"), ("Removed", True, "drops each uncovered stretch")])
+def test_a_split_regex_that_leaves_text_uncovered_is_refused_for_what_hf_does(tmp_path, behavior, invert, in_hf):
+    """What Hugging Face does with the text between matches (split.rs: ``Invert`` flips which
+    stretches are matches; ``Removed`` then drops the flipped ones) is named, with no advice to
+    change the regex (a catch-all alternative changes what the others match)."""
+    source = json.loads(real_file("olmo2-dolma2").read_text(encoding="utf-8"))
+    source["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": r"\w+"}, behavior=behavior, invert=invert)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(source), encoding="utf-8")
+    pieces = [piece for piece, _ in tokenizers.Tokenizer.from_file(str(path)).pre_tokenizer.pre_tokenize_str("ab, cd")]
+    assert pieces == (["ab", ",Ġ", "cd"] if behavior == "Isolated" else ["ab", "cd"])  # the oracle's behaviour
+    with pytest.raises(FormatError) as raised:
+        formats.read("hf", path)
+    message = str(raised.value)
+    assert "pre_tokenizer.pretokenizers[0]: Split regex" in message and in_hf in message
+    assert "(?s:.)" not in message and "\n" not in message

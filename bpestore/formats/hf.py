@@ -64,6 +64,8 @@ class HFTokenizer:
     notes: list[str] = field(default_factory=list)
     whole_token_lookup: bool = False
     """``ignore_merges``: a whole pre-token that is a vocab token is that token (Llama-3)."""
+    split_drops_uncovered: bool = False
+    """Whether the Split drops the text no match covers (else each such stretch is a piece)."""
     """Warnings about settings of the file that are not kept (post-processor, truncation, padding)."""
 
 
@@ -113,9 +115,10 @@ def _split_is_isolating(split: dict[str, Any]) -> bool:
     return (behavior == "Isolated" and not invert) or (behavior == "Removed" and invert)
 
 
-def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, str | None]:
-    """The pre-tokenizer's regex in Python's `regex` syntax, and the JSON path of the ``Split``
-    it came from (None: ByteLevel's own regex, GPT-2's)."""
+def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, str | None, bool]:
+    """The pre-tokenizer's regex in Python's `regex` syntax, the JSON path of the ``Split`` it
+    came from (None: ByteLevel's own regex, GPT-2's), and whether that Split drops the text no
+    match covers (``Removed`` with ``invert``) rather than making each such stretch a piece."""
     if not pre_tokenizer:
         raise _refuse(path, "pre_tokenizer", "none (bpestore needs byte-level pre-tokenization: ByteLevel)")
     pre_tokenizer = _object(path, pre_tokenizer, "pre_tokenizer")
@@ -125,7 +128,7 @@ def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, 
             raise _refuse(path, "pre_tokenizer", "ByteLevel with add_prefix_space=true (it adds a space before the text)")
         if not pre_tokenizer.get("use_regex", True):
             raise _refuse(path, "pre_tokenizer", "ByteLevel with use_regex=false and no Split before it")
-        return GPT2_PATTERN, None
+        return GPT2_PATTERN, None, False
     if kind != "Sequence":
         raise _refuse(path, "pre_tokenizer", f"{kind} (bpestore needs byte-level pre-tokenization: ByteLevel)")
     steps = pre_tokenizer.get("pretokenizers") or []
@@ -149,7 +152,7 @@ def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, 
         )
     if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
         raise _refuse(path, where[1], "ByteLevel after a Split must have add_prefix_space=false and use_regex=false")
-    return pattern_from_hf(regex), where[0]
+    return pattern_from_hf(regex), where[0], split.get("behavior") == "Removed"
 
 
 _OTHER_MODELS = {
@@ -287,7 +290,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     model = data["model"]
     _check_model(path, data)
     _check_normalizer(path, data.get("normalizer"))
-    pattern, split_at = _pattern_of(path, data.get("pre_tokenizer"))
+    pattern, split_at, split_drops_uncovered = _pattern_of(path, data.get("pre_tokenizer"))
     listed = _added_tokens(path, data.get("added_tokens"))
     added = [(content, token_id) for content, token_id, _ in listed]
     added_text = dict(added)
@@ -325,7 +328,8 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     specials = [content for content, _, special in listed if special]
     ordinary = [content for content, _, special in listed if not special]
     return HFTokenizer(
-        vocab, merges, specials, pattern, ordinary, split_at, _dropped_settings_notes(data), bool(model.get("ignore_merges"))
+        vocab, merges, specials, pattern, ordinary, split_at, _dropped_settings_notes(data), bool(model.get("ignore_merges")),
+        split_drops_uncovered,
     )
 
 
@@ -407,7 +411,7 @@ def read(path: str | os.PathLike[str]) -> Imported:
     those marked ``"special": false`` added tokens (ordinary, encoded whole)."""
     document = read_tokenizer_json(path)
     if document.split_at is not None:
-        _check_split_covers(path, document.split_at, document.pattern)
+        _check_split_covers(path, document.split_at, document.pattern, document.split_drops_uncovered)
     if document.whole_token_lookup:
         model = _tiktoken_rule_model(path, document)
     else:
@@ -449,10 +453,11 @@ def _tiktoken_rule_model(path: str | os.PathLike[str], document: HFTokenizer) ->
 _UNCOVERED = re.compile(r"does not cover all of the text \((.*)\); its matches")
 
 
-def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str) -> None:
+def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str, drops_uncovered: bool) -> None:
     """FormatError if the Split's regex leaves some text to no match: Hugging Face makes each
-    such stretch a piece of its own, bpestore's pre-tokenizer takes matches only, so the ids would
-    differ (and no change to the regex makes them the same)."""
+    such stretch a piece of its own (or, for ``Removed`` with ``invert``, drops it), bpestore's
+    pre-tokenizer refuses such text, so the two would differ (and no change to the regex makes
+    them the same: a catch-all alternative changes what the other alternatives match)."""
     try:
         check_pattern(pattern)
     except ValueError as error:
@@ -462,7 +467,8 @@ def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str) 
         raise _refuse(
             path, where,
             f"Split regex {json.dumps(pattern)} does not cover all of the text ({uncovered.group(1)}): Hugging Face "
-            "makes each uncovered stretch a piece of its own, which bpestore does not do yet",
+            + ("drops each uncovered stretch" if drops_uncovered else "makes each uncovered stretch a piece of its own")
+            + ", which bpestore does not do yet",
         ) from None
 
 
