@@ -19,10 +19,13 @@ from pathlib import Path
 
 import pytest
 import regex
+from hypothesis import HealthCheck, given, settings
 
 from bpestore import Tokenizer, formats
 from bpestore.errors import FormatError
 from conftest import shared_dir
+from strategies import texts
+from tiers import examples
 
 tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the oracle for tokenizer.json files")
 
@@ -88,6 +91,19 @@ def test_real_file_encodes_every_line_as_hugging_face(name):
     for line in lines[-60:]:  # decoding gives the text back as Hugging Face's decoder does
         ids = ours.encode(line)
         assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False)
+
+
+@pytest.fixture(scope="module", params=["olmo2-dolma2", "llama3.2"])
+def imported_and_reference(request):
+    path = real_file(request.param)
+    return Tokenizer.from_model(formats.read("hf", path).model), tokenizers.Tokenizer.from_file(str(path))
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=texts(special_pieces=False, assigned_only=True))
+def test_real_file_encodes_any_text_as_hugging_face(imported_and_reference, text):
+    ours, reference = imported_and_reference
+    assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids
 
 
 def test_llama3_post_processor_is_named_not_dropped():
