@@ -189,7 +189,7 @@ def _is_sentencepiece_style(data: dict[str, Any]) -> bool:
 def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     model = data["model"]
     kind = _model_kind(model)
-    if kind in _OTHER_MODELS:
+    if isinstance(kind, str) and kind in _OTHER_MODELS:
         raise _refuse(path, "model", f"{_OTHER_MODELS[kind]}: bpestore stores BPE tokenizers only")
     if kind != "BPE":
         raise _refuse(path, "model.type", f"{_describe(kind) or 'missing'}: bpestore stores BPE tokenizers only")
@@ -224,13 +224,15 @@ def _template_specials(processor: dict[str, Any]) -> list[str]:
     adds in Hugging Face)."""
     kind = processor.get("type")
     if kind == "TemplateProcessing":
-        single = processor.get("single") or []
-        return [item["SpecialToken"].get("id", "?") for item in single if isinstance(item, dict) and isinstance(item.get("SpecialToken"), dict)]
+        single = processor.get("single")
+        items = single if isinstance(single, list) else []
+        return [str(item["SpecialToken"].get("id", "?")) for item in items if isinstance(item, dict) and isinstance(item.get("SpecialToken"), dict)]
     if kind in ("RobertaProcessing", "BertProcessing"):
         return [str(pair[0]) for pair in (processor.get("cls"), processor.get("sep")) if isinstance(pair, list) and pair]
     if kind == "Sequence":
-        processors = processor.get("processors") or []
-        return [token for step in processors if isinstance(step, dict) for token in _template_specials(step)]
+        processors = processor.get("processors")
+        steps = processors if isinstance(processors, list) else []
+        return [token for step in steps if isinstance(step, dict) for token in _template_specials(step)]
     return []
 
 
@@ -245,7 +247,8 @@ def _dropped_settings_notes(data: dict[str, Any]) -> list[str]:
             around = f" (HF's add_special_tokens=True adds {', '.join(added)})" if added else ""
             kind = processor.get("type")
             if kind == "Sequence":
-                steps = processor.get("processors") or []
+                processors = processor.get("processors")
+                steps = processors if isinstance(processors, list) else []
                 kind = f"Sequence ({', '.join(str(step.get('type')) for step in steps if isinstance(step, dict))})"
             notes.append(
                 f"warning: post_processor {kind} is not kept{around}: "
