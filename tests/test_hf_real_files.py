@@ -135,7 +135,6 @@ REFUSED = {
     "llama2": "model.byte_fallback: a SentencePiece-style BPE over characters (Llama-2, Mistral, Gemma): not supported yet",
     "gpt-neox-20b": "normalizer: NFC",
     "falcon": "pre_tokenizer.pretokenizers[0]: Punctuation",
-    "smollm": "pre_tokenizer.pretokenizers[0]: Digits",
     "roberta-base": "added_tokens[4]: '<mask>' with lstrip",
 }
 
@@ -178,3 +177,52 @@ def test_a_split_regex_that_leaves_text_uncovered_is_refused_for_what_hf_does(tm
     message = str(raised.value)
     assert "pre_tokenizer.pretokenizers[0]: Split regex" in message and in_hf in message
     assert "(?s:.)" not in message and "\n" not in message
+
+
+# -- Digits then ByteLevel, as one regex ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("individual", [True, False])
+@settings(max_examples=examples(300), deadline=None)
+@given(text=texts(special_pieces=False, assigned_only=True))
+def test_digits_then_byte_level_is_one_regex(individual, text):
+    """HF's ``Sequence([Digits, ByteLevel])`` (SmolLM, StarCoder) makes the pieces that bpestore's
+    engine makes with the one regex the import gives it."""
+    from tokenizers import pre_tokenizers
+
+    from bpestore._engine import Pretokenizer
+    from bpestore.formats.gpt2 import unicode_to_byte
+    from bpestore.formats.hf import DIGIT_RUNS_THEN_GPT2_PATTERN, DIGITS_THEN_GPT2_PATTERN
+
+    reference = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=individual), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    alphabet = unicode_to_byte()
+    expected = [bytes(alphabet[c] for c in piece).decode("utf-8") for piece, _ in reference.pre_tokenize_str(text)]
+    pattern = DIGITS_THEN_GPT2_PATTERN if individual else DIGIT_RUNS_THEN_GPT2_PATTERN
+    assert Pretokenizer(pattern).pretokenize(text) == expected
+
+
+def test_digits_then_byte_level_file_encodes_as_hugging_face(tmp_path):
+    """SmolLM's file, its vocab completed with the 21 single bytes it lacks (which bpestore refuses
+    to guess about), encodes every line as Hugging Face does."""
+    source = json.loads(real_file("smollm").read_text(encoding="utf-8"))
+    vocab = source["model"]["vocab"]
+    from bpestore.formats.gpt2 import unicode_to_byte
+
+    next_id = max([*vocab.values(), *(token["id"] for token in source["added_tokens"])]) + 1
+    for character in unicode_to_byte():
+        if character not in vocab:
+            vocab[character], next_id = next_id, next_id + 1
+    source["truncation"] = source["padding"] = None
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(source), encoding="utf-8")
+    ours = Tokenizer.from_model(formats.read("hf", path).model)
+    reference = tokenizers.Tokenizer.from_file(str(path))
+    lines = lines_to_try()
+    expected = [encoding.ids for encoding in reference.encode_batch(lines, add_special_tokens=False)]
+    different = [line for line, mine, theirs in zip(lines, ours.encode_batch(lines), expected) if mine != theirs]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+
+
+def test_smollm_is_refused_for_the_bytes_its_vocab_lacks():
+    with pytest.raises(FormatError, match="lacks 21 single-byte tokens"):
+        formats.read("hf", real_file("smollm"))

@@ -586,9 +586,9 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     files["wordlevel"] = (tmp_path / "wordlevel.json", ["model: a WordLevel model", "bpestore stores BPE tokenizers only"])
 
     tokenizer = tokenizers.Tokenizer.from_file(str(base))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel()])
-    tokenizer.save(str(tmp_path / "digits.json"))
-    files["digits-in-sequence"] = (tmp_path / "digits.json", ["pre_tokenizer.pretokenizers[0]: Digits"])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Punctuation(), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tokenizer.save(str(tmp_path / "punctuation.json"))
+    files["punctuation-in-sequence"] = (tmp_path / "punctuation.json", ["pre_tokenizer.pretokenizers[0]: Punctuation"])
 
     for name, normalizer in [("NFKC", normalizers.NFKC()), ("Lowercase", normalizers.Lowercase())]:
         tokenizer = tokenizers.Tokenizer.from_file(str(base))
@@ -627,7 +627,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
 
 
 HF_REFUSALS = [
-    "wordpiece", "unigram", "wordlevel", "digits-in-sequence", "normalizer-NFKC", "normalizer-Lowercase", "add_prefix_space", "whitespace-pre-tokenizer",
+    "wordpiece", "unigram", "wordlevel", "punctuation-in-sequence", "normalizer-NFKC", "normalizer-Lowercase", "add_prefix_space", "whitespace-pre-tokenizer",
     "dropout", "byte_fallback", "added-token-lstrip", "not-json",
 ]
 

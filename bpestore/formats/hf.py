@@ -2,7 +2,8 @@
 
 Supported: ``ByteLevel`` pre-tokenization (GPT-2's regex, no prefix space) or a ``Sequence`` of a
 ``Split`` by a regex (behavior ``Isolated``, or ``Removed`` with ``invert``: each match a piece)
-and ``ByteLevel`` without its own regex; no normalizer; ``ignore_merges`` (Llama-3) when the merges
+and ``ByteLevel`` without its own regex, or of ``Digits`` and ``ByteLevel`` with GPT-2's regex (run
+as one regex); no normalizer; ``ignore_merges`` (Llama-3) when the merges
 are tiktoken's rule made explicit (imported as a ``"token"``-rule model); merges as ``"a b"``
 strings or ``["a", "b"]`` pairs; added tokens: those marked ``"special": false`` become the
 model's added tokens (ordinary, encoded whole: :attr:`BPEModel.added_tokens`), the others special
@@ -136,6 +137,8 @@ def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, 
         raise FormatError(f"{path}: pre_tokenizer.pretokenizers must be an array of objects, not {_describe(steps)}")
     where = [f"pre_tokenizer.pretokenizers[{index}]" for index in range(len(steps))]
     kinds = [step.get("type") for step in steps]
+    if kinds == ["Digits", "ByteLevel"]:
+        return _digits_then_byte_level(path, where, *steps), None, False
     # Name the first step bpestore cannot run at all before judging the sequence's shape.
     for index, step_kind in enumerate(kinds):
         if step_kind not in ("Split", "ByteLevel"):
@@ -153,6 +156,24 @@ def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, 
     if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
         raise _refuse(path, where[1], "ByteLevel after a Split must have add_prefix_space=false and use_regex=false")
     return pattern_from_hf(regex), where[0], split.get("behavior") == "Removed"
+
+
+# GPT-2's pattern run on the stretches between numeric characters (what Digits leaves to
+# ByteLevel), as one regex: the numerics are pieces of their own (one each, or one per run), GPT-2's
+# " ?\p{N}+" can no longer match, and "\s+(?!\S)" sees a numeric as the end of its stretch.
+# (Digits splits at Rust's char::is_numeric: general categories Nd, Nl, No, which is \p{N}.)
+_GPT2_AROUND_DIGITS = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
+DIGITS_THEN_GPT2_PATTERN = r"\p{N}|" + _GPT2_AROUND_DIGITS
+"""SmolLM's and StarCoder's pre-tokenizer: Digits(individual_digits=true), then ByteLevel."""
+DIGIT_RUNS_THEN_GPT2_PATTERN = r"\p{N}+|" + _GPT2_AROUND_DIGITS
+"""Digits(individual_digits=false), then ByteLevel."""
+
+
+def _digits_then_byte_level(path: str | os.PathLike[str], where: list[str], digits: dict[str, Any], byte_level: dict[str, Any]) -> str:
+    """The one regex that makes the pieces of ``Digits`` followed by ``ByteLevel`` with GPT-2's regex."""
+    if byte_level.get("add_prefix_space") or not byte_level.get("use_regex", True):
+        raise _refuse(path, where[1], "ByteLevel after Digits must have add_prefix_space=false and use_regex=true")
+    return DIGITS_THEN_GPT2_PATTERN if digits.get("individual_digits") else DIGIT_RUNS_THEN_GPT2_PATTERN
 
 
 _OTHER_MODELS = {
