@@ -412,7 +412,10 @@ def test_patterns_that_leave_characters_out_are_refused_everywhere(tmp_path, pat
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
         ],
     }
-    assert_refused(lambda: read_hf(tmp_path, document), message)
+    # Named where it is, and with no advice to change the regex: Hugging Face keeps the stretches no
+    # match covers as pieces, which no regex for bpestore reproduces.
+    refusal = assert_refused(lambda: read_hf(tmp_path, document), message, "pre_tokenizer.pretokenizers[0]: Split regex")
+    assert "(?s:.)" not in refusal
     path = tmp_path / "x.tiktoken"
     path.write_bytes(tiktoken_lines(tiktoken_ranks()))
     assert_refused(lambda: formats.read("tiktoken", path, pattern), str(path), message)

@@ -573,12 +573,22 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     wordpiece = tokenizers.Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "##b": 2}, unk_token="[UNK]"))
     wordpiece.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     wordpiece.save(str(tmp_path / "wordpiece.json"))
-    files["wordpiece"] = (tmp_path / "wordpiece.json", ["WordPiece"])
+    files["wordpiece"] = (tmp_path / "wordpiece.json", ["model: a WordPiece model (BERT", "bpestore stores BPE tokenizers only"])
 
     unigram = tokenizers.Tokenizer(models.Unigram([("<unk>", 0.0), ("a", -1.0), ("b", -2.0)], 0))
     unigram.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     unigram.save(str(tmp_path / "unigram.json"))
-    files["unigram"] = (tmp_path / "unigram.json", ["Unigram"])
+    files["unigram"] = (tmp_path / "unigram.json", ["model: a Unigram model (T5, ALBERT, XLM-R): bpestore stores BPE tokenizers only"])
+
+    wordlevel = tokenizers.Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    wordlevel.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    wordlevel.save(str(tmp_path / "wordlevel.json"))
+    files["wordlevel"] = (tmp_path / "wordlevel.json", ["model: a WordLevel model", "bpestore stores BPE tokenizers only"])
+
+    tokenizer = tokenizers.Tokenizer.from_file(str(base))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Punctuation(), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tokenizer.save(str(tmp_path / "punctuation.json"))
+    files["punctuation-in-sequence"] = (tmp_path / "punctuation.json", ["pre_tokenizer.pretokenizers[0]: Punctuation"])
 
     for name, normalizer in [("NFKC", normalizers.NFKC()), ("Lowercase", normalizers.Lowercase())]:
         tokenizer = tokenizers.Tokenizer.from_file(str(base))
@@ -594,7 +604,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     tokenizer = tokenizers.Tokenizer.from_file(str(base))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(tmp_path / "whitespace.json"))
-    files["whitespace-pre-tokenizer"] = (tmp_path / "whitespace.json", ["pre_tokenizer", "Whitespace"])
+    files["whitespace-pre-tokenizer"] = (tmp_path / "whitespace.json", ["pre_tokenizer: Whitespace"])
 
     def dropout(document):
         document["model"]["dropout"] = 0.1
@@ -604,7 +614,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     def byte_fallback(document):
         document["model"]["byte_fallback"] = True
 
-    files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["byte_fallback"])
+    files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["model.byte_fallback: a SentencePiece-style BPE"])
 
     def lstrip(document):
         document["added_tokens"][0]["lstrip"] = True
@@ -617,7 +627,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
 
 
 HF_REFUSALS = [
-    "wordpiece", "unigram", "normalizer-NFKC", "normalizer-Lowercase", "add_prefix_space", "whitespace-pre-tokenizer",
+    "wordpiece", "unigram", "wordlevel", "punctuation-in-sequence", "normalizer-NFKC", "normalizer-Lowercase", "add_prefix_space", "whitespace-pre-tokenizer",
     "dropout", "byte_fallback", "added-token-lstrip", "not-json",
 ]
 

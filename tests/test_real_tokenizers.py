@@ -86,10 +86,10 @@ REFUSED = {
     "t5-small": "a Unigram model (T5",
     "bert-base-uncased": "a WordPiece model (BERT",
     "llama2": "SentencePiece-style BPE",
-    "gpt-neox-20b": "normalizer: 'NFC'",
-    "falcon": "pre_tokenizer: a Sequence of ['Punctuation', 'ByteLevel', 'Digits', 'Split']",
-    "smollm": "pre_tokenizer: a Sequence of ['Digits', 'ByteLevel']",
-    "roberta-base": "'<mask>' uses lstrip",
+    "gpt-neox-20b": "normalizer: NFC",
+    "falcon": "pre_tokenizer.pretokenizers[0]: Punctuation",
+    "smollm": "the vocab lacks 21 single-byte tokens",
+    "roberta-base": "added_tokens[4]: '<mask>' with lstrip",
 }
 
 

@@ -1,12 +1,19 @@
 """Hugging Face ``tokenizer.json`` with a BPE model over byte-level pre-tokenization.
 
 Supported: ``ByteLevel`` pre-tokenization (GPT-2's regex, no prefix space) or a ``Sequence`` of a
-``Split`` by a regex (behavior ``Isolated``) and ``ByteLevel`` without its own regex; no normalizer;
-merges as ``"a b"`` strings or ``["a", "b"]`` pairs; added tokens: those marked ``"special": false``
-become the model's added tokens (ordinary, encoded whole: :attr:`BPEModel.added_tokens`), the
-others special tokens.
-Anything that would make Hugging Face produce different ids (a normalizer, a prefix space,
-WordPiece or Unigram models, dropout, subword prefixes, byte fallback, whole-word lookup) is refused.
+``Split`` by a regex (behavior ``Isolated``, or ``Removed`` with ``invert``: each match a piece)
+and ``ByteLevel`` without its own regex, or of ``Digits`` and ``ByteLevel`` with GPT-2's regex (run
+as one regex); no normalizer; ``ignore_merges`` (Llama-3) when the merges
+are tiktoken's rule made explicit (imported as a ``"token"``-rule model); merges as ``"a b"``
+strings or ``["a", "b"]`` pairs; added tokens: those marked ``"special": false`` become the
+model's added tokens (ordinary, encoded whole: :attr:`BPEModel.added_tokens`), the others special
+tokens. A post-processor that adds tokens, truncation and padding are not kept: a warning names
+each (bpestore's ids are Hugging Face's with ``add_special_tokens=False``).
+
+Anything else that would make Hugging Face produce different ids is refused in one line naming it
+and where it is in the file (``pre_tokenizer.pretokenizers[0]: Digits``): Unigram, WordPiece and
+WordLevel models, SentencePiece-style BPE (``byte_fallback``, Llama-2), a normalizer, a prefix
+space, dropout, subword prefixes and suffixes, a Split regex that leaves text to no match.
 """
 
 from __future__ import annotations
@@ -14,14 +21,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
-from ..model import MAX_TOKEN_ID, BPEModel, Merges
+from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
@@ -54,10 +60,14 @@ class HFTokenizer:
     special_tokens: list[str]
     pattern: str
     added_tokens: list[str] = field(default_factory=list)
-    ignore_merges: bool = False
-    """Llama-3's option: a pre-token that is a token is that token, merges apart (tiktoken's rule)."""
-    unapplied: list[str] = field(default_factory=list)
-    """The parts of the file kept out of the model (a post-processor, truncation, padding)."""
+    split_at: str | None = None
+    """The JSON path of the ``Split`` that :attr:`pattern` came from (None: ByteLevel's regex)."""
+    notes: list[str] = field(default_factory=list)
+    whole_token_lookup: bool = False
+    """``ignore_merges``: a whole pre-token that is a vocab token is that token (Llama-3)."""
+    split_drops_uncovered: bool = False
+    """Whether the Split drops the text no match covers (else each such stretch is a piece)."""
+    """Warnings about settings of the file that are not kept (post-processor, truncation, padding)."""
 
 
 def _describe(value: Any) -> str:
@@ -83,83 +93,192 @@ def _token_id(path: str | os.PathLike[str], value: Any, what: str) -> int:
     return value
 
 
-def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> str:
-    def refuse(what: str) -> FormatError:
-        return FormatError(f"{path}: pre_tokenizer: {what} is not supported")
+def _refuse(path: str | os.PathLike[str], where: str, what: str) -> FormatError:
+    """The error for a component bpestore cannot run exactly: where it is in the file, and what."""
+    return FormatError(f"{path}: {where}: {what}")
 
+
+def _regex_of(path: str | os.PathLike[str], where: str, split: dict[str, Any]) -> str:
+    """The regex of a ``Split`` pre-tokenizer (a ``{"Regex": ...}`` pattern)."""
+    regex = split.get("pattern")
+    regex = regex.get("Regex") if isinstance(regex, dict) else None
+    if not isinstance(regex, str):
+        raise _refuse(path, where, "Split by a plain string (only Split by a Regex is supported)")
+    return regex
+
+
+def _split_is_isolating(split: dict[str, Any]) -> bool:
+    """Whether a ``Split`` makes each regex match a piece: ``Isolated``, or ``Removed`` with
+    ``invert`` (Hugging Face's split.rs inverts which stretches are matches, then removes the new
+    "matches", the stretches between the regex's matches; each regex match stays a piece of its
+    own). The two agree wherever the matches cover the text, which bpestore checks."""
+    behavior, invert = split.get("behavior"), bool(split.get("invert"))
+    return (behavior == "Isolated" and not invert) or (behavior == "Removed" and invert)
+
+
+def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, str | None, bool]:
+    """The pre-tokenizer's regex in Python's `regex` syntax, the JSON path of the ``Split`` it
+    came from (None: ByteLevel's own regex, GPT-2's), and whether that Split drops the text no
+    match covers (``Removed`` with ``invert``) rather than making each such stretch a piece."""
     if not pre_tokenizer:
-        raise refuse("none (a byte-level BPE needs ByteLevel pre-tokenization)")
+        raise _refuse(path, "pre_tokenizer", "none (bpestore needs byte-level pre-tokenization: ByteLevel)")
     pre_tokenizer = _object(path, pre_tokenizer, "pre_tokenizer")
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel":
         if pre_tokenizer.get("add_prefix_space"):
-            raise refuse("ByteLevel with add_prefix_space=true (a space added before the text)")
+            raise _refuse(path, "pre_tokenizer", "ByteLevel with add_prefix_space=true (it adds a space before the text)")
         if not pre_tokenizer.get("use_regex", True):
-            raise refuse("ByteLevel without a splitting regex")
-        return GPT2_PATTERN
-    if kind == "Sequence":
-        steps = pre_tokenizer.get("pretokenizers") or []
-        if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
-            raise FormatError(f"{path}: pre_tokenizer's pretokenizers must be an array of objects, not {_describe(steps)}")
-        if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel":
-            split, byte_level = steps
-            regex = split.get("pattern")
-            regex = regex.get("Regex") if isinstance(regex, dict) else None
-            if not isinstance(regex, str):
-                raise refuse("pretokenizers[0]: Split by a plain string (only a Regex)")
-            # Isolated keeps the matches and the gaps between them as pieces; Removed with invert
-            # keeps the matches and drops the gaps (OLMo-2's). For a regex whose matches cover any
-            # text (as bpestore's patterns must: it refuses text they do not cover) both are the
-            # matches, one piece each.
-            behavior, invert = split.get("behavior"), bool(split.get("invert"))
-            if (behavior, invert) not in (("Isolated", False), ("Removed", True)):
-                raise refuse(f"pretokenizers[0]: Split with behavior {split.get('behavior')!r}, invert={split.get('invert')!r}")
-            if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
-                raise refuse("pretokenizers[1]: ByteLevel after Split with add_prefix_space or use_regex")
-            return pattern_from_hf(regex)
-        raise refuse(f"a Sequence of {[step.get('type') for step in steps]}")
-    raise refuse(repr(kind))
+            raise _refuse(path, "pre_tokenizer", "ByteLevel with use_regex=false and no Split before it")
+        return GPT2_PATTERN, None, False
+    if kind != "Sequence":
+        raise _refuse(path, "pre_tokenizer", f"{kind} (bpestore needs byte-level pre-tokenization: ByteLevel)")
+    steps = pre_tokenizer.get("pretokenizers") or []
+    if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+        raise FormatError(f"{path}: pre_tokenizer.pretokenizers must be an array of objects, not {_describe(steps)}")
+    where = [f"pre_tokenizer.pretokenizers[{index}]" for index in range(len(steps))]
+    kinds = [step.get("type") for step in steps]
+    if kinds == ["Digits", "ByteLevel"]:
+        return _digits_then_byte_level(path, where, *steps), None, False
+    # Name the first step bpestore cannot run at all before judging the sequence's shape.
+    for index, step_kind in enumerate(kinds):
+        if step_kind not in ("Split", "ByteLevel"):
+            raise _refuse(path, where[index], f"{step_kind} (supported: a Split by a regex, then ByteLevel)")
+    if kinds != ["Split", "ByteLevel"]:
+        raise _refuse(path, "pre_tokenizer", f"Sequence of {kinds} (supported: a Split by a regex, then ByteLevel)")
+    split, byte_level = steps
+    regex = _regex_of(path, where[0], split)
+    if not _split_is_isolating(split):
+        raise _refuse(
+            path, where[0],
+            f"Split with behavior {split.get('behavior')!r}, invert={bool(split.get('invert'))!r} "
+            "(supported: Isolated, or Removed with invert=true)",
+        )
+    if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
+        raise _refuse(path, where[1], "ByteLevel after a Split must have add_prefix_space=false and use_regex=false")
+    return pattern_from_hf(regex), where[0], split.get("behavior") == "Removed"
 
 
-# The models Hugging Face tokenizers have besides BPE, and the families that publish them.
+# GPT-2's pattern run on the stretches between numeric characters (what Digits leaves to
+# ByteLevel), as one regex: the numerics are pieces of their own (one each, or one per run), GPT-2's
+# " ?\p{N}+" can no longer match, and "\s+(?!\S)" sees a numeric as the end of its stretch.
+# (Digits splits at Rust's char::is_numeric: general categories Nd, Nl, No, which is \p{N}.)
+_GPT2_AROUND_DIGITS = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
+DIGITS_THEN_GPT2_PATTERN = r"\p{N}|" + _GPT2_AROUND_DIGITS
+"""SmolLM's and StarCoder's pre-tokenizer: Digits(individual_digits=true), then ByteLevel."""
+DIGIT_RUNS_THEN_GPT2_PATTERN = r"\p{N}+|" + _GPT2_AROUND_DIGITS
+"""Digits(individual_digits=false), then ByteLevel."""
+
+
+def _digits_then_byte_level(path: str | os.PathLike[str], where: list[str], digits: dict[str, Any], byte_level: dict[str, Any]) -> str:
+    """The one regex that makes the pieces of ``Digits`` followed by ``ByteLevel`` with GPT-2's regex."""
+    if byte_level.get("add_prefix_space") or not byte_level.get("use_regex", True):
+        raise _refuse(path, where[1], "ByteLevel after Digits must have add_prefix_space=false and use_regex=true")
+    return DIGITS_THEN_GPT2_PATTERN if digits.get("individual_digits") else DIGIT_RUNS_THEN_GPT2_PATTERN
+
+
 _OTHER_MODELS = {
-    "Unigram": "a Unigram model (T5, ALBERT, XLM-R, mBART)",
-    "WordPiece": "a WordPiece model (BERT, DistilBERT, ELECTRA)",
-    "WordLevel": "a WordLevel model (a word-to-id table)",
+    "Unigram": "a Unigram model (T5, ALBERT, XLM-R)",
+    "WordPiece": "a WordPiece model (BERT, DistilBERT)",
+    "WordLevel": "a WordLevel model (a whole-word vocabulary)",
 }
 
 
-def _model_kind(model: dict[str, Any]) -> str | None:
-    """The model's type; a file of an older tokenizers release may leave it out (its fields tell)."""
-    kind = model.get("type")
-    if kind is None:
-        if "merges" in model:
-            return "BPE"
-        if "max_input_chars_per_word" in model:
-            return "WordPiece"
-        if isinstance(model.get("vocab"), list):
-            return "Unigram"
-    return kind if isinstance(kind, str) else None
+def _model_kind(model: dict[str, Any]) -> Any:
+    """The model's type; a file without ``"type"`` is read as Hugging Face reads it: as the first
+    kind whose fields it has (BPE: merges; WordPiece: max_input_chars_per_word; Unigram: a vocab
+    of [piece, score] pairs; WordLevel: a vocab object)."""
+    if "type" in model:
+        return model["type"]
+    if "merges" in model:
+        return "BPE"
+    if "max_input_chars_per_word" in model:
+        return "WordPiece"
+    if isinstance(model.get("vocab"), list):
+        return "Unigram"
+    return "WordLevel" if "vocab" in model else None
 
 
-def _check_model(path: str | os.PathLike[str], model: dict[str, Any]) -> None:
+def _is_sentencepiece_style(data: dict[str, Any]) -> bool:
+    """A BPE over characters with SentencePiece's conventions (Llama-2, Mistral, Gemma): bytes
+    reached through ``<0xNN>`` tokens (byte_fallback), spaces written as "\u2581"."""
+    if data["model"].get("byte_fallback"):
+        return True
+    text = json.dumps([data.get("normalizer"), data.get("pre_tokenizer")], ensure_ascii=False)
+    return "\u2581" in text or "Metaspace" in text
+
+
+def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    model = data["model"]
     kind = _model_kind(model)
+    if isinstance(kind, str) and kind in _OTHER_MODELS:
+        raise _refuse(path, "model", f"{_OTHER_MODELS[kind]}: bpestore stores BPE tokenizers only")
     if kind != "BPE":
-        what = _OTHER_MODELS.get(kind or "", f"a model of type {json.dumps(kind)}")
-        raise FormatError(f"{path}: model: {what}: bpestore stores BPE tokenizers only")
-    if model.get("byte_fallback"):
-        raise FormatError(
-            f"{path}: model: a SentencePiece-style BPE over characters (byte_fallback: Llama-2, Mistral, Gemma, Phi-3), "
-            "not a byte-level one: not supported"
-        )
+        raise _refuse(path, "model.type", f"{_describe(kind) or 'missing'}: bpestore stores BPE tokenizers only")
+    if _is_sentencepiece_style(data):
+        where = "model.byte_fallback" if model.get("byte_fallback") else "model"
+        raise _refuse(path, where, "a SentencePiece-style BPE over characters (Llama-2, Mistral, Gemma): not supported yet")
     problems = {
         "dropout": model.get("dropout") not in (None, 0, 0.0),
         "continuing_subword_prefix": bool(model.get("continuing_subword_prefix")),
         "end_of_word_suffix": bool(model.get("end_of_word_suffix")),
     }
-    unsupported = [f"model.{name}" for name, present in problems.items() if present]
+    unsupported = [name for name, present in problems.items() if present]
     if unsupported:
-        raise FormatError(f"{path}: unsupported BPE option {', '.join(unsupported)}")
+        raise _refuse(path, "model", f"BPE with {', '.join(unsupported)}: not supported")
+
+
+def _check_normalizer(path: str | os.PathLike[str], normalizer: Any) -> None:
+    if not normalizer:
+        return
+    if not isinstance(normalizer, dict):
+        raise FormatError(f"{path}: normalizer must be a JSON object, not {_describe(normalizer)}")
+    steps = normalizer.get("normalizers") if normalizer.get("type") == "Sequence" else None
+    if isinstance(steps, list) and steps:
+        step = steps[0]
+        kind = step.get("type") if isinstance(step, dict) else step
+        raise _refuse(path, "normalizer.normalizers[0]", f"{kind} (it changes the text; bpestore runs no normalizer yet)")
+    raise _refuse(path, "normalizer", f"{normalizer.get('type')} (it changes the text; bpestore runs no normalizer yet)")
+
+
+def _template_specials(processor: dict[str, Any]) -> list[str]:
+    """The special tokens a post-processor puts around one text (what ``add_special_tokens``
+    adds in Hugging Face)."""
+    kind = processor.get("type")
+    if kind == "TemplateProcessing":
+        single = processor.get("single")
+        items = single if isinstance(single, list) else []
+        return [str(item["SpecialToken"].get("id", "?")) for item in items if isinstance(item, dict) and isinstance(item.get("SpecialToken"), dict)]
+    if kind in ("RobertaProcessing", "BertProcessing"):
+        return [str(pair[0]) for pair in (processor.get("cls"), processor.get("sep")) if isinstance(pair, list) and pair]
+    if kind == "Sequence":
+        processors = processor.get("processors")
+        steps = processors if isinstance(processors, list) else []
+        return [token for step in steps if isinstance(step, dict) for token in _template_specials(step)]
+    return []
+
+
+def _dropped_settings_notes(data: dict[str, Any]) -> list[str]:
+    """One warning line for each setting of the file that bpestore does not keep: a post-processor
+    that adds tokens (a ``ByteLevel`` one only trims offsets, and no ids change), truncation, padding."""
+    notes = []
+    processor = data.get("post_processor")
+    if isinstance(processor, dict):
+        added = _template_specials(processor)
+        if added or processor.get("type") not in ("ByteLevel", "Sequence"):
+            around = f" (HF's add_special_tokens=True adds {', '.join(added)})" if added else ""
+            kind = processor.get("type")
+            if kind == "Sequence":
+                processors = processor.get("processors")
+                steps = processors if isinstance(processors, list) else []
+                kind = f"Sequence ({', '.join(str(step.get('type')) for step in steps if isinstance(step, dict))})"
+            notes.append(
+                f"warning: post_processor {kind} is not kept{around}: "
+                "bpestore's ids are HF's with add_special_tokens=False"
+            )
+    for setting in ("truncation", "padding"):
+        if data.get(setting):
+            notes.append(f"warning: {setting} {json.dumps(data[setting])[:80]} is not kept: bpestore encodes whole texts, unpadded")
+    return notes
 
 
 def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool]]:
@@ -178,7 +297,7 @@ def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, i
         token_id = _token_id(path, token.get("id"), f"added token {content!r}")
         options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
         if options:
-            raise FormatError(f"{path}: added_tokens[{index}] {content!r} uses {', '.join(options)}, which is not supported")
+            raise _refuse(path, f"added_tokens[{index}]", f"{content!r} with {', '.join(options)}: not supported")
         tokens.append((content, token_id, token.get("special") is not False))
     return sorted(tokens, key=lambda token: token[1])
 
@@ -193,14 +312,9 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise FormatError(f"{path}: not a tokenizer.json (no 'model' object)")
     model = data["model"]
-    _check_model(path, model)
-    normalizer = data.get("normalizer")
-    if normalizer:
-        kind = normalizer.get("type") if isinstance(normalizer, dict) else normalizer
-        inner = [step.get("type") for step in normalizer.get("normalizers", []) if isinstance(step, dict)] if kind == "Sequence" else []
-        shown = f"Sequence of {inner}" if inner else repr(kind)
-        raise FormatError(f"{path}: normalizer: {shown} is not supported (it changes the text before it is split)")
-    pattern = _pattern_of(path, data.get("pre_tokenizer"))
+    _check_model(path, data)
+    _check_normalizer(path, data.get("normalizer"))
+    pattern, split_at, split_drops_uncovered = _pattern_of(path, data.get("pre_tokenizer"))
     listed = _added_tokens(path, data.get("added_tokens"))
     added = [(content, token_id) for content, token_id, _ in listed]
     added_text = dict(added)
@@ -237,44 +351,10 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level") from None
     specials = [content for content, _, special in listed if special]
     ordinary = [content for content, _, special in listed if not special]
-    ignore_merges = bool(model.get("ignore_merges"))
-    if ignore_merges:
-        _check_merges_follow_ids(path, vocab, merges)
-    unapplied = [f"{key} {_kind(data[key], key)!r}" for key in ("truncation", "padding") if data.get(key)]
-    if _adds_tokens(data.get("post_processor")):  # (ByteLevel's only trims offsets: the ids are the same)
-        unapplied.insert(0, f"post_processor {_kind(data['post_processor'], 'post_processor')!r}")
-    return HFTokenizer(vocab, merges, specials, pattern, ordinary, ignore_merges, unapplied)
-
-
-def _adds_tokens(processor: Any) -> bool:
-    """Whether a post-processor adds tokens to what encode gives (a template, RoBERTa's, BERT's)."""
-    if not isinstance(processor, dict):
-        return False
-    if processor.get("type") == "Sequence":
-        return any(_adds_tokens(step) for step in processor.get("processors") or [])
-    return processor.get("type") in ("TemplateProcessing", "RobertaProcessing", "BertProcessing")
-
-
-def _kind(value: Any, key: str) -> str:
-    kind = value.get("type", key) if isinstance(value, dict) else key
-    return kind if isinstance(kind, str) else key
-
-
-def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> None:
-    """With ``ignore_merges``, bpestore encodes by tiktoken's rule: the whole pre-token if it is a
-    token, else merging the adjacent pair whose joined token has the lowest id. That is Hugging
-    Face's BPE exactly when its merges come in the order of the ids of the tokens they make (as in
-    Llama-3's, converted from tiktoken's ranks); FormatError otherwise, rather than other ids."""
-    ids = {token: token_id for token_id, token in vocab.items()}
-    previous = -1
-    for rank, (left, right) in enumerate(merges):
-        made = ids.get(left + right)
-        if made is None or made < previous:
-            raise FormatError(
-                f"{path}: model.ignore_merges with merges out of the order of their tokens' ids (merge {rank}): "
-                "bpestore's whole-token rule would encode differently"
-            )
-        previous = made
+    return HFTokenizer(
+        vocab, merges, specials, pattern, ordinary, split_at, _dropped_settings_notes(data), bool(model.get("ignore_merges")),
+        split_drops_uncovered,
+    )
 
 
 def tokenizer_json(
@@ -354,15 +434,39 @@ def read(path: str | os.PathLike[str]) -> Imported:
     """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens,
     those marked ``"special": false`` added tokens (ordinary, encoded whole)."""
     document = read_tokenizer_json(path)
-    rule = "token" if document.ignore_merges else "pair"  # (see _check_merges_follow_ids)
-    merges: list[tuple[bytes, bytes]] | Callable[[BPEModel], Merges] = document.merges
-    if document.ignore_merges:
-        merges = partial(_first_merges, document.merges)  # the token rule's own merges: one per token
-    model = build_model(
-        path, document.vocab, merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
-    )
-    assert model.merge_rule == rule
-    return Imported(model, "hf", resolved(path), [*unreached_tokens_notes(model, path), *_unapplied_notes(document)])
+    if document.split_at is not None:
+        _check_split_covers(path, document.split_at, document.pattern, document.split_drops_uncovered)
+    if document.whole_token_lookup:
+        _check_merges_follow_ids(path, document.vocab, document.merges)
+        # the token rule's own merges: the first that makes each token
+        model = build_model(
+            path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
+            added_tokens=document.added_tokens,
+        )
+        assert model.merge_rule == "token"
+    else:
+        model = build_model(
+            path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens
+        )
+    return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
+
+
+def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> None:
+    """With ``ignore_merges`` (Llama-3), bpestore encodes by tiktoken's rule: the whole pre-token
+    if it is a token, else merging the adjacent pair whose joined token has the lowest id. That is
+    Hugging Face's BPE exactly when its merges come in the order of the ids of the tokens they make
+    (as in Llama-3's, converted from tiktoken's ranks); FormatError otherwise, rather than other ids."""
+    ids = {token: token_id for token_id, token in vocab.items()}
+    previous = -1
+    for rank, (left, right) in enumerate(merges):
+        made = ids.get(left + right)
+        if made is None or made < previous:
+            raise _refuse(
+                path, f"model.merges[{rank}]",
+                f"ignore_merges with merges out of the order of their tokens' ids (merge {rank}): "
+                "bpestore's whole-token rule would encode differently",
+            )
+        previous = made
 
 
 def _first_merges(merges: list[tuple[bytes, bytes]], model: BPEModel) -> Merges:
@@ -377,12 +481,26 @@ def _first_merges(merges: list[tuple[bytes, bytes]], model: BPEModel) -> Merges:
     return first
 
 
-def _unapplied_notes(document: HFTokenizer) -> list[str]:
-    """What of the file is not applied, said at import rather than dropped without a word."""
-    return [
-        f"{what} is not applied: encode gives the ids of Hugging Face's encode(text, add_special_tokens=False)"
-        for what in document.unapplied
-    ]
+_UNCOVERED = re.compile(r"does not cover all of the text \((.*)\); its matches")
+
+
+def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str, drops_uncovered: bool) -> None:
+    """FormatError if the Split's regex leaves some text to no match: Hugging Face makes each
+    such stretch a piece of its own (or, for ``Removed`` with ``invert``, drops it), bpestore's
+    pre-tokenizer refuses such text, so the two would differ (and no change to the regex makes
+    them the same: a catch-all alternative changes what the other alternatives match)."""
+    try:
+        check_pattern(pattern)
+    except ValueError as error:
+        uncovered = _UNCOVERED.search(str(error))
+        if uncovered is None:
+            raise FormatError(f"{path}: {where}: {error}") from None
+        raise _refuse(
+            path, where,
+            f"Split regex {json.dumps(pattern)} does not cover all of the text ({uncovered.group(1)}): Hugging Face "
+            + ("drops each uncovered stretch" if drops_uncovered else "makes each uncovered stretch a piece of its own")
+            + ", which bpestore does not do yet",
+        ) from None
 
 
 def write(model: BPEModel, output: Path) -> list[str]:

@@ -1,0 +1,228 @@
+"""Real ``tokenizer.json`` files of published models (``$BPESTORE_SHARED/tokenizers``), against
+Hugging Face ``tokenizers`` as the oracle.
+
+- Those bpestore can run exactly import, and encode every line tried as Hugging Face's
+  ``Tokenizer.from_file(path).encode(line, add_special_tokens=False)`` does: lines of the shared
+  corpora and of ``tests/data/multilingual_scripts.txt`` (sentences in more than 30 scripts, text
+  that NFC changes, combining marks, CRLF, U+3000, U+00A0, emoji ZWJ sequences).
+- The others are refused in one line that names what in the file bpestore cannot run (a Unigram
+  model, a SentencePiece-style BPE, a component at its JSON path), with exit status 1.
+- What the file holds but bpestore does not keep (a post-processor that adds tokens, truncation,
+  padding) is said in one warning line, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+
+from bpestore import Tokenizer, formats
+from bpestore.errors import FormatError
+from conftest import shared_dir
+from strategies import texts
+from tiers import examples
+
+tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the oracle for tokenizer.json files")
+
+MULTILINGUAL = Path(__file__).parent / "data" / "multilingual_scripts.txt"
+CORPORA = ["reuters_17M.txt", "sotu_11M.txt", "tinystories_800K.txt", "wiki_en_57M.txt"]
+LINES_PER_CORPUS = 1500
+
+
+def real_file(name: str) -> Path:
+    path = shared_dir() / "tokenizers" / name / "tokenizer.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not found (set BPESTORE_SHARED to the directory holding tokenizers/)")
+    return path
+
+
+def lines_to_try() -> list[str]:
+    """Lines (with their line ends, as they are in the files) of the corpora found and of the
+    multilingual text."""
+    lines = []
+    for name in CORPORA:
+        path = shared_dir() / "corpora" / name
+        if path.is_file():
+            with path.open(encoding="utf-8", newline="") as corpus:
+                lines += itertools.islice(corpus, LINES_PER_CORPUS)
+    with MULTILINGUAL.open(encoding="utf-8", newline="") as text:
+        lines += list(text)
+    return lines
+
+
+def test_the_multilingual_text_has_what_it_promises():
+    text = MULTILINGUAL.read_text(encoding="utf-8")
+    scripts = [
+        "Latin", "Greek", "Cyrillic", "Armenian", "Georgian", "Hebrew", "Arabic", "Syriac", "Thaana", "Devanagari",
+        "Bengali", "Gurmukhi", "Gujarati", "Oriya", "Tamil", "Telugu", "Kannada", "Malayalam", "Sinhala", "Thai", "Lao",
+        "Tibetan", "Myanmar", "Khmer", "Ethiopic", "Cherokee", "Canadian_Aboriginal", "Mongolian", "Han", "Hiragana",
+        "Katakana", "Hangul", "Yi", "Javanese", "Runic", "Gothic", "Ogham", "Tifinagh", "Nko", "Vai",
+    ]
+    found = [script for script in scripts if regex.search(rf"\p{{Script={script}}}", text)]
+    assert len(found) >= 30, found
+    import unicodedata
+
+    assert unicodedata.normalize("NFC", text) != text
+    for needle in ["\r\n", "\u3000", "\u00a0", "\u200d", "\u0301"]:
+        assert needle in MULTILINGUAL.read_bytes().decode("utf-8"), repr(needle)
+
+
+# -- imported, and exact ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["olmo2-dolma2", "llama3.2"])
+def test_real_file_encodes_every_line_as_hugging_face(name):
+    """OLMo-2: ``Split`` with ``Removed`` and ``invert`` (each regex match a piece, as
+    ``Isolated`` makes them, the regex covering the text). Llama-3.2: ``ignore_merges`` (run by
+    tiktoken's rule, which looks a whole pre-token up first)."""
+    path = real_file(name)
+    ours = Tokenizer.from_model(formats.read("hf", path).model)
+    reference = tokenizers.Tokenizer.from_file(str(path))
+    lines = lines_to_try()
+    expected = [encoding.ids for encoding in reference.encode_batch(lines, add_special_tokens=False)]
+    got = ours.encode_batch(lines)
+    different = [line for line, mine, theirs in zip(lines, got, expected) if mine != theirs]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+    for line in lines[-60:]:  # decoding gives the text back as Hugging Face's decoder does
+        ids = ours.encode(line)
+        assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False)
+
+
+@pytest.fixture(scope="module", params=["olmo2-dolma2", "llama3.2"])
+def imported_and_reference(request):
+    path = real_file(request.param)
+    return Tokenizer.from_model(formats.read("hf", path).model), tokenizers.Tokenizer.from_file(str(path))
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=texts(special_pieces=False, assigned_only=True))
+def test_real_file_encodes_any_text_as_hugging_face(imported_and_reference, text):
+    ours, reference = imported_and_reference
+    assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids
+
+
+def test_llama3_post_processor_is_named_not_dropped():
+    imported = formats.read("hf", real_file("llama3.2"))
+    warnings = [note for note in imported.notes if "post_processor" in note]
+    assert len(warnings) == 1
+    assert "TemplateProcessing" in warnings[0] and "<|begin_of_text|>" in warnings[0]
+    assert "add_special_tokens=False" in warnings[0]
+
+
+def test_truncation_padding_and_post_processor_are_warned_of(tmp_path):
+    source = json.loads(real_file("olmo2-dolma2").read_text(encoding="utf-8"))
+    source["truncation"] = {"direction": "Right", "max_length": 192, "strategy": "LongestFirst", "stride": 0}
+    source["padding"] = {"strategy": "BatchLongest", "direction": "Right", "pad_id": 0, "pad_token": "<|pad|>"}
+    source["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": True}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(source), encoding="utf-8")
+    notes = formats.read("hf", path).notes
+    assert any(note.startswith("warning: truncation ") for note in notes), notes
+    assert any(note.startswith("warning: padding ") for note in notes), notes
+    assert any("post_processor RobertaProcessing" in note and "<s>, </s>" in note for note in notes), notes
+
+
+# -- refused by name --------------------------------------------------------------------------------
+
+REFUSED = {
+    "t5-small": "model: a Unigram model (T5, ALBERT, XLM-R): bpestore stores BPE tokenizers only",
+    "bert-base-uncased": "model: a WordPiece model (BERT, DistilBERT): bpestore stores BPE tokenizers only",
+    "llama2": "model.byte_fallback: a SentencePiece-style BPE over characters (Llama-2, Mistral, Gemma): not supported yet",
+    "gpt-neox-20b": "normalizer: NFC",
+    "falcon": "pre_tokenizer.pretokenizers[0]: Punctuation",
+    "roberta-base": "added_tokens[4]: '<mask>' with lstrip",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_real_file_is_refused_by_name(tmp_path, name):
+    from click.testing import CliRunner
+
+    from bpestore.cli import main
+
+    path = real_file(name)
+    with pytest.raises(FormatError) as raised:
+        formats.read("hf", path)
+    assert str(raised.value) == f"{path}: {REFUSED[name]}" or str(raised.value).startswith(f"{path}: {REFUSED[name]}")
+    assert "None" not in str(raised.value)
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    result = runner.invoke(main, ["import", "hf", str(path), "--name", "x", "--db", str(tmp_path / "s.db")], env={"BPESTORE_DEBUG": None})
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    message = result.stderr.strip()
+    assert "\n" not in message and "Traceback" not in message
+    assert REFUSED[name] in message
+
+
+@pytest.mark.parametrize(("behavior", "invert", "in_hf"), [("Isolated", False, "makes each uncovered stretch a piece"), ("Removed", True, "drops each uncovered stretch")])
+def test_a_split_regex_that_leaves_text_uncovered_is_refused_for_what_hf_does(tmp_path, behavior, invert, in_hf):
+    """What Hugging Face does with the text between matches (split.rs: ``Invert`` flips which
+    stretches are matches; ``Removed`` then drops the flipped ones) is named, with no advice to
+    change the regex (a catch-all alternative changes what the others match)."""
+    source = json.loads(real_file("olmo2-dolma2").read_text(encoding="utf-8"))
+    source["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": r"\w+"}, behavior=behavior, invert=invert)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(source), encoding="utf-8")
+    pieces = [piece for piece, _ in tokenizers.Tokenizer.from_file(str(path)).pre_tokenizer.pre_tokenize_str("ab, cd")]
+    assert pieces == (["ab", ",Ġ", "cd"] if behavior == "Isolated" else ["ab", "cd"])  # the oracle's behaviour
+    with pytest.raises(FormatError) as raised:
+        formats.read("hf", path)
+    message = str(raised.value)
+    assert "pre_tokenizer.pretokenizers[0]: Split regex" in message and in_hf in message
+    assert "(?s:.)" not in message and "\n" not in message
+
+
+# -- Digits then ByteLevel, as one regex ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("individual", [True, False])
+@settings(max_examples=examples(300), deadline=None)
+@given(text=texts(special_pieces=False, assigned_only=True))
+def test_digits_then_byte_level_is_one_regex(individual, text):
+    """HF's ``Sequence([Digits, ByteLevel])`` (SmolLM, StarCoder) makes the pieces that bpestore's
+    engine makes with the one regex the import gives it."""
+    from tokenizers import pre_tokenizers
+
+    from bpestore._engine import Pretokenizer
+    from bpestore.formats.gpt2 import unicode_to_byte
+    from bpestore.formats.hf import DIGIT_RUNS_THEN_GPT2_PATTERN, DIGITS_THEN_GPT2_PATTERN
+
+    reference = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=individual), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    alphabet = unicode_to_byte()
+    expected = [bytes(alphabet[c] for c in piece).decode("utf-8") for piece, _ in reference.pre_tokenize_str(text)]
+    pattern = DIGITS_THEN_GPT2_PATTERN if individual else DIGIT_RUNS_THEN_GPT2_PATTERN
+    assert Pretokenizer(pattern).pretokenize(text) == expected
+
+
+def test_digits_then_byte_level_file_encodes_as_hugging_face(tmp_path):
+    """SmolLM's file, its vocab completed with the 21 single bytes it lacks (which bpestore refuses
+    to guess about), encodes every line as Hugging Face does."""
+    source = json.loads(real_file("smollm").read_text(encoding="utf-8"))
+    vocab = source["model"]["vocab"]
+    from bpestore.formats.gpt2 import unicode_to_byte
+
+    next_id = max([*vocab.values(), *(token["id"] for token in source["added_tokens"])]) + 1
+    for character in unicode_to_byte():
+        if character not in vocab:
+            vocab[character], next_id = next_id, next_id + 1
+    source["truncation"] = source["padding"] = None
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(source), encoding="utf-8")
+    ours = Tokenizer.from_model(formats.read("hf", path).model)
+    reference = tokenizers.Tokenizer.from_file(str(path))
+    lines = lines_to_try()
+    expected = [encoding.ids for encoding in reference.encode_batch(lines, add_special_tokens=False)]
+    different = [line for line, mine, theirs in zip(lines, ours.encode_batch(lines), expected) if mine != theirs]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+
+
+def test_smollm_is_refused_for_the_bytes_its_vocab_lacks():
+    with pytest.raises(FormatError, match="lacks 21 single-byte tokens"):
+        formats.read("hf", real_file("smollm"))
