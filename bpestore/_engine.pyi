@@ -24,6 +24,7 @@ __all__ = [
     "count_texts",
     "file_chunk_boundaries",
     "learn_merges",
+    "normalize",
     "Encoder",
     "StreamEncoder",
     "NpyWriter",
@@ -238,6 +239,12 @@ def learn_merges(
 
 # ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
 
+def normalize(steps: list[tuple[str, str, str]], text: str) -> str:
+    """``text`` normalized by ``steps`` as an :class:`Encoder` normalizes the text between special
+    tokens: ``(kind, a, b)`` with kind ``NFC``, ``NFD``, ``NFKC``, ``NFKD``, ``Lowercase`` (a and b
+    unused), ``Replace`` (the literal a by b), ``Prepend`` (a) or ``Strip`` (a, b: ``"1"`` to strip
+    whitespace on the left, on the right). ValueError for another kind."""
+
 @final
 class Encoder:
     """A byte-level BPE encoder: ids from text and bytes from ids, thread-safe, GIL released.
@@ -263,7 +270,12 @@ class Encoder:
         pattern: str,
         merge_rule: str = "pair",
         cache_entries: int = ...,
-    ) -> Encoder: ...
+        normalizer: list[tuple[str, str, str]] | None = None,
+        normalized_tokens: dict[str, int] | None = None,
+    ) -> Encoder:
+        """``normalizer``: steps ``(kind, a, b)`` run on the text between special tokens before it
+        is pre-tokenized (see :func:`normalize`); ``normalized_tokens``: token -> id, tokens found
+        in the normalized text (not among ``special_tokens``)."""
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
         """The ids of ``text``; ``allowed_special`` None or "all": every special token is
         recognised; a collection: only those (the others are ordinary text)."""

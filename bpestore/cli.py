@@ -867,6 +867,7 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         ("special tokens", ", ".join(info.special_tokens) or "-"),
         *([("added tokens", ", ".join(map(repr, info.added_tokens)))] if info.added_tokens else []),
         ("merge rule", info.merge_rule),
+        *([("normalizer", info.normalizer)] if info.normalizer else []),
         ("pattern", _pattern_shown(info.pattern)),
         ("source", info.source),
         ("created", info.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")),

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
-from typing import Literal
+from typing import Any, Literal
 
+from .normalizer import Normalizer
 from .pretokenize.patterns import GPT2_PATTERN, SPLIT_SAFE_PATTERNS
 
 MergeRule = Literal["pair", "token"]
@@ -65,6 +66,12 @@ class BPEModel:
             special tokens, after theirs: a token whose bytes are already in the vocab keeps that
             id, another gets the next free id, in the order given. Repeats are dropped; one that is
             also a special token is refused.
+        normalizer: what the text between special tokens goes through before it is
+            pre-tokenized (a :class:`~bpestore.normalizer.Normalizer`; None: nothing), as in a
+            Hugging Face tokenizer's pipeline. bpestore's own trainings have none.
+        normalized_tokens: those of the added tokens found in the text once it is normalized,
+            as the normalizer writes them (Hugging Face's ``"normalized": true``), rather than
+            in the text as given.
 
     Raises:
         TypeError: an argument (or a token, id or merge in it) of the wrong type, named.
@@ -79,6 +86,8 @@ class BPEModel:
     pattern: str = GPT2_PATTERN
     merge_rule: MergeRule = "pair"
     added_tokens: list[str] = field(default_factory=list)
+    normalizer: Normalizer | None = None
+    normalized_tokens: frozenset[str] = frozenset()
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
     # The merges (a property): the list, or None until _derive_merges(self) makes it.
@@ -94,6 +103,8 @@ class BPEModel:
         merge_rule: MergeRule = "pair",
         added_tokens: Iterable[str] | None = None,
         *,
+        normalizer: Normalizer | None = None,
+        normalized_tokens: Iterable[str] = (),
         _checked: bool = False,
         _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
@@ -110,6 +121,14 @@ class BPEModel:
         if merge_rule not in MERGE_RULES:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
         check_pattern(pattern)
+        if normalizer is not None and not isinstance(normalizer, Normalizer):
+            raise TypeError(f"normalizer must be a Normalizer or None, not {type(normalizer).__name__}")
+        if normalizer is not None and not normalizer.steps:
+            normalizer = None
+        normalized = frozenset(normalized_tokens)
+        if not normalized <= set(added):
+            stray = sorted(normalized - set(added))[0]
+            raise ValueError(f"normalized token {shown(stray)} is not one of the added tokens")
         if _checked:  # see stored()
             id_of = ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
         else:
@@ -147,6 +166,8 @@ class BPEModel:
         set_field(self, "pattern", pattern)
         set_field(self, "merge_rule", merge_rule)
         set_field(self, "added_tokens", added)
+        set_field(self, "normalizer", normalizer)
+        set_field(self, "normalized_tokens", normalized)
         set_field(self, "special_ids", special_ids)
         set_field(self, "added_ids", added_ids)
 
@@ -159,11 +180,17 @@ class BPEModel:
         pattern: str,
         merge_rule: MergeRule,
         added_tokens: Iterable[str] = (),
+        *,
+        normalizer: Normalizer | None = None,
+        normalized_tokens: Iterable[str] = (),
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
         time for GPT-2); the cheap checks still run."""
-        return cls(vocab, merges, special_tokens, pattern, merge_rule, added_tokens, _checked=True)
+        return cls(
+            vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
+            normalizer=normalizer, normalized_tokens=normalized_tokens, _checked=True,
+        )
 
     @classmethod
     def with_derived_merges(
@@ -174,6 +201,8 @@ class BPEModel:
         pattern: str = GPT2_PATTERN,
         added_tokens: Iterable[str] | None = None,
         *,
+        normalizer: Normalizer | None = None,
+        normalized_tokens: Iterable[str] = (),
         _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
@@ -182,7 +211,10 @@ class BPEModel:
         takes longer than all the rest of loading it. ``derive_merges`` must be picklable (a
         module's function or a ``functools.partial`` of one) for the model to be. (``_checked``:
         the vocab is one the engine has checked already, as :meth:`stored`'s.)"""
-        return cls(vocab, [], special_tokens, pattern, "token", added_tokens, _checked=_checked, _derive_merges=derive_merges)
+        return cls(
+            vocab, [], special_tokens, pattern, "token", added_tokens, normalizer=normalizer, normalized_tokens=normalized_tokens,
+            _checked=_checked, _derive_merges=derive_merges,
+        )
 
     @property
     def merges(self) -> Merges:
@@ -197,9 +229,15 @@ class BPEModel:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BPEModel):
             return NotImplemented
-        return (self.vocab, self.special_tokens, self.pattern, self.merge_rule, self.added_tokens) == (
-            other.vocab, other.special_tokens, other.pattern, other.merge_rule, other.added_tokens
+        return (self.vocab, self.special_tokens, self.pattern, self.merge_rule, self.added_tokens, self.pipeline) == (
+            other.vocab, other.special_tokens, other.pattern, other.merge_rule, other.added_tokens, other.pipeline
         ) and self.merges == other.merges
+
+    @property
+    def pipeline(self) -> dict[str, Any]:
+        """What the text goes through around the BPE model, as keyword arguments of this class
+        (for a model derived from this one: trimmed, with tokens added, trained further)."""
+        return {"normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens}
 
     __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)
 
@@ -216,6 +254,8 @@ class BPEModel:
 
     def __repr__(self) -> str:
         added = f", added_tokens={self.added_tokens!r}" if self.added_tokens else ""
+        if self.normalizer is not None:
+            added += f", normalizer={str(self.normalizer)!r}"
         return (
             f"BPEModel(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
             f"special_tokens={self.special_tokens!r}{added}, merge_rule={self.merge_rule!r})"

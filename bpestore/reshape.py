@@ -116,7 +116,7 @@ def _id_map(old_ids: Iterable[int], kept: set[int]) -> tuple[dict[int, int], IdM
 def _derived(model: BPEModel, kept: set[int], merges: list[tuple[bytes, bytes]]) -> tuple[BPEModel, IdMap]:
     new_of, id_map = _id_map(model.vocab, kept)
     vocab = {new: model.vocab[old] for old, new in new_of.items()}
-    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule, model.added_tokens), id_map
+    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule, model.added_tokens, **model.pipeline), id_map
 
 
 def _fixed_ids(model: BPEModel) -> set[int]:
@@ -296,7 +296,9 @@ def add_tokens(model: BPEModel, tokens: Iterable[str]) -> tuple[BPEModel, IdMap]
         listed = ", ".join(map(shown, tokens))
         what = "is already an added token" if len(tokens) == 1 else "are already added tokens"
         raise ValueError(f"nothing to add: {listed} {what} of the tokenizer")
-    new = BPEModel(model.vocab, model.merges, model.special_tokens, model.pattern, model.merge_rule, [*model.added_tokens, *tokens])
+    new = BPEModel(
+        model.vocab, model.merges, model.special_tokens, model.pattern, model.merge_rule, [*model.added_tokens, *tokens], **model.pipeline
+    )
     array = np.full(max(model.vocab) + 1, -1, dtype=np.int64)
     old_ids = np.fromiter(model.vocab, dtype=np.int64, count=len(model.vocab))
     array[old_ids] = old_ids

@@ -75,11 +75,13 @@ def test_the_multilingual_text_has_what_it_promises():
 # -- imported, and exact ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["olmo2-dolma2", "llama3.2"])
+@pytest.mark.parametrize("name", ["olmo2-dolma2", "llama3.2", "gpt-neox-20b"])
 def test_real_file_encodes_every_line_as_hugging_face(name):
     """OLMo-2: ``Split`` with ``Removed`` and ``invert`` (each regex match a piece, as
     ``Isolated`` makes them, the regex covering the text). Llama-3.2: ``ignore_merges`` (run by
-    tiktoken's rule, which looks a whole pre-token up first)."""
+    tiktoken's rule, which looks a whole pre-token up first). GPT-NeoX: the ``NFC`` normalizer,
+    added tokens (runs of spaces) found in the normalized text that repeat vocab tokens under
+    other ids, and a vocab without the bytes UTF-8 never holds."""
     path = real_file(name)
     ours = Tokenizer.from_model(formats.read("hf", path).model)
     reference = tokenizers.Tokenizer.from_file(str(path))
@@ -93,7 +95,7 @@ def test_real_file_encodes_every_line_as_hugging_face(name):
         assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False)
 
 
-@pytest.fixture(scope="module", params=["olmo2-dolma2", "llama3.2"])
+@pytest.fixture(scope="module", params=["olmo2-dolma2", "llama3.2", "gpt-neox-20b"])
 def imported_and_reference(request):
     path = real_file(request.param)
     return Tokenizer.from_model(formats.read("hf", path).model), tokenizers.Tokenizer.from_file(str(path))
@@ -133,7 +135,6 @@ REFUSED = {
     "t5-small": "model: a Unigram model (T5, ALBERT, XLM-R): bpestore stores BPE tokenizers only",
     "bert-base-uncased": "model: a WordPiece model (BERT, DistilBERT): bpestore stores BPE tokenizers only",
     "llama2": "model.byte_fallback: a SentencePiece-style BPE over characters (Llama-2, Mistral, Gemma): not supported yet",
-    "gpt-neox-20b": "normalizer: NFC",
     "falcon": "pre_tokenizer.pretokenizers[0]: Punctuation",
     "roberta-base": "added_tokens[4]: '<mask>' with lstrip",
 }

@@ -81,12 +81,11 @@ def _lines(limit_per_corpus: int = 400) -> list[str]:
     return lines
 
 
-IMPORTED = ["llama3.2", "olmo2-dolma2"]
+IMPORTED = ["llama3.2", "olmo2-dolma2", "gpt-neox-20b"]
 REFUSED = {
     "t5-small": "a Unigram model (T5",
     "bert-base-uncased": "a WordPiece model (BERT",
     "llama2": "SentencePiece-style BPE",
-    "gpt-neox-20b": "normalizer: NFC",
     "falcon": "pre_tokenizer.pretokenizers[0]: Punctuation",
     "smollm": "the vocab lacks 21 single-byte tokens",
     "roberta-base": "added_tokens[4]: '<mask>' with lstrip",
@@ -112,9 +111,13 @@ def test_an_imported_tokenizer_encodes_exactly_as_hugging_face(family, tmp_path)
     oracle = tokenizers.Tokenizer.from_file(str(path))
     differ = [line for line in _lines() if ours.encode(line) != oracle.encode(line, add_special_tokens=False).ids]
     assert not differ, f"{len(differ)} lines differ, first {differ[0][:80]!r}"
-    # and the text comes back: decoding is exact
+    # and the text comes back as Hugging Face's decoder gives it (normalized, for a tokenizer
+    # that normalizes: NeoX composes "e\u0301" to "\u00e9")
     for line in MANY_SCRIPTS:
-        assert ours.decode(ours.encode(line)) == line
+        ids = ours.encode(line)
+        assert ours.decode(ids) == oracle.decode(ids, skip_special_tokens=False)
+        if ours.model.normalizer is None:
+            assert ours.decode(ids) == line
 
 
 def test_a_post_processor_is_said_not_applied_not_dropped_silently(tmp_path):

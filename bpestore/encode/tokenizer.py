@@ -106,7 +106,14 @@ class Tokenizer:
         # The token rule merges by the tokens' ranks alone: its merges are not the engine's to read
         # (nor, for a model that derives them, worth computing here).
         merges = model.merges if model.merge_rule == "pair" else []
-        self._engine: EncoderEngine = Encoder(self.vocab, merges, model.whole_ids, self.pattern, self.merge_rule, cache_size)
+        # A normalizer runs in the engine on the text between special tokens; the added tokens
+        # marked normalized are found in its output, the others (and the special tokens) before it.
+        whole = model.whole_ids
+        normalized = {token: whole.pop(token) for token in model.normalized_tokens}
+        steps = model.normalizer.engine_steps() if model.normalizer is not None else None
+        self._engine: EncoderEngine = Encoder(
+            self.vocab, merges, whole, self.pattern, self.merge_rule, cache_size, steps, normalized or None
+        )
         self._warm_table: bytes | None = None  # (kept for pickling: a worker's copy starts warm too)
 
     @property

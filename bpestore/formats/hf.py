@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
+from ..normalizer import Normalizer, NormalizerError
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
@@ -63,11 +64,15 @@ class HFTokenizer:
     split_at: str | None = None
     """The JSON path of the ``Split`` that :attr:`pattern` came from (None: ByteLevel's regex)."""
     notes: list[str] = field(default_factory=list)
+    """Warnings about settings of the file that are not kept (post-processor, truncation, padding)."""
     whole_token_lookup: bool = False
     """``ignore_merges``: a whole pre-token that is a vocab token is that token (Llama-3)."""
     split_drops_uncovered: bool = False
     """Whether the Split drops the text no match covers (else each such stretch is a piece)."""
-    """Warnings about settings of the file that are not kept (post-processor, truncation, padding)."""
+    normalizer: Normalizer | None = None
+    """What normalizes the text before it is pre-tokenized (None: nothing)."""
+    normalized_tokens: list[str] = field(default_factory=list)
+    """The added tokens found in the normalized text (``"normalized": true``)."""
 
 
 def _describe(value: Any) -> str:
@@ -203,8 +208,12 @@ def _is_sentencepiece_style(data: dict[str, Any]) -> bool:
     reached through ``<0xNN>`` tokens (byte_fallback), spaces written as "\u2581"."""
     if data["model"].get("byte_fallback"):
         return True
-    text = json.dumps([data.get("normalizer"), data.get("pre_tokenizer")], ensure_ascii=False)
-    return "\u2581" in text or "Metaspace" in text
+    if "Metaspace" in json.dumps([data.get("pre_tokenizer"), data.get("decoder")]):
+        return True
+    # (a byte-level vocab writes a space "Ġ"; a SentencePiece one "\u2581", as its normalizer does)
+    vocab = data["model"].get("vocab")
+    spaces_as_bars = isinstance(vocab, dict) and any(isinstance(token, str) and token.startswith("\u2581") for token in vocab)
+    return spaces_as_bars and "\u2581" in json.dumps(data.get("normalizer"), ensure_ascii=False)
 
 
 def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
@@ -227,17 +236,15 @@ def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
         raise _refuse(path, "model", f"BPE with {', '.join(unsupported)}: not supported")
 
 
-def _check_normalizer(path: str | os.PathLike[str], normalizer: Any) -> None:
+def _normalizer_of(path: str | os.PathLike[str], normalizer: Any) -> Normalizer | None:
+    """The file's normalizer as bpestore runs it (None: it has none); FormatError naming a step
+    bpestore does not run, and where it is in the file."""
     if not normalizer:
-        return
-    if not isinstance(normalizer, dict):
-        raise FormatError(f"{path}: normalizer must be a JSON object, not {_describe(normalizer)}")
-    steps = normalizer.get("normalizers") if normalizer.get("type") == "Sequence" else None
-    if isinstance(steps, list) and steps:
-        step = steps[0]
-        kind = step.get("type") if isinstance(step, dict) else step
-        raise _refuse(path, "normalizer.normalizers[0]", f"{kind} (it changes the text; bpestore runs no normalizer yet)")
-    raise _refuse(path, "normalizer", f"{normalizer.get('type')} (it changes the text; bpestore runs no normalizer yet)")
+        return None
+    try:
+        return Normalizer.from_hf(normalizer)
+    except NormalizerError as error:
+        raise FormatError(f"{path}: {error}") from None
 
 
 def _template_specials(processor: dict[str, Any]) -> list[str]:
@@ -281,9 +288,10 @@ def _dropped_settings_notes(data: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool]]:
-    """``added_tokens`` as (content, id, special) in id order (``special``: unless the file says
-    ``"special": false``); FormatError for anything malformed."""
+def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool, bool]]:
+    """``added_tokens`` as (content, id, special, normalized) in id order (``special``: unless the
+    file says ``"special": false``; ``normalized``: found in the normalized text, by default
+    unless special, as Hugging Face reads it); FormatError for anything malformed."""
     if added is None:
         return []
     if not isinstance(added, list):
@@ -298,7 +306,9 @@ def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, i
         options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
         if options:
             raise _refuse(path, f"added_tokens[{index}]", f"{content!r} with {', '.join(options)}: not supported")
-        tokens.append((content, token_id, token.get("special") is not False))
+        special = token.get("special") is not False
+        normalized = token.get("normalized", not special)
+        tokens.append((content, token_id, special, normalized is True))
     return sorted(tokens, key=lambda token: token[1])
 
 
@@ -313,10 +323,10 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
         raise FormatError(f"{path}: not a tokenizer.json (no 'model' object)")
     model = data["model"]
     _check_model(path, data)
-    _check_normalizer(path, data.get("normalizer"))
+    normalizer = _normalizer_of(path, data.get("normalizer"))
     pattern, split_at, split_drops_uncovered = _pattern_of(path, data.get("pre_tokenizer"))
     listed = _added_tokens(path, data.get("added_tokens"))
-    added = [(content, token_id) for content, token_id, _ in listed]
+    added = [(content, token_id) for content, token_id, _, _ in listed]
     added_text = dict(added)
     if len(added_text) != len(added):
         repeated = next(content for content, _ in added if sum(1 for other, _ in added if other == content) > 1)
@@ -328,6 +338,14 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
         token_id = _token_id(path, token_id, f"vocab entry {text!r}")
         if text in added_text:
             token = text.encode("utf-8")
+            if len(text) == 1 and text in alphabet and token != bytes([alphabet[text]]):
+                # Hugging Face gives the added token the id of the vocab's byte token that GPT-2's
+                # alphabet spells the same way, so the text "é" would encode as the byte 0xe9.
+                raise _refuse(
+                    path, "added_tokens",
+                    f"{text!r} is also how the byte-level vocab writes the single byte 0x{alphabet[text]:02x} (id {token_id}): "
+                    "Hugging Face encodes that text as that byte's token, which bpestore does not do",
+                )
         elif all(c in alphabet for c in text):
             token = bytes(alphabet[c] for c in text)
         else:
@@ -337,6 +355,34 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     for text, token_id in added_text.items():
         if vocab.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8"):
             raise FormatError(f"{path}: added token {text!r} has id {token_id}, which the vocab gives to another token")
+    notes = _dropped_settings_notes(data)
+    outside_utf8 = _add_bytes_outside_utf8(vocab)
+    if outside_utf8:
+        notes.append(
+            f"note: the vocab lacks {len(outside_utf8)} bytes that UTF-8 text never holds "
+            f"({', '.join(f'0x{byte:02x}' for byte in outside_utf8[:4])}{' ...' if len(outside_utf8) > 4 else ''}); "
+            f"bpestore gives them ids of their own after the others, which no encoding of text holds"
+        )
+    twins = _drop_twins(vocab, added_text)
+    in_normalized_text = {content for content, _, _, normalized in listed if normalized}
+    for twin, added_id in twins if normalizer is not None else []:
+        content = next(text for text, token_id in added_text.items() if token_id == added_id)
+        if content not in in_normalized_text:
+            # The normalizer can make this text inside a stretch that no added token was found
+            # in; Hugging Face's model then encodes it as the vocab's id, bpestore would not.
+            raise _refuse(
+                path, "added_tokens",
+                f"{content!r} (id {added_id}) is the vocab's token {twin} again, and is looked for before normalizing, "
+                "so text that normalizes to it encodes as the vocab's token in Hugging Face: not supported",
+            )
+    if twins:
+        # Hugging Face finds an added token in the text before its model sees it, so the model
+        # never makes the twin (no piece holds those bytes) and its id is never an encoding's.
+        shown = ", ".join(f"{twin} ({token_to_text(vocab[added_id])[:20]!r} is {added_id})" for twin, added_id in twins[:3])
+        notes.append(
+            f"note: {len(twins)} vocab ids spell an added token again ({shown}{' ...' if len(twins) > 3 else ''}); "
+            "the added tokens' ids are kept, as Hugging Face's encode gives them, and those ids are left out"
+        )
     merges = []
     model_merges = model.get("merges", [])
     if not isinstance(model_merges, list):
@@ -349,12 +395,51 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             merges.append((bytes(alphabet[c] for c in parts[0]), bytes(alphabet[c] for c in parts[1])))
         except KeyError:
             raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level") from None
-    specials = [content for content, _, special in listed if special]
-    ordinary = [content for content, _, special in listed if not special]
+    specials = [content for content, _, special, _ in listed if special]
+    ordinary = [content for content, _, special, _ in listed if not special]
+    normalized: list[str] = []
+    if normalizer is not None:
+        for index, (content, _, special, in_normalized) in enumerate(listed):
+            if in_normalized and special:
+                raise _refuse(
+                    path, "added_tokens", f"special token {content!r} found in normalized text (normalized: true): not supported"
+                )
+            if in_normalized:
+                normalized.append(content)
     return HFTokenizer(
-        vocab, merges, specials, pattern, ordinary, split_at, _dropped_settings_notes(data), bool(model.get("ignore_merges")),
-        split_drops_uncovered,
+        vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
+        split_drops_uncovered, normalizer, normalized,
     )
+
+
+#: The bytes that no UTF-8 text holds: a byte-level vocab may leave them out (GPT-NeoX's does).
+_NEVER_IN_UTF8 = bytes([0xC0, 0xC1, *range(0xF5, 0x100)])
+
+
+def _add_bytes_outside_utf8(vocab: dict[int, bytes]) -> list[int]:
+    """Gives each byte that UTF-8 text never holds and that ``vocab`` lacks a token at the next
+    free id, when those are the only bytes it lacks (bpestore's vocabularies hold all 256; no
+    text ever reaches these, so Hugging Face's ids are unchanged); returns the bytes added."""
+    present = {token[0] for token in vocab.values() if len(token) == 1}
+    missing = [byte for byte in range(256) if byte not in present]
+    if not missing or not set(missing) <= set(_NEVER_IN_UTF8):
+        return []
+    next_id = max(vocab, default=-1) + 1
+    for offset, byte in enumerate(missing):
+        vocab[next_id + offset] = bytes([byte])
+    return missing
+
+
+def _drop_twins(vocab: dict[int, bytes], added: dict[str, int]) -> list[tuple[int, int]]:
+    """Removes from ``vocab`` each id whose bytes are an added token's under another id (GPT-NeoX
+    lists its runs of spaces both ways); returns (removed id, the added token's id) pairs."""
+    added_ids = {text.encode("utf-8"): token_id for text, token_id in added.items()}
+    twins = [
+        (token_id, added_ids[token]) for token_id, token in vocab.items() if token in added_ids and added_ids[token] != token_id
+    ]
+    for token_id, _ in twins:
+        del vocab[token_id]
+    return sorted(twins)
 
 
 def tokenizer_json(
@@ -365,6 +450,8 @@ def tokenizer_json(
     *,
     whole_token_lookup: bool = False,
     added_ids: dict[str, int] | None = None,
+    normalizer: Normalizer | None = None,
+    normalized_tokens: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with;
     ``added_ids``: the added tokens (ordinary, encoded whole), written as added tokens with
@@ -401,12 +488,13 @@ def tokenizer_json(
         "padding": None,
         "added_tokens": [
             {
-                "id": token_id, "content": text, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                "id": token_id, "content": text, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": text in normalized_tokens,
                 "special": text in special_ids,
             }
             for text, token_id in sorted(whole.items(), key=lambda item: item[1])
         ],
-        "normalizer": None,
+        "normalizer": normalizer.to_hf() if normalizer is not None else None,
         "pre_tokenizer": pre_tokenizer,
         "post_processor": byte_level,
         "decoder": byte_level,
@@ -441,12 +529,13 @@ def read(path: str | os.PathLike[str]) -> Imported:
         # the token rule's own merges: the first that makes each token
         model = build_model(
             path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
-            added_tokens=document.added_tokens,
+            added_tokens=document.added_tokens, normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
         )
         assert model.merge_rule == "token"
     else:
         model = build_model(
-            path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens
+            path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
+            normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
         )
     return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
 
@@ -505,7 +594,11 @@ def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str, 
 
 def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
-    write_tokenizer_json(output, tokenizer_json(model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids))
+    document = tokenizer_json(
+        model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids, normalizer=model.normalizer,
+        normalized_tokens=model.normalized_tokens,
+    )
+    write_tokenizer_json(output, document)
     return [f"wrote {output}"]
 
 

@@ -49,7 +49,7 @@ from ..errors import (
 from ..model import BPEModel
 from ..pretokenize.patterns import name_of_pattern
 from .checked import Row, checked_merge_rows, checked_vocab_rows
-from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows
+from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows, pipeline_from_json, pipeline_json
 from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
 from ..progress import progress_bar
@@ -104,6 +104,8 @@ class TokenizerInfo:
     ``counts`` (given as counts) or ``dask`` (counted on a Dask cluster)."""
     added_tokens: list[str] = field(default_factory=list)
     """Its added tokens (``add-tokens``): ordinary tokens always encoded whole."""
+    normalizer: str | None = None
+    """What normalizes its text before it is pre-tokenized, in a line (``NFC``; None: nothing)."""
 
     @property
     def ref(self) -> str:
@@ -674,6 +676,7 @@ class ModelStore:
         ).scalar_one()
         source_format = place.text("source_format", row.source_format, nullable=True)
         source_paths = place.json_list_of_text("source_paths", row.source_paths, nullable=True)
+        pipeline = pipeline_from_json(place, row.pipeline)
         return TokenizerInfo(
             name=place.text("name", row.name),
             version=place.integer("version", row.version),
@@ -693,6 +696,7 @@ class ModelStore:
             corpus_bytes=corpus.integer("size_bytes", row.corpus_bytes, nullable=True),
             corpus_origin=corpus.text("origin", row.corpus_origin, nullable=True),
             added_tokens=place.json_list_of_text("added_tokens", row.added_tokens),
+            normalizer=str(pipeline["normalizer"]) if pipeline.get("normalizer") is not None else None,
         )
 
     def info(self, ref: str) -> TokenizerInfo:
@@ -726,7 +730,7 @@ class ModelStore:
             vocab_rows, merge_rows = self._vocab_and_merges(connection, row)
         return model_from_rows(
             row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows, f"{row.name}@{row.version}", self.location,
-            row.added_tokens,
+            row.added_tokens, row.pipeline,
         )
 
     def _vocab_and_merges(
@@ -763,6 +767,7 @@ class ModelStore:
             " JOIN tokenizers o ON o.name = t.name AND o.id != t.id JOIN packed_models op ON op.tokenizer_id = o.id"
             " WHERE t.name = ? AND t.version = ? AND op.data = tp.data AND o.pattern = t.pattern"
             " AND o.special_tokens = t.special_tokens AND o.added_tokens = t.added_tokens AND o.merge_rule = t.merge_rule"
+            " AND o.pipeline IS t.pipeline"
             " ORDER BY o.version"
         )
         with self._transaction() as connection:
@@ -847,6 +852,7 @@ class ModelStore:
                 pattern=tokenizer.pattern,
                 special_tokens=json.dumps(tokenizer.special_tokens, ensure_ascii=False),
                 added_tokens=json.dumps(tokenizer.added_tokens, ensure_ascii=False),
+                pipeline=pipeline_json(tokenizer),
                 merge_rule=tokenizer.merge_rule,
                 corpus_id=corpus_id,
                 training_params=json.dumps(training_params) if training_params is not None else None,

@@ -3,13 +3,15 @@ merges, and the one function that turns those rows into a model (both loaders us
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from ..errors import DamagedStoreError
 from ..model import BPEModel, MergeRule
+from ..normalizer import Normalizer, NormalizerError
 from .checked import Row
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ def model_from_rows(
     ref: str = "",
     location: str = "",
     added_tokens_json: str = "[]",
+    pipeline_json: str | None = None,
 ) -> BPEModel:
     """A model from a ``tokenizers`` row's columns (``added_tokens_json``: since 0010) and its ``vocab`` and ``merges`` rows (in rank
     order). What the model's checks refuse (a pattern a damaged or crafted store holds, say) is a
@@ -49,7 +52,38 @@ def model_from_rows(
     row.text("pattern", pattern)
     # (the column's text, whatever a store holds: the model checks it is a rule it knows)
     rule = cast(MergeRule, row.text("merge_rule", merge_rule))
+    pipeline = pipeline_from_json(row, pipeline_json)
     try:
-        return BPEModel.stored(dict(vocab_rows), merge_rows, specials, pattern, rule, added)
+        return BPEModel.stored(dict(vocab_rows), merge_rows, specials, pattern, rule, added, **pipeline)
     except (ValueError, TypeError) as error:
         raise DamagedStoreError(f"{ref} in {location} cannot be used: {error}") from None
+
+
+def pipeline_json(model: BPEModel) -> str | None:
+    """The ``tokenizers.pipeline`` column of ``model`` (None: it has no normalizer nor normalized
+    tokens, as every tokenizer bpestore trains)."""
+    if model.normalizer is None and not model.normalized_tokens:
+        return None
+    return json.dumps(
+        {
+            "normalizer": model.normalizer.to_hf() if model.normalizer is not None else None,
+            "normalized_tokens": sorted(model.normalized_tokens),
+        },
+        ensure_ascii=False,
+    )
+
+
+def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
+    """The model's keyword arguments that ``tokenizers.pipeline`` holds (see :func:`pipeline_json`);
+    DamagedStoreError, naming the row and column, for a value of another shape."""
+    document = row.json_object("pipeline", value, nullable=True)
+    if document is None:
+        return {}
+    normalizer, tokens = document.get("normalizer"), document.get("normalized_tokens", [])
+    if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+        raise row.damaged("pipeline", "holds normalized_tokens that are not a JSON list of strings")
+    try:
+        made = Normalizer.from_hf(normalizer) if normalizer is not None else None
+    except NormalizerError as error:
+        raise row.damaged("pipeline", f"holds a normalizer bpestore cannot run ({error})") from None
+    return {"normalizer": made, "normalized_tokens": tokens}

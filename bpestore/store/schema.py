@@ -135,6 +135,12 @@ tokenizers = Table(
         "added_tokens", Text, nullable=False, server_default="[]",
         comment="JSON list of the added tokens: ordinary tokens always encoded whole (bpestore add-tokens)",
     ),
+    # (since 0012)
+    Column(
+        "pipeline", Text, nullable=True,
+        comment='JSON object: the normalizer ("normalizer", tokenizer.json form) and the added tokens found in normalized text '
+        '("normalized_tokens"); NULL: none',
+    ),
     UniqueConstraint("name", "version"),
     CheckConstraint("version >= 1", name="version_positive"),
     CheckConstraint("merge_rule IN ('pair', 'token')", name="merge_rule_known"),

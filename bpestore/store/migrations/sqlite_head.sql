@@ -33,7 +33,7 @@ CREATE TABLE tokenizers (
 	corpus_id INTEGER, 
 	training_params TEXT, 
 	training_seconds FLOAT, 
-	source TEXT NOT NULL, source_format VARCHAR(32), source_paths TEXT, added_tokens TEXT DEFAULT '[]' NOT NULL, 
+	source TEXT NOT NULL, source_format VARCHAR(32), source_paths TEXT, added_tokens TEXT DEFAULT '[]' NOT NULL, pipeline TEXT, 
 	CONSTRAINT pk_tokenizers PRIMARY KEY (id), 
 	CONSTRAINT ck_tokenizers_merge_rule_known CHECK (merge_rule IN ('pair', 'token')), 
 	CONSTRAINT ck_tokenizers_version_positive CHECK (version >= 1), 
@@ -176,4 +176,4 @@ CREATE TABLE warm_caches (
 	CONSTRAINT fk_warm_caches_tokenizer_id_tokenizers FOREIGN KEY(tokenizer_id) REFERENCES tokenizers (id) ON DELETE CASCADE
 );
 
-INSERT INTO alembic_version (version_num) VALUES ('0011');
+INSERT INTO alembic_version (version_num) VALUES ('0012');

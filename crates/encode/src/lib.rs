@@ -16,6 +16,7 @@ mod bpe;
 mod cache;
 mod dropout;
 mod file;
+mod normalize;
 mod offsets;
 pub mod packed;
 pub mod ranks;
@@ -32,6 +33,7 @@ use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use dropout::Dropout;
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, NpyWriter, PARTIAL_HEADER_START};
+pub use normalize::{Normalizer, NormalizerStep};
 pub use offsets::IdsAndOffsets;
 use rustc_hash::FxHashMap;
 use shared::SharedCache;
@@ -77,6 +79,8 @@ pub enum EncodeError {
     /// [`PretokenizeError::MatchFailed`] whose offset is a byte offset in the text as a whole,
     /// special tokens included: see [`bpestore_pretokenize::MatchFailure`]).
     MatchFailed(PretokenizeError),
+    /// A request this encoder cannot answer exactly (the message says what and why).
+    Unsupported(String),
     /// An id to decode that no token has.
     UnknownId {
         /// The id.
@@ -89,7 +93,9 @@ pub enum EncodeError {
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EncodeError::InvalidVocab(message) => f.write_str(message),
+            EncodeError::InvalidVocab(message) | EncodeError::Unsupported(message) => {
+                f.write_str(message)
+            }
             EncodeError::Pattern(error) | EncodeError::MatchFailed(error) => write!(f, "{error}"),
             EncodeError::UnknownId { id, max_id } => {
                 write!(
@@ -149,6 +155,17 @@ pub struct Encoder {
     warm: OnceLock<WarmCache>,
     /// What the ids of a piece depend on, hashed (see `warm.rs`).
     fingerprint: u64,
+    /// What normalizes the text between special tokens, and the tokens then found in it.
+    normalization: Option<Normalization>,
+}
+
+/// A normalizer, and the added tokens that are found in the text once it is normalized
+/// (`tokenizers`' added tokens with `"normalized": true`), each written normalized.
+struct Normalization {
+    normalizer: Normalizer,
+    tokens: SpecialTokens,
+    /// `ids[i]` is the id of `tokens.tokens()[i]`.
+    ids: Vec<TokenId>,
 }
 
 impl Encoder {
@@ -261,7 +278,67 @@ impl Encoder {
             table,
             warm: OnceLock::new(),
             fingerprint,
+            normalization: None,
         })
+    }
+
+    /// This encoder with `normalizer` run on the text between special tokens before it is
+    /// pre-tokenized, and `tokens` (with their ids; not among the special tokens given at
+    /// construction) found in the normalized text and encoded whole, as `tokenizers` does with
+    /// its normalizer and its added tokens marked `"normalized": true`. A token is looked for as
+    /// the normalizer writes it.
+    ///
+    /// Where a known pattern's text may be cut (before a space, after a newline) to be encoded
+    /// in parts, it no longer is when the normalizer or the tokens would see the cut (see
+    /// [`Normalizer::keeps_space_cuts`]): such text is cut only at special tokens.
+    ///
+    /// # Errors
+    /// [`EncodeError::InvalidVocab`] for a token whose id is not in the vocabulary. (A token
+    /// that is empty once normalized is never found, as in `tokenizers`.)
+    pub fn with_normalizer(
+        mut self,
+        normalizer: Normalizer,
+        tokens: &[(String, TokenId)],
+    ) -> Result<Encoder, EncodeError> {
+        let mut written: Vec<String> = Vec::with_capacity(tokens.len());
+        let mut ids = Vec::with_capacity(tokens.len());
+        for (token, id) in tokens {
+            let normalized = normalizer.normalize(token).into_owned();
+            if self.vocab.get(*id).is_none() {
+                return Err(EncodeError::InvalidVocab(format!(
+                    "the added token {token:?} has id {id}, which is not in the vocabulary"
+                )));
+            }
+            // (one that normalizes to nothing is never found, as in `tokenizers`)
+            if !normalized.is_empty() && !written.contains(&normalized) {
+                written.push(normalized);
+                ids.push(*id);
+            }
+        }
+        let tokens = SpecialTokens::new(&written);
+        // (SpecialTokens keeps its tokens in an order of its own)
+        let ids = tokens
+            .tokens()
+            .iter()
+            .map(|token| ids[written.iter().position(|t| t == token).expect("given")])
+            .collect();
+        let cuts_seen =
+            !normalizer.keeps_space_cuts() || tokens.any_has_space() || tokens.any_has_newline();
+        if cuts_seen {
+            self.pretokenizer = self.pretokenizer.without_space_cuts();
+        }
+        self.normalization =
+            (!normalizer.is_empty() || !tokens.is_empty()).then_some(Normalization {
+                normalizer,
+                tokens,
+                ids,
+            });
+        Ok(self)
+    }
+
+    /// Whether text is normalized before it is pre-tokenized (see [`Encoder::with_normalizer`]).
+    pub fn normalizes(&self) -> bool {
+        self.normalization.is_some()
     }
 
     /// The merge rule.
@@ -527,7 +604,7 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
-        self.split_specials_into(text, allowed, out, |part, out| {
+        self.split_specials_into(text, allowed, out, |part, _, out| {
             self.encode_ordinary_into(part, cache, out)
         })
     }
@@ -576,7 +653,6 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
-        let base = text.as_ptr() as usize;
         let mut tokens: Vec<TokenId> = Vec::with_capacity(64);
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
         let by_token = dropout::ByToken::new(self.token_ranks());
@@ -584,18 +660,20 @@ impl Encoder {
             MergeRule::Pair => self.pairs.well_ordered,
             MergeRule::Token => true,
         };
-        let whole = text.as_bytes();
         let warm = self.warm.get();
-        self.split_specials_into(text, allowed, out, |part, out| {
+        self.split_specials_into(text, allowed, out, |part, part_at, out| {
+            let whole = part.as_bytes();
+            let base = whole.as_ptr() as usize;
             self.pretokenizer.try_for_each_piece(part, |piece| {
                 let bytes = piece.as_bytes();
                 if let [byte] = bytes {
                     out.push(self.vocab.byte_ids[*byte as usize]);
                     return;
                 }
-                // Pieces borrow from `text`: the address difference is the piece's offset.
+                // Pieces borrow from `part`: the address difference is the piece's offset there
+                // (in the normalized text, for an encoder that normalizes).
                 let at = piece.as_ptr() as usize - base;
-                let offset = start + at as u64;
+                let offset = start + (part_at + at) as u64;
                 let mut draws = dropout::Draws::new(dropout, text_index, offset);
                 if plain_is_the_walk {
                     let before = out.len();
@@ -683,33 +761,41 @@ impl Encoder {
     }
 
     /// Appends the ids of `text` to `out`: the special tokens `allowed` as their ids, the text
-    /// between them by `ordinary(part, out)`. If the pattern gives up on a match, the error's
-    /// offset is that match's in `text`.
+    /// between them by `ordinary(part, at, out)` (`at`: where the part starts in `text`), each
+    /// such stretch normalized first by an encoder that normalizes (see
+    /// [`Encoder::with_normalizer`]; `part` is then a stretch of the normalized text, and `at`
+    /// where the stretch it came from starts). If the pattern gives up on a match, the error's
+    /// offset is that match's in `text` (for an encoder that normalizes, where its stretch starts).
     fn split_specials_into(
         &self,
         text: &str,
         allowed: AllowedSpecial<'_>,
         out: &mut Vec<TokenId>,
-        mut ordinary: impl FnMut(&str, &mut Vec<TokenId>) -> Result<(), PretokenizeError>,
+        mut ordinary: impl FnMut(&str, usize, &mut Vec<TokenId>) -> Result<(), PretokenizeError>,
     ) -> Result<(), PretokenizeError> {
         // The text between special tokens borrows from `text`: the address difference is its
         // offset there.
-        let in_whole = |part: &str, error: PretokenizeError| {
-            error.shifted(part.as_ptr() as usize - text.as_ptr() as usize)
+        let mut between = |part: &str, out: &mut Vec<TokenId>| {
+            let at = part.as_ptr() as usize - text.as_ptr() as usize;
+            let result = match &self.normalization {
+                None => ordinary(part, at, out),
+                Some(normalization) => {
+                    self.normalized_into(normalization, part, at, out, &mut ordinary)
+                }
+            };
+            result.map_err(|error| error.shifted(at))
         };
         match allowed {
             AllowedSpecial::All if !self.specials.is_empty() => {
                 for part in self.specials.split(text) {
                     match part {
-                        Part::Text(part) => {
-                            ordinary(part, out).map_err(|error| in_whole(part, error))?
-                        }
+                        Part::Text(part) => between(part, out)?,
                         Part::Special { index, .. } => out.push(self.special_ids[index]),
                     }
                 }
                 Ok(())
             }
-            AllowedSpecial::All | AllowedSpecial::None => ordinary(text, out),
+            AllowedSpecial::All | AllowedSpecial::None => between(text, out),
             AllowedSpecial::Only(allowed) => {
                 let chosen: Vec<String> = self
                     .specials
@@ -719,20 +805,48 @@ impl Encoder {
                     .cloned()
                     .collect();
                 if chosen.is_empty() {
-                    return ordinary(text, out);
+                    return between(text, out);
                 }
                 let subset = SpecialTokens::new(&chosen);
                 for part in subset.split(text) {
                     match part {
-                        Part::Text(part) => {
-                            ordinary(part, out).map_err(|error| in_whole(part, error))?
-                        }
+                        Part::Text(part) => between(part, out)?,
                         Part::Special { text, .. } => out.push(self.special_id(text)),
                     }
                 }
                 Ok(())
             }
         }
+    }
+
+    /// Appends the ids of `part` (text between special tokens, starting at `at` in the text) to
+    /// `out`: normalized, the tokens found in the normalized text as their ids, the rest by
+    /// `ordinary`. A failed match's offset is then `part`'s start (0), not a place in the
+    /// normalized text, which is not the caller's.
+    fn normalized_into(
+        &self,
+        normalization: &Normalization,
+        part: &str,
+        at: usize,
+        out: &mut Vec<TokenId>,
+        ordinary: &mut impl FnMut(&str, usize, &mut Vec<TokenId>) -> Result<(), PretokenizeError>,
+    ) -> Result<(), PretokenizeError> {
+        let normalized = normalization.normalizer.normalize(part);
+        let result = if normalization.tokens.is_empty() {
+            ordinary(&normalized, at, out)
+        } else {
+            normalization
+                .tokens
+                .split(&normalized)
+                .try_for_each(|piece| match piece {
+                    Part::Text(piece) => ordinary(piece, at, out),
+                    Part::Special { index, .. } => {
+                        out.push(normalization.ids[index]);
+                        Ok(())
+                    }
+                })
+        };
+        result.map_err(|error| error.shifted_to_start())
     }
 
     fn special_id(&self, token: &str) -> TokenId {

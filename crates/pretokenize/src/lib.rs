@@ -137,6 +137,16 @@ impl PretokenizeError {
         self
     }
 
+    /// This error (a [`PretokenizeError::MatchFailed`] from pre-tokenizing a text derived from a
+    /// slice of some input, such as the slice normalized) with its offset the slice's start (0),
+    /// as the derived text's offsets are not the input's; any other error unchanged.
+    pub fn shifted_to_start(mut self) -> PretokenizeError {
+        if let PretokenizeError::MatchFailed { offset, .. } = &mut self {
+            *offset = offset.map(|_| 0);
+        }
+        self
+    }
+
     /// This error (a [`PretokenizeError::MatchFailed`], its offset already one in `input`)
     /// naming `input` as the text it failed on; any other error unchanged.
     pub fn named(mut self, input: String) -> PretokenizeError {
@@ -220,7 +230,7 @@ enum Known {
     O200k,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Inner {
     pattern: String,
     known: Option<Known>,
@@ -228,6 +238,8 @@ struct Inner {
     scanner: bool,
     /// Whether the scanner finds pieces 64 bytes at a time where it can (else one at a time).
     blocks: bool,
+    /// Whether text may be cut at spaces and newlines (see [`Pretokenizer::is_split_safe`]).
+    space_cuts: bool,
     regex: fancy_regex::Regex,
 }
 
@@ -309,6 +321,7 @@ impl Pretokenizer {
                 known,
                 scanner: scanner && known.is_some(),
                 blocks: true,
+                space_cuts: known.is_some(),
                 regex,
             }),
         })
@@ -329,7 +342,17 @@ impl Pretokenizer {
     /// own (true for the three known patterns; see `bpestore/pretokenize.py`'s docstring). Only
     /// then may text be cut at such spaces.
     pub fn is_split_safe(&self) -> bool {
-        self.inner.known.is_some()
+        self.inner.space_cuts
+    }
+
+    /// This pre-tokenizer, the same pieces, but text is no longer cut at spaces or newlines (for
+    /// an encoder that normalizes the text with steps that would see such a cut).
+    pub fn without_space_cuts(&self) -> Pretokenizer {
+        let mut inner = (*self.inner).clone();
+        inner.space_cuts = false;
+        Pretokenizer {
+            inner: Arc::new(inner),
+        }
     }
 
     /// Calls `f` on each pre-token of `text`, left to right (pieces borrow from `text`).

@@ -10,9 +10,9 @@ use crate::errors::{corpus_decode_error, os_error, pattern_error, repr, type_nam
 use crate::model::{ModelObjects, SharedBytes};
 use bpestore_encode::ranks::TiktokenError;
 use bpestore_encode::{
-    AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
-    OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES,
-    DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
+    AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, Normalizer,
+    NormalizerStep, NpyWriter, OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES,
+    DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
 };
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -35,9 +35,54 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
         pyo3::types::PyBytes::new(module.py(), PARTIAL_HEADER_START),
     )?;
     module.add_class::<PyIdIterator>()?;
+    module.add_function(wrap_pyfunction!(normalize, module)?)?;
     // The distinct pre-tokens each encoding thread's cache remembers by default.
     module.add("DEFAULT_CACHE_ENTRIES", DEFAULT_CACHE_ENTRIES)?;
     Ok(())
+}
+
+/// A normalizer from its steps as Python gives them: `(kind, a, b)` with kind one of "NFC",
+/// "NFD", "NFKC", "NFKD", "Lowercase" (a, b unused), "Replace" (a by b), "Prepend" (a) and
+/// "Strip" (a, b: "1" to strip on the left, on the right).
+fn normalizer_steps(steps: Vec<(String, String, String)>) -> PyResult<Normalizer> {
+    let mut made = Vec::with_capacity(steps.len());
+    for (kind, a, b) in steps {
+        made.push(match kind.as_str() {
+            "NFC" => NormalizerStep::Nfc,
+            "NFD" => NormalizerStep::Nfd,
+            "NFKC" => NormalizerStep::Nfkc,
+            "NFKD" => NormalizerStep::Nfkd,
+            "Lowercase" => NormalizerStep::Lowercase,
+            "Replace" if !a.is_empty() => NormalizerStep::Replace {
+                pattern: a,
+                content: b,
+            },
+            "Replace" => return Err(PyValueError::new_err("Replace needs a non-empty string")),
+            "Prepend" => NormalizerStep::Prepend(a),
+            "Strip" => NormalizerStep::Strip {
+                left: a == "1",
+                right: b == "1",
+            },
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no normalizer step {other:?} (NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Strip)"
+                )))
+            }
+        });
+    }
+    Ok(Normalizer::new(made))
+}
+
+/// `text` normalized by the normalizer of `steps` (see `Encoder`'s `normalizer`), as an encoder
+/// normalizes the text between special tokens.
+#[pyfunction]
+fn normalize(
+    py: Python<'_>,
+    steps: Vec<(String, String, String)>,
+    text: PyBackedStr,
+) -> PyResult<String> {
+    let normalizer = normalizer_steps(steps)?;
+    Ok(py.detach(|| normalizer.normalize(&text).into_owned()))
 }
 
 fn value_error(error: EncodeError) -> PyErr {
@@ -269,9 +314,12 @@ pub struct PyEncoder {
 impl PyEncoder {
     /// `vocab`: id -> bytes (all 256 single bytes, no token twice; without the special tokens
     /// that have ids of their own); `merges` in rank order; `special_tokens`: token -> id;
-    /// `merge_rule`: "pair" or "token".
+    /// `merge_rule`: "pair" or "token". `normalizer`: steps `(kind, a, b)` run on the text
+    /// between special tokens (see `normalize`); `normalized_tokens`: token -> id, tokens found in
+    /// the normalized text (not among `special_tokens`).
     #[new]
-    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES))]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         vocab: &Bound<'_, PyDict>,
@@ -280,6 +328,8 @@ impl PyEncoder {
         pattern: &str,
         merge_rule: &str,
         cache_entries: usize,
+        normalizer: Option<Vec<(String, String, String)>>,
+        normalized_tokens: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyEncoder> {
         let rule = match merge_rule {
             "pair" => MergeRule::Pair,
@@ -299,9 +349,19 @@ impl PyEncoder {
         }
         let (vocab, merges) = (model.vocab(), model.merges());
         // (With the GIL held: the slices borrow Python objects. It takes milliseconds.)
-        let encoder =
+        let mut encoder =
             Encoder::from_slices(&vocab, &merges, &specials, pattern, rule, cache_entries)
                 .map_err(value_error)?;
+        if normalizer.is_some() || normalized_tokens.is_some() {
+            let steps = normalizer_steps(normalizer.unwrap_or_default())?;
+            let mut tokens = Vec::new();
+            for (token, id) in normalized_tokens.iter().flat_map(|tokens| tokens.iter()) {
+                tokens.push((token.extract::<String>()?, id.extract::<TokenId>()?));
+            }
+            encoder = encoder
+                .with_normalizer(steps, &tokens)
+                .map_err(value_error)?;
+        }
         Ok(PyEncoder {
             ints: Arc::new(IdInts::new(encoder.max_id())),
             inner: Arc::new(encoder),
