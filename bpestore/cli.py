@@ -1143,12 +1143,17 @@ def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> int:
     help="BPE-dropout: skip each merge with probability P (0 <= P < 1), for other segmentations of the same text.",
 )
 @click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True, help="With --dropout: the seed of its draws.")
+@click.option(
+    "--add-special-tokens", is_flag=True,
+    help="Put the special tokens of the tokenizer's post-processor around the input's ids (an imported one's: "
+    "Llama-3's <|begin_of_text|>, RoBERTa's <s> and </s>), as Hugging Face's add_special_tokens=True.",
+)
 @_quiet_option
 @_db_option
 def encode(
     ref: str, inputs: tuple[str, ...], output: Path | None, output_dir: str | None, dask_address: str | None,
     workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, show_tokens: bool, compact: bool, count_only: bool,
-    as_json: bool, dropout: float | None, seed: int, quiet: bool, db: str,
+    as_json: bool, dropout: float | None, seed: int, add_special_tokens: bool, quiet: bool, db: str,
 ) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
@@ -1202,6 +1207,8 @@ def encode(
         raise click.UsageError("--seed seeds --dropout: give --dropout P with it")
     if dropout is not None and output_dir is not None:
         raise click.UsageError("--dropout encodes one INPUT (to stdout or --output), not --output-dir shards")
+    if add_special_tokens and (count_only or output_dir is not None or (output is not None and output.suffix == ".npy")):
+        raise click.UsageError("--add-special-tokens goes with ids or tokens printed, or written to a text --output")
     tokenizer = _workflow().load_tokenizer(db, ref)
     policy = _special_policy(tokenizer.special_tokens, allowed_special, ordinary, ref)
     if output_dir is not None:
@@ -1221,6 +1228,7 @@ def encode(
             return
         if view is not None:
             blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
+            blocks = _around(tokenizer, blocks) if add_special_tokens else blocks
             _write_tokens(tokenizer, blocks, sys.stdout, compact=view == "compact", colour=_colour_on(sys.stdout))
             return
         if output is not None and output.suffix == ".npy":
@@ -1228,6 +1236,7 @@ def encode(
             click.echo(f"wrote {_number(count)} ids to {output}", err=True)
             return
         blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
+        blocks = _around(tokenizer, blocks) if add_special_tokens else blocks
         if output is None:
             _write_ids(blocks, sys.stdout)
         else:
@@ -1238,6 +1247,19 @@ def encode(
             click.echo(f"wrote {_number(count)} ids to {output}", err=True)  # (as for a .npy)
     except DisallowedSpecialTokenError as error:
         raise _in_the_cli_terms(error) from None
+
+
+def _around(tokenizer: Tokenizer, blocks: Iterable[Any]) -> Iterator[Any]:
+    """The blocks of ids with the tokenizer's post-processor's tokens before the first and after
+    the last (none without a post-processor)."""
+    import numpy as np
+
+    processor = tokenizer.model.post_processor
+    if processor is not None and processor.prefix:
+        yield np.array(processor.prefix, dtype=np.uint32)
+    yield from blocks
+    if processor is not None and processor.suffix:
+        yield np.array(processor.suffix, dtype=np.uint32)
 
 
 def _print_count(counted: workflow.TokenCount, as_json: bool) -> None:
@@ -1461,7 +1483,10 @@ def _import(db: str, name: str, format: str, *paths: Path, **options: Any) -> No
     for note in imported.notes:
         click.echo(note, err=True)
     model = imported.model
-    click.echo(f"{ref}\tvocab_size={model.vocab_size}\tmerges={len(model.merges)}\tspecial_tokens={model.special_tokens}")
+    specials = model.special_tokens
+    # (Llama-3 has 256 special tokens: the first few, and how many, keep the line readable)
+    shown = f"{specials}" if len(specials) <= 8 else "[" + ", ".join(map(repr, specials[:6])) + f", ... {len(specials)} in all]"
+    click.echo(f"{ref}\tvocab_size={model.vocab_size}\tmerges={len(model.merges)}\tspecial_tokens={shown}")
 
 
 class _ImportGroup(_Group):

@@ -22,6 +22,7 @@ from itertools import chain
 from typing import Any, Literal
 
 from .normalizer import Normalizer
+from .post_processor import PostProcessor
 from .pretokenize.patterns import GPT2_PATTERN, SPLIT_SAFE_PATTERNS
 
 MergeRule = Literal["pair", "token"]
@@ -72,6 +73,9 @@ class BPEModel:
         normalized_tokens: those of the added tokens found in the text once it is normalized,
             as the normalizer writes them (Hugging Face's ``"normalized": true``), rather than
             in the text as given.
+        post_processor: the special tokens put around a text's ids when encoding is asked to add
+            them (a :class:`~bpestore.post_processor.PostProcessor`; Hugging Face's
+            ``add_special_tokens=True``); its ids must be in the vocab.
 
     Raises:
         TypeError: an argument (or a token, id or merge in it) of the wrong type, named.
@@ -88,6 +92,7 @@ class BPEModel:
     added_tokens: list[str] = field(default_factory=list)
     normalizer: Normalizer | None = None
     normalized_tokens: frozenset[str] = frozenset()
+    post_processor: PostProcessor | None = None
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
     # The merges (a property): the list, or None until _derive_merges(self) makes it.
@@ -105,6 +110,7 @@ class BPEModel:
         *,
         normalizer: Normalizer | None = None,
         normalized_tokens: Iterable[str] = (),
+        post_processor: PostProcessor | None = None,
         _checked: bool = False,
         _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
@@ -168,6 +174,13 @@ class BPEModel:
         set_field(self, "added_tokens", added)
         set_field(self, "normalizer", normalizer)
         set_field(self, "normalized_tokens", normalized)
+        if post_processor is not None:
+            if not isinstance(post_processor, PostProcessor):
+                raise TypeError(f"post_processor must be a PostProcessor or None, not {type(post_processor).__name__}")
+            absent = [token_id for token_id in (*post_processor.prefix, *post_processor.suffix) if token_id not in vocab]
+            if absent:
+                raise ValueError(f"the post-processor adds id {absent[0]}, which no token has")
+        set_field(self, "post_processor", post_processor)
         set_field(self, "special_ids", special_ids)
         set_field(self, "added_ids", added_ids)
 
@@ -183,13 +196,14 @@ class BPEModel:
         *,
         normalizer: Normalizer | None = None,
         normalized_tokens: Iterable[str] = (),
+        post_processor: PostProcessor | None = None,
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
         time for GPT-2); the cheap checks still run."""
         return cls(
             vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
-            normalizer=normalizer, normalized_tokens=normalized_tokens, _checked=True,
+            normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor, _checked=True,
         )
 
     @classmethod
@@ -203,6 +217,7 @@ class BPEModel:
         *,
         normalizer: Normalizer | None = None,
         normalized_tokens: Iterable[str] = (),
+        post_processor: PostProcessor | None = None,
         _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
@@ -213,7 +228,7 @@ class BPEModel:
         the vocab is one the engine has checked already, as :meth:`stored`'s.)"""
         return cls(
             vocab, [], special_tokens, pattern, "token", added_tokens, normalizer=normalizer, normalized_tokens=normalized_tokens,
-            _checked=_checked, _derive_merges=derive_merges,
+            post_processor=post_processor, _checked=_checked, _derive_merges=derive_merges,
         )
 
     @property
@@ -237,7 +252,7 @@ class BPEModel:
     def pipeline(self) -> dict[str, Any]:
         """What the text goes through around the BPE model, as keyword arguments of this class
         (for a model derived from this one: trimmed, with tokens added, trained further)."""
-        return {"normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens}
+        return {"normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens, "post_processor": self.post_processor}
 
     __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)
 

@@ -108,12 +108,16 @@ def test_real_file_encodes_any_text_as_hugging_face(imported_and_reference, text
     assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids
 
 
-def test_llama3_post_processor_is_named_not_dropped():
-    imported = formats.read("hf", real_file("llama3.2"))
-    warnings = [note for note in imported.notes if "post_processor" in note]
-    assert len(warnings) == 1
-    assert "TemplateProcessing" in warnings[0] and "<|begin_of_text|>" in warnings[0]
-    assert "add_special_tokens=False" in warnings[0]
+def test_llama3_post_processor_is_kept_and_applied_on_request():
+    path = real_file("llama3.2")
+    imported = formats.read("hf", path)
+    notes = [note for note in imported.notes if "post_processor" in note]
+    assert len(notes) == 1 and "kept" in notes[0] and "<|begin_of_text|>" in notes[0], notes
+    ours, reference = Tokenizer.from_model(imported.model), tokenizers.Tokenizer.from_file(str(path))
+    lines = lines_to_try()[:200] + [""]
+    assert [ours.encode(line, add_special_tokens=True) for line in lines] == [encoding.ids for encoding in reference.encode_batch(lines)]
+    assert ours.encode_batch(lines, add_special_tokens=True) == [encoding.ids for encoding in reference.encode_batch(lines)]
+    assert ours.encode("hello") == reference.encode("hello", add_special_tokens=False).ids  # (not asked: not added)
 
 
 def test_truncation_padding_and_post_processor_are_warned_of(tmp_path):

@@ -245,8 +245,15 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         dropout: float | None = None,
         seed: int = 0,
+        add_special_tokens: bool = False,
     ) -> list[int]:
         """The ids of ``text``; the special tokens ``allowed_special`` become their own ids.
+
+        ``add_special_tokens=True`` puts the special tokens of the tokenizer's post-processor
+        around them (a tokenizer imported from Hugging Face with one: Llama-3's
+        ``<|begin_of_text|>`` before, RoBERTa's ``<s>`` and ``</s>`` around), as Hugging Face's
+        ``encode(text, add_special_tokens=True)`` does; without a post-processor it changes
+        nothing. The default, False, gives the text's own ids (tiktoken's and CS336's encode).
 
         By default every special token is recognised (CS336). For text from users that must not
         produce special tokens, ``encode(text, allowed_special=set())`` raises on any special
@@ -275,6 +282,9 @@ class Tokenizer:
             TypeError: ``text`` is not a str.
             ValueError: ``dropout`` is outside [0, 1), or ``seed`` outside [0, 2**64).
         """
+        if add_special_tokens and self.model.post_processor is not None:
+            ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special, dropout=dropout, seed=seed)
+            return self.model.post_processor.around(ids)
         if dropout is not None:
             allowed = self._policy(text, allowed_special, disallowed_special)
             return self._call(self._engine.encode_dropout, text, dropout, seed, allowed)
@@ -316,13 +326,21 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         dropout: float | None = None,
         seed: int = 0,
+        add_special_tokens: bool = False,
     ) -> list[list[int]]:
         """The ids of each text, encoded on ``num_threads`` threads (default: the CPUs), in order;
         the special-token policy of :meth:`encode` (the first text holding a disallowed string
         raises, before any is encoded). ``dropout`` and ``seed``: BPE-dropout, as for
         :meth:`encode`; each text's draws are seeded by ``seed`` and its index in ``texts``
         (the first text's ids are ``encode(texts[0], dropout=p, seed=seed)``), so the ids do
-        not depend on ``num_threads``."""
+        not depend on ``num_threads``. ``add_special_tokens``: as for :meth:`encode`, around
+        each text's ids."""
+        if add_special_tokens and self.model.post_processor is not None:
+            processor = self.model.post_processor
+            batch = self.encode_batch(
+                texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special, dropout=dropout, seed=seed
+            )
+            return [processor.around(ids) for ids in batch]
         if isinstance(texts, (str, bytes)):
             raise TypeError(f"encode_batch() takes an iterable of str, not a single {type(texts).__name__}")
         texts = texts if isinstance(texts, list) else list(texts)

@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..normalizer import Normalizer, NormalizerError
+from ..post_processor import PostProcessor, PostProcessorError
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
@@ -73,6 +74,8 @@ class HFTokenizer:
     """What normalizes the text before it is pre-tokenized (None: nothing)."""
     normalized_tokens: list[str] = field(default_factory=list)
     """The added tokens found in the normalized text (``"normalized": true``)."""
+    post_processor: PostProcessor | None = None
+    """The special tokens put around a text on request (None: none)."""
 
 
 def _describe(value: Any) -> str:
@@ -264,28 +267,30 @@ def _template_specials(processor: dict[str, Any]) -> list[str]:
     return []
 
 
-def _dropped_settings_notes(data: dict[str, Any]) -> list[str]:
-    """One warning line for each setting of the file that bpestore does not keep: a post-processor
-    that adds tokens (a ``ByteLevel`` one only trims offsets, and no ids change), truncation, padding."""
+def _post_processor_of(data: dict[str, Any]) -> tuple[PostProcessor | None, list[str]]:
+    """The file's post-processor, kept (``encode(text, add_special_tokens=True)`` applies it),
+    and a note saying so; one it has that bpestore cannot apply is a warning line, as are
+    truncation and padding, which bpestore does not keep."""
     notes = []
     processor = data.get("post_processor")
+    kept = None
     if isinstance(processor, dict):
         added = _template_specials(processor)
-        if added or processor.get("type") not in ("ByteLevel", "Sequence"):
+        try:
+            kept = PostProcessor.from_hf(processor)
+        except PostProcessorError as error:
             around = f" (HF's add_special_tokens=True adds {', '.join(added)})" if added else ""
-            kind = processor.get("type")
-            if kind == "Sequence":
-                processors = processor.get("processors")
-                steps = processors if isinstance(processors, list) else []
-                kind = f"Sequence ({', '.join(str(step.get('type')) for step in steps if isinstance(step, dict))})"
-            notes.append(
-                f"warning: post_processor {kind} is not kept{around}: "
-                "bpestore's ids are HF's with add_special_tokens=False"
-            )
+            notes.append(f"warning: {error}; it is not kept{around}: bpestore's ids are HF's with add_special_tokens=False")
+        else:
+            if kept.adds_tokens:
+                notes.append(
+                    f"note: post_processor {kept} kept: encode gives HF's ids with add_special_tokens=False, "
+                    f"and with add_special_tokens=True ({', '.join(added)} added)"
+                )
     for setting in ("truncation", "padding"):
         if data.get(setting):
             notes.append(f"warning: {setting} {json.dumps(data[setting])[:80]} is not kept: bpestore encodes whole texts, unpadded")
-    return notes
+    return kept, notes
 
 
 def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool, bool]]:
@@ -355,7 +360,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     for text, token_id in added_text.items():
         if vocab.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8"):
             raise FormatError(f"{path}: added token {text!r} has id {token_id}, which the vocab gives to another token")
-    notes = _dropped_settings_notes(data)
+    post_processor, notes = _post_processor_of(data)
     outside_utf8 = _add_bytes_outside_utf8(vocab)
     if outside_utf8:
         notes.append(
@@ -408,7 +413,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
                 normalized.append(content)
     return HFTokenizer(
         vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
-        split_drops_uncovered, normalizer, normalized,
+        split_drops_uncovered, normalizer, normalized, post_processor,
     )
 
 
@@ -452,6 +457,7 @@ def tokenizer_json(
     added_ids: dict[str, int] | None = None,
     normalizer: Normalizer | None = None,
     normalized_tokens: frozenset[str] = frozenset(),
+    post_processor: PostProcessor | None = None,
 ) -> dict[str, Any]:
     """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with;
     ``added_ids``: the added tokens (ordinary, encoded whole), written as added tokens with
@@ -496,7 +502,7 @@ def tokenizer_json(
         ],
         "normalizer": normalizer.to_hf() if normalizer is not None else None,
         "pre_tokenizer": pre_tokenizer,
-        "post_processor": byte_level,
+        "post_processor": post_processor.to_hf() if post_processor is not None else byte_level,
         "decoder": byte_level,
         "model": {
             "type": "BPE",
@@ -530,12 +536,13 @@ def read(path: str | os.PathLike[str]) -> Imported:
         model = build_model(
             path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
             added_tokens=document.added_tokens, normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
+            post_processor=document.post_processor,
         )
         assert model.merge_rule == "token"
     else:
         model = build_model(
             path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
-            normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
+            normalizer=document.normalizer, normalized_tokens=document.normalized_tokens, post_processor=document.post_processor,
         )
     return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
 
@@ -596,7 +603,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
     document = tokenizer_json(
         model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids, normalizer=model.normalizer,
-        normalized_tokens=model.normalized_tokens,
+        normalized_tokens=model.normalized_tokens, post_processor=model.post_processor,
     )
     write_tokenizer_json(output, document)
     return [f"wrote {output}"]

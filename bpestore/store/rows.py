@@ -12,6 +12,7 @@ from typing import Any, cast
 from ..errors import DamagedStoreError
 from ..model import BPEModel, MergeRule
 from ..normalizer import Normalizer, NormalizerError
+from ..post_processor import PostProcessor, PostProcessorError
 from .checked import Row
 
 @dataclass(frozen=True)
@@ -62,12 +63,13 @@ def model_from_rows(
 def pipeline_json(model: BPEModel) -> str | None:
     """The ``tokenizers.pipeline`` column of ``model`` (None: it has no normalizer nor normalized
     tokens, as every tokenizer bpestore trains)."""
-    if model.normalizer is None and not model.normalized_tokens:
+    if model.normalizer is None and not model.normalized_tokens and model.post_processor is None:
         return None
     return json.dumps(
         {
             "normalizer": model.normalizer.to_hf() if model.normalizer is not None else None,
             "normalized_tokens": sorted(model.normalized_tokens),
+            "post_processor": model.post_processor.to_hf() if model.post_processor is not None else None,
         },
         ensure_ascii=False,
     )
@@ -79,11 +81,15 @@ def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
     document = row.json_object("pipeline", value, nullable=True)
     if document is None:
         return {}
-    normalizer, tokens = document.get("normalizer"), document.get("normalized_tokens", [])
+    normalizer, tokens, processor = document.get("normalizer"), document.get("normalized_tokens", []), document.get("post_processor")
     if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
         raise row.damaged("pipeline", "holds normalized_tokens that are not a JSON list of strings")
     try:
         made = Normalizer.from_hf(normalizer) if normalizer is not None else None
     except NormalizerError as error:
         raise row.damaged("pipeline", f"holds a normalizer bpestore cannot run ({error})") from None
-    return {"normalizer": made, "normalized_tokens": tokens}
+    try:
+        post_processor = PostProcessor.from_hf(processor) if processor is not None else None
+    except PostProcessorError as error:
+        raise row.damaged("pipeline", f"holds a post-processor bpestore cannot apply ({error})") from None
+    return {"normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor}

@@ -138,8 +138,8 @@ tokenizers = Table(
     # (since 0012)
     Column(
         "pipeline", Text, nullable=True,
-        comment='JSON object: the normalizer ("normalizer", tokenizer.json form) and the added tokens found in normalized text '
-        '("normalized_tokens"); NULL: none',
+        comment='JSON object: the normalizer ("normalizer", tokenizer.json form), the added tokens found in normalized text '
+        '("normalized_tokens") and the post-processor ("post_processor", tokenizer.json form); NULL: none',
     ),
     UniqueConstraint("name", "version"),
     CheckConstraint("version >= 1", name="version_positive"),
