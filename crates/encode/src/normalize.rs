@@ -8,7 +8,13 @@
 //! as `tokenizers`' added vocabulary does: a `Prepend` step prepends to each such stretch.
 
 use std::borrow::Cow;
+use unicode_normalization::{
+    is_nfc_quick, is_nfd_quick, is_nfkc_quick, is_nfkd_quick, IsNormalized,
+};
 use unicode_normalization_alignments::UnicodeNormalization;
+
+/// Whether a Unicode form's quick check finds a text already in that form.
+type QuickCheck = fn(&str) -> bool;
 
 /// One normalizer of `tokenizers`, as bpestore runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,19 +50,34 @@ pub enum NormalizerStep {
 impl NormalizerStep {
     /// The step applied to `text`, borrowed when nothing changes.
     fn apply<'t>(&self, text: Cow<'t, str>) -> Cow<'t, str> {
-        // Every Unicode form leaves ASCII as it is.
-        let unicode = |text: Cow<'t, str>, form: fn(&str) -> String| {
-            if text.is_ascii() {
-                text
+        let unicode = |text: Cow<'t, str>, form: fn(&str) -> String, quick: QuickCheck| {
+            if text.is_ascii() || quick(&text) {
+                text // (every Unicode form leaves ASCII as it is; see `by_stretches` on `quick`)
             } else {
-                Cow::Owned(form(&text))
+                Cow::Owned(by_stretches(&text, form, quick))
             }
         };
         match self {
-            NormalizerStep::Nfc => unicode(text, |t| t.nfc().map(|(c, _)| c).collect()),
-            NormalizerStep::Nfd => unicode(text, |t| t.nfd().map(|(c, _)| c).collect()),
-            NormalizerStep::Nfkc => unicode(text, |t| t.nfkc().map(|(c, _)| c).collect()),
-            NormalizerStep::Nfkd => unicode(text, |t| t.nfkd().map(|(c, _)| c).collect()),
+            NormalizerStep::Nfc => unicode(
+                text,
+                |t| t.nfc().map(|(c, _)| c).collect(),
+                |t| is_nfc_quick(t.chars()) == IsNormalized::Yes,
+            ),
+            NormalizerStep::Nfd => unicode(
+                text,
+                |t| t.nfd().map(|(c, _)| c).collect(),
+                |t| is_nfd_quick(t.chars()) == IsNormalized::Yes,
+            ),
+            NormalizerStep::Nfkc => unicode(
+                text,
+                |t| t.nfkc().map(|(c, _)| c).collect(),
+                |t| is_nfkc_quick(t.chars()) == IsNormalized::Yes,
+            ),
+            NormalizerStep::Nfkd => unicode(
+                text,
+                |t| t.nfkd().map(|(c, _)| c).collect(),
+                |t| is_nfkd_quick(t.chars()) == IsNormalized::Yes,
+            ),
             NormalizerStep::Lowercase => {
                 if text.is_ascii() && !text.bytes().any(|b| b.is_ascii_uppercase()) {
                     text
@@ -110,6 +131,47 @@ impl NormalizerStep {
                 | NormalizerStep::Lowercase
         )
     }
+}
+
+/// `text` through a Unicode normalization form (`form`), run only on the stretches that hold
+/// non-ASCII characters, each with the ASCII character before it; the ASCII between them is
+/// copied. The same text as the form run on the whole: an ASCII character is a starter that no
+/// form changes, reorders around or composes with the character after it (no canonical
+/// composition has an ASCII second character), so the form's work never crosses from one side of
+/// it to the other, except that the character before a stretch may compose with the stretch's
+/// first (`e` and U+0301 make U+00E9), which is why it goes with the stretch.
+///
+/// `quick` is the form's quick check (from `unicode-normalization`, on newer Unicode data than the
+/// form's): a stretch it finds already normalized is copied as it is. That is what the form
+/// would give: the quick check answers "yes" only for text without a character that the form
+/// decomposes or that may compose with the one before, with combining marks in order; Unicode's
+/// stability policy keeps those properties of every character the older data knows, and a
+/// character it does not know is one that the form leaves as it is and that blocks nothing.
+fn by_stretches(text: &str, form: fn(&str) -> String, quick: QuickCheck) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    let mut copied = 0; // text[..copied] is in `out`
+    let mut at = 0;
+    while let Some(found) = bytes[at..].iter().position(|b| !b.is_ascii()) {
+        let start = at + found;
+        // (the ASCII character before the stretch, if any, goes with it)
+        let from = if start > copied { start - 1 } else { start };
+        let end = bytes[start..]
+            .iter()
+            .position(u8::is_ascii)
+            .map_or(bytes.len(), |offset| start + offset);
+        out.push_str(&text[copied..from]);
+        let stretch = &text[from..end];
+        if quick(stretch) {
+            out.push_str(stretch);
+        } else {
+            out.push_str(&form(stretch));
+        }
+        copied = end;
+        at = end;
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 /// A sequence of normalizer steps, applied in order (an empty one changes nothing).
@@ -181,6 +243,33 @@ mod tests {
             normalized(vec![NormalizerStep::Lowercase], "ÀB\u{130}"),
             "àbi\u{307}"
         );
+    }
+
+    #[test]
+    fn the_forms_by_stretches_are_the_forms_on_the_whole() {
+        let forms: [fn(&str) -> String; 4] = [
+            |t| t.nfc().map(|(c, _)| c).collect(),
+            |t| t.nfd().map(|(c, _)| c).collect(),
+            |t| t.nfkc().map(|(c, _)| c).collect(),
+            |t| t.nfkd().map(|(c, _)| c).collect(),
+        ];
+        let texts = [
+            "e\u{301} cafe\u{301}s A\u{30a}\u{301}x \u{1100}\u{1161}\u{11a8}b",
+            "\u{fb01}ne \u{2460}\u{3392} \u{ff21}BC e\u{323}\u{302} \u{1e9b}\u{323}.",
+            "\u{301}leading mark, \u{b47}\u{b3e} and \u{ac00}\u{11a8} trailing e\u{301}",
+            "plain ascii only",
+        ];
+        let quick: [QuickCheck; 4] = [
+            |t| is_nfc_quick(t.chars()) == IsNormalized::Yes,
+            |t| is_nfd_quick(t.chars()) == IsNormalized::Yes,
+            |t| is_nfkc_quick(t.chars()) == IsNormalized::Yes,
+            |t| is_nfkd_quick(t.chars()) == IsNormalized::Yes,
+        ];
+        for (form, quick) in forms.into_iter().zip(quick) {
+            for text in texts {
+                assert_eq!(by_stretches(text, form, quick), form(text), "{text:?}");
+            }
+        }
     }
 
     #[test]
