@@ -272,10 +272,13 @@ class Encoder:
         cache_entries: int = ...,
         normalizer: list[tuple[str, str, str]] | None = None,
         normalized_tokens: dict[str, int] | None = None,
+        token_options: list[tuple[str, str]] | None = None,
     ) -> Encoder:
         """``normalizer``: steps ``(kind, a, b)`` run on the text between special tokens before it
         is pre-tokenized (see :func:`normalize`); ``normalized_tokens``: token -> id, tokens found
-        in the normalized text (not among ``special_tokens``)."""
+        in the normalized text (not among ``special_tokens``); ``token_options``: (token,
+        ``"lstrip,rstrip,single_word"`` or some of them), how a token takes its surroundings
+        (Hugging Face's added-token options)."""
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
         """The ids of ``text``; ``allowed_special`` None or "all": every special token is
         recognised; a collection: only those (the others are ordinary text)."""

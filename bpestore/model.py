@@ -31,6 +31,9 @@ MERGE_RULES: tuple[str, ...] = ("pair", "token")
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
 
+TOKEN_OPTIONS = frozenset({"lstrip", "rstrip", "single_word"})
+"""How a special or added token may take its surroundings (see :class:`BPEModel`'s ``token_options``)."""
+
 MAX_TOKEN_ID = 2**31 - 1
 """The largest id a token may have: ids are stored as 32-bit integers by the engine, NumPy
 arrays of ids and most consumers (``int32`` tensors), and the top of the unsigned range marks
@@ -76,6 +79,10 @@ class BPEModel:
         post_processor: the special tokens put around a text's ids when encoding is asked to add
             them (a :class:`~bpestore.post_processor.PostProcessor`; Hugging Face's
             ``add_special_tokens=True``); its ids must be in the vocab.
+        token_options: how special or added tokens take their surroundings, token -> a set of
+            ``"lstrip"`` (the whitespace before is part of the token), ``"rstrip"`` (the
+            whitespace after), ``"single_word"`` (found only where no word character touches
+            it), as Hugging Face's added tokens (RoBERTa's ``<mask>`` takes the space before it).
 
     Raises:
         TypeError: an argument (or a token, id or merge in it) of the wrong type, named.
@@ -93,6 +100,7 @@ class BPEModel:
     normalizer: Normalizer | None = None
     normalized_tokens: frozenset[str] = frozenset()
     post_processor: PostProcessor | None = None
+    token_options: dict[str, frozenset[str]] = field(default_factory=dict)
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
     # The merges (a property): the list, or None until _derive_merges(self) makes it.
@@ -111,6 +119,7 @@ class BPEModel:
         normalizer: Normalizer | None = None,
         normalized_tokens: Iterable[str] = (),
         post_processor: PostProcessor | None = None,
+        token_options: Mapping[str, Iterable[str]] | None = None,
         _checked: bool = False,
         _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
@@ -181,6 +190,13 @@ class BPEModel:
             if absent:
                 raise ValueError(f"the post-processor adds id {absent[0]}, which no token has")
         set_field(self, "post_processor", post_processor)
+        options = {token: frozenset(named) for token, named in (token_options or {}).items() if named}
+        for token, named in options.items():
+            if token not in specials and token not in added:
+                raise ValueError(f"token options for {shown(token)}, which is neither a special nor an added token")
+            if not named <= TOKEN_OPTIONS:
+                raise ValueError(f"token options for {shown(token)} must be among {sorted(TOKEN_OPTIONS)}, not {sorted(named)}")
+        set_field(self, "token_options", options)
         set_field(self, "special_ids", special_ids)
         set_field(self, "added_ids", added_ids)
 
@@ -197,13 +213,15 @@ class BPEModel:
         normalizer: Normalizer | None = None,
         normalized_tokens: Iterable[str] = (),
         post_processor: PostProcessor | None = None,
+        token_options: Mapping[str, Iterable[str]] | None = None,
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
         time for GPT-2); the cheap checks still run."""
         return cls(
             vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
-            normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor, _checked=True,
+            normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor,
+            token_options=token_options, _checked=True,
         )
 
     @classmethod
@@ -218,6 +236,7 @@ class BPEModel:
         normalizer: Normalizer | None = None,
         normalized_tokens: Iterable[str] = (),
         post_processor: PostProcessor | None = None,
+        token_options: Mapping[str, Iterable[str]] | None = None,
         _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
@@ -228,7 +247,7 @@ class BPEModel:
         the vocab is one the engine has checked already, as :meth:`stored`'s.)"""
         return cls(
             vocab, [], special_tokens, pattern, "token", added_tokens, normalizer=normalizer, normalized_tokens=normalized_tokens,
-            post_processor=post_processor, _checked=_checked, _derive_merges=derive_merges,
+            post_processor=post_processor, token_options=token_options, _checked=_checked, _derive_merges=derive_merges,
         )
 
     @property
@@ -252,7 +271,10 @@ class BPEModel:
     def pipeline(self) -> dict[str, Any]:
         """What the text goes through around the BPE model, as keyword arguments of this class
         (for a model derived from this one: trimmed, with tokens added, trained further)."""
-        return {"normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens, "post_processor": self.post_processor}
+        return {
+            "normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens, "post_processor": self.post_processor,
+            "token_options": self.token_options,
+        }
 
     __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)
 

@@ -75,7 +75,7 @@ def test_the_multilingual_text_has_what_it_promises():
 # -- imported, and exact ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["olmo2-dolma2", "llama3.2", "gpt-neox-20b"])
+@pytest.mark.parametrize("name", ["olmo2-dolma2", "llama3.2", "gpt-neox-20b", "roberta-base"])
 def test_real_file_encodes_every_line_as_hugging_face(name):
     """OLMo-2: ``Split`` with ``Removed`` and ``invert`` (each regex match a piece, as
     ``Isolated`` makes them, the regex covering the text). Llama-3.2: ``ignore_merges`` (run by
@@ -95,7 +95,7 @@ def test_real_file_encodes_every_line_as_hugging_face(name):
         assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False)
 
 
-@pytest.fixture(scope="module", params=["olmo2-dolma2", "llama3.2", "gpt-neox-20b"])
+@pytest.fixture(scope="module", params=["olmo2-dolma2", "llama3.2", "gpt-neox-20b", "roberta-base"])
 def imported_and_reference(request):
     path = real_file(request.param)
     return Tokenizer.from_model(formats.read("hf", path).model), tokenizers.Tokenizer.from_file(str(path))
@@ -140,7 +140,6 @@ REFUSED = {
     "bert-base-uncased": "model: a WordPiece model (BERT, DistilBERT): bpestore stores BPE tokenizers only",
     "llama2": "model.byte_fallback: a SentencePiece-style BPE over characters (Llama-2, Mistral, Gemma): not supported yet",
     "falcon": "pre_tokenizer.pretokenizers[0]: Punctuation",
-    "roberta-base": "added_tokens[4]: '<mask>' with lstrip",
 }
 
 

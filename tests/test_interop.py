@@ -617,10 +617,19 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
 
     files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["model.byte_fallback: a SentencePiece-style BPE"])
 
-    def lstrip(document):
-        document["added_tokens"][0]["lstrip"] = True
+    # (added tokens' lstrip, rstrip and single_word are run: tests/test_token_options.py)
+    def merged_with_previous(document):
+        document["pre_tokenizer"] = {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": r"\s+|\S+"}, "behavior": "MergedWithPrevious", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+            ],
+        }
 
-    files["added-token-lstrip"] = (edited_json(base, tmp_path / "lstrip.json", lstrip), [ENDOFTEXT, "lstrip"])
+    files["split-merged-with-previous"] = (
+        edited_json(base, tmp_path / "merged.json", merged_with_previous), ["pre_tokenizer.pretokenizers[0]", "MergedWithPrevious"]
+    )
 
     (tmp_path / "not-json.json").write_text('{"model": {"type": "BPE",', encoding="utf-8")
     files["not-json"] = (tmp_path / "not-json.json", ["tokenizer.json"])
@@ -629,7 +638,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
 
 HF_REFUSALS = [
     "wordpiece", "unigram", "wordlevel", "punctuation-in-sequence", "normalizer-StripAccents", "normalizer-Nmt", "add_prefix_space", "whitespace-pre-tokenizer",
-    "dropout", "byte_fallback", "added-token-lstrip", "not-json",
+    "dropout", "byte_fallback", "split-merged-with-previous", "not-json",
 ]
 
 

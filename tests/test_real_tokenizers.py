@@ -81,14 +81,13 @@ def _lines(limit_per_corpus: int = 400) -> list[str]:
     return lines
 
 
-IMPORTED = ["llama3.2", "olmo2-dolma2", "gpt-neox-20b"]
+IMPORTED = ["llama3.2", "olmo2-dolma2", "gpt-neox-20b", "roberta-base"]
 REFUSED = {
     "t5-small": "a Unigram model (T5",
     "bert-base-uncased": "a WordPiece model (BERT",
     "llama2": "SentencePiece-style BPE",
     "falcon": "pre_tokenizer.pretokenizers[0]: Punctuation",
     "smollm": "the vocab lacks 21 single-byte tokens",
-    "roberta-base": "added_tokens[4]: '<mask>' with lstrip",
 }
 
 

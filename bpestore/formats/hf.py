@@ -76,6 +76,8 @@ class HFTokenizer:
     """The added tokens found in the normalized text (``"normalized": true``)."""
     post_processor: PostProcessor | None = None
     """The special tokens put around a text on request (None: none)."""
+    token_options: dict[str, frozenset[str]] = field(default_factory=dict)
+    """How added tokens take their surroundings (``lstrip``, ``rstrip``, ``single_word``)."""
 
 
 def _describe(value: Any) -> str:
@@ -293,10 +295,11 @@ def _post_processor_of(data: dict[str, Any]) -> tuple[PostProcessor | None, list
     return kept, notes
 
 
-def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool, bool]]:
-    """``added_tokens`` as (content, id, special, normalized) in id order (``special``: unless the
-    file says ``"special": false``; ``normalized``: found in the normalized text, by default
-    unless special, as Hugging Face reads it); FormatError for anything malformed."""
+def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool, bool, frozenset[str]]]:
+    """``added_tokens`` as (content, id, special, normalized, options) in id order (``special``:
+    unless the file says ``"special": false``; ``normalized``: found in the normalized text, by
+    default unless special, as Hugging Face reads it; options: those of ``lstrip``, ``rstrip``,
+    ``single_word`` set); FormatError for anything malformed."""
     if added is None:
         return []
     if not isinstance(added, list):
@@ -308,12 +311,10 @@ def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, i
         if not isinstance(content, str) or not content:
             raise FormatError(f"{path}: added token {index} has content {_describe(content)}, not a non-empty string")
         token_id = _token_id(path, token.get("id"), f"added token {content!r}")
-        options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
-        if options:
-            raise _refuse(path, f"added_tokens[{index}]", f"{content!r} with {', '.join(options)}: not supported")
+        options = frozenset(name for name in ("lstrip", "rstrip", "single_word") if token.get(name) is True)
         special = token.get("special") is not False
         normalized = token.get("normalized", not special)
-        tokens.append((content, token_id, special, normalized is True))
+        tokens.append((content, token_id, special, normalized is True, options))
     return sorted(tokens, key=lambda token: token[1])
 
 
@@ -331,7 +332,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     normalizer = _normalizer_of(path, data.get("normalizer"))
     pattern, split_at, split_drops_uncovered = _pattern_of(path, data.get("pre_tokenizer"))
     listed = _added_tokens(path, data.get("added_tokens"))
-    added = [(content, token_id) for content, token_id, _, _ in listed]
+    added = [(content, token_id) for content, token_id, _, _, _ in listed]
     added_text = dict(added)
     if len(added_text) != len(added):
         repeated = next(content for content, _ in added if sum(1 for other, _ in added if other == content) > 1)
@@ -369,7 +370,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             f"bpestore gives them ids of their own after the others, which no encoding of text holds"
         )
     twins = _drop_twins(vocab, added_text)
-    in_normalized_text = {content for content, _, _, normalized in listed if normalized}
+    in_normalized_text = {content for content, _, _, normalized, _ in listed if normalized}
     for twin, added_id in twins if normalizer is not None else []:
         content = next(text for text, token_id in added_text.items() if token_id == added_id)
         if content not in in_normalized_text:
@@ -400,11 +401,12 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             merges.append((bytes(alphabet[c] for c in parts[0]), bytes(alphabet[c] for c in parts[1])))
         except KeyError:
             raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level") from None
-    specials = [content for content, _, special, _ in listed if special]
-    ordinary = [content for content, _, special, _ in listed if not special]
+    specials = [content for content, _, special, _, _ in listed if special]
+    ordinary = [content for content, _, special, _, _ in listed if not special]
+    token_options = {content: options for content, _, _, _, options in listed if options}
     normalized: list[str] = []
     if normalizer is not None:
-        for index, (content, _, special, in_normalized) in enumerate(listed):
+        for content, _, special, in_normalized, _ in listed:
             if in_normalized and special:
                 raise _refuse(
                     path, "added_tokens", f"special token {content!r} found in normalized text (normalized: true): not supported"
@@ -413,7 +415,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
                 normalized.append(content)
     return HFTokenizer(
         vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
-        split_drops_uncovered, normalizer, normalized, post_processor,
+        split_drops_uncovered, normalizer, normalized, post_processor, token_options,
     )
 
 
@@ -458,6 +460,7 @@ def tokenizer_json(
     normalizer: Normalizer | None = None,
     normalized_tokens: frozenset[str] = frozenset(),
     post_processor: PostProcessor | None = None,
+    token_options: dict[str, frozenset[str]] | None = None,
 ) -> dict[str, Any]:
     """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with;
     ``added_ids``: the added tokens (ordinary, encoded whole), written as added tokens with
@@ -494,7 +497,8 @@ def tokenizer_json(
         "padding": None,
         "added_tokens": [
             {
-                "id": token_id, "content": text, "single_word": False, "lstrip": False, "rstrip": False,
+                "id": token_id, "content": text,
+                **{option: option in (token_options or {}).get(text, ()) for option in ("single_word", "lstrip", "rstrip")},
                 "normalized": text in normalized_tokens,
                 "special": text in special_ids,
             }
@@ -536,13 +540,14 @@ def read(path: str | os.PathLike[str]) -> Imported:
         model = build_model(
             path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
             added_tokens=document.added_tokens, normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
-            post_processor=document.post_processor,
+            post_processor=document.post_processor, token_options=document.token_options,
         )
         assert model.merge_rule == "token"
     else:
         model = build_model(
             path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
             normalizer=document.normalizer, normalized_tokens=document.normalized_tokens, post_processor=document.post_processor,
+            token_options=document.token_options,
         )
     return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
 
@@ -603,7 +608,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
     document = tokenizer_json(
         model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids, normalizer=model.normalizer,
-        normalized_tokens=model.normalized_tokens, post_processor=model.post_processor,
+        normalized_tokens=model.normalized_tokens, post_processor=model.post_processor, token_options=model.token_options,
     )
     write_tokenizer_json(output, document)
     return [f"wrote {output}"]

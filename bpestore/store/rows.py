@@ -63,13 +63,14 @@ def model_from_rows(
 def pipeline_json(model: BPEModel) -> str | None:
     """The ``tokenizers.pipeline`` column of ``model`` (None: it has no normalizer nor normalized
     tokens, as every tokenizer bpestore trains)."""
-    if model.normalizer is None and not model.normalized_tokens and model.post_processor is None:
+    if model.normalizer is None and not model.normalized_tokens and model.post_processor is None and not model.token_options:
         return None
     return json.dumps(
         {
             "normalizer": model.normalizer.to_hf() if model.normalizer is not None else None,
             "normalized_tokens": sorted(model.normalized_tokens),
             "post_processor": model.post_processor.to_hf() if model.post_processor is not None else None,
+            "token_options": {token: sorted(named) for token, named in sorted(model.token_options.items())},
         },
         ensure_ascii=False,
     )
@@ -92,4 +93,9 @@ def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
         post_processor = PostProcessor.from_hf(processor) if processor is not None else None
     except PostProcessorError as error:
         raise row.damaged("pipeline", f"holds a post-processor bpestore cannot apply ({error})") from None
-    return {"normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor}
+    options = document.get("token_options", {})
+    if not isinstance(options, dict) or not all(
+        isinstance(named, list) and all(isinstance(option, str) for option in named) for named in options.values()
+    ):
+        raise row.damaged("pipeline", "holds token_options that are not a JSON object of lists of strings")
+    return {"normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor, "token_options": options}

@@ -139,7 +139,8 @@ tokenizers = Table(
     Column(
         "pipeline", Text, nullable=True,
         comment='JSON object: the normalizer ("normalizer", tokenizer.json form), the added tokens found in normalized text '
-        '("normalized_tokens") and the post-processor ("post_processor", tokenizer.json form); NULL: none',
+        '("normalized_tokens") and the post-processor ("post_processor", tokenizer.json form), '
+        'the tokens that take their surroundings ("token_options"); NULL: none',
     ),
     UniqueConstraint("name", "version"),
     CheckConstraint("version >= 1", name="version_positive"),

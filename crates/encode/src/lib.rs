@@ -27,7 +27,7 @@ mod warm;
 
 pub use bpe::TokenId;
 use bpe::{BytePairs, PairRanks};
-use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
+use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens, TokenOptions};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use dropout::Dropout;
@@ -157,6 +157,9 @@ pub struct Encoder {
     fingerprint: u64,
     /// What normalizes the text between special tokens, and the tokens then found in it.
     normalization: Option<Normalization>,
+    /// The special tokens text may be cut at to be encoded in parts: those that take nothing
+    /// around them (see [`Encoder::with_token_options`]).
+    pub(crate) cut_specials: SpecialTokens,
 }
 
 /// A normalizer, and the added tokens that are found in the text once it is normalized
@@ -164,6 +167,8 @@ pub struct Encoder {
 struct Normalization {
     normalizer: Normalizer,
     tokens: SpecialTokens,
+    /// The tokens as given, before normalizing, in the order of `tokens.tokens()`.
+    given: Vec<String>,
     /// `ids[i]` is the id of `tokens.tokens()[i]`.
     ids: Vec<TokenId>,
 }
@@ -254,6 +259,7 @@ impl Encoder {
         }
         let names: Vec<String> = unique.iter().map(|(token, _)| token.clone()).collect();
         let specials = SpecialTokens::new(&names);
+        let cut_specials = specials.clone();
         let special_ids = specials
             .tokens()
             .iter()
@@ -279,6 +285,7 @@ impl Encoder {
             warm: OnceLock::new(),
             fingerprint,
             normalization: None,
+            cut_specials,
         })
     }
 
@@ -301,6 +308,7 @@ impl Encoder {
         tokens: &[(String, TokenId)],
     ) -> Result<Encoder, EncodeError> {
         let mut written: Vec<String> = Vec::with_capacity(tokens.len());
+        let mut given: Vec<String> = Vec::with_capacity(tokens.len());
         let mut ids = Vec::with_capacity(tokens.len());
         for (token, id) in tokens {
             let normalized = normalizer.normalize(token).into_owned();
@@ -312,16 +320,11 @@ impl Encoder {
             // (one that normalizes to nothing is never found, as in `tokenizers`)
             if !normalized.is_empty() && !written.contains(&normalized) {
                 written.push(normalized);
+                given.push(token.clone());
                 ids.push(*id);
             }
         }
-        let tokens = SpecialTokens::new(&written);
-        // (SpecialTokens keeps its tokens in an order of its own)
-        let ids = tokens
-            .tokens()
-            .iter()
-            .map(|token| ids[written.iter().position(|t| t == token).expect("given")])
-            .collect();
+        let tokens = SpecialTokens::new(&written); // (in the order given: `ids`, `given`)
         let cuts_seen =
             !normalizer.keeps_space_cuts() || tokens.any_has_space() || tokens.any_has_newline();
         if cuts_seen {
@@ -331,9 +334,51 @@ impl Encoder {
             (!normalizer.is_empty() || !tokens.is_empty()).then_some(Normalization {
                 normalizer,
                 tokens,
+                given,
                 ids,
             });
         Ok(self)
+    }
+
+    /// This encoder with its special tokens (those given at construction, and those found in
+    /// normalized text: see [`Encoder::with_normalizer`], called first) taking their
+    /// surroundings as `options` says, token by token (see [`TokenOptions`]; a token not named
+    /// takes none). Text is then no longer cut at spaces, nor at such a token, to be encoded in
+    /// parts: what the token takes lies on either side of it.
+    pub fn with_token_options(mut self, options: &[(String, TokenOptions)]) -> Encoder {
+        let tokens = self.specials.tokens().to_vec();
+        let chosen: Vec<TokenOptions> = tokens
+            .iter()
+            .map(|token| {
+                options
+                    .iter()
+                    .find(|(named, _)| named == token)
+                    .map_or_else(TokenOptions::default, |(_, options)| *options)
+            })
+            .collect();
+        self.specials = SpecialTokens::with_options(&tokens, &chosen);
+        if let Some(normalization) = &mut self.normalization {
+            let chosen: Vec<TokenOptions> = normalization
+                .given
+                .iter()
+                .map(|token| {
+                    options
+                        .iter()
+                        .find(|(named, _)| named == token)
+                        .map_or_else(TokenOptions::default, |(_, options)| *options)
+                })
+                .collect();
+            let written = normalization.tokens.tokens().to_vec();
+            normalization.tokens = SpecialTokens::with_options(&written, &chosen);
+            if normalization.tokens.any_options() {
+                self.pretokenizer = self.pretokenizer.without_space_cuts();
+            }
+        }
+        if self.specials.any_options() {
+            self.pretokenizer = self.pretokenizer.without_space_cuts();
+            self.cut_specials = self.specials.subset(|_, options| !options.any());
+        }
+        self
     }
 
     /// Whether text is normalized before it is pre-tokenized (see [`Encoder::with_normalizer`]).
@@ -797,21 +842,17 @@ impl Encoder {
             }
             AllowedSpecial::All | AllowedSpecial::None => between(text, out),
             AllowedSpecial::Only(allowed) => {
-                let chosen: Vec<String> = self
-                    .specials
-                    .tokens()
-                    .iter()
-                    .filter(|t| allowed.contains(&t.as_str()))
-                    .cloned()
-                    .collect();
-                if chosen.is_empty() {
+                let subset = self.specials.subset(|token, _| allowed.contains(&token));
+                if subset.is_empty() {
                     return between(text, out);
                 }
-                let subset = SpecialTokens::new(&chosen);
                 for part in subset.split(text) {
                     match part {
                         Part::Text(part) => between(part, out)?,
-                        Part::Special { text, .. } => out.push(self.special_id(text)),
+                        // (the part's text may hold the whitespace the token takes: by index)
+                        Part::Special { index, .. } => {
+                            out.push(self.special_id(&subset.tokens()[index]))
+                        }
                     }
                 }
                 Ok(())

@@ -22,7 +22,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use cut::{find_cut, is_regex_whitespace, last_safe_cut, next_safe_cut, CUT_WINDOW_BYTES};
-pub use special::{Part, SpecialTokens, Split};
+pub use special::{Part, SpecialTokens, Split, TokenOptions};
 pub use utf8::{check_utf8, Utf8Error};
 
 /// The GPT-2 pre-tokenizer pattern (CS336; r50k_base and p50k_base use the same), byte for byte

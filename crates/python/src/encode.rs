@@ -14,6 +14,7 @@ use bpestore_encode::{
     NormalizerStep, NpyWriter, OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES,
     DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
 };
+use bpestore_pretokenize::TokenOptions;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
@@ -316,9 +317,10 @@ impl PyEncoder {
     /// that have ids of their own); `merges` in rank order; `special_tokens`: token -> id;
     /// `merge_rule`: "pair" or "token". `normalizer`: steps `(kind, a, b)` run on the text
     /// between special tokens (see `normalize`); `normalized_tokens`: token -> id, tokens found in
-    /// the normalized text (not among `special_tokens`).
+    /// the normalized text (not among `special_tokens`); `token_options`: (token, "lstrip,rstrip,single_word"
+    /// or some of them), how those tokens take their surroundings.
     #[new]
-    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None))]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None, token_options = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -330,6 +332,7 @@ impl PyEncoder {
         cache_entries: usize,
         normalizer: Option<Vec<(String, String, String)>>,
         normalized_tokens: Option<&Bound<'_, PyDict>>,
+        token_options: Option<Vec<(String, String)>>,
     ) -> PyResult<PyEncoder> {
         let rule = match merge_rule {
             "pair" => MergeRule::Pair,
@@ -361,6 +364,26 @@ impl PyEncoder {
             encoder = encoder
                 .with_normalizer(steps, &tokens)
                 .map_err(value_error)?;
+        }
+        if let Some(token_options) = token_options {
+            let mut options = Vec::with_capacity(token_options.len());
+            for (token, named) in token_options {
+                let mut made = TokenOptions::default();
+                for option in named.split(',').filter(|option| !option.is_empty()) {
+                    match option {
+                        "lstrip" => made.lstrip = true,
+                        "rstrip" => made.rstrip = true,
+                        "single_word" => made.single_word = true,
+                        other => {
+                            return Err(PyValueError::new_err(format!(
+                                "no token option {other:?} (lstrip, rstrip, single_word)"
+                            )))
+                        }
+                    }
+                }
+                options.push((token, made));
+            }
+            encoder = encoder.with_token_options(&options);
         }
         Ok(PyEncoder {
             ints: Arc::new(IdInts::new(encoder.max_id())),

@@ -4,8 +4,9 @@ A tokenizer imported from a Hugging Face ``tokenizer.json`` may normalize its te
 pre-tokenized (GPT-NeoX and Qwen2 compose it to NFC; others lowercase it or replace spaces), and
 some of its added tokens are then found in the normalized text. This column holds those parts of
 the pipeline as a JSON object, ``{"normalizer": <the tokenizer.json form>, "normalized_tokens":
-[...], "post_processor": <the tokenizer.json form>}`` (the post-processor: the special tokens put
-around a text when encoding is asked to add them); NULL for a tokenizer without any (every
+[...], "post_processor": <the tokenizer.json form>, "token_options": {token: ["lstrip", ...]}}``
+(the post-processor: the special tokens put around a text when encoding is asked to add them;
+the options: how RoBERTa's ``<mask>`` and the like take the whitespace around them); NULL for a tokenizer without any (every
 tokenizer stored before, and every one bpestore trains).
 
 Plain ALTER TABLE, as in 0010: a batch copy of ``tokenizers`` would cascade-delete its vocab and
@@ -31,7 +32,8 @@ depends_on: Union[str, Sequence[str], None] = None
 
 COMMENT = (
     'JSON object: the normalizer ("normalizer", tokenizer.json form), the added tokens found in normalized text '
-    '("normalized_tokens") and the post-processor ("post_processor", tokenizer.json form); NULL: none'
+    '("normalized_tokens") and the post-processor ("post_processor", tokenizer.json form), '
+    'the tokens that take their surroundings ("token_options"); NULL: none'
 )
 
 
