@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from .normalizer import Normalizer
 from .post_processor import PostProcessor
+from .pre_tokenizer import PreTokenizer
 from .pretokenize.patterns import GPT2_PATTERN, SPLIT_SAFE_PATTERNS
 
 MergeRule = Literal["pair", "token"]
@@ -79,6 +80,13 @@ class BPEModel:
         post_processor: the special tokens put around a text's ids when encoding is asked to add
             them (a :class:`~bpestore.post_processor.PostProcessor`; Hugging Face's
             ``add_special_tokens=True``); its ids must be in the vocab.
+        pre_tokenizer: Hugging Face pre-tokenizers in a sequence that make the pieces instead of
+            ``pattern`` (a :class:`~bpestore.pre_tokenizer.PreTokenizer`; Falcon's), for a
+            tokenizer whose pre-tokenization no one regex gives.
+        dropped_bytes: bytes left out of every pre-token before it is merged, as Hugging Face's
+            BPE leaves out a character its vocab lacks (Falcon's and SmolLM's vocabs lack some
+            control characters): each is still a single-byte token of the vocab, at an id no
+            encoding gives.
         token_options: how special or added tokens take their surroundings, token -> a set of
             ``"lstrip"`` (the whitespace before is part of the token), ``"rstrip"`` (the
             whitespace after), ``"single_word"`` (found only where no word character touches
@@ -101,6 +109,8 @@ class BPEModel:
     normalized_tokens: frozenset[str] = frozenset()
     post_processor: PostProcessor | None = None
     token_options: dict[str, frozenset[str]] = field(default_factory=dict)
+    pre_tokenizer: PreTokenizer | None = None
+    dropped_bytes: frozenset[int] = frozenset()
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
     # The merges (a property): the list, or None until _derive_merges(self) makes it.
@@ -120,6 +130,8 @@ class BPEModel:
         normalized_tokens: Iterable[str] = (),
         post_processor: PostProcessor | None = None,
         token_options: Mapping[str, Iterable[str]] | None = None,
+        pre_tokenizer: PreTokenizer | None = None,
+        dropped_bytes: Iterable[int] = (),
         _checked: bool = False,
         _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
@@ -197,6 +209,13 @@ class BPEModel:
             if not named <= TOKEN_OPTIONS:
                 raise ValueError(f"token options for {shown(token)} must be among {sorted(TOKEN_OPTIONS)}, not {sorted(named)}")
         set_field(self, "token_options", options)
+        if pre_tokenizer is not None and not isinstance(pre_tokenizer, PreTokenizer):
+            raise TypeError(f"pre_tokenizer must be a PreTokenizer or None, not {type(pre_tokenizer).__name__}")
+        set_field(self, "pre_tokenizer", pre_tokenizer)
+        dropped = frozenset(dropped_bytes)
+        if not all(isinstance(byte, int) and not isinstance(byte, bool) and 0 <= byte < 256 for byte in dropped):
+            raise ValueError(f"dropped_bytes must be bytes (integers from 0 to 255), not {sorted(map(repr, dropped))[:4]}")
+        set_field(self, "dropped_bytes", dropped)
         set_field(self, "special_ids", special_ids)
         set_field(self, "added_ids", added_ids)
 
@@ -214,6 +233,8 @@ class BPEModel:
         normalized_tokens: Iterable[str] = (),
         post_processor: PostProcessor | None = None,
         token_options: Mapping[str, Iterable[str]] | None = None,
+        pre_tokenizer: PreTokenizer | None = None,
+        dropped_bytes: Iterable[int] = (),
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
@@ -221,7 +242,7 @@ class BPEModel:
         return cls(
             vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
             normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor,
-            token_options=token_options, _checked=True,
+            token_options=token_options, pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, _checked=True,
         )
 
     @classmethod
@@ -237,6 +258,8 @@ class BPEModel:
         normalized_tokens: Iterable[str] = (),
         post_processor: PostProcessor | None = None,
         token_options: Mapping[str, Iterable[str]] | None = None,
+        pre_tokenizer: PreTokenizer | None = None,
+        dropped_bytes: Iterable[int] = (),
         _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
@@ -247,7 +270,8 @@ class BPEModel:
         the vocab is one the engine has checked already, as :meth:`stored`'s.)"""
         return cls(
             vocab, [], special_tokens, pattern, "token", added_tokens, normalizer=normalizer, normalized_tokens=normalized_tokens,
-            post_processor=post_processor, token_options=token_options, _checked=_checked, _derive_merges=derive_merges,
+            post_processor=post_processor, token_options=token_options,
+            pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, _checked=_checked, _derive_merges=derive_merges,
         )
 
     @property
@@ -273,7 +297,7 @@ class BPEModel:
         (for a model derived from this one: trimmed, with tokens added, trained further)."""
         return {
             "normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens, "post_processor": self.post_processor,
-            "token_options": self.token_options,
+            "token_options": self.token_options, "pre_tokenizer": self.pre_tokenizer, "dropped_bytes": self.dropped_bytes,
         }
 
     __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)

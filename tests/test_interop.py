@@ -586,9 +586,11 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     files["wordlevel"] = (tmp_path / "wordlevel.json", ["model: a WordLevel model", "bpestore stores BPE tokenizers only"])
 
     tokenizer = tokenizers.Tokenizer.from_file(str(base))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Punctuation(), pre_tokenizers.ByteLevel(add_prefix_space=False)])
-    tokenizer.save(str(tmp_path / "punctuation.json"))
-    files["punctuation-in-sequence"] = (tmp_path / "punctuation.json", ["pre_tokenizer.pretokenizers[0]: Punctuation"])
+    # (Punctuation, Digits, Split of every behavior and the like in a sequence run stage by stage:
+    # tests/test_pre_tokenizers.py)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tokenizer.save(str(tmp_path / "metaspace.json"))
+    files["metaspace-in-sequence"] = (tmp_path / "metaspace.json", ["SentencePiece-style"])
 
     # (NFKC, Lowercase and the others bpestore runs: tests/test_normalizers.py)
     for name, normalizer in [("StripAccents", normalizers.StripAccents()), ("Nmt", normalizers.Nmt())]:
@@ -618,17 +620,17 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["model.byte_fallback: a SentencePiece-style BPE"])
 
     # (added tokens' lstrip, rstrip and single_word are run: tests/test_token_options.py)
-    def merged_with_previous(document):
+    def prefix_space_in_sequence(document):
         document["pre_tokenizer"] = {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": r"\s+|\S+"}, "behavior": "MergedWithPrevious", "invert": False},
-                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+                {"type": "Digits", "individual_digits": True},
+                {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
             ],
         }
 
-    files["split-merged-with-previous"] = (
-        edited_json(base, tmp_path / "merged.json", merged_with_previous), ["pre_tokenizer.pretokenizers[0]", "MergedWithPrevious"]
+    files["prefix-space-in-sequence"] = (
+        edited_json(base, tmp_path / "prefix.json", prefix_space_in_sequence), ["pre_tokenizer.pretokenizers[1]", "add_prefix_space"]
     )
 
     (tmp_path / "not-json.json").write_text('{"model": {"type": "BPE",', encoding="utf-8")
@@ -637,8 +639,8 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
 
 
 HF_REFUSALS = [
-    "wordpiece", "unigram", "wordlevel", "punctuation-in-sequence", "normalizer-StripAccents", "normalizer-Nmt", "add_prefix_space", "whitespace-pre-tokenizer",
-    "dropout", "byte_fallback", "split-merged-with-previous", "not-json",
+    "wordpiece", "unigram", "wordlevel", "metaspace-in-sequence", "normalizer-StripAccents", "normalizer-Nmt", "add_prefix_space", "whitespace-pre-tokenizer",
+    "dropout", "byte_fallback", "prefix-space-in-sequence", "not-json",
 ]
 
 

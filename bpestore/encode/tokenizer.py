@@ -113,7 +113,9 @@ class Tokenizer:
         steps = model.normalizer.engine_steps() if model.normalizer is not None else None
         options = [(token, ",".join(sorted(named))) for token, named in model.token_options.items()]
         self._engine: EncoderEngine = Encoder(
-            self.vocab, merges, whole, self.pattern, self.merge_rule, cache_size, steps, normalized or None, options or None
+            self.vocab, merges, whole, self.pattern, self.merge_rule, cache_size, steps, normalized or None, options or None,
+            model.pre_tokenizer.engine_stages() if model.pre_tokenizer is not None else None,
+            sorted(model.dropped_bytes) or None,
         )
         self._warm_table: bytes | None = None  # (kept for pickling: a worker's copy starts warm too)
 

@@ -30,6 +30,7 @@ from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..normalizer import Normalizer, NormalizerError
 from ..post_processor import PostProcessor, PostProcessorError
+from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
@@ -52,7 +53,7 @@ def pattern_from_hf(pattern: str) -> str:
     for known in _KNOWN_PATTERNS:
         if pattern == pattern_for_hf(known):
             return known
-    return _BOUNDED_THEN_PLUS.sub(r"(?:\1\2)+", pattern)
+    return _BOUNDED_THEN_PLUS.sub(r"(?:\1\2)+", onig_regex(pattern))
 
 
 @dataclass
@@ -78,6 +79,12 @@ class HFTokenizer:
     """The special tokens put around a text on request (None: none)."""
     token_options: dict[str, frozenset[str]] = field(default_factory=dict)
     """How added tokens take their surroundings (``lstrip``, ``rstrip``, ``single_word``)."""
+    pre_tokenizer: PreTokenizer | None = None
+    """The pre-tokenizers run stage by stage (None: :attr:`pattern` makes the pieces)."""
+    pre_tokenizer_json: Any = None
+    """The file's ``pre_tokenizer``, as it is."""
+    dropped_bytes: list[int] = field(default_factory=list)
+    """The single bytes the vocab lacks, left out of the text when encoding (as Hugging Face does)."""
 
 
 def _describe(value: Any) -> str:
@@ -330,7 +337,20 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     model = data["model"]
     _check_model(path, data)
     normalizer = _normalizer_of(path, data.get("normalizer"))
-    pattern, split_at, split_drops_uncovered = _pattern_of(path, data.get("pre_tokenizer"))
+    pre_tokenizer: PreTokenizer | None = None
+    try:
+        pattern, split_at, split_drops_uncovered = _pattern_of(path, data.get("pre_tokenizer"))
+    except FormatError as refused:
+        # No one regex makes these pieces: the pre-tokenizers run as they are, stage by stage.
+        if not data.get("pre_tokenizer"):
+            raise
+        try:
+            pre_tokenizer = _pipeline_of(path, data["pre_tokenizer"])
+        except FormatError as error:
+            if "no ByteLevel step" in str(error):
+                raise refused from None  # (its words name the step: Whitespace, Metaspace, ...)
+            raise
+        pattern, split_at, split_drops_uncovered = GPT2_PATTERN, None, False
     listed = _added_tokens(path, data.get("added_tokens"))
     added = [(content, token_id) for content, token_id, _, _, _ in listed]
     added_text = dict(added)
@@ -362,12 +382,12 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
         if vocab.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8"):
             raise FormatError(f"{path}: added token {text!r} has id {token_id}, which the vocab gives to another token")
     post_processor, notes = _post_processor_of(data)
-    outside_utf8 = _add_bytes_outside_utf8(vocab)
-    if outside_utf8:
+    dropped_bytes = _add_missing_bytes(vocab)
+    if dropped_bytes:
+        shown_bytes = ", ".join(f"0x{byte:02x}" for byte in dropped_bytes[:6]) + (" ..." if len(dropped_bytes) > 6 else "")
         notes.append(
-            f"note: the vocab lacks {len(outside_utf8)} bytes that UTF-8 text never holds "
-            f"({', '.join(f'0x{byte:02x}' for byte in outside_utf8[:4])}{' ...' if len(outside_utf8) > 4 else ''}); "
-            f"bpestore gives them ids of their own after the others, which no encoding of text holds"
+            f"note: the vocab lacks {len(dropped_bytes)} single bytes ({shown_bytes}): Hugging Face leaves them out of "
+            "the text it encodes, and so does bpestore; they get ids of their own after the others, which no encoding gives"
         )
     twins = _drop_twins(vocab, added_text)
     in_normalized_text = {content for content, _, _, normalized, _ in listed if normalized}
@@ -415,26 +435,31 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
                 normalized.append(content)
     return HFTokenizer(
         vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
-        split_drops_uncovered, normalizer, normalized, post_processor, token_options,
+        split_drops_uncovered, normalizer, normalized, post_processor, token_options, pre_tokenizer, data.get("pre_tokenizer"),
+        dropped_bytes,
     )
 
 
-#: The bytes that no UTF-8 text holds: a byte-level vocab may leave them out (GPT-NeoX's does).
-_NEVER_IN_UTF8 = bytes([0xC0, 0xC1, *range(0xF5, 0x100)])
-
-
-def _add_bytes_outside_utf8(vocab: dict[int, bytes]) -> list[int]:
-    """Gives each byte that UTF-8 text never holds and that ``vocab`` lacks a token at the next
-    free id, when those are the only bytes it lacks (bpestore's vocabularies hold all 256; no
-    text ever reaches these, so Hugging Face's ids are unchanged); returns the bytes added."""
+def _add_missing_bytes(vocab: dict[int, bytes]) -> list[int]:
+    """Gives each single byte ``vocab`` lacks a token at the next free id (bpestore's vocabularies
+    hold all 256), and returns those bytes: encoding leaves them out of the text, as Hugging Face's
+    BPE leaves out a character its vocab lacks (GPT-NeoX's lacks the bytes UTF-8 never holds,
+    Falcon's and SmolLM's some control characters)."""
     present = {token[0] for token in vocab.values() if len(token) == 1}
     missing = [byte for byte in range(256) if byte not in present]
-    if not missing or not set(missing) <= set(_NEVER_IN_UTF8):
-        return []
     next_id = max(vocab, default=-1) + 1
     for offset, byte in enumerate(missing):
         vocab[next_id + offset] = bytes([byte])
     return missing
+
+
+def _pipeline_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> PreTokenizer:
+    """The file's pre-tokenizers as a pipeline run stage by stage; FormatError naming a step
+    bpestore does not run, and where it is."""
+    try:
+        return PreTokenizer.from_hf(pre_tokenizer)
+    except PreTokenizerError as error:
+        raise FormatError(f"{path}: {error}") from None
 
 
 def _drop_twins(vocab: dict[int, bytes], added: dict[str, int]) -> list[tuple[int, int]]:
@@ -461,6 +486,8 @@ def tokenizer_json(
     normalized_tokens: frozenset[str] = frozenset(),
     post_processor: PostProcessor | None = None,
     token_options: dict[str, frozenset[str]] | None = None,
+    pre_tokenizer: PreTokenizer | None = None,
+    dropped_bytes: frozenset[int] = frozenset(),
 ) -> dict[str, Any]:
     """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with;
     ``added_ids``: the added tokens (ordinary, encoded whole), written as added tokens with
@@ -472,18 +499,23 @@ def tokenizer_json(
     # alphabet ("Ġ", not " "), and the added token (same id) carries the text.
     merge_tokens = {part for left, right in merges for part in (left, right, left + right)}
     raw_ids = {token_id for token_id in whole.values() if len(vocab[token_id]) > 1 and vocab[token_id] not in merge_tokens}
+    # (a byte the text loses is no token of Hugging Face's vocab: its BPE then leaves it out too)
     model_vocab = {
         (token.decode("utf-8") if token_id in raw_ids else token_to_text(token)): token_id
         for token_id, token in sorted(vocab.items())
+        if not (len(token) == 1 and token[0] in dropped_bytes)
     }
     # Hugging Face gives an added token the model's id for its text, or else a new id: so the text
     # of a special token written in the byte alphabet is a second key for the same id.
     for text, token_id in whole.items():
         model_vocab.setdefault(text, token_id)
-    if pattern == GPT2_PATTERN:
-        pre_tokenizer = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    written_pre_tokenizer: Any
+    if pre_tokenizer is not None:
+        written_pre_tokenizer = pre_tokenizer.to_hf()
+    elif pattern == GPT2_PATTERN:
+        written_pre_tokenizer = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:
-        pre_tokenizer = {
+        written_pre_tokenizer = {
             "type": "Sequence",
             "pretokenizers": [
                 {"type": "Split", "pattern": {"Regex": pattern_for_hf(pattern)}, "behavior": "Isolated", "invert": False},
@@ -505,7 +537,7 @@ def tokenizer_json(
             for text, token_id in sorted(whole.items(), key=lambda item: item[1])
         ],
         "normalizer": normalizer.to_hf() if normalizer is not None else None,
-        "pre_tokenizer": pre_tokenizer,
+        "pre_tokenizer": written_pre_tokenizer,
         "post_processor": post_processor.to_hf() if post_processor is not None else byte_level,
         "decoder": byte_level,
         "model": {
@@ -533,21 +565,28 @@ def read(path: str | os.PathLike[str]) -> Imported:
     those marked ``"special": false`` added tokens (ordinary, encoded whole)."""
     document = read_tokenizer_json(path)
     if document.split_at is not None:
-        _check_split_covers(path, document.split_at, document.pattern, document.split_drops_uncovered)
+        try:
+            _check_split_covers(path, document.split_at, document.pattern, document.split_drops_uncovered)
+        except FormatError:
+            # (HF keeps or drops the text no match covers: the Split runs as it is)
+            document.pre_tokenizer = _pipeline_of(path, document.pre_tokenizer_json)
+            document.pattern = GPT2_PATTERN
     if document.whole_token_lookup:
         _check_merges_follow_ids(path, document.vocab, document.merges)
         # the token rule's own merges: the first that makes each token
         model = build_model(
             path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
             added_tokens=document.added_tokens, normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
-            post_processor=document.post_processor, token_options=document.token_options,
+            post_processor=document.post_processor, token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
+            dropped_bytes=document.dropped_bytes,
         )
         assert model.merge_rule == "token"
     else:
         model = build_model(
             path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
             normalizer=document.normalizer, normalized_tokens=document.normalized_tokens, post_processor=document.post_processor,
-            token_options=document.token_options,
+            token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
+            dropped_bytes=document.dropped_bytes,
         )
     return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
 
@@ -609,6 +648,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
     document = tokenizer_json(
         model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids, normalizer=model.normalizer,
         normalized_tokens=model.normalized_tokens, post_processor=model.post_processor, token_options=model.token_options,
+        pre_tokenizer=model.pre_tokenizer, dropped_bytes=model.dropped_bytes,
     )
     write_tokenizer_json(output, document)
     return [f"wrote {output}"]

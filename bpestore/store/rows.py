@@ -13,6 +13,7 @@ from ..errors import DamagedStoreError
 from ..model import BPEModel, MergeRule
 from ..normalizer import Normalizer, NormalizerError
 from ..post_processor import PostProcessor, PostProcessorError
+from ..pre_tokenizer import PreTokenizer, PreTokenizerError
 from .checked import Row
 
 @dataclass(frozen=True)
@@ -63,7 +64,10 @@ def model_from_rows(
 def pipeline_json(model: BPEModel) -> str | None:
     """The ``tokenizers.pipeline`` column of ``model`` (None: it has no normalizer nor normalized
     tokens, as every tokenizer bpestore trains)."""
-    if model.normalizer is None and not model.normalized_tokens and model.post_processor is None and not model.token_options:
+    if (
+        model.normalizer is None and not model.normalized_tokens and model.post_processor is None and not model.token_options
+        and model.pre_tokenizer is None and not model.dropped_bytes
+    ):
         return None
     return json.dumps(
         {
@@ -71,6 +75,8 @@ def pipeline_json(model: BPEModel) -> str | None:
             "normalized_tokens": sorted(model.normalized_tokens),
             "post_processor": model.post_processor.to_hf() if model.post_processor is not None else None,
             "token_options": {token: sorted(named) for token, named in sorted(model.token_options.items())},
+            "pre_tokenizer": model.pre_tokenizer.to_hf() if model.pre_tokenizer is not None else None,
+            "dropped_bytes": sorted(model.dropped_bytes),
         },
         ensure_ascii=False,
     )
@@ -98,4 +104,14 @@ def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
         isinstance(named, list) and all(isinstance(option, str) for option in named) for named in options.values()
     ):
         raise row.damaged("pipeline", "holds token_options that are not a JSON object of lists of strings")
-    return {"normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor, "token_options": options}
+    try:
+        pre_tokenizer = PreTokenizer.from_hf(document["pre_tokenizer"]) if document.get("pre_tokenizer") is not None else None
+    except PreTokenizerError as error:
+        raise row.damaged("pipeline", f"holds a pre-tokenizer bpestore cannot run ({error})") from None
+    dropped = document.get("dropped_bytes", [])
+    if not isinstance(dropped, list) or not all(isinstance(byte, int) and not isinstance(byte, bool) and 0 <= byte < 256 for byte in dropped):
+        raise row.damaged("pipeline", "holds dropped_bytes that are not a JSON list of integers from 0 to 255")
+    return {
+        "normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor, "token_options": options,
+        "pre_tokenizer": pre_tokenizer, "dropped_bytes": dropped,
+    }

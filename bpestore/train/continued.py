@@ -30,6 +30,8 @@ def check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Seque
     text (its corpus would have to be counted normalized, which training does not do)."""
     if base.normalizer is not None:
         raise ValueError(f"{ref} normalizes its text ({base.normalizer}): continuing its training is not supported")
+    if base.pre_tokenizer is not None:
+        raise ValueError(f"{ref} splits its text with a pre-tokenizer pipeline ({base.pre_tokenizer}): continuing its training is not supported")
     specials = [*base.special_tokens, *(token for token in special_tokens if token not in base.special_tokens)]
     minimum = first_new_id(base, specials)
     for size in sizes:

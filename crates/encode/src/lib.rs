@@ -27,7 +27,9 @@ mod warm;
 
 pub use bpe::TokenId;
 use bpe::{BytePairs, PairRanks};
-use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens, TokenOptions};
+use bpestore_pretokenize::{
+    Part, Pipeline, PretokenizeError, Pretokenizer, SpecialTokens, TokenOptions,
+};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use dropout::Dropout;
@@ -160,6 +162,8 @@ pub struct Encoder {
     /// The special tokens text may be cut at to be encoded in parts: those that take nothing
     /// around them (see [`Encoder::with_token_options`]).
     pub(crate) cut_specials: SpecialTokens,
+    /// The bytes left out of every piece (see [`Encoder::with_dropped_bytes`]).
+    dropped_bytes: Option<Box<[bool; 256]>>,
 }
 
 /// A normalizer, and the added tokens that are found in the text once it is normalized
@@ -286,6 +290,7 @@ impl Encoder {
             fingerprint,
             normalization: None,
             cut_specials,
+            dropped_bytes: None,
         })
     }
 
@@ -378,6 +383,39 @@ impl Encoder {
             self.pretokenizer = self.pretokenizer.without_space_cuts();
             self.cut_specials = self.specials.subset(|_, options| !options.any());
         }
+        self
+    }
+
+    /// This encoder with the bytes `dropped` left out of every piece before it is merged, as
+    /// Hugging Face's BPE leaves out a character its vocabulary lacks (with no unknown token):
+    /// the bytes either side of one become neighbours and may merge. (Each must be a token of
+    /// the vocabulary all the same, an id no encoding gives. A piece that holds one is merged
+    /// afresh, without BPE-dropout.)
+    pub fn with_dropped_bytes(mut self, dropped: &[u8]) -> Encoder {
+        if !dropped.is_empty() {
+            let mut table = [false; 256];
+            for &byte in dropped {
+                table[byte as usize] = true;
+            }
+            self.dropped_bytes = Some(Box::new(table));
+        }
+        self
+    }
+
+    /// The ids of `piece` without its dropped bytes (see [`Encoder::with_dropped_bytes`]).
+    fn without_dropped_bytes(&self, piece: &[u8], dropped: &[bool; 256]) -> Vec<TokenId> {
+        let kept: Vec<u8> = piece
+            .iter()
+            .copied()
+            .filter(|&byte| !dropped[byte as usize])
+            .collect();
+        self.piece_ids(&kept)
+    }
+
+    /// This encoder with its pieces made by `pipeline` (Hugging Face's pre-tokenizers in a
+    /// sequence) instead of its pattern.
+    pub fn with_pipeline(mut self, pipeline: Pipeline) -> Encoder {
+        self.pretokenizer = self.pretokenizer.with_pipeline(pipeline);
         self
     }
 
@@ -708,16 +746,21 @@ impl Encoder {
         let warm = self.warm.get();
         self.split_specials_into(text, allowed, out, |part, part_at, out| {
             let whole = part.as_bytes();
-            let base = whole.as_ptr() as usize;
-            self.pretokenizer.try_for_each_piece(part, |piece| {
-                let bytes = piece.as_bytes();
+            self.pretokenizer.try_for_each_span(part, |at, end| {
+                let bytes = &whole[at..end];
+                if let Some(dropped) = self.dropped_bytes.as_deref() {
+                    if bytes.iter().any(|&byte| dropped[byte as usize]) {
+                        // (its ids without dropout: see `with_dropped_bytes`)
+                        out.extend(self.without_dropped_bytes(bytes, dropped));
+                        return;
+                    }
+                }
                 if let [byte] = bytes {
                     out.push(self.vocab.byte_ids[*byte as usize]);
                     return;
                 }
-                // Pieces borrow from `part`: the address difference is the piece's offset there
-                // (in the normalized text, for an encoder that normalizes).
-                let at = piece.as_ptr() as usize - base;
+                // (`at`: the piece's offset in `part`, the normalized text for an encoder that
+                // normalizes)
                 let offset = start + (part_at + at) as u64;
                 let mut draws = dropout::Draws::new(dropout, text_index, offset);
                 if plain_is_the_walk {
@@ -917,11 +960,20 @@ impl Encoder {
         // (a cache keeps its shared table, or its lack of one, for the whole call)
         let emit_batch = Encoder::batch_loop(warm.is_some(), cache.table.is_some());
         let bytes = text.as_bytes();
-        let base = bytes.as_ptr() as usize;
         let mut batched = 0usize;
-        let scanned = self.pretokenizer.try_for_each_piece(text, |piece| {
-            // (a piece is a slice of `text`: the address difference is its offset there)
-            batch.spans[batched] = (piece.as_ptr() as usize - base, piece.len());
+        let dropped = self.dropped_bytes.as_deref();
+        let scanned = self.pretokenizer.try_for_each_span(text, |start, end| {
+            if let Some(dropped) = dropped {
+                let piece = &bytes[start..end];
+                if piece.iter().any(|&byte| dropped[byte as usize]) {
+                    // (in order: the pieces batched before it first)
+                    emit_batch(self, bytes, &mut batch, batched, warm, cache, out);
+                    batched = 0;
+                    out.extend(self.without_dropped_bytes(piece, dropped));
+                    return;
+                }
+            }
+            batch.spans[batched] = (start, end - start);
             batched += 1;
             if batched == BATCH {
                 emit_batch(self, bytes, &mut batch, BATCH, warm, cache, out);

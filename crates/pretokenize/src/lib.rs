@@ -14,6 +14,7 @@
 mod block;
 mod classes;
 mod cut;
+mod pipeline;
 mod scan;
 mod special;
 mod utf8;
@@ -22,6 +23,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use cut::{find_cut, is_regex_whitespace, last_safe_cut, next_safe_cut, CUT_WINDOW_BYTES};
+pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
 pub use special::{Part, SpecialTokens, Split, TokenOptions};
 pub use utf8::{check_utf8, Utf8Error};
 
@@ -240,6 +242,9 @@ struct Inner {
     blocks: bool,
     /// Whether text may be cut at spaces and newlines (see [`Pretokenizer::is_split_safe`]).
     space_cuts: bool,
+    /// A pipeline of pre-tokenizers that makes the pieces instead of the pattern (see
+    /// [`Pretokenizer::with_pipeline`]).
+    pipeline: Option<Pipeline>,
     regex: fancy_regex::Regex,
 }
 
@@ -322,6 +327,7 @@ impl Pretokenizer {
                 scanner: scanner && known.is_some(),
                 blocks: true,
                 space_cuts: known.is_some(),
+                pipeline: None,
                 regex,
             }),
         })
@@ -343,6 +349,39 @@ impl Pretokenizer {
     /// then may text be cut at such spaces.
     pub fn is_split_safe(&self) -> bool {
         self.inner.space_cuts
+    }
+
+    /// A pre-tokenizer whose pieces `pipeline` makes (Hugging Face's pre-tokenizers in a
+    /// sequence), its pattern unused. Its pieces are byte spans ([`Pretokenizer::try_for_each_span`]),
+    /// not always of whole characters; text is never cut at spaces or newlines.
+    pub fn with_pipeline(&self, pipeline: Pipeline) -> Pretokenizer {
+        let mut inner = (*self.inner).clone();
+        inner.pipeline = Some(pipeline);
+        inner.scanner = false;
+        inner.space_cuts = false;
+        Pretokenizer {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Calls `f(start, end)` with the byte span of each pre-token of `text`, left to right: the
+    /// pieces of [`Pretokenizer::try_for_each_piece`], or of the pipeline.
+    ///
+    /// # Errors
+    /// As [`Pretokenizer::try_for_each_piece`]'s.
+    pub fn try_for_each_span(
+        &self,
+        text: &str,
+        mut f: impl FnMut(usize, usize),
+    ) -> Result<(), PretokenizeError> {
+        if let Some(pipeline) = &self.inner.pipeline {
+            return pipeline.try_for_each_span(text, f);
+        }
+        let base = text.as_ptr() as usize;
+        self.try_for_each_piece(text, |piece| {
+            let start = piece.as_ptr() as usize - base;
+            f(start, start + piece.len());
+        })
     }
 
     /// This pre-tokenizer, the same pieces, but text is no longer cut at spaces or newlines (for

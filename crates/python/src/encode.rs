@@ -14,7 +14,7 @@ use bpestore_encode::{
     NormalizerStep, NpyWriter, OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES,
     DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
 };
-use bpestore_pretokenize::TokenOptions;
+use bpestore_pretokenize::{Behavior, Matcher, Pipeline, Stage, TokenOptions};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
@@ -37,6 +37,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     module.add_class::<PyIdIterator>()?;
     module.add_function(wrap_pyfunction!(normalize, module)?)?;
+    module.add_function(wrap_pyfunction!(pipeline_spans, module)?)?;
     // The distinct pre-tokens each encoding thread's cache remembers by default.
     module.add("DEFAULT_CACHE_ENTRIES", DEFAULT_CACHE_ENTRIES)?;
     Ok(())
@@ -72,6 +73,70 @@ fn normalizer_steps(steps: Vec<(String, String, String)>) -> PyResult<Normalizer
         });
     }
     Ok(Normalizer::new(made))
+}
+
+/// A pre-tokenizer pipeline from its stages as Python gives them: `(kind, regex, behavior,
+/// invert)` with kind "Split" (by `regex`), "Numeric", "Punctuation", "Whitespace" (by the
+/// characters they name), each with its behavior ("Removed", "Isolated", "MergedWithPrevious",
+/// "MergedWithNext", "Contiguous") and invert, or "ByteLevel" (regex "gpt2": GPT-2's regex first).
+fn pipeline_of(stages: Vec<(String, String, String, bool)>) -> PyResult<Pipeline> {
+    let mut made = Vec::with_capacity(stages.len());
+    for (kind, regex, behavior, invert) in stages {
+        if kind == "ByteLevel" {
+            made.push(Stage::ByteLevel {
+                use_regex: regex == "gpt2",
+            });
+            continue;
+        }
+        let matcher = match kind.as_str() {
+            "Split" => Matcher::Regex(
+                fancy_regex::RegexBuilder::new(&regex)
+                    .backtrack_limit(100_000_000)
+                    .build()
+                    .map_err(|error| PyValueError::new_err(format!("Split regex {regex:?}: {error}")))?,
+            ),
+            "Numeric" => Matcher::Numeric,
+            "Punctuation" => Matcher::Punctuation,
+            "Whitespace" => Matcher::Whitespace,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no pre-tokenizer stage {other:?} (Split, Numeric, Punctuation, Whitespace, ByteLevel)"
+                )))
+            }
+        };
+        let behavior = match behavior.as_str() {
+            "Removed" => Behavior::Removed,
+            "Isolated" => Behavior::Isolated,
+            "MergedWithPrevious" => Behavior::MergedWithPrevious,
+            "MergedWithNext" => Behavior::MergedWithNext,
+            "Contiguous" => Behavior::Contiguous,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no split behavior {other:?}"
+                )))
+            }
+        };
+        made.push(Stage::Split {
+            matcher,
+            behavior,
+            invert,
+        });
+    }
+    Ok(Pipeline::new(made))
+}
+
+/// The byte spans of the pieces the pipeline of `stages` (see `pipeline_of`) makes of `text`.
+#[pyfunction]
+fn pipeline_spans(
+    py: Python<'_>,
+    stages: Vec<(String, String, String, bool)>,
+    text: PyBackedStr,
+) -> PyResult<Vec<(usize, usize)>> {
+    let pipeline = pipeline_of(stages)?;
+    let mut spans = Vec::new();
+    py.detach(|| pipeline.try_for_each_span(&text, |start, end| spans.push((start, end))))
+        .map_err(|error| PyValueError::new_err(error.to_string()))?;
+    Ok(spans)
 }
 
 /// `text` normalized by the normalizer of `steps` (see `Encoder`'s `normalizer`), as an encoder
@@ -320,7 +385,7 @@ impl PyEncoder {
     /// the normalized text (not among `special_tokens`); `token_options`: (token, "lstrip,rstrip,single_word"
     /// or some of them), how those tokens take their surroundings.
     #[new]
-    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None, token_options = None))]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None, token_options = None, pre_tokenizer = None, dropped_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -333,6 +398,8 @@ impl PyEncoder {
         normalizer: Option<Vec<(String, String, String)>>,
         normalized_tokens: Option<&Bound<'_, PyDict>>,
         token_options: Option<Vec<(String, String)>>,
+        pre_tokenizer: Option<Vec<(String, String, String, bool)>>,
+        dropped_bytes: Option<Vec<u8>>,
     ) -> PyResult<PyEncoder> {
         let rule = match merge_rule {
             "pair" => MergeRule::Pair,
@@ -364,6 +431,12 @@ impl PyEncoder {
             encoder = encoder
                 .with_normalizer(steps, &tokens)
                 .map_err(value_error)?;
+        }
+        if let Some(stages) = pre_tokenizer {
+            encoder = encoder.with_pipeline(pipeline_of(stages)?);
+        }
+        if let Some(dropped) = dropped_bytes {
+            encoder = encoder.with_dropped_bytes(&dropped);
         }
         if let Some(token_options) = token_options {
             let mut options = Vec::with_capacity(token_options.len());
