@@ -16,6 +16,9 @@
 
 use crate::PretokenizeError;
 
+/// A stretch of a piece, `(start, end)` in the text, and whether it is a match.
+type Stretch = ((usize, usize), bool);
+
 /// How a stage makes pieces of the matches and the stretches between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behavior {
@@ -149,10 +152,10 @@ fn find(
     start: usize,
     end: usize,
     bytes_as_alphabet: bool,
-) -> Result<Vec<((usize, usize), bool)>, PretokenizeError> {
+) -> Result<Vec<Stretch>, PretokenizeError> {
     let mut found = Vec::new();
     let mut covered = start;
-    let mut hit = |from: usize, to: usize, found: &mut Vec<((usize, usize), bool)>| {
+    let mut hit = |from: usize, to: usize, found: &mut Vec<Stretch>| {
         if covered < from {
             found.push(((covered, from), false));
         }
@@ -220,8 +223,8 @@ fn find(
 
 /// `NormalizedString::split`'s behaviours on the matches of one piece; the pieces kept are
 /// appended to `out` (empty ones dropped).
-fn made(matches: &[((usize, usize), bool)], behavior: Behavior, out: &mut Vec<(usize, usize)>) {
-    let mut kept: Vec<((usize, usize), bool)> = Vec::with_capacity(matches.len());
+fn made(matches: &[Stretch], behavior: Behavior, out: &mut Vec<(usize, usize)>) {
+    let mut kept: Vec<Stretch> = Vec::with_capacity(matches.len());
     match behavior {
         Behavior::Isolated => kept.extend(matches.iter().map(|&(span, _)| (span, false))),
         Behavior::Removed => kept.extend_from_slice(matches),
