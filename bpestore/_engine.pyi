@@ -282,6 +282,7 @@ class Encoder:
         token_options: list[tuple[str, str]] | None = None,
         pre_tokenizer: list[tuple[str, str, str, bool]] | None = None,
         dropped_bytes: list[int] | None = None,
+        chars_first: bool = False,
     ) -> Encoder:
         """``normalizer``: steps ``(kind, a, b)`` run on the text between special tokens before it
         is pre-tokenized (see :func:`normalize`); ``normalized_tokens``: token -> id, tokens found
@@ -290,7 +291,9 @@ class Encoder:
         (Hugging Face's added-token options); ``pre_tokenizer``: stages (see
         :func:`pipeline_spans`) that make the pieces instead of ``pattern``; ``dropped_bytes``:
         bytes left out of every piece before it is merged (Hugging Face's BPE leaves out a
-        character its vocab lacks), each a token of ``vocab`` all the same."""
+        character its vocab lacks), each a token of ``vocab`` all the same; ``chars_first``: pieces
+        are merged from their characters (each the vocab's token for it, else its bytes), as a
+        SentencePiece-style BPE with byte fallback merges (Llama-2, Mistral)."""
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
         """The ids of ``text``; ``allowed_special`` None or "all": every special token is
         recognised; a collection: only those (the others are ordinary text)."""

@@ -22,6 +22,7 @@ from itertools import chain
 from typing import Any, Literal
 
 from .normalizer import Normalizer
+from .decoder import Decoder
 from .post_processor import PostProcessor
 from .pre_tokenizer import PreTokenizer
 from .pretokenize.patterns import GPT2_PATTERN, SPLIT_SAFE_PATTERNS
@@ -74,7 +75,7 @@ class BPEModel:
         normalizer: what the text between special tokens goes through before it is
             pre-tokenized (a :class:`~bpestore.normalizer.Normalizer`; None: nothing), as in a
             Hugging Face tokenizer's pipeline. bpestore's own trainings have none.
-        normalized_tokens: those of the added tokens found in the text once it is normalized,
+        normalized_tokens: those of the special and added tokens found in the text once it is normalized,
             as the normalizer writes them (Hugging Face's ``"normalized": true``), rather than
             in the text as given.
         post_processor: the special tokens put around a text's ids when encoding is asked to add
@@ -87,6 +88,11 @@ class BPEModel:
             BPE leaves out a character its vocab lacks (Falcon's and SmolLM's vocabs lack some
             control characters): each is still a single-byte token of the vocab, at an id no
             encoding gives.
+        byte_fallback: a SentencePiece-style BPE (Llama-2, Mistral): a pre-token is merged from its
+            characters, each the vocab's token for it or else its bytes (the vocab's single-byte
+            tokens are its byte-fallback tokens), not from its bytes.
+        decoder: what the joined text of the tokens goes through to give the text back (a
+            :class:`~bpestore.decoder.Decoder`; SentencePiece's ``▁`` back to spaces).
         token_options: how special or added tokens take their surroundings, token -> a set of
             ``"lstrip"`` (the whitespace before is part of the token), ``"rstrip"`` (the
             whitespace after), ``"single_word"`` (found only where no word character touches
@@ -111,6 +117,8 @@ class BPEModel:
     token_options: dict[str, frozenset[str]] = field(default_factory=dict)
     pre_tokenizer: PreTokenizer | None = None
     dropped_bytes: frozenset[int] = frozenset()
+    byte_fallback: bool = False
+    decoder: Decoder | None = None
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
     # The merges (a property): the list, or None until _derive_merges(self) makes it.
@@ -132,6 +140,8 @@ class BPEModel:
         token_options: Mapping[str, Iterable[str]] | None = None,
         pre_tokenizer: PreTokenizer | None = None,
         dropped_bytes: Iterable[int] = (),
+        byte_fallback: bool = False,
+        decoder: Decoder | None = None,
         _checked: bool = False,
         _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
@@ -153,9 +163,9 @@ class BPEModel:
         if normalizer is not None and not normalizer.steps:
             normalizer = None
         normalized = frozenset(normalized_tokens)
-        if not normalized <= set(added):
-            stray = sorted(normalized - set(added))[0]
-            raise ValueError(f"normalized token {shown(stray)} is not one of the added tokens")
+        if not normalized <= set(added) | set(specials):
+            stray = sorted(normalized - set(added) - set(specials))[0]
+            raise ValueError(f"normalized token {shown(stray)} is neither a special nor an added token")
         if _checked:  # see stored()
             id_of = ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
         else:
@@ -216,6 +226,12 @@ class BPEModel:
         if not all(isinstance(byte, int) and not isinstance(byte, bool) and 0 <= byte < 256 for byte in dropped):
             raise ValueError(f"dropped_bytes must be bytes (integers from 0 to 255), not {sorted(map(repr, dropped))[:4]}")
         set_field(self, "dropped_bytes", dropped)
+        if not isinstance(byte_fallback, bool) or (byte_fallback and merge_rule != "pair"):
+            raise ValueError("byte_fallback is True or False, and True only with the pair rule")
+        if decoder is not None and not isinstance(decoder, Decoder):
+            raise TypeError(f"decoder must be a Decoder or None, not {type(decoder).__name__}")
+        set_field(self, "byte_fallback", byte_fallback)
+        set_field(self, "decoder", decoder)
         set_field(self, "special_ids", special_ids)
         set_field(self, "added_ids", added_ids)
 
@@ -235,6 +251,8 @@ class BPEModel:
         token_options: Mapping[str, Iterable[str]] | None = None,
         pre_tokenizer: PreTokenizer | None = None,
         dropped_bytes: Iterable[int] = (),
+        byte_fallback: bool = False,
+        decoder: Decoder | None = None,
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
@@ -242,7 +260,8 @@ class BPEModel:
         return cls(
             vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
             normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor,
-            token_options=token_options, pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, _checked=True,
+            token_options=token_options, pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, byte_fallback=byte_fallback,
+            decoder=decoder, _checked=True,
         )
 
     @classmethod
@@ -260,6 +279,7 @@ class BPEModel:
         token_options: Mapping[str, Iterable[str]] | None = None,
         pre_tokenizer: PreTokenizer | None = None,
         dropped_bytes: Iterable[int] = (),
+        decoder: Decoder | None = None,
         _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
@@ -271,7 +291,8 @@ class BPEModel:
         return cls(
             vocab, [], special_tokens, pattern, "token", added_tokens, normalizer=normalizer, normalized_tokens=normalized_tokens,
             post_processor=post_processor, token_options=token_options,
-            pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, _checked=_checked, _derive_merges=derive_merges,
+            pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, decoder=decoder, _checked=_checked,
+            _derive_merges=derive_merges,
         )
 
     @property
@@ -298,6 +319,7 @@ class BPEModel:
         return {
             "normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens, "post_processor": self.post_processor,
             "token_options": self.token_options, "pre_tokenizer": self.pre_tokenizer, "dropped_bytes": self.dropped_bytes,
+            "byte_fallback": self.byte_fallback, "decoder": self.decoder,
         }
 
     __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)

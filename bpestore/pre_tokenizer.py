@@ -88,6 +88,12 @@ class PreTokenizer:
             raise PreTokenizerError(f"{where}: no ByteLevel step (bpestore runs byte-level BPE)")
         return cls(json.dumps(document, ensure_ascii=False, sort_keys=True), stages)
 
+    @classmethod
+    def whole(cls) -> PreTokenizer:
+        """No pre-tokenizer (``"pre_tokenizer": null``): each stretch of text between special
+        tokens is one piece, as a SentencePiece-style BPE (Llama-2) merges it."""
+        return cls("null", ())
+
     def to_hf(self) -> Any:
         """The ``tokenizer.json`` form, as it was read."""
         return json.loads(self.document)
@@ -106,6 +112,8 @@ class PreTokenizer:
         return ["".join(alphabet[byte] for byte in data[start:end]) for start, end in pipeline_spans(self.engine_stages(), text)]
 
     def __str__(self) -> str:
+        if not self.stages:
+            return "none (each stretch between special tokens one piece)"
         kinds = []
         for kind, regex, behavior, invert in self.stages:
             if kind == "ByteLevel":

@@ -617,7 +617,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     def byte_fallback(document):
         document["model"]["byte_fallback"] = True
 
-    files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["model.byte_fallback: a SentencePiece-style BPE"])
+    files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["a SentencePiece-style BPE (model.byte_fallback"])
 
     # (added tokens' lstrip, rstrip and single_word are run: tests/test_token_options.py)
     def prefix_space_in_sequence(document):

@@ -85,7 +85,7 @@ IMPORTED = ["llama3.2", "olmo2-dolma2", "gpt-neox-20b", "roberta-base", "falcon"
 REFUSED = {
     "t5-small": "a Unigram model (T5",
     "bert-base-uncased": "a WordPiece model (BERT",
-    "llama2": "SentencePiece-style BPE",
+    "llama2": "merge 18917 is '   '",
 }
 
 

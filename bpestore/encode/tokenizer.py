@@ -115,7 +115,7 @@ class Tokenizer:
         self._engine: EncoderEngine = Encoder(
             self.vocab, merges, whole, self.pattern, self.merge_rule, cache_size, steps, normalized or None, options or None,
             model.pre_tokenizer.engine_stages() if model.pre_tokenizer is not None else None,
-            sorted(model.dropped_bytes) or None,
+            sorted(model.dropped_bytes) or None, model.byte_fallback,
         )
         self._warm_table: bytes | None = None  # (kept for pickling: a worker's copy starts warm too)
 
@@ -289,6 +289,7 @@ class Tokenizer:
             ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special, dropout=dropout, seed=seed)
             return self.model.post_processor.around(ids)
         if dropout is not None:
+            self._check_dropout()
             allowed = self._policy(text, allowed_special, disallowed_special)
             return self._call(self._engine.encode_dropout, text, dropout, seed, allowed)
         if allowed_special == "all" and disallowed_special == "all":  # the default, kept lean
@@ -299,6 +300,12 @@ class Tokenizer:
                 raise
         allowed = self._policy(text, allowed_special, disallowed_special)
         return self._call(self._engine.encode, text, allowed)
+
+    def _check_dropout(self) -> None:
+        """ValueError for BPE-dropout on a SentencePiece-style tokenizer (its merges start from
+        characters, the dropout walk from bytes)."""
+        if self.model.byte_fallback:
+            raise ValueError("BPE-dropout is not available for a SentencePiece-style tokenizer (byte_fallback)")
 
     def encode_ordinary(self, text: str) -> list[int]:
         """The ids of ``text`` with special tokens' strings encoded as ordinary text (tiktoken's
@@ -354,6 +361,7 @@ class Tokenizer:
                 _refuse_disallowed(text, disallowed)
         try:
             if dropout is not None:
+                self._check_dropout()
                 return self._engine.encode_batch_dropout(texts, dropout, seed, num_threads, allowed)
             return self._engine.encode_batch(texts, num_threads, allowed)
         except TypeError:
@@ -487,8 +495,30 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD (``errors`` as for
-        :meth:`bytes.decode`: ``"strict"`` raises instead)."""
-        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+        :meth:`bytes.decode`: ``"strict"`` raises instead). A tokenizer with a decoder (one
+        imported from a SentencePiece-style BPE) then applies it, as Hugging Face's
+        ``decode(ids, skip_special_tokens=False)`` does: its ``▁`` become spaces, the first one
+        stripped. :meth:`decode_bytes` gives the tokens' bytes as they are."""
+        spelt = self._normalized_spellings()
+        if spelt:
+            # (Hugging Face decodes a token found in normalized text as the normalizer wrote it:
+            # Llama-2's "<s>" as "▁<s>")
+            ids = list(ids)
+            data = b"".join(spelt.get(token_id) or self.decode_bytes([token_id]) for token_id in ids)
+        else:
+            data = self.decode_bytes(ids)
+        text = data.decode("utf-8", errors=errors)
+        return self.model.decoder.apply(text) if self.model.decoder is not None else text
+
+    def _normalized_spellings(self) -> dict[int, bytes]:
+        """The ids of the tokens found in normalized text that the normalizer writes otherwise,
+        with those bytes."""
+        model = self.model
+        if model.normalizer is None or not model.normalized_tokens:
+            return {}
+        whole = model.whole_ids
+        spelt = {whole[token]: model.normalizer.normalize(token).encode("utf-8") for token in model.normalized_tokens}
+        return {token_id: data for token_id, data in spelt.items() if data != model.vocab[token_id]}
 
     def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace") -> list[str]:
         """:meth:`decode` of each sequence of ids, in order."""

@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..normalizer import Normalizer, NormalizerError
+from ..decoder import Decoder, DecoderError
 from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
@@ -85,6 +86,10 @@ class HFTokenizer:
     """The file's ``pre_tokenizer``, as it is."""
     dropped_bytes: list[int] = field(default_factory=list)
     """The single bytes the vocab lacks, left out of the text when encoding (as Hugging Face does)."""
+    byte_fallback: bool = False
+    """A SentencePiece-style BPE: merged from characters, bytes as the fallback."""
+    decoder: Decoder | None = None
+    """What the tokens' joined text goes through to give the text back (SentencePiece-style only)."""
 
 
 def _describe(value: Any) -> str:
@@ -228,16 +233,23 @@ def _is_sentencepiece_style(data: dict[str, Any]) -> bool:
     return spaces_as_bars and "\u2581" in json.dumps(data.get("normalizer"), ensure_ascii=False)
 
 
-def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
+    """Whether the model is a SentencePiece-style BPE with byte fallback (Llama-2, Mistral),
+    else a byte-level one; FormatError for another model or option bpestore does not run."""
     model = data["model"]
     kind = _model_kind(model)
     if isinstance(kind, str) and kind in _OTHER_MODELS:
         raise _refuse(path, "model", f"{_OTHER_MODELS[kind]}: bpestore stores BPE tokenizers only")
     if kind != "BPE":
         raise _refuse(path, "model.type", f"{_describe(kind) or 'missing'}: bpestore stores BPE tokenizers only")
-    if _is_sentencepiece_style(data):
-        where = "model.byte_fallback" if model.get("byte_fallback") else "model"
-        raise _refuse(path, where, "a SentencePiece-style BPE over characters (Llama-2, Mistral, Gemma): not supported yet")
+    sentencepiece = _is_sentencepiece_style(data)
+    if sentencepiece and model.get("byte_fallback") is not True:
+        raise _refuse(path, "model", "a SentencePiece-style BPE over characters without byte_fallback (unknown tokens): not supported")
+    if sentencepiece and data.get("pre_tokenizer"):
+        kind = data["pre_tokenizer"].get("type") if isinstance(data["pre_tokenizer"], dict) else None
+        raise _refuse(
+            path, "pre_tokenizer", f"{kind} in a SentencePiece-style BPE (model.byte_fallback; Mistral's Metaspace): not supported yet"
+        )
     problems = {
         "dropout": model.get("dropout") not in (None, 0, 0.0),
         "continuing_subword_prefix": bool(model.get("continuing_subword_prefix")),
@@ -246,6 +258,7 @@ def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     unsupported = [name for name, present in problems.items() if present]
     if unsupported:
         raise _refuse(path, "model", f"BPE with {', '.join(unsupported)}: not supported")
+    return sentencepiece
 
 
 def _normalizer_of(path: str | os.PathLike[str], normalizer: Any) -> Normalizer | None:
@@ -335,22 +348,15 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise FormatError(f"{path}: not a tokenizer.json (no 'model' object)")
     model = data["model"]
-    _check_model(path, data)
+    sentencepiece = _check_model(path, data)
     normalizer = _normalizer_of(path, data.get("normalizer"))
     pre_tokenizer: PreTokenizer | None = None
-    try:
-        pattern, split_at, split_drops_uncovered = _pattern_of(path, data.get("pre_tokenizer"))
-    except FormatError as refused:
-        # No one regex makes these pieces: the pre-tokenizers run as they are, stage by stage.
-        if not data.get("pre_tokenizer"):
-            raise
-        try:
-            pre_tokenizer = _pipeline_of(path, data["pre_tokenizer"])
-        except FormatError as error:
-            if "no ByteLevel step" in str(error):
-                raise refused from None  # (its words name the step: Whitespace, Metaspace, ...)
-            raise
+    if sentencepiece:
+        # (no pre-tokenizer: each stretch between special tokens is merged as one piece)
+        pre_tokenizer = PreTokenizer.whole()
         pattern, split_at, split_drops_uncovered = GPT2_PATTERN, None, False
+    else:
+        pattern, split_at, split_drops_uncovered, pre_tokenizer = _pieces_of(path, data.get("pre_tokenizer"))
     listed = _added_tokens(path, data.get("added_tokens"))
     added = [(content, token_id) for content, token_id, _, _, _ in listed]
     added_text = dict(added)
@@ -360,8 +366,12 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     alphabet = unicode_to_byte()
     vocab: dict[int, bytes] = {}
     model_vocab = _object(path, model.get("vocab", {}), "model.vocab")
+    byte_twins: list[tuple[int, int]] = []
     for text, token_id in model_vocab.items():
         token_id = _token_id(path, token_id, f"vocab entry {text!r}")
+        if sentencepiece:
+            _add_sentencepiece_token(path, vocab, text, token_id, byte_twins)
+            continue
         if text in added_text:
             token = text.encode("utf-8")
             if len(text) == 1 and text in alphabet and token != bytes([alphabet[text]]):
@@ -417,6 +427,9 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
         parts = merge.split(" ") if isinstance(merge, str) else merge
         if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
             raise FormatError(f"{path}: merge {rank} is {merge!r}, expected 'a b' or ['a', 'b']")
+        if sentencepiece:
+            merges.append((_sentencepiece_bytes(parts[0]), _sentencepiece_bytes(parts[1])))
+            continue
         try:
             merges.append((bytes(alphabet[c] for c in parts[0]), bytes(alphabet[c] for c in parts[1])))
         except KeyError:
@@ -424,19 +437,17 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     specials = [content for content, _, special, _, _ in listed if special]
     ordinary = [content for content, _, special, _, _ in listed if not special]
     token_options = {content: options for content, _, _, _, options in listed if options}
-    normalized: list[str] = []
-    if normalizer is not None:
-        for content, _, special, in_normalized, _ in listed:
-            if in_normalized and special:
-                raise _refuse(
-                    path, "added_tokens", f"special token {content!r} found in normalized text (normalized: true): not supported"
-                )
-            if in_normalized:
-                normalized.append(content)
+    normalized = [content for content, _, _, in_normalized, _ in listed if in_normalized] if normalizer is not None else []
+    if byte_twins:
+        notes.append(
+            f"note: {len(byte_twins)} byte-fallback tokens spell a character token again ({', '.join(f'{a} is {b}' for a, b in byte_twins[:3])}"
+            f"{' ...' if len(byte_twins) > 3 else ''}); the character tokens' ids are kept, as Hugging Face's encode gives them"
+        )
+    decoder = _decoder_of(path, data.get("decoder")) if sentencepiece else None
     return HFTokenizer(
         vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
         split_drops_uncovered, normalizer, normalized, post_processor, token_options, pre_tokenizer, data.get("pre_tokenizer"),
-        dropped_bytes,
+        dropped_bytes, sentencepiece, decoder,
     )
 
 
@@ -451,6 +462,58 @@ def _add_missing_bytes(vocab: dict[int, bytes]) -> list[int]:
     for offset, byte in enumerate(missing):
         vocab[next_id + offset] = bytes([byte])
     return missing
+
+
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _sentencepiece_bytes(text: str) -> bytes:
+    """A SentencePiece vocab entry's bytes: ``<0xNN>`` is the byte NN (byte fallback), any other
+    entry its UTF-8 (``▁`` included, as the normalizer writes a space)."""
+    byte = _BYTE_TOKEN.fullmatch(text)
+    return bytes([int(byte.group(1), 16)]) if byte else text.encode("utf-8")
+
+
+def _add_sentencepiece_token(
+    path: str | os.PathLike[str], vocab: dict[int, bytes], text: str, token_id: int, byte_twins: list[tuple[int, int]]
+) -> None:
+    """Adds a SentencePiece vocab entry. A byte-fallback token ``<0x61>`` and the character token
+    ``a`` are the same bytes: the character's id is kept (Hugging Face falls back to bytes only
+    for a character its vocab lacks, so it never gives the other), noted in ``byte_twins``."""
+    token = _sentencepiece_bytes(text)
+    if vocab.setdefault(token_id, token) != token:
+        raise FormatError(f"{path}: vocab gives id {token_id} to two tokens")
+    twin = next((other for other, bytes_ in vocab.items() if bytes_ == token and other != token_id), None) if len(token) == 1 else None
+    if twin is not None:
+        fallback, character = (token_id, twin) if _BYTE_TOKEN.fullmatch(text) else (twin, token_id)
+        del vocab[fallback]
+        byte_twins.append((fallback, character))
+
+
+def _decoder_of(path: str | os.PathLike[str], decoder: Any) -> Decoder | None:
+    if not decoder:
+        return None
+    try:
+        return Decoder.from_hf(decoder)
+    except DecoderError as error:
+        raise FormatError(f"{path}: {error}") from None
+
+
+def _pieces_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, str | None, bool, PreTokenizer | None]:
+    """How a byte-level file's pre-tokenizer makes pieces: one regex (see :func:`_pattern_of`),
+    or, when no one regex makes them, the pre-tokenizers run stage by stage (a pipeline)."""
+    try:
+        return (*_pattern_of(path, pre_tokenizer), None)
+    except FormatError as refused:
+        if not pre_tokenizer:
+            raise
+        try:
+            pipeline = _pipeline_of(path, pre_tokenizer)
+        except FormatError as error:
+            if "no ByteLevel step" in str(error):
+                raise refused from None  # (its words name the step: Whitespace, Metaspace, ...)
+            raise
+        return GPT2_PATTERN, None, False, pipeline
 
 
 def _pipeline_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> PreTokenizer:
@@ -578,7 +641,8 @@ def read(path: str | os.PathLike[str]) -> Imported:
             path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
             added_tokens=document.added_tokens, normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
             post_processor=document.post_processor, token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
-            dropped_bytes=document.dropped_bytes,
+            dropped_bytes=document.dropped_bytes, decoder=document.decoder,
+            **({"byte_fallback": True} if document.byte_fallback else {}),
         )
         assert model.merge_rule == "token"
     else:
@@ -586,7 +650,8 @@ def read(path: str | os.PathLike[str]) -> Imported:
             path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
             normalizer=document.normalizer, normalized_tokens=document.normalized_tokens, post_processor=document.post_processor,
             token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
-            dropped_bytes=document.dropped_bytes,
+            dropped_bytes=document.dropped_bytes, decoder=document.decoder,
+            **({"byte_fallback": True} if document.byte_fallback else {}),
         )
     return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
 
@@ -645,6 +710,8 @@ def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str, 
 
 def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
+    if model.byte_fallback:
+        raise FormatError(f"{output}: writing a SentencePiece-style BPE (byte_fallback) as a tokenizer.json is not supported yet")
     document = tokenizer_json(
         model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids, normalizer=model.normalizer,
         normalized_tokens=model.normalized_tokens, post_processor=model.post_processor, token_options=model.token_options,

@@ -192,7 +192,17 @@ def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str],
         return []
     made = {left + right for left, right in model.merges}
     specials = set(model.whole_ids.values())
-    unreached = [token for token_id, token in sorted(model.vocab.items()) if len(token) > 1 and token not in made and token_id not in specials]
+    def one_character(token: bytes) -> bool:
+        # (a SentencePiece-style model starts from characters: one is reached without a merge)
+        try:
+            return model.byte_fallback and len(token.decode("utf-8")) == 1
+        except UnicodeDecodeError:
+            return False
+
+    unreached = [
+        token for token_id, token in sorted(model.vocab.items())
+        if len(token) > 1 and token not in made and token_id not in specials and not one_character(token)
+    ]
     special_looking = [token.decode("utf-8") for token in unreached if looks_special(token)]
     others = len(unreached) - len(special_looking)
     notes = []

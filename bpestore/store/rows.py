@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
+from ..decoder import Decoder, DecoderError
 from ..errors import DamagedStoreError
 from ..model import BPEModel, MergeRule
 from ..normalizer import Normalizer, NormalizerError
@@ -66,7 +67,7 @@ def pipeline_json(model: BPEModel) -> str | None:
     tokens, as every tokenizer bpestore trains)."""
     if (
         model.normalizer is None and not model.normalized_tokens and model.post_processor is None and not model.token_options
-        and model.pre_tokenizer is None and not model.dropped_bytes
+        and model.pre_tokenizer is None and not model.dropped_bytes and not model.byte_fallback and model.decoder is None
     ):
         return None
     return json.dumps(
@@ -75,8 +76,11 @@ def pipeline_json(model: BPEModel) -> str | None:
             "normalized_tokens": sorted(model.normalized_tokens),
             "post_processor": model.post_processor.to_hf() if model.post_processor is not None else None,
             "token_options": {token: sorted(named) for token, named in sorted(model.token_options.items())},
-            "pre_tokenizer": model.pre_tokenizer.to_hf() if model.pre_tokenizer is not None else None,
+            # (no pre-tokenizer at all, SentencePiece's, is "whole"; null: the pattern makes the pieces)
+            "pre_tokenizer": None if model.pre_tokenizer is None else model.pre_tokenizer.to_hf() if model.pre_tokenizer.stages else "whole",
             "dropped_bytes": sorted(model.dropped_bytes),
+            "byte_fallback": model.byte_fallback,
+            "decoder": model.decoder.to_hf() if model.decoder is not None else None,
         },
         ensure_ascii=False,
     )
@@ -105,13 +109,21 @@ def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
     ):
         raise row.damaged("pipeline", "holds token_options that are not a JSON object of lists of strings")
     try:
-        pre_tokenizer = PreTokenizer.from_hf(document["pre_tokenizer"]) if document.get("pre_tokenizer") is not None else None
+        stored = document.get("pre_tokenizer", None)
+        pre_tokenizer = None if stored is None else PreTokenizer.whole() if stored == "whole" else PreTokenizer.from_hf(stored)
     except PreTokenizerError as error:
         raise row.damaged("pipeline", f"holds a pre-tokenizer bpestore cannot run ({error})") from None
     dropped = document.get("dropped_bytes", [])
     if not isinstance(dropped, list) or not all(isinstance(byte, int) and not isinstance(byte, bool) and 0 <= byte < 256 for byte in dropped):
         raise row.damaged("pipeline", "holds dropped_bytes that are not a JSON list of integers from 0 to 255")
+    byte_fallback = document.get("byte_fallback", False)
+    if not isinstance(byte_fallback, bool):
+        raise row.damaged("pipeline", "holds a byte_fallback that is not true or false")
+    try:
+        decoder = Decoder.from_hf(document["decoder"]) if document.get("decoder") is not None else None
+    except DecoderError as error:
+        raise row.damaged("pipeline", f"holds a decoder bpestore cannot apply ({error})") from None
     return {
         "normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor, "token_options": options,
-        "pre_tokenizer": pre_tokenizer, "dropped_bytes": dropped,
+        "pre_tokenizer": pre_tokenizer, "dropped_bytes": dropped, "byte_fallback": byte_fallback, "decoder": decoder,
     }

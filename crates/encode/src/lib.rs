@@ -164,6 +164,8 @@ pub struct Encoder {
     pub(crate) cut_specials: SpecialTokens,
     /// The bytes left out of every piece (see [`Encoder::with_dropped_bytes`]).
     dropped_bytes: Option<Box<[bool; 256]>>,
+    /// Whether pieces are merged from their characters (see [`Encoder::with_chars_first`]).
+    chars_first: bool,
 }
 
 /// A normalizer, and the added tokens that are found in the text once it is normalized
@@ -291,6 +293,7 @@ impl Encoder {
             normalization: None,
             cut_specials,
             dropped_bytes: None,
+            chars_first: false,
         })
     }
 
@@ -410,6 +413,15 @@ impl Encoder {
             .filter(|&byte| !dropped[byte as usize])
             .collect();
         self.piece_ids(&kept)
+    }
+
+    /// This encoder merging from characters rather than bytes, as a SentencePiece-style BPE
+    /// does (Llama-2, Mistral): a piece starts as its characters, each the vocabulary's token
+    /// for it, or its bytes if the vocabulary has none (byte fallback), and the merges (the
+    /// pair rule) go on from there. The vocabulary's single bytes are then the fallback tokens.
+    pub fn with_chars_first(mut self) -> Encoder {
+        self.chars_first = true;
+        self
     }
 
     /// This encoder with its pieces made by `pipeline` (Hugging Face's pre-tokenizers in a
@@ -748,6 +760,11 @@ impl Encoder {
             let whole = part.as_bytes();
             self.pretokenizer.try_for_each_span(part, |at, end| {
                 let bytes = &whole[at..end];
+                if self.chars_first {
+                    // (BPE-dropout walks bytes: refused for such encoders before it gets here)
+                    out.extend(self.piece_ids(bytes));
+                    return;
+                }
                 if let Some(dropped) = self.dropped_bytes.as_deref() {
                     if bytes.iter().any(|&byte| dropped[byte as usize]) {
                         // (its ids without dropout: see `with_dropped_bytes`)
@@ -1203,6 +1220,24 @@ impl Encoder {
     /// The ids of one pre-token, by the encoder's rule, into `tokens`.
     fn merge_piece(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
         tokens.clear();
+        if self.chars_first && self.rule == MergeRule::Pair {
+            if let Ok(text) = std::str::from_utf8(piece) {
+                // Each character a token of its own if the vocabulary has it, else its bytes
+                // (SentencePiece's byte fallback); then the merges, by rank.
+                let mut buffer = [0u8; 4];
+                for c in text.chars() {
+                    let bytes = c.encode_utf8(&mut buffer).as_bytes();
+                    match self.vocab.id(bytes) {
+                        Some(id) => tokens.push(id),
+                        None => {
+                            tokens.extend(bytes.iter().map(|&b| self.vocab.byte_ids[b as usize]))
+                        }
+                    }
+                }
+                self.pairs.merge_one_at_a_time(tokens);
+                return;
+            }
+        }
         tokens.extend(piece.iter().map(|&b| self.vocab.byte_ids[b as usize]));
         match self.rule {
             MergeRule::Pair => self.pairs.merge(piece, tokens),

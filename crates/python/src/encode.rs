@@ -385,7 +385,7 @@ impl PyEncoder {
     /// the normalized text (not among `special_tokens`); `token_options`: (token, "lstrip,rstrip,single_word"
     /// or some of them), how those tokens take their surroundings.
     #[new]
-    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None, token_options = None, pre_tokenizer = None, dropped_bytes = None))]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None, token_options = None, pre_tokenizer = None, dropped_bytes = None, chars_first = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -400,6 +400,7 @@ impl PyEncoder {
         token_options: Option<Vec<(String, String)>>,
         pre_tokenizer: Option<Vec<(String, String, String, bool)>>,
         dropped_bytes: Option<Vec<u8>>,
+        chars_first: bool,
     ) -> PyResult<PyEncoder> {
         let rule = match merge_rule {
             "pair" => MergeRule::Pair,
@@ -437,6 +438,9 @@ impl PyEncoder {
         }
         if let Some(dropped) = dropped_bytes {
             encoder = encoder.with_dropped_bytes(&dropped);
+        }
+        if chars_first {
+            encoder = encoder.with_chars_first();
         }
         if let Some(token_options) = token_options {
             let mut options = Vec::with_capacity(token_options.len());
