@@ -153,3 +153,28 @@ def test_ignore_merges_with_merges_out_of_id_order_is_refused(tmp_path):
     assert json.loads(path.read_text())["model"]["ignore_merges"] is True
     result = invoke("import", "hf", path, "--name", "t", "--db", tmp_path / "store.db")
     assert result.exit_code == 1 and "ignore_merges" in result.stderr and "merge 1" in result.stderr, result.stderr
+
+
+def test_eval_and_diff_compare_a_trained_tokenizer_with_imported_ones(tmp_path):
+    """A user's tokenizer beside the ones real models ship, on the same text: eval's token counts
+    are Hugging Face's ids for the file, diff names what the vocabularies share."""
+    families = [family for family in ("gpt-neox-20b", "falcon", "llama3.2") if (shared_dir() / "tokenizers" / family).is_dir()]
+    if not families:
+        pytest.skip("no shared tokenizers")
+    corpus = shared_dir() / "fixtures" / "corpus.en"
+    db = tmp_path / "store.db"
+    assert invoke("train", corpus, "--name", "mine", "--vocab-size", "600", "--db", db, "-q").exit_code == 0
+    for family in families:
+        assert invoke("import", "hf", _file(family), "--name", family, "--db", db).exit_code == 0
+    result = invoke("eval", "mine", *families, "--corpus", corpus, "--json", "--db", db)
+    assert result.exit_code == 0, result.stderr
+    rows = {row["tokenizer"].split("@")[0]: row for row in json.loads(result.stdout)["rows"]}
+    text = corpus.read_text(encoding="utf-8")
+    for family in families:
+        oracle = tokenizers.Tokenizer.from_file(str(_file(family)))
+        oracle.no_truncation()
+        oracle.no_padding()
+        assert rows[family]["tokens"] == len(oracle.encode(text, add_special_tokens=False).ids), family
+    assert rows["mine"]["tokens"] > max(rows[family]["tokens"] for family in families)  # (600 tokens against 50k+)
+    diff = invoke("diff", "mine", families[0], "--db", db)
+    assert diff.exit_code == 0 and "shared tokens" in diff.stdout, diff.stderr
