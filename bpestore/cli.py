@@ -864,11 +864,11 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         ("tokenizer", info.ref),
         ("vocab size", _number(info.vocab_size)),
         ("merges", _number(info.num_merges)),
-        ("special tokens", ", ".join(info.special_tokens) or "-"),
-        *([("added tokens", ", ".join(map(repr, info.added_tokens)))] if info.added_tokens else []),
+        ("special tokens", _listed(info.special_tokens, str) or "-"),
+        *([("added tokens", _listed(info.added_tokens, repr))] if info.added_tokens else []),
         ("merge rule", info.merge_rule),
-        *([("normalizer", info.normalizer)] if info.normalizer else []),
-        ("pattern", _pattern_shown(info.pattern)),
+        *info.pipeline,
+        *([] if any(label == "pre-tokenizer" for label, _ in info.pipeline) else [("pattern", _pattern_shown(info.pattern))]),
         ("source", info.source),
         ("created", info.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
     ]
@@ -1262,6 +1262,13 @@ def _around(tokenizer: Tokenizer, blocks: Iterable[Any]) -> Iterator[Any]:
         yield np.array(processor.suffix, dtype=np.uint32)
 
 
+def _listed(items: Sequence[str], shown: Callable[[str], str], limit: int = 12) -> str:
+    """Items joined by commas, the first ``limit`` and how many in all when there are more
+    (Llama-3 has 256 special tokens)."""
+    head = ", ".join(map(shown, items[:limit]))
+    return head if len(items) <= limit else f"{head}, ... ({len(items)} in all)"
+
+
 def _print_count(counted: workflow.TokenCount, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(counted.to_dict()))
@@ -1564,14 +1571,19 @@ def import_() -> None:
 @main.command()
 @click.argument("ref")
 @click.option("--format", "export_format", type=click.Choice(formats.names()), required=True, help="The file format.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="A directory for gpt2 (vocab.json + merges.txt), else a file.")
+@click.option(
+    "--output", "-o", type=click.Path(), required=True,
+    help="A directory for gpt2 (vocab.json + merges.txt), else a file; for hf, a directory (existing, or ending "
+    "with /) gets a model folder that transformers loads.",
+)
 @_db_option
-def export(ref: str, export_format: str, output: Path, db: str) -> None:
+def export(ref: str, export_format: str, output: str, db: str) -> None:
     """Export a tokenizer for another tool.
 
     \b
     Example:
       bpestore export ts@2 --format hf --output tokenizer.json
+      bpestore export ts@2 --format hf --output ts-model/
       bpestore export ts@2 --format gpt2 --output ts-gpt2/
     """
     for note in _workflow().export_from_store(db, ref, export_format, output):

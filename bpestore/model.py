@@ -93,6 +93,9 @@ class BPEModel:
             tokens are its byte-fallback tokens), not from its bytes.
         decoder: what the joined text of the tokens goes through to give the text back (a
             :class:`~bpestore.decoder.Decoder`; SentencePiece's ``▁`` back to spaces).
+        config: what a model folder says of its tokenizer beside ``tokenizer.json``
+            (``tokenizer_config.json``: the bos/eos/pad/unk tokens, the chat template, the
+            model's maximum length), kept to be shown and written back, not used to encode.
         token_options: how special or added tokens take their surroundings, token -> a set of
             ``"lstrip"`` (the whitespace before is part of the token), ``"rstrip"`` (the
             whitespace after), ``"single_word"`` (found only where no word character touches
@@ -119,6 +122,7 @@ class BPEModel:
     dropped_bytes: frozenset[int] = frozenset()
     byte_fallback: bool = False
     decoder: Decoder | None = None
+    config: dict[str, Any] = field(default_factory=dict)
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
     # The merges (a property): the list, or None until _derive_merges(self) makes it.
@@ -142,6 +146,7 @@ class BPEModel:
         dropped_bytes: Iterable[int] = (),
         byte_fallback: bool = False,
         decoder: Decoder | None = None,
+        config: Mapping[str, Any] | None = None,
         _checked: bool = False,
         _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
@@ -232,6 +237,7 @@ class BPEModel:
             raise TypeError(f"decoder must be a Decoder or None, not {type(decoder).__name__}")
         set_field(self, "byte_fallback", byte_fallback)
         set_field(self, "decoder", decoder)
+        set_field(self, "config", dict(config or {}))
         set_field(self, "special_ids", special_ids)
         set_field(self, "added_ids", added_ids)
 
@@ -253,6 +259,7 @@ class BPEModel:
         dropped_bytes: Iterable[int] = (),
         byte_fallback: bool = False,
         decoder: Decoder | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
@@ -261,7 +268,7 @@ class BPEModel:
             vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
             normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor,
             token_options=token_options, pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, byte_fallback=byte_fallback,
-            decoder=decoder, _checked=True,
+            decoder=decoder, config=config, _checked=True,
         )
 
     @classmethod
@@ -280,6 +287,7 @@ class BPEModel:
         pre_tokenizer: PreTokenizer | None = None,
         dropped_bytes: Iterable[int] = (),
         decoder: Decoder | None = None,
+        config: Mapping[str, Any] | None = None,
         _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
@@ -291,7 +299,7 @@ class BPEModel:
         return cls(
             vocab, [], special_tokens, pattern, "token", added_tokens, normalizer=normalizer, normalized_tokens=normalized_tokens,
             post_processor=post_processor, token_options=token_options,
-            pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, decoder=decoder, _checked=_checked,
+            pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, decoder=decoder, config=config, _checked=_checked,
             _derive_merges=derive_merges,
         )
 
@@ -319,7 +327,7 @@ class BPEModel:
         return {
             "normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens, "post_processor": self.post_processor,
             "token_options": self.token_options, "pre_tokenizer": self.pre_tokenizer, "dropped_bytes": self.dropped_bytes,
-            "byte_fallback": self.byte_fallback, "decoder": self.decoder,
+            "byte_fallback": self.byte_fallback, "decoder": self.decoder, "config": self.config,
         }
 
     __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)

@@ -34,6 +34,7 @@ from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
+from .hf_folder import CONFIG_FILE, SPECIAL_TOKENS_FILE, config_of_folder, folder_files
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
 
 
@@ -625,7 +626,16 @@ def write_tokenizer_json(path: str | os.PathLike[str], document: dict[str, Any])
 
 def read(path: str | os.PathLike[str]) -> Imported:
     """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens,
-    those marked ``"special": false`` added tokens (ordinary, encoded whole)."""
+    those marked ``"special": false`` added tokens (ordinary, encoded whole). ``path`` may be a
+    model folder: its ``tokenizer.json``, with what ``tokenizer_config.json`` and
+    ``special_tokens_map.json`` say (roles of tokens, chat template, maximum length) kept."""
+    config: dict[str, Any] = {}
+    if Path(path).is_dir():
+        folder = Path(path)
+        if not (folder / "tokenizer.json").is_file():
+            raise FormatError(f"{folder}: a model folder without tokenizer.json (bpestore reads the fast tokenizer's file)")
+        config = config_of_folder(folder)
+        path = folder / "tokenizer.json"
     document = read_tokenizer_json(path)
     if document.split_at is not None:
         try:
@@ -641,7 +651,7 @@ def read(path: str | os.PathLike[str]) -> Imported:
             path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
             added_tokens=document.added_tokens, normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
             post_processor=document.post_processor, token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
-            dropped_bytes=document.dropped_bytes, decoder=document.decoder,
+            dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config,
             **({"byte_fallback": True} if document.byte_fallback else {}),
         )
         assert model.merge_rule == "token"
@@ -650,7 +660,7 @@ def read(path: str | os.PathLike[str]) -> Imported:
             path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
             normalizer=document.normalizer, normalized_tokens=document.normalized_tokens, post_processor=document.post_processor,
             token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
-            dropped_bytes=document.dropped_bytes, decoder=document.decoder,
+            dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config,
             **({"byte_fallback": True} if document.byte_fallback else {}),
         )
     return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
@@ -721,15 +731,29 @@ def write(model: BPEModel, output: Path) -> list[str]:
     return [f"wrote {output}"]
 
 
+def write_folder(model: BPEModel, folder: Path) -> list[str]:
+    """A model folder in ``folder``: ``tokenizer.json``, ``tokenizer_config.json`` and
+    ``special_tokens_map.json``, which ``transformers.AutoTokenizer.from_pretrained`` loads
+    (``folder`` made if missing)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write(model, folder / "tokenizer.json")
+    for name, document in folder_files(model.config, model.special_tokens).items():
+        write_tokenizer_json(folder / name, document)
+    return [f"wrote {folder}/ (tokenizer.json, {CONFIG_FILE}, {SPECIAL_TOKENS_FILE})"]
+
+
 IMPORTER = ImportCommand(
-    help="""A Hugging Face tokenizer.json (byte-level BPE; added tokens become special tokens,
-    those marked "special": false added tokens: ordinary, encoded whole).
+    help="""A Hugging Face tokenizer.json, or a model folder holding one (byte-level BPE, or
+    SentencePiece-style BPE with byte fallback; added tokens become special tokens, those marked
+    "special": false added tokens: ordinary, encoded whole). A folder's tokenizer_config.json
+    (bos/eos/pad tokens, chat template, maximum length) is kept with the tokenizer.
 
     \b
     Example:
       bpestore import hf tokenizer.json --name my-hf-bpe
+      bpestore import hf path/to/Llama-3.2-1B/ --name llama3.2
     """,
     files=("tokenizer_json",),
 )
 
-FORMAT = register(Format("hf", read, write, merge_rule="pair", importer=IMPORTER))
+FORMAT = register(Format("hf", read, write, merge_rule="pair", importer=IMPORTER, write_folder=write_folder))

@@ -110,6 +110,8 @@ class Format:
             model with the other rule adds a note that some texts may encode differently.
         writes_directory: whether ``output`` names a directory of files rather than one file.
         importer: how ``bpestore import NAME`` calls ``read``; None: no import command.
+        write_folder: ``write_folder(model, directory) -> notes``, for a format that also writes
+            a folder of files (``hf``: a model folder) when ``output`` is a directory.
     """
 
     name: str
@@ -118,6 +120,7 @@ class Format:
     merge_rule: str = "pair"
     writes_directory: bool = False
     importer: ImportCommand | None = None
+    write_folder: Callable[[BPEModel, Path], list[str]] | None = None
 
 
 _FORMATS: dict[str, Format] = {}

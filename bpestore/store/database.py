@@ -49,7 +49,7 @@ from ..errors import (
 from ..model import BPEModel
 from ..pretokenize.patterns import name_of_pattern
 from .checked import Row, checked_merge_rows, checked_vocab_rows
-from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows, pipeline_from_json, pipeline_json
+from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows, pipeline_from_json, pipeline_json, pipeline_lines
 from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
 from ..progress import progress_bar
@@ -106,6 +106,9 @@ class TokenizerInfo:
     """Its added tokens (``add-tokens``): ordinary tokens always encoded whole."""
     normalizer: str | None = None
     """What normalizes its text before it is pre-tokenized, in a line (``NFC``; None: nothing)."""
+    pipeline: list[tuple[str, str]] = field(default_factory=list)
+    """What its pipeline holds besides the pattern, one (label, text) line each (an imported
+    tokenizer's normalizer, pre-tokenizer, post-processor, decoder, model-folder config)."""
 
     @property
     def ref(self) -> str:
@@ -697,6 +700,7 @@ class ModelStore:
             corpus_origin=corpus.text("origin", row.corpus_origin, nullable=True),
             added_tokens=place.json_list_of_text("added_tokens", row.added_tokens),
             normalizer=str(pipeline["normalizer"]) if pipeline.get("normalizer") is not None else None,
+            pipeline=pipeline_lines(pipeline),
         )
 
     def info(self, ref: str) -> TokenizerInfo:

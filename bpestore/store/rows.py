@@ -68,6 +68,7 @@ def pipeline_json(model: BPEModel) -> str | None:
     if (
         model.normalizer is None and not model.normalized_tokens and model.post_processor is None and not model.token_options
         and model.pre_tokenizer is None and not model.dropped_bytes and not model.byte_fallback and model.decoder is None
+        and not model.config
     ):
         return None
     return json.dumps(
@@ -81,6 +82,7 @@ def pipeline_json(model: BPEModel) -> str | None:
             "dropped_bytes": sorted(model.dropped_bytes),
             "byte_fallback": model.byte_fallback,
             "decoder": model.decoder.to_hf() if model.decoder is not None else None,
+            "config": model.config,
         },
         ensure_ascii=False,
     )
@@ -123,7 +125,36 @@ def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
         decoder = Decoder.from_hf(document["decoder"]) if document.get("decoder") is not None else None
     except DecoderError as error:
         raise row.damaged("pipeline", f"holds a decoder bpestore cannot apply ({error})") from None
+    config = document.get("config", {})
+    if not isinstance(config, dict):
+        raise row.damaged("pipeline", "holds a config that is not a JSON object")
     return {
         "normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor, "token_options": options,
         "pre_tokenizer": pre_tokenizer, "dropped_bytes": dropped, "byte_fallback": byte_fallback, "decoder": decoder,
+        "config": config,
     }
+
+
+def pipeline_lines(pipeline: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a tokenizer's pipeline holds (the keyword arguments :func:`pipeline_from_json` gives),
+    one ``(label, text)`` line each, for ``bpestore show``."""
+    lines: list[tuple[str, str]] = []
+    if pipeline.get("byte_fallback"):
+        lines.append(("model", "SentencePiece-style BPE: merged from characters, bytes as the fallback"))
+    if pipeline.get("normalizer") is not None:
+        lines.append(("normalizer", str(pipeline["normalizer"])))
+    if pipeline.get("pre_tokenizer") is not None:
+        lines.append(("pre-tokenizer", str(pipeline["pre_tokenizer"])))
+    if pipeline.get("post_processor") is not None:
+        lines.append(("post-processor", str(pipeline["post_processor"]) + " (encode --add-special-tokens)"))
+    if pipeline.get("decoder") is not None:
+        lines.append(("decoder", ", ".join(step[0] for step in pipeline["decoder"].steps) or "none"))
+    if pipeline.get("dropped_bytes"):
+        lines.append(("bytes left out", ", ".join(f"0x{byte:02x}" for byte in sorted(pipeline["dropped_bytes"]))))
+    options = pipeline.get("token_options") or {}
+    if options:
+        lines.append(("token options", ", ".join(f"{token} ({', '.join(sorted(named))})" for token, named in sorted(options.items()))))
+    for key, value in (pipeline.get("config") or {}).items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append((key.replace("_", " "), shown if len(shown) <= 80 else shown[:77] + "..."))
+    return lines
