@@ -38,7 +38,10 @@ def _interrupted_while_loading(signum: int, frame: object) -> None:
 # above; then the handler before it is back, and a command's Ctrl-C is a KeyboardInterrupt,
 # handled where it lands. (``import bpestore`` itself loads none of these.)
 _sigint_before_loading = signal.getsignal(signal.SIGINT)
-if _sigint_before_loading is not None:  # None: set outside Python, and could not be put back
+# (None: set outside Python, and could not be put back; ignored: a process that must not be
+# interrupted, such as a Dask worker of `train --dask local`, which loads this module as the
+# program that spawned it)
+if _sigint_before_loading is not None and _sigint_before_loading is not signal.SIG_IGN:
     try:
         signal.signal(signal.SIGINT, _interrupted_while_loading)
     except ValueError:  # imported by a thread other than the main one: not its signals
