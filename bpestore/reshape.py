@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .atomic import check_output_target, temporary_name
+from .atomic import check_output_target, remove_stale_partials, temporary_name
 from .errors import OutputError
 from .model import MAX_TOKEN_ID, BPEModel, check_added_tokens, shown
 from .pretokenize.corpus import iter_text_blocks
@@ -403,6 +403,8 @@ class id_map_writer:  # noqa: N801 - a context manager, used like a function
         directory = self._prefix_for("new").parent
         if not directory.is_dir():
             raise FileNotFoundError(errno.ENOENT, f"cannot write the id map, no directory {directory}", str(directory))
+        for suffix in (".npy", ".json"):  # (what a writer killed with SIGKILL left: its process is gone)
+            remove_stale_partials(directory / f"idmap{suffix}")
         self._temporaries = [directory / temporary_name(f"idmap{suffix}") for suffix in (".npy", ".json")]
         try:
             with open(self._temporaries[0], "xb") as file:
