@@ -149,7 +149,9 @@ class _Group(click.Group):
             if os.environ.get("BPESTORE_DEBUG"):
                 raise
             if isinstance(error, OSError) and error.filename and not isinstance(error, BpestoreError):
-                _fail(f"{error.strerror or error}: {error.filename}")
+                # (one wording for a missing input, whichever command and kind of file)
+                missing = isinstance(error, FileNotFoundError) and error.strerror in ("No such file or directory", "No such corpus file")
+                _fail(f"No such file: {error.filename}" if missing else f"{error.strerror or error}: {error.filename}")
             _fail(str(error))
         except KeyboardInterrupt:
             click.echo(INTERRUPTED_MESSAGE, err=True)

@@ -1109,3 +1109,18 @@ def test_a_missing_store_is_an_error_and_is_not_created(tmp_path):
     for command in (["encode", "ts"], ["decode", "ts", "1"], ["export", "ts", "--format", "hf", "--output", tmp_path / "x.json"]):
         assert_user_error(invoke(*command, "--db", missing, input="hello"), "nowhere.db")
     assert not missing.exists()
+
+
+def test_a_missing_input_is_one_wording_for_every_command(tmp_path):
+    """encode, train, eval and import name a missing input file the same way."""
+    db = tmp_path / "store.db"
+    corpus = write_text(tmp_path / "corpus.txt", corpus_text(seed=5, words=2000))
+    assert invoke("train", corpus, "--name", "t", "--vocab-size", "300", "--db", db, "-q").exit_code == 0
+    missing = tmp_path / "missing.txt"
+    for args in (
+        ("encode", "t", missing), ("train", missing, "--name", "u", "--vocab-size", "300"), ("eval", "t", "--corpus", missing),
+        ("import", "hf", missing, "--name", "h"),
+    ):
+        result = invoke(*args, "--db", db)
+        assert result.exit_code == 1, (args, result.stderr)
+        assert result.stderr.strip() == f"Error: No such file: {missing}", (args, result.stderr)
