@@ -1073,11 +1073,19 @@ class ModelStore:
             raise ValueError(
                 f"the pre-tokens of {source} are counted {counts.total} times in all, more than the store's 64-bit counts hold (2**63 - 1)"
             )
-        writes = self._row_writes(len(counts))
+        # (rows are written per pre-token, twice on SQLite: staged, then copied; the bar counts
+        # pre-tokens, as the user knows them)
+        per_pretoken = max(1, self._row_writes(len(counts)) // max(1, len(counts)))
         with self._errors(writing=True), self.engine.connect() as connection, progress_bar(
-            progress and on_rows is None, writes, "saving pre-token counts", unit="rows", unit_scale=True
+            progress and on_rows is None, len(counts), "saving pre-token counts", unit="pre-tokens", unit_scale=True
         ) as bar:
-            report = on_rows or bar.update
+            written = [0]
+
+            def advance(rows: int) -> None:
+                written[0] += rows
+                bar.update(written[0] // per_pretoken - bar.n)
+
+            report = on_rows or advance
             with bulk.staged_counts(connection, counts, report) as staged:
                 yield connection, staged, report
 
