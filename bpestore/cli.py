@@ -699,13 +699,31 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _list_row(info: TokenizerInfo) -> list[str]:
+def _shortened(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in "…" when it was longer."""
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+# `list`'s widest columns, so that a row fits 100 columns (--wide: whole).
+_LIST_SPECIALS_WIDTH = 18
+_LIST_SOURCE_WIDTH = 16
+
+
+def _list_row(info: TokenizerInfo, wide: bool = False) -> list[str]:
+    specials = " ".join(info.special_tokens) or "-"
+    source = _short_source(info)
+    if not wide:
+        count = len(info.special_tokens)
+        specials = _shortened(specials, _LIST_SPECIALS_WIDTH - (len(f" ({count})") if count > 1 else 0))
+        if specials.endswith("\u2026"):
+            specials += f" ({count})"
+        source = _shortened(source, _LIST_SOURCE_WIDTH)
     return [
         info.name,
         str(info.version),
         _number(info.vocab_size),
-        " ".join(info.special_tokens) or "-",
-        _short_source(info),
+        specials,
+        source,
         info.created_at.strftime("%Y-%m-%d %H:%M"),
         f"{info.training_seconds:.2f}s" if info.training_seconds is not None else "-",
         info.base_ref or "-",
@@ -732,15 +750,20 @@ def _short_source(info: TokenizerInfo) -> str:
 
 @main.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
+@click.option("--wide", is_flag=True, help="Show every special token and the whole source (rows may then be wider than 100 columns).")
 @_db_option
-def list_(as_json: bool, db: str) -> None:
+def list_(as_json: bool, wide: bool, db: str) -> None:
     """List the stored tokenizers, one row per version; CONTINUES ("base" in --json) names
     the tokenizer a continued training (`train --from`) started from; a tokenizer made by
     `trim` or `add-tokens` says what it was made from in CORPUS/SOURCE ("reshaped_from" in --json).
 
+    Rows fit 100 columns: long special-token lists (with their number) and sources are cut
+    with "…"; --wide shows them whole.
+
     \b
     Example:
       bpestore list
+      bpestore list --wide
       bpestore list --json | jq '.[].name'
     """
     from .errors import DamagedStoreError
@@ -752,7 +775,7 @@ def list_(as_json: bool, db: str) -> None:
         click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
     elif infos:
         headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING", "CONTINUES"]
-        click.echo(_table([_list_row(info) for info in infos], headers))
+        click.echo(_table([_list_row(info, wide) for info in infos], headers))
     elif not damaged:
         click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)
     for error in damaged:

@@ -1124,3 +1124,18 @@ def test_a_missing_input_is_one_wording_for_every_command(tmp_path):
         result = invoke(*args, "--db", db)
         assert result.exit_code == 1, (args, result.stderr)
         assert result.stderr.strip() == f"Error: No such file: {missing}", (args, result.stderr)
+
+
+def test_list_fits_100_columns_and_wide_shows_everything(tmp_path):
+    """A tokenizer with many special tokens and a long source name: `list` cuts them with "…"
+    (the number of special tokens kept), `list --wide` shows them whole."""
+    db = tmp_path / "store.db"
+    corpus = write_text(tmp_path / ("a-corpus-with-a-rather-long-file-name-" * 2 + ".txt"), corpus_text(seed=6, words=2000))
+    specials = [f"<|special_token_number_{index}|>" for index in range(12)]
+    options = [part for token in specials for part in ("--special-token", token)]
+    assert invoke("train", corpus, "--name", "many", "--vocab-size", "400", *options, "--db", db, "-q").exit_code == 0
+    listed = invoke("list", "--db", db).stdout
+    assert max(len(line) for line in listed.splitlines()) <= 100, listed
+    assert "\u2026 (12)" in listed and specials[-1] not in listed
+    wide = invoke("list", "--wide", "--db", db).stdout
+    assert specials[-1] in wide and corpus.name in wide
