@@ -1556,7 +1556,9 @@ def _import_command(format_name: str, spec: formats.ImportCommand) -> click.Comm
                     value = option.convert(value)
                 except ValueError as error:
                     raise click.BadParameter(str(error), param_hint=option.flag) from None
-            if option.positional:
+            if option.positional and value is None:
+                options[option.keyword] = value  # (not given: the reader's default, by keyword)
+            elif option.positional:
                 positional.append(value)
             else:
                 options[option.keyword] = value

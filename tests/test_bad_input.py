@@ -638,3 +638,25 @@ def test_encoding_a_file_with_a_pattern_that_fails_on_the_text_leaves_nothing(tm
     good.write_text(head, encoding="utf-8")
     assert encode_to(tokenizer, good, tmp_path / "ids.npy", workers=2) == len(tokenizer.encode(head))
     assert np.load(tmp_path / "ids.npy").tolist() == tokenizer.encode(head)
+
+
+def test_tiktoken_import_names_its_pattern_from_the_file_and_gives_ids_to_bare_special_tokens(tmp_path):
+    """`--special-token TOKEN` as every import takes it (the next free id), TOKEN=ID as before; a
+    file named after a known encoding needs no --pattern; another is refused in one line."""
+    from bpestore.formats.tiktoken_bpe import KNOWN_ENCODINGS
+    from test_cli import invoke
+
+    data = tiktoken_lines(tiktoken_ranks())
+    named = tmp_path / "r50k_base.tiktoken"
+    named.write_bytes(data)
+    db = tmp_path / "store.db"
+    result = invoke("import", "tiktoken", named, "--name", "t", "--special-token", "<|a|>", "--special-token", "<|b|>=9000", "--db", db)
+    assert result.exit_code == 0, result.stderr
+    model = Tokenizer.from_db(db, "t").model
+    assert model.pattern == KNOWN_ENCODINGS["r50k_base"].pattern
+    first_free = max(tiktoken_ranks().values()) + 1
+    assert model.special_ids == {"<|a|>": 9001 if first_free <= 9000 else first_free, "<|b|>": 9000}
+    other = tmp_path / "mine.tiktoken"
+    other.write_bytes(data)
+    refused = invoke("import", "tiktoken", other, "--name", "u", "--db", db)
+    assert refused.exit_code == 1 and "give --pattern" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1

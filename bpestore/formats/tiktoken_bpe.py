@@ -120,19 +120,28 @@ def resolve_pattern(pattern: str, path: str | os.PathLike[str]) -> tuple[str, di
 
 
 def read(
-    path: str | os.PathLike[str], pattern: str, special_tokens: dict[str, int] | None = None, *, progress: bool = False
+    path: str | os.PathLike[str], pattern: str | None = None, special_tokens: Mapping[str, int | None] | None = None, *,
+    progress: bool = False,
 ) -> Imported:
     """A ``.tiktoken`` file. ``pattern`` is a well-known encoding name (which also brings its
-    special tokens, unless ``special_tokens`` is given) or a regex.
+    special tokens, unless ``special_tokens`` is given) or a regex; None: the encoding the file is
+    named after (``cl100k_base.tiktoken``). A special token given without an id gets the next
+    free one.
 
     Reconstructing the merges of a big vocabulary takes longer than the rest of reading it, and
     encoding does not need them: without ``progress`` they are reconstructed when first asked
     for (``model.merges``, and the note saying how many there are); with it (``bpestore import``,
     which stores them) they are reconstructed now, under a progress bar."""
-    regex_pattern, default_specials = resolve_pattern(pattern, path)
-    specials = default_specials if special_tokens is None else dict(special_tokens)
-    _check_special_ids(specials, path)
+    regex_pattern, default_specials = resolve_pattern(pattern if pattern is not None else pattern_from_file_name(path), path)
     vocab = read_vocab(path)  # (a vocab the engine accepts)
+    given = default_specials if special_tokens is None else dict(special_tokens)
+    next_id = max([*vocab, *(token_id for token_id in given.values() if token_id is not None)], default=-1) + 1
+    specials: dict[str, int] = {}
+    for text, token_id in given.items():
+        if token_id is None:
+            token_id, next_id = next_id, next_id + 1
+        specials[text] = token_id
+    _check_special_ids(specials, path)
     # The ids the file does not hold; every other id of the model is a token of the file.
     not_in_file = frozenset(token_id for token_id in specials.values() if token_id not in vocab)
     for text, token_id in specials.items():
@@ -212,19 +221,40 @@ def write(model: BPEModel, output: Path) -> list[str]:
     return notes
 
 
-def parse_special_assignments(values: Iterable[str]) -> dict[str, int] | None:
-    """``TOKEN=ID`` strings (``--special-token`` of ``bpestore import tiktoken``) as a dict; None
-    for none (the well-known encoding's own); ValueError for one that is not ``TOKEN=ID`` (the id
-    in ASCII digits) and for a token given twice (the last would silently win)."""
-    specials: dict[str, int] = {}
+def parse_special_assignments(values: Iterable[str]) -> dict[str, int | None] | None:
+    """``TOKEN=ID`` or ``TOKEN`` strings (``--special-token`` of ``bpestore import tiktoken``, as
+    every import takes it) as a dict, None for an id to give (the next free one); None for none
+    given (the well-known encoding's own); ValueError for a token given twice (the last would
+    silently win)."""
+    specials: dict[str, int | None] = {}
     for value in values:
         text, equals, token_id = value.rpartition("=")
-        if not equals or not text or not (token_id.isascii() and token_id.isdigit()):
-            raise ValueError(f"{value!r}: expected TOKEN=ID, e.g. '<|endoftext|>=100257'")
+        if equals and text and token_id.isdigit() and not token_id.isascii():
+            raise ValueError(f"{value!r}: expected TOKEN or TOKEN=ID with the id in ASCII digits, e.g. '<|endoftext|>=100257'")
+        if not (equals and text and token_id.isascii() and token_id.isdigit()):
+            text, given = value, None  # (TOKEN alone: "a=b" too is a token's text)
+        else:
+            given = int(token_id)
+        if not text:
+            raise ValueError(f"{value!r}: expected TOKEN or TOKEN=ID, e.g. '<|endoftext|>=100257'")
         if text in specials:
-            raise ValueError(f"special token {text!r} is given twice (ids {specials[text]} and {int(token_id)})")
-        specials[text] = int(token_id)
+            raise ValueError(f"special token {text!r} is given twice")
+        specials[text] = given
     return specials or None
+
+
+def pattern_from_file_name(path: str | os.PathLike[str]) -> str:
+    """The well-known encoding a file is named after (``cl100k_base.tiktoken``), for an import
+    without ``--pattern``; FormatError if it is named after none."""
+    name = Path(path).name
+    for suffix in (".gz", ".tiktoken"):
+        name = name.removesuffix(suffix)
+    if name in KNOWN_ENCODINGS:
+        return name
+    raise FormatError(
+        f"{path}: give --pattern (a well-known encoding's name: {', '.join(KNOWN_ENCODINGS)}, or a regex): "
+        "the file is not named after a known encoding"
+    )
 
 
 IMPORTER = ImportCommand(
@@ -235,17 +265,21 @@ IMPORTER = ImportCommand(
 
     \b
     Example:
-      bpestore import tiktoken cl100k_base.tiktoken --name cl100k --pattern cl100k_base
+      bpestore import tiktoken cl100k_base.tiktoken --name cl100k
+      bpestore import tiktoken mine.tiktoken --name mine --pattern cl100k_base --special-token '<|end|>'
     """,
     files=("file",),
     options=(
         ImportOption(
-            "--pattern", "pattern", "The pre-tokenizer: a well-known encoding's name (which also brings its special tokens) or a regex.",
-            metavar="{r50k_base,p50k_base,cl100k_base,o200k_base}|REGEX", required=True, positional=True,
+            "--pattern", "pattern",
+            "The pre-tokenizer: a well-known encoding's name (which also brings its special tokens) or a regex "
+            "[default: the encoding the file is named after, such as cl100k_base.tiktoken].",
+            metavar="{r50k_base,p50k_base,cl100k_base,o200k_base}|REGEX", positional=True,
         ),
         ImportOption(
-            "--special-token", "special_tokens", "A special token and its id (repeatable); replaces the defaults.",
-            metavar="TOK=ID", multiple=True, convert=parse_special_assignments,
+            "--special-token", "special_tokens",
+            "A special token, with its id or not (the next free id; repeatable); replaces the defaults.",
+            metavar="TOKEN[=ID]", multiple=True, convert=parse_special_assignments,
         ),
     ),
     progress=True,
