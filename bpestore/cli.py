@@ -1546,7 +1546,8 @@ def _import_command(format_name: str, spec: formats.ImportCommand) -> click.Comm
 
     def run(name: str, quiet: bool, warm_entries: int, lock_timeout: float | None, db: str, **values: Any) -> None:
         files = [values.pop(argument) for argument in spec.files]
-        positional, options = [], {}
+        positional: list[Any] = []
+        options: dict[str, Any] = {}
         for option in spec.options:
             value = values.pop(option.keyword)
             if option.multiple:
