@@ -352,12 +352,34 @@ _POSTGRESQL_SHAPES = [
 ]
 
 
+def _refuse_postgresql_misfits(connection) -> None:  # type: ignore[no-untyped-def]
+    """Raise, naming the first row whose JSON the checks would refuse (an ALTER TABLE that finds
+    one names only the constraint); the JSON columns are in corpora and tokenizers, keyed by id."""
+    import json
+
+    from bpestore.errors import DamagedStoreError
+
+    for table, column, shape in _POSTGRESQL_SHAPES:
+        for key, value in connection.exec_driver_sql(f"SELECT id, {column} FROM {table} WHERE {column} IS NOT NULL ORDER BY id"):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict if shape == "object" else list):
+                sample = value if len(value) <= 40 else value[:40] + "..."
+                raise DamagedStoreError(
+                    f"cannot upgrade to revision 0012: row (id={key}) of table {table}, column {column}, holds text "
+                    f"{sample!r}, not a JSON {shape}; fix or delete the row (at the psql prompt) and run the command again"
+                )
+
+
 def upgrade() -> None:
     """Upgrade schema."""
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite":
         _rebuild_sqlite(strict=True)
     elif dialect == "postgresql":
+        _refuse_postgresql_misfits(op.get_bind())
         for table, column, shape in _POSTGRESQL_SHAPES:
             op.create_check_constraint(op.f(f"ck_{table}_{column}_json_{shape}"), table, f"json_typeof({column}::json) = '{shape}'")
 
