@@ -424,6 +424,8 @@ def test_counts_keep_their_corpus_without_a_foreign_key(pg):
         ("UPDATE tokenizers SET added_tokens = '\"x\"'", "ck_tokenizers_added_tokens_json_array"),
         ("UPDATE tokenizers SET source_paths = '7'", "ck_tokenizers_source_paths_json_array"),
         ("UPDATE corpora SET special_tokens = '{}'", "ck_corpora_special_tokens_json_array"),
+        ("UPDATE tokenizers SET special_tokens = '[1, 2]'", "ck_tokenizers_special_tokens_json_array"),
+        ("UPDATE tokenizers SET added_tokens = '[null]'", "ck_tokenizers_added_tokens_json_array"),
         ("UPDATE tokenizers SET training_params = '{'", "invalid input syntax for type json"),
     ],
 )
@@ -452,3 +454,9 @@ def test_a_row_the_checks_would_refuse_stops_the_upgrade_in_one_line_on_postgres
     assert "nothing was changed" in message and "JSON object" in message
     assert pg.query("SELECT version_num FROM alembic_version") == [("0011",)]
     assert pg.query("SELECT count(*) FROM pg_constraint WHERE conname LIKE '%json%'") == [(0,)]
+    pg.execute("UPDATE tokenizers SET training_params = NULL, special_tokens = '[1]'")
+    result = CliRunner().invoke(main, ["show", "t", "--db", pg], env={"BPESTORE_DEBUG": None})
+    assert result.exit_code == 1 and "column special_tokens, holds text '[1]', not a JSON array of strings" in result.stderr, result.stderr
+    pg.execute("""UPDATE tokenizers SET special_tokens = '["<nul\\u0000>"]'""")  # (a NUL, as a special token may hold)
+    assert "t@1" in CliRunner().invoke(main, ["show", "t", "--db", pg], env={"BPESTORE_DEBUG": None}).stdout
+    assert pg.query("SELECT version_num FROM alembic_version") == [("0012",)]

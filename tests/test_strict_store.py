@@ -121,6 +121,9 @@ def wrong_values(table: str, column: str, declared: str, not_null: bool) -> list
         check = f"CHECK constraint failed: ck_{table}_{column}_json_{shape}"
         values += [("'{'", check), ("'\"x\"'", check), ("'7'", check), ("'[1,2]'" if shape == "object" else "'{\"a\": 1}'", check)]
         values.append(("CAST(X'FF41' AS TEXT)", check))
+        if shape == "array":  # (a trigger's: a CHECK cannot look at the items)
+            strings = f"{table}.{column} must be a JSON array of strings"
+            values += [("'[1, 2]'", strings), ("'[null]'", strings), ("'[\"a\", [\"b\"]]'", strings)]
     if (table, column) in MOMENTS:
         check = f"CHECK constraint failed: ck_{table}_{column}_moment"
         values += [("7", check), ("'yesterday'", check), ("''", check)]
@@ -178,17 +181,29 @@ def test_a_wrong_value_written_by_hand_is_refused_by_sqlite(strict_store, tmp_pa
     assert rows(db) == before
 
 
-def test_json_arrays_of_other_things_than_strings_are_left_to_the_reads(strict_store, tmp_path):
-    """What the CHECKs cannot see (they allow no subquery, so no json_each): an array of numbers in
-    special_tokens is written, and the reads' checks (tests/test_damaged_rows.py) name it."""
+def test_what_sqlite_cannot_refuse_is_left_to_the_reads(strict_store, tmp_path):
+    """STRICT TEXT holds text that is not UTF-8: it is written, and the reads' checks
+    (tests/test_damaged_rows.py) name it."""
     db = tmp_path / "edited.db"
     shutil.copy(strict_store, db)
     with sqlite3.connect(db) as connection:
-        connection.execute("UPDATE tokenizers SET special_tokens = '[1, 2]' WHERE version = 1")
+        connection.execute("UPDATE tokenizers SET pattern = CAST(X'FF41' AS TEXT) WHERE version = 1")
     connection.close()
     result = invoke("show", "stdlib@1", "--db", db)
     assert result.exit_code == 1
-    assert "tokenizers" in result.stderr and "special_tokens" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "tokenizers.pattern" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_new_item_of_the_right_type_is_accepted(strict_store, tmp_path):
+    """The triggers refuse only what they must: a list of strings is written as before."""
+    db = tmp_path / "edited.db"
+    shutil.copy(strict_store, db)
+    with sqlite3.connect(db) as connection:
+        connection.execute("""UPDATE tokenizers SET source_paths = '["a", "b"]', added_tokens = '[]' WHERE version = 1""")
+        assert connection.execute("SELECT source_paths, added_tokens FROM tokenizers WHERE version = 1").fetchall() == [('["a", "b"]', "[]")]
+        connection.execute("UPDATE tokenizers SET source_paths = NULL WHERE version = 1")
+        assert connection.execute("SELECT source_paths FROM tokenizers WHERE version = 1").fetchall() == [(None,)]
+    connection.close()
 
 
 # -- moving a store made by the previous schema -----------------------------------------------------
@@ -255,6 +270,8 @@ DAMAGED = [
     ("UPDATE tokenizers SET created_at = 5 WHERE version = 1", ["table tokenizers", "column created_at", "id=1"]),
     ("UPDATE tokenizers SET training_params = '[1,2]' WHERE version = 2", ["table tokenizers", "column training_params", "id=2", "'[1,2]'", "JSON object"]),
     ("UPDATE tokenizers SET special_tokens = '{' WHERE version = 1", ["table tokenizers", "column special_tokens", "JSON array"]),
+    ("UPDATE tokenizers SET special_tokens = '[1, 2]' WHERE version = 1", ["table tokenizers", "column special_tokens", "id=1", "array of strings"]),
+    ("UPDATE corpora SET special_tokens = '[null]' WHERE id = 2", ["table corpora", "column special_tokens", "id=2", "array of strings"]),
     ("UPDATE tokenizers SET pattern = X'4142' WHERE version = 1", ["table tokenizers", "column pattern", "blob"]),
     ("UPDATE corpora SET path = X'00' WHERE id = 1", ["table corpora", "column path", "id=1", "blob"]),
     ("UPDATE pretoken_counts SET count = 'many' WHERE pretoken = (SELECT min(pretoken) FROM pretoken_counts)", ["table pretoken_counts", "column count", "corpus_id=1, pretoken=X'"]),

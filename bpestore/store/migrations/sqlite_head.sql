@@ -179,4 +179,20 @@ CREATE VIEW merges_readable AS
             JOIN vocab r ON r.tokenizer_id = m.tokenizer_id AND r.token = m."right"
             JOIN vocab res ON res.tokenizer_id = m.tokenizer_id AND res.token_id = m.result_id;
 
+CREATE TRIGGER corpora_special_tokens_insert_strings BEFORE INSERT ON corpora FOR EACH ROW WHEN CASE WHEN json_valid(NEW.special_tokens) THEN EXISTS (SELECT 1 FROM json_each(NEW.special_tokens) WHERE json_type(NEW.special_tokens) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'corpora.special_tokens must be a JSON array of strings'); END;
+
+CREATE TRIGGER corpora_special_tokens_update_strings BEFORE UPDATE OF special_tokens ON corpora FOR EACH ROW WHEN CASE WHEN json_valid(NEW.special_tokens) THEN EXISTS (SELECT 1 FROM json_each(NEW.special_tokens) WHERE json_type(NEW.special_tokens) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'corpora.special_tokens must be a JSON array of strings'); END;
+
+CREATE TRIGGER tokenizers_special_tokens_insert_strings BEFORE INSERT ON tokenizers FOR EACH ROW WHEN CASE WHEN json_valid(NEW.special_tokens) THEN EXISTS (SELECT 1 FROM json_each(NEW.special_tokens) WHERE json_type(NEW.special_tokens) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'tokenizers.special_tokens must be a JSON array of strings'); END;
+
+CREATE TRIGGER tokenizers_special_tokens_update_strings BEFORE UPDATE OF special_tokens ON tokenizers FOR EACH ROW WHEN CASE WHEN json_valid(NEW.special_tokens) THEN EXISTS (SELECT 1 FROM json_each(NEW.special_tokens) WHERE json_type(NEW.special_tokens) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'tokenizers.special_tokens must be a JSON array of strings'); END;
+
+CREATE TRIGGER tokenizers_source_paths_insert_strings BEFORE INSERT ON tokenizers FOR EACH ROW WHEN CASE WHEN json_valid(NEW.source_paths) THEN EXISTS (SELECT 1 FROM json_each(NEW.source_paths) WHERE json_type(NEW.source_paths) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'tokenizers.source_paths must be a JSON array of strings'); END;
+
+CREATE TRIGGER tokenizers_source_paths_update_strings BEFORE UPDATE OF source_paths ON tokenizers FOR EACH ROW WHEN CASE WHEN json_valid(NEW.source_paths) THEN EXISTS (SELECT 1 FROM json_each(NEW.source_paths) WHERE json_type(NEW.source_paths) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'tokenizers.source_paths must be a JSON array of strings'); END;
+
+CREATE TRIGGER tokenizers_added_tokens_insert_strings BEFORE INSERT ON tokenizers FOR EACH ROW WHEN CASE WHEN json_valid(NEW.added_tokens) THEN EXISTS (SELECT 1 FROM json_each(NEW.added_tokens) WHERE json_type(NEW.added_tokens) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'tokenizers.added_tokens must be a JSON array of strings'); END;
+
+CREATE TRIGGER tokenizers_added_tokens_update_strings BEFORE UPDATE OF added_tokens ON tokenizers FOR EACH ROW WHEN CASE WHEN json_valid(NEW.added_tokens) THEN EXISTS (SELECT 1 FROM json_each(NEW.added_tokens) WHERE json_type(NEW.added_tokens) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'tokenizers.added_tokens must be a JSON array of strings'); END;
+
 INSERT INTO alembic_version (version_num) VALUES ('0012');

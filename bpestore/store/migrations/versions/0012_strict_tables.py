@@ -5,7 +5,8 @@ was accepted, and only bpestore's reads could find it. From this revision every 
 SQLite is ``STRICT`` (SQLite >= 3.37): bytes are BLOB, ids and counts INTEGER, fractions REAL,
 names, paths and JSON TEXT, and moments TEXT that must start with a date (``YYYY-MM-DD``). A
 column that holds JSON of one shape checks it (``json_valid``, then ``json_type``: an array for
-the lists of special tokens, added tokens and source paths, an object for ``training_params``).
+the lists of special tokens, added tokens and source paths, an object for ``training_params``),
+and triggers refuse a list with an item that is not a string (a CHECK allows no ``json_each``).
 A wrong-typed write by hand now fails in SQLite itself, with SQLite's own message ("cannot store
 TEXT value in BLOB column vocab.token", "CHECK constraint failed: ...").
 
@@ -19,7 +20,7 @@ of another shape, a reference to a missing row) refuses the upgrade in one line 
 the column and the row's key, and the store is left as it was.
 
 PostgreSQL's columns are typed already; its JSON columns (TEXT) get the same shape checks
-(``json_typeof``), which existing rows must pass. Downgrading makes SQLite's tables ordinary again
+(``json_typeof``, and a jsonpath for the lists' items), which existing rows must pass. Downgrading makes SQLite's tables ordinary again
 (the types of 0011) and drops PostgreSQL's checks.
 
 Revision ID: 0012
@@ -218,6 +219,30 @@ def _table_sql(table: str, strict: bool) -> str:
     return f"CREATE TABLE {table} (\n\t{body}\n){(' ' + tail) if tail else ''}"
 
 
+def _not_all_text(column: str) -> str:
+    """True of a JSON array (valid JSON) with an item that is not a string."""
+    return f"EXISTS (SELECT 1 FROM json_each({column}) WHERE json_type({column}) = 'array' AND type <> 'text')"
+
+
+def _strings_triggers() -> dict[str, str]:
+    """A CHECK allows no subquery, so no json_each: triggers refuse a JSON array with an item that
+    is not a string (``[1, 2]``, ``[null]``) in the columns that hold lists of strings."""
+    statements = {}
+    for table, (columns, _, _) in _TABLES.items():
+        for column in columns:
+            if column.shape != "array":
+                continue
+            for event, on in (("insert", "INSERT"), ("update", f"UPDATE OF {column.name}")):
+                name = f"{table}_{column.name}_{event}_strings"
+                value = f"NEW.{column.name}"
+                statements[name] = (
+                    f"CREATE TRIGGER {name} BEFORE {on} ON {table} FOR EACH ROW "
+                    f"WHEN CASE WHEN json_valid({value}) THEN {_not_all_text(value)} ELSE 0 END "
+                    f"BEGIN SELECT RAISE(ABORT, '{table}.{column.name} must be a JSON array of strings'); END"
+                )
+    return statements
+
+
 def _misfit(table: str, column: _Column) -> str:
     """A condition true of a row whose ``column`` would not fit the strict table."""
     name = _quoted(column.name)
@@ -225,6 +250,8 @@ def _misfit(table: str, column: _Column) -> str:
     fits = f"typeof({name}) IN ({kinds})"
     if column.shape:
         fits += f" AND {_shape_check(name, column.shape)}"
+    if column.shape == "array":
+        fits += f" AND NOT {_not_all_text(name)}"
     if column.moment:
         fits += f" AND {name} GLOB {_MOMENT}"
     if column.nullable:
@@ -266,7 +293,7 @@ def _refuse_misfits(connection) -> None:  # type: ignore[no-untyped-def]
                 held = "NULL"
             elif kind == "text" and (column.shape or column.moment):
                 sample = bytes(row[len(keys) + 2]).decode("utf-8", "replace")
-                wanted = f"a JSON {column.shape}" if column.shape else "a date and time (YYYY-MM-DD ...)"
+                wanted = {"array": "a JSON array of strings", "object": "a JSON object"}[column.shape] if column.shape else "a date and time (YYYY-MM-DD ...)"
                 held = f"text {sample!r}, not {wanted}"
             else:
                 held = f"a value of type {kind}, not {column.strict}"
@@ -342,6 +369,9 @@ def _rebuild_sqlite(strict: bool) -> None:
         op.execute(f"DROP TABLE {table}_0012")
     for statement in [*_INDEXES, *_triggers().values(), *_VIEWS.values()]:
         op.execute(statement)
+    if strict:
+        for statement in _strings_triggers().values():
+            op.execute(statement)
 
 
 _POSTGRESQL_SHAPES = [
@@ -365,12 +395,24 @@ def _refuse_postgresql_misfits(connection) -> None:  # type: ignore[no-untyped-d
                 parsed = json.loads(value)
             except ValueError:
                 parsed = None
+            if shape == "array" and isinstance(parsed, list) and not all(isinstance(item, str) for item in parsed):
+                parsed = None
             if not isinstance(parsed, dict if shape == "object" else list):
                 sample = value if len(value) <= 40 else value[:40] + "..."
                 raise DamagedStoreError(
                     f"cannot upgrade to revision 0012: row (id={key}) of table {table}, column {column}, holds text "
-                    f"{sample!r}, not a JSON {shape}; fix or delete the row (at the psql prompt) and run the command again"
+                    f"{sample!r}, not a JSON {'object' if shape == 'object' else 'array of strings'}; fix or delete the row (at the psql prompt) and run the command again"
                 )
+
+
+_POSTGRESQL_STRINGS = """
+CREATE FUNCTION bpestore_json_strings(value text) RETURNS boolean IMMUTABLE STRICT LANGUAGE sql AS $$
+    SELECT json_typeof(value::json) = 'array'
+       AND NOT EXISTS (SELECT 1 FROM json_array_elements(value::json) AS item WHERE json_typeof(item) <> 'string')
+$$
+"""
+"""Whether ``value`` is a JSON array of strings: a CHECK allows no subquery, a function may hold
+one. (json, not jsonb: a jsonb string cannot hold the character NUL, which a special token may.)"""
 
 
 def upgrade() -> None:
@@ -380,8 +422,12 @@ def upgrade() -> None:
         _rebuild_sqlite(strict=True)
     elif dialect == "postgresql":
         _refuse_postgresql_misfits(op.get_bind())
+        op.execute(_POSTGRESQL_STRINGS)
         for table, column, shape in _POSTGRESQL_SHAPES:
-            op.create_check_constraint(op.f(f"ck_{table}_{column}_json_{shape}"), table, f"json_typeof({column}::json) = '{shape}'")
+            condition = f"json_typeof({column}::json) = '{shape}'"
+            if shape == "array":
+                condition = f"bpestore_json_strings({column})"
+            op.create_check_constraint(op.f(f"ck_{table}_{column}_json_{shape}"), table, condition)
 
 
 def downgrade() -> None:
@@ -392,3 +438,4 @@ def downgrade() -> None:
     elif dialect == "postgresql":
         for table, column, shape in _POSTGRESQL_SHAPES:
             op.drop_constraint(op.f(f"ck_{table}_{column}_json_{shape}"), table, type_="check")
+        op.execute("DROP FUNCTION bpestore_json_strings(text)")
