@@ -23,7 +23,18 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 SHARED = Path(os.environ.get("BPESTORE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-FAMILIES = ["llama3.2", "olmo2-dolma2"]
+FAMILIES = ["llama3.2", "olmo2-dolma2", "gpt-neox-20b", "roberta-base", "falcon", "smollm"]
+
+
+def hf_tokenizer(path: Path):
+    """Hugging Face's tokenizer from the file, without truncation and padding (bpestore keeps
+    neither; SmolLM's file pads to 192)."""
+    from tokenizers import Tokenizer as HF
+
+    tokenizer = HF.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
 
 
 def median_seconds(run, repeat: int, prepare=lambda: None) -> float:
@@ -45,15 +56,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", action="store_true", help="encode the text's lines as a batch (HF's usual use), not one string")
     args = parser.parse_args(argv)
 
-    from tokenizers import Tokenizer as HF
-
     from bpestore import Tokenizer, formats
 
     data = args.text.read_bytes()[: int(args.mb * 1e6)]
     text = data.decode("utf-8", errors="ignore")
     print(f"text: {args.text.name}, {len(data) / 1e6:.1f} MB{' as a batch of lines' if args.lines else ''}; one thread; "
           f"medians of {args.repeat}")
-    print(f"{'tokenizer':<14} {'import s':>9} {'bpestore MB/s':>14} {'HF MB/s':>9} {'bpestore/HF':>12}  ids")
+    # bpestore's built-in path on the same text: GPT-2's files (a known pattern, no normalizer)
+    builtin = Tokenizer.from_files(SHARED / "fixtures" / "gpt2_vocab.json", SHARED / "fixtures" / "gpt2_merges.txt", ["<|endoftext|>"])
+    if args.lines:
+        lines = text.splitlines(keepends=True)
+        builtin_seconds = median_seconds(lambda tokenizer: tokenizer.encode_batch(lines, num_threads=1), args.repeat,
+                                         lambda: Tokenizer.from_model(builtin.model))
+    else:
+        builtin_seconds = median_seconds(lambda tokenizer: tokenizer.encode(text), args.repeat, lambda: Tokenizer.from_model(builtin.model))
+    print(f"built-in GPT-2 path (bpestore, cold): {len(data) / 1e6 / builtin_seconds:.1f} MB/s")
+    print(f"{'tokenizer':<14} {'import s':>9} {'bpestore MB/s':>14} {'HF MB/s':>9} {'bpestore/HF':>12} {'/built-in':>10}  ids")
     for family in FAMILIES:
         path = SHARED / "tokenizers" / family / "tokenizer.json"
         if not path.is_file():
@@ -61,21 +79,21 @@ def main(argv: list[str] | None = None) -> int:
             continue
         import_seconds = median_seconds(lambda _: formats.read("hf", path), args.repeat)
         model = formats.read("hf", path).model
-        oracle = HF.from_file(str(path))
+        oracle = hf_tokenizer(path)
         same = Tokenizer.from_model(model).encode(text) == oracle.encode(text, add_special_tokens=False).ids
         if args.lines:
             lines = text.splitlines(keepends=True)
             ours = median_seconds(lambda tokenizer: tokenizer.encode_batch(lines, num_threads=1), args.repeat,
                                   lambda: Tokenizer.from_model(model))
             theirs = median_seconds(lambda tokenizer: tokenizer.encode_batch(lines, add_special_tokens=False), args.repeat,
-                                    lambda: HF.from_file(str(path)))
+                                    lambda: hf_tokenizer(path))
         else:
             ours = median_seconds(lambda tokenizer: tokenizer.encode(text), args.repeat, lambda: Tokenizer.from_model(model))
             theirs = median_seconds(lambda tokenizer: tokenizer.encode(text, add_special_tokens=False), args.repeat,
-                                    lambda: HF.from_file(str(path)))
+                                    lambda: hf_tokenizer(path))
         mb = len(data) / 1e6
-        print(f"{family:<14} {import_seconds:>9.3f} {mb / ours:>14.1f} {mb / theirs:>9.1f} {theirs / ours:>11.2f}x  "
-              f"{'identical' if same else 'DIFFERENT'}")
+        print(f"{family:<14} {import_seconds:>9.3f} {mb / ours:>14.1f} {mb / theirs:>9.1f} {theirs / ours:>11.2f}x "
+              f"{builtin_seconds / ours:>9.2f}x  {'identical' if same else 'DIFFERENT'}")
     return 0
 
 

@@ -24,6 +24,8 @@ __all__ = [
     "count_texts",
     "file_chunk_boundaries",
     "learn_merges",
+    "normalize",
+    "pipeline_spans",
     "Encoder",
     "StreamEncoder",
     "NpyWriter",
@@ -238,6 +240,18 @@ def learn_merges(
 
 # ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
 
+def normalize(steps: list[tuple[str, str, str]], text: str) -> str:
+    """``text`` normalized by ``steps`` as an :class:`Encoder` normalizes the text between special
+    tokens: ``(kind, a, b)`` with kind ``NFC``, ``NFD``, ``NFKC``, ``NFKD``, ``Lowercase`` (a and b
+    unused), ``Replace`` (the literal a by b), ``Prepend`` (a) or ``Strip`` (a, b: ``"1"`` to strip
+    whitespace on the left, on the right). ValueError for another kind."""
+
+def pipeline_spans(stages: list[tuple[str, str, str, bool]], text: str) -> list[tuple[int, int]]:
+    """The byte spans of the pieces a pre-tokenizer pipeline makes of ``text``: stages ``(kind,
+    regex, behavior, invert)``, kind ``Split`` (by the regex), ``Numeric``, ``Punctuation``,
+    ``Whitespace`` (by the characters named), or ``ByteLevel`` (regex ``"gpt2"``: GPT-2's regex
+    first; later stages see GPT-2's byte alphabet). ValueError for a bad stage."""
+
 @final
 class Encoder:
     """A byte-level BPE encoder: ids from text and bytes from ids, thread-safe, GIL released.
@@ -263,7 +277,23 @@ class Encoder:
         pattern: str,
         merge_rule: str = "pair",
         cache_entries: int = ...,
-    ) -> Encoder: ...
+        normalizer: list[tuple[str, str, str]] | None = None,
+        normalized_tokens: dict[str, int] | None = None,
+        token_options: list[tuple[str, str]] | None = None,
+        pre_tokenizer: list[tuple[str, str, str, bool]] | None = None,
+        dropped_bytes: list[int] | None = None,
+        chars_first: bool = False,
+    ) -> Encoder:
+        """``normalizer``: steps ``(kind, a, b)`` run on the text between special tokens before it
+        is pre-tokenized (see :func:`normalize`); ``normalized_tokens``: token -> id, tokens found
+        in the normalized text (not among ``special_tokens``); ``token_options``: (token,
+        ``"lstrip,rstrip,single_word"`` or some of them), how a token takes its surroundings
+        (Hugging Face's added-token options); ``pre_tokenizer``: stages (see
+        :func:`pipeline_spans`) that make the pieces instead of ``pattern``; ``dropped_bytes``:
+        bytes left out of every piece before it is merged (Hugging Face's BPE leaves out a
+        character its vocab lacks), each a token of ``vocab`` all the same; ``chars_first``: pieces
+        are merged from their characters (each the vocab's token for it, else its bytes), as a
+        SentencePiece-style BPE with byte fallback merges (Llama-2, Mistral)."""
     def encode(self, text: str, allowed_special: str | Iterable[str] | None = None) -> list[int]:
         """The ids of ``text``; ``allowed_special`` None or "all": every special token is
         recognised; a collection: only those (the others are ordinary text)."""

@@ -38,7 +38,10 @@ def _interrupted_while_loading(signum: int, frame: object) -> None:
 # above; then the handler before it is back, and a command's Ctrl-C is a KeyboardInterrupt,
 # handled where it lands. (``import bpestore`` itself loads none of these.)
 _sigint_before_loading = signal.getsignal(signal.SIGINT)
-if _sigint_before_loading is not None:  # None: set outside Python, and could not be put back
+# (None: set outside Python, and could not be put back; ignored: a process that must not be
+# interrupted, such as a Dask worker of `train --dask local`, which loads this module as the
+# program that spawned it)
+if _sigint_before_loading is not None and _sigint_before_loading is not signal.SIG_IGN:
     try:
         signal.signal(signal.SIGINT, _interrupted_while_loading)
     except ValueError:  # imported by a thread other than the main one: not its signals
@@ -146,7 +149,9 @@ class _Group(click.Group):
             if os.environ.get("BPESTORE_DEBUG"):
                 raise
             if isinstance(error, OSError) and error.filename and not isinstance(error, BpestoreError):
-                _fail(f"{error.strerror or error}: {error.filename}")
+                # (one wording for a missing input, whichever command and kind of file)
+                missing = isinstance(error, FileNotFoundError) and error.strerror in ("No such file or directory", "No such corpus file")
+                _fail(f"No such file: {error.filename}" if missing else f"{error.strerror or error}: {error.filename}")
             _fail(str(error))
         except KeyboardInterrupt:
             click.echo(INTERRUPTED_MESSAGE, err=True)
@@ -694,13 +699,31 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _list_row(info: TokenizerInfo) -> list[str]:
+def _shortened(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in "…" when it was longer."""
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+# `list`'s widest columns, so that a row fits 100 columns (--wide: whole).
+_LIST_SPECIALS_WIDTH = 18
+_LIST_SOURCE_WIDTH = 16
+
+
+def _list_row(info: TokenizerInfo, wide: bool = False) -> list[str]:
+    specials = " ".join(info.special_tokens) or "-"
+    source = _short_source(info)
+    if not wide:
+        count = len(info.special_tokens)
+        specials = _shortened(specials, _LIST_SPECIALS_WIDTH - (len(f" ({count})") if count > 1 else 0))
+        if specials.endswith("\u2026"):
+            specials += f" ({count})"
+        source = _shortened(source, _LIST_SOURCE_WIDTH)
     return [
         info.name,
         str(info.version),
         _number(info.vocab_size),
-        " ".join(info.special_tokens) or "-",
-        _short_source(info),
+        specials,
+        source,
         info.created_at.strftime("%Y-%m-%d %H:%M"),
         f"{info.training_seconds:.2f}s" if info.training_seconds is not None else "-",
         info.base_ref or "-",
@@ -727,15 +750,20 @@ def _short_source(info: TokenizerInfo) -> str:
 
 @main.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
+@click.option("--wide", is_flag=True, help="Show every special token and the whole source (rows may then be wider than 100 columns).")
 @_db_option
-def list_(as_json: bool, db: str) -> None:
+def list_(as_json: bool, wide: bool, db: str) -> None:
     """List the stored tokenizers, one row per version; CONTINUES ("base" in --json) names
     the tokenizer a continued training (`train --from`) started from; a tokenizer made by
     `trim` or `add-tokens` says what it was made from in CORPUS/SOURCE ("reshaped_from" in --json).
 
+    Rows fit 100 columns: long special-token lists (with their number) and sources are cut
+    with "…"; --wide shows them whole.
+
     \b
     Example:
       bpestore list
+      bpestore list --wide
       bpestore list --json | jq '.[].name'
     """
     from .errors import DamagedStoreError
@@ -747,7 +775,7 @@ def list_(as_json: bool, db: str) -> None:
         click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
     elif infos:
         headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING", "CONTINUES"]
-        click.echo(_table([_list_row(info) for info in infos], headers))
+        click.echo(_table([_list_row(info, wide) for info in infos], headers))
     elif not damaged:
         click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)
     for error in damaged:
@@ -864,10 +892,11 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
         ("tokenizer", info.ref),
         ("vocab size", _number(info.vocab_size)),
         ("merges", _number(info.num_merges)),
-        ("special tokens", ", ".join(info.special_tokens) or "-"),
-        *([("added tokens", ", ".join(map(repr, info.added_tokens)))] if info.added_tokens else []),
+        ("special tokens", _listed(info.special_tokens, str) or "-"),
+        *([("added tokens", _listed(info.added_tokens, repr))] if info.added_tokens else []),
         ("merge rule", info.merge_rule),
-        ("pattern", _pattern_shown(info.pattern)),
+        *info.pipeline,
+        *([] if any(label == "pre-tokenizer" for label, _ in info.pipeline) else [("pattern", _pattern_shown(info.pattern))]),
         ("source", info.source),
         ("created", info.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
     ]
@@ -1142,12 +1171,17 @@ def _write_ids(blocks: Iterable[np.ndarray], out: IO[str]) -> int:
     help="BPE-dropout: skip each merge with probability P (0 <= P < 1), for other segmentations of the same text.",
 )
 @click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True, help="With --dropout: the seed of its draws.")
+@click.option(
+    "--add-special-tokens", is_flag=True,
+    help="Put the special tokens of the tokenizer's post-processor around the input's ids (an imported one's: "
+    "Llama-3's <|begin_of_text|>, RoBERTa's <s> and </s>), as Hugging Face's add_special_tokens=True.",
+)
 @_quiet_option
 @_db_option
 def encode(
     ref: str, inputs: tuple[str, ...], output: Path | None, output_dir: str | None, dask_address: str | None,
     workers: int | None, allowed_special: tuple[str, ...], ordinary: bool, show_tokens: bool, compact: bool, count_only: bool,
-    as_json: bool, dropout: float | None, seed: int, quiet: bool, db: str,
+    as_json: bool, dropout: float | None, seed: int, add_special_tokens: bool, quiet: bool, db: str,
 ) -> None:
     """Encode INPUT (a UTF-8 file; stdin if absent or '-') to token ids.
 
@@ -1201,6 +1235,8 @@ def encode(
         raise click.UsageError("--seed seeds --dropout: give --dropout P with it")
     if dropout is not None and output_dir is not None:
         raise click.UsageError("--dropout encodes one INPUT (to stdout or --output), not --output-dir shards")
+    if add_special_tokens and (count_only or output_dir is not None or (output is not None and output.suffix == ".npy")):
+        raise click.UsageError("--add-special-tokens goes with ids or tokens printed, or written to a text --output")
     tokenizer = _workflow().load_tokenizer(db, ref)
     policy = _special_policy(tokenizer.special_tokens, allowed_special, ordinary, ref)
     if output_dir is not None:
@@ -1220,6 +1256,7 @@ def encode(
             return
         if view is not None:
             blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
+            blocks = _around(tokenizer, blocks) if add_special_tokens else blocks
             _write_tokens(tokenizer, blocks, sys.stdout, compact=view == "compact", colour=_colour_on(sys.stdout))
             return
         if output is not None and output.suffix == ".npy":
@@ -1227,6 +1264,7 @@ def encode(
             click.echo(f"wrote {_number(count)} ids to {output}", err=True)
             return
         blocks = _workflow().encode_stream(tokenizer, source, progress=progress, **policy)
+        blocks = _around(tokenizer, blocks) if add_special_tokens else blocks
         if output is None:
             _write_ids(blocks, sys.stdout)
         else:
@@ -1237,6 +1275,26 @@ def encode(
             click.echo(f"wrote {_number(count)} ids to {output}", err=True)  # (as for a .npy)
     except DisallowedSpecialTokenError as error:
         raise _in_the_cli_terms(error) from None
+
+
+def _around(tokenizer: Tokenizer, blocks: Iterable[Any]) -> Iterator[Any]:
+    """The blocks of ids with the tokenizer's post-processor's tokens before the first and after
+    the last (none without a post-processor)."""
+    import numpy as np
+
+    processor = tokenizer.model.post_processor
+    if processor is not None and processor.prefix:
+        yield np.array(processor.prefix, dtype=np.uint32)
+    yield from blocks
+    if processor is not None and processor.suffix:
+        yield np.array(processor.suffix, dtype=np.uint32)
+
+
+def _listed(items: Sequence[str], shown: Callable[[str], str], limit: int = 12) -> str:
+    """Items joined by commas, the first ``limit`` and how many in all when there are more
+    (Llama-3 has 256 special tokens)."""
+    head = ", ".join(map(shown, items[:limit]))
+    return head if len(items) <= limit else f"{head}, ... ({len(items)} in all)"
 
 
 def _print_count(counted: workflow.TokenCount, as_json: bool) -> None:
@@ -1460,7 +1518,10 @@ def _import(db: str, name: str, format: str, *paths: Path, **options: Any) -> No
     for note in imported.notes:
         click.echo(note, err=True)
     model = imported.model
-    click.echo(f"{ref}\tvocab_size={model.vocab_size}\tmerges={len(model.merges)}\tspecial_tokens={model.special_tokens}")
+    specials = model.special_tokens
+    # (Llama-3 has 256 special tokens: the first few, and how many, keep the line readable)
+    shown = f"{specials}" if len(specials) <= 8 else "[" + ", ".join(map(repr, specials[:6])) + f", ... {len(specials)} in all]"
+    click.echo(f"{ref}\tvocab_size={model.vocab_size}\tmerges={len(model.merges)}\tspecial_tokens={shown}")
 
 
 class _ImportGroup(_Group):
@@ -1538,14 +1599,19 @@ def import_() -> None:
 @main.command()
 @click.argument("ref")
 @click.option("--format", "export_format", type=click.Choice(formats.names()), required=True, help="The file format.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="A directory for gpt2 (vocab.json + merges.txt), else a file.")
+@click.option(
+    "--output", "-o", type=click.Path(), required=True,
+    help="A directory for gpt2 (vocab.json + merges.txt), else a file; for hf, a directory (existing, or ending "
+    "with /) gets a model folder that transformers loads.",
+)
 @_db_option
-def export(ref: str, export_format: str, output: Path, db: str) -> None:
+def export(ref: str, export_format: str, output: str, db: str) -> None:
     """Export a tokenizer for another tool.
 
     \b
     Example:
       bpestore export ts@2 --format hf --output tokenizer.json
+      bpestore export ts@2 --format hf --output ts-model/
       bpestore export ts@2 --format gpt2 --output ts-gpt2/
     """
     for note in _workflow().export_from_store(db, ref, export_format, output):

@@ -19,8 +19,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
-from typing import Literal
+from typing import Any, Literal
 
+from .normalizer import Normalizer
+from .decoder import Decoder
+from .post_processor import PostProcessor
+from .pre_tokenizer import PreTokenizer
 from .pretokenize.patterns import GPT2_PATTERN, SPLIT_SAFE_PATTERNS
 
 MergeRule = Literal["pair", "token"]
@@ -28,6 +32,9 @@ MERGE_RULES: tuple[str, ...] = ("pair", "token")
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
+
+TOKEN_OPTIONS = frozenset({"lstrip", "rstrip", "single_word"})
+"""How a special or added token may take its surroundings (see :class:`BPEModel`'s ``token_options``)."""
 
 MAX_TOKEN_ID = 2**31 - 1
 """The largest id a token may have: ids are stored as 32-bit integers by the engine, NumPy
@@ -65,6 +72,34 @@ class BPEModel:
             special tokens, after theirs: a token whose bytes are already in the vocab keeps that
             id, another gets the next free id, in the order given. Repeats are dropped; one that is
             also a special token is refused.
+        normalizer: what the text between special tokens goes through before it is
+            pre-tokenized (a :class:`~bpestore.normalizer.Normalizer`; None: nothing), as in a
+            Hugging Face tokenizer's pipeline. bpestore's own trainings have none.
+        normalized_tokens: those of the special and added tokens found in the text once it is normalized,
+            as the normalizer writes them (Hugging Face's ``"normalized": true``), rather than
+            in the text as given.
+        post_processor: the special tokens put around a text's ids when encoding is asked to add
+            them (a :class:`~bpestore.post_processor.PostProcessor`; Hugging Face's
+            ``add_special_tokens=True``); its ids must be in the vocab.
+        pre_tokenizer: Hugging Face pre-tokenizers in a sequence that make the pieces instead of
+            ``pattern`` (a :class:`~bpestore.pre_tokenizer.PreTokenizer`; Falcon's), for a
+            tokenizer whose pre-tokenization no one regex gives.
+        dropped_bytes: bytes left out of every pre-token before it is merged, as Hugging Face's
+            BPE leaves out a character its vocab lacks (Falcon's and SmolLM's vocabs lack some
+            control characters): each is still a single-byte token of the vocab, at an id no
+            encoding gives.
+        byte_fallback: a SentencePiece-style BPE (Llama-2, Mistral): a pre-token is merged from its
+            characters, each the vocab's token for it or else its bytes (the vocab's single-byte
+            tokens are its byte-fallback tokens), not from its bytes.
+        decoder: what the joined text of the tokens goes through to give the text back (a
+            :class:`~bpestore.decoder.Decoder`; SentencePiece's ``▁`` back to spaces).
+        config: what a model folder says of its tokenizer beside ``tokenizer.json``
+            (``tokenizer_config.json``: the bos/eos/pad/unk tokens, the chat template, the
+            model's maximum length), kept to be shown and written back, not used to encode.
+        token_options: how special or added tokens take their surroundings, token -> a set of
+            ``"lstrip"`` (the whitespace before is part of the token), ``"rstrip"`` (the
+            whitespace after), ``"single_word"`` (found only where no word character touches
+            it), as Hugging Face's added tokens (RoBERTa's ``<mask>`` takes the space before it).
 
     Raises:
         TypeError: an argument (or a token, id or merge in it) of the wrong type, named.
@@ -79,6 +114,15 @@ class BPEModel:
     pattern: str = GPT2_PATTERN
     merge_rule: MergeRule = "pair"
     added_tokens: list[str] = field(default_factory=list)
+    normalizer: Normalizer | None = None
+    normalized_tokens: frozenset[str] = frozenset()
+    post_processor: PostProcessor | None = None
+    token_options: dict[str, frozenset[str]] = field(default_factory=dict)
+    pre_tokenizer: PreTokenizer | None = None
+    dropped_bytes: frozenset[int] = frozenset()
+    byte_fallback: bool = False
+    decoder: Decoder | None = None
+    config: dict[str, Any] = field(default_factory=dict)
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
     # The merges (a property): the list, or None until _derive_merges(self) makes it.
@@ -94,6 +138,15 @@ class BPEModel:
         merge_rule: MergeRule = "pair",
         added_tokens: Iterable[str] | None = None,
         *,
+        normalizer: Normalizer | None = None,
+        normalized_tokens: Iterable[str] = (),
+        post_processor: PostProcessor | None = None,
+        token_options: Mapping[str, Iterable[str]] | None = None,
+        pre_tokenizer: PreTokenizer | None = None,
+        dropped_bytes: Iterable[int] = (),
+        byte_fallback: bool = False,
+        decoder: Decoder | None = None,
+        config: Mapping[str, Any] | None = None,
         _checked: bool = False,
         _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
@@ -110,6 +163,14 @@ class BPEModel:
         if merge_rule not in MERGE_RULES:
             raise ValueError(f"merge_rule must be 'pair' or 'token', not {merge_rule!r}")
         check_pattern(pattern)
+        if normalizer is not None and not isinstance(normalizer, Normalizer):
+            raise TypeError(f"normalizer must be a Normalizer or None, not {type(normalizer).__name__}")
+        if normalizer is not None and not normalizer.steps:
+            normalizer = None
+        normalized = frozenset(normalized_tokens)
+        if not normalized <= set(added) | set(specials):
+            stray = sorted(normalized - set(added) - set(specials))[0]
+            raise ValueError(f"normalized token {shown(stray)} is neither a special nor an added token")
         if _checked:  # see stored()
             id_of = ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
         else:
@@ -147,6 +208,36 @@ class BPEModel:
         set_field(self, "pattern", pattern)
         set_field(self, "merge_rule", merge_rule)
         set_field(self, "added_tokens", added)
+        set_field(self, "normalizer", normalizer)
+        set_field(self, "normalized_tokens", normalized)
+        if post_processor is not None:
+            if not isinstance(post_processor, PostProcessor):
+                raise TypeError(f"post_processor must be a PostProcessor or None, not {type(post_processor).__name__}")
+            absent = [token_id for token_id in (*post_processor.prefix, *post_processor.suffix) if token_id not in vocab]
+            if absent:
+                raise ValueError(f"the post-processor adds id {absent[0]}, which no token has")
+        set_field(self, "post_processor", post_processor)
+        options = {token: frozenset(named) for token, named in (token_options or {}).items() if named}
+        for token, named in options.items():
+            if token not in specials and token not in added:
+                raise ValueError(f"token options for {shown(token)}, which is neither a special nor an added token")
+            if not named <= TOKEN_OPTIONS:
+                raise ValueError(f"token options for {shown(token)} must be among {sorted(TOKEN_OPTIONS)}, not {sorted(named)}")
+        set_field(self, "token_options", options)
+        if pre_tokenizer is not None and not isinstance(pre_tokenizer, PreTokenizer):
+            raise TypeError(f"pre_tokenizer must be a PreTokenizer or None, not {type(pre_tokenizer).__name__}")
+        set_field(self, "pre_tokenizer", pre_tokenizer)
+        dropped = frozenset(dropped_bytes)
+        if not all(isinstance(byte, int) and not isinstance(byte, bool) and 0 <= byte < 256 for byte in dropped):
+            raise ValueError(f"dropped_bytes must be bytes (integers from 0 to 255), not {sorted(map(repr, dropped))[:4]}")
+        set_field(self, "dropped_bytes", dropped)
+        if not isinstance(byte_fallback, bool) or (byte_fallback and merge_rule != "pair"):
+            raise ValueError("byte_fallback is True or False, and True only with the pair rule")
+        if decoder is not None and not isinstance(decoder, Decoder):
+            raise TypeError(f"decoder must be a Decoder or None, not {type(decoder).__name__}")
+        set_field(self, "byte_fallback", byte_fallback)
+        set_field(self, "decoder", decoder)
+        set_field(self, "config", dict(config or {}))
         set_field(self, "special_ids", special_ids)
         set_field(self, "added_ids", added_ids)
 
@@ -159,11 +250,26 @@ class BPEModel:
         pattern: str,
         merge_rule: MergeRule,
         added_tokens: Iterable[str] = (),
+        *,
+        normalizer: Normalizer | None = None,
+        normalized_tokens: Iterable[str] = (),
+        post_processor: PostProcessor | None = None,
+        token_options: Mapping[str, Iterable[str]] | None = None,
+        pre_tokenizer: PreTokenizer | None = None,
+        dropped_bytes: Iterable[int] = (),
+        byte_fallback: bool = False,
+        decoder: Decoder | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
         time for GPT-2); the cheap checks still run."""
-        return cls(vocab, merges, special_tokens, pattern, merge_rule, added_tokens, _checked=True)
+        return cls(
+            vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
+            normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor,
+            token_options=token_options, pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, byte_fallback=byte_fallback,
+            decoder=decoder, config=config, _checked=True,
+        )
 
     @classmethod
     def with_derived_merges(
@@ -174,6 +280,14 @@ class BPEModel:
         pattern: str = GPT2_PATTERN,
         added_tokens: Iterable[str] | None = None,
         *,
+        normalizer: Normalizer | None = None,
+        normalized_tokens: Iterable[str] = (),
+        post_processor: PostProcessor | None = None,
+        token_options: Mapping[str, Iterable[str]] | None = None,
+        pre_tokenizer: PreTokenizer | None = None,
+        dropped_bytes: Iterable[int] = (),
+        decoder: Decoder | None = None,
+        config: Mapping[str, Any] | None = None,
         _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
@@ -182,7 +296,12 @@ class BPEModel:
         takes longer than all the rest of loading it. ``derive_merges`` must be picklable (a
         module's function or a ``functools.partial`` of one) for the model to be. (``_checked``:
         the vocab is one the engine has checked already, as :meth:`stored`'s.)"""
-        return cls(vocab, [], special_tokens, pattern, "token", added_tokens, _checked=_checked, _derive_merges=derive_merges)
+        return cls(
+            vocab, [], special_tokens, pattern, "token", added_tokens, normalizer=normalizer, normalized_tokens=normalized_tokens,
+            post_processor=post_processor, token_options=token_options,
+            pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, decoder=decoder, config=config, _checked=_checked,
+            _derive_merges=derive_merges,
+        )
 
     @property
     def merges(self) -> Merges:
@@ -197,9 +316,19 @@ class BPEModel:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BPEModel):
             return NotImplemented
-        return (self.vocab, self.special_tokens, self.pattern, self.merge_rule, self.added_tokens) == (
-            other.vocab, other.special_tokens, other.pattern, other.merge_rule, other.added_tokens
+        return (self.vocab, self.special_tokens, self.pattern, self.merge_rule, self.added_tokens, self.pipeline) == (
+            other.vocab, other.special_tokens, other.pattern, other.merge_rule, other.added_tokens, other.pipeline
         ) and self.merges == other.merges
+
+    @property
+    def pipeline(self) -> dict[str, Any]:
+        """What the text goes through around the BPE model, as keyword arguments of this class
+        (for a model derived from this one: trimmed, with tokens added, trained further)."""
+        return {
+            "normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens, "post_processor": self.post_processor,
+            "token_options": self.token_options, "pre_tokenizer": self.pre_tokenizer, "dropped_bytes": self.dropped_bytes,
+            "byte_fallback": self.byte_fallback, "decoder": self.decoder, "config": self.config,
+        }
 
     __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)
 
@@ -216,6 +345,8 @@ class BPEModel:
 
     def __repr__(self) -> str:
         added = f", added_tokens={self.added_tokens!r}" if self.added_tokens else ""
+        if self.normalizer is not None:
+            added += f", normalizer={str(self.normalizer)!r}"
         return (
             f"BPEModel(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
             f"special_tokens={self.special_tokens!r}{added}, merge_rule={self.merge_rule!r})"

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .atomic import check_output_target, temporary_name
+from .atomic import check_output_target, remove_stale_partials, temporary_name
 from .errors import OutputError
 from .model import MAX_TOKEN_ID, BPEModel, check_added_tokens, shown
 from .pretokenize.corpus import iter_text_blocks
@@ -116,7 +116,7 @@ def _id_map(old_ids: Iterable[int], kept: set[int]) -> tuple[dict[int, int], IdM
 def _derived(model: BPEModel, kept: set[int], merges: list[tuple[bytes, bytes]]) -> tuple[BPEModel, IdMap]:
     new_of, id_map = _id_map(model.vocab, kept)
     vocab = {new: model.vocab[old] for old, new in new_of.items()}
-    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule, model.added_tokens), id_map
+    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule, model.added_tokens, **model.pipeline), id_map
 
 
 def _fixed_ids(model: BPEModel) -> set[int]:
@@ -296,7 +296,9 @@ def add_tokens(model: BPEModel, tokens: Iterable[str]) -> tuple[BPEModel, IdMap]
         listed = ", ".join(map(shown, tokens))
         what = "is already an added token" if len(tokens) == 1 else "are already added tokens"
         raise ValueError(f"nothing to add: {listed} {what} of the tokenizer")
-    new = BPEModel(model.vocab, model.merges, model.special_tokens, model.pattern, model.merge_rule, [*model.added_tokens, *tokens])
+    new = BPEModel(
+        model.vocab, model.merges, model.special_tokens, model.pattern, model.merge_rule, [*model.added_tokens, *tokens], **model.pipeline
+    )
     array = np.full(max(model.vocab) + 1, -1, dtype=np.int64)
     old_ids = np.fromiter(model.vocab, dtype=np.int64, count=len(model.vocab))
     array[old_ids] = old_ids
@@ -401,6 +403,8 @@ class id_map_writer:  # noqa: N801 - a context manager, used like a function
         directory = self._prefix_for("new").parent
         if not directory.is_dir():
             raise FileNotFoundError(errno.ENOENT, f"cannot write the id map, no directory {directory}", str(directory))
+        for suffix in (".npy", ".json"):  # (what a writer killed with SIGKILL left: its process is gone)
+            remove_stale_partials(directory / f"idmap{suffix}")
         self._temporaries = [directory / temporary_name(f"idmap{suffix}") for suffix in (".npy", ".json")]
         try:
             with open(self._temporaries[0], "xb") as file:

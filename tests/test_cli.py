@@ -1109,3 +1109,33 @@ def test_a_missing_store_is_an_error_and_is_not_created(tmp_path):
     for command in (["encode", "ts"], ["decode", "ts", "1"], ["export", "ts", "--format", "hf", "--output", tmp_path / "x.json"]):
         assert_user_error(invoke(*command, "--db", missing, input="hello"), "nowhere.db")
     assert not missing.exists()
+
+
+def test_a_missing_input_is_one_wording_for_every_command(tmp_path):
+    """encode, train, eval and import name a missing input file the same way."""
+    db = tmp_path / "store.db"
+    corpus = write_text(tmp_path / "corpus.txt", corpus_text(seed=5, words=2000))
+    assert invoke("train", corpus, "--name", "t", "--vocab-size", "300", "--db", db, "-q").exit_code == 0
+    missing = tmp_path / "missing.txt"
+    for args in (
+        ("encode", "t", missing), ("train", missing, "--name", "u", "--vocab-size", "300"), ("eval", "t", "--corpus", missing),
+        ("import", "hf", missing, "--name", "h"),
+    ):
+        result = invoke(*args, "--db", db)
+        assert result.exit_code == 1, (args, result.stderr)
+        assert result.stderr.strip() == f"Error: No such file: {missing}", (args, result.stderr)
+
+
+def test_list_fits_100_columns_and_wide_shows_everything(tmp_path):
+    """A tokenizer with many special tokens and a long source name: `list` cuts them with "…"
+    (the number of special tokens kept), `list --wide` shows them whole."""
+    db = tmp_path / "store.db"
+    corpus = write_text(tmp_path / ("a-corpus-with-a-rather-long-file-name-" * 2 + ".txt"), corpus_text(seed=6, words=2000))
+    specials = [f"<|special_token_number_{index}|>" for index in range(12)]
+    options = [part for token in specials for part in ("--special-token", token)]
+    assert invoke("train", corpus, "--name", "many", "--vocab-size", "400", *options, "--db", db, "-q").exit_code == 0
+    listed = invoke("list", "--db", db).stdout
+    assert max(len(line) for line in listed.splitlines()) <= 100, listed
+    assert "\u2026 (12)" in listed and specials[-1] not in listed
+    wide = invoke("list", "--wide", "--db", db).stdout
+    assert specials[-1] in wide and corpus.name in wide

@@ -454,3 +454,39 @@ def test_errors_of_the_installed_executable_are_one_line(bpestore, store, tmp_pa
         one_line_error(result.stderr, needle)
         assert result.stdout == b"", args
     assert entries(tmp_path) == before
+
+
+@pytest.mark.parametrize("delay", [0.6, 0.9, 1.2, 1.6])
+def test_ctrl_c_at_a_terminal_during_train_with_a_local_dask_cluster(bpestore, tmp_path, delay):
+    """Ctrl-C at a terminal goes to the whole process group, Dask's worker processes included:
+    still one line and status 130, whether it lands while the workers start, count or close,
+    and no process of the group left running."""
+    pytest.importorskip("distributed")
+    corpus = write_text(tmp_path / "corpus.txt", corpus_text(seed=14, words=600_000))
+    args = [bpestore, "train", corpus, "--name", "w", "--vocab-size", "600", "--dask", "local", "--db", tmp_path / "s.db"]
+    process = subprocess.Popen(
+        list(map(str, args)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(), start_new_session=True
+    )
+    group = process.pid
+    try:
+        time.sleep(delay)
+        if process.poll() is not None:
+            pytest.skip(f"the training ended within {delay} s: nothing to interrupt")
+        os.killpg(group, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                break  # the group is empty
+            time.sleep(0.1)
+        else:
+            pytest.fail("processes of the group still run 15 s after bpestore ended")
+    finally:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert process.returncode == INTERRUPTED, (process.returncode, stderr)
+    assert one_line_error(stderr).startswith("Interrupted"), stderr

@@ -33,7 +33,7 @@ def clean_store(tmp_path_factory) -> Path:
 
 
 def loosened(db: Path) -> Path:
-    """``db`` with ordinary tables in place of its STRICT ones (their types before revision 0012),
+    """``db`` with ordinary tables in place of its STRICT ones (their types before revision 0013),
     still recorded at the head revision: a store written by another program, or a hostile file.
     On a strict store SQLite itself refuses these edits (tests/test_strict_store.py); on such a
     store, an old one and a PostgreSQL one, the reads' checks are what finds the damage."""
@@ -46,7 +46,7 @@ def loosened(db: Path) -> Path:
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     config.set_main_option("sqlalchemy.url", f"sqlite:///{db}")
-    command.downgrade(config, "0011")
+    command.downgrade(config, "0012")
     with sqlite3.connect(db) as connection:
         assert "STRICT" not in connection.execute("SELECT sql FROM sqlite_master WHERE name = 'vocab'").fetchone()[0]
         connection.execute("UPDATE alembic_version SET version_num = ?", (SCHEMA_REVISION,))

@@ -573,14 +573,27 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     wordpiece = tokenizers.Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "##b": 2}, unk_token="[UNK]"))
     wordpiece.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     wordpiece.save(str(tmp_path / "wordpiece.json"))
-    files["wordpiece"] = (tmp_path / "wordpiece.json", ["WordPiece"])
+    files["wordpiece"] = (tmp_path / "wordpiece.json", ["model: a WordPiece model (BERT", "bpestore stores BPE tokenizers only"])
 
     unigram = tokenizers.Tokenizer(models.Unigram([("<unk>", 0.0), ("a", -1.0), ("b", -2.0)], 0))
     unigram.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     unigram.save(str(tmp_path / "unigram.json"))
-    files["unigram"] = (tmp_path / "unigram.json", ["Unigram"])
+    files["unigram"] = (tmp_path / "unigram.json", ["model: a Unigram model (T5, ALBERT, XLM-R): bpestore stores BPE tokenizers only"])
 
-    for name, normalizer in [("NFKC", normalizers.NFKC()), ("Lowercase", normalizers.Lowercase())]:
+    wordlevel = tokenizers.Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    wordlevel.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    wordlevel.save(str(tmp_path / "wordlevel.json"))
+    files["wordlevel"] = (tmp_path / "wordlevel.json", ["model: a WordLevel model", "bpestore stores BPE tokenizers only"])
+
+    tokenizer = tokenizers.Tokenizer.from_file(str(base))
+    # (Punctuation, Digits, Split of every behavior and the like in a sequence run stage by stage:
+    # tests/test_pre_tokenizers.py)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tokenizer.save(str(tmp_path / "metaspace.json"))
+    files["metaspace-in-sequence"] = (tmp_path / "metaspace.json", ["SentencePiece-style"])
+
+    # (NFKC, Lowercase and the others bpestore runs: tests/test_normalizers.py)
+    for name, normalizer in [("StripAccents", normalizers.StripAccents()), ("Nmt", normalizers.Nmt())]:
         tokenizer = tokenizers.Tokenizer.from_file(str(base))
         tokenizer.normalizer = normalizer
         tokenizer.save(str(tmp_path / f"normalizer-{name}.json"))
@@ -594,7 +607,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     tokenizer = tokenizers.Tokenizer.from_file(str(base))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(tmp_path / "whitespace.json"))
-    files["whitespace-pre-tokenizer"] = (tmp_path / "whitespace.json", ["pre_tokenizer", "Whitespace"])
+    files["whitespace-pre-tokenizer"] = (tmp_path / "whitespace.json", ["pre_tokenizer: Whitespace"])
 
     def dropout(document):
         document["model"]["dropout"] = 0.1
@@ -604,12 +617,21 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     def byte_fallback(document):
         document["model"]["byte_fallback"] = True
 
-    files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["byte_fallback"])
+    files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["a SentencePiece-style BPE (model.byte_fallback"])
 
-    def lstrip(document):
-        document["added_tokens"][0]["lstrip"] = True
+    # (added tokens' lstrip, rstrip and single_word are run: tests/test_token_options.py)
+    def prefix_space_in_sequence(document):
+        document["pre_tokenizer"] = {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Digits", "individual_digits": True},
+                {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            ],
+        }
 
-    files["added-token-lstrip"] = (edited_json(base, tmp_path / "lstrip.json", lstrip), [ENDOFTEXT, "lstrip"])
+    files["prefix-space-in-sequence"] = (
+        edited_json(base, tmp_path / "prefix.json", prefix_space_in_sequence), ["pre_tokenizer.pretokenizers[1]", "add_prefix_space"]
+    )
 
     (tmp_path / "not-json.json").write_text('{"model": {"type": "BPE",', encoding="utf-8")
     files["not-json"] = (tmp_path / "not-json.json", ["tokenizer.json"])
@@ -617,8 +639,8 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
 
 
 HF_REFUSALS = [
-    "wordpiece", "unigram", "normalizer-NFKC", "normalizer-Lowercase", "add_prefix_space", "whitespace-pre-tokenizer",
-    "dropout", "byte_fallback", "added-token-lstrip", "not-json",
+    "wordpiece", "unigram", "wordlevel", "metaspace-in-sequence", "normalizer-StripAccents", "normalizer-Nmt", "add_prefix_space", "whitespace-pre-tokenizer",
+    "dropout", "byte_fallback", "prefix-space-in-sequence", "not-json",
 ]
 
 

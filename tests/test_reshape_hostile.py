@@ -372,3 +372,19 @@ def test_ctrl_c_at_any_moment_of_a_trim_leaves_both_or_neither(data, tmp_path):
         if interrupted >= 2 and attempt >= 5:
             break
     assert interrupted >= 2, f"only {interrupted} of {attempt + 1} runs were interrupted"
+
+
+def test_what_a_killed_map_writer_left_is_removed_by_the_next(db, tmp_path):
+    """SIGKILL can be neither caught nor undone: a trim killed while it wrote its id map leaves
+    its hidden .partial files. The next map written there removes those whose process is gone
+    (and keeps one of a writer still running)."""
+    killed = subprocess.Popen([sys.executable, "-c", "pass"])
+    killed.wait()  # (a process id that no longer runs)
+    stale = [tmp_path / f".idmap{suffix}.{killed.pid}-00c0ffee.partial" for suffix in (".npy", ".json")]
+    running = tmp_path / f".idmap.npy.{os.getpid()}-0badcafe.partial"
+    for path in [*stale, running]:
+        path.write_bytes(b"half")
+    ok(invoke("trim", "ts@1", "--vocab-size", "300", "--map-out", tmp_path / "map", "--db", db))
+    assert (tmp_path / "map.npy").is_file() and (tmp_path / "map.json").is_file()
+    assert not any(path.exists() for path in stale)
+    assert running.exists()

@@ -492,3 +492,21 @@ def test_a_store_held_by_a_rollback_journal_writer_is_a_lock_timeout_at_open(tmp
         holder.close()
     with Store(db) as store:
         assert store.refs() == []
+
+
+def test_the_progress_of_saving_counts_counts_pre_tokens(tmp_path, capsys):
+    """The bar says how many pre-tokens are saved (307k of them, not the 614k rows that SQLite
+    writes for them, staged and then copied)."""
+    from bpestore import Store
+    from test_cli import corpus_text, write_text
+
+    corpus = write_text(tmp_path / "corpus.txt", corpus_text(seed=21, words=4000))
+    with Store(tmp_path / "store.db") as store:
+        counted = store.count(corpus, progress=True)
+        distinct = counted.distinct if hasattr(counted, "distinct") else len(store.pretoken_counts(counted.corpus_id))
+    bars = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if "saving pre-token counts" in line]
+    assert bars, "no bar for saving the counts"
+    import re
+
+    done, total = map(float, re.search(r"([\d.]+)k?/([\d.]+)k? \[", bars[-1]).groups())
+    assert done == total == distinct and "pre-tokens" in bars[-1], (distinct, bars[-1])

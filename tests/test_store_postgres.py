@@ -430,7 +430,7 @@ def test_counts_keep_their_corpus_without_a_foreign_key(pg):
     ],
 )
 def test_json_of_the_wrong_shape_written_by_hand_is_refused_by_postgresql(pg, tmp_path, edit, constraint):
-    """Migration 0012's checks, as SQLite's STRICT tables have them (tests/test_strict_store.py)."""
+    """Migration 0013's checks, as SQLite's STRICT tables have them (tests/test_strict_store.py)."""
     import psycopg
 
     corpus = tmp_path / "corpus.txt"
@@ -445,18 +445,18 @@ def test_json_of_the_wrong_shape_written_by_hand_is_refused_by_postgresql(pg, tm
 def test_a_row_the_checks_would_refuse_stops_the_upgrade_in_one_line_on_postgresql(pg):
     with Store(pg) as store:
         store.save("t", nul_tokenizer())
-    command.downgrade(alembic_config(pg), "0011")
+    command.downgrade(alembic_config(pg), "0012")
     pg.execute("UPDATE tokenizers SET training_params = '[1, 2]'")
     result = CliRunner().invoke(main, ["show", "t", "--db", pg], env={"BPESTORE_DEBUG": None})
     assert result.exit_code == 1, result.output
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1 and "row (id=1) of table tokenizers, column training_params" in message, message
     assert "nothing was changed" in message and "JSON object" in message
-    assert pg.query("SELECT version_num FROM alembic_version") == [("0011",)]
+    assert pg.query("SELECT version_num FROM alembic_version") == [("0012",)]
     assert pg.query("SELECT count(*) FROM pg_constraint WHERE conname LIKE '%json%'") == [(0,)]
     pg.execute("UPDATE tokenizers SET training_params = NULL, special_tokens = '[1]'")
     result = CliRunner().invoke(main, ["show", "t", "--db", pg], env={"BPESTORE_DEBUG": None})
     assert result.exit_code == 1 and "column special_tokens, holds text '[1]', not a JSON array of strings" in result.stderr, result.stderr
     pg.execute("""UPDATE tokenizers SET special_tokens = '["<nul\\u0000>"]'""")  # (a NUL, as a special token may hold)
     assert "t@1" in CliRunner().invoke(main, ["show", "t", "--db", pg], env={"BPESTORE_DEBUG": None}).stdout
-    assert pg.query("SELECT version_num FROM alembic_version") == [("0012",)]
+    assert pg.query("SELECT version_num FROM alembic_version") == [("0013",)]

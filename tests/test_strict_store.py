@@ -1,8 +1,8 @@
-"""Types enforced where the data lives: a new SQLite store's tables are STRICT (revision 0012).
+"""Types enforced where the data lives: a new SQLite store's tables are STRICT (revision 0013).
 
 On a new store, a hand edit with plain ``sqlite3`` that puts a value of the wrong type, a NULL or
 JSON of the wrong shape in any column of any table is refused by SQLite itself, at write time.
-A store made by the previous schema (0011) is moved to the strict tables with every row kept and
+A store made by the previous schema (0012) is moved to the strict tables with every row kept and
 the same answers from ``show``, ``encode`` and the README's queries; one with a row that would not
 fit is refused in one line naming the table, the column and the row, and left unchanged.
 """
@@ -32,6 +32,7 @@ JSON_SHAPES = {
     ("tokenizers", "added_tokens"): "array",
     ("tokenizers", "source_paths"): "array",
     ("tokenizers", "training_params"): "object",
+    ("tokenizers", "pipeline"): "object",
 }
 MOMENTS = {("corpora", "created_at"), ("corpus_files", "added_at"), ("tokenizers", "created_at"), ("warm_caches", "created_at"), ("evaluations", "created_at")}
 
@@ -210,13 +211,13 @@ def test_a_new_item_of_the_right_type_is_accepted(strict_store, tmp_path):
 
 
 def old_store(strict: Path, folder: Path) -> Path:
-    """A copy of ``strict`` made by the previous schema (0011): its tables as 0011 declares them
-    (checked against a database that alembic took to 0011 from nothing), the same rows."""
+    """A copy of ``strict`` made by the previous schema (0012): its tables as 0012 declares them
+    (checked against a database that alembic took to 0012 from nothing), the same rows."""
     db = folder / "old.db"
     shutil.copy(strict, db)
-    command.downgrade(alembic_config(db), "0011")
-    made = folder / "made-at-0011.db"
-    command.upgrade(alembic_config(made), "0011")
+    command.downgrade(alembic_config(db), "0012")
+    made = folder / "made-at-0012.db"
+    command.upgrade(alembic_config(made), "0012")
     assert bpestore_tables(db) == bpestore_tables(made)
     assert not any(strict_flags(db).values())
     return db
@@ -250,7 +251,7 @@ def test_a_store_made_by_the_previous_schema_moves_to_strict_tables_keeping_ever
     assert rows(db) == before
     assert readme_answers(db) == expected_readme
     with sqlite3.connect(db) as connection:
-        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [("0012",)]
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [("0013",)]
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert connection.execute("PRAGMA foreign_key_check").fetchall() == []
         # the triggers came back: a changed vocab row drops its tokenizer's packed copy

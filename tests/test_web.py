@@ -526,6 +526,24 @@ def test_cli_serve_stops_on_sigint_with_a_connection_held_open(store_path, held)
                 client.close()
 
 
+def test_cli_serve_on_a_port_in_use_is_one_error_line(store_path):
+    """Werkzeug would print two lines of its own and exit: one bpestore line instead, status 1."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "bpestore.cli", "serve", "--port", str(port), "--db", str(store_path)],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode == 1, result
+    assert result.stderr == f"Error: port {port} on 127.0.0.1 is in use by another program: stop it, or give --port another number (0: any free port)\n"
+
+
 def test_a_store_at_another_revision_is_refused_not_upgraded(tmp_path):
     import sqlite3
 
@@ -1043,3 +1061,35 @@ def test_screenshots_of_every_page(browser, server):
     finally:
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     assert console_errors(browser) == []
+
+
+def test_an_unknown_address_gets_the_explorers_own_404_page(client):
+    response = client.get("/no/such/page")
+    assert response.status_code == 404
+    html = response.get_data(as_text=True)
+    assert "There is no page at /no/such/page." in html
+    assert "Back to the tokenizers" in html and "<title>" in html  # (the explorer's layout, not Werkzeug's page)
+
+
+def test_cli_serve_writes_no_colour_codes_into_a_redirected_log(store_path):
+    """Werkzeug colours its request log's status codes: not when stderr is a file or a pipe."""
+    import signal
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bpestore.cli", "serve", "--port", "0", "--db", str(store_path)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )
+    try:
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/", process.stderr.readline()).group(1)
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30).read()
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/missing", timeout=30)
+        time.sleep(0.3)
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, log = process.communicate(timeout=30)
+    assert '"GET /missing HTTP/1.1" 404' in log and "\x1b[" not in log, repr(log)

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BpestoreError
@@ -168,6 +171,39 @@ def _default_workers() -> int:
 
 @contextmanager
 def _local_cluster(n_workers: int, threads_per_worker: int, quiet: bool) -> Iterator[Any]:
+    # (for the cluster's whole life: a nanny restarts workers)
+    with _ctrl_c_kept_from_workers(), _ctrl_c_mutes_dask():
+        with _started_local_cluster(n_workers, threads_per_worker, quiet) as cluster:
+            yield cluster
+
+
+@contextmanager
+def _ctrl_c_mutes_dask() -> Iterator[None]:
+    """Ctrl-C while a local cluster runs is this process's one line and exit status 130: at the
+    signal, before anything else, every log record and every "exception ignored" report is
+    muted, so that Dask's threads, which log the connections the interruption breaks (from
+    before this process's own message to after it, at exit), add nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum: int, frame: object) -> None:
+        logging.disable(logging.CRITICAL)
+        sys.unraisablehook = lambda unraisable: None
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _started_local_cluster(n_workers: int, threads_per_worker: int, quiet: bool) -> Iterator[Any]:
     """A LocalCluster for bpestore's work, closed on exit. Dask's records while it starts are held
     back: if it fails, they say why (a nanny logs how its worker process died) in one
     DaskUnavailableError; if it starts, its warnings are printed after all (unless ``quiet``)."""
@@ -175,7 +211,11 @@ def _local_cluster(n_workers: int, threads_per_worker: int, quiet: bool) -> Iter
     import dask
 
     environment = _pre_spawn_environment_without_malloc_trim()
-    with quiet_dask_logs(), _kept_dask_records() as records, dask.config.set({"distributed.nanny.pre-spawn-environ": environment}):
+    settings = {
+        "distributed.nanny.pre-spawn-environ": environment,
+        "distributed.worker.preload": ["bpestore.distributed.quiet_worker"],  # (see that module)
+    }
+    with quiet_dask_logs(), _kept_dask_records() as records, dask.config.set(settings):
         try:
             cluster = distributed.LocalCluster(
                 n_workers=n_workers,
@@ -189,6 +229,9 @@ def _local_cluster(n_workers: int, threads_per_worker: int, quiet: bool) -> Iter
             )
         except Exception as error:
             raise DaskUnavailableError(f"the local Dask cluster could not start: {_why_not_started(error, records)}") from error
+        except BaseException:  # (Ctrl-C while it starts: close what had started, quietly)
+            _close_started_clusters()
+            raise
     for record in records:  # the start's warnings after all (dropped still, if quiet)
         if record.levelno >= logging.WARNING:
             logging.getLogger(record.name).handle(record)
@@ -196,6 +239,61 @@ def _local_cluster(n_workers: int, threads_per_worker: int, quiet: bool) -> Iter
         yield cluster
     finally:
         cluster.close()
+
+
+@contextmanager
+def _ctrl_c_kept_from_workers() -> Iterator[None]:
+    """Worker processes started meanwhile ignore SIGINT. Ctrl-C at a terminal goes to the whole
+    process group: this process stops the work and closes the cluster (one line, exit 130), and
+    the workers, which would each print a KeyboardInterrupt traceback (from wherever their start
+    had got to), are left to it. They are started through a two-line shell script that sets
+    SIGINT to be ignored and then runs Python: an ignored signal stays ignored across exec, and
+    Python installs no KeyboardInterrupt handler for a SIGINT ignored at its start. (A blocked
+    signal mask is not enough: the spawned child's mask is reset.) This process keeps its own
+    handler throughout."""
+    import multiprocessing.spawn as spawn
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="bpestore-workers-")
+    script = Path(folder) / "python"
+    script.write_text(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(sys.executable)} \"$@\"\n", encoding="utf-8")
+    script.chmod(0o700)
+    original = spawn.get_executable()
+    spawn.set_executable(str(script))
+    try:
+        yield
+    finally:
+        spawn.set_executable(original)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _close_started_clusters() -> None:
+    """Closes the local clusters a start left half made (Ctrl-C inside ``LocalCluster()``), their
+    workers with them, saying nothing: Dask would otherwise try at exit and print a traceback."""
+    from distributed.deploy.spec import SpecCluster
+
+    for cluster in list(SpecCluster._instances):
+        try:
+            with warnings.catch_warnings(), _quiet_stderr():
+                warnings.simplefilter("ignore")
+                cluster.close(timeout=5)
+        except BaseException:  # noqa: BLE001, S110  (already interrupted: nothing more to say)
+            pass
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        previous = logging.root.manager.disable
+        logging.disable(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
 
 
 #: How a nanny logs its worker process's end (distributed.nanny.WorkerProcess._death_message).

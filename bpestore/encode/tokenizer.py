@@ -106,7 +106,17 @@ class Tokenizer:
         # The token rule merges by the tokens' ranks alone: its merges are not the engine's to read
         # (nor, for a model that derives them, worth computing here).
         merges = model.merges if model.merge_rule == "pair" else []
-        self._engine: EncoderEngine = Encoder(self.vocab, merges, model.whole_ids, self.pattern, self.merge_rule, cache_size)
+        # A normalizer runs in the engine on the text between special tokens; the added tokens
+        # marked normalized are found in its output, the others (and the special tokens) before it.
+        whole = model.whole_ids
+        normalized = {token: whole.pop(token) for token in model.normalized_tokens}
+        steps = model.normalizer.engine_steps() if model.normalizer is not None else None
+        options = [(token, ",".join(sorted(named))) for token, named in model.token_options.items()]
+        self._engine: EncoderEngine = Encoder(
+            self.vocab, merges, whole, self.pattern, self.merge_rule, cache_size, steps, normalized or None, options or None,
+            model.pre_tokenizer.engine_stages() if model.pre_tokenizer is not None else None,
+            sorted(model.dropped_bytes) or None, model.byte_fallback,
+        )
         self._warm_table: bytes | None = None  # (kept for pickling: a worker's copy starts warm too)
 
     @property
@@ -238,8 +248,15 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         dropout: float | None = None,
         seed: int = 0,
+        add_special_tokens: bool = False,
     ) -> list[int]:
         """The ids of ``text``; the special tokens ``allowed_special`` become their own ids.
+
+        ``add_special_tokens=True`` puts the special tokens of the tokenizer's post-processor
+        around them (a tokenizer imported from Hugging Face with one: Llama-3's
+        ``<|begin_of_text|>`` before, RoBERTa's ``<s>`` and ``</s>`` around), as Hugging Face's
+        ``encode(text, add_special_tokens=True)`` does; without a post-processor it changes
+        nothing. The default, False, gives the text's own ids (tiktoken's and CS336's encode).
 
         By default every special token is recognised (CS336). For text from users that must not
         produce special tokens, ``encode(text, allowed_special=set())`` raises on any special
@@ -268,7 +285,11 @@ class Tokenizer:
             TypeError: ``text`` is not a str.
             ValueError: ``dropout`` is outside [0, 1), or ``seed`` outside [0, 2**64).
         """
+        if add_special_tokens and self.model.post_processor is not None:
+            ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special, dropout=dropout, seed=seed)
+            return self.model.post_processor.around(ids)
         if dropout is not None:
+            self._check_dropout()
             allowed = self._policy(text, allowed_special, disallowed_special)
             return self._call(self._engine.encode_dropout, text, dropout, seed, allowed)
         if allowed_special == "all" and disallowed_special == "all":  # the default, kept lean
@@ -279,6 +300,12 @@ class Tokenizer:
                 raise
         allowed = self._policy(text, allowed_special, disallowed_special)
         return self._call(self._engine.encode, text, allowed)
+
+    def _check_dropout(self) -> None:
+        """ValueError for BPE-dropout on a SentencePiece-style tokenizer (its merges start from
+        characters, the dropout walk from bytes)."""
+        if self.model.byte_fallback:
+            raise ValueError("BPE-dropout is not available for a SentencePiece-style tokenizer (byte_fallback)")
 
     def encode_ordinary(self, text: str) -> list[int]:
         """The ids of ``text`` with special tokens' strings encoded as ordinary text (tiktoken's
@@ -309,13 +336,21 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         dropout: float | None = None,
         seed: int = 0,
+        add_special_tokens: bool = False,
     ) -> list[list[int]]:
         """The ids of each text, encoded on ``num_threads`` threads (default: the CPUs), in order;
         the special-token policy of :meth:`encode` (the first text holding a disallowed string
         raises, before any is encoded). ``dropout`` and ``seed``: BPE-dropout, as for
         :meth:`encode`; each text's draws are seeded by ``seed`` and its index in ``texts``
         (the first text's ids are ``encode(texts[0], dropout=p, seed=seed)``), so the ids do
-        not depend on ``num_threads``."""
+        not depend on ``num_threads``. ``add_special_tokens``: as for :meth:`encode`, around
+        each text's ids."""
+        if add_special_tokens and self.model.post_processor is not None:
+            processor = self.model.post_processor
+            batch = self.encode_batch(
+                texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special, dropout=dropout, seed=seed
+            )
+            return [processor.around(ids) for ids in batch]
         if isinstance(texts, (str, bytes)):
             raise TypeError(f"encode_batch() takes an iterable of str, not a single {type(texts).__name__}")
         texts = texts if isinstance(texts, list) else list(texts)
@@ -326,6 +361,7 @@ class Tokenizer:
                 _refuse_disallowed(text, disallowed)
         try:
             if dropout is not None:
+                self._check_dropout()
                 return self._engine.encode_batch_dropout(texts, dropout, seed, num_threads, allowed)
             return self._engine.encode_batch(texts, num_threads, allowed)
         except TypeError:
@@ -459,8 +495,30 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD (``errors`` as for
-        :meth:`bytes.decode`: ``"strict"`` raises instead)."""
-        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+        :meth:`bytes.decode`: ``"strict"`` raises instead). A tokenizer with a decoder (one
+        imported from a SentencePiece-style BPE) then applies it, as Hugging Face's
+        ``decode(ids, skip_special_tokens=False)`` does: its ``▁`` become spaces, the first one
+        stripped. :meth:`decode_bytes` gives the tokens' bytes as they are."""
+        spelt = self._normalized_spellings()
+        if spelt:
+            # (Hugging Face decodes a token found in normalized text as the normalizer wrote it:
+            # Llama-2's "<s>" as "▁<s>")
+            ids = list(ids)
+            data = b"".join(spelt.get(token_id) or self.decode_bytes([token_id]) for token_id in ids)
+        else:
+            data = self.decode_bytes(ids)
+        text = data.decode("utf-8", errors=errors)
+        return self.model.decoder.apply(text) if self.model.decoder is not None else text
+
+    def _normalized_spellings(self) -> dict[int, bytes]:
+        """The ids of the tokens found in normalized text that the normalizer writes otherwise,
+        with those bytes."""
+        model = self.model
+        if model.normalizer is None or not model.normalized_tokens:
+            return {}
+        whole = model.whole_ids
+        spelt = {whole[token]: model.normalizer.normalize(token).encode("utf-8") for token in model.normalized_tokens}
+        return {token_id: data for token_id, data in spelt.items() if data != model.vocab[token_id]}
 
     def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace") -> list[str]:
         """:meth:`decode` of each sequence of ids, in order."""

@@ -64,7 +64,9 @@ def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLik
     returns notes for the user (what the format cannot carry, what was written).
 
     ``gpt2`` writes ``vocab.json`` and ``merges.txt`` into the directory ``output``; ``hf`` and
-    ``tiktoken`` write the file ``output``. Atomic (see :mod:`bpestore.atomic`): each file
+    ``tiktoken`` write the file ``output``, and ``hf`` a model folder (``tokenizer.json``,
+    ``tokenizer_config.json``, ``special_tokens_map.json``, which ``transformers`` loads) when
+    ``output`` is a directory or ends with ``/``. Atomic (see :mod:`bpestore.atomic`): each file
     appears only once complete; a failure part-way leaves no partial file.
 
     Raises:
@@ -87,7 +89,8 @@ def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLik
             f"this tokenizer merges by token rank (tiktoken); {format} tools merge by pair rank, "
             f"and {max(unreachable, 0)} tokens are not reached by any pair merge, so some texts may encode differently"
         )
+    as_folder = target.write_folder is not None and (Path(output).is_dir() or str(output).endswith(("/", os.sep)))
     output = Path(output)
-    with (atomic_directory if target.writes_directory else atomic_path)(output) as temporary:
-        written = target.write(model, temporary)
+    with (atomic_directory if target.writes_directory or as_folder else atomic_path)(output) as temporary:
+        written = (target.write_folder if as_folder and target.write_folder is not None else target.write)(model, temporary)
     return notes + [note.replace(str(temporary), str(output)) for note in written]

@@ -1,12 +1,19 @@
 """Hugging Face ``tokenizer.json`` with a BPE model over byte-level pre-tokenization.
 
 Supported: ``ByteLevel`` pre-tokenization (GPT-2's regex, no prefix space) or a ``Sequence`` of a
-``Split`` by a regex (behavior ``Isolated``) and ``ByteLevel`` without its own regex; no normalizer;
-merges as ``"a b"`` strings or ``["a", "b"]`` pairs; added tokens: those marked ``"special": false``
-become the model's added tokens (ordinary, encoded whole: :attr:`BPEModel.added_tokens`), the
-others special tokens.
-Anything that would make Hugging Face produce different ids (a normalizer, a prefix space,
-WordPiece or Unigram models, dropout, subword prefixes, byte fallback, whole-word lookup) is refused.
+``Split`` by a regex (behavior ``Isolated``, or ``Removed`` with ``invert``: each match a piece)
+and ``ByteLevel`` without its own regex, or of ``Digits`` and ``ByteLevel`` with GPT-2's regex (run
+as one regex); no normalizer; ``ignore_merges`` (Llama-3) when the merges
+are tiktoken's rule made explicit (imported as a ``"token"``-rule model); merges as ``"a b"``
+strings or ``["a", "b"]`` pairs; added tokens: those marked ``"special": false`` become the
+model's added tokens (ordinary, encoded whole: :attr:`BPEModel.added_tokens`), the others special
+tokens. A post-processor that adds tokens, truncation and padding are not kept: a warning names
+each (bpestore's ids are Hugging Face's with ``add_special_tokens=False``).
+
+Anything else that would make Hugging Face produce different ids is refused in one line naming it
+and where it is in the file (``pre_tokenizer.pretokenizers[0]: Digits``): Unigram, WordPiece and
+WordLevel models, SentencePiece-style BPE (``byte_fallback``, Llama-2), a normalizer, a prefix
+space, dropout, subword prefixes and suffixes, a Split regex that leaves text to no match.
 """
 
 from __future__ import annotations
@@ -14,16 +21,20 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
-from ..model import MAX_TOKEN_ID, BPEModel, Merges
+from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
+from ..normalizer import Normalizer, NormalizerError
+from ..decoder import Decoder, DecoderError
+from ..post_processor import PostProcessor, PostProcessorError
+from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
+from .hf_folder import CONFIG_FILE, SPECIAL_TOKENS_FILE, config_of_folder, folder_files
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
 
 
@@ -44,7 +55,7 @@ def pattern_from_hf(pattern: str) -> str:
     for known in _KNOWN_PATTERNS:
         if pattern == pattern_for_hf(known):
             return known
-    return _BOUNDED_THEN_PLUS.sub(r"(?:\1\2)+", pattern)
+    return _BOUNDED_THEN_PLUS.sub(r"(?:\1\2)+", onig_regex(pattern))
 
 
 @dataclass
@@ -54,10 +65,32 @@ class HFTokenizer:
     special_tokens: list[str]
     pattern: str
     added_tokens: list[str] = field(default_factory=list)
-    ignore_merges: bool = False
-    """Llama-3's option: a pre-token that is a token is that token, merges apart (tiktoken's rule)."""
-    unapplied: list[str] = field(default_factory=list)
-    """The parts of the file kept out of the model (a post-processor, truncation, padding)."""
+    split_at: str | None = None
+    """The JSON path of the ``Split`` that :attr:`pattern` came from (None: ByteLevel's regex)."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings about settings of the file that are not kept (post-processor, truncation, padding)."""
+    whole_token_lookup: bool = False
+    """``ignore_merges``: a whole pre-token that is a vocab token is that token (Llama-3)."""
+    split_drops_uncovered: bool = False
+    """Whether the Split drops the text no match covers (else each such stretch is a piece)."""
+    normalizer: Normalizer | None = None
+    """What normalizes the text before it is pre-tokenized (None: nothing)."""
+    normalized_tokens: list[str] = field(default_factory=list)
+    """The added tokens found in the normalized text (``"normalized": true``)."""
+    post_processor: PostProcessor | None = None
+    """The special tokens put around a text on request (None: none)."""
+    token_options: dict[str, frozenset[str]] = field(default_factory=dict)
+    """How added tokens take their surroundings (``lstrip``, ``rstrip``, ``single_word``)."""
+    pre_tokenizer: PreTokenizer | None = None
+    """The pre-tokenizers run stage by stage (None: :attr:`pattern` makes the pieces)."""
+    pre_tokenizer_json: Any = None
+    """The file's ``pre_tokenizer``, as it is."""
+    dropped_bytes: list[int] = field(default_factory=list)
+    """The single bytes the vocab lacks, left out of the text when encoding (as Hugging Face does)."""
+    byte_fallback: bool = False
+    """A SentencePiece-style BPE: merged from characters, bytes as the fallback."""
+    decoder: Decoder | None = None
+    """What the tokens' joined text goes through to give the text back (SentencePiece-style only)."""
 
 
 def _describe(value: Any) -> str:
@@ -83,88 +116,211 @@ def _token_id(path: str | os.PathLike[str], value: Any, what: str) -> int:
     return value
 
 
-def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> str:
-    def refuse(what: str) -> FormatError:
-        return FormatError(f"{path}: pre_tokenizer: {what} is not supported")
+def _refuse(path: str | os.PathLike[str], where: str, what: str) -> FormatError:
+    """The error for a component bpestore cannot run exactly: where it is in the file, and what."""
+    return FormatError(f"{path}: {where}: {what}")
 
+
+def _regex_of(path: str | os.PathLike[str], where: str, split: dict[str, Any]) -> str:
+    """The regex of a ``Split`` pre-tokenizer (a ``{"Regex": ...}`` pattern)."""
+    regex = split.get("pattern")
+    regex = regex.get("Regex") if isinstance(regex, dict) else None
+    if not isinstance(regex, str):
+        raise _refuse(path, where, "Split by a plain string (only Split by a Regex is supported)")
+    return regex
+
+
+def _split_is_isolating(split: dict[str, Any]) -> bool:
+    """Whether a ``Split`` makes each regex match a piece: ``Isolated``, or ``Removed`` with
+    ``invert`` (Hugging Face's split.rs inverts which stretches are matches, then removes the new
+    "matches", the stretches between the regex's matches; each regex match stays a piece of its
+    own). The two agree wherever the matches cover the text, which bpestore checks."""
+    behavior, invert = split.get("behavior"), bool(split.get("invert"))
+    return (behavior == "Isolated" and not invert) or (behavior == "Removed" and invert)
+
+
+def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, str | None, bool]:
+    """The pre-tokenizer's regex in Python's `regex` syntax, the JSON path of the ``Split`` it
+    came from (None: ByteLevel's own regex, GPT-2's), and whether that Split drops the text no
+    match covers (``Removed`` with ``invert``) rather than making each such stretch a piece."""
     if not pre_tokenizer:
-        raise refuse("none (a byte-level BPE needs ByteLevel pre-tokenization)")
+        raise _refuse(path, "pre_tokenizer", "none (bpestore needs byte-level pre-tokenization: ByteLevel)")
     pre_tokenizer = _object(path, pre_tokenizer, "pre_tokenizer")
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel":
         if pre_tokenizer.get("add_prefix_space"):
-            raise refuse("ByteLevel with add_prefix_space=true (a space added before the text)")
+            raise _refuse(path, "pre_tokenizer", "ByteLevel with add_prefix_space=true (it adds a space before the text)")
         if not pre_tokenizer.get("use_regex", True):
-            raise refuse("ByteLevel without a splitting regex")
-        return GPT2_PATTERN
-    if kind == "Sequence":
-        steps = pre_tokenizer.get("pretokenizers") or []
-        if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
-            raise FormatError(f"{path}: pre_tokenizer's pretokenizers must be an array of objects, not {_describe(steps)}")
-        if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel":
-            split, byte_level = steps
-            regex = split.get("pattern")
-            regex = regex.get("Regex") if isinstance(regex, dict) else None
-            if not isinstance(regex, str):
-                raise refuse("pretokenizers[0]: Split by a plain string (only a Regex)")
-            # Isolated keeps the matches and the gaps between them as pieces; Removed with invert
-            # keeps the matches and drops the gaps (OLMo-2's). For a regex whose matches cover any
-            # text (as bpestore's patterns must: it refuses text they do not cover) both are the
-            # matches, one piece each.
-            behavior, invert = split.get("behavior"), bool(split.get("invert"))
-            if (behavior, invert) not in (("Isolated", False), ("Removed", True)):
-                raise refuse(f"pretokenizers[0]: Split with behavior {split.get('behavior')!r}, invert={split.get('invert')!r}")
-            if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
-                raise refuse("pretokenizers[1]: ByteLevel after Split with add_prefix_space or use_regex")
-            return pattern_from_hf(regex)
-        raise refuse(f"a Sequence of {[step.get('type') for step in steps]}")
-    raise refuse(repr(kind))
+            raise _refuse(path, "pre_tokenizer", "ByteLevel with use_regex=false and no Split before it")
+        return GPT2_PATTERN, None, False
+    if kind != "Sequence":
+        raise _refuse(path, "pre_tokenizer", f"{kind} (bpestore needs byte-level pre-tokenization: ByteLevel)")
+    steps = pre_tokenizer.get("pretokenizers") or []
+    if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+        raise FormatError(f"{path}: pre_tokenizer.pretokenizers must be an array of objects, not {_describe(steps)}")
+    where = [f"pre_tokenizer.pretokenizers[{index}]" for index in range(len(steps))]
+    kinds = [step.get("type") for step in steps]
+    if kinds == ["Digits", "ByteLevel"]:
+        return _digits_then_byte_level(path, where, *steps), None, False
+    # Name the first step bpestore cannot run at all before judging the sequence's shape.
+    for index, step_kind in enumerate(kinds):
+        if step_kind not in ("Split", "ByteLevel"):
+            raise _refuse(path, where[index], f"{step_kind} (supported: a Split by a regex, then ByteLevel)")
+    if kinds != ["Split", "ByteLevel"]:
+        raise _refuse(path, "pre_tokenizer", f"Sequence of {kinds} (supported: a Split by a regex, then ByteLevel)")
+    split, byte_level = steps
+    regex = _regex_of(path, where[0], split)
+    if not _split_is_isolating(split):
+        raise _refuse(
+            path, where[0],
+            f"Split with behavior {split.get('behavior')!r}, invert={bool(split.get('invert'))!r} "
+            "(supported: Isolated, or Removed with invert=true)",
+        )
+    if byte_level.get("add_prefix_space") or byte_level.get("use_regex", True):
+        raise _refuse(path, where[1], "ByteLevel after a Split must have add_prefix_space=false and use_regex=false")
+    return pattern_from_hf(regex), where[0], split.get("behavior") == "Removed"
 
 
-# The models Hugging Face tokenizers have besides BPE, and the families that publish them.
+# GPT-2's pattern run on the stretches between numeric characters (what Digits leaves to
+# ByteLevel), as one regex: the numerics are pieces of their own (one each, or one per run), GPT-2's
+# " ?\p{N}+" can no longer match, and "\s+(?!\S)" sees a numeric as the end of its stretch.
+# (Digits splits at Rust's char::is_numeric: general categories Nd, Nl, No, which is \p{N}.)
+_GPT2_AROUND_DIGITS = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
+DIGITS_THEN_GPT2_PATTERN = r"\p{N}|" + _GPT2_AROUND_DIGITS
+"""SmolLM's and StarCoder's pre-tokenizer: Digits(individual_digits=true), then ByteLevel."""
+DIGIT_RUNS_THEN_GPT2_PATTERN = r"\p{N}+|" + _GPT2_AROUND_DIGITS
+"""Digits(individual_digits=false), then ByteLevel."""
+
+
+def _digits_then_byte_level(path: str | os.PathLike[str], where: list[str], digits: dict[str, Any], byte_level: dict[str, Any]) -> str:
+    """The one regex that makes the pieces of ``Digits`` followed by ``ByteLevel`` with GPT-2's regex."""
+    if byte_level.get("add_prefix_space") or not byte_level.get("use_regex", True):
+        raise _refuse(path, where[1], "ByteLevel after Digits must have add_prefix_space=false and use_regex=true")
+    return DIGITS_THEN_GPT2_PATTERN if digits.get("individual_digits") else DIGIT_RUNS_THEN_GPT2_PATTERN
+
+
 _OTHER_MODELS = {
-    "Unigram": "a Unigram model (T5, ALBERT, XLM-R, mBART)",
-    "WordPiece": "a WordPiece model (BERT, DistilBERT, ELECTRA)",
-    "WordLevel": "a WordLevel model (a word-to-id table)",
+    "Unigram": "a Unigram model (T5, ALBERT, XLM-R)",
+    "WordPiece": "a WordPiece model (BERT, DistilBERT)",
+    "WordLevel": "a WordLevel model (a whole-word vocabulary)",
 }
 
 
-def _model_kind(model: dict[str, Any]) -> str | None:
-    """The model's type; a file of an older tokenizers release may leave it out (its fields tell)."""
-    kind = model.get("type")
-    if kind is None:
-        if "merges" in model:
-            return "BPE"
-        if "max_input_chars_per_word" in model:
-            return "WordPiece"
-        if isinstance(model.get("vocab"), list):
-            return "Unigram"
-    return kind if isinstance(kind, str) else None
+def _model_kind(model: dict[str, Any]) -> Any:
+    """The model's type; a file without ``"type"`` is read as Hugging Face reads it: as the first
+    kind whose fields it has (BPE: merges; WordPiece: max_input_chars_per_word; Unigram: a vocab
+    of [piece, score] pairs; WordLevel: a vocab object)."""
+    if "type" in model:
+        return model["type"]
+    if "merges" in model:
+        return "BPE"
+    if "max_input_chars_per_word" in model:
+        return "WordPiece"
+    if isinstance(model.get("vocab"), list):
+        return "Unigram"
+    return "WordLevel" if "vocab" in model else None
 
 
-def _check_model(path: str | os.PathLike[str], model: dict[str, Any]) -> None:
+def _is_sentencepiece_style(data: dict[str, Any]) -> bool:
+    """A BPE over characters with SentencePiece's conventions (Llama-2, Mistral, Gemma): bytes
+    reached through ``<0xNN>`` tokens (byte_fallback), spaces written as "\u2581"."""
+    if data["model"].get("byte_fallback"):
+        return True
+    if "Metaspace" in json.dumps([data.get("pre_tokenizer"), data.get("decoder")]):
+        return True
+    # (a byte-level vocab writes a space "Ġ"; a SentencePiece one "\u2581", as its normalizer does)
+    vocab = data["model"].get("vocab")
+    spaces_as_bars = isinstance(vocab, dict) and any(isinstance(token, str) and token.startswith("\u2581") for token in vocab)
+    return spaces_as_bars and "\u2581" in json.dumps(data.get("normalizer"), ensure_ascii=False)
+
+
+def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
+    """Whether the model is a SentencePiece-style BPE with byte fallback (Llama-2, Mistral),
+    else a byte-level one; FormatError for another model or option bpestore does not run."""
+    model = data["model"]
     kind = _model_kind(model)
+    if isinstance(kind, str) and kind in _OTHER_MODELS:
+        raise _refuse(path, "model", f"{_OTHER_MODELS[kind]}: bpestore stores BPE tokenizers only")
     if kind != "BPE":
-        what = _OTHER_MODELS.get(kind or "", f"a model of type {json.dumps(kind)}")
-        raise FormatError(f"{path}: model: {what}: bpestore stores BPE tokenizers only")
-    if model.get("byte_fallback"):
-        raise FormatError(
-            f"{path}: model: a SentencePiece-style BPE over characters (byte_fallback: Llama-2, Mistral, Gemma, Phi-3), "
-            "not a byte-level one: not supported"
+        raise _refuse(path, "model.type", f"{_describe(kind) or 'missing'}: bpestore stores BPE tokenizers only")
+    sentencepiece = _is_sentencepiece_style(data)
+    if sentencepiece and model.get("byte_fallback") is not True:
+        raise _refuse(path, "model", "a SentencePiece-style BPE over characters without byte_fallback (unknown tokens): not supported")
+    if sentencepiece and data.get("pre_tokenizer"):
+        kind = data["pre_tokenizer"].get("type") if isinstance(data["pre_tokenizer"], dict) else None
+        raise _refuse(
+            path, "pre_tokenizer", f"{kind} in a SentencePiece-style BPE (model.byte_fallback; Mistral's Metaspace): not supported yet"
         )
     problems = {
         "dropout": model.get("dropout") not in (None, 0, 0.0),
         "continuing_subword_prefix": bool(model.get("continuing_subword_prefix")),
         "end_of_word_suffix": bool(model.get("end_of_word_suffix")),
     }
-    unsupported = [f"model.{name}" for name, present in problems.items() if present]
+    unsupported = [name for name, present in problems.items() if present]
     if unsupported:
-        raise FormatError(f"{path}: unsupported BPE option {', '.join(unsupported)}")
+        raise _refuse(path, "model", f"BPE with {', '.join(unsupported)}: not supported")
+    return sentencepiece
 
 
-def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool]]:
-    """``added_tokens`` as (content, id, special) in id order (``special``: unless the file says
-    ``"special": false``); FormatError for anything malformed."""
+def _normalizer_of(path: str | os.PathLike[str], normalizer: Any) -> Normalizer | None:
+    """The file's normalizer as bpestore runs it (None: it has none); FormatError naming a step
+    bpestore does not run, and where it is in the file."""
+    if not normalizer:
+        return None
+    try:
+        return Normalizer.from_hf(normalizer)
+    except NormalizerError as error:
+        raise FormatError(f"{path}: {error}") from None
+
+
+def _template_specials(processor: dict[str, Any]) -> list[str]:
+    """The special tokens a post-processor puts around one text (what ``add_special_tokens``
+    adds in Hugging Face)."""
+    kind = processor.get("type")
+    if kind == "TemplateProcessing":
+        single = processor.get("single")
+        items = single if isinstance(single, list) else []
+        return [str(item["SpecialToken"].get("id", "?")) for item in items if isinstance(item, dict) and isinstance(item.get("SpecialToken"), dict)]
+    if kind in ("RobertaProcessing", "BertProcessing"):
+        return [str(pair[0]) for pair in (processor.get("cls"), processor.get("sep")) if isinstance(pair, list) and pair]
+    if kind == "Sequence":
+        processors = processor.get("processors")
+        steps = processors if isinstance(processors, list) else []
+        return [token for step in steps if isinstance(step, dict) for token in _template_specials(step)]
+    return []
+
+
+def _post_processor_of(data: dict[str, Any]) -> tuple[PostProcessor | None, list[str]]:
+    """The file's post-processor, kept (``encode(text, add_special_tokens=True)`` applies it),
+    and a note saying so; one it has that bpestore cannot apply is a warning line, as are
+    truncation and padding, which bpestore does not keep."""
+    notes = []
+    processor = data.get("post_processor")
+    kept = None
+    if isinstance(processor, dict):
+        added = _template_specials(processor)
+        try:
+            kept = PostProcessor.from_hf(processor)
+        except PostProcessorError as error:
+            around = f" (HF's add_special_tokens=True adds {', '.join(added)})" if added else ""
+            notes.append(f"warning: {error}; it is not kept{around}: bpestore's ids are HF's with add_special_tokens=False")
+        else:
+            if kept.adds_tokens:
+                notes.append(
+                    f"note: post_processor {kept} kept: encode gives HF's ids with add_special_tokens=False, "
+                    f"and with add_special_tokens=True ({', '.join(added)} added)"
+                )
+    for setting in ("truncation", "padding"):
+        if data.get(setting):
+            notes.append(f"warning: {setting} {json.dumps(data[setting])[:80]} is not kept: bpestore encodes whole texts, unpadded")
+    return kept, notes
+
+
+def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, int, bool, bool, frozenset[str]]]:
+    """``added_tokens`` as (content, id, special, normalized, options) in id order (``special``:
+    unless the file says ``"special": false``; ``normalized``: found in the normalized text, by
+    default unless special, as Hugging Face reads it; options: those of ``lstrip``, ``rstrip``,
+    ``single_word`` set); FormatError for anything malformed."""
     if added is None:
         return []
     if not isinstance(added, list):
@@ -176,10 +332,10 @@ def _added_tokens(path: str | os.PathLike[str], added: Any) -> list[tuple[str, i
         if not isinstance(content, str) or not content:
             raise FormatError(f"{path}: added token {index} has content {_describe(content)}, not a non-empty string")
         token_id = _token_id(path, token.get("id"), f"added token {content!r}")
-        options = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
-        if options:
-            raise FormatError(f"{path}: added_tokens[{index}] {content!r} uses {', '.join(options)}, which is not supported")
-        tokens.append((content, token_id, token.get("special") is not False))
+        options = frozenset(name for name in ("lstrip", "rstrip", "single_word") if token.get(name) is True)
+        special = token.get("special") is not False
+        normalized = token.get("normalized", not special)
+        tokens.append((content, token_id, special, normalized is True, options))
     return sorted(tokens, key=lambda token: token[1])
 
 
@@ -193,16 +349,17 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise FormatError(f"{path}: not a tokenizer.json (no 'model' object)")
     model = data["model"]
-    _check_model(path, model)
-    normalizer = data.get("normalizer")
-    if normalizer:
-        kind = normalizer.get("type") if isinstance(normalizer, dict) else normalizer
-        inner = [step.get("type") for step in normalizer.get("normalizers", []) if isinstance(step, dict)] if kind == "Sequence" else []
-        shown = f"Sequence of {inner}" if inner else repr(kind)
-        raise FormatError(f"{path}: normalizer: {shown} is not supported (it changes the text before it is split)")
-    pattern = _pattern_of(path, data.get("pre_tokenizer"))
+    sentencepiece = _check_model(path, data)
+    normalizer = _normalizer_of(path, data.get("normalizer"))
+    pre_tokenizer: PreTokenizer | None = None
+    if sentencepiece:
+        # (no pre-tokenizer: each stretch between special tokens is merged as one piece)
+        pre_tokenizer = PreTokenizer.whole()
+        pattern, split_at, split_drops_uncovered = GPT2_PATTERN, None, False
+    else:
+        pattern, split_at, split_drops_uncovered, pre_tokenizer = _pieces_of(path, data.get("pre_tokenizer"))
     listed = _added_tokens(path, data.get("added_tokens"))
-    added = [(content, token_id) for content, token_id, _ in listed]
+    added = [(content, token_id) for content, token_id, _, _, _ in listed]
     added_text = dict(added)
     if len(added_text) != len(added):
         repeated = next(content for content, _ in added if sum(1 for other, _ in added if other == content) > 1)
@@ -210,10 +367,22 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     alphabet = unicode_to_byte()
     vocab: dict[int, bytes] = {}
     model_vocab = _object(path, model.get("vocab", {}), "model.vocab")
+    byte_twins: list[tuple[int, int]] = []
     for text, token_id in model_vocab.items():
         token_id = _token_id(path, token_id, f"vocab entry {text!r}")
+        if sentencepiece:
+            _add_sentencepiece_token(path, vocab, text, token_id, byte_twins)
+            continue
         if text in added_text:
             token = text.encode("utf-8")
+            if len(text) == 1 and text in alphabet and token != bytes([alphabet[text]]):
+                # Hugging Face gives the added token the id of the vocab's byte token that GPT-2's
+                # alphabet spells the same way, so the text "é" would encode as the byte 0xe9.
+                raise _refuse(
+                    path, "added_tokens",
+                    f"{text!r} is also how the byte-level vocab writes the single byte 0x{alphabet[text]:02x} (id {token_id}): "
+                    "Hugging Face encodes that text as that byte's token, which bpestore does not do",
+                )
         elif all(c in alphabet for c in text):
             token = bytes(alphabet[c] for c in text)
         else:
@@ -223,6 +392,34 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     for text, token_id in added_text.items():
         if vocab.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8"):
             raise FormatError(f"{path}: added token {text!r} has id {token_id}, which the vocab gives to another token")
+    post_processor, notes = _post_processor_of(data)
+    dropped_bytes = _add_missing_bytes(vocab)
+    if dropped_bytes:
+        shown_bytes = ", ".join(f"0x{byte:02x}" for byte in dropped_bytes[:6]) + (" ..." if len(dropped_bytes) > 6 else "")
+        notes.append(
+            f"note: the vocab lacks {len(dropped_bytes)} single bytes ({shown_bytes}): Hugging Face leaves them out of "
+            "the text it encodes, and so does bpestore; they get ids of their own after the others, which no encoding gives"
+        )
+    twins = _drop_twins(vocab, added_text)
+    in_normalized_text = {content for content, _, _, normalized, _ in listed if normalized}
+    for twin, added_id in twins if normalizer is not None else []:
+        content = next(text for text, token_id in added_text.items() if token_id == added_id)
+        if content not in in_normalized_text:
+            # The normalizer can make this text inside a stretch that no added token was found
+            # in; Hugging Face's model then encodes it as the vocab's id, bpestore would not.
+            raise _refuse(
+                path, "added_tokens",
+                f"{content!r} (id {added_id}) is the vocab's token {twin} again, and is looked for before normalizing, "
+                "so text that normalizes to it encodes as the vocab's token in Hugging Face: not supported",
+            )
+    if twins:
+        # Hugging Face finds an added token in the text before its model sees it, so the model
+        # never makes the twin (no piece holds those bytes) and its id is never an encoding's.
+        shown = ", ".join(f"{twin} ({token_to_text(vocab[added_id])[:20]!r} is {added_id})" for twin, added_id in twins[:3])
+        notes.append(
+            f"note: {len(twins)} vocab ids spell an added token again ({shown}{' ...' if len(twins) > 3 else ''}); "
+            "the added tokens' ids are kept, as Hugging Face's encode gives them, and those ids are left out"
+        )
     merges = []
     model_merges = model.get("merges", [])
     if not isinstance(model_merges, list):
@@ -231,50 +428,114 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
         parts = merge.split(" ") if isinstance(merge, str) else merge
         if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
             raise FormatError(f"{path}: merge {rank} is {merge!r}, expected 'a b' or ['a', 'b']")
+        if sentencepiece:
+            merges.append((_sentencepiece_bytes(parts[0]), _sentencepiece_bytes(parts[1])))
+            continue
         try:
             merges.append((bytes(alphabet[c] for c in parts[0]), bytes(alphabet[c] for c in parts[1])))
         except KeyError:
             raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level") from None
-    specials = [content for content, _, special in listed if special]
-    ordinary = [content for content, _, special in listed if not special]
-    ignore_merges = bool(model.get("ignore_merges"))
-    if ignore_merges:
-        _check_merges_follow_ids(path, vocab, merges)
-    unapplied = [f"{key} {_kind(data[key], key)!r}" for key in ("truncation", "padding") if data.get(key)]
-    if _adds_tokens(data.get("post_processor")):  # (ByteLevel's only trims offsets: the ids are the same)
-        unapplied.insert(0, f"post_processor {_kind(data['post_processor'], 'post_processor')!r}")
-    return HFTokenizer(vocab, merges, specials, pattern, ordinary, ignore_merges, unapplied)
+    specials = [content for content, _, special, _, _ in listed if special]
+    ordinary = [content for content, _, special, _, _ in listed if not special]
+    token_options = {content: options for content, _, _, _, options in listed if options}
+    normalized = [content for content, _, _, in_normalized, _ in listed if in_normalized] if normalizer is not None else []
+    if byte_twins:
+        notes.append(
+            f"note: {len(byte_twins)} byte-fallback tokens spell a character token again ({', '.join(f'{a} is {b}' for a, b in byte_twins[:3])}"
+            f"{' ...' if len(byte_twins) > 3 else ''}); the character tokens' ids are kept, as Hugging Face's encode gives them"
+        )
+    decoder = _decoder_of(path, data.get("decoder")) if sentencepiece else None
+    return HFTokenizer(
+        vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
+        split_drops_uncovered, normalizer, normalized, post_processor, token_options, pre_tokenizer, data.get("pre_tokenizer"),
+        dropped_bytes, sentencepiece, decoder,
+    )
 
 
-def _adds_tokens(processor: Any) -> bool:
-    """Whether a post-processor adds tokens to what encode gives (a template, RoBERTa's, BERT's)."""
-    if not isinstance(processor, dict):
-        return False
-    if processor.get("type") == "Sequence":
-        return any(_adds_tokens(step) for step in processor.get("processors") or [])
-    return processor.get("type") in ("TemplateProcessing", "RobertaProcessing", "BertProcessing")
+def _add_missing_bytes(vocab: dict[int, bytes]) -> list[int]:
+    """Gives each single byte ``vocab`` lacks a token at the next free id (bpestore's vocabularies
+    hold all 256), and returns those bytes: encoding leaves them out of the text, as Hugging Face's
+    BPE leaves out a character its vocab lacks (GPT-NeoX's lacks the bytes UTF-8 never holds,
+    Falcon's and SmolLM's some control characters)."""
+    present = {token[0] for token in vocab.values() if len(token) == 1}
+    missing = [byte for byte in range(256) if byte not in present]
+    next_id = max(vocab, default=-1) + 1
+    for offset, byte in enumerate(missing):
+        vocab[next_id + offset] = bytes([byte])
+    return missing
 
 
-def _kind(value: Any, key: str) -> str:
-    kind = value.get("type", key) if isinstance(value, dict) else key
-    return kind if isinstance(kind, str) else key
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
-def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> None:
-    """With ``ignore_merges``, bpestore encodes by tiktoken's rule: the whole pre-token if it is a
-    token, else merging the adjacent pair whose joined token has the lowest id. That is Hugging
-    Face's BPE exactly when its merges come in the order of the ids of the tokens they make (as in
-    Llama-3's, converted from tiktoken's ranks); FormatError otherwise, rather than other ids."""
-    ids = {token: token_id for token_id, token in vocab.items()}
-    previous = -1
-    for rank, (left, right) in enumerate(merges):
-        made = ids.get(left + right)
-        if made is None or made < previous:
-            raise FormatError(
-                f"{path}: model.ignore_merges with merges out of the order of their tokens' ids (merge {rank}): "
-                "bpestore's whole-token rule would encode differently"
-            )
-        previous = made
+def _sentencepiece_bytes(text: str) -> bytes:
+    """A SentencePiece vocab entry's bytes: ``<0xNN>`` is the byte NN (byte fallback), any other
+    entry its UTF-8 (``▁`` included, as the normalizer writes a space)."""
+    byte = _BYTE_TOKEN.fullmatch(text)
+    return bytes([int(byte.group(1), 16)]) if byte else text.encode("utf-8")
+
+
+def _add_sentencepiece_token(
+    path: str | os.PathLike[str], vocab: dict[int, bytes], text: str, token_id: int, byte_twins: list[tuple[int, int]]
+) -> None:
+    """Adds a SentencePiece vocab entry. A byte-fallback token ``<0x61>`` and the character token
+    ``a`` are the same bytes: the character's id is kept (Hugging Face falls back to bytes only
+    for a character its vocab lacks, so it never gives the other), noted in ``byte_twins``."""
+    token = _sentencepiece_bytes(text)
+    if vocab.setdefault(token_id, token) != token:
+        raise FormatError(f"{path}: vocab gives id {token_id} to two tokens")
+    twin = next((other for other, bytes_ in vocab.items() if bytes_ == token and other != token_id), None) if len(token) == 1 else None
+    if twin is not None:
+        fallback, character = (token_id, twin) if _BYTE_TOKEN.fullmatch(text) else (twin, token_id)
+        del vocab[fallback]
+        byte_twins.append((fallback, character))
+
+
+def _decoder_of(path: str | os.PathLike[str], decoder: Any) -> Decoder | None:
+    if not decoder:
+        return None
+    try:
+        return Decoder.from_hf(decoder)
+    except DecoderError as error:
+        raise FormatError(f"{path}: {error}") from None
+
+
+def _pieces_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, str | None, bool, PreTokenizer | None]:
+    """How a byte-level file's pre-tokenizer makes pieces: one regex (see :func:`_pattern_of`),
+    or, when no one regex makes them, the pre-tokenizers run stage by stage (a pipeline)."""
+    try:
+        return (*_pattern_of(path, pre_tokenizer), None)
+    except FormatError as refused:
+        if not pre_tokenizer:
+            raise
+        try:
+            pipeline = _pipeline_of(path, pre_tokenizer)
+        except FormatError as error:
+            if "no ByteLevel step" in str(error):
+                raise refused from None  # (its words name the step: Whitespace, Metaspace, ...)
+            raise
+        return GPT2_PATTERN, None, False, pipeline
+
+
+def _pipeline_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> PreTokenizer:
+    """The file's pre-tokenizers as a pipeline run stage by stage; FormatError naming a step
+    bpestore does not run, and where it is."""
+    try:
+        return PreTokenizer.from_hf(pre_tokenizer)
+    except PreTokenizerError as error:
+        raise FormatError(f"{path}: {error}") from None
+
+
+def _drop_twins(vocab: dict[int, bytes], added: dict[str, int]) -> list[tuple[int, int]]:
+    """Removes from ``vocab`` each id whose bytes are an added token's under another id (GPT-NeoX
+    lists its runs of spaces both ways); returns (removed id, the added token's id) pairs."""
+    added_ids = {text.encode("utf-8"): token_id for text, token_id in added.items()}
+    twins = [
+        (token_id, added_ids[token]) for token_id, token in vocab.items() if token in added_ids and added_ids[token] != token_id
+    ]
+    for token_id, _ in twins:
+        del vocab[token_id]
+    return sorted(twins)
 
 
 def tokenizer_json(
@@ -285,6 +546,12 @@ def tokenizer_json(
     *,
     whole_token_lookup: bool = False,
     added_ids: dict[str, int] | None = None,
+    normalizer: Normalizer | None = None,
+    normalized_tokens: frozenset[str] = frozenset(),
+    post_processor: PostProcessor | None = None,
+    token_options: dict[str, frozenset[str]] | None = None,
+    pre_tokenizer: PreTokenizer | None = None,
+    dropped_bytes: frozenset[int] = frozenset(),
 ) -> dict[str, Any]:
     """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with;
     ``added_ids``: the added tokens (ordinary, encoded whole), written as added tokens with
@@ -296,18 +563,23 @@ def tokenizer_json(
     # alphabet ("Ġ", not " "), and the added token (same id) carries the text.
     merge_tokens = {part for left, right in merges for part in (left, right, left + right)}
     raw_ids = {token_id for token_id in whole.values() if len(vocab[token_id]) > 1 and vocab[token_id] not in merge_tokens}
+    # (a byte the text loses is no token of Hugging Face's vocab: its BPE then leaves it out too)
     model_vocab = {
         (token.decode("utf-8") if token_id in raw_ids else token_to_text(token)): token_id
         for token_id, token in sorted(vocab.items())
+        if not (len(token) == 1 and token[0] in dropped_bytes)
     }
     # Hugging Face gives an added token the model's id for its text, or else a new id: so the text
     # of a special token written in the byte alphabet is a second key for the same id.
     for text, token_id in whole.items():
         model_vocab.setdefault(text, token_id)
-    if pattern == GPT2_PATTERN:
-        pre_tokenizer = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    written_pre_tokenizer: Any
+    if pre_tokenizer is not None:
+        written_pre_tokenizer = pre_tokenizer.to_hf()
+    elif pattern == GPT2_PATTERN:
+        written_pre_tokenizer = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:
-        pre_tokenizer = {
+        written_pre_tokenizer = {
             "type": "Sequence",
             "pretokenizers": [
                 {"type": "Split", "pattern": {"Regex": pattern_for_hf(pattern)}, "behavior": "Isolated", "invert": False},
@@ -321,14 +593,16 @@ def tokenizer_json(
         "padding": None,
         "added_tokens": [
             {
-                "id": token_id, "content": text, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                "id": token_id, "content": text,
+                **{option: option in (token_options or {}).get(text, ()) for option in ("single_word", "lstrip", "rstrip")},
+                "normalized": text in normalized_tokens,
                 "special": text in special_ids,
             }
             for text, token_id in sorted(whole.items(), key=lambda item: item[1])
         ],
-        "normalizer": None,
-        "pre_tokenizer": pre_tokenizer,
-        "post_processor": byte_level,
+        "normalizer": normalizer.to_hf() if normalizer is not None else None,
+        "pre_tokenizer": written_pre_tokenizer,
+        "post_processor": post_processor.to_hf() if post_processor is not None else byte_level,
         "decoder": byte_level,
         "model": {
             "type": "BPE",
@@ -352,17 +626,62 @@ def write_tokenizer_json(path: str | os.PathLike[str], document: dict[str, Any])
 
 def read(path: str | os.PathLike[str]) -> Imported:
     """A Hugging Face ``tokenizer.json`` (byte-level BPE); its added tokens become special tokens,
-    those marked ``"special": false`` added tokens (ordinary, encoded whole)."""
+    those marked ``"special": false`` added tokens (ordinary, encoded whole). ``path`` may be a
+    model folder: its ``tokenizer.json``, with what ``tokenizer_config.json`` and
+    ``special_tokens_map.json`` say (roles of tokens, chat template, maximum length) kept."""
+    config: dict[str, Any] = {}
+    if Path(path).is_dir():
+        folder = Path(path)
+        if not (folder / "tokenizer.json").is_file():
+            raise FormatError(f"{folder}: a model folder without tokenizer.json (bpestore reads the fast tokenizer's file)")
+        config = config_of_folder(folder)
+        path = folder / "tokenizer.json"
     document = read_tokenizer_json(path)
-    rule = "token" if document.ignore_merges else "pair"  # (see _check_merges_follow_ids)
-    merges: list[tuple[bytes, bytes]] | Callable[[BPEModel], Merges] = document.merges
-    if document.ignore_merges:
-        merges = partial(_first_merges, document.merges)  # the token rule's own merges: one per token
-    model = build_model(
-        path, document.vocab, merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
-    )
-    assert model.merge_rule == rule
-    return Imported(model, "hf", resolved(path), [*unreached_tokens_notes(model, path), *_unapplied_notes(document)])
+    if document.split_at is not None:
+        try:
+            _check_split_covers(path, document.split_at, document.pattern, document.split_drops_uncovered)
+        except FormatError:
+            # (HF keeps or drops the text no match covers: the Split runs as it is)
+            document.pre_tokenizer = _pipeline_of(path, document.pre_tokenizer_json)
+            document.pattern = GPT2_PATTERN
+    if document.whole_token_lookup:
+        _check_merges_follow_ids(path, document.vocab, document.merges)
+        # the token rule's own merges: the first that makes each token
+        model = build_model(
+            path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
+            added_tokens=document.added_tokens, normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
+            post_processor=document.post_processor, token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
+            dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config,
+            **({"byte_fallback": True} if document.byte_fallback else {}),
+        )
+        assert model.merge_rule == "token"
+    else:
+        model = build_model(
+            path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
+            normalizer=document.normalizer, normalized_tokens=document.normalized_tokens, post_processor=document.post_processor,
+            token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
+            dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config,
+            **({"byte_fallback": True} if document.byte_fallback else {}),
+        )
+    return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
+
+
+def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> None:
+    """With ``ignore_merges`` (Llama-3), bpestore encodes by tiktoken's rule: the whole pre-token
+    if it is a token, else merging the adjacent pair whose joined token has the lowest id. That is
+    Hugging Face's BPE exactly when its merges come in the order of the ids of the tokens they make
+    (as in Llama-3's, converted from tiktoken's ranks); FormatError otherwise, rather than other ids."""
+    ids = {token: token_id for token_id, token in vocab.items()}
+    previous = -1
+    for rank, (left, right) in enumerate(merges):
+        made = ids.get(left + right)
+        if made is None or made < previous:
+            raise _refuse(
+                path, f"model.merges[{rank}]",
+                f"ignore_merges with merges out of the order of their tokens' ids (merge {rank}): "
+                "bpestore's whole-token rule would encode differently",
+            )
+        previous = made
 
 
 def _first_merges(merges: list[tuple[bytes, bytes]], model: BPEModel) -> Merges:
@@ -377,29 +696,64 @@ def _first_merges(merges: list[tuple[bytes, bytes]], model: BPEModel) -> Merges:
     return first
 
 
-def _unapplied_notes(document: HFTokenizer) -> list[str]:
-    """What of the file is not applied, said at import rather than dropped without a word."""
-    return [
-        f"{what} is not applied: encode gives the ids of Hugging Face's encode(text, add_special_tokens=False)"
-        for what in document.unapplied
-    ]
+_UNCOVERED = re.compile(r"does not cover all of the text \((.*)\); its matches")
+
+
+def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str, drops_uncovered: bool) -> None:
+    """FormatError if the Split's regex leaves some text to no match: Hugging Face makes each
+    such stretch a piece of its own (or, for ``Removed`` with ``invert``, drops it), bpestore's
+    pre-tokenizer refuses such text, so the two would differ (and no change to the regex makes
+    them the same: a catch-all alternative changes what the other alternatives match)."""
+    try:
+        check_pattern(pattern)
+    except ValueError as error:
+        uncovered = _UNCOVERED.search(str(error))
+        if uncovered is None:
+            raise FormatError(f"{path}: {where}: {error}") from None
+        raise _refuse(
+            path, where,
+            f"Split regex {json.dumps(pattern)} does not cover all of the text ({uncovered.group(1)}): Hugging Face "
+            + ("drops each uncovered stretch" if drops_uncovered else "makes each uncovered stretch a piece of its own")
+            + ", which bpestore does not do yet",
+        ) from None
 
 
 def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
-    write_tokenizer_json(output, tokenizer_json(model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids))
+    if model.byte_fallback:
+        raise FormatError(f"{output}: writing a SentencePiece-style BPE (byte_fallback) as a tokenizer.json is not supported yet")
+    document = tokenizer_json(
+        model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids, normalizer=model.normalizer,
+        normalized_tokens=model.normalized_tokens, post_processor=model.post_processor, token_options=model.token_options,
+        pre_tokenizer=model.pre_tokenizer, dropped_bytes=model.dropped_bytes,
+    )
+    write_tokenizer_json(output, document)
     return [f"wrote {output}"]
 
 
+def write_folder(model: BPEModel, folder: Path) -> list[str]:
+    """A model folder in ``folder``: ``tokenizer.json``, ``tokenizer_config.json`` and
+    ``special_tokens_map.json``, which ``transformers.AutoTokenizer.from_pretrained`` loads
+    (``folder`` made if missing)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write(model, folder / "tokenizer.json")
+    for name, document in folder_files(model.config, model.special_tokens).items():
+        write_tokenizer_json(folder / name, document)
+    return [f"wrote {folder}/ (tokenizer.json, {CONFIG_FILE}, {SPECIAL_TOKENS_FILE})"]
+
+
 IMPORTER = ImportCommand(
-    help="""A Hugging Face tokenizer.json (byte-level BPE; added tokens become special tokens,
-    those marked "special": false added tokens: ordinary, encoded whole).
+    help="""A Hugging Face tokenizer.json, or a model folder holding one (byte-level BPE, or
+    SentencePiece-style BPE with byte fallback; added tokens become special tokens, those marked
+    "special": false added tokens: ordinary, encoded whole). A folder's tokenizer_config.json
+    (bos/eos/pad tokens, chat template, maximum length) is kept with the tokenizer.
 
     \b
     Example:
       bpestore import hf tokenizer.json --name my-hf-bpe
+      bpestore import hf path/to/Llama-3.2-1B/ --name llama3.2
     """,
     files=("tokenizer_json",),
 )
 
-FORMAT = register(Format("hf", read, write, merge_rule="pair", importer=IMPORTER))
+FORMAT = register(Format("hf", read, write, merge_rule="pair", importer=IMPORTER, write_folder=write_folder))

@@ -110,6 +110,8 @@ class Format:
             model with the other rule adds a note that some texts may encode differently.
         writes_directory: whether ``output`` names a directory of files rather than one file.
         importer: how ``bpestore import NAME`` calls ``read``; None: no import command.
+        write_folder: ``write_folder(model, directory) -> notes``, for a format that also writes
+            a folder of files (``hf``: a model folder) when ``output`` is a directory.
     """
 
     name: str
@@ -118,6 +120,7 @@ class Format:
     merge_rule: str = "pair"
     writes_directory: bool = False
     importer: ImportCommand | None = None
+    write_folder: Callable[[BPEModel, Path], list[str]] | None = None
 
 
 _FORMATS: dict[str, Format] = {}
@@ -192,7 +195,17 @@ def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str],
         return []
     made = {left + right for left, right in model.merges}
     specials = set(model.whole_ids.values())
-    unreached = [token for token_id, token in sorted(model.vocab.items()) if len(token) > 1 and token not in made and token_id not in specials]
+    def one_character(token: bytes) -> bool:
+        # (a SentencePiece-style model starts from characters: one is reached without a merge)
+        try:
+            return model.byte_fallback and len(token.decode("utf-8")) == 1
+        except UnicodeDecodeError:
+            return False
+
+    unreached = [
+        token for token_id, token in sorted(model.vocab.items())
+        if len(token) > 1 and token not in made and token_id not in specials and not one_character(token)
+    ]
     special_looking = [token.decode("utf-8") for token in unreached if looks_special(token)]
     others = len(unreached) - len(special_looking)
     notes = []

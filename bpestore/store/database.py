@@ -49,7 +49,7 @@ from ..errors import (
 from ..model import BPEModel
 from ..pretokenize.patterns import name_of_pattern
 from .checked import Row, checked_merge_rows, checked_vocab_rows
-from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows
+from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows, pipeline_from_json, pipeline_json, pipeline_lines
 from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
 from ..progress import progress_bar
@@ -104,6 +104,11 @@ class TokenizerInfo:
     ``counts`` (given as counts) or ``dask`` (counted on a Dask cluster)."""
     added_tokens: list[str] = field(default_factory=list)
     """Its added tokens (``add-tokens``): ordinary tokens always encoded whole."""
+    normalizer: str | None = None
+    """What normalizes its text before it is pre-tokenized, in a line (``NFC``; None: nothing)."""
+    pipeline: list[tuple[str, str]] = field(default_factory=list)
+    """What its pipeline holds besides the pattern, one (label, text) line each (an imported
+    tokenizer's normalizer, pre-tokenizer, post-processor, decoder, model-folder config)."""
 
     @property
     def ref(self) -> str:
@@ -674,6 +679,7 @@ class ModelStore:
         ).scalar_one()
         source_format = place.text("source_format", row.source_format, nullable=True)
         source_paths = place.json_list_of_text("source_paths", row.source_paths, nullable=True)
+        pipeline = pipeline_from_json(place, row.pipeline)
         return TokenizerInfo(
             name=place.text("name", row.name),
             version=place.integer("version", row.version),
@@ -693,6 +699,8 @@ class ModelStore:
             corpus_bytes=corpus.integer("size_bytes", row.corpus_bytes, nullable=True),
             corpus_origin=corpus.text("origin", row.corpus_origin, nullable=True),
             added_tokens=place.json_list_of_text("added_tokens", row.added_tokens),
+            normalizer=str(pipeline["normalizer"]) if pipeline.get("normalizer") is not None else None,
+            pipeline=pipeline_lines(pipeline),
         )
 
     def info(self, ref: str) -> TokenizerInfo:
@@ -726,7 +734,7 @@ class ModelStore:
             vocab_rows, merge_rows = self._vocab_and_merges(connection, row)
         return model_from_rows(
             row.special_tokens, row.pattern, row.merge_rule, vocab_rows, merge_rows, f"{row.name}@{row.version}", self.location,
-            row.added_tokens,
+            row.added_tokens, row.pipeline,
         )
 
     def _vocab_and_merges(
@@ -763,6 +771,7 @@ class ModelStore:
             " JOIN tokenizers o ON o.name = t.name AND o.id != t.id JOIN packed_models op ON op.tokenizer_id = o.id"
             " WHERE t.name = ? AND t.version = ? AND op.data = tp.data AND o.pattern = t.pattern"
             " AND o.special_tokens = t.special_tokens AND o.added_tokens = t.added_tokens AND o.merge_rule = t.merge_rule"
+            " AND o.pipeline IS t.pipeline"
             " ORDER BY o.version"
         )
         with self._transaction() as connection:
@@ -847,6 +856,7 @@ class ModelStore:
                 pattern=tokenizer.pattern,
                 special_tokens=json.dumps(tokenizer.special_tokens, ensure_ascii=False),
                 added_tokens=json.dumps(tokenizer.added_tokens, ensure_ascii=False),
+                pipeline=pipeline_json(tokenizer),
                 merge_rule=tokenizer.merge_rule,
                 corpus_id=corpus_id,
                 training_params=json.dumps(training_params) if training_params is not None else None,
@@ -1063,11 +1073,19 @@ class ModelStore:
             raise ValueError(
                 f"the pre-tokens of {source} are counted {counts.total} times in all, more than the store's 64-bit counts hold (2**63 - 1)"
             )
-        writes = self._row_writes(len(counts))
+        # (rows are written per pre-token, twice on SQLite: staged, then copied; the bar counts
+        # pre-tokens, as the user knows them)
+        per_pretoken = max(1, self._row_writes(len(counts)) // max(1, len(counts)))
         with self._errors(writing=True), self.engine.connect() as connection, progress_bar(
-            progress and on_rows is None, writes, "saving pre-token counts", unit="rows", unit_scale=True
+            progress and on_rows is None, len(counts), "saving pre-token counts", unit="pre-tokens", unit_scale=True
         ) as bar:
-            report = on_rows or bar.update
+            written = [0]
+
+            def advance(rows: int) -> None:
+                written[0] += rows
+                bar.update(written[0] // per_pretoken - bar.n)
+
+            report = on_rows or advance
             with bulk.staged_counts(connection, counts, report) as staged:
                 yield connection, staged, report
 

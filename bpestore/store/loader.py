@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # not at run time: the fast path must not import SQLAlchemy
     from .database import ModelStore
 
 _TOKENIZER_SQL = (
-    "SELECT t.id, t.version, t.special_tokens, t.pattern, t.merge_rule, t.vocab_size, p.data, t.added_tokens"
+    "SELECT t.id, t.version, t.special_tokens, t.pattern, t.merge_rule, t.vocab_size, p.data, t.added_tokens, t.pipeline"
     " FROM tokenizers t LEFT JOIN packed_models p ON p.tokenizer_id = t.id WHERE t.name = ?"
 )
 _TABLES = ("alembic_version", "tokenizers", "packed_models", "vocab", "merges", "warm_caches")
@@ -145,7 +145,7 @@ def _read_current_sqlite(
         row = connection.execute(query, (name, version) if version else (name,)).fetchone()
         if row is None:
             return None
-        tokenizer_id, found_version, special_tokens, pattern, merge_rule, vocab_size, packed, added_tokens = row
+        tokenizer_id, found_version, special_tokens, pattern, merge_rule, vocab_size, packed, added_tokens, pipeline = row
         vocab_rows: Mapping[int, bytes] | Iterable[tuple[int, bytes]]
         merge_rows: Iterable[tuple[bytes, bytes]]
         if packed is None:  # saved without a packed copy, or its rows changed since
@@ -165,7 +165,7 @@ def _read_current_sqlite(
     if packed is not None:
         vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location)
     model = model_from_rows(
-        special_tokens, pattern, merge_rule, vocab_rows, merge_rows, f"{name}@{found_version}", location, added_tokens
+        special_tokens, pattern, merge_rule, vocab_rows, merge_rows, f"{name}@{found_version}", location, added_tokens, pipeline
     )
     if warm_row is None:
         return model, None

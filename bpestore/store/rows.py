@@ -3,13 +3,18 @@ merges, and the one function that turns those rows into a model (both loaders us
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
+from ..decoder import Decoder, DecoderError
 from ..errors import DamagedStoreError
 from ..model import BPEModel, MergeRule
+from ..normalizer import Normalizer, NormalizerError
+from ..post_processor import PostProcessor, PostProcessorError
+from ..pre_tokenizer import PreTokenizer, PreTokenizerError
 from .checked import Row
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ def model_from_rows(
     ref: str = "",
     location: str = "",
     added_tokens_json: str = "[]",
+    pipeline_json: str | None = None,
 ) -> BPEModel:
     """A model from a ``tokenizers`` row's columns (``added_tokens_json``: since 0010) and its ``vocab`` and ``merges`` rows (in rank
     order). What the model's checks refuse (a pattern a damaged or crafted store holds, say) is a
@@ -49,7 +55,106 @@ def model_from_rows(
     row.text("pattern", pattern)
     # (the column's text, whatever a store holds: the model checks it is a rule it knows)
     rule = cast(MergeRule, row.text("merge_rule", merge_rule))
+    pipeline = pipeline_from_json(row, pipeline_json)
     try:
-        return BPEModel.stored(dict(vocab_rows), merge_rows, specials, pattern, rule, added)
+        return BPEModel.stored(dict(vocab_rows), merge_rows, specials, pattern, rule, added, **pipeline)
     except (ValueError, TypeError) as error:
         raise DamagedStoreError(f"{ref} in {location} cannot be used: {error}") from None
+
+
+def pipeline_json(model: BPEModel) -> str | None:
+    """The ``tokenizers.pipeline`` column of ``model`` (None: it has no normalizer nor normalized
+    tokens, as every tokenizer bpestore trains)."""
+    if (
+        model.normalizer is None and not model.normalized_tokens and model.post_processor is None and not model.token_options
+        and model.pre_tokenizer is None and not model.dropped_bytes and not model.byte_fallback and model.decoder is None
+        and not model.config
+    ):
+        return None
+    return json.dumps(
+        {
+            "normalizer": model.normalizer.to_hf() if model.normalizer is not None else None,
+            "normalized_tokens": sorted(model.normalized_tokens),
+            "post_processor": model.post_processor.to_hf() if model.post_processor is not None else None,
+            "token_options": {token: sorted(named) for token, named in sorted(model.token_options.items())},
+            # (no pre-tokenizer at all, SentencePiece's, is "whole"; null: the pattern makes the pieces)
+            "pre_tokenizer": None if model.pre_tokenizer is None else model.pre_tokenizer.to_hf() if model.pre_tokenizer.stages else "whole",
+            "dropped_bytes": sorted(model.dropped_bytes),
+            "byte_fallback": model.byte_fallback,
+            "decoder": model.decoder.to_hf() if model.decoder is not None else None,
+            "config": model.config,
+        },
+        ensure_ascii=False,
+    )
+
+
+def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
+    """The model's keyword arguments that ``tokenizers.pipeline`` holds (see :func:`pipeline_json`);
+    DamagedStoreError, naming the row and column, for a value of another shape."""
+    document = row.json_object("pipeline", value, nullable=True)
+    if document is None:
+        return {}
+    normalizer, tokens, processor = document.get("normalizer"), document.get("normalized_tokens", []), document.get("post_processor")
+    if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+        raise row.damaged("pipeline", "holds normalized_tokens that are not a JSON list of strings")
+    try:
+        made = Normalizer.from_hf(normalizer) if normalizer is not None else None
+    except NormalizerError as error:
+        raise row.damaged("pipeline", f"holds a normalizer bpestore cannot run ({error})") from None
+    try:
+        post_processor = PostProcessor.from_hf(processor) if processor is not None else None
+    except PostProcessorError as error:
+        raise row.damaged("pipeline", f"holds a post-processor bpestore cannot apply ({error})") from None
+    options = document.get("token_options", {})
+    if not isinstance(options, dict) or not all(
+        isinstance(named, list) and all(isinstance(option, str) for option in named) for named in options.values()
+    ):
+        raise row.damaged("pipeline", "holds token_options that are not a JSON object of lists of strings")
+    try:
+        stored = document.get("pre_tokenizer", None)
+        pre_tokenizer = None if stored is None else PreTokenizer.whole() if stored == "whole" else PreTokenizer.from_hf(stored)
+    except PreTokenizerError as error:
+        raise row.damaged("pipeline", f"holds a pre-tokenizer bpestore cannot run ({error})") from None
+    dropped = document.get("dropped_bytes", [])
+    if not isinstance(dropped, list) or not all(isinstance(byte, int) and not isinstance(byte, bool) and 0 <= byte < 256 for byte in dropped):
+        raise row.damaged("pipeline", "holds dropped_bytes that are not a JSON list of integers from 0 to 255")
+    byte_fallback = document.get("byte_fallback", False)
+    if not isinstance(byte_fallback, bool):
+        raise row.damaged("pipeline", "holds a byte_fallback that is not true or false")
+    try:
+        decoder = Decoder.from_hf(document["decoder"]) if document.get("decoder") is not None else None
+    except DecoderError as error:
+        raise row.damaged("pipeline", f"holds a decoder bpestore cannot apply ({error})") from None
+    config = document.get("config", {})
+    if not isinstance(config, dict):
+        raise row.damaged("pipeline", "holds a config that is not a JSON object")
+    return {
+        "normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor, "token_options": options,
+        "pre_tokenizer": pre_tokenizer, "dropped_bytes": dropped, "byte_fallback": byte_fallback, "decoder": decoder,
+        "config": config,
+    }
+
+
+def pipeline_lines(pipeline: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a tokenizer's pipeline holds (the keyword arguments :func:`pipeline_from_json` gives),
+    one ``(label, text)`` line each, for ``bpestore show``."""
+    lines: list[tuple[str, str]] = []
+    if pipeline.get("byte_fallback"):
+        lines.append(("model", "SentencePiece-style BPE: merged from characters, bytes as the fallback"))
+    if pipeline.get("normalizer") is not None:
+        lines.append(("normalizer", str(pipeline["normalizer"])))
+    if pipeline.get("pre_tokenizer") is not None:
+        lines.append(("pre-tokenizer", str(pipeline["pre_tokenizer"])))
+    if pipeline.get("post_processor") is not None:
+        lines.append(("post-processor", str(pipeline["post_processor"]) + " (encode --add-special-tokens)"))
+    if pipeline.get("decoder") is not None:
+        lines.append(("decoder", ", ".join(step[0] for step in pipeline["decoder"].steps) or "none"))
+    if pipeline.get("dropped_bytes"):
+        lines.append(("bytes left out", ", ".join(f"0x{byte:02x}" for byte in sorted(pipeline["dropped_bytes"]))))
+    options = pipeline.get("token_options") or {}
+    if options:
+        lines.append(("token options", ", ".join(f"{token} ({', '.join(sorted(named))})" for token, named in sorted(options.items()))))
+    for key, value in (pipeline.get("config") or {}).items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append((key.replace("_", " "), shown if len(shown) <= 80 else shown[:77] + "..."))
+    return lines

@@ -9,9 +9,9 @@ Tokens are stored as bytes (BLOB); ``vocab.text`` repeats each token as UTF-8 te
 bytes replaced by U+FFFD (on PostgreSQL, whose text cannot hold NUL, the byte 0x00 too), so that
 people at the ``sqlite3`` or ``psql`` prompt can read and search tokens.
 
-On SQLite every table is ``STRICT`` (since 0012): SQLite itself refuses a value of the wrong
+On SQLite every table is ``STRICT`` (since 0013): SQLite itself refuses a value of the wrong
 type, so the types here are SQLite's own there (TEXT for strings and moments, REAL, INTEGER, BLOB),
-and migration 0012 adds CHECKs that JSON columns hold JSON of their shape (an array, an object)
+and migration 0013 adds CHECKs that JSON columns hold JSON of their shape (an array, an object)
 and that moments start with a date; on PostgreSQL, the same JSON checks (``json_typeof``).
 
 PostgreSQL differs in four ways, made by migrations 0006 and 0008 and invisible to the code: the
@@ -73,10 +73,10 @@ def _text(length: int) -> TypeEngine[str]:
 
 
 MOMENT = DateTime().with_variant(_SQLiteMoment(), "sqlite")  # type: ignore[no-untyped-call]
-"""A date and time (naive, UTC): TIMESTAMP, and on SQLite TEXT (since 0012)."""
+"""A date and time (naive, UTC): TIMESTAMP, and on SQLite TEXT (since 0013)."""
 
 REAL = Float().with_variant(sqlite.REAL(), "sqlite")
-"""A floating-point number: FLOAT, and on SQLite REAL (since 0012; STRICT tables know no FLOAT)."""
+"""A floating-point number: FLOAT, and on SQLite REAL (since 0013; STRICT tables know no FLOAT)."""
 
 BIG_INTEGER = BigInteger().with_variant(Integer(), "sqlite")
 """A 64-bit integer: BIGINT, and on SQLite INTEGER, which is 64-bit already (0006 leaves SQLite's
@@ -169,6 +169,13 @@ tokenizers = Table(
     Column(
         "added_tokens", Text, nullable=False, server_default="[]",
         comment="JSON list of the added tokens: ordinary tokens always encoded whole (bpestore add-tokens)",
+    ),
+    # (since 0012)
+    Column(
+        "pipeline", Text, nullable=True,
+        comment='JSON object: the normalizer ("normalizer", tokenizer.json form), the added tokens found in normalized text '
+        '("normalized_tokens") and the post-processor ("post_processor", tokenizer.json form), '
+        'the tokens that take their surroundings ("token_options"); NULL: none',
     ),
     UniqueConstraint("name", "version"),
     CheckConstraint("version >= 1", name="version_positive"),

@@ -26,7 +26,12 @@ __all__ = ["check_base", "cut_tokens", "first_new_id", "learn_continued", "model
 
 def check_base(ref: str, base: BPEModel, special_tokens: list[str], sizes: Sequence[int]) -> list[str]:
     """The special tokens of a training continuing ``base`` (stored as ``ref``): the base's, then
-    the new ones. ValueError for a vocab size that leaves no room."""
+    the new ones. ValueError for a vocab size that leaves no room, or a base that normalizes its
+    text (its corpus would have to be counted normalized, which training does not do)."""
+    if base.normalizer is not None:
+        raise ValueError(f"{ref} normalizes its text ({base.normalizer}): continuing its training is not supported")
+    if base.pre_tokenizer is not None:
+        raise ValueError(f"{ref} splits its text with a pre-tokenizer pipeline ({base.pre_tokenizer}): continuing its training is not supported")
     specials = [*base.special_tokens, *(token for token in special_tokens if token not in base.special_tokens)]
     minimum = first_new_id(base, specials)
     for size in sizes:
@@ -74,7 +79,7 @@ def _continued(
             vocab[next_id] = token
             known.add(token)
             next_id += 1
-    return BPEModel(vocab, [*base.merges, *new_merges], special_tokens, base.pattern, base.merge_rule, base.added_tokens)
+    return BPEModel(vocab, [*base.merges, *new_merges], special_tokens, base.pattern, base.merge_rule, base.added_tokens, **base.pipeline)
 
 
 def learn_continued(counts: Mapping[bytes, int], max_merges: int, base: BPEModel, **options: Any) -> list[tuple[bytes, bytes]]:

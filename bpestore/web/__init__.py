@@ -2,22 +2,23 @@
 vocab and merges, a playground that shows text split into tokens by up to four tokenizers side by
 side, a diff of two tokenizers, and plots, all rendered on the server (Flask and Jinja2 templates,
 SVG charts, a little plain JavaScript; nothing is fetched from the network).
-
 Safety: the store is opened read-only (:class:`~bpestore.web.data.ReadOnlyStore`); everything shown
 is escaped (token texts are untrusted) and a Content-Security-Policy allows only the explorer's own
 script and styles; requests whose ``Host`` is not the address served are refused (against DNS
 rebinding); and :func:`check_host` refuses a non-loopback address unless asked explicitly.
-
 Needs the ``web`` extra: ``pip install 'bpestore[web]'``.
 """
-
 from __future__ import annotations
-
+import contextlib
+import errno
+import io
 import ipaddress
 import os
 import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from ..errors import AddressInUseError
 
 if TYPE_CHECKING:  # (Flask and Werkzeug are imported where they run: the web extra is optional)
     from flask import Flask, Response
@@ -108,12 +109,27 @@ def create_app(db: str | os.PathLike[str], *, corpora: Sequence[str | os.PathLik
 def make_server(db: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 8000, *, allow_remote: bool = False, corpora: Sequence[str | os.PathLike[str]] = ()) -> BaseWSGIServer:
     """A threaded HTTP server for the explorer (call ``serve_forever()``; ``server_port`` is the
     port, useful with ``port=0``). Refuses a non-loopback ``host`` unless ``allow_remote``."""
+    import sys
+
+    import werkzeug.serving
     from werkzeug.serving import make_server as werkzeug_server
+
+    # Werkzeug colours the status codes of its request log always: only on a terminal here, so
+    # that a log redirected to a file holds no escape codes.
+    werkzeug.serving._log_add_style = sys.stderr.isatty()
 
     check_host(host, allow_remote)
     allowed = None if allow_remote else ["localhost", "127.0.0.1", "::1", host]
     app = create_app(db, corpora=corpora, allowed_hosts=allowed)
-    return werkzeug_server(host, port, app, threaded=True)
+    try:
+        # (Werkzeug prints two lines of its own for a port in use and exits: caught, said once)
+        with contextlib.redirect_stderr(io.StringIO()):
+            return werkzeug_server(host, port, app, threaded=True)
+    except SystemExit:
+        close_app(app)
+        raise AddressInUseError(
+            errno.EADDRINUSE, f"port {port} on {host} is in use by another program: stop it, or give --port another number (0: any free port)"
+        ) from None
 
 
 def close_app(app: Flask) -> None:

@@ -146,6 +146,12 @@ def _bad_argument(error: ValueError) -> tuple[str, int]:
     return render_template("error.html", message=str(error)), 400
 
 
+@pages.app_errorhandler(404)
+def _no_such_page(error: Exception) -> tuple[str, int]:
+    """An unknown address: the explorer's own page, not Werkzeug's plain one."""
+    return render_template("error.html", message=f"There is no page at {request.path}."), 404
+
+
 # -- the tokenizers --------------------------------------------------------------------------------
 
 

@@ -65,6 +65,7 @@ CREATE TABLE tokenizers (
 	source_format TEXT,
 	source_paths TEXT CONSTRAINT ck_tokenizers_source_paths_json_array CHECK (source_paths IS NULL OR CASE WHEN json_valid(source_paths) THEN json_type(source_paths) = 'array' ELSE 0 END),
 	added_tokens TEXT DEFAULT '[]' NOT NULL CONSTRAINT ck_tokenizers_added_tokens_json_array CHECK (CASE WHEN json_valid(added_tokens) THEN json_type(added_tokens) = 'array' ELSE 0 END),
+	pipeline TEXT CONSTRAINT ck_tokenizers_pipeline_json_object CHECK (pipeline IS NULL OR CASE WHEN json_valid(pipeline) THEN json_type(pipeline) = 'object' ELSE 0 END),
 	CONSTRAINT pk_tokenizers PRIMARY KEY (id),
 	CONSTRAINT ck_tokenizers_merge_rule_known CHECK (merge_rule IN ('pair', 'token')),
 	CONSTRAINT ck_tokenizers_version_positive CHECK (version >= 1),
@@ -195,4 +196,4 @@ CREATE TRIGGER tokenizers_added_tokens_insert_strings BEFORE INSERT ON tokenizer
 
 CREATE TRIGGER tokenizers_added_tokens_update_strings BEFORE UPDATE OF added_tokens ON tokenizers FOR EACH ROW WHEN CASE WHEN json_valid(NEW.added_tokens) THEN EXISTS (SELECT 1 FROM json_each(NEW.added_tokens) WHERE json_type(NEW.added_tokens) = 'array' AND type <> 'text') ELSE 0 END BEGIN SELECT RAISE(ABORT, 'tokenizers.added_tokens must be a JSON array of strings'); END;
 
-INSERT INTO alembic_version (version_num) VALUES ('0012');
+INSERT INTO alembic_version (version_num) VALUES ('0013');

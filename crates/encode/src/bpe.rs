@@ -363,6 +363,30 @@ impl PairRanks {
         tokens.truncate(write);
     }
 
+    /// Merges `tokens` in place as Hugging Face's `Word::merge_all` does: the lowest-ranked pair
+    /// (leftmost on a tie) one occurrence at a time, the pairs it forms candidates at once. The
+    /// same as GPT-2's rounds ([`PairRanks::merge_long`]) when no merge forms a pair ranked
+    /// below its own; SentencePiece's merges, ranked by score, do (`▁▁ ▁▁▁▁▁▁▁▁` before
+    /// `▁▁▁▁ ▁▁▁▁`, which makes `▁▁▁▁▁▁▁▁`).
+    pub(crate) fn merge_one_at_a_time(&self, tokens: &mut Vec<TokenId>) {
+        let list_rank = |left, right| self.table.rank(left, right);
+        let mut list = Linked::new(tokens);
+        let mut heap = pair_heap(tokens, list_rank);
+        while let Some(Reverse(entry)) = heap.pop() {
+            let rank = (entry >> 32) as u32;
+            let i = entry as u32;
+            let Some(j) = list.live_next(i) else { continue };
+            match self.get(list.tokens[i as usize], list.tokens[j as usize]) {
+                Some((current, merged)) if current == rank => {
+                    list.merge(i, j, merged);
+                    list.push_pairs_around(i, &mut heap, list_rank);
+                }
+                _ => {} // stale: a token of this pair was merged away meanwhile
+            }
+        }
+        list.collect(tokens);
+    }
+
     pub(crate) fn merge_long(&self, tokens: &mut Vec<TokenId>) {
         let list_rank = |left, right| self.table.rank(left, right);
         let mut list = Linked::new(tokens);

@@ -476,7 +476,7 @@ impl<'a, R: Read> Chunks<'a, R> {
                 &self.buffer,
                 from,
                 &self.encoder.pretokenizer,
-                &self.encoder.specials,
+                &self.encoder.cut_specials,
             ) {
                 Some(cut) if cut > 0 => break cut,
                 _ if self.end_of_file => break self.buffer.len(),

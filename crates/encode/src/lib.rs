@@ -16,6 +16,7 @@ mod bpe;
 mod cache;
 mod dropout;
 mod file;
+mod normalize;
 mod offsets;
 pub mod packed;
 pub mod ranks;
@@ -26,12 +27,15 @@ mod warm;
 
 pub use bpe::TokenId;
 use bpe::{BytePairs, PairRanks};
-use bpestore_pretokenize::{Part, PretokenizeError, Pretokenizer, SpecialTokens};
+use bpestore_pretokenize::{
+    Part, Pipeline, PretokenizeError, Pretokenizer, SpecialTokens, TokenOptions,
+};
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use dropout::Dropout;
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, NpyWriter, PARTIAL_HEADER_START};
+pub use normalize::{Normalizer, NormalizerStep};
 pub use offsets::IdsAndOffsets;
 use rustc_hash::FxHashMap;
 use shared::SharedCache;
@@ -77,6 +81,8 @@ pub enum EncodeError {
     /// [`PretokenizeError::MatchFailed`] whose offset is a byte offset in the text as a whole,
     /// special tokens included: see [`bpestore_pretokenize::MatchFailure`]).
     MatchFailed(PretokenizeError),
+    /// A request this encoder cannot answer exactly (the message says what and why).
+    Unsupported(String),
     /// An id to decode that no token has.
     UnknownId {
         /// The id.
@@ -89,7 +95,9 @@ pub enum EncodeError {
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EncodeError::InvalidVocab(message) => f.write_str(message),
+            EncodeError::InvalidVocab(message) | EncodeError::Unsupported(message) => {
+                f.write_str(message)
+            }
             EncodeError::Pattern(error) | EncodeError::MatchFailed(error) => write!(f, "{error}"),
             EncodeError::UnknownId { id, max_id } => {
                 write!(
@@ -149,6 +157,26 @@ pub struct Encoder {
     warm: OnceLock<WarmCache>,
     /// What the ids of a piece depend on, hashed (see `warm.rs`).
     fingerprint: u64,
+    /// What normalizes the text between special tokens, and the tokens then found in it.
+    normalization: Option<Normalization>,
+    /// The special tokens text may be cut at to be encoded in parts: those that take nothing
+    /// around them (see [`Encoder::with_token_options`]).
+    pub(crate) cut_specials: SpecialTokens,
+    /// The bytes left out of every piece (see [`Encoder::with_dropped_bytes`]).
+    dropped_bytes: Option<Box<[bool; 256]>>,
+    /// Whether pieces are merged from their characters (see [`Encoder::with_chars_first`]).
+    chars_first: bool,
+}
+
+/// A normalizer, and the added tokens that are found in the text once it is normalized
+/// (`tokenizers`' added tokens with `"normalized": true`), each written normalized.
+struct Normalization {
+    normalizer: Normalizer,
+    tokens: SpecialTokens,
+    /// The tokens as given, before normalizing, in the order of `tokens.tokens()`.
+    given: Vec<String>,
+    /// `ids[i]` is the id of `tokens.tokens()[i]`.
+    ids: Vec<TokenId>,
 }
 
 impl Encoder {
@@ -237,6 +265,7 @@ impl Encoder {
         }
         let names: Vec<String> = unique.iter().map(|(token, _)| token.clone()).collect();
         let specials = SpecialTokens::new(&names);
+        let cut_specials = specials.clone();
         let special_ids = specials
             .tokens()
             .iter()
@@ -261,7 +290,150 @@ impl Encoder {
             table,
             warm: OnceLock::new(),
             fingerprint,
+            normalization: None,
+            cut_specials,
+            dropped_bytes: None,
+            chars_first: false,
         })
+    }
+
+    /// This encoder with `normalizer` run on the text between special tokens before it is
+    /// pre-tokenized, and `tokens` (with their ids; not among the special tokens given at
+    /// construction) found in the normalized text and encoded whole, as `tokenizers` does with
+    /// its normalizer and its added tokens marked `"normalized": true`. A token is looked for as
+    /// the normalizer writes it.
+    ///
+    /// Where a known pattern's text may be cut (before a space, after a newline) to be encoded
+    /// in parts, it no longer is when the normalizer or the tokens would see the cut (see
+    /// [`Normalizer::keeps_space_cuts`]): such text is cut only at special tokens.
+    ///
+    /// # Errors
+    /// [`EncodeError::InvalidVocab`] for a token whose id is not in the vocabulary. (A token
+    /// that is empty once normalized is never found, as in `tokenizers`.)
+    pub fn with_normalizer(
+        mut self,
+        normalizer: Normalizer,
+        tokens: &[(String, TokenId)],
+    ) -> Result<Encoder, EncodeError> {
+        let mut written: Vec<String> = Vec::with_capacity(tokens.len());
+        let mut given: Vec<String> = Vec::with_capacity(tokens.len());
+        let mut ids = Vec::with_capacity(tokens.len());
+        for (token, id) in tokens {
+            let normalized = normalizer.normalize(token).into_owned();
+            if self.vocab.get(*id).is_none() {
+                return Err(EncodeError::InvalidVocab(format!(
+                    "the added token {token:?} has id {id}, which is not in the vocabulary"
+                )));
+            }
+            // (one that normalizes to nothing is never found, as in `tokenizers`)
+            if !normalized.is_empty() && !written.contains(&normalized) {
+                written.push(normalized);
+                given.push(token.clone());
+                ids.push(*id);
+            }
+        }
+        let tokens = SpecialTokens::new(&written); // (in the order given: `ids`, `given`)
+        let cuts_seen =
+            !normalizer.keeps_space_cuts() || tokens.any_has_space() || tokens.any_has_newline();
+        if cuts_seen {
+            self.pretokenizer = self.pretokenizer.without_space_cuts();
+        }
+        self.normalization =
+            (!normalizer.is_empty() || !tokens.is_empty()).then_some(Normalization {
+                normalizer,
+                tokens,
+                given,
+                ids,
+            });
+        Ok(self)
+    }
+
+    /// This encoder with its special tokens (those given at construction, and those found in
+    /// normalized text: see [`Encoder::with_normalizer`], called first) taking their
+    /// surroundings as `options` says, token by token (see [`TokenOptions`]; a token not named
+    /// takes none). Text is then no longer cut at spaces, nor at such a token, to be encoded in
+    /// parts: what the token takes lies on either side of it.
+    pub fn with_token_options(mut self, options: &[(String, TokenOptions)]) -> Encoder {
+        let tokens = self.specials.tokens().to_vec();
+        let chosen: Vec<TokenOptions> = tokens
+            .iter()
+            .map(|token| {
+                options
+                    .iter()
+                    .find(|(named, _)| named == token)
+                    .map_or_else(TokenOptions::default, |(_, options)| *options)
+            })
+            .collect();
+        self.specials = SpecialTokens::with_options(&tokens, &chosen);
+        if let Some(normalization) = &mut self.normalization {
+            let chosen: Vec<TokenOptions> = normalization
+                .given
+                .iter()
+                .map(|token| {
+                    options
+                        .iter()
+                        .find(|(named, _)| named == token)
+                        .map_or_else(TokenOptions::default, |(_, options)| *options)
+                })
+                .collect();
+            let written = normalization.tokens.tokens().to_vec();
+            normalization.tokens = SpecialTokens::with_options(&written, &chosen);
+            if normalization.tokens.any_options() {
+                self.pretokenizer = self.pretokenizer.without_space_cuts();
+            }
+        }
+        if self.specials.any_options() {
+            self.pretokenizer = self.pretokenizer.without_space_cuts();
+            self.cut_specials = self.specials.subset(|_, options| !options.any());
+        }
+        self
+    }
+
+    /// This encoder with the bytes `dropped` left out of every piece before it is merged, as
+    /// Hugging Face's BPE leaves out a character its vocabulary lacks (with no unknown token):
+    /// the bytes either side of one become neighbours and may merge. (Each must be a token of
+    /// the vocabulary all the same, an id no encoding gives. A piece that holds one is merged
+    /// afresh, without BPE-dropout.)
+    pub fn with_dropped_bytes(mut self, dropped: &[u8]) -> Encoder {
+        if !dropped.is_empty() {
+            let mut table = [false; 256];
+            for &byte in dropped {
+                table[byte as usize] = true;
+            }
+            self.dropped_bytes = Some(Box::new(table));
+        }
+        self
+    }
+
+    /// The ids of `piece` without its dropped bytes (see [`Encoder::with_dropped_bytes`]).
+    fn without_dropped_bytes(&self, piece: &[u8], dropped: &[bool; 256]) -> Vec<TokenId> {
+        let kept: Vec<u8> = piece
+            .iter()
+            .copied()
+            .filter(|&byte| !dropped[byte as usize])
+            .collect();
+        self.piece_ids(&kept)
+    }
+
+    /// This encoder merging from characters rather than bytes, as a SentencePiece-style BPE
+    /// does (Llama-2, Mistral): a piece starts as its characters, each the vocabulary's token
+    /// for it, or its bytes if the vocabulary has none (byte fallback), and the merges (the
+    /// pair rule) go on from there. The vocabulary's single bytes are then the fallback tokens.
+    pub fn with_chars_first(mut self) -> Encoder {
+        self.chars_first = true;
+        self
+    }
+
+    /// This encoder with its pieces made by `pipeline` (Hugging Face's pre-tokenizers in a
+    /// sequence) instead of its pattern.
+    pub fn with_pipeline(mut self, pipeline: Pipeline) -> Encoder {
+        self.pretokenizer = self.pretokenizer.with_pipeline(pipeline);
+        self
+    }
+
+    /// Whether text is normalized before it is pre-tokenized (see [`Encoder::with_normalizer`]).
+    pub fn normalizes(&self) -> bool {
+        self.normalization.is_some()
     }
 
     /// The merge rule.
@@ -527,7 +699,7 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
-        self.split_specials_into(text, allowed, out, |part, out| {
+        self.split_specials_into(text, allowed, out, |part, _, out| {
             self.encode_ordinary_into(part, cache, out)
         })
     }
@@ -576,7 +748,6 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
-        let base = text.as_ptr() as usize;
         let mut tokens: Vec<TokenId> = Vec::with_capacity(64);
         let mut scratch: Vec<TokenId> = Vec::with_capacity(64);
         let by_token = dropout::ByToken::new(self.token_ranks());
@@ -584,18 +755,30 @@ impl Encoder {
             MergeRule::Pair => self.pairs.well_ordered,
             MergeRule::Token => true,
         };
-        let whole = text.as_bytes();
         let warm = self.warm.get();
-        self.split_specials_into(text, allowed, out, |part, out| {
-            self.pretokenizer.try_for_each_piece(part, |piece| {
-                let bytes = piece.as_bytes();
+        self.split_specials_into(text, allowed, out, |part, part_at, out| {
+            let whole = part.as_bytes();
+            self.pretokenizer.try_for_each_span(part, |at, end| {
+                let bytes = &whole[at..end];
+                if self.chars_first {
+                    // (BPE-dropout walks bytes: refused for such encoders before it gets here)
+                    out.extend(self.piece_ids(bytes));
+                    return;
+                }
+                if let Some(dropped) = self.dropped_bytes.as_deref() {
+                    if bytes.iter().any(|&byte| dropped[byte as usize]) {
+                        // (its ids without dropout: see `with_dropped_bytes`)
+                        out.extend(self.without_dropped_bytes(bytes, dropped));
+                        return;
+                    }
+                }
                 if let [byte] = bytes {
                     out.push(self.vocab.byte_ids[*byte as usize]);
                     return;
                 }
-                // Pieces borrow from `text`: the address difference is the piece's offset.
-                let at = piece.as_ptr() as usize - base;
-                let offset = start + at as u64;
+                // (`at`: the piece's offset in `part`, the normalized text for an encoder that
+                // normalizes)
+                let offset = start + (part_at + at) as u64;
                 let mut draws = dropout::Draws::new(dropout, text_index, offset);
                 if plain_is_the_walk {
                     let before = out.len();
@@ -683,56 +866,88 @@ impl Encoder {
     }
 
     /// Appends the ids of `text` to `out`: the special tokens `allowed` as their ids, the text
-    /// between them by `ordinary(part, out)`. If the pattern gives up on a match, the error's
-    /// offset is that match's in `text`.
+    /// between them by `ordinary(part, at, out)` (`at`: where the part starts in `text`), each
+    /// such stretch normalized first by an encoder that normalizes (see
+    /// [`Encoder::with_normalizer`]; `part` is then a stretch of the normalized text, and `at`
+    /// where the stretch it came from starts). If the pattern gives up on a match, the error's
+    /// offset is that match's in `text` (for an encoder that normalizes, where its stretch starts).
     fn split_specials_into(
         &self,
         text: &str,
         allowed: AllowedSpecial<'_>,
         out: &mut Vec<TokenId>,
-        mut ordinary: impl FnMut(&str, &mut Vec<TokenId>) -> Result<(), PretokenizeError>,
+        mut ordinary: impl FnMut(&str, usize, &mut Vec<TokenId>) -> Result<(), PretokenizeError>,
     ) -> Result<(), PretokenizeError> {
         // The text between special tokens borrows from `text`: the address difference is its
         // offset there.
-        let in_whole = |part: &str, error: PretokenizeError| {
-            error.shifted(part.as_ptr() as usize - text.as_ptr() as usize)
+        let mut between = |part: &str, out: &mut Vec<TokenId>| {
+            let at = part.as_ptr() as usize - text.as_ptr() as usize;
+            let result = match &self.normalization {
+                None => ordinary(part, at, out),
+                Some(normalization) => {
+                    self.normalized_into(normalization, part, at, out, &mut ordinary)
+                }
+            };
+            result.map_err(|error| error.shifted(at))
         };
         match allowed {
             AllowedSpecial::All if !self.specials.is_empty() => {
                 for part in self.specials.split(text) {
                     match part {
-                        Part::Text(part) => {
-                            ordinary(part, out).map_err(|error| in_whole(part, error))?
-                        }
+                        Part::Text(part) => between(part, out)?,
                         Part::Special { index, .. } => out.push(self.special_ids[index]),
                     }
                 }
                 Ok(())
             }
-            AllowedSpecial::All | AllowedSpecial::None => ordinary(text, out),
+            AllowedSpecial::All | AllowedSpecial::None => between(text, out),
             AllowedSpecial::Only(allowed) => {
-                let chosen: Vec<String> = self
-                    .specials
-                    .tokens()
-                    .iter()
-                    .filter(|t| allowed.contains(&t.as_str()))
-                    .cloned()
-                    .collect();
-                if chosen.is_empty() {
-                    return ordinary(text, out);
+                let subset = self.specials.subset(|token, _| allowed.contains(&token));
+                if subset.is_empty() {
+                    return between(text, out);
                 }
-                let subset = SpecialTokens::new(&chosen);
                 for part in subset.split(text) {
                     match part {
-                        Part::Text(part) => {
-                            ordinary(part, out).map_err(|error| in_whole(part, error))?
+                        Part::Text(part) => between(part, out)?,
+                        // (the part's text may hold the whitespace the token takes: by index)
+                        Part::Special { index, .. } => {
+                            out.push(self.special_id(&subset.tokens()[index]))
                         }
-                        Part::Special { text, .. } => out.push(self.special_id(text)),
                     }
                 }
                 Ok(())
             }
         }
+    }
+
+    /// Appends the ids of `part` (text between special tokens, starting at `at` in the text) to
+    /// `out`: normalized, the tokens found in the normalized text as their ids, the rest by
+    /// `ordinary`. A failed match's offset is then `part`'s start (0), not a place in the
+    /// normalized text, which is not the caller's.
+    fn normalized_into(
+        &self,
+        normalization: &Normalization,
+        part: &str,
+        at: usize,
+        out: &mut Vec<TokenId>,
+        ordinary: &mut impl FnMut(&str, usize, &mut Vec<TokenId>) -> Result<(), PretokenizeError>,
+    ) -> Result<(), PretokenizeError> {
+        let normalized = normalization.normalizer.normalize(part);
+        let result = if normalization.tokens.is_empty() {
+            ordinary(&normalized, at, out)
+        } else {
+            normalization
+                .tokens
+                .split(&normalized)
+                .try_for_each(|piece| match piece {
+                    Part::Text(piece) => ordinary(piece, at, out),
+                    Part::Special { index, .. } => {
+                        out.push(normalization.ids[index]);
+                        Ok(())
+                    }
+                })
+        };
+        result.map_err(|error| error.shifted_to_start())
     }
 
     fn special_id(&self, token: &str) -> TokenId {
@@ -762,11 +977,20 @@ impl Encoder {
         // (a cache keeps its shared table, or its lack of one, for the whole call)
         let emit_batch = Encoder::batch_loop(warm.is_some(), cache.table.is_some());
         let bytes = text.as_bytes();
-        let base = bytes.as_ptr() as usize;
         let mut batched = 0usize;
-        let scanned = self.pretokenizer.try_for_each_piece(text, |piece| {
-            // (a piece is a slice of `text`: the address difference is its offset there)
-            batch.spans[batched] = (piece.as_ptr() as usize - base, piece.len());
+        let dropped = self.dropped_bytes.as_deref();
+        let scanned = self.pretokenizer.try_for_each_span(text, |start, end| {
+            if let Some(dropped) = dropped {
+                let piece = &bytes[start..end];
+                if piece.iter().any(|&byte| dropped[byte as usize]) {
+                    // (in order: the pieces batched before it first)
+                    emit_batch(self, bytes, &mut batch, batched, warm, cache, out);
+                    batched = 0;
+                    out.extend(self.without_dropped_bytes(piece, dropped));
+                    return;
+                }
+            }
+            batch.spans[batched] = (start, end - start);
             batched += 1;
             if batched == BATCH {
                 emit_batch(self, bytes, &mut batch, BATCH, warm, cache, out);
@@ -996,6 +1220,24 @@ impl Encoder {
     /// The ids of one pre-token, by the encoder's rule, into `tokens`.
     fn merge_piece(&self, piece: &[u8], tokens: &mut Vec<TokenId>) {
         tokens.clear();
+        if self.chars_first && self.rule == MergeRule::Pair {
+            if let Ok(text) = std::str::from_utf8(piece) {
+                // Each character a token of its own if the vocabulary has it, else its bytes
+                // (SentencePiece's byte fallback); then the merges, by rank.
+                let mut buffer = [0u8; 4];
+                for c in text.chars() {
+                    let bytes = c.encode_utf8(&mut buffer).as_bytes();
+                    match self.vocab.id(bytes) {
+                        Some(id) => tokens.push(id),
+                        None => {
+                            tokens.extend(bytes.iter().map(|&b| self.vocab.byte_ids[b as usize]))
+                        }
+                    }
+                }
+                self.pairs.merge_one_at_a_time(tokens);
+                return;
+            }
+        }
         tokens.extend(piece.iter().map(|&b| self.vocab.byte_ids[b as usize]));
         match self.rule {
             MergeRule::Pair => self.pairs.merge(piece, tokens),

@@ -23,6 +23,12 @@ impl Encoder {
         text: &str,
         allowed: AllowedSpecial<'_>,
     ) -> Result<IdsAndOffsets, EncodeError> {
+        if self.normalizes() {
+            // (Hugging Face maps them back through its alignments; bpestore does not keep them)
+            return Err(EncodeError::Unsupported(
+                "offsets are not available for a tokenizer that normalizes its text".into(),
+            ));
+        }
         let ids = self.encode(text, allowed)?;
         let offsets = self.char_offsets(text, &ids);
         Ok((ids, offsets))

@@ -30,6 +30,8 @@ pub struct StreamState {
     /// When only some of the encoder's special tokens are recognised (none, if empty): those,
     /// and the matcher the cuts must respect. None: all of them.
     only: Option<(Vec<String>, SpecialTokens)>,
+    /// Whether `only`'s tokens were narrowed to those text may be cut at (see `feed`).
+    only_cuts_checked: bool,
     /// BPE-dropout, if asked for: each piece's draws are seeded by its offset in the stream, so
     /// the ids equal [`Encoder::encode_with_dropout`]'s of the whole text.
     dropout: Option<Dropout>,
@@ -57,6 +59,7 @@ impl StreamState {
             threshold: block,
             cache: None,
             only: None,
+            only_cuts_checked: false,
             dropout: None,
         }
     }
@@ -88,9 +91,23 @@ impl StreamState {
         if self.pending.len() < self.threshold {
             return Ok(Vec::new());
         }
+        if let Some((_, specials)) = &mut self.only {
+            if encoder.specials.any_options() && !self.only_cuts_checked {
+                // (a token that takes what is around it is no place to cut)
+                let options = encoder.specials.options();
+                let tokens = encoder.specials.tokens();
+                *specials = specials.subset(|token, _| {
+                    tokens
+                        .iter()
+                        .zip(options)
+                        .any(|(named, options)| named == token && !options.any())
+                });
+                self.only_cuts_checked = true;
+            }
+        }
         let specials = match &self.only {
             Some((_, specials)) => specials,
-            None => &encoder.specials,
+            None => &encoder.cut_specials,
         };
         let cut = last_safe_cut(&self.pending, &encoder.pretokenizer, specials);
         if cut == 0 {

@@ -14,6 +14,7 @@
 mod block;
 mod classes;
 mod cut;
+mod pipeline;
 mod scan;
 mod special;
 mod utf8;
@@ -22,7 +23,8 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use cut::{find_cut, is_regex_whitespace, last_safe_cut, next_safe_cut, CUT_WINDOW_BYTES};
-pub use special::{Part, SpecialTokens, Split};
+pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
+pub use special::{Part, SpecialTokens, Split, TokenOptions};
 pub use utf8::{check_utf8, Utf8Error};
 
 /// The GPT-2 pre-tokenizer pattern (CS336; r50k_base and p50k_base use the same), byte for byte
@@ -137,6 +139,16 @@ impl PretokenizeError {
         self
     }
 
+    /// This error (a [`PretokenizeError::MatchFailed`] from pre-tokenizing a text derived from a
+    /// slice of some input, such as the slice normalized) with its offset the slice's start (0),
+    /// as the derived text's offsets are not the input's; any other error unchanged.
+    pub fn shifted_to_start(mut self) -> PretokenizeError {
+        if let PretokenizeError::MatchFailed { offset, .. } = &mut self {
+            *offset = offset.map(|_| 0);
+        }
+        self
+    }
+
     /// This error (a [`PretokenizeError::MatchFailed`], its offset already one in `input`)
     /// naming `input` as the text it failed on; any other error unchanged.
     pub fn named(mut self, input: String) -> PretokenizeError {
@@ -220,7 +232,7 @@ enum Known {
     O200k,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Inner {
     pattern: String,
     known: Option<Known>,
@@ -228,6 +240,11 @@ struct Inner {
     scanner: bool,
     /// Whether the scanner finds pieces 64 bytes at a time where it can (else one at a time).
     blocks: bool,
+    /// Whether text may be cut at spaces and newlines (see [`Pretokenizer::is_split_safe`]).
+    space_cuts: bool,
+    /// A pipeline of pre-tokenizers that makes the pieces instead of the pattern (see
+    /// [`Pretokenizer::with_pipeline`]).
+    pipeline: Option<Pipeline>,
     regex: fancy_regex::Regex,
 }
 
@@ -309,6 +326,8 @@ impl Pretokenizer {
                 known,
                 scanner: scanner && known.is_some(),
                 blocks: true,
+                space_cuts: known.is_some(),
+                pipeline: None,
                 regex,
             }),
         })
@@ -329,7 +348,50 @@ impl Pretokenizer {
     /// own (true for the three known patterns; see `bpestore/pretokenize.py`'s docstring). Only
     /// then may text be cut at such spaces.
     pub fn is_split_safe(&self) -> bool {
-        self.inner.known.is_some()
+        self.inner.space_cuts
+    }
+
+    /// A pre-tokenizer whose pieces `pipeline` makes (Hugging Face's pre-tokenizers in a
+    /// sequence), its pattern unused. Its pieces are byte spans ([`Pretokenizer::try_for_each_span`]),
+    /// not always of whole characters; text is never cut at spaces or newlines.
+    pub fn with_pipeline(&self, pipeline: Pipeline) -> Pretokenizer {
+        let mut inner = (*self.inner).clone();
+        inner.pipeline = Some(pipeline);
+        inner.scanner = false;
+        inner.space_cuts = false;
+        Pretokenizer {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Calls `f(start, end)` with the byte span of each pre-token of `text`, left to right: the
+    /// pieces of [`Pretokenizer::try_for_each_piece`], or of the pipeline.
+    ///
+    /// # Errors
+    /// As [`Pretokenizer::try_for_each_piece`]'s.
+    pub fn try_for_each_span(
+        &self,
+        text: &str,
+        mut f: impl FnMut(usize, usize),
+    ) -> Result<(), PretokenizeError> {
+        if let Some(pipeline) = &self.inner.pipeline {
+            return pipeline.try_for_each_span(text, f);
+        }
+        let base = text.as_ptr() as usize;
+        self.try_for_each_piece(text, |piece| {
+            let start = piece.as_ptr() as usize - base;
+            f(start, start + piece.len());
+        })
+    }
+
+    /// This pre-tokenizer, the same pieces, but text is no longer cut at spaces or newlines (for
+    /// an encoder that normalizes the text with steps that would see such a cut).
+    pub fn without_space_cuts(&self) -> Pretokenizer {
+        let mut inner = (*self.inner).clone();
+        inner.space_cuts = false;
+        Pretokenizer {
+            inner: Arc::new(inner),
+        }
     }
 
     /// Calls `f` on each pre-token of `text`, left to right (pieces borrow from `text`).

@@ -1,6 +1,42 @@
 //! Special tokens: found longest first, as the Python code's `re` alternation finds them.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use std::sync::LazyLock;
+
+/// How a token found in the text takes its surroundings, as Hugging Face's added tokens do
+/// (`added_vocabulary.rs`): RoBERTa's `<mask>` takes the whitespace before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenOptions {
+    /// The whitespace right before the token (back to the text's start or the token found
+    /// before) is part of it.
+    pub lstrip: bool,
+    /// The whitespace right after the token is part of it.
+    pub rstrip: bool,
+    /// The token counts only where it is not next to a word character (`\w`) on either side;
+    /// elsewhere it is ordinary text.
+    pub single_word: bool,
+}
+
+impl TokenOptions {
+    /// Whether any option is on.
+    pub fn any(&self) -> bool {
+        self.lstrip || self.rstrip || self.single_word
+    }
+}
+
+/// `\w` as Hugging Face's `regex` crate reads it (Unicode word characters).
+static WORD: LazyLock<fancy_regex::Regex> =
+    LazyLock::new(|| fancy_regex::Regex::new(r"^\w").expect("a valid regex"));
+
+fn starts_with_word(text: &str) -> bool {
+    WORD.is_match(text).unwrap_or(false)
+}
+
+fn ends_with_word(text: &str) -> bool {
+    text.chars()
+        .next_back()
+        .is_some_and(|c| starts_with_word(c.encode_utf8(&mut [0; 4])))
+}
 
 /// With a special (or added) token longer than this, their automaton is an NFA, not a DFA.
 const DFA_TOKEN_BYTES: usize = 1024;
@@ -17,6 +53,8 @@ pub struct SpecialTokens {
     longest_len: usize,
     any_has_space: bool,
     any_has_newline: bool,
+    /// `options[i]` is how `tokens[i]` takes its surroundings (all off unless given).
+    options: Vec<TokenOptions>,
 }
 
 impl SpecialTokens {
@@ -59,7 +97,42 @@ impl SpecialTokens {
             longest_len: tokens.iter().map(String::len).max().unwrap_or(0),
             any_has_space: tokens.iter().any(|token| token.contains(' ')),
             any_has_newline: tokens.iter().any(|token| token.contains('\n')),
+            options: vec![TokenOptions::default(); tokens.len()],
         }
+    }
+
+    /// [`SpecialTokens::new`], each token taking its surroundings by `options` (one for each
+    /// token, in the same order).
+    ///
+    /// # Panics
+    /// If `options` is not as long as `tokens`.
+    pub fn with_options(tokens: &[String], options: &[TokenOptions]) -> SpecialTokens {
+        assert_eq!(tokens.len(), options.len(), "one option set per token");
+        let mut made = SpecialTokens::new(tokens);
+        made.options = options.to_vec();
+        made
+    }
+
+    /// How each token takes its surroundings (see [`TokenOptions`]), in the order of [`SpecialTokens::tokens`].
+    pub fn options(&self) -> &[TokenOptions] {
+        &self.options
+    }
+
+    /// Whether any token has an option on.
+    pub fn any_options(&self) -> bool {
+        self.options.iter().any(TokenOptions::any)
+    }
+
+    /// The tokens for which `keep(token)` holds, with their options.
+    pub fn subset(&self, keep: impl Fn(&str, &TokenOptions) -> bool) -> SpecialTokens {
+        let (tokens, options): (Vec<String>, Vec<TokenOptions>) = self
+            .tokens
+            .iter()
+            .zip(&self.options)
+            .filter(|(token, options)| keep(token, options))
+            .map(|(token, options)| (token.clone(), *options))
+            .unzip();
+        SpecialTokens::with_options(&tokens, &options)
     }
 
     /// No special tokens at all.
@@ -167,30 +240,49 @@ impl<'t> Iterator for Split<'_, 't> {
                 text: &self.text[start..end],
             });
         }
-        let found = self.matches.as_mut().and_then(Iterator::next);
-        match found {
-            Some(found) => {
-                let (start, end) = (found.start(), found.end());
-                let index = self.specials.indices[found.pattern().as_usize()];
-                if start > self.position {
-                    let part = Part::Text(&self.text[self.position..start]);
-                    self.pending = Some((index, start, end));
-                    self.position = start;
-                    Some(part)
-                } else {
-                    self.position = end;
-                    Some(Part::Special {
-                        index,
-                        text: &self.text[start..end],
-                    })
+        loop {
+            let found = self.matches.as_mut().and_then(Iterator::next);
+            let Some(found) = found else {
+                if self.position < self.text.len() {
+                    let part = Part::Text(&self.text[self.position..]);
+                    self.position = self.text.len();
+                    return Some(part);
+                }
+                return None;
+            };
+            let (mut start, mut end) = (found.start(), found.end());
+            let index = self.specials.indices[found.pattern().as_usize()];
+            let options = self.specials.options[index];
+            if options.any() {
+                if start < self.position {
+                    continue; // (inside the whitespace the token before took: text)
+                }
+                if options.single_word
+                    && (ends_with_word(&self.text[..start]) || starts_with_word(&self.text[end..]))
+                {
+                    continue; // next to a word character: ordinary text
+                }
+                if options.lstrip {
+                    let before =
+                        self.text[self.position..start].trim_end_matches(char::is_whitespace);
+                    start = self.position + before.len();
+                }
+                if options.rstrip {
+                    let after = self.text[end..].trim_start_matches(char::is_whitespace);
+                    end = self.text.len() - after.len();
                 }
             }
-            None if self.position < self.text.len() => {
-                let part = Part::Text(&self.text[self.position..]);
-                self.position = self.text.len();
-                Some(part)
+            if start > self.position {
+                let part = Part::Text(&self.text[self.position..start]);
+                self.pending = Some((index, start, end));
+                self.position = start;
+                return Some(part);
             }
-            None => None,
+            self.position = end;
+            return Some(Part::Special {
+                index,
+                text: &self.text[start..end],
+            });
         }
     }
 }

@@ -10,10 +10,11 @@ use crate::errors::{corpus_decode_error, os_error, pattern_error, repr, type_nam
 use crate::model::{ModelObjects, SharedBytes};
 use bpestore_encode::ranks::TiktokenError;
 use bpestore_encode::{
-    AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, NpyWriter,
-    OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES,
-    DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
+    AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, Normalizer,
+    NormalizerStep, NpyWriter, OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES,
+    DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
 };
+use bpestore_pretokenize::{Behavior, Matcher, Pipeline, Stage, TokenOptions};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
@@ -35,9 +36,119 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
         pyo3::types::PyBytes::new(module.py(), PARTIAL_HEADER_START),
     )?;
     module.add_class::<PyIdIterator>()?;
+    module.add_function(wrap_pyfunction!(normalize, module)?)?;
+    module.add_function(wrap_pyfunction!(pipeline_spans, module)?)?;
     // The distinct pre-tokens each encoding thread's cache remembers by default.
     module.add("DEFAULT_CACHE_ENTRIES", DEFAULT_CACHE_ENTRIES)?;
     Ok(())
+}
+
+/// A normalizer from its steps as Python gives them: `(kind, a, b)` with kind one of "NFC",
+/// "NFD", "NFKC", "NFKD", "Lowercase" (a, b unused), "Replace" (a by b), "Prepend" (a) and
+/// "Strip" (a, b: "1" to strip on the left, on the right).
+fn normalizer_steps(steps: Vec<(String, String, String)>) -> PyResult<Normalizer> {
+    let mut made = Vec::with_capacity(steps.len());
+    for (kind, a, b) in steps {
+        made.push(match kind.as_str() {
+            "NFC" => NormalizerStep::Nfc,
+            "NFD" => NormalizerStep::Nfd,
+            "NFKC" => NormalizerStep::Nfkc,
+            "NFKD" => NormalizerStep::Nfkd,
+            "Lowercase" => NormalizerStep::Lowercase,
+            "Replace" if !a.is_empty() => NormalizerStep::Replace {
+                pattern: a,
+                content: b,
+            },
+            "Replace" => return Err(PyValueError::new_err("Replace needs a non-empty string")),
+            "Prepend" => NormalizerStep::Prepend(a),
+            "Strip" => NormalizerStep::Strip {
+                left: a == "1",
+                right: b == "1",
+            },
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no normalizer step {other:?} (NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Strip)"
+                )))
+            }
+        });
+    }
+    Ok(Normalizer::new(made))
+}
+
+/// A pre-tokenizer pipeline from its stages as Python gives them: `(kind, regex, behavior,
+/// invert)` with kind "Split" (by `regex`), "Numeric", "Punctuation", "Whitespace" (by the
+/// characters they name), each with its behavior ("Removed", "Isolated", "MergedWithPrevious",
+/// "MergedWithNext", "Contiguous") and invert, or "ByteLevel" (regex "gpt2": GPT-2's regex first).
+fn pipeline_of(stages: Vec<(String, String, String, bool)>) -> PyResult<Pipeline> {
+    let mut made = Vec::with_capacity(stages.len());
+    for (kind, regex, behavior, invert) in stages {
+        if kind == "ByteLevel" {
+            made.push(Stage::ByteLevel {
+                use_regex: regex == "gpt2",
+            });
+            continue;
+        }
+        let matcher = match kind.as_str() {
+            "Split" => Matcher::Regex(
+                fancy_regex::RegexBuilder::new(&regex)
+                    .backtrack_limit(100_000_000)
+                    .build()
+                    .map_err(|error| PyValueError::new_err(format!("Split regex {regex:?}: {error}")))?,
+            ),
+            "Numeric" => Matcher::Numeric,
+            "Punctuation" => Matcher::Punctuation,
+            "Whitespace" => Matcher::Whitespace,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no pre-tokenizer stage {other:?} (Split, Numeric, Punctuation, Whitespace, ByteLevel)"
+                )))
+            }
+        };
+        let behavior = match behavior.as_str() {
+            "Removed" => Behavior::Removed,
+            "Isolated" => Behavior::Isolated,
+            "MergedWithPrevious" => Behavior::MergedWithPrevious,
+            "MergedWithNext" => Behavior::MergedWithNext,
+            "Contiguous" => Behavior::Contiguous,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no split behavior {other:?}"
+                )))
+            }
+        };
+        made.push(Stage::Split {
+            matcher,
+            behavior,
+            invert,
+        });
+    }
+    Ok(Pipeline::new(made))
+}
+
+/// The byte spans of the pieces the pipeline of `stages` (see `pipeline_of`) makes of `text`.
+#[pyfunction]
+fn pipeline_spans(
+    py: Python<'_>,
+    stages: Vec<(String, String, String, bool)>,
+    text: PyBackedStr,
+) -> PyResult<Vec<(usize, usize)>> {
+    let pipeline = pipeline_of(stages)?;
+    let mut spans = Vec::new();
+    py.detach(|| pipeline.try_for_each_span(&text, |start, end| spans.push((start, end))))
+        .map_err(|error| PyValueError::new_err(error.to_string()))?;
+    Ok(spans)
+}
+
+/// `text` normalized by the normalizer of `steps` (see `Encoder`'s `normalizer`), as an encoder
+/// normalizes the text between special tokens.
+#[pyfunction]
+fn normalize(
+    py: Python<'_>,
+    steps: Vec<(String, String, String)>,
+    text: PyBackedStr,
+) -> PyResult<String> {
+    let normalizer = normalizer_steps(steps)?;
+    Ok(py.detach(|| normalizer.normalize(&text).into_owned()))
 }
 
 fn value_error(error: EncodeError) -> PyErr {
@@ -269,9 +380,13 @@ pub struct PyEncoder {
 impl PyEncoder {
     /// `vocab`: id -> bytes (all 256 single bytes, no token twice; without the special tokens
     /// that have ids of their own); `merges` in rank order; `special_tokens`: token -> id;
-    /// `merge_rule`: "pair" or "token".
+    /// `merge_rule`: "pair" or "token". `normalizer`: steps `(kind, a, b)` run on the text
+    /// between special tokens (see `normalize`); `normalized_tokens`: token -> id, tokens found in
+    /// the normalized text (not among `special_tokens`); `token_options`: (token, "lstrip,rstrip,single_word"
+    /// or some of them), how those tokens take their surroundings.
     #[new]
-    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES))]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None, token_options = None, pre_tokenizer = None, dropped_bytes = None, chars_first = false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         vocab: &Bound<'_, PyDict>,
@@ -280,6 +395,12 @@ impl PyEncoder {
         pattern: &str,
         merge_rule: &str,
         cache_entries: usize,
+        normalizer: Option<Vec<(String, String, String)>>,
+        normalized_tokens: Option<&Bound<'_, PyDict>>,
+        token_options: Option<Vec<(String, String)>>,
+        pre_tokenizer: Option<Vec<(String, String, String, bool)>>,
+        dropped_bytes: Option<Vec<u8>>,
+        chars_first: bool,
     ) -> PyResult<PyEncoder> {
         let rule = match merge_rule {
             "pair" => MergeRule::Pair,
@@ -299,9 +420,48 @@ impl PyEncoder {
         }
         let (vocab, merges) = (model.vocab(), model.merges());
         // (With the GIL held: the slices borrow Python objects. It takes milliseconds.)
-        let encoder =
+        let mut encoder =
             Encoder::from_slices(&vocab, &merges, &specials, pattern, rule, cache_entries)
                 .map_err(value_error)?;
+        if normalizer.is_some() || normalized_tokens.is_some() {
+            let steps = normalizer_steps(normalizer.unwrap_or_default())?;
+            let mut tokens = Vec::new();
+            for (token, id) in normalized_tokens.iter().flat_map(|tokens| tokens.iter()) {
+                tokens.push((token.extract::<String>()?, id.extract::<TokenId>()?));
+            }
+            encoder = encoder
+                .with_normalizer(steps, &tokens)
+                .map_err(value_error)?;
+        }
+        if let Some(stages) = pre_tokenizer {
+            encoder = encoder.with_pipeline(pipeline_of(stages)?);
+        }
+        if let Some(dropped) = dropped_bytes {
+            encoder = encoder.with_dropped_bytes(&dropped);
+        }
+        if chars_first {
+            encoder = encoder.with_chars_first();
+        }
+        if let Some(token_options) = token_options {
+            let mut options = Vec::with_capacity(token_options.len());
+            for (token, named) in token_options {
+                let mut made = TokenOptions::default();
+                for option in named.split(',').filter(|option| !option.is_empty()) {
+                    match option {
+                        "lstrip" => made.lstrip = true,
+                        "rstrip" => made.rstrip = true,
+                        "single_word" => made.single_word = true,
+                        other => {
+                            return Err(PyValueError::new_err(format!(
+                                "no token option {other:?} (lstrip, rstrip, single_word)"
+                            )))
+                        }
+                    }
+                }
+                options.push((token, made));
+            }
+            encoder = encoder.with_token_options(&options);
+        }
         Ok(PyEncoder {
             ints: Arc::new(IdInts::new(encoder.max_id())),
             inner: Arc::new(encoder),

@@ -21,10 +21,10 @@ the column and the row's key, and the store is left as it was.
 
 PostgreSQL's columns are typed already; its JSON columns (TEXT) get the same shape checks
 (``json_typeof``, and a jsonpath for the lists' items), which existing rows must pass. Downgrading makes SQLite's tables ordinary again
-(the types of 0011) and drops PostgreSQL's checks.
+(the types of 0012) and drops PostgreSQL's checks.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-05
 """
 
@@ -33,8 +33,8 @@ from typing import NamedTuple, Sequence, Union
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = '0012'
-down_revision: Union[str, Sequence[str], None] = '0011'
+revision: str = '0013'
+down_revision: Union[str, Sequence[str], None] = '0012'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
@@ -44,7 +44,7 @@ class _Column(NamedTuple):
     strict: str
     """The STRICT type: INTEGER, REAL, TEXT or BLOB."""
     loose: str
-    """The type 0011 declared (for the downgrade)."""
+    """The type 0012 declared (for the downgrade)."""
     nullable: bool = False
     shape: str | None = None
     """'array' or 'object': a JSON column of that shape."""
@@ -56,7 +56,7 @@ def _c(name: str, strict: str, loose: str | None = None, **options: object) -> _
     return _Column(name, strict, loose or strict, **options)  # type: ignore[arg-type]
 
 
-# (frozen here, as migrations must be: the tables of 0011, in their columns' order)
+# (frozen here, as migrations must be: the tables of 0012, in their columns' order)
 _TABLES: dict[str, tuple[list[_Column], list[str], str]] = {
     "corpora": (
         [
@@ -103,7 +103,7 @@ _TABLES: dict[str, tuple[list[_Column], list[str], str]] = {
             _c("corpus_id", "INTEGER", nullable=True), _c("training_params", "TEXT", nullable=True, shape="object"),
             _c("training_seconds", "REAL", "FLOAT", nullable=True), _c("source", "TEXT"),
             _c("source_format", "TEXT", "VARCHAR(32)", nullable=True), _c("source_paths", "TEXT", nullable=True, shape="array"),
-            _c("added_tokens", "TEXT", shape="array", default="'[]'"),
+            _c("added_tokens", "TEXT", shape="array", default="'[]'"), _c("pipeline", "TEXT", nullable=True, shape="object"),
         ],
         [
             "CONSTRAINT pk_tokenizers PRIMARY KEY (id)",
@@ -301,14 +301,14 @@ def _refuse_misfits(connection) -> None:  # type: ignore[no-untyped-def]
             else:
                 held = f"a value of type {kind}, not {column.strict}"
             raise DamagedStoreError(
-                f"cannot upgrade to strict tables (revision 0012): row ({key}) of table {table}, column "
+                f"cannot upgrade to strict tables (revision 0013): row ({key}) of table {table}, column "
                 f"{column.name}, holds {held}; fix or delete the row (at the sqlite3 prompt) and run the command again"
             )
     orphan = connection.exec_driver_sql("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check LIMIT 1").first()
     if orphan is not None:
         table, rowid, parent = orphan
         raise DamagedStoreError(
-            f"cannot upgrade to strict tables (revision 0012): row (rowid={rowid}) of table {table} refers to a row of "
+            f"cannot upgrade to strict tables (revision 0013): row (rowid={rowid}) of table {table} refers to a row of "
             f"{parent} that does not exist; fix or delete the row"
         )
 
@@ -360,16 +360,16 @@ def _rebuild_sqlite(strict: bool) -> None:
     op.execute("PRAGMA legacy_alter_table = ON")  # references to a renamed table keep its name
     try:
         for table in _TABLES:
-            op.execute(f"ALTER TABLE {table} RENAME TO {table}_0012")
+            op.execute(f"ALTER TABLE {table} RENAME TO {table}_0013")
     finally:
         op.execute(f"PRAGMA legacy_alter_table = {int(legacy)}")
     for table, (columns, _, options) in _TABLES.items():
         op.execute(_table_sql(table, strict))
         listed = ", ".join(_quoted(column.name) for column in columns)
         order = f" ORDER BY {', '.join(_key_columns(table))}" if "WITHOUT ROWID" in options else ""
-        op.execute(f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {table}_0012{order}")
+        op.execute(f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {table}_0013{order}")
     for table in reversed(_TABLES):  # children first: no cascade reaches a copied row
-        op.execute(f"DROP TABLE {table}_0012")
+        op.execute(f"DROP TABLE {table}_0013")
     for statement in [*_INDEXES, *_triggers().values(), *_VIEWS.values()]:
         op.execute(statement)
     if strict:
@@ -403,7 +403,7 @@ def _refuse_postgresql_misfits(connection) -> None:  # type: ignore[no-untyped-d
             if not isinstance(parsed, dict if shape == "object" else list):
                 sample = value if len(value) <= 40 else value[:40] + "..."
                 raise DamagedStoreError(
-                    f"cannot upgrade to revision 0012: row (id={key}) of table {table}, column {column}, holds text "
+                    f"cannot upgrade to revision 0013: row (id={key}) of table {table}, column {column}, holds text "
                     f"{sample!r}, not a JSON {'object' if shape == 'object' else 'array of strings'}; fix or delete the row (at the psql prompt) and run the command again"
                 )
 

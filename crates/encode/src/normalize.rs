@@ -1,0 +1,281 @@
+//! Normalization: what Hugging Face `tokenizers`' normalizers do to text before it is split into
+//! pre-tokens (`normalizers/unicode.rs`, `utils.rs`, `strip.rs`, `replace.rs`, `prepend.rs`).
+//!
+//! Each step is that library's, on the same tables: the Unicode forms come from the crate it uses
+//! (`unicode-normalization-alignments`, Unicode 9.0 data), so that a character added to Unicode
+//! since then is left as `tokenizers` leaves it; `Lowercase` and `Strip` use Rust's own `char`
+//! methods, as it does. The text is normalized one stretch at a time, between special tokens,
+//! as `tokenizers`' added vocabulary does: a `Prepend` step prepends to each such stretch.
+
+use std::borrow::Cow;
+use unicode_normalization::{
+    is_nfc_quick, is_nfd_quick, is_nfkc_quick, is_nfkd_quick, IsNormalized,
+};
+use unicode_normalization_alignments::UnicodeNormalization;
+
+/// Whether a Unicode form's quick check finds a text already in that form.
+type QuickCheck = fn(&str) -> bool;
+
+/// One normalizer of `tokenizers`, as bpestore runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NormalizerStep {
+    /// Canonical composition (`NFC`).
+    Nfc,
+    /// Canonical decomposition (`NFD`).
+    Nfd,
+    /// Compatibility composition (`NFKC`).
+    Nfkc,
+    /// Compatibility decomposition (`NFKD`).
+    Nfkd,
+    /// Each character by its lowercase mapping (`char::to_lowercase`, one to three characters).
+    Lowercase,
+    /// Every occurrence of a literal string, left to right without overlaps, by another.
+    Replace {
+        /// The string replaced (not empty).
+        pattern: String,
+        /// What replaces it.
+        content: String,
+    },
+    /// A string before the text, when the text is not empty.
+    Prepend(String),
+    /// Leading and/or trailing whitespace (`char::is_whitespace`) removed.
+    Strip {
+        /// Whether leading whitespace goes.
+        left: bool,
+        /// Whether trailing whitespace goes.
+        right: bool,
+    },
+}
+
+impl NormalizerStep {
+    /// The step applied to `text`, borrowed when nothing changes.
+    fn apply<'t>(&self, text: Cow<'t, str>) -> Cow<'t, str> {
+        let unicode = |text: Cow<'t, str>, form: fn(&str) -> String, quick: QuickCheck| {
+            if text.is_ascii() || quick(&text) {
+                text // (every Unicode form leaves ASCII as it is; see `by_stretches` on `quick`)
+            } else {
+                Cow::Owned(by_stretches(&text, form, quick))
+            }
+        };
+        match self {
+            NormalizerStep::Nfc => unicode(
+                text,
+                |t| t.nfc().map(|(c, _)| c).collect(),
+                |t| is_nfc_quick(t.chars()) == IsNormalized::Yes,
+            ),
+            NormalizerStep::Nfd => unicode(
+                text,
+                |t| t.nfd().map(|(c, _)| c).collect(),
+                |t| is_nfd_quick(t.chars()) == IsNormalized::Yes,
+            ),
+            NormalizerStep::Nfkc => unicode(
+                text,
+                |t| t.nfkc().map(|(c, _)| c).collect(),
+                |t| is_nfkc_quick(t.chars()) == IsNormalized::Yes,
+            ),
+            NormalizerStep::Nfkd => unicode(
+                text,
+                |t| t.nfkd().map(|(c, _)| c).collect(),
+                |t| is_nfkd_quick(t.chars()) == IsNormalized::Yes,
+            ),
+            NormalizerStep::Lowercase => {
+                if text.is_ascii() && !text.bytes().any(|b| b.is_ascii_uppercase()) {
+                    text
+                } else {
+                    Cow::Owned(text.chars().flat_map(char::to_lowercase).collect())
+                }
+            }
+            NormalizerStep::Replace { pattern, content } => {
+                if text.contains(pattern.as_str()) {
+                    Cow::Owned(text.replace(pattern.as_str(), content))
+                } else {
+                    text
+                }
+            }
+            NormalizerStep::Prepend(prefix) => {
+                if text.is_empty() {
+                    text
+                } else {
+                    Cow::Owned(format!("{prefix}{text}"))
+                }
+            }
+            NormalizerStep::Strip { left, right } => {
+                let mut stripped: &str = &text;
+                if *left {
+                    stripped = stripped.trim_start_matches(char::is_whitespace);
+                }
+                if *right {
+                    stripped = stripped.trim_end_matches(char::is_whitespace);
+                }
+                if stripped.len() == text.len() {
+                    text
+                } else {
+                    Cow::Owned(stripped.to_string())
+                }
+            }
+        }
+    }
+
+    /// Whether normalizing two stretches of text apart and joining them gives what normalizing
+    /// them joined gives, when the second starts with a space or follows a newline (where a
+    /// known pattern's text may be cut to be encoded in parallel). The Unicode forms: a space
+    /// and a newline neither compose with nor reorder around their neighbours. Lowercasing is
+    /// per character. The others look at the ends of the text or at several characters.
+    fn keeps_space_cuts(&self) -> bool {
+        matches!(
+            self,
+            NormalizerStep::Nfc
+                | NormalizerStep::Nfd
+                | NormalizerStep::Nfkc
+                | NormalizerStep::Nfkd
+                | NormalizerStep::Lowercase
+        )
+    }
+}
+
+/// `text` through a Unicode normalization form (`form`), run only on the stretches that hold
+/// non-ASCII characters, each with the ASCII character before it; the ASCII between them is
+/// copied. The same text as the form run on the whole: an ASCII character is a starter that no
+/// form changes, reorders around or composes with the character after it (no canonical
+/// composition has an ASCII second character), so the form's work never crosses from one side of
+/// it to the other, except that the character before a stretch may compose with the stretch's
+/// first (`e` and U+0301 make U+00E9), which is why it goes with the stretch.
+///
+/// `quick` is the form's quick check (from `unicode-normalization`, on newer Unicode data than the
+/// form's): a stretch it finds already normalized is copied as it is. That is what the form
+/// would give: the quick check answers "yes" only for text without a character that the form
+/// decomposes or that may compose with the one before, with combining marks in order; Unicode's
+/// stability policy keeps those properties of every character the older data knows, and a
+/// character it does not know is one that the form leaves as it is and that blocks nothing.
+fn by_stretches(text: &str, form: fn(&str) -> String, quick: QuickCheck) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    let mut copied = 0; // text[..copied] is in `out`
+    let mut at = 0;
+    while let Some(found) = bytes[at..].iter().position(|b| !b.is_ascii()) {
+        let start = at + found;
+        // (the ASCII character before the stretch, if any, goes with it)
+        let from = if start > copied { start - 1 } else { start };
+        let end = bytes[start..]
+            .iter()
+            .position(u8::is_ascii)
+            .map_or(bytes.len(), |offset| start + offset);
+        out.push_str(&text[copied..from]);
+        let stretch = &text[from..end];
+        if quick(stretch) {
+            out.push_str(stretch);
+        } else {
+            out.push_str(&form(stretch));
+        }
+        copied = end;
+        at = end;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// A sequence of normalizer steps, applied in order (an empty one changes nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Normalizer {
+    steps: Vec<NormalizerStep>,
+}
+
+impl Normalizer {
+    /// The steps, in order.
+    pub fn new(steps: Vec<NormalizerStep>) -> Normalizer {
+        Normalizer { steps }
+    }
+
+    /// Whether there is no step.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// `text` normalized (borrowed when no step changes it).
+    pub fn normalize<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        self.steps
+            .iter()
+            .fold(Cow::Borrowed(text), |text, step| step.apply(text))
+    }
+
+    /// Whether text may still be cut before a space or after a newline to be encoded in parts
+    /// (see `NormalizerStep::keeps_space_cuts`).
+    pub fn keeps_space_cuts(&self) -> bool {
+        self.steps.iter().all(NormalizerStep::keeps_space_cuts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn normalized(steps: Vec<NormalizerStep>, text: &str) -> String {
+        Normalizer::new(steps).normalize(text).into_owned()
+    }
+
+    #[test]
+    fn the_unicode_forms_compose_and_decompose() {
+        assert_eq!(normalized(vec![NormalizerStep::Nfc], "e\u{301}"), "\u{e9}");
+        assert_eq!(normalized(vec![NormalizerStep::Nfd], "\u{e9}"), "e\u{301}");
+        assert_eq!(normalized(vec![NormalizerStep::Nfkc], "\u{fb01}"), "fi");
+        assert_eq!(normalized(vec![NormalizerStep::Nfkd], "\u{2460}"), "1");
+        assert_eq!(normalized(vec![NormalizerStep::Nfc], "plain"), "plain");
+    }
+
+    #[test]
+    fn the_string_steps_do_what_tokenizers_does() {
+        let replace = NormalizerStep::Replace {
+            pattern: " ".into(),
+            content: "\u{2581}".into(),
+        };
+        let prepend = NormalizerStep::Prepend("\u{2581}".into());
+        assert_eq!(
+            normalized(vec![prepend.clone(), replace], "a b"),
+            "\u{2581}a\u{2581}b"
+        );
+        assert_eq!(normalized(vec![prepend], ""), "");
+        let strip = NormalizerStep::Strip {
+            left: true,
+            right: false,
+        };
+        assert_eq!(normalized(vec![strip], " \u{3000}a b "), "a b ");
+        assert_eq!(
+            normalized(vec![NormalizerStep::Lowercase], "ÀB\u{130}"),
+            "àbi\u{307}"
+        );
+    }
+
+    #[test]
+    fn the_forms_by_stretches_are_the_forms_on_the_whole() {
+        let forms: [fn(&str) -> String; 4] = [
+            |t| t.nfc().map(|(c, _)| c).collect(),
+            |t| t.nfd().map(|(c, _)| c).collect(),
+            |t| t.nfkc().map(|(c, _)| c).collect(),
+            |t| t.nfkd().map(|(c, _)| c).collect(),
+        ];
+        let texts = [
+            "e\u{301} cafe\u{301}s A\u{30a}\u{301}x \u{1100}\u{1161}\u{11a8}b",
+            "\u{fb01}ne \u{2460}\u{3392} \u{ff21}BC e\u{323}\u{302} \u{1e9b}\u{323}.",
+            "\u{301}leading mark, \u{b47}\u{b3e} and \u{ac00}\u{11a8} trailing e\u{301}",
+            "plain ascii only",
+        ];
+        let quick: [QuickCheck; 4] = [
+            |t| is_nfc_quick(t.chars()) == IsNormalized::Yes,
+            |t| is_nfd_quick(t.chars()) == IsNormalized::Yes,
+            |t| is_nfkc_quick(t.chars()) == IsNormalized::Yes,
+            |t| is_nfkd_quick(t.chars()) == IsNormalized::Yes,
+        ];
+        for (form, quick) in forms.into_iter().zip(quick) {
+            for text in texts {
+                assert_eq!(by_stretches(text, form, quick), form(text), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn ascii_text_that_no_step_changes_is_not_copied() {
+        let normalizer = Normalizer::new(vec![NormalizerStep::Nfc, NormalizerStep::Lowercase]);
+        assert!(matches!(normalizer.normalize("abc def"), Cow::Borrowed(_)));
+        assert_eq!(normalizer.normalize("Abc Déf"), "abc déf");
+    }
+}
