@@ -29,6 +29,28 @@ def clean_store(tmp_path_factory) -> Path:
     other = folder / "other.txt"
     other.write_text(TEXT.upper())
     ok(invoke("train", other, "--name", "other", "--vocab-size", "270", "--db", db))
+    return loosened(db)
+
+
+def loosened(db: Path) -> Path:
+    """``db`` with ordinary tables in place of its STRICT ones (their types before revision 0013),
+    still recorded at the head revision: a store written by another program, or a hostile file.
+    On a strict store SQLite itself refuses these edits (tests/test_strict_store.py); on such a
+    store, an old one and a PostgreSQL one, the reads' checks are what finds the damage."""
+    from alembic import command
+    from alembic.config import Config
+
+    from bpestore.store.migrate import migrations_dir
+    from bpestore.store.schema_revision import SCHEMA_REVISION
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("sqlalchemy.url", f"sqlite:///{db}")
+    command.downgrade(config, "0012")
+    with sqlite3.connect(db) as connection:
+        assert "STRICT" not in connection.execute("SELECT sql FROM sqlite_master WHERE name = 'vocab'").fetchone()[0]
+        connection.execute("UPDATE alembic_version SET version_num = ?", (SCHEMA_REVISION,))
+    connection.close()
     return db
 
 

@@ -414,3 +414,49 @@ def test_counts_keep_their_corpus_without_a_foreign_key(pg):
     assert pg.query("SELECT id FROM corpora") == [(alone,)]
     pg.execute(f"DELETE FROM corpora WHERE id = {alone}")  # by hand too
     assert pg.query("SELECT count(*) FROM pretoken_counts") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    "edit,constraint",
+    [
+        ("UPDATE tokenizers SET training_params = '[1, 2]'", "ck_tokenizers_training_params_json_object"),
+        ("UPDATE tokenizers SET special_tokens = '{\"a\": 1}'", "ck_tokenizers_special_tokens_json_array"),
+        ("UPDATE tokenizers SET added_tokens = '\"x\"'", "ck_tokenizers_added_tokens_json_array"),
+        ("UPDATE tokenizers SET source_paths = '7'", "ck_tokenizers_source_paths_json_array"),
+        ("UPDATE corpora SET special_tokens = '{}'", "ck_corpora_special_tokens_json_array"),
+        ("UPDATE tokenizers SET special_tokens = '[1, 2]'", "ck_tokenizers_special_tokens_json_array"),
+        ("UPDATE tokenizers SET added_tokens = '[null]'", "ck_tokenizers_added_tokens_json_array"),
+        ("UPDATE tokenizers SET training_params = '{'", "invalid input syntax for type json"),
+    ],
+)
+def test_json_of_the_wrong_shape_written_by_hand_is_refused_by_postgresql(pg, tmp_path, edit, constraint):
+    """Migration 0013's checks, as SQLite's STRICT tables have them (tests/test_strict_store.py)."""
+    import psycopg
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("low lower lowest newer wider " * 40)
+    with Store(pg) as store:
+        store.train(corpus, "t", 270, ["<|endoftext|>"], workers=1)
+    with pytest.raises(psycopg.Error, match=re.escape(constraint)):
+        pg.execute(edit)
+    assert pg.query("SELECT count(*) FROM tokenizers WHERE training_params LIKE '{%'") == [(1,)]
+
+
+def test_a_row_the_checks_would_refuse_stops_the_upgrade_in_one_line_on_postgresql(pg):
+    with Store(pg) as store:
+        store.save("t", nul_tokenizer())
+    command.downgrade(alembic_config(pg), "0012")
+    pg.execute("UPDATE tokenizers SET training_params = '[1, 2]'")
+    result = CliRunner().invoke(main, ["show", "t", "--db", pg], env={"BPESTORE_DEBUG": None})
+    assert result.exit_code == 1, result.output
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1 and "row (id=1) of table tokenizers, column training_params" in message, message
+    assert "nothing was changed" in message and "JSON object" in message
+    assert pg.query("SELECT version_num FROM alembic_version") == [("0012",)]
+    assert pg.query("SELECT count(*) FROM pg_constraint WHERE conname LIKE '%json%'") == [(0,)]
+    pg.execute("UPDATE tokenizers SET training_params = NULL, special_tokens = '[1]'")
+    result = CliRunner().invoke(main, ["show", "t", "--db", pg], env={"BPESTORE_DEBUG": None})
+    assert result.exit_code == 1 and "column special_tokens, holds text '[1]', not a JSON array of strings" in result.stderr, result.stderr
+    pg.execute("""UPDATE tokenizers SET special_tokens = '["<nul\\u0000>"]'""")  # (a NUL, as a special token may hold)
+    assert "t@1" in CliRunner().invoke(main, ["show", "t", "--db", pg], env={"BPESTORE_DEBUG": None}).stdout
+    assert pg.query("SELECT version_num FROM alembic_version") == [("0013",)]

@@ -274,6 +274,8 @@ def upgrade_to_head(engine: Engine, where: str | None = None) -> None:
             revision = contents.revisions[0] if contents.revisions else None
             try:
                 command.upgrade(_alembic_config(connection), "head")
+            except DamagedStoreError as error:  # a row the new schema refuses (0012: one that a STRICT table would not hold)
+                raise DamagedStoreError(f"{where}: {error}; the upgrade was rolled back, nothing was changed") from None
             except DBAPIError as error:  # the tables are not what the recorded revision says
                 if _is_lock_or_disk_error(error):
                     raise

@@ -4,7 +4,7 @@ one check of a database's revision against it.
 Kept apart from the migrations so that reading a store needs no alembic import.
 """
 
-SCHEMA_REVISION = "0012"
+SCHEMA_REVISION = "0013"
 
 
 def is_current(revision: str | None) -> bool:
