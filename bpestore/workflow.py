@@ -670,7 +670,10 @@ class Store(ModelStore):
         warming.check_entries(warm_entries)
         run = TrainingRun(workers, progress, max_memory, counting, on_counted, count_memory, spill_dir, warm_entries)
         if isinstance(corpus, Recipe):
-            _check_recipe_call(vocab_sizes, special_tokens, base, pattern, special_tokens_at, min_count)
+            check_recipe_options(
+                corpus, {}, vocab_sizes=vocab_sizes, special_tokens=special_tokens, base=base, pattern=pattern,
+                special_tokens_at=None if special_tokens_at == "start" else special_tokens_at, min_count=min_count,
+            )
             return through_store.train(self, self._inputs_of(corpus), name, corpus, None, run)
         sizes = training.check_vocab_sizes(vocab_sizes)  # (None: refused there)
         specials = tuple(training.check_special_tokens(special_tokens))
@@ -1081,22 +1084,27 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def check_recipe_options(**given: object) -> None:
-    """RecipeError (one line) for training options that a recipe decides, given with it:
-    ``given`` maps each option's name as the caller spells it to its value, None when not given."""
-    named = [option for option, value in given.items() if value not in (None, (), [], False)]
-    if named:
-        raise RecipeError(f"the recipe decides {', '.join(named)}: give {'it' if len(named) == 1 else 'them'} in the recipe, not with it")
-
-
-def _check_recipe_call(
-    vocab_sizes: object, special_tokens: Sequence[str], base: str | None, pattern: str | None, special_tokens_at: str, min_count: int | None,
+def check_recipe_options(
+    recipe: Recipe, names: Mapping[str, str], *, vocab_sizes: object = None, special_tokens: Sequence[str] = (), base: str | None = None,
+    pattern: str | None = None, special_tokens_at: str | None = None, min_count: int | None = None,
 ) -> None:
-    """:meth:`Store.train` given a recipe: the keywords the recipe decides left at their defaults."""
-    check_recipe_options(
-        vocab_sizes=vocab_sizes, special_tokens=special_tokens, base=base, pattern=pattern,
-        special_tokens_at=None if special_tokens_at == "start" else special_tokens_at, min_count=min_count,
-    )
+    """RecipeError (one line) for an option given with ``recipe`` that contradicts it (one given
+    with the recipe's own value is fine). ``names``: how the caller spells each option (the CLI's
+    ``--vocab-size``, or Python's keywords), by keyword."""
+    sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else vocab_sizes
+    contradicted = [
+        keyword for keyword, differs in [
+            ("vocab_sizes", sizes is not None and list(sizes) != [recipe.vocab_size]),  # type: ignore[call-overload]
+            ("special_tokens", bool(special_tokens) and tuple(special_tokens) != recipe.special_tokens),
+            ("base", base is not None and base != recipe.base),
+            ("pattern", pattern is not None and training.training_pattern(pattern) != training.training_pattern(recipe.pattern or "gpt2")),
+            ("special_tokens_at", special_tokens_at is not None and special_tokens_at != recipe.special_tokens_at),
+            ("min_count", min_count is not None and min_count != recipe.min_count),
+        ] if differs
+    ]
+    if contradicted:
+        listed = ", ".join(names.get(keyword, keyword) for keyword in contradicted)
+        raise RecipeError(f"{listed} contradict{'s' if len(contradicted) == 1 else ''} the recipe: leave {'it' if len(contradicted) == 1 else 'them'} out, or change the recipe")
 
 
 def _pattern_of_training(corpus: object, pattern: str | None, base: BPEModel | None) -> str:
