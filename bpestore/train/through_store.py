@@ -222,6 +222,8 @@ def train(
         options: dict[str, Any] = {
             "progress": progress, "done_at": found_at, "consume_counts": (owned and saving is None) or merged_counts is not counts,
             "stop_if": stop_if_saving_failed,
+            # a VocabSizeNotReachedWarning names the line that called Store.train (two frames up)
+            "stacklevel": 4 if base_model is None else 5,
         }
         # A training of these very counts stored already, with as many merges (or all there
         # are): its merges are this one's, a prefix of them (the merge loop is deterministic,
@@ -230,7 +232,7 @@ def train(
         if donor is not None:
             merges = donor[1]
             found_at[:] = [time.perf_counter()] * len(merges)
-            training.warn_if_short(len(merges), max_merges)
+            training.warn_if_short(len(merges), max_merges, stacklevel=3)
         elif base_model is None:
             merges = training.learn_merges(merged_counts, max_merges, **options)
         else:

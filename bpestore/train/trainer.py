@@ -142,6 +142,7 @@ def learn_merges(
     base: Sequence[tuple[bytes, bytes]] | None = None,
     base_ranks: Mapping[int, bytes] | None = None,
     stop_if: Callable[[], object] | None = None,
+    stacklevel: int = 3,
 ) -> Merges:
     """The merges learned from pre-token counts (a mapping of bytes to counts, or the engine's
     :class:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
@@ -153,7 +154,9 @@ def learn_merges(
     tiktoken's rule encodes it (the adjacent pair whose concatenation ranks lowest merges first),
     and the merge loop continues from those tokens. ``stop_if``, if given, is called as the
     merges progress (every 0.1 s at most); an exception it raises stops the loop and is raised
-    here (work done meanwhile elsewhere that failed, say).
+    here (work done meanwhile elsewhere that failed, say). ``stacklevel``: whose line a
+    :class:`VocabSizeNotReachedWarning` names, as :func:`warnings.warn` counts from this function
+    (3, the default: its caller's caller, such as the line that called :func:`train_bpe`).
 
     The seam of the merge loop, one function from counts to merges. Contract: up to
     ``max_merges`` merges, each the most frequent adjacent pair of tokens within the pre-tokens
@@ -181,7 +184,7 @@ def learn_merges(
         if len(merges) < max_merges:  # no pair left: say so rather than leave the bar unfinished
             bar.total = bar.n
             bar.set_postfix_str("no pairs left")
-    warn_if_short(len(merges), max_merges, stacklevel=3)
+    warn_if_short(len(merges), max_merges, stacklevel=stacklevel)
     if done_at is not None:
         done_at.clear()
         ends = iter(checkpoints)
