@@ -67,7 +67,7 @@ __all__ = [
     "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "format_bytes", "parse_bytes", "remap_file",
     "short_corpus_path", "summarize_store", "check_store", "Problem", "check_output_path",
-    "token_text", "Recipe", "load_recipe", "recipe_from_toml", "check_recipe_options",
+    "token_text", "Recipe", "load_recipe", "recipe_from_dict", "recipe_from_toml", "check_recipe_options",
 ]
 
 
