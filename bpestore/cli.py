@@ -479,6 +479,10 @@ def _warning_line(
     help="Train on a corpus the store holds, without counting: its id (bpestore count list) or a tokenizer's ref (the corpus it was trained on).",
 )
 @click.option(
+    "--tie-break", type=click.Choice(["cs336", "huggingface"]), default=None,
+    help="Order of pairs of equal counts: CS336's (greatest pair of bytes) or Hugging Face BpeTrainer's (exactly its merges) [default: cs336].",
+)
+@click.option(
     "--recipe", "recipe_file", default=None, metavar="FILE.toml",
     help="Train this recipe (bpestore show REF --recipe writes one): its inputs, pattern, vocab size, special tokens, min count.",
 )
@@ -490,7 +494,7 @@ def train(
     as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
     dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, count_memory: str | None,
     spill_dir: str | None, pattern: str | None, special_tokens_at: Literal["start", "end"] | None, stored_corpus: str | None,
-    recipe_file: str | None, warm_entries: int, lock_timeout: float | None, db: str,
+    tie_break: Literal["cs336", "huggingface"] | None, recipe_file: str | None, warm_entries: int, lock_timeout: float | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -536,8 +540,8 @@ def train(
     if recipe_file is not None:
         _train_recipe(
             recipe_file, name, corpus, vocab_sizes, special_tokens, workers, as_json, quiet, dry_run, max_memory, base, counts_file,
-            dask_address, stored_corpus, min_count, pattern, special_tokens_at, warm_entries, spill_dir, count_memory, lock_timeout, db,
-            started,
+            dask_address, stored_corpus, min_count, pattern, special_tokens_at, tie_break, warm_entries, spill_dir, count_memory,
+            lock_timeout, db, started,
         )
         return
     if not vocab_sizes:
@@ -583,7 +587,7 @@ def train(
             refs = store.train(
                 source, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
                 max_memory=limit, base=base, counting=counting, pattern=pattern, special_tokens_at=special_tokens_at,
-                min_count=merged_min_count, warm_entries=warm_entries, **spilling,
+                min_count=merged_min_count, warm_entries=warm_entries, tie_break=tie_break or "cs336", **spilling,
             )
         except _workflow().TrainingInterrupted as interrupted:
             # One line, in place of the generic one: what was kept is worth knowing.
@@ -624,7 +628,7 @@ def _trained(infos: list[TokenizerInfo], as_json: bool, quiet: bool, started: fl
 # How `train`'s options that a recipe decides are spelt on the command line.
 _RECIPE_OPTIONS = {
     "vocab_sizes": "--vocab-size", "special_tokens": "--special-token", "base": "--from", "pattern": "--pattern",
-    "special_tokens_at": "--special-tokens-at", "min_count": "--min-count",
+    "special_tokens_at": "--special-tokens-at", "min_count": "--min-count", "tie_break": "--tie-break",
 }
 
 
@@ -632,8 +636,8 @@ def _train_recipe(
     recipe_file: str, name: str, corpus: tuple[str, ...], vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...],
     workers: int | None, as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
     dask_address: str | None, stored_corpus: str | None, min_count: int | None, pattern: str | None,
-    special_tokens_at: str | None, warm_entries: int, spill_dir: str | None, count_memory: str | None, lock_timeout: float | None,
-    db: str, started: float,
+    special_tokens_at: str | None, tie_break: str | None, warm_entries: int, spill_dir: str | None, count_memory: str | None,
+    lock_timeout: float | None, db: str, started: float,
 ) -> None:
     """``train --recipe FILE``: the recipe read and checked, the options given with it checked
     not to contradict it (its inputs are its own: no CORPUS, --counts, --stored-corpus, --dask),
@@ -649,7 +653,7 @@ def _train_recipe(
     recipe = wf.load_recipe(recipe_file)
     wf.check_recipe_options(
         recipe, _RECIPE_OPTIONS, vocab_sizes=list(vocab_sizes) or None, special_tokens=special_tokens, base=base, pattern=pattern,
-        special_tokens_at=special_tokens_at, min_count=min_count,
+        special_tokens_at=special_tokens_at, min_count=min_count, tie_break=tie_break,
     )
     limit = wf.parse_bytes(max_memory) if max_memory is not None else None
     spilling = _spilling_options(count_memory, spill_dir, ("recipe",), None, None, None)

@@ -47,7 +47,7 @@ from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.trainer import SpecialTokensAt
 from .train import through_store
-from .train.recipe import Recipe, Stage, StoredCorpusInput, input_files, load_recipe, recipe_from_dict, recipe_from_toml
+from .train.recipe import Recipe, TieBreak, Stage, StoredCorpusInput, input_files, load_recipe, recipe_from_dict, recipe_from_toml
 from .train.through_store import CorpusCounts, NewCorpus, TrainingInterrupted, TrainingRun
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, format_bytes, parse_bytes
 from .workers import check_workers
@@ -615,6 +615,7 @@ class Store(ModelStore):
         count_memory: int | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
         warm_entries: int = warming.DEFAULT_WARM_ENTRIES,
+        tie_break: TieBreak = "cs336",
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size; or, ``corpus``
         a :class:`~bpestore.train.recipe.Recipe`, train that recipe and store one version (the
@@ -650,6 +651,9 @@ class Store(ModelStore):
         merges'). ``min_count``: merge only the pre-tokens counted at least that often (the
         corpus's full counts are stored all the same, and reused by trainings without it).
         ``count_memory`` and ``spill_dir``: count in bounded memory, as :meth:`count` does.
+        ``tie_break``: how pairs of equal counts are ordered: ``"cs336"`` (the lexicographically
+        greatest pair of byte strings) or ``"huggingface"`` (Hugging Face ``BpeTrainer``'s merges
+        exactly, for the same pre-tokens: its smallest pair of token ids; not with ``base``).
         ``warm_entries``: each tokenizer is stored with the ids of the corpus's that many most
         frequent pre-tokens (its warm table, :mod:`bpestore.encode.warm`), so that a loaded
         tokenizer does not merge them again; 0 stores none.
@@ -673,11 +677,12 @@ class Store(ModelStore):
             check_recipe_options(
                 corpus, {}, vocab_sizes=vocab_sizes, special_tokens=special_tokens, base=base, pattern=pattern,
                 special_tokens_at=None if special_tokens_at == "start" else special_tokens_at, min_count=min_count,
+                tie_break=None if tie_break == "cs336" else tie_break,
             )
             return through_store.train(self, self._inputs_of(corpus), name, corpus, None, run)
         sizes = training.check_vocab_sizes(vocab_sizes)  # (None: refused there)
         specials = tuple(training.check_special_tokens(special_tokens))
-        recipe = Recipe((), (Stage(max(sizes), pattern),), specials, special_tokens_at, min_count, "cs336", base)
+        recipe = Recipe((), (Stage(max(sizes), pattern),), specials, special_tokens_at, min_count, tie_break, base)
         return through_store.train(self, corpus, name, recipe, sizes, run)
 
     def recipe_of(self, ref: str) -> Recipe:
@@ -723,7 +728,7 @@ class Store(ModelStore):
         return warming.make(Tokenizer.from_model(model), source, entries)
 
     def _same_training(
-        self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int, min_count: int | None
+        self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int, min_count: int | None, tie_break: str = "cs336",
     ) -> tuple[str, list[tuple[bytes, bytes]]] | None:
         """A stored training of corpus ``corpus_id`` (its counts, pattern and special tokens, in
         this order, no base, the same ``min_count``) whose merges include the first
@@ -736,6 +741,8 @@ class Store(ModelStore):
             if info.base_ref is not None or info.merge_rule != "pair" or info.special_tokens != list(special_tokens):
                 continue
             if params.get("min_count") != min_count:  # other counts were merged
+                continue
+            if params.get("tie_break", "cs336") != tie_break:  # equal counts ordered otherwise
                 continue
             asked = params.get("vocab_size")
             ran_out = isinstance(asked, int) and info.num_merges < training.max_merges(asked, special_tokens)
@@ -1086,7 +1093,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def check_recipe_options(
     recipe: Recipe, names: Mapping[str, str], *, vocab_sizes: object = None, special_tokens: Sequence[str] = (), base: str | None = None,
-    pattern: str | None = None, special_tokens_at: str | None = None, min_count: int | None = None,
+    pattern: str | None = None, special_tokens_at: str | None = None, min_count: int | None = None, tie_break: str | None = None,
 ) -> None:
     """RecipeError (one line) for an option given with ``recipe`` that contradicts it (one given
     with the recipe's own value is fine). ``names``: how the caller spells each option (the CLI's
@@ -1100,6 +1107,7 @@ def check_recipe_options(
             ("pattern", pattern is not None and training.training_pattern(pattern) != training.training_pattern(recipe.pattern or "gpt2")),
             ("special_tokens_at", special_tokens_at is not None and special_tokens_at != recipe.special_tokens_at),
             ("min_count", min_count is not None and min_count != recipe.min_count),
+            ("tie_break", tie_break is not None and tie_break != recipe.tie_break),
         ] if differs
     ]
     if contradicted:

@@ -27,8 +27,9 @@ from ..pretokenize.patterns import name_of_pattern
 from .sources import CorpusFiles
 from .trainer import SpecialTokensAt
 
-TieBreak = Literal["cs336"]
-"""How equal counts are ordered: ``cs336`` (the lexicographically greatest pair of byte strings)."""
+TieBreak = Literal["cs336", "huggingface"]
+"""How equal counts are ordered: ``cs336`` (the lexicographically greatest pair of byte strings)
+or ``huggingface`` (Hugging Face ``BpeTrainer``'s: the smallest pair of its token ids)."""
 
 TIE_BREAKS: tuple[str, ...] = get_args(TieBreak)
 

@@ -28,7 +28,7 @@ from . import trainer as training
 from .backends import CountingBackend
 from .counts import Counts
 from .memory import estimate_merge_memory
-from .recipe import Recipe, Stage, StoredCorpusInput, file_inputs, pattern_in_recipe
+from .recipe import TIE_BREAKS, Recipe, Stage, StoredCorpusInput, file_inputs, pattern_in_recipe
 from .sources import CorpusFiles
 
 
@@ -110,7 +110,7 @@ class TrainingStore(Protocol):
     def _store_new_corpus(self, new: NewCorpus, progress: bool, on_rows: Callable[[int], object] | None = None) -> int: ...
     def _writes_in_background(self) -> bool: ...
     def _same_training(
-        self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int, min_count: int | None
+        self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int, min_count: int | None, tie_break: str = "cs336",
     ) -> tuple[str, list[tuple[bytes, bytes]]] | None: ...
     def _row_writes(self, rows: int) -> int: ...
     def _transaction(self, write: bool = False) -> AbstractContextManager[Any]: ...
@@ -151,6 +151,10 @@ def train(
     check_workers(workers)
     training.check_special_tokens_at(recipe.special_tokens_at)
     min_count = training.check_min_count(recipe.min_count)
+    if recipe.tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break is one of {', '.join(map(repr, TIE_BREAKS))}, not {recipe.tie_break!r}")
+    if recipe.tie_break != "cs336" and recipe.base is not None:
+        raise ValueError(f"the {recipe.tie_break} tie-break trains from scratch: not with a base")
     base_ref, base_model = None, None
     if recipe.base is not None:
         base_ref = store._ref_of(recipe.base)
@@ -225,10 +229,12 @@ def train(
             # a VocabSizeNotReachedWarning names the line that called Store.train (two frames up)
             "stacklevel": 4 if base_model is None else 5,
         }
+        if recipe.tie_break != "cs336":
+            options["tie_break"] = recipe.tie_break
         # A training of these very counts stored already, with as many merges (or all there
         # are): its merges are this one's, a prefix of them (the merge loop is deterministic,
         # and a smaller vocab's merges are a prefix of a larger one's). No loop to run again.
-        donor = store._same_training(corpus_id, special_tokens, max_merges, min_count) if reused and base_model is None else None
+        donor = store._same_training(corpus_id, special_tokens, max_merges, min_count, recipe.tie_break) if reused and base_model is None else None
         if donor is not None:
             merges = donor[1]
             found_at[:] = [time.perf_counter()] * len(merges)
@@ -297,6 +303,8 @@ def _store_tokenizers(
                 params: dict[str, Any] = {} if recipe.base is None else {"base": recipe.base}
                 if recipe.min_count is not None:
                     params["min_count"] = recipe.min_count
+                if recipe.tie_break != "cs336":
+                    params["tie_break"] = recipe.tie_break
                 if how["donor"] is not None:
                     params["merges_of"] = how["donor"][0]  # the stored training whose merges these are
                 refs.append(
