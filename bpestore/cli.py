@@ -445,8 +445,8 @@ def _warning_line(
 @click.option(
     # At most the largest 32-bit id: a bigger size is refused here, before any work, not warned
     # about after training (and 10**30 no longer overflows inside the engine).
-    "--vocab-size", "vocab_sizes", type=click.IntRange(max=MAX_TOKEN_ID), required=True, multiple=True,
-    help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run.",
+    "--vocab-size", "vocab_sizes", type=click.IntRange(max=MAX_TOKEN_ID), multiple=True,
+    help="Vocabulary size (specials and 256 bytes included). Repeat for several sizes from one run. Required but with --recipe.",
 )
 @click.option("--special-token", "special_tokens", multiple=True, help="A special token (repeatable), e.g. '<|endoftext|>'.")
 @click.option("--workers", type=click.IntRange(min=1, max=MAX_INT64), default=None, help="Threads for pre-tokenization (with --dask local: worker processes) [default: CPUs].")
@@ -476,12 +476,20 @@ def _warning_line(
     help="The pre-tokenizer: gpt2 (CS336's), cl100k_base (GPT-4's), o200k_base (GPT-4o's) or a regex [default: gpt2, or the base's or the counts' own].",
 )
 @click.option(
-    "--special-tokens-at", type=click.Choice(["start", "end"]), default="start", show_default=True,
-    help="Special tokens' ids: before the 256 bytes (CS336) or after the last merge (GPT-2, tiktoken).",
+    "--special-tokens-at", type=click.Choice(["start", "end"]), default=None,
+    help="Special tokens' ids: before the 256 bytes (CS336) or after the last merge (GPT-2, tiktoken) [default: start].",
 )
 @click.option(
     "--stored-corpus", "stored_corpus", default=None, metavar="ID|REF",
     help="Train on a corpus the store holds, without counting: its id (bpestore count list) or a tokenizer's ref (the corpus it was trained on).",
+)
+@click.option(
+    "--tie-break", type=click.Choice(["cs336", "huggingface"]), default=None,
+    help="Order of pairs of equal counts: CS336's (greatest pair of bytes) or Hugging Face BpeTrainer's (exactly its merges) [default: cs336].",
+)
+@click.option(
+    "--recipe", "recipe_file", default=None, metavar="FILE.toml",
+    help="Train this recipe (bpestore show REF --recipe writes one): its inputs, pattern, vocab size, special tokens, min count.",
 )
 @_warm_entries_option("the corpus's most frequent")
 @_lock_timeout_option
@@ -490,8 +498,8 @@ def train(
     corpus: tuple[str, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
     as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
     dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, count_memory: str | None,
-    spill_dir: str | None, pattern: str | None, special_tokens_at: Literal["start", "end"], stored_corpus: str | None,
-    warm_entries: int, lock_timeout: float | None, db: str,
+    spill_dir: str | None, pattern: str | None, special_tokens_at: Literal["start", "end"] | None, stored_corpus: str | None,
+    tie_break: Literal["cs336", "huggingface"] | None, recipe_file: str | None, warm_entries: int, lock_timeout: float | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -518,6 +526,11 @@ def train(
     training starts from counts made anywhere (Spark, Ray: Parquet; sentencepiece-style TSV).
     Those counts are stored as a corpus too.
 
+    --recipe FILE.toml trains a recipe: the TOML that `bpestore show REF --recipe` prints, which
+    names the inputs (files by path and sha256, or a stored corpus), the pattern, the vocab size,
+    the special tokens, --min-count and --from. Options that contradict it are refused; a file
+    whose content is no longer the recipe's is refused.
+
     Prints the ref (NAME@VERSION) of each tokenizer created, one per line, and nothing else on
     stdout; a summary (vocab size, merges, time) goes to stderr. Pre-token counts of the corpus
     are stored too: training again on the same content skips pre-tokenization.
@@ -529,6 +542,16 @@ def train(
       ref=$(bpestore train corpus.txt --name ts --vocab-size 1000 -q)
     """
     started = time.perf_counter()
+    if recipe_file is not None:
+        _train_recipe(
+            recipe_file, name, corpus, vocab_sizes, special_tokens, workers, as_json, quiet, dry_run, max_memory, base, counts_file,
+            dask_address, stored_corpus, min_count, pattern, special_tokens_at, tie_break, warm_entries, spill_dir, count_memory,
+            lock_timeout, db, started,
+        )
+        return
+    if not vocab_sizes:
+        _fail("Missing option '--vocab-size' (or give a --recipe)")
+    special_tokens_at = special_tokens_at or "start"
     source: Any  # the CORPUS paths or --counts Counts; with --stored-corpus (None first) the stored CorpusInfo
     limit = _workflow().parse_bytes(max_memory) if max_memory is not None else None
     spilling = _spilling_options(count_memory, spill_dir, corpus, counts_file, dask_address, stored_corpus)
@@ -569,7 +592,7 @@ def train(
             refs = store.train(
                 source, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
                 max_memory=limit, base=base, counting=counting, pattern=pattern, special_tokens_at=special_tokens_at,
-                min_count=merged_min_count, warm_entries=warm_entries, **spilling,
+                min_count=merged_min_count, warm_entries=warm_entries, tie_break=tie_break or "cs336", **spilling,
             )
         except _workflow().TrainingInterrupted as interrupted:
             # One line, in place of the generic one: what was kept is worth knowing.
@@ -583,6 +606,12 @@ def train(
             )
             sys.exit(EXIT_INTERRUPTED)
         infos = [store.info(ref) for ref in refs]
+    _trained(infos, as_json, quiet, started, db)
+
+
+def _trained(infos: list[TokenizerInfo], as_json: bool, quiet: bool, started: float, db: str) -> None:
+    """What ``train`` prints of the tokenizers it stored: their refs (or JSON) on stdout, a summary
+    on stderr, and a note for each identical to a version stored before."""
     if as_json:
         click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
     else:
@@ -599,6 +628,54 @@ def train(
             if same := store.identical_versions(info.ref):
                 click.echo(f"note: {info.ref} is identical to {', '.join(same)} (vocab, merges, special tokens and pattern); "
                            f"`bpestore rm {info.ref}` removes it", err=True)
+
+
+# How `train`'s options that a recipe decides are spelt on the command line.
+_RECIPE_OPTIONS = {
+    "vocab_sizes": "--vocab-size", "special_tokens": "--special-token", "base": "--from", "pattern": "--pattern",
+    "special_tokens_at": "--special-tokens-at", "min_count": "--min-count", "tie_break": "--tie-break",
+}
+
+
+def _train_recipe(
+    recipe_file: str, name: str, corpus: tuple[str, ...], vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...],
+    workers: int | None, as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
+    dask_address: str | None, stored_corpus: str | None, min_count: int | None, pattern: str | None,
+    special_tokens_at: str | None, tie_break: str | None, warm_entries: int, spill_dir: str | None, count_memory: str | None,
+    lock_timeout: float | None, db: str, started: float,
+) -> None:
+    """``train --recipe FILE``: the recipe read and checked, the options given with it checked
+    not to contradict it (its inputs are its own: no CORPUS, --counts, --stored-corpus, --dask),
+    then trained as :meth:`Store.train` trains a recipe."""
+    given_inputs = [option for option, value in [
+        ("CORPUS", corpus), ("--counts", counts_file), ("--stored-corpus", stored_corpus), ("--dask", dask_address),
+    ] if value]
+    if given_inputs:
+        _fail(f"--recipe names its own inputs: give no {', '.join(given_inputs)} with it")
+    if dry_run:
+        _fail("--dry-run does not take a --recipe yet: give the recipe's inputs and options instead")
+    wf = _workflow()
+    recipe = wf.load_recipe(recipe_file)
+    wf.check_recipe_options(
+        recipe, _RECIPE_OPTIONS, vocab_sizes=list(vocab_sizes) or None, special_tokens=special_tokens, base=base, pattern=pattern,
+        special_tokens_at=special_tokens_at, min_count=min_count, tie_break=tie_break,
+    )
+    limit = wf.parse_bytes(max_memory) if max_memory is not None else None
+    spilling = _spilling_options(count_memory, spill_dir, ("recipe",), None, None, None)
+    with Store(db, lock_timeout=lock_timeout) as store:
+        try:
+            refs = store.train(
+                recipe, name, workers=workers, progress=_show_progress(quiet), max_memory=limit, warm_entries=warm_entries, **spilling,
+            )
+        except wf.TrainingInterrupted as interrupted:
+            click.echo(
+                f"Interrupted after counting: no tokenizer was stored, but the pre-token counts of the recipe's inputs are kept "
+                f"in the store (corpus {interrupted.corpus_id}); run the same command again to reuse them.",
+                err=True,
+            )
+            sys.exit(EXIT_INTERRUPTED)
+        infos = [store.info(ref) for ref in refs]
+    _trained(infos, as_json, quiet, started, db)
 
 
 def _spilling_options(
@@ -860,8 +937,9 @@ def _readable(token: bytes) -> str:
 @click.argument("ref")
 @click.option("--merges", "num_merges", type=click.IntRange(min=0, max=MAX_INT64), default=10, show_default=True, help="How many first/last merges and longest tokens to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--recipe", "as_recipe", is_flag=True, help="Print only the TOML recipe that reproduces REF (bpestore train --recipe FILE trains it).")
 @_db_option
-def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
+def show(ref: str, num_merges: int, as_json: bool, as_recipe: bool, db: str) -> None:
     """Show a tokenizer: metadata, first and last merges, longest tokens.
 
     REF is NAME (latest version) or NAME@VERSION. Bytes that are not valid UTF-8 are shown
@@ -870,7 +948,14 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     \b
     Example:
       bpestore show ts@2 --merges 20
+      bpestore show ts@2 --recipe > ts.toml && bpestore train --recipe ts.toml --name ts-again
     """
+    if as_recipe:
+        if as_json:
+            _fail("--recipe prints TOML: not with --json (show --json has the recipe in training_params)")
+        with Store(db, create=False) as store:
+            click.echo(store.recipe_of(ref).to_toml(), nl=False)
+        return
     with Store(db, create=False) as store:
         info = store.info(ref)
         model = store.load_model(info.ref)
@@ -903,6 +988,8 @@ def show(ref: str, num_merges: int, as_json: bool, db: str) -> None:
     base = (info.training_params or {}).get("base")
     if base:
         fields.append(("continues", base))  # its ids and merges come first
+    if (info.training_params or {}).get("recipe") is not None:
+        fields.append(("recipe", f"stored (bpestore show {info.ref} --recipe)"))
     if info.reshaped_from:
         how = (info.training_params or {}).get("how", "reshaped")
         changed = "old ids kept" if how == "add-tokens" else "ids changed"

@@ -145,3 +145,9 @@ class DisallowedSpecialTokenError(BpestoreError, ValueError):
     # so that it crosses process boundaries intact
     def __reduce__(self) -> tuple[type[DisallowedSpecialTokenError], tuple[str, int]]:
         return DisallowedSpecialTokenError, (self.token, self.position)
+
+
+class RecipeError(BpestoreError, ValueError):
+    """A training recipe (:mod:`bpestore.train.recipe`) that cannot be trained as written: TOML
+    that does not parse, an unknown key, a value of the wrong type, an input file whose content
+    is not the one the recipe names (its sha256), or an option that contradicts it."""

@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from .atomic import atomic_path
 from .encode.files import encode_file_to_npy, is_npy, read_npy_ids, write_npy_stream
 from .encode.tokenizer import Tokenizer
 from .encode.shards import encode_shards
-from .errors import PatternError, StoreError
+from .errors import PatternError, RecipeError, StoreError
 from .evaluate import EvaluationResult, EvaluationRow
 from .metrics import DEFAULT_RENYI_ALPHA, Measurement
 from .model import BPEModel
@@ -47,6 +46,9 @@ from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.trainer import SpecialTokensAt
+from .train import through_store
+from .train.recipe import Recipe, TieBreak, Stage, StoredCorpusInput, input_files, load_recipe, recipe_from_dict, recipe_from_toml
+from .train.through_store import CorpusCounts, NewCorpus, TrainingInterrupted, TrainingRun
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, format_bytes, parse_bytes
 from .workers import check_workers
 
@@ -65,7 +67,7 @@ __all__ = [
     "TokenCount", "TokenizerComparison", "TrainingInterrupted", "atomic_output", "atomic_path", "compare_tokenizers", "count_tokens", "decode_array", "diff_tokenizers", "encode_shards", "is_npy", "read_npy_ids", "encode_stream", "encode_to",
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "format_bytes", "parse_bytes", "remap_file",
     "short_corpus_path", "summarize_store", "check_store", "Problem", "check_output_path",
-    "token_text",
+    "token_text", "Recipe", "load_recipe", "recipe_from_dict", "recipe_from_toml", "check_recipe_options",
 ]
 
 
@@ -333,53 +335,6 @@ def compare_tokenizers(
     return TokenizerComparison(rows, paths)
 
 
-@dataclass
-class CorpusCounts:
-    """A corpus's pre-token counts as the store holds them (see :meth:`Store.count`)."""
-
-    corpus_id: int
-    counts: PretokenCounts
-    """The engine's counts: read back, counted now, or the table of the counts given."""
-    reused: bool
-    """Whether they were read back from the store rather than counted now."""
-    seconds: float = 0.0
-    """How long getting them took (hashing and counting the files, or reading the stored counts
-    back), not writing them into the store nor waiting for its lock."""
-
-
-@dataclass
-class _NewCorpus:
-    """Counts made now and not yet stored, with what the store needs to keep them as a corpus
-    (see :meth:`Store._store_new_corpus`)."""
-
-    counts: PretokenCounts
-    source: str
-    size_bytes: int
-    sha256: str
-    pattern: str
-    specials_json: str
-    origin: str
-    files: list[CorpusFile]
-    seconds: float
-    """How long counting took (see :attr:`CorpusCounts.seconds`)."""
-    owned: bool
-    """Whether the counts are bpestore's own (training may empty them once read), not the caller's."""
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C after counting (during the merge loop, or while the new tokenizers were being
-    written, a transaction that is rolled back): no tokenizer was stored, but the corpus's
-    pre-token counts were, complete, in a transaction of their own; training again on the same
-    corpus reuses them."""
-
-    def __init__(self, corpus_id: int) -> None:
-        super().__init__(
-            f"no tokenizer was stored, but the pre-token counts of the corpus are kept in the store "
-            f"(corpus {corpus_id}); training again on it reuses them"
-        )
-        self.corpus_id = corpus_id
-
-
 class Store(ModelStore):
     """A database of tokenizers: named and versioned, trained into it or saved, loaded as
     :class:`~bpestore.Tokenizer`. Use as a context manager, or call :meth:`close`.
@@ -458,9 +413,9 @@ class Store(ModelStore):
         counting: CountingBackend | None,
         count_memory: int | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
-    ) -> CorpusCounts | _NewCorpus:
+    ) -> CorpusCounts | NewCorpus:
         """:meth:`count`'s work but the last step: the counts read back from the store (a
-        :class:`CorpusCounts`), or counted now and not yet stored (a :class:`_NewCorpus`, for
+        :class:`CorpusCounts`), or counted now and not yet stored (a :class:`NewCorpus`, for
         :meth:`_store_new_corpus`). ``special_tokens``: checked by the caller
         (:func:`~bpestore.train.trainer.check_special_tokens`), once."""
         started = time.perf_counter()
@@ -479,7 +434,7 @@ class Store(ModelStore):
             if not isinstance(made, Counts):
                 raise TypeError(f"a counting backend returns Counts, not {type(made).__name__}")
             return self._given_counts(made, special_tokens, pattern, started, owned=True)
-        files = CorpusFiles(corpus)
+        files = corpus if isinstance(corpus, CorpusFiles) else CorpusFiles(corpus)
         specials_json = json.dumps(special_tokens, ensure_ascii=False)
         sha256, size_bytes = files.identity()
         with self._transaction() as connection:
@@ -489,13 +444,13 @@ class Store(ModelStore):
         counter = InProcessCounting(workers, count_memory, spill_dir)
         counts = counter.count(files, special_tokens, pattern=pattern, progress=progress).table
         training.check_not_empty(counts, files.describe())  # nothing to train on: store nothing
-        return _NewCorpus(
+        return NewCorpus(
             counts, files.describe(), size_bytes, sha256, pattern, specials_json, "files",
             [CorpusFile(str(path.resolve()), digest, size) for path, digest, size in files.hashed()],
             seconds=time.perf_counter() - started, owned=True,
         )
 
-    def _store_new_corpus(self, new: _NewCorpus, progress: bool, on_rows: Callable[[int], object] | None = None) -> int:
+    def _store_new_corpus(self, new: NewCorpus, progress: bool, on_rows: Callable[[int], object] | None = None) -> int:
         """Store counts made now as a corpus, in a transaction of their own; returns its id (that
         of the same corpus, if another process stored it since it was looked for). ``progress``:
         a bar of the rows written, or ``on_rows(n)`` told of each n more."""
@@ -589,7 +544,7 @@ class Store(ModelStore):
 
     def _given_counts(
         self, counts: Counts, special_tokens: Sequence[str], pattern: str, started: float, owned: bool
-    ) -> CorpusCounts | _NewCorpus:
+    ) -> CorpusCounts | NewCorpus:
         """:meth:`_counted` for counts made elsewhere: a corpus identified by the hash of the
         counts themselves (:meth:`Counts.sha256`), its path saying where they came from and its
         size the bytes of text they cover; found again when the same counts come back.
@@ -609,7 +564,7 @@ class Store(ModelStore):
             return CorpusCounts(corpus_id, counts.table, reused=True, seconds=seconds)  # the same counts: nothing to read back
         source = counts.source or "counts given"
         training.check_not_empty(counts, source)
-        return _NewCorpus(counts.table, source, counts.text_bytes, sha256, pattern, specials_json, counts.origin, [], seconds, owned)
+        return NewCorpus(counts.table, source, counts.text_bytes, sha256, pattern, specials_json, counts.origin, [], seconds, owned)
 
     def train_from_counts(
         self,
@@ -643,9 +598,9 @@ class Store(ModelStore):
 
     def train(
         self,
-        corpus: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Counts | CorpusInfo,
+        corpus: Recipe | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Counts | CorpusInfo,
         name: str,
-        vocab_sizes: int | Sequence[int],
+        vocab_sizes: int | Sequence[int] | None = None,
         special_tokens: Sequence[str] = (),
         *,
         workers: int | None = None,
@@ -660,8 +615,14 @@ class Store(ModelStore):
         count_memory: int | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
         warm_entries: int = warming.DEFAULT_WARM_ENTRIES,
+        tie_break: TieBreak = "cs336",
     ) -> list[str]:
-        """Train on ``corpus`` and store one version of ``name`` per vocab size.
+        """Train on ``corpus`` and store one version of ``name`` per vocab size; or, ``corpus``
+        a :class:`~bpestore.train.recipe.Recipe`, train that recipe and store one version (the
+        options it decides, ``vocab_sizes`` to ``min_count``, left out: RecipeError otherwise).
+        The keyword form builds a recipe of its own; each tokenizer is stored with the recipe that
+        reproduces it (``training_params["recipe"]``, :meth:`recipe_of`). The work is
+        :func:`bpestore.train.through_store.train`'s.
 
         ``corpus``: a text file, or a list of files, directories and globs, ``.gz``/``.xz``/``.zst``
         files among them, counted as one corpus (no pre-token spans two files; see
@@ -690,6 +651,9 @@ class Store(ModelStore):
         merges'). ``min_count``: merge only the pre-tokens counted at least that often (the
         corpus's full counts are stored all the same, and reused by trainings without it).
         ``count_memory`` and ``spill_dir``: count in bounded memory, as :meth:`count` does.
+        ``tie_break``: how pairs of equal counts are ordered: ``"cs336"`` (the lexicographically
+        greatest pair of byte strings) or ``"huggingface"`` (Hugging Face ``BpeTrainer``'s merges
+        exactly, for the same pre-tokens: its smallest pair of token ids; not with ``base``).
         ``warm_entries``: each tokenizer is stored with the ids of the corpus's that many most
         frequent pre-tokens (its warm table, :mod:`bpestore.encode.warm`), so that a loaded
         tokenizer does not merge them again; 0 stores none.
@@ -706,168 +670,65 @@ class Store(ModelStore):
         rule, its new tokens ranked after all the base's, so that text whose pre-tokens no new
         token can join encodes to exactly the base's ids.
         """
-        self.check_writable()  # before the work, not after it
         check_name(name)
-        special_tokens = training.check_special_tokens(special_tokens)
-        sizes = training.check_vocab_sizes(vocab_sizes)
-        check_workers(workers)
-        special_tokens_at = training.check_special_tokens_at(special_tokens_at)
-        min_count = training.check_min_count(min_count)
         warming.check_entries(warm_entries)
-        base_ref, base_model = None, None
-        if base is not None:
-            base_ref = self.info(base).ref
-            base_model = self.load_model(base_ref)
-            special_tokens = continued.check_base(base_ref, base_model, special_tokens, sizes)
-        else:
-            for size in sizes:
-                training.check_vocab_size(size, special_tokens)
-        regex = _pattern_of_training(corpus, pattern, base_model)
-        found = self._counted(
-            corpus, continued.cut_tokens(special_tokens, base_model), workers=workers, progress=progress, pattern=regex,
-            counting=counting, count_memory=count_memory, spill_dir=spill_dir,
-        )
-        counts = found.counts
-        reused = isinstance(found, CorpusCounts)
-        # (taken now: the merge loop may empty the counts)
-        warm_source = warming.from_counts(counts, warm_entries, "the training corpus's counts")
-        # What the merge loop reads: the counts, or a pruned copy (the full ones are stored).
-        merged_counts = training.pruned_to(counts, min_count, _corpus_described(corpus))
-        # The training's own time: getting the counts, then merging; not writing the store nor
-        # waiting for its write lock (another writer's).
-        pretokenize_seconds = found.seconds
-        # New counts are stored on a thread of their own while this one merges (the merge loop
-        # runs in the engine, without the GIL): a big corpus's rows take seconds to write, and
-        # the merge loop needs the counts only to read them. In memory, they are written first.
-        corpus_id = found.corpus_id if isinstance(found, CorpusCounts) else None
-        saver: ThreadPoolExecutor | None = None
-        saving: Future[int] | None = None
-        saved_rows = [0]  # rows the saving thread has written (for a bar, if the merges end first)
-        if isinstance(found, _NewCorpus):
-            if self._writes_in_background():
-                saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpestore-save-counts")
-                saving = saver.submit(self._store_new_corpus, found, False, lambda rows: saved_rows.__setitem__(0, saved_rows[0] + rows))
-            else:
-                corpus_id = self._store_new_corpus(found, progress)
-        owned = found.owned if isinstance(found, _NewCorpus) else not isinstance(corpus, Counts)
-
-        def stop_if_saving_failed() -> None:
-            """Called as the merges progress: a failed save stops the loop; a finished one lets
-            the counts go (the merge loop holds words of its own), if they are bpestore's."""
-            if saving is None or not saving.done():
-                return
-            if saving.exception() is not None:
-                raise saving.exception()  # type: ignore[misc]
-            if owned and len(counts):
-                counts.clear()
-
-        # From here on the counts are saved (or being saved): a Ctrl-C (in the merge loop, which
-        # can take hours, or while the tokenizers are written, seconds for a big vocab; that
-        # transaction rolls back) keeps them, and says so.
-        try:
-            max_merges = continued.max_merges(max(sizes), special_tokens, base_model)
-            # Replaying the base's merges costs what learning them would.
-            estimate = estimate_merge_memory(merged_counts, max_merges + continued.replayed_merges(base_model))
-            if progress:
-                print(f"memory estimate: {estimate.describe()}", file=sys.stderr, flush=True)
-            estimate.check(max_memory)
-            found_at: list[float] = []  # when each merge was found (to within 0.1 s)
-            if on_counted is not None:
-                on_counted()
-            merging_since = time.perf_counter()
-            # The merge loop may empty the counts once read (memory), unless they are the
-            # caller's (counts given) or are being written meanwhile.
-            options: dict[str, Any] = {
-                "progress": progress, "done_at": found_at, "consume_counts": (owned and saving is None) or merged_counts is not counts,
-                "stop_if": stop_if_saving_failed,
-            }
-            # A training of these very counts stored already, with as many merges (or all there
-            # are): its merges are this one's, a prefix of them (the merge loop is deterministic,
-            # and a smaller vocab's merges are a prefix of a larger one's). No loop to run again.
-            donor = self._same_training(corpus_id, special_tokens, max_merges, min_count) if reused and base_model is None else None
-            if donor is not None:
-                merges = donor[1]
-                found_at[:] = [time.perf_counter()] * len(merges)
-                training.warn_if_short(len(merges), max_merges)
-            elif base_model is None:
-                merges = training.learn_merges(merged_counts, max_merges, **options)
-            else:
-                merges = continued.learn_continued(merged_counts, max_merges, base_model, **options)
-            done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
-            if saving is not None:
-                if progress and not saving.done():  # the merges are done first: show the rest of the save
-                    # (the rows are written per pre-token: twice on SQLite, staged then copied; the
-                    # bar counts pre-tokens, as the user knows them)
-                    per_pretoken = max(1, self._row_writes(len(counts)) // max(1, len(counts)))
-                    with progress_bar(True, len(counts), "saving pre-token counts", unit="pre-tokens", unit_scale=True) as bar:
-                        while not saving.done():
-                            bar.update(saved_rows[0] // per_pretoken - bar.n)
-                            wait([saving], timeout=0.1)
-                        bar.update(saved_rows[0] // per_pretoken - bar.n)
-                corpus_id = saving.result()
-            # Building, checking and writing each tokenizer, then the commit: seconds for big
-            # vocabs, said on one line (the per-tokenizer row bars would be one line each).
-            saving_bar = progress_bar(
-                progress, len(sizes), f"saving {len(sizes)} tokenizer{'s' if len(sizes) > 1 else ''}",
-                bar_format="{desc}: {n}/{total} [{elapsed}]{postfix}",
+        run = TrainingRun(workers, progress, max_memory, counting, on_counted, count_memory, spill_dir, warm_entries)
+        if isinstance(corpus, Recipe):
+            check_recipe_options(
+                corpus, {}, vocab_sizes=vocab_sizes, special_tokens=special_tokens, base=base, pattern=pattern,
+                special_tokens_at=None if special_tokens_at == "start" else special_tokens_at, min_count=min_count,
+                tie_break=None if tie_break == "cs336" else tie_break,
             )
-            with saving_bar as bar:
-                # Each tokenizer and its warm table (the engine merging its corpus's most frequent
-                # pre-tokens) are made before the write transaction, which they would hold up.
-                built = []
-                for size in sizes:
-                    bar.set_postfix_str(f"vocab {size:,}: warm table")
-                    model, num_merges = continued.model_of_size(
-                        size, special_tokens, merges, base_model, pattern=regex, special_tokens_at=special_tokens_at
-                    )
-                    built.append((size, model, num_merges, warming.make(Tokenizer.from_model(model), warm_source, warm_entries)))
-                with self._transaction(write=True) as connection:
-                    refs = []
-                    for size, model, num_merges, warm in built:
-                        bar.set_postfix_str(f"vocab {size:,}")
-                        seconds = done_at[num_merges - 1] if num_merges else pretokenize_seconds
-                        params: dict[str, Any] = {} if base_ref is None else {"base": base_ref}
-                        if min_count is not None:
-                            params["min_count"] = min_count
-                        if donor is not None:
-                            params["merges_of"] = donor[0]  # the stored training whose merges these are
-                        refs.append(
-                            self._insert_tokenizer(
-                                connection,
-                                name,
-                                model,
-                                corpus_id=corpus_id,
-                                source="trained",
-                                training_params={
-                                    "vocab_size": size,
-                                    "workers": workers,
-                                    "reused_pretoken_counts": reused,
-                                    "pretokenize_seconds": round(pretokenize_seconds, 3),
-                                    "special_tokens_at": special_tokens_at,
-                                    **params,
-                                },
-                                training_seconds=round(seconds, 3),
-                                warm=warm,
-                            )
-                        )
-                        bar.update(1)
-                    bar.set_postfix_str("committing")
-                bar.set_postfix_str("done", refresh=False)
-        except KeyboardInterrupt:
-            if saving is not None:
-                try:
-                    corpus_id = saving.result()  # the counts' own transaction finishes first
-                except Exception:  # noqa: BLE001 - not saved after all: nothing was kept
-                    raise KeyboardInterrupt from None
-            assert corpus_id is not None
-            raise TrainingInterrupted(corpus_id) from None
-        finally:
-            if saver is not None:
-                saver.shutdown(wait=True)
-        return refs
+            return through_store.train(self, self._inputs_of(corpus), name, corpus, None, run)
+        sizes = training.check_vocab_sizes(vocab_sizes)  # (None: refused there)
+        specials = tuple(training.check_special_tokens(special_tokens))
+        recipe = Recipe((), (Stage(max(sizes), pattern),), specials, special_tokens_at, min_count, tie_break, base)
+        return through_store.train(self, corpus, name, recipe, sizes, run)
+
+    def recipe_of(self, ref: str) -> Recipe:
+        """The recipe that reproduces the stored tokenizer ``ref``; RecipeError for one stored
+        without (imported, reshaped, or trained before recipes were recorded)."""
+        info = self.info(ref)
+        data = (info.training_params or {}).get("recipe")
+        if data is None:
+            raise RecipeError(f"{info.ref} has no recipe: it was {info.source}" + (" before recipes were stored" if info.source == "trained" else ""))
+        return recipe_from_dict(data, f"the recipe stored with {info.ref}")
+
+    def _inputs_of(self, recipe: Recipe) -> CorpusFiles | CorpusInfo:
+        """What a recipe's inputs name: its files (their content checked against the recipe), or
+        the stored corpus of that identity counted with the recipe's pattern and special tokens."""
+        stored = [item for item in recipe.inputs if isinstance(item, StoredCorpusInput)]
+        if not stored:
+            return input_files(recipe)
+        regex = training.training_pattern(recipe.stages[0].pattern or "gpt2")
+        specials = set(recipe.special_tokens)
+        for info in self.corpora():
+            if info.sha256 == stored[0].corpus_sha256 and info.pattern == regex and set(info.special_tokens) == specials:
+                return info
+        raise RecipeError(
+            f"no corpus {stored[0].corpus_sha256[:12]}... counted with {_pattern_described(regex)} and the special tokens "
+            f"{list(recipe.special_tokens)} in {self.location}"
+        )
+
+    # What training needs of the store besides its storage (:class:`~bpestore.train.through_store.TrainingStore`).
+
+    def _ref_of(self, ref: str) -> str:
+        return self.info(ref).ref
+
+    def _pattern_of(self, corpus: object, pattern: str | None, base: BPEModel | None) -> str:
+        return _pattern_of_training(corpus, pattern, base)
+
+    def _described(self, corpus: object) -> str:
+        return _corpus_described(corpus)
+
+    def _warm_source_of_counts(self, counts: PretokenCounts, entries: int) -> warming.WarmSource:
+        return warming.from_counts(counts, entries, "the training corpus's counts")
+
+    def _warm_table(self, model: BPEModel, source: warming.WarmSource, entries: int) -> StoredWarm | None:
+        return warming.make(Tokenizer.from_model(model), source, entries)
 
     def _same_training(
-        self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int, min_count: int | None
+        self, corpus_id: int | None, special_tokens: Sequence[str], max_merges: int, min_count: int | None, tie_break: str = "cs336",
     ) -> tuple[str, list[tuple[bytes, bytes]]] | None:
         """A stored training of corpus ``corpus_id`` (its counts, pattern and special tokens, in
         this order, no base, the same ``min_count``) whose merges include the first
@@ -880,6 +741,8 @@ class Store(ModelStore):
             if info.base_ref is not None or info.merge_rule != "pair" or info.special_tokens != list(special_tokens):
                 continue
             if params.get("min_count") != min_count:  # other counts were merged
+                continue
+            if params.get("tie_break", "cs336") != tie_break:  # equal counts ordered otherwise
                 continue
             asked = params.get("vocab_size")
             ran_out = isinstance(asked, int) and info.num_merges < training.max_merges(asked, special_tokens)
@@ -1226,6 +1089,30 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
     except OSError:
         return False
+
+
+def check_recipe_options(
+    recipe: Recipe, names: Mapping[str, str], *, vocab_sizes: object = None, special_tokens: Sequence[str] = (), base: str | None = None,
+    pattern: str | None = None, special_tokens_at: str | None = None, min_count: int | None = None, tie_break: str | None = None,
+) -> None:
+    """RecipeError (one line) for an option given with ``recipe`` that contradicts it (one given
+    with the recipe's own value is fine). ``names``: how the caller spells each option (the CLI's
+    ``--vocab-size``, or Python's keywords), by keyword."""
+    sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else vocab_sizes
+    contradicted = [
+        keyword for keyword, differs in [
+            ("vocab_sizes", sizes is not None and list(sizes) != [recipe.vocab_size]),  # type: ignore[call-overload]
+            ("special_tokens", bool(special_tokens) and tuple(special_tokens) != recipe.special_tokens),
+            ("base", base is not None and base != recipe.base),
+            ("pattern", pattern is not None and training.training_pattern(pattern) != training.training_pattern(recipe.pattern or "gpt2")),
+            ("special_tokens_at", special_tokens_at is not None and special_tokens_at != recipe.special_tokens_at),
+            ("min_count", min_count is not None and min_count != recipe.min_count),
+            ("tie_break", tie_break is not None and tie_break != recipe.tie_break),
+        ] if differs
+    ]
+    if contradicted:
+        listed = ", ".join(names.get(keyword, keyword) for keyword in contradicted)
+        raise RecipeError(f"{listed} contradict{'s' if len(contradicted) == 1 else ''} the recipe: leave {'it' if len(contradicted) == 1 else 'them'} out, or change the recipe")
 
 
 def _pattern_of_training(corpus: object, pattern: str | None, base: BPEModel | None) -> str:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import html
 import os
 import re
 import time
+import tomllib
 import shutil
 import threading
 from collections import Counter
@@ -134,6 +136,24 @@ def test_every_page_answers_and_the_store_is_unchanged(store_path, client):
     assert client.get("/tokenizer?ref=nope", headers={"Host": "localhost"}).status_code == 404
     assert client.get("/vocab?ref=en@1&hex=zz", headers={"Host": "localhost"}).status_code == 400
     assert sha256(store_path) == before
+
+
+def test_the_tokenizer_page_shows_its_recipe(client):
+    """A trained tokenizer's page shows the TOML recipe that reproduces it (its inputs, pattern,
+    vocab size, base), escaped; a tokenizer saved without one has no recipe row."""
+
+    def get(url: str) -> str:
+        response = client.get(url, headers={"Host": "localhost"})
+        assert response.status_code == 200, url
+        return response.data.decode()
+
+    recipe = html.unescape(re.search(r'<pre class="recipe">(.*?)</pre>', get("/tokenizer?ref=en-more@1"), re.S).group(1))
+    data = tomllib.loads(recipe)
+    assert data["base"] == "en@1" and data["stages"] == [{"pattern": "gpt2", "vocab_size": 400}]
+    assert data["special_tokens"] == [ENDOFTEXT] and data["inputs"][0]["path"].endswith("en.txt")
+    mixed = tomllib.loads(html.unescape(re.search(r'<pre class="recipe">(.*?)</pre>', get("/tokenizer?ref=mix"), re.S).group(1)))
+    assert [Path(item["path"]).name for item in mixed["inputs"]] == ["en.txt", "de.txt.gz"]
+    assert 'id="recipe"' not in get("/tokenizer?ref=evil")
 
 
 def test_continued_training_links_to_its_base(client):

@@ -88,7 +88,7 @@ def learn_continued(counts: Mapping[bytes, int], max_merges: int, base: BPEModel
     encodes each word as tiktoken does (ranks = ids), the merges being unused."""
     if base.merge_rule == "token":
         return trainer.learn_merges(counts, max_merges, base_ranks=base.vocab, **options)
-    return trainer.learn_merges(counts, max_merges, base=base.merges, **options)
+    return trainer.learn_merges(counts, max_merges, base=base.merges, **options)  # (stacklevel: the caller's, one more)
 
 
 def replayed_merges(base: BPEModel | None) -> int:

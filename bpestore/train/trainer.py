@@ -142,6 +142,8 @@ def learn_merges(
     base: Sequence[tuple[bytes, bytes]] | None = None,
     base_ranks: Mapping[int, bytes] | None = None,
     stop_if: Callable[[], object] | None = None,
+    stacklevel: int = 3,
+    tie_break: str = "cs336",
 ) -> Merges:
     """The merges learned from pre-token counts (a mapping of bytes to counts, or the engine's
     :class:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
@@ -153,7 +155,12 @@ def learn_merges(
     tiktoken's rule encodes it (the adjacent pair whose concatenation ranks lowest merges first),
     and the merge loop continues from those tokens. ``stop_if``, if given, is called as the
     merges progress (every 0.1 s at most); an exception it raises stops the loop and is raised
-    here (work done meanwhile elsewhere that failed, say).
+    here (work done meanwhile elsewhere that failed, say). ``stacklevel``: whose line a
+    :class:`VocabSizeNotReachedWarning` names, as :func:`warnings.warn` counts from this function
+    (3, the default: its caller's caller, such as the line that called :func:`train_bpe`).
+    ``tie_break``: ``"cs336"`` (below), or ``"huggingface"``: equal counts ordered as Hugging Face
+    ``tokenizers``' ``BpeTrainer`` orders them (its smallest pair of token ids: the bytes numbered
+    by their byte-level characters, then each merge's token in the order made); not with a base.
 
     The seam of the merge loop, one function from counts to merges. Contract: up to
     ``max_merges`` merges, each the most frequent adjacent pair of tokens within the pre-tokens
@@ -177,11 +184,13 @@ def learn_merges(
             options["base"] = list(base)
         if base_ranks is not None:
             options["base_ranks"] = list(base_ranks.items())
+        if tie_break != "cs336":
+            options["tie_break"] = tie_break
         merges = engine_learn_merges(counts, max_merges, report, consume=consume_counts, **options)
         if len(merges) < max_merges:  # no pair left: say so rather than leave the bar unfinished
             bar.total = bar.n
             bar.set_postfix_str("no pairs left")
-    warn_if_short(len(merges), max_merges, stacklevel=3)
+    warn_if_short(len(merges), max_merges, stacklevel=stacklevel)
     if done_at is not None:
         done_at.clear()
         ends = iter(checkpoints)

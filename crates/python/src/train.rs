@@ -11,7 +11,7 @@ use crate::errors::{corpus_decode_error, os_error, pattern_error, type_name};
 use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
-    count_file_spilling, count_text, CountError, MergeLoop, SortedCounts, SpillOptions,
+    count_file_spilling, count_text, CountError, MergeLoop, SortedCounts, SpillOptions, TieBreak,
     DEFAULT_CHUNK_BYTES,
 };
 use pyo3::exceptions::{
@@ -831,7 +831,10 @@ fn count_texts(
 /// `MergeLoop::with_base`); only the new merges are returned. `base_ranks`: instead, a
 /// token-rule base's vocabulary as (id, bytes), ids being ranks: each word is first split as
 /// tiktoken encodes it (see `MergeLoop::with_split_words`).
-#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None, base_ranks=None))]
+/// `tie_break`: `"cs336"` (the default) or `"huggingface"` (Hugging Face `BpeTrainer`'s order
+/// of equal counts; not with a base).
+#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None, base_ranks=None, tie_break="cs336"))]
+#[allow(clippy::too_many_arguments)]
 fn learn_merges<'py>(
     py: Python<'py>,
     counts: Bound<'py, PyPretokenCounts>,
@@ -840,7 +843,22 @@ fn learn_merges<'py>(
     consume: bool,
     base: Option<Vec<(Vec<u8>, Vec<u8>)>>,
     base_ranks: Option<Vec<(u32, Vec<u8>)>>,
+    tie_break: &str,
 ) -> PyResult<Bound<'py, PyList>> {
+    let tie = match tie_break {
+        "cs336" => TieBreak::Cs336,
+        "huggingface" => TieBreak::HuggingFace,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "tie_break is 'cs336' or 'huggingface', not {other:?}"
+            )))
+        }
+    };
+    if tie != TieBreak::Cs336 && (base.is_some() || base_ranks.is_some()) {
+        return Err(PyValueError::new_err(
+            "Hugging Face's tie-break trains from scratch: not with a base",
+        ));
+    }
     if base.is_some() && base_ranks.is_some() {
         return Err(PyValueError::new_err(
             "give a base's merges (pair rule) or its ranks (token rule), not both",
@@ -870,7 +888,7 @@ fn learn_merges<'py>(
                 .map(|id| splitter.token_bytes(id).map_or(0, <[u8]>::len))
                 .collect()
         }),
-        (None, None) => MergeLoop::new(counts),
+        (None, None) => MergeLoop::new(counts).with_tie_break(tie),
     };
     let take = |merge_loop: MergeLoop| {
         let mut merges = Vec::new();

@@ -106,10 +106,45 @@ impl PairHeap {
     }
 }
 
+/// How pairs of equal counts are ordered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TieBreak {
+    /// CS336's: the lexicographically greatest `(left bytes, right bytes)` first.
+    #[default]
+    Cs336,
+    /// Hugging Face `tokenizers`' `BpeTrainer` (byte-level, every byte in its initial alphabet):
+    /// the smallest `(left id, right id)` in its ids first. Its byte tokens are numbered in the
+    /// order of their byte-level characters (GPT-2's `bytes_to_unicode`: printable bytes keep
+    /// their code point, the others map to 256 and up, in byte order), then each merge's new
+    /// token in the order made (a merge that makes an existing token's bytes reuses its id), as
+    /// here.
+    HuggingFace,
+}
+
+/// A byte's rank among Hugging Face's byte-level characters (its code point under GPT-2's
+/// `bytes_to_unicode`).
+fn byte_level_ranks() -> [u32; 256] {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    let mut ranks = [0u32; 256];
+    let mut next = 256;
+    for b in 0..=255u8 {
+        ranks[b as usize] = if printable(b) {
+            u32::from(b)
+        } else {
+            next += 1;
+            next - 1
+        };
+    }
+    ranks
+}
+
 /// Every token's bytes, and the token of given bytes.
 struct Tokens {
     bytes: Vec<Vec<u8>>,
     ids: FxHashMap<Vec<u8>, TokenId>,
+    tie: TieBreak,
+    /// Each byte token's rank under Hugging Face's tie-break (see [`TieBreak::HuggingFace`]).
+    byte_ranks: [u32; 256],
 }
 
 impl Tokens {
@@ -120,7 +155,22 @@ impl Tokens {
             .zip(0..)
             .map(|(b, id)| (b.clone(), id))
             .collect();
-        Tokens { bytes, ids }
+        Tokens {
+            bytes,
+            ids,
+            tie: TieBreak::Cs336,
+            byte_ranks: byte_level_ranks(),
+        }
+    }
+
+    /// A token's id as Hugging Face's trainer numbers it, up to a shift that keeps the order:
+    /// the bytes by their byte-level characters, then the tokens merges made, in order.
+    fn hf_rank(&self, id: TokenId) -> u64 {
+        if id < 256 {
+            u64::from(self.byte_ranks[id as usize])
+        } else {
+            1024 + u64::from(id)
+        }
     }
 
     /// The token of `left` followed by `right`: an existing one with the same bytes, or a new one.
@@ -147,14 +197,22 @@ impl Tokens {
         id
     }
 
-    /// Heap order: higher count first; among equal counts, the greater `(left bytes, right bytes)`.
+    /// Heap order: higher count first; among equal counts, the greater `(left bytes, right
+    /// bytes)` (CS336), or the smaller pair of Hugging Face's ids (see [`TieBreak`]).
     fn compare(&self, x: &HeapEntry, y: &HeapEntry) -> Ordering {
         x.count.cmp(&y.count).then_with(|| {
             let (xl, xr) = split_key(x.pair);
             let (yl, yr) = split_key(y.pair);
-            let x_bytes = (&self.bytes[xl as usize], &self.bytes[xr as usize]);
-            let y_bytes = (&self.bytes[yl as usize], &self.bytes[yr as usize]);
-            x_bytes.cmp(&y_bytes)
+            match self.tie {
+                TieBreak::Cs336 => {
+                    let x_bytes = (&self.bytes[xl as usize], &self.bytes[xr as usize]);
+                    let y_bytes = (&self.bytes[yl as usize], &self.bytes[yr as usize]);
+                    x_bytes.cmp(&y_bytes)
+                }
+                TieBreak::HuggingFace => {
+                    (self.hf_rank(yl), self.hf_rank(yr)).cmp(&(self.hf_rank(xl), self.hf_rank(xr)))
+                }
+            }
         })
     }
 }
@@ -759,6 +817,16 @@ impl MergeLoop {
     }
 }
 
+impl MergeLoop {
+    /// The same loop with pairs of equal counts ordered by `tie` (CS336's by default).
+    pub fn with_tie_break(mut self, tie: TieBreak) -> MergeLoop {
+        let trainer = &mut self.trainer;
+        trainer.tokens.tie = tie;
+        trainer.heap.heapify(&trainer.tokens);
+        self
+    }
+}
+
 impl Iterator for MergeLoop {
     type Item = Merge;
 
@@ -904,6 +972,82 @@ mod tests {
                 brute_force(&counts, max_merges),
                 "{counts:?}"
             );
+        }
+    }
+
+    /// The naive reference of Hugging Face's order: equal counts to the smallest pair of HF ids
+    /// (bytes by their byte-level character, GPT-2's `bytes_to_unicode`, written out here
+    /// independently; then tokens in the order merges made them, an existing token keeping its id).
+    fn brute_force_hf(counts: &[(Vec<u8>, u64)], max_merges: usize) -> Vec<Merge> {
+        let mut mapped: Vec<u32> = Vec::new();
+        let printable: Vec<u32> = (33..=126).chain(161..=172).chain(174..=255).collect();
+        let mut extra = 256;
+        for byte in 0..256u32 {
+            if printable.contains(&byte) {
+                mapped.push(byte);
+            } else {
+                mapped.push(extra);
+                extra += 1;
+            }
+        }
+        let mut ids: HashMap<Vec<u8>, u64> = (0..256usize)
+            .map(|b| (vec![b as u8], u64::from(mapped[b])))
+            .collect();
+        let mut words: Vec<(Vec<Vec<u8>>, u64)> = counts
+            .iter()
+            .map(|(w, c)| (w.iter().map(|&b| vec![b]).collect(), *c))
+            .collect();
+        let mut merges = Vec::new();
+        while merges.len() < max_merges {
+            let mut pair_counts: HashMap<(Vec<u8>, Vec<u8>), u64> = HashMap::new();
+            for (word, count) in &words {
+                for pair in word.windows(2) {
+                    *pair_counts
+                        .entry((pair[0].clone(), pair[1].clone()))
+                        .or_default() += count;
+                }
+            }
+            let Some(best) = pair_counts.into_iter().max_by(|x, y| {
+                x.1.cmp(&y.1)
+                    .then_with(|| (ids[&y.0 .0], ids[&y.0 .1]).cmp(&(ids[&x.0 .0], ids[&x.0 .1])))
+            }) else {
+                break;
+            };
+            let (left, right) = best.0;
+            let joined = [left.clone(), right.clone()].concat();
+            let next = 1000 + merges.len() as u64;
+            ids.entry(joined.clone()).or_insert(next);
+            for (word, _) in &mut words {
+                let mut merged = Vec::new();
+                let mut i = 0;
+                while i < word.len() {
+                    if i + 1 < word.len() && word[i] == left && word[i + 1] == right {
+                        merged.push(joined.clone());
+                        i += 2;
+                    } else {
+                        merged.push(word[i].clone());
+                        i += 1;
+                    }
+                }
+                *word = merged;
+            }
+            merges.push((left, right));
+        }
+        merges
+    }
+
+    #[test]
+    fn hf_tie_break_matches_its_brute_force_on_generated_counts() {
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        for _ in 0..300 {
+            let counts = random_counts(&mut rng);
+            let max_merges = [1, 3, 20, 1000][rng.below(4) as usize];
+            let table: PretokenCounts = counts.iter().map(|(w, c)| (w.as_slice(), *c)).collect();
+            let ours: Vec<Merge> = MergeLoop::new(&table)
+                .with_tie_break(TieBreak::HuggingFace)
+                .take(max_merges)
+                .collect();
+            assert_eq!(ours, brute_force_hf(&counts, max_merges), "{counts:?}");
         }
     }
 
