@@ -249,7 +249,7 @@ def test_cli_add_tokens(tmp_path, monkeypatch, base):
     assert (tmp_path / "ts@1-to-ts@2.idmap.npy").exists()
     listed = {row["ref"]: row for row in json.loads(ok(invoke("list", "--json", "--db", db)))}
     assert listed["ts@2"]["reshaped_from"] == "ts@1" and listed["ts@2"]["added_tokens"] == ["<tool_call>", " the"]
-    assert "tokens added to ts@1" in ok(invoke("list", "--db", db))
+    assert "tokens added to ts@1" in ok(invoke("list", "--wide", "--db", db))
     shown = ok(invoke("show", "ts@2", "--db", db))
     assert re.search(r"^added tokens +'<tool_call>', ' the'$", shown, re.MULTILINE)
     assert re.search(r"^reshaped from +ts@1 \(add-tokens; old ids kept", shown, re.MULTILINE)

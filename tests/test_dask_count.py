@@ -261,7 +261,7 @@ def test_cli_trains_with_dask_local(tmp_path, fixture_path, monkeypatch):
         pruned = {word: n for word, n in count_corpus(corpus, []).items() if n >= 3}
         assert store.load_model("p").merges == train_bpe_from_counts(pruned, 320)[1]
         assert store.info("p").corpus_path == f"{corpus} (min_count=3)"
-    assert f"counts: dask: {corpus.name} (min_count=3)" in ok(invoke("list", "--db", db))
+    assert f"counts: dask: {corpus.name} (min_count=3)" in ok(invoke("list", "--wide", "--db", db))
 
 
 def test_the_client_receives_the_parts_as_engine_counts_and_makes_no_dict_of_them(client, fixture_path, tmp_path, monkeypatch):

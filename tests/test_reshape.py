@@ -254,7 +254,7 @@ def test_cli_trim_then_remap(tmp_path, monkeypatch):
     assert id_map["map"]["349"] == 319  # <|endoftext|>, last, moves down
     listed = {row["ref"]: row for row in json.loads(ok(invoke("list", "--json", "--db", db)))}
     assert listed["ts@2"]["reshaped_from"] == "ts@1" and listed["ts@1"]["reshaped_from"] is None
-    assert "trimmed from ts@1" in ok(invoke("list", "--db", db))
+    assert "trimmed from ts@1" in ok(invoke("list", "--wide", "--db", db))
     assert re.search(r"^reshaped from +ts@1 \(trim;", ok(invoke("show", "ts@2", "--db", db)), re.MULTILINE)
 
     # An encoded dataset follows a tokenizer whose unused tokens were dropped.

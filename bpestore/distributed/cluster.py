@@ -213,7 +213,8 @@ def _started_local_cluster(n_workers: int, threads_per_worker: int, quiet: bool)
     environment = _pre_spawn_environment_without_malloc_trim()
     settings = {
         "distributed.nanny.pre-spawn-environ": environment,
-        "distributed.worker.preload": ["bpestore.distributed.quiet_worker"],  # (see that module)
+        # (see that module; after any the user configured)
+        "distributed.worker.preload": [*dask.config.get("distributed.worker.preload", default=[]), "bpestore.distributed.quiet_worker"],
     }
     with quiet_dask_logs(), _kept_dask_records() as records, dask.config.set(settings):
         try:
