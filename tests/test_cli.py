@@ -868,6 +868,25 @@ def test_missing_files(trained_db, tmp_path):
     assert [info.ref for info in infos(trained_db)] == ["other@1", "ts@1", "ts@2"]
 
 
+def test_a_missing_input_file_is_worded_the_same_by_every_command(trained_db, tmp_path):
+    """One wording per situation: encode said "No such corpus file", import the system's words."""
+    missing = tmp_path / "missing.txt"
+    commands = [
+        ("train", missing, "--name", "x", "--vocab-size", 300),
+        ("encode", "ts", missing),
+        ("encode", "ts", missing, "--output", tmp_path / "x.npy"),
+        ("count", "add", "ts@1", missing),
+        ("diff", "ts@1", "ts@2", "--corpus", missing),
+        ("eval", "ts@1", "ts@2", "--corpus", missing),
+        ("warm", "ts@1", missing),
+        ("import", "gpt2", missing, missing, "--name", "x"),
+        ("import", "tiktoken", missing, "--name", "x", "--pattern", "cl100k_base"),
+    ]
+    for command in commands:
+        message = assert_user_error(invoke(*command, "--db", trained_db))
+        assert message == f"Error: No such file or directory: {missing}", (command, message)
+
+
 @pytest.mark.parametrize("word", ["abc", "1.5", "0x10", "12abc"])
 def test_invalid_ids(trained_db, word):
     assert_user_error(invoke("decode", "ts", "1", word, "--db", trained_db), word)
