@@ -471,10 +471,13 @@ def test_cli_serve_serves_until_interrupted(store_path):
     import signal
     import subprocess
     import sys
+    import urllib.error
     import urllib.request
 
+    # (without colorama, as where it is not installed: colorama strips the codes for a non-terminal itself)
+    no_colorama = "import runpy, sys; sys.modules['colorama'] = None; runpy.run_module('bpestore.cli', run_name='__main__')"
     process = subprocess.Popen(
-        [sys.executable, "-m", "bpestore.cli", "serve", "--port", "0", "--db", str(store_path)],
+        [sys.executable, "-c", no_colorama, "serve", "--port", "0", "--db", str(store_path)],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
     )
     try:
@@ -484,10 +487,39 @@ def test_cli_serve_serves_until_interrupted(store_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/?q=en", timeout=30) as response:
             html = response.read().decode()
         assert "en@1" in html and "de@1" not in html
+        with pytest.raises(urllib.error.HTTPError) as missing:  # a 404, which Werkzeug logs in yellow on a terminal
+            urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/no-such-page", timeout=30)
+        assert missing.value.code == 404
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
+        log = process.stderr.read()
         process.stderr.close()
+    # stderr is a pipe here, not a terminal: the request log is plain text
+    assert '"GET /no-such-page HTTP/1.1" 404' in log and "\x1b[" not in log, log
+
+
+def test_cli_serve_on_a_busy_port_says_so_in_one_line(store_path):
+    import socket
+
+    from test_cli import assert_user_error, invoke
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = invoke("serve", "--port", port, "--db", store_path)
+    message = assert_user_error(result, "Error: ", f"port {port}", "in use")
+    assert result.exit_code == 1, message
+
+
+def test_an_unknown_address_gets_the_explorers_404_page(client):
+    response = client.get("/no-such-page", headers={"Host": "localhost"})
+    assert response.status_code == 404
+    html = response.data.decode()
+    assert 'href="/static/style.css"' in html and "<nav>" in html  # the explorer's look and navigation
+    assert "There is no page at this address." in html and "404 Not Found" in html
+    assert client.post("/vocab", headers={"Host": "localhost"}).status_code == 405
 
 
 @pytest.mark.parametrize("held", ["half a request", "an idle keep-alive connection"])

@@ -13,9 +13,13 @@ Needs the ``web`` extra: ``pip install 'bpestore[web]'``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import ipaddress
 import os
+import re
 import socket
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -23,7 +27,7 @@ if TYPE_CHECKING:  # (Flask and Werkzeug are imported where they run: the web ex
     from flask import Flask, Response
     from werkzeug.serving import BaseWSGIServer
 
-__all__ = ["check_host", "close_app", "create_app", "make_server"]
+__all__ = ["ListenError", "check_host", "close_app", "create_app", "make_server"]
 
 # The largest form a request may send (a text pasted into the playground, which cuts it to
 # views.MAX_TEXT_BYTES and says so): larger is refused (413) before it is read.
@@ -108,12 +112,50 @@ def create_app(db: str | os.PathLike[str], *, corpora: Sequence[str | os.PathLik
 def make_server(db: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 8000, *, allow_remote: bool = False, corpora: Sequence[str | os.PathLike[str]] = ()) -> BaseWSGIServer:
     """A threaded HTTP server for the explorer (call ``serve_forever()``; ``server_port`` is the
     port, useful with ``port=0``). Refuses a non-loopback ``host`` unless ``allow_remote``."""
+    from werkzeug.serving import WSGIRequestHandler
     from werkzeug.serving import make_server as werkzeug_server
+
+    class RequestHandler(WSGIRequestHandler):
+        """Werkzeug's, with its request log in plain text when stderr is not a terminal (a log
+        file gets no ANSI colour codes)."""
+
+        def log(self, type: str, message: str, *args: object) -> None:  # noqa: A002 - Werkzeug's name
+            if not _is_terminal(sys.stderr):
+                args = tuple(_ANSI_CODE.sub("", arg) if isinstance(arg, str) else arg for arg in args)
+            super().log(type, message, *args)
 
     check_host(host, allow_remote)
     allowed = None if allow_remote else ["localhost", "127.0.0.1", "::1", host]
     app = create_app(db, corpora=corpora, allowed_hosts=allowed)
-    return werkzeug_server(host, port, app, threaded=True)
+    # Werkzeug prints why it cannot listen (two lines) and calls sys.exit(1): caught, it becomes
+    # one ListenError, which the CLI prints as one "Error:" line like any other mistake.
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return werkzeug_server(host, port, app, threaded=True, request_handler=RequestHandler)
+    except SystemExit:
+        close_app(app)
+        reason = said.getvalue().strip().splitlines()[0] if said.getvalue().strip() else "cannot listen"
+        busy = " (another program uses it: stop that program or pass another --port)" if "in use" in said.getvalue() else ""
+        raise ListenError(f"cannot listen on {host} port {port}: {reason}{busy}") from None
+
+
+class ListenError(OSError):
+    """The server could not listen on the address asked for (a port in use, an address this
+    machine does not have); the message says which and why, in one line."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
 
 
 def close_app(app: Flask) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, current_app, render_template, request, url_for
+from werkzeug.exceptions import HTTPException
 
 from ..encode.tokenizer import Tokenizer
 from ..errors import BpestoreError, TokenizerNotFoundError
@@ -144,6 +145,15 @@ def _store_error(error: BpestoreError) -> tuple[str, int]:
 @pages.app_errorhandler(ValueError)
 def _bad_argument(error: ValueError) -> tuple[str, int]:
     return render_template("error.html", message=str(error)), 400
+
+
+@pages.app_errorhandler(HTTPException)
+def _http_error(error: HTTPException) -> tuple[str, int]:
+    """An unknown address (404), a method a page does not take (405), ...: the explorer's own page
+    with its navigation, not Werkzeug's plain one."""
+    code = error.code or 500
+    message = "There is no page at this address." if code == 404 else (error.description or "")
+    return render_template("error.html", message=message, title=f"{code} {error.name}"), code
 
 
 # -- the tokenizers --------------------------------------------------------------------------------
