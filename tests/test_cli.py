@@ -971,7 +971,9 @@ def test_missing_directory_for_the_database(tmp_path):
 
 
 def test_usage_errors_exit_2_without_traceback(trained_db):
-    for command in (["train"], ["encode"], ["export", "ts", "--format", "xml", "--output", "x"], ["show", "ts", "--merges", "-1"], ["train", "x", "--name", "x", "--vocab-size", "many"], ["frobnicate"]):
+    for command in (["train"], ["encode"], ["export", "ts", "--format", "xml", "--output", "x"], ["show", "ts", "--merges", "-1"], ["train", "x", "--name", "x", "--vocab-size", "many"], ["frobnicate"],
+                    # the three (README states status 2 for them, 1 for other mistakes, 70 for bugs)
+                    ["train", "x", "--name", "x", "--vocab-sise", "1000"], ["train", "x", "--vocab-size", "300"], ["export", "ts", "--format", "hf"]):
         result = invoke(*command, "--db", trained_db)
         assert result.exit_code == 2, (command, result.exit_code, result.stderr)
         assert "Traceback" not in result.stdout + result.stderr
