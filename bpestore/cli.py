@@ -1731,7 +1731,7 @@ def remap(id_map: str, ids: str, output: str) -> None:
       bpestore remap ts@2-to-ts@3.idmap.json train.npy -o train-ts3.npy
     """
     count, dtype = _workflow().remap_file(id_map, ids, output)
-    click.echo(f"{_number(count)} ids remapped to {'standard output' if output == '-' else output} ({dtype})", err=True)
+    click.echo(f"wrote {_number(count)} ids to {'standard output' if output == '-' else output} ({dtype})", err=True)
 
 
 # -- count -----------------------------------------------------------------------------------------

@@ -887,6 +887,32 @@ def test_a_missing_input_file_is_worded_the_same_by_every_command(trained_db, tm
         assert message == f"Error: No such file or directory: {missing}", (command, message)
 
 
+def test_every_output_is_reported_the_same_way(corpus, db, tmp_path):
+    """encode (text and .npy), remap and export each say "wrote N THINGS to PATH" on stderr."""
+    ok(invoke("train", corpus, "--name", "ts", "--vocab-size", 300, "-q", "--db", db))
+    ok(invoke("trim", "ts", "--vocab-size", 280, "--map-out", tmp_path / "map", "--db", db))
+    lines = {}
+    for output, command in [
+        ("ids.txt", ("encode", "ts@1", corpus)),
+        ("ids.npy", ("encode", "ts@1", corpus)),
+        ("remapped.npy", ("remap", tmp_path / "map.json", tmp_path / "ids.npy")),
+        ("ts.json", ("export", "ts@1", "--format", "hf")),
+        ("ts.tiktoken", ("export", "ts@1", "--format", "tiktoken")),
+        ("ts-gpt2", ("export", "ts@1", "--format", "gpt2")),
+    ]:
+        db_option = () if command[0] == "remap" else ("--db", db)
+        result = invoke(*command, "--output", tmp_path / output, *db_option)
+        assert result.exit_code == 0, result.stderr
+        lines[output] = result.stderr.strip().splitlines()[-1]
+    count = len(np.load(tmp_path / "ids.npy"))
+    assert lines["ids.txt"] == f"wrote {count:,} ids to {tmp_path / 'ids.txt'}"
+    assert lines["ids.npy"] == f"wrote {count:,} ids to {tmp_path / 'ids.npy'}"
+    assert re.fullmatch(rf"wrote [\d,]+ ids to {re.escape(str(tmp_path / 'remapped.npy'))} \(uint16\)", lines["remapped.npy"]), lines
+    assert lines["ts.json"] == f"wrote 300 tokens to {tmp_path / 'ts.json'}"
+    assert lines["ts.tiktoken"].startswith(f"wrote 300 tokens to {tmp_path / 'ts.tiktoken'}; tiktoken also needs")
+    assert lines["ts-gpt2"] == f"wrote 300 tokens to {tmp_path / 'ts-gpt2' / 'vocab.json'} and 44 merges to {tmp_path / 'ts-gpt2' / 'merges.txt'}"
+
+
 @pytest.mark.parametrize("word", ["abc", "1.5", "0x10", "12abc"])
 def test_invalid_ids(trained_db, word):
     assert_user_error(invoke("decode", "ts", "1", word, "--db", trained_db), word)

@@ -388,7 +388,7 @@ def _unapplied_notes(document: HFTokenizer) -> list[str]:
 def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
     write_tokenizer_json(output, tokenizer_json(model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids))
-    return [f"wrote {output}"]
+    return [f"wrote {len(model.vocab):,} tokens to {output}"]
 
 
 IMPORTER = ImportCommand(

@@ -77,14 +77,15 @@ def read_vocab(path: str | os.PathLike[str]) -> dict[int, bytes]:
         raise FormatError(str(error)) from None
 
 
-def write_ranks(path: str | os.PathLike[str], vocab: dict[int, bytes], special_ids: set[int]) -> None:
-    """Write every non-special token as ``base64(token) id``, ordered by id."""
+def write_ranks(path: str | os.PathLike[str], vocab: dict[int, bytes], special_ids: set[int]) -> int:
+    """Write every non-special token as ``base64(token) id``, ordered by id; returns how many."""
     lines = [
         base64.b64encode(token) + b" " + str(token_id).encode()
         for token_id, token in sorted(vocab.items())
         if token_id not in special_ids
     ]
     Path(path).write_bytes(b"\n".join(lines) + b"\n")
+    return len(lines)
 
 
 def pair_merges_from_ranks(
@@ -205,10 +206,10 @@ def write(model: BPEModel, output: Path) -> list[str]:
                 "tiktoken merges by token rank (the id); for this tokenizer the ranks do not reproduce its merges "
                 "exactly, so some texts may encode differently in tiktoken"
             )
-    write_ranks(output, vocab, set(special_ids.values()))
+    written = write_ranks(output, vocab, set(special_ids.values()))
     specials = ", ".join(f"{text!r}: {token_id}" for text, token_id in special_ids.items()) or "none"
     notes += added_tokens_note(model, "tiktoken")
-    notes.append(f"wrote {output}; tiktoken also needs pat_str={model.pattern!r} and special_tokens={{{specials}}}")
+    notes.append(f"wrote {written:,} tokens to {output}; tiktoken also needs pat_str={model.pattern!r} and special_tokens={{{specials}}}")
     return notes
 
 
