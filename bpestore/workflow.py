@@ -796,12 +796,13 @@ class Store(ModelStore):
             done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
             if saving is not None:
                 if progress and not saving.done():  # the merges are done first: show the rest of the save
-                    writes = self._row_writes(len(counts))
-                    with progress_bar(True, writes, "saving pre-token counts", unit="rows", unit_scale=True) as bar:
+                    # (the bar counts pre-tokens, not the row writes: on SQLite each is written twice)
+                    passes = self._row_writes(1)
+                    with progress_bar(True, len(counts), "saving pre-token counts", unit="pre-tokens", unit_scale=True) as bar:
                         while not saving.done():
-                            bar.update(saved_rows[0] - bar.n)
+                            bar.update(saved_rows[0] / passes - bar.n)
                             wait([saving], timeout=0.1)
-                        bar.update(saved_rows[0] - bar.n)
+                        bar.update(saved_rows[0] / passes - bar.n)
                 corpus_id = saving.result()
             # Building, checking and writing each tokenizer, then the commit: seconds for big
             # vocabs, said on one line (the per-tokenizer row bars would be one line each).

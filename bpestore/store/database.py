@@ -1045,7 +1045,7 @@ class ModelStore:
 
     def _row_writes(self, rows: int) -> int:
         """How many rows saving a corpus of ``rows`` pre-tokens reports as written, staged and
-        stored (a bar's total): :func:`.bulk.row_writes`."""
+        stored (:func:`.bulk.row_writes`): a bar that counts pre-tokens divides by ``_row_writes(1)``."""
         return bulk.row_writes(self.engine.dialect.name, rows)
 
     @contextmanager
@@ -1063,11 +1063,11 @@ class ModelStore:
             raise ValueError(
                 f"the pre-tokens of {source} are counted {counts.total} times in all, more than the store's 64-bit counts hold (2**63 - 1)"
             )
-        writes = self._row_writes(len(counts))
+        passes = self._row_writes(1)  # (the bar counts pre-tokens, not row writes: on SQLite each is written twice)
         with self._errors(writing=True), self.engine.connect() as connection, progress_bar(
-            progress and on_rows is None, writes, "saving pre-token counts", unit="rows", unit_scale=True
+            progress and on_rows is None, len(counts), "saving pre-token counts", unit="pre-tokens", unit_scale=True
         ) as bar:
-            report = on_rows or bar.update
+            report = on_rows or (lambda rows: bar.update(rows / passes))
             with bulk.staged_counts(connection, counts, report) as staged:
                 yield connection, staged, report
 
