@@ -928,8 +928,54 @@ def test_playground_tokenizes_as_you_type_and_its_url_reproduces_the_view(browse
     assert console_errors(browser) == []
 
 
+def selected_refs(html: str) -> list[str]:
+    """The refs the playground's dropdowns select, in order ("" for none)."""
+    selects = re.findall(r'<select name="t">(.*?)</select>', html, flags=re.S)
+    return [(re.findall(r'<option value="([^"]*)" selected>', select) or [""])[0] for select in selects]
+
+
+def test_playground_bare_names_are_their_latest_versions_selected_in_the_dropdowns(client):
+    """/playground?t=en&t=de@1&t=mix: each bare name is its latest version, shown and selected
+    in its dropdown, in the order asked; the form (what app.js posts as you type) asks for the
+    same three, where the first dropdown used to fall back to its first option."""
+    html = client.get("/playground?text=hello&t=en&t=de@1&t=mix", headers={"Host": "localhost"}).data.decode()
+    assert re.findall(r'<section class="column" data-ref="([^"]+)"', html) == ["en@2", "de@1", "mix@1"]
+    assert selected_refs(html) == ["en@2", "de@1", "mix@1", ""]
+    fragment = client.post("/playground/tokens", data={"text": "hello", "t": ["en", "de@1", "mix"]}, headers={"Host": "localhost"})
+    assert parse_qs(urlsplit(fragment.headers["X-Playground-Url"]).query)["t"] == ["en@2", "de@1", "mix@1"]
+
+
+def test_whitespace_marks_cannot_be_read_as_text(client):
+    """A space is marked with an open box (␣), which no text is mistaken for; a middle dot (·)
+    sat on the baseline and read as a period."""
+    html = client.get("/playground?text=a+b&t=en@2&ws=1", headers={"Host": "localhost"}).data.decode()
+    assert 'space <span class="mark">␣</span>' in html and '<span class="mark">·</span>' not in html
+    assert re.search(r'<span class="ws sp"[^>]*> </span>', html)  # the space itself stays, for copying
+    css = client.get("/static/style.css", headers={"Host": "localhost"}).data.decode()
+    rule = re.search(r"\.show-ws \.ws\.sp::before[^{]*\{([^}]*)\}", css)
+    assert rule and 'content: "␣"' in rule.group(1), css
+
+
+def test_typing_keeps_the_comparison_the_url_asked_for(browser, server):
+    """Bare names in the URL: typing a character keeps the same three tokenizers, in the same
+    order (it used to become the first dropdown's first option, another tokenizer, silently)."""
+    from selenium.webdriver.common.by import By
+
+    def columns() -> list[str]:
+        return browser.execute_script("return Array.from(document.querySelectorAll('section.column'), (c) => c.dataset.ref)")
+
+    visit(browser, server + "/playground?text=hello&t=en&t=de@1&t=mix")
+    assert columns() == ["en@2", "de@1", "mix@1"]
+    area = browser.find_element(By.ID, "text")
+    tokenize(browser, lambda: area.send_keys("!"))
+    assert columns() == ["en@2", "de@1", "mix@1"]
+    query = parse_qs(urlsplit(browser.current_url).query)
+    assert query["t"] == ["en@2", "de@1", "mix@1"] and query["text"] == ["hello!"]
+    assert console_errors(browser) == []
+
+
 def test_playground_whitespace_toggle(browser, server):
-    """The toggle marks spaces, newlines and tabs (·, ↵, →) without changing the text, and is
+    """The toggle marks spaces, newlines and tabs (␣, ↵, →) without changing the text, and is
     kept in the URL."""
     from selenium.webdriver.common.by import By
 
@@ -944,11 +990,11 @@ def test_playground_whitespace_toggle(browser, server):
     text = browser.find_element(By.CSS_SELECTOR, "#results .tokens").get_property("textContent")
     assert text == "a b\n\tc"
     browser.find_element(By.ID, "show-ws").click()
-    assert marks() == ['"·"', '"↵"', '"→"']
+    assert marks() == ['"␣"', '"↵"', '"→"']
     assert browser.find_element(By.CSS_SELECTOR, "#results .tokens").get_property("textContent") == text  # marks are not text
     assert "ws=1" in browser.current_url
     visit(browser, browser.current_url)  # kept by the URL
-    assert browser.find_element(By.ID, "show-ws").is_selected() and marks() == ['"·"', '"↵"', '"→"']
+    assert browser.find_element(By.ID, "show-ws").is_selected() and marks() == ['"␣"', '"↵"', '"→"']
     browser.find_element(By.ID, "show-ws").click()
     assert marks() == ["none", "none", "none"] and "ws=1" not in browser.current_url
     # tables always mark whitespace: the vocab's space and newline tokens

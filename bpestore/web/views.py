@@ -387,8 +387,10 @@ def _playground_state() -> dict[str, Any]:
     if show_whitespace:
         arguments["ws"] = "1"
     url = url_for("pages.playground", **arguments)
+    # The dropdowns select the refs as resolved ("gpt2" is its latest version, "gpt2@1"): the
+    # form, which app.js posts as you type, then asks for what the URL asked for.
     return {
-        "infos": infos, "refs": refs, "text": text, "cut": cut, "columns": columns,
+        "infos": infos, "refs": shown, "text": text, "cut": cut, "columns": columns,
         "show_whitespace": show_whitespace, "url": url, "max_side_by_side": MAX_SIDE_BY_SIDE, "max_text_bytes": MAX_TEXT_BYTES,
     }
 
