@@ -694,6 +694,42 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
+# The width `bpestore list` keeps its table within, unless --wide.
+LIST_WIDTH = 100
+
+
+def _cut(cell: str, width: int) -> str:
+    """``cell`` in at most ``width`` characters, its start and … for the rest."""
+    return cell if len(cell) <= width else cell[: width - 1] + "…"
+
+
+def _tokens_within(tokens: list[str], width: int) -> str:
+    """Special tokens in at most ``width`` characters: the first ones whole, then how many more
+    (``<|endoftext|> +4``); the first one cut with … if even it does not fit."""
+    if not tokens:
+        return "-"
+    for shown in range(len(tokens), 0, -1):
+        cell = " ".join(tokens[:shown]) + (f" +{len(tokens) - shown}" if shown < len(tokens) else "")
+        if len(cell) <= width:
+            return cell
+    more = f" +{len(tokens) - 1}" if len(tokens) > 1 else ""
+    return _cut(tokens[0], max(width - len(more), 2)) + more
+
+
+def _fitted_widths(rows: list[list[str]], headers: list[str], width: int, shortened: list[int]) -> list[int]:
+    """The widths of the table's columns once the ``shortened`` ones are narrowed, the widest
+    first, until the table is at most ``width`` characters wide (or each is as narrow as its
+    header, 8 characters at least)."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+    narrowest = {index: max(len(headers[index]), 8) for index in shortened}
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        candidates = [index for index in shortened if widths[index] > narrowest[index]]
+        if not candidates:
+            break
+        widths[max(candidates, key=lambda index: widths[index])] -= 1
+    return widths
+
+
 def _list_row(info: TokenizerInfo) -> list[str]:
     return [
         info.name,
@@ -727,11 +763,14 @@ def _short_source(info: TokenizerInfo) -> str:
 
 @main.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
+@click.option("--wide", is_flag=True, help=f"Show every field whole (the table fits in {LIST_WIDTH} columns without it).")
 @_db_option
-def list_(as_json: bool, db: str) -> None:
+def list_(as_json: bool, wide: bool, db: str) -> None:
     """List the stored tokenizers, one row per version; CONTINUES ("base" in --json) names
     the tokenizer a continued training (`train --from`) started from; a tokenizer made by
     `trim` or `add-tokens` says what it was made from in CORPUS/SOURCE ("reshaped_from" in --json).
+    The table fits in 100 columns: long fields (special tokens, sources, names) are shortened
+    with …; --wide shows them whole.
 
     \b
     Example:
@@ -747,7 +786,14 @@ def list_(as_json: bool, db: str) -> None:
         click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
     elif infos:
         headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING", "CONTINUES"]
-        click.echo(_table([_list_row(info) for info in infos], headers))
+        rows = [_list_row(info) for info in infos]
+        if not wide:  # the name, special tokens, corpus/source and base, shortened to fit
+            widths = _fitted_widths(rows, headers, LIST_WIDTH, [0, 3, 4, 7])
+            for row, info in zip(rows, infos):
+                row[3] = _tokens_within(info.special_tokens, widths[3])
+                for index in (0, 4, 7):
+                    row[index] = _cut(row[index], widths[index])
+        click.echo(_table(rows, headers))
     elif not damaged:
         click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)
     for error in damaged:

@@ -868,6 +868,27 @@ def test_missing_files(trained_db, tmp_path):
     assert [info.ref for info in infos(trained_db)] == ["other@1", "ts@1", "ts@2"]
 
 
+def test_list_fits_in_100_columns_and_wide_shows_every_field_whole(db, gpt2_files, tmp_path):
+    """cl100k's five special tokens and long file names made rows of 181 columns, which wrap on
+    a 100-column terminal: the long fields are shortened with … (or "+N" more tokens)."""
+    specials = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"]
+    deep = tmp_path / ("a-folder-with-a-rather-long-name-" * 3)
+    deep.mkdir()
+    vocab, merges = (shutil.copy(path, deep / f"the-{path.name}-of-a-model-with-a-long-name") for path in gpt2_files)
+    specials_options = [option for token in specials for option in ("--special-token", token)]
+    ok(invoke("import", "gpt2", vocab, merges, "--name", "a-model-with-quite-a-long-name", *specials_options, "-q", "--db", db))
+    ok(invoke("import", "gpt2", *gpt2_files, "--name", "gpt2", "--special-token", ENDOFTEXT, "-q", "--db", db))
+    table = ok(invoke("list", "--db", db))
+    lines = table.splitlines()
+    assert len(lines) == 4 and max(len(line) for line in lines) <= 100, table
+    long_row = next(line for line in lines if line.startswith("a-model-"))
+    assert "…" in long_row and re.search(r" <\|endof\S* \+[1-4] ", long_row), long_row  # the first token(s), then how many more
+    assert next(line for line in lines if line.startswith("gpt2 ")).split()[3] == ENDOFTEXT  # short fields stay whole
+    wide = ok(invoke("list", "--wide", "--db", db))
+    assert " ".join(specials) in wide and "a-model-with-quite-a-long-name" in wide and vocab.name in wide
+    assert "…" not in wide and max(len(line) for line in wide.splitlines()) > 100
+
+
 def test_a_missing_input_file_is_worded_the_same_by_every_command(trained_db, tmp_path):
     """One wording per situation: encode said "No such corpus file", import the system's words."""
     missing = tmp_path / "missing.txt"

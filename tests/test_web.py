@@ -372,6 +372,31 @@ def test_short_corpus_paths(store_path, client):
     assert re.findall(r"<li>([^<]*)</li>", files) == [str(store_path.parent / "en.txt"), str(store_path.parent / "de.txt.gz")]  # in the order given
 
 
+def test_the_list_shortens_import_paths_and_keeps_dates_on_one_line(tmp_path):
+    """An import's absolute paths pushed the date column to three lines: the list shows the
+    files' names (the full paths in the cell's title), and dates do not wrap."""
+    import bpestore.web
+    from bpestore.workflow import import_into_store
+
+    deep = tmp_path / ("a-folder-with-a-rather-long-name-" * 3)
+    deep.mkdir()
+    vocab, merges = (shutil.copy(shared_dir() / "fixtures" / name, deep / name) for name in ("gpt2_vocab.json", "gpt2_merges.txt"))
+    import_into_store(tmp_path / "s.db", "gpt2", "gpt2", vocab, merges, special_tokens=[ENDOFTEXT], warm_entries=0)
+    app = create_app(tmp_path / "s.db")
+    try:
+        html = app.test_client().get("/", headers={"Host": "localhost"}).data.decode()
+    finally:
+        close_app(app)
+    row = re.search(r'<tr data-name="gpt2">(.*?)</tr>', html, re.S).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    source = next(cell for cell in cells if "gpt2_vocab.json" in cell)
+    assert re.sub(r"<[^>]+>", "", source) == "imported from gpt2 gpt2_vocab.json gpt2_merges.txt"
+    assert f'title="imported from gpt2 {vocab} {merges}"' in source  # the whole paths, on hover
+    assert re.search(r'<td class="date">\d{4}-\d\d-\d\d \d\d:\d\d</td>', row)
+    css = (Path(bpestore.web.__file__).parent / "static" / "style.css").read_text(encoding="utf-8")
+    assert re.search(r"td\.date\s*\{[^}]*white-space:\s*nowrap", css)
+
+
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts())
 def test_playground_ids_equal_encode_for_nasty_text(store_path, client, text):

@@ -131,6 +131,15 @@ def _short_corpus(info: TokenizerInfo) -> str:
     return short_corpus_path(info.corpus_path or "", info.corpus_origin)
 
 
+@pages.app_template_filter("short_source")
+def _short_source(info: TokenizerInfo) -> str:
+    """Where a tokenizer came from, for a table: an import's files by their names (``imported
+    from gpt2 vocab.json merges.txt``), not their absolute paths (the cell's title has those)."""
+    if info.source_format is None:
+        return info.source
+    return f"imported from {info.source_format} " + " ".join(Path(path).name for path in info.source_paths or [])
+
+
 @pages.app_template_filter("corpus_files")
 def _corpus_files(info: TokenizerInfo) -> tuple[str, list[str]]:
     """A tokenizer's corpus as its marker (``counts: ``..., from its origin) and its files."""
