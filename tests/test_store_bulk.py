@@ -482,7 +482,9 @@ def test_a_training_that_ran_out_of_pairs_serves_any_bigger_size(db, tmp_path):
         with pytest.warns(bpestore.train.trainer.VocabSizeNotReachedWarning):
             (second,) = store.train(corpus, "t", [400], [])
         assert store.info(second).training_params["merges_of"] == first
-        assert store.load(second).merges == store.load(first).merges == train_bpe(corpus, 400)[1]
+        with pytest.warns(bpestore.train.trainer.VocabSizeNotReachedWarning):  # (the library's, out of pairs too)
+            expected = train_bpe(corpus, 400)[1]
+        assert store.load(second).merges == store.load(first).merges == expected
 
 
 def test_a_store_held_by_a_rollback_journal_writer_is_a_lock_timeout_at_open(tmp_path):
