@@ -1541,7 +1541,7 @@ def _import_command(format_name: str, spec: formats.ImportCommand) -> click.Comm
                     value = option.convert(value)
                 except ValueError as error:
                     raise click.BadParameter(str(error), param_hint=option.flag) from None
-            if option.positional:
+            if option.positional and value is not None:  # (left out: by keyword, the reader's default)
                 positional.append(value)
             else:
                 options[option.keyword] = value

@@ -820,12 +820,29 @@ def test_import_tiktoken_with_explicit_special_tokens(trained_db, tmp_path):
     assert [info.ref for info in infos(db)] == ["eot@1", "none@1"]
 
 
-def test_bad_special_token_assignment_is_a_usage_error(tmp_path, db):
-    path = write_text(tmp_path / "x.tiktoken", "YQ== 0\n")
-    result = invoke("import", "tiktoken", path, "--name", "x", "--pattern", "r50k_base", "--special-token", "<|x|>", "--db", db)
-    assert result.exit_code == 2
-    assert "TOKEN=ID" in result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
+def test_import_tiktoken_takes_token_or_token_eq_id_and_a_known_encodings_pattern_from_the_file_name(gpt2_db, tmp_path):
+    """One --special-token syntax across imports: TOKEN (as import gpt2 takes it) or TOKEN=ID;
+    a bare TOKEN is the known encoding's id for it, else the next id after the file's. A file
+    named like a known encoding needs no --pattern."""
+    from bpestore.pretokenize.patterns import GPT2_PATTERN
+
+    db = tmp_path / "again.db"
+    named = tmp_path / "r50k_base.tiktoken"
+    ok(invoke("export", "gpt2", "--format", "tiktoken", "--output", named, "--db", gpt2_db))
+    ok(invoke("import", "tiktoken", named, "--name", "inferred", "-q", "--db", db))
+    inferred = load(db, "inferred")
+    assert inferred.pattern == GPT2_PATTERN and inferred.special_ids == {ENDOFTEXT: 50256}
+    ok(invoke("import", "tiktoken", named, "--name", "bare", "--special-token", ENDOFTEXT, "--special-token", "<|pad|>", "-q", "--db", db))
+    assert load(db, "bare").special_ids == {ENDOFTEXT: 50256, "<|pad|>": 50257}  # r50k_base's id, then the next
+    ok(invoke("import", "tiktoken", named, "--name", "mixed", "--special-token", "<|pad|>", "--special-token", f"{ENDOFTEXT}=50256", "-q", "--db", db))
+    assert load(db, "mixed").special_ids == {"<|pad|>": 50257, ENDOFTEXT: 50256}
+    assert load(db, "bare").encode("a<|pad|>b") == load(db, "mixed").encode("a<|pad|>b")
+    # a file not named like a known encoding still needs --pattern, and is told so
+    unnamed = shutil.copy(named, tmp_path / "mine.tiktoken")
+    result = invoke("import", "tiktoken", unnamed, "--name", "x", "--db", db)
+    assert_user_error(result, "mine.tiktoken", "give --pattern", "cl100k_base")
+    assert result.exit_code == 1
+    assert [info.ref for info in infos(db)] == ["bare@1", "inferred@1", "mixed@1"]
 
 
 def test_failed_import_stores_nothing(db, tmp_path, gpt2_files):
