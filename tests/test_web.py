@@ -516,6 +516,7 @@ def test_cli_serve_serves_until_interrupted(store_path):
         with pytest.raises(urllib.error.HTTPError) as missing:  # a 404, which Werkzeug logs in yellow on a terminal
             urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/no-such-page", timeout=30)
         assert missing.value.code == 404
+        missing.value.close()  # (its connection)
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
@@ -976,7 +977,8 @@ def test_whitespace_marks_cannot_be_read_as_text(client):
     html = client.get("/playground?text=a+b&t=en@2&ws=1", headers={"Host": "localhost"}).data.decode()
     assert 'space <span class="mark">␣</span>' in html and '<span class="mark">·</span>' not in html
     assert re.search(r'<span class="ws sp"[^>]*> </span>', html)  # the space itself stays, for copying
-    css = client.get("/static/style.css", headers={"Host": "localhost"}).data.decode()
+    with client.get("/static/style.css", headers={"Host": "localhost"}) as response:  # (closes the file it sends)
+        css = response.data.decode()
     rule = re.search(r"\.show-ws \.ws\.sp::before[^{]*\{([^}]*)\}", css)
     assert rule and 'content: "␣"' in rule.group(1), css
 
