@@ -120,43 +120,43 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.corpus, encoding="utf-8") as f:
             text = f.read(int(args.mb * 1e6))
         size = len(text.encode("utf-8"))
-    workdir = tempfile.TemporaryDirectory(prefix="ab_engine_")
+    # (removed on every way out, the early returns of a build that encodes differently too)
+    with tempfile.TemporaryDirectory(prefix="ab_engine_") as workdir:
 
-    def call(encoder: Any) -> tuple[float, Any]:
-        """One timed call; its result (ids, or their number for a file)."""
-        if args.mode == "file":
-            output = Path(workdir.name) / "ids.npy"
-            output.unlink(missing_ok=True)
+        def call(encoder: Any) -> tuple[float, Any]:
+            """One timed call; its result (ids, or their number for a file)."""
+            if args.mode == "file":
+                output = Path(workdir) / "ids.npy"
+                output.unlink(missing_ok=True)
+                started = time.perf_counter()
+                count = encoder.encode_file_to_npy(args.corpus, output, threads=args.threads)
+                return time.perf_counter() - started, count
+            encode: Callable[[str], Any] = encoder.encode if args.mode == "list" else encoder.encode_to_buffer
             started = time.perf_counter()
-            count = encoder.encode_file_to_npy(args.corpus, output, threads=args.threads)
-            return time.perf_counter() - started, count
-        encode: Callable[[str], Any] = encoder.encode if args.mode == "list" else encoder.encode_to_buffer
-        started = time.perf_counter()
-        ids = encode(text)
-        elapsed = time.perf_counter() - started
-        return elapsed, ids if args.mode == "list" else bytes(ids)
+            ids = encode(text)
+            elapsed = time.perf_counter() - started
+            return elapsed, ids if args.mode == "list" else bytes(ids)
 
-    fresh = args.mode in ("cold", "file")
-    warm = {} if fresh else {name: build.Encoder(*encoder_args) for name, build in builds.items()}
-    # A's ids are the reference; the untimed first pass gives them (and fills a warm cache).
-    _, expected = call(warm["A"] if warm else builds["A"].Encoder(*encoder_args))
-    if warm and call(warm["B"])[1] != expected:
-        print("error: build B encoded differently in its first pass", file=sys.stderr)
-        return 1
-    times: dict[str, list[float]] = {"A": [], "B": []}
-    ratios = []
-    for round_ in range(args.rounds):
-        order = ["A", "B"] if round_ % 2 == 0 else ["B", "A"]
-        took = {}
-        for name in order:
-            encoder = builds[name].Encoder(*encoder_args) if fresh else warm[name]
-            took[name], result = call(encoder)
-            if result != expected:
-                print(f"error: build {name} encoded differently in round {round_ + 1}", file=sys.stderr)
-                return 1
-            times[name].append(took[name])
-        ratios.append(took["A"] / took["B"])
-    workdir.cleanup()
+        fresh = args.mode in ("cold", "file")
+        warm = {} if fresh else {name: build.Encoder(*encoder_args) for name, build in builds.items()}
+        # A's ids are the reference; the untimed first pass gives them (and fills a warm cache).
+        _, expected = call(warm["A"] if warm else builds["A"].Encoder(*encoder_args))
+        if warm and call(warm["B"])[1] != expected:
+            print("error: build B encoded differently in its first pass", file=sys.stderr)
+            return 1
+        times: dict[str, list[float]] = {"A": [], "B": []}
+        ratios = []
+        for round_ in range(args.rounds):
+            order = ["A", "B"] if round_ % 2 == 0 else ["B", "A"]
+            took = {}
+            for name in order:
+                encoder = builds[name].Encoder(*encoder_args) if fresh else warm[name]
+                took[name], result = call(encoder)
+                if result != expected:
+                    print(f"error: build {name} encoded differently in round {round_ + 1}", file=sys.stderr)
+                    return 1
+                times[name].append(took[name])
+            ratios.append(took["A"] / took["B"])
     ratios.sort()
     quartile = len(ratios) // 4
     speed = {name: size / statistics.median(values) / 1e6 for name, values in times.items()}

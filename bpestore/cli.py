@@ -149,9 +149,7 @@ class _Group(click.Group):
             if os.environ.get("BPESTORE_DEBUG"):
                 raise
             if isinstance(error, OSError) and error.filename and not isinstance(error, BpestoreError):
-                # (one wording for a missing input, whichever command and kind of file)
-                missing = isinstance(error, FileNotFoundError) and error.strerror in ("No such file or directory", "No such corpus file")
-                _fail(f"No such file: {error.filename}" if missing else f"{error.strerror or error}: {error.filename}")
+                _fail(f"{error.strerror or error}: {error.filename}")
             _fail(str(error))
         except KeyboardInterrupt:
             click.echo(INTERRUPTED_MESSAGE, err=True)
@@ -776,31 +774,49 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _shortened(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters, ending in "…" when it was longer."""
-    return text if len(text) <= width else text[: width - 1] + "\u2026"
+# The width `bpestore list` keeps its table within, unless --wide.
+LIST_WIDTH = 100
 
 
-# `list`'s widest columns, so that a row fits 100 columns (--wide: whole).
-_LIST_SPECIALS_WIDTH = 18
-_LIST_SOURCE_WIDTH = 16
+def _cut(cell: str, width: int) -> str:
+    """``cell`` in at most ``width`` characters, its start and … for the rest."""
+    return cell if len(cell) <= width else cell[: width - 1] + "…"
 
 
-def _list_row(info: TokenizerInfo, wide: bool = False) -> list[str]:
-    specials = " ".join(info.special_tokens) or "-"
-    source = _short_source(info)
-    if not wide:
-        count = len(info.special_tokens)
-        specials = _shortened(specials, _LIST_SPECIALS_WIDTH - (len(f" ({count})") if count > 1 else 0))
-        if specials.endswith("\u2026"):
-            specials += f" ({count})"
-        source = _shortened(source, _LIST_SOURCE_WIDTH)
+def _tokens_within(tokens: list[str], width: int) -> str:
+    """Special tokens in at most ``width`` characters: the first ones whole, then how many more
+    (``<|endoftext|> +4``); the first one cut with … if even it does not fit."""
+    if not tokens:
+        return "-"
+    for shown in range(len(tokens), 0, -1):
+        cell = " ".join(tokens[:shown]) + (f" +{len(tokens) - shown}" if shown < len(tokens) else "")
+        if len(cell) <= width:
+            return cell
+    more = f" +{len(tokens) - 1}" if len(tokens) > 1 else ""
+    return _cut(tokens[0], max(width - len(more), 2)) + more
+
+
+def _fitted_widths(rows: list[list[str]], headers: list[str], width: int, shortened: list[int]) -> list[int]:
+    """The widths of the table's columns once the ``shortened`` ones are narrowed, the widest
+    first, until the table is at most ``width`` characters wide (or each is as narrow as its
+    header, 8 characters at least)."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+    narrowest = {index: max(len(headers[index]), 8) for index in shortened}
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        candidates = [index for index in shortened if widths[index] > narrowest[index]]
+        if not candidates:
+            break
+        widths[max(candidates, key=lambda index: widths[index])] -= 1
+    return widths
+
+
+def _list_row(info: TokenizerInfo) -> list[str]:
     return [
         info.name,
         str(info.version),
         _number(info.vocab_size),
-        specials,
-        source,
+        " ".join(info.special_tokens) or "-",
+        _short_source(info),
         info.created_at.strftime("%Y-%m-%d %H:%M"),
         f"{info.training_seconds:.2f}s" if info.training_seconds is not None else "-",
         info.base_ref or "-",
@@ -827,15 +843,14 @@ def _short_source(info: TokenizerInfo) -> str:
 
 @main.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
-@click.option("--wide", is_flag=True, help="Show every special token and the whole source (rows may then be wider than 100 columns).")
+@click.option("--wide", is_flag=True, help=f"Show every field whole (the table fits in {LIST_WIDTH} columns without it).")
 @_db_option
 def list_(as_json: bool, wide: bool, db: str) -> None:
     """List the stored tokenizers, one row per version; CONTINUES ("base" in --json) names
     the tokenizer a continued training (`train --from`) started from; a tokenizer made by
     `trim` or `add-tokens` says what it was made from in CORPUS/SOURCE ("reshaped_from" in --json).
-
-    Rows fit 100 columns: long special-token lists (with their number) and sources are cut
-    with "…"; --wide shows them whole.
+    The table fits in 100 columns: long fields (special tokens, sources, names) are shortened
+    with …; --wide shows them whole.
 
     \b
     Example:
@@ -852,7 +867,14 @@ def list_(as_json: bool, wide: bool, db: str) -> None:
         click.echo(json.dumps([_info_dict(info) for info in infos], indent=2, ensure_ascii=False))
     elif infos:
         headers = ["NAME", "VERSION", "VOCAB", "SPECIAL TOKENS", "CORPUS/SOURCE", "CREATED (UTC)", "TRAINING", "CONTINUES"]
-        click.echo(_table([_list_row(info, wide) for info in infos], headers))
+        rows = [_list_row(info) for info in infos]
+        if not wide:  # the name, special tokens, corpus/source and base, shortened to fit
+            widths = _fitted_widths(rows, headers, LIST_WIDTH, [0, 3, 4, 7])
+            for row, info in zip(rows, infos):
+                row[3] = _tokens_within(info.special_tokens, widths[3])
+                for index in (0, 4, 7):
+                    row[index] = _cut(row[index], widths[index])
+        click.echo(_table(rows, headers))
     elif not damaged:
         click.echo(f"No tokenizers in {db} yet: try `bpestore train CORPUS --name NAME --vocab-size N`.", err=True)
     for error in damaged:
@@ -1644,9 +1666,7 @@ def _import_command(format_name: str, spec: formats.ImportCommand) -> click.Comm
                     value = option.convert(value)
                 except ValueError as error:
                     raise click.BadParameter(str(error), param_hint=option.flag) from None
-            if option.positional and value is None:
-                options[option.keyword] = value  # (not given: the reader's default, by keyword)
-            elif option.positional:
+            if option.positional and value is not None:  # (left out: by keyword, the reader's default)
                 positional.append(value)
             else:
                 options[option.keyword] = value
@@ -1887,7 +1907,7 @@ def remap(id_map: str, ids: str, output: str) -> None:
       bpestore remap ts@2-to-ts@3.idmap.json train.npy -o train-ts3.npy
     """
     count, dtype = _workflow().remap_file(id_map, ids, output)
-    click.echo(f"{_number(count)} ids remapped to {'standard output' if output == '-' else output} ({dtype})", err=True)
+    click.echo(f"wrote {_number(count)} ids to {'standard output' if output == '-' else output} ({dtype})", err=True)
 
 
 # -- count -----------------------------------------------------------------------------------------

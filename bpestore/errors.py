@@ -25,13 +25,6 @@ class OutputError(BpestoreError, OSError):
         return f"cannot write {self.filename}: {self.strerror}"
 
 
-class AddressInUseError(BpestoreError, OSError):
-    """``bpestore serve`` on a port another program listens on."""
-
-    def __str__(self) -> str:
-        return self.strerror or super().__str__()
-
-
 class StoreError(BpestoreError):
     """A problem with the tokenizer store."""
 

@@ -820,12 +820,29 @@ def test_import_tiktoken_with_explicit_special_tokens(trained_db, tmp_path):
     assert [info.ref for info in infos(db)] == ["eot@1", "none@1"]
 
 
-def test_bad_special_token_assignment_is_a_usage_error(tmp_path, db):
-    path = write_text(tmp_path / "x.tiktoken", "YQ== 0\n")
-    result = invoke("import", "tiktoken", path, "--name", "x", "--pattern", "r50k_base", "--special-token", "<|x|>=\u0663", "--db", db)
-    assert result.exit_code == 2
-    assert "TOKEN or TOKEN=ID" in result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
+def test_import_tiktoken_takes_token_or_token_eq_id_and_a_known_encodings_pattern_from_the_file_name(gpt2_db, tmp_path):
+    """One --special-token syntax across imports: TOKEN (as import gpt2 takes it) or TOKEN=ID;
+    a bare TOKEN is the known encoding's id for it, else the next id after the file's. A file
+    named like a known encoding needs no --pattern."""
+    from bpestore.pretokenize.patterns import GPT2_PATTERN
+
+    db = tmp_path / "again.db"
+    named = tmp_path / "r50k_base.tiktoken"
+    ok(invoke("export", "gpt2", "--format", "tiktoken", "--output", named, "--db", gpt2_db))
+    ok(invoke("import", "tiktoken", named, "--name", "inferred", "-q", "--db", db))
+    inferred = load(db, "inferred")
+    assert inferred.pattern == GPT2_PATTERN and inferred.special_ids == {ENDOFTEXT: 50256}
+    ok(invoke("import", "tiktoken", named, "--name", "bare", "--special-token", ENDOFTEXT, "--special-token", "<|pad|>", "-q", "--db", db))
+    assert load(db, "bare").special_ids == {ENDOFTEXT: 50256, "<|pad|>": 50257}  # r50k_base's id, then the next
+    ok(invoke("import", "tiktoken", named, "--name", "mixed", "--special-token", "<|pad|>", "--special-token", f"{ENDOFTEXT}=50256", "-q", "--db", db))
+    assert load(db, "mixed").special_ids == {"<|pad|>": 50257, ENDOFTEXT: 50256}
+    assert load(db, "bare").encode("a<|pad|>b") == load(db, "mixed").encode("a<|pad|>b")
+    # a file not named like a known encoding still needs --pattern, and is told so
+    unnamed = shutil.copy(named, tmp_path / "mine.tiktoken")
+    result = invoke("import", "tiktoken", unnamed, "--name", "x", "--db", db)
+    assert_user_error(result, "mine.tiktoken", "give --pattern", "cl100k_base")
+    assert result.exit_code == 1
+    assert [info.ref for info in infos(db)] == ["bare@1", "inferred@1", "mixed@1"]
 
 
 def test_failed_import_stores_nothing(db, tmp_path, gpt2_files):
@@ -866,6 +883,72 @@ def test_missing_files(trained_db, tmp_path):
     assert_user_error(invoke("encode", "ts", "-", "--output", tmp_path / "no" / "x.npy", "--db", trained_db, input="hi"), "x.npy")
     assert_user_error(invoke("export", "ts", "--format", "hf", "--output", tmp_path / "no" / "x.json", "--db", trained_db), "x.json")
     assert [info.ref for info in infos(trained_db)] == ["other@1", "ts@1", "ts@2"]
+
+
+def test_list_fits_in_100_columns_and_wide_shows_every_field_whole(db, gpt2_files, tmp_path):
+    """cl100k's five special tokens and long file names made rows of 181 columns, which wrap on
+    a 100-column terminal: the long fields are shortened with … (or "+N" more tokens)."""
+    specials = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"]
+    deep = tmp_path / ("a-folder-with-a-rather-long-name-" * 3)
+    deep.mkdir()
+    vocab, merges = (shutil.copy(path, deep / f"the-{path.name}-of-a-model-with-a-long-name") for path in gpt2_files)
+    specials_options = [option for token in specials for option in ("--special-token", token)]
+    ok(invoke("import", "gpt2", vocab, merges, "--name", "a-model-with-quite-a-long-name", *specials_options, "-q", "--db", db))
+    ok(invoke("import", "gpt2", *gpt2_files, "--name", "gpt2", "--special-token", ENDOFTEXT, "-q", "--db", db))
+    table = ok(invoke("list", "--db", db))
+    lines = table.splitlines()
+    assert len(lines) == 4 and max(len(line) for line in lines) <= 100, table
+    long_row = next(line for line in lines if line.startswith("a-model-"))
+    assert "…" in long_row and re.search(r" <\|endof\S* \+[1-4] ", long_row), long_row  # the first token(s), then how many more
+    assert next(line for line in lines if line.startswith("gpt2 ")).split()[3] == ENDOFTEXT  # short fields stay whole
+    wide = ok(invoke("list", "--wide", "--db", db))
+    assert " ".join(specials) in wide and "a-model-with-quite-a-long-name" in wide and vocab.name in wide
+    assert "…" not in wide and max(len(line) for line in wide.splitlines()) > 100
+
+
+def test_a_missing_input_file_is_worded_the_same_by_every_command(trained_db, tmp_path):
+    """One wording per situation: encode said "No such corpus file", import the system's words."""
+    missing = tmp_path / "missing.txt"
+    commands = [
+        ("train", missing, "--name", "x", "--vocab-size", 300),
+        ("encode", "ts", missing),
+        ("encode", "ts", missing, "--output", tmp_path / "x.npy"),
+        ("count", "add", "ts@1", missing),
+        ("diff", "ts@1", "ts@2", "--corpus", missing),
+        ("eval", "ts@1", "ts@2", "--corpus", missing),
+        ("warm", "ts@1", missing),
+        ("import", "gpt2", missing, missing, "--name", "x"),
+        ("import", "tiktoken", missing, "--name", "x", "--pattern", "cl100k_base"),
+    ]
+    for command in commands:
+        message = assert_user_error(invoke(*command, "--db", trained_db))
+        assert message == f"Error: No such file or directory: {missing}", (command, message)
+
+
+def test_every_output_is_reported_the_same_way(corpus, db, tmp_path):
+    """encode (text and .npy), remap and export each say "wrote N THINGS to PATH" on stderr."""
+    ok(invoke("train", corpus, "--name", "ts", "--vocab-size", 300, "-q", "--db", db))
+    ok(invoke("trim", "ts", "--vocab-size", 280, "--map-out", tmp_path / "map", "--db", db))
+    lines = {}
+    for output, command in [
+        ("ids.txt", ("encode", "ts@1", corpus)),
+        ("ids.npy", ("encode", "ts@1", corpus)),
+        ("remapped.npy", ("remap", tmp_path / "map.json", tmp_path / "ids.npy")),
+        ("ts.json", ("export", "ts@1", "--format", "hf")),
+        ("ts.tiktoken", ("export", "ts@1", "--format", "tiktoken")),
+        ("ts-gpt2", ("export", "ts@1", "--format", "gpt2")),
+    ]:
+        db_option = () if command[0] == "remap" else ("--db", db)
+        result = invoke(*command, "--output", tmp_path / output, *db_option)
+        assert result.exit_code == 0, result.stderr
+        lines[output] = result.stderr.strip().splitlines()[-1]
+    count = len(np.load(tmp_path / "ids.npy"))
+    assert lines["ids.txt"] == f"wrote {count:,} ids to {tmp_path / 'ids.txt'}"
+    assert lines["ids.npy"] == f"wrote {count:,} ids to {tmp_path / 'ids.npy'}"
+    assert re.fullmatch(rf"wrote [\d,]+ ids to {re.escape(str(tmp_path / 'remapped.npy'))} \(uint16\)", lines["remapped.npy"]), lines
+    assert lines["ts.json"] == f"wrote 300 tokens to {tmp_path / 'ts.json'}"
+    assert lines["ts.tiktoken"].startswith(f"wrote 300 tokens to {tmp_path / 'ts.tiktoken'}; tiktoken also needs")
+    assert lines["ts-gpt2"] == f"wrote 300 tokens to {tmp_path / 'ts-gpt2' / 'vocab.json'} and 44 merges to {tmp_path / 'ts-gpt2' / 'merges.txt'}"
 
 
 @pytest.mark.parametrize("word", ["abc", "1.5", "0x10", "12abc"])
@@ -952,7 +1035,9 @@ def test_missing_directory_for_the_database(tmp_path):
 
 
 def test_usage_errors_exit_2_without_traceback(trained_db):
-    for command in (["train"], ["encode"], ["export", "ts", "--format", "xml", "--output", "x"], ["show", "ts", "--merges", "-1"], ["train", "x", "--name", "x", "--vocab-size", "many"], ["frobnicate"]):
+    for command in (["train"], ["encode"], ["export", "ts", "--format", "xml", "--output", "x"], ["show", "ts", "--merges", "-1"], ["train", "x", "--name", "x", "--vocab-size", "many"], ["frobnicate"],
+                    # the issue's three (README states status 2 for them, 1 for other mistakes, 70 for bugs)
+                    ["train", "x", "--name", "x", "--vocab-sise", "1000"], ["train", "x", "--vocab-size", "300"], ["export", "ts", "--format", "hf"]):
         result = invoke(*command, "--db", trained_db)
         assert result.exit_code == 2, (command, result.exit_code, result.stderr)
         assert "Traceback" not in result.stdout + result.stderr
@@ -1109,33 +1194,3 @@ def test_a_missing_store_is_an_error_and_is_not_created(tmp_path):
     for command in (["encode", "ts"], ["decode", "ts", "1"], ["export", "ts", "--format", "hf", "--output", tmp_path / "x.json"]):
         assert_user_error(invoke(*command, "--db", missing, input="hello"), "nowhere.db")
     assert not missing.exists()
-
-
-def test_a_missing_input_is_one_wording_for_every_command(tmp_path):
-    """encode, train, eval and import name a missing input file the same way."""
-    db = tmp_path / "store.db"
-    corpus = write_text(tmp_path / "corpus.txt", corpus_text(seed=5, words=2000))
-    assert invoke("train", corpus, "--name", "t", "--vocab-size", "300", "--db", db, "-q").exit_code == 0
-    missing = tmp_path / "missing.txt"
-    for args in (
-        ("encode", "t", missing), ("train", missing, "--name", "u", "--vocab-size", "300"), ("eval", "t", "--corpus", missing),
-        ("import", "hf", missing, "--name", "h"),
-    ):
-        result = invoke(*args, "--db", db)
-        assert result.exit_code == 1, (args, result.stderr)
-        assert result.stderr.strip() == f"Error: No such file: {missing}", (args, result.stderr)
-
-
-def test_list_fits_100_columns_and_wide_shows_everything(tmp_path):
-    """A tokenizer with many special tokens and a long source name: `list` cuts them with "…"
-    (the number of special tokens kept), `list --wide` shows them whole."""
-    db = tmp_path / "store.db"
-    corpus = write_text(tmp_path / ("a-corpus-with-a-rather-long-file-name-" * 2 + ".txt"), corpus_text(seed=6, words=2000))
-    specials = [f"<|special_token_number_{index}|>" for index in range(12)]
-    options = [part for token in specials for part in ("--special-token", token)]
-    assert invoke("train", corpus, "--name", "many", "--vocab-size", "400", *options, "--db", db, "-q").exit_code == 0
-    listed = invoke("list", "--db", db).stdout
-    assert max(len(line) for line in listed.splitlines()) <= 100, listed
-    assert "\u2026 (12)" in listed and specials[-1] not in listed
-    wide = invoke("list", "--wide", "--db", db).stdout
-    assert specials[-1] in wide and corpus.name in wide

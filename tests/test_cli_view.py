@@ -72,6 +72,20 @@ def test_a_bar_shows_counts_and_rate_in_words(monkeypatch):
     assert "12.3MB/50.0MB" in line and re.search(r"\d+\.\d MB/s\]$", line), line
 
 
+def test_the_bar_of_saved_counts_counts_pre_tokens_not_row_writes(monkeypatch, tmp_path):
+    """1,234 distinct pre-tokens are saved as "1.23k/1.23k pre-tokens", where the bar said
+    "2.47k rows" (SQLite writes each row twice: staged, then copied)."""
+    words = [" " + "".join("abcdefghijklmnopqrstuvwxyz"[i // 26 ** k % 26] for k in range(3)) for i in range(1234)]
+    corpus = write_text(tmp_path / "c.txt", "".join(words))  # 1,234 distinct pre-tokens (" aaa", " baa", ...)
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    with Store("sqlite://") as store:  # (in memory: the counts are saved before the merges, with their bar)
+        store.train(corpus, "p", 300, progress=True)
+    frames = [frame for frame in re.split(r"[\r\n]", err.getvalue()) if frame.startswith("saving pre-token counts")]
+    assert frames and re.search(r"\| 1\.23k/1\.23k \[.*pre-tokens/s\]", frames[-1]), frames
+    assert "rows" not in err.getvalue()
+
+
 def test_a_step_line_says_what_runs_and_then_done(monkeypatch):
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)

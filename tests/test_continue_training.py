@@ -47,7 +47,11 @@ def test_continuing_from_the_first_k_merges_is_the_full_training(text, specials,
         corpus.write_bytes(text.encode("utf-8"))
         with Store(Path(directory) / "store.db") as store:
             store.save("base", BPEModel(base_vocab, full_merges[:k], specials))
-            (ref,) = store.train(corpus, "more", vocab_size, specials, base="base@1")
+            with warnings.catch_warnings(record=True) as caught:  # (a random text may hold fewer merges than asked for)
+                warnings.simplefilter("always")
+                (ref,) = store.train(corpus, "more", vocab_size, specials, base="base@1")
+            short = [w for w in caught if issubclass(w.category, VocabSizeNotReachedWarning)]
+            assert len(short) == (1 if len(full_merges) < extra else 0), [str(w.message) for w in caught]
             model = store.load_model(ref)
             assert store.info(ref).training_params["base"] == "base@1"
     assert model.merges == full_merges

@@ -41,7 +41,7 @@ def bpestore() -> str:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    """A directory with: ``store.db`` holding ``ts`` (vocab 400, <|endoftext|>, trained) and
+    """A directory with: ``store.db`` holding ``ts`` (vocab 350, <|endoftext|>, trained) and
     ``wide`` (3,000 long tokens, whose exports are hundreds of KB); ``text.txt`` (a few KB) and
     ``big.txt`` (about 3 MB) to encode; ``wide-gpt2/``, ``ts.json`` and ``ts.tiktoken`` (exports)
     to import."""
@@ -50,7 +50,7 @@ def data(tmp_path_factory) -> Path:
     write_text(directory / "big.txt", corpus_text(seed=32, words=500_000))
     db = directory / "store.db"
     with Store(db) as store:
-        assert store.train(directory / "text.txt", "ts", 400, [ENDOFTEXT]) == ["ts@1"]
+        assert store.train(directory / "text.txt", "ts", 350, [ENDOFTEXT]) == ["ts@1"]  # (a size this text reaches)
         store.save("wide", wide_model())
         tokenizer = store.load("ts")
         wide = store.load("wide")

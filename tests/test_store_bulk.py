@@ -417,28 +417,39 @@ def test_cli_lock_timeout_is_one_line(tmp_path):
 
 
 @pytest.mark.slow  # (over 2 s here: the full suite's)
-def test_counting_and_merging_hold_no_lock_and_training_time_excludes_waiting(db, corpus):
-    """A training waits for the lock only at its writes; its stored training time is its own."""
+def test_counting_and_merging_hold_no_lock_and_training_time_excludes_waiting(db, corpus, tmp_path):
+    """A training waits for the lock only at its writes; its stored training time is its own.
+
+    Relative to this machine, not a wall-clock threshold: the same training with no lock held
+    (in a store of its own, so that the counts are written too) takes ``alone`` seconds, and the
+    lock is then held far longer than that (20 times, 2 s at least). A stored time that included
+    the wait would be about the hold; its own is about ``alone``, so under half the hold even on
+    a machine that runs this test ten times slower than the baseline."""
+    with Store(tmp_path / "baseline.db") as store:
+        started = time.monotonic()
+        store.train(corpus, "t", [300], [ENDOFTEXT], workers=1)
+        alone = time.monotonic() - started
+    hold = max(2.0, 20 * alone)
     with Store(db) as store:
         store.save("first", small_model())
     taken = threading.Event()
 
-    def hold_for_two_seconds() -> None:  # (a SQLite connection stays in the thread that made it)
+    def hold_the_lock() -> None:  # (a SQLite connection stays in the thread that made it)
         held = HeldLock(db)
         taken.set()
-        time.sleep(2.0)
+        time.sleep(hold)
         held.release()
 
-    holder = threading.Thread(target=hold_for_two_seconds)
+    holder = threading.Thread(target=hold_the_lock)
     holder.start()
     taken.wait(30)
     try:
-        with Store(db, lock_timeout=60) as store:
+        with Store(db, lock_timeout=60 + hold) as store:
             started = time.monotonic()
             (ref,) = store.train(corpus, "t", [300], [ENDOFTEXT], workers=1)
-            assert time.monotonic() - started >= 1.9  # it did wait, for the counts' write
-            assert store.info(ref).training_seconds < 1.5
-            assert store.info(ref).training_params["pretokenize_seconds"] < 1.5
+            assert time.monotonic() - started >= 0.9 * hold  # it did wait, for the counts' write
+            assert store.info(ref).training_seconds < hold / 2
+            assert store.info(ref).training_params["pretokenize_seconds"] < hold / 2
     finally:
         holder.join()
 
@@ -471,7 +482,9 @@ def test_a_training_that_ran_out_of_pairs_serves_any_bigger_size(db, tmp_path):
         with pytest.warns(bpestore.train.trainer.VocabSizeNotReachedWarning):
             (second,) = store.train(corpus, "t", [400], [])
         assert store.info(second).training_params["merges_of"] == first
-        assert store.load(second).merges == store.load(first).merges == train_bpe(corpus, 400)[1]
+        with pytest.warns(bpestore.train.trainer.VocabSizeNotReachedWarning):  # (the library's, out of pairs too)
+            expected = train_bpe(corpus, 400)[1]
+        assert store.load(second).merges == store.load(first).merges == expected
 
 
 def test_a_store_held_by_a_rollback_journal_writer_is_a_lock_timeout_at_open(tmp_path):

@@ -24,6 +24,7 @@ import shutil
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
@@ -391,6 +392,31 @@ def test_short_corpus_paths(store_path, client):
     assert re.findall(r"<li>([^<]*)</li>", files) == [str(store_path.parent / "en.txt"), str(store_path.parent / "de.txt.gz")]  # in the order given
 
 
+def test_the_list_shortens_import_paths_and_keeps_dates_on_one_line(tmp_path):
+    """An import's absolute paths pushed the date column to three lines: the list shows the
+    files' names (the full paths in the cell's title), and dates do not wrap."""
+    import bpestore.web
+    from bpestore.workflow import import_into_store
+
+    deep = tmp_path / ("a-folder-with-a-rather-long-name-" * 3)
+    deep.mkdir()
+    vocab, merges = (shutil.copy(shared_dir() / "fixtures" / name, deep / name) for name in ("gpt2_vocab.json", "gpt2_merges.txt"))
+    import_into_store(tmp_path / "s.db", "gpt2", "gpt2", vocab, merges, special_tokens=[ENDOFTEXT], warm_entries=0)
+    app = create_app(tmp_path / "s.db")
+    try:
+        html = app.test_client().get("/", headers={"Host": "localhost"}).data.decode()
+    finally:
+        close_app(app)
+    row = re.search(r'<tr data-name="gpt2">(.*?)</tr>', html, re.S).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    source = next(cell for cell in cells if "gpt2_vocab.json" in cell)
+    assert re.sub(r"<[^>]+>", "", source) == "imported from gpt2 gpt2_vocab.json gpt2_merges.txt"
+    assert f'title="imported from gpt2 {vocab} {merges}"' in source  # the whole paths, on hover
+    assert re.search(r'<td class="date">\d{4}-\d\d-\d\d \d\d:\d\d</td>', row)
+    css = (Path(bpestore.web.__file__).parent / "static" / "style.css").read_text(encoding="utf-8")
+    assert re.search(r"td\.date\s*\{[^}]*white-space:\s*nowrap", css)
+
+
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts())
 def test_playground_ids_equal_encode_for_nasty_text(store_path, client, text):
@@ -491,10 +517,13 @@ def test_cli_serve_serves_until_interrupted(store_path):
     import signal
     import subprocess
     import sys
+    import urllib.error
     import urllib.request
 
+    # (without colorama, as where it is not installed: colorama strips the codes for a non-terminal itself)
+    no_colorama = "import runpy, sys; sys.modules['colorama'] = None; runpy.run_module('bpestore.cli', run_name='__main__')"
     process = subprocess.Popen(
-        [sys.executable, "-m", "bpestore.cli", "serve", "--port", "0", "--db", str(store_path)],
+        [sys.executable, "-c", no_colorama, "serve", "--port", "0", "--db", str(store_path)],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
     )
     try:
@@ -504,10 +533,40 @@ def test_cli_serve_serves_until_interrupted(store_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/?q=en", timeout=30) as response:
             html = response.read().decode()
         assert "en@1" in html and "de@1" not in html
+        with pytest.raises(urllib.error.HTTPError) as missing:  # a 404, which Werkzeug logs in yellow on a terminal
+            urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/no-such-page", timeout=30)
+        assert missing.value.code == 404
+        missing.value.close()  # (its connection)
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
+        log = process.stderr.read()
         process.stderr.close()
+    # stderr is a pipe here, not a terminal: the request log is plain text
+    assert '"GET /no-such-page HTTP/1.1" 404' in log and "\x1b[" not in log, log
+
+
+def test_cli_serve_on_a_busy_port_says_so_in_one_line(store_path):
+    import socket
+
+    from test_cli import assert_user_error, invoke
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = invoke("serve", "--port", port, "--db", store_path)
+    message = assert_user_error(result, "Error: ", f"port {port}", "in use")
+    assert result.exit_code == 1, message
+
+
+def test_an_unknown_address_gets_the_explorers_404_page(client):
+    response = client.get("/no-such-page", headers={"Host": "localhost"})
+    assert response.status_code == 404
+    html = response.data.decode()
+    assert 'href="/static/style.css"' in html and "<nav>" in html  # the explorer's look and navigation
+    assert "There is no page at this address." in html and "404 Not Found" in html
+    assert client.post("/vocab", headers={"Host": "localhost"}).status_code == 405
 
 
 @pytest.mark.parametrize("held", ["half a request", "an idle keep-alive connection"])
@@ -544,24 +603,6 @@ def test_cli_serve_stops_on_sigint_with_a_connection_held_open(store_path, held)
             process.stderr.close()
             if client is not None:
                 client.close()
-
-
-def test_cli_serve_on_a_port_in_use_is_one_error_line(store_path):
-    """Werkzeug would print two lines of its own and exit: one bpestore line instead, status 1."""
-    import socket
-    import subprocess
-    import sys
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "bpestore.cli", "serve", "--port", str(port), "--db", str(store_path)],
-            capture_output=True, text=True, timeout=60,
-        )
-    assert result.returncode == 1, result
-    assert result.stderr == f"Error: port {port} on 127.0.0.1 is in use by another program: stop it, or give --port another number (0: any free port)\n"
 
 
 def test_a_store_at_another_revision_is_refused_not_upgraded(tmp_path):
@@ -933,8 +974,55 @@ def test_playground_tokenizes_as_you_type_and_its_url_reproduces_the_view(browse
     assert console_errors(browser) == []
 
 
+def selected_refs(html: str) -> list[str]:
+    """The refs the playground's dropdowns select, in order ("" for none)."""
+    selects = re.findall(r'<select name="t">(.*?)</select>', html, flags=re.S)
+    return [(re.findall(r'<option value="([^"]*)" selected>', select) or [""])[0] for select in selects]
+
+
+def test_playground_bare_names_are_their_latest_versions_selected_in_the_dropdowns(client):
+    """/playground?t=en&t=de@1&t=mix: each bare name is its latest version, shown and selected
+    in its dropdown, in the order asked; the form (what app.js posts as you type) asks for the
+    same three, where the first dropdown used to fall back to its first option."""
+    html = client.get("/playground?text=hello&t=en&t=de@1&t=mix", headers={"Host": "localhost"}).data.decode()
+    assert re.findall(r'<section class="column" data-ref="([^"]+)"', html) == ["en@2", "de@1", "mix@1"]
+    assert selected_refs(html) == ["en@2", "de@1", "mix@1", ""]
+    fragment = client.post("/playground/tokens", data={"text": "hello", "t": ["en", "de@1", "mix"]}, headers={"Host": "localhost"})
+    assert parse_qs(urlsplit(fragment.headers["X-Playground-Url"]).query)["t"] == ["en@2", "de@1", "mix@1"]
+
+
+def test_whitespace_marks_cannot_be_read_as_text(client):
+    """A space is marked with an open box (␣), which no text is mistaken for; a middle dot (·)
+    sat on the baseline and read as a period."""
+    html = client.get("/playground?text=a+b&t=en@2&ws=1", headers={"Host": "localhost"}).data.decode()
+    assert 'space <span class="mark">␣</span>' in html and '<span class="mark">·</span>' not in html
+    assert re.search(r'<span class="ws sp"[^>]*> </span>', html)  # the space itself stays, for copying
+    with client.get("/static/style.css", headers={"Host": "localhost"}) as response:  # (closes the file it sends)
+        css = response.data.decode()
+    rule = re.search(r"\.show-ws \.ws\.sp::before[^{]*\{([^}]*)\}", css)
+    assert rule and 'content: "␣"' in rule.group(1), css
+
+
+def test_typing_keeps_the_comparison_the_url_asked_for(browser, server):
+    """Bare names in the URL: typing a character keeps the same three tokenizers, in the same
+    order (it used to become the first dropdown's first option, another tokenizer, silently)."""
+    from selenium.webdriver.common.by import By
+
+    def columns() -> list[str]:
+        return browser.execute_script("return Array.from(document.querySelectorAll('section.column'), (c) => c.dataset.ref)")
+
+    visit(browser, server + "/playground?text=hello&t=en&t=de@1&t=mix")
+    assert columns() == ["en@2", "de@1", "mix@1"]
+    area = browser.find_element(By.ID, "text")
+    tokenize(browser, lambda: area.send_keys("!"))
+    assert columns() == ["en@2", "de@1", "mix@1"]
+    query = parse_qs(urlsplit(browser.current_url).query)
+    assert query["t"] == ["en@2", "de@1", "mix@1"] and query["text"] == ["hello!"]
+    assert console_errors(browser) == []
+
+
 def test_playground_whitespace_toggle(browser, server):
-    """The toggle marks spaces, newlines and tabs (·, ↵, →) without changing the text, and is
+    """The toggle marks spaces, newlines and tabs (␣, ↵, →) without changing the text, and is
     kept in the URL."""
     from selenium.webdriver.common.by import By
 
@@ -949,11 +1037,11 @@ def test_playground_whitespace_toggle(browser, server):
     text = browser.find_element(By.CSS_SELECTOR, "#results .tokens").get_property("textContent")
     assert text == "a b\n\tc"
     browser.find_element(By.ID, "show-ws").click()
-    assert marks() == ['"·"', '"↵"', '"→"']
+    assert marks() == ['"␣"', '"↵"', '"→"']
     assert browser.find_element(By.CSS_SELECTOR, "#results .tokens").get_property("textContent") == text  # marks are not text
     assert "ws=1" in browser.current_url
     visit(browser, browser.current_url)  # kept by the URL
-    assert browser.find_element(By.ID, "show-ws").is_selected() and marks() == ['"·"', '"↵"', '"→"']
+    assert browser.find_element(By.ID, "show-ws").is_selected() and marks() == ['"␣"', '"↵"', '"→"']
     browser.find_element(By.ID, "show-ws").click()
     assert marks() == ["none", "none", "none"] and "ws=1" not in browser.current_url
     # tables always mark whitespace: the vocab's space and newline tokens
@@ -994,10 +1082,17 @@ def test_a_megabyte_of_text_is_cut_quickly(client, store_path):
 
     from bpestore.web.views import MAX_TEXT_BYTES
 
+    def post(text: str) -> tuple[float, Any]:
+        started = time.perf_counter()
+        response = client.post("/playground/tokens", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"})
+        return time.perf_counter() - started, response
+
+    # Relative to this machine: as long as a text of MAX_TEXT_BYTES, the most that is tokenized,
+    # within a generous factor; tokenized and shown whole, 1 MB (50 times more) took far longer.
+    alone = min(post("x" * MAX_TEXT_BYTES)[0] for _ in range(3))
     text = "x" * 1_000_000
-    started = time.perf_counter()
-    response = client.post("/playground/tokens", data={"t": ["en@2", "de@1"], "text": text}, headers={"Host": "localhost"})
-    assert time.perf_counter() - started < 5  # (generous: it takes some 0.1 s)
+    seconds, response = post(text)
+    assert seconds < 10 * alone + 0.05, (seconds, alone)
     html = response.data.decode()
     assert response.status_code == 200 and 'id="cut-note"' in html and "<html" not in html
     assert re.search(rf'<span class="cut-bytes">{1_000_000 - MAX_TEXT_BYTES:,}</span>', html)
@@ -1081,35 +1176,3 @@ def test_screenshots_of_every_page(browser, server):
     finally:
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     assert console_errors(browser) == []
-
-
-def test_an_unknown_address_gets_the_explorers_own_404_page(client):
-    response = client.get("/no/such/page")
-    assert response.status_code == 404
-    html = response.get_data(as_text=True)
-    assert "There is no page at /no/such/page." in html
-    assert "Back to the tokenizers" in html and "<title>" in html  # (the explorer's layout, not Werkzeug's page)
-
-
-def test_cli_serve_writes_no_colour_codes_into_a_redirected_log(store_path):
-    """Werkzeug colours its request log's status codes: not when stderr is a file or a pipe."""
-    import signal
-    import subprocess
-    import sys
-    import urllib.error
-    import urllib.request
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bpestore.cli", "serve", "--port", "0", "--db", str(store_path)],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-    )
-    try:
-        port = re.search(r"http://127\.0\.0\.1:(\d+)/", process.stderr.readline()).group(1)
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30).read()
-        with pytest.raises(urllib.error.HTTPError):
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/missing", timeout=30)
-        time.sleep(0.3)
-    finally:
-        process.send_signal(signal.SIGINT)
-        _, log = process.communicate(timeout=30)
-    assert '"GET /missing HTTP/1.1" 404' in log and "\x1b[" not in log, repr(log)

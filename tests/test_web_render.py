@@ -53,7 +53,7 @@ def undo_token_html(html: str) -> bytes:
 
 def visible(html: str) -> str:
     """What a reader sees of a rendering with whitespace shown (the stylesheet's marks)."""
-    marks = {"sp": "·", "tab": "→", "nl": "↵"}
+    marks = {"sp": "␣", "tab": "→", "nl": "↵"}
     return unescape(re.sub(r'<span class="(?:ws (\w+)|[a-z]+)"[^>]*>([^<]*)</span>', lambda m: marks[m.group(1)] if m.group(1) else m.group(2), html))
 
 
@@ -92,7 +92,7 @@ def test_token_rendering_examples():
     assert token_html("中".encode()) == "中"  # a whole character: as it is, never \xe4\xb8\xad
     assert token_html(b"\xe4\xb8") == '<span class="byte" title="byte">\\xe4</span><span class="byte" title="byte">\\xb8</span>'
     assert undo_token_html(str(token_html(" 中\xe4".encode() + b"\xe4"))) == " 中\xe4".encode() + b"\xe4"
-    assert visible(str(token_html(b" a\tb\n"))) == "·a→b↵"
+    assert visible(str(token_html(b" a\tb\n"))) == "␣a→b↵"
     assert visible(str(token_html("\r\u200b\x00".encode()))) == "\\r\\u200b\\u0000"
     assert token_html(b"<script>&") == "&lt;script&gt;&amp;"
     assert token_html(b"\\x41") == "\\x41"  # a backslash is text; a byte is a marked piece

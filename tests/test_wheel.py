@@ -189,8 +189,8 @@ def test_the_installed_wheel_creates_and_uses_a_store(venv, tmp_path):
 def test_the_installed_console_script(venv, wheel, tmp_path):
     python, bin_dir, _ = venv
     with zipfile.ZipFile(wheel) as archive:
-        if "bpestore/cli.py" not in archive.namelist():
-            pytest.skip("no bpestore/cli.py in the wheel yet")
+        # (an assertion, not a skip: a wheel without its command line is a broken wheel)
+        assert "bpestore/cli.py" in archive.namelist(), "the wheel has no bpestore/cli.py: its console script cannot run"
     script = bin_dir / "bpestore"
     assert script.is_file()
     work = tmp_path / "work"

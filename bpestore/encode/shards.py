@@ -30,6 +30,7 @@ them on a Dask cluster. Both share the plan, the manifest and the skipping here.
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import json
@@ -111,7 +112,7 @@ def _expand(argument: str) -> list[tuple[str, int, str | None]]:
                 raise FileNotFoundError(f"no file matches {argument}")
             return [_local_shard_fields(match) for match in matches]
         if not os.path.exists(path):
-            raise FileNotFoundError(f"no such input file: {argument}")
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", argument)
         return [_local_shard_fields(path)]
     from fsspec.core import url_to_fs
 

@@ -136,7 +136,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
     write_vocab(output / "vocab.json", model.vocab)
     write_merges(output / "merges.txt", model.merges)
     notes += added_tokens_note(model, "GPT-2")
-    notes.append(f"wrote {output / 'vocab.json'} and {output / 'merges.txt'}")
+    notes.append(f"wrote {len(model.vocab):,} tokens to {output / 'vocab.json'} and {len(model.merges):,} merges to {output / 'merges.txt'}")
     return notes
 
 

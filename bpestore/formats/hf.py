@@ -728,7 +728,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
         pre_tokenizer=model.pre_tokenizer, dropped_bytes=model.dropped_bytes,
     )
     write_tokenizer_json(output, document)
-    return [f"wrote {output}"]
+    return [f"wrote {len(model.vocab):,} tokens to {output}"]
 
 
 def write_folder(model: BPEModel, folder: Path) -> list[str]:

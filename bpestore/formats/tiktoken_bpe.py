@@ -77,14 +77,15 @@ def read_vocab(path: str | os.PathLike[str]) -> dict[int, bytes]:
         raise FormatError(str(error)) from None
 
 
-def write_ranks(path: str | os.PathLike[str], vocab: dict[int, bytes], special_ids: set[int]) -> None:
-    """Write every non-special token as ``base64(token) id``, ordered by id."""
+def write_ranks(path: str | os.PathLike[str], vocab: dict[int, bytes], special_ids: set[int]) -> int:
+    """Write every non-special token as ``base64(token) id``, ordered by id; returns how many."""
     lines = [
         base64.b64encode(token) + b" " + str(token_id).encode()
         for token_id, token in sorted(vocab.items())
         if token_id not in special_ids
     ]
     Path(path).write_bytes(b"\n".join(lines) + b"\n")
+    return len(lines)
 
 
 def pair_merges_from_ranks(
@@ -119,28 +120,64 @@ def resolve_pattern(pattern: str, path: str | os.PathLike[str]) -> tuple[str, di
     return pattern, {}
 
 
+def encoding_named_by(path: str | os.PathLike[str]) -> str | None:
+    """The well-known encoding a file is named after (``cl100k_base.tiktoken``,
+    ``o200k_base.tiktoken.gz``, ``r50k_base``: what tiktoken's own files are called), or None.
+
+    >>> encoding_named_by("/data/cl100k_base.tiktoken"), encoding_named_by("mine.tiktoken")
+    ('cl100k_base', None)
+    """
+    stem = Path(path).name.split(".", 1)[0]
+    return stem if stem in KNOWN_ENCODINGS else None
+
+
+def _special_ids(given: Mapping[str, int | None], defaults: dict[str, int], vocab: Mapping[int, bytes]) -> dict[str, int]:
+    """Each special token's id: the one given (``TOKEN=ID``), else the known encoding's id for it,
+    else the id of the file's token of its bytes, else the next id after the file's tokens and
+    the ids already given (in the order given)."""
+    in_file = {}
+    if any(token_id is None and text not in defaults for text, token_id in given.items()):
+        in_file = {token: token_id for token_id, token in vocab.items()}
+    taken = {token_id for token_id in given.values() if token_id is not None} | {
+        defaults[text] for text, token_id in given.items() if token_id is None and text in defaults
+    }
+    next_id = max([*vocab, *taken], default=-1) + 1
+    specials = {}
+    for text, token_id in given.items():
+        if token_id is None:
+            token_id = defaults.get(text, in_file.get(text.encode("utf-8")))
+        if token_id is None:
+            token_id, next_id = next_id, next_id + 1
+        specials[text] = token_id
+    return specials
+
+
 def read(
-    path: str | os.PathLike[str], pattern: str | None = None, special_tokens: Mapping[str, int | None] | None = None, *,
-    progress: bool = False,
+    path: str | os.PathLike[str], pattern: str | None = None, special_tokens: Mapping[str, int | None] | None = None, *, progress: bool = False
 ) -> Imported:
     """A ``.tiktoken`` file. ``pattern`` is a well-known encoding name (which also brings its
     special tokens, unless ``special_tokens`` is given) or a regex; None: the encoding the file is
-    named after (``cl100k_base.tiktoken``). A special token given without an id gets the next
-    free one.
+    named after (``cl100k_base.tiktoken``, see :func:`encoding_named_by`). ``special_tokens``:
+    token -> id, or -> None for the known encoding's id for it, else the next free id.
 
     Reconstructing the merges of a big vocabulary takes longer than the rest of reading it, and
     encoding does not need them: without ``progress`` they are reconstructed when first asked
     for (``model.merges``, and the note saying how many there are); with it (``bpestore import``,
     which stores them) they are reconstructed now, under a progress bar."""
-    regex_pattern, default_specials = resolve_pattern(pattern if pattern is not None else pattern_from_file_name(path), path)
+    if pattern is None:
+        pattern = encoding_named_by(path)
+        if pattern is None:
+            names = ", ".join(name for name in KNOWN_ENCODINGS if name != "gpt2")
+            raise FormatError(
+                f"{path}: a .tiktoken file does not say its pre-tokenizer, and this one is not named like a known encoding "
+                f"({names}): give --pattern (an encoding's name or a regex)"
+            )
+    regex_pattern, default_specials = resolve_pattern(pattern, path)
+    given_ids = {text: token_id for text, token_id in (special_tokens or {}).items() if token_id is not None}
+    if special_tokens is not None and len(given_ids) == len(special_tokens):
+        _check_special_ids(given_ids, path)  # (every id given: refused before the file is read)
     vocab = read_vocab(path)  # (a vocab the engine accepts)
-    given = default_specials if special_tokens is None else dict(special_tokens)
-    next_id = max([*vocab, *(token_id for token_id in given.values() if token_id is not None)], default=-1) + 1
-    specials: dict[str, int] = {}
-    for text, token_id in given.items():
-        if token_id is None:
-            token_id, next_id = next_id, next_id + 1
-        specials[text] = token_id
+    specials = default_specials if special_tokens is None else _special_ids(special_tokens, default_specials, vocab)
     _check_special_ids(specials, path)
     # The ids the file does not hold; every other id of the model is a token of the file.
     not_in_file = frozenset(token_id for token_id in specials.values() if token_id not in vocab)
@@ -214,47 +251,36 @@ def write(model: BPEModel, output: Path) -> list[str]:
                 "tiktoken merges by token rank (the id); for this tokenizer the ranks do not reproduce its merges "
                 "exactly, so some texts may encode differently in tiktoken"
             )
-    write_ranks(output, vocab, set(special_ids.values()))
+    written = write_ranks(output, vocab, set(special_ids.values()))
     specials = ", ".join(f"{text!r}: {token_id}" for text, token_id in special_ids.items()) or "none"
     notes += added_tokens_note(model, "tiktoken")
-    notes.append(f"wrote {output}; tiktoken also needs pat_str={model.pattern!r} and special_tokens={{{specials}}}")
+    notes.append(f"wrote {written:,} tokens to {output}; tiktoken also needs pat_str={model.pattern!r} and special_tokens={{{specials}}}")
     return notes
 
 
 def parse_special_assignments(values: Iterable[str]) -> dict[str, int | None] | None:
-    """``TOKEN=ID`` or ``TOKEN`` strings (``--special-token`` of ``bpestore import tiktoken``, as
-    every import takes it) as a dict, None for an id to give (the next free one); None for none
-    given (the well-known encoding's own); ValueError for a token given twice (the last would
-    silently win)."""
+    """``--special-token`` values of ``bpestore import tiktoken`` as a dict: ``TOKEN=ID`` (the id
+    in ASCII digits after the last ``=``) gives the id, ``TOKEN`` alone None (the id found by
+    :func:`read`: the known encoding's, else the next free one), as ``bpestore import gpt2``
+    takes them; None for none (the well-known encoding's own); ValueError for a token given
+    twice (the last would silently win).
+
+    >>> parse_special_assignments(["<|endoftext|>=100257", "<|pad|>", "a=b"])
+    {'<|endoftext|>': 100257, '<|pad|>': None, 'a=b': None}
+    """
     specials: dict[str, int | None] = {}
     for value in values:
         text, equals, token_id = value.rpartition("=")
         if equals and text and token_id.isdigit() and not token_id.isascii():
-            raise ValueError(f"{value!r}: expected TOKEN or TOKEN=ID with the id in ASCII digits, e.g. '<|endoftext|>=100257'")
-        if not (equals and text and token_id.isascii() and token_id.isdigit()):
-            text, given = value, None  # (TOKEN alone: "a=b" too is a token's text)
-        else:
-            given = int(token_id)
+            raise ValueError(f"{value!r}: expected TOKEN=ID with the id in ASCII digits, e.g. '<|endoftext|>=100257', or TOKEN alone")
+        if not (equals and text and token_id.isdigit()):
+            text, token_id = value, ""
         if not text:
-            raise ValueError(f"{value!r}: expected TOKEN or TOKEN=ID, e.g. '<|endoftext|>=100257'")
+            raise ValueError("an empty special token")
         if text in specials:
             raise ValueError(f"special token {text!r} is given twice")
-        specials[text] = given
+        specials[text] = int(token_id) if token_id else None
     return specials or None
-
-
-def pattern_from_file_name(path: str | os.PathLike[str]) -> str:
-    """The well-known encoding a file is named after (``cl100k_base.tiktoken``), for an import
-    without ``--pattern``; FormatError if it is named after none."""
-    name = Path(path).name
-    for suffix in (".gz", ".tiktoken"):
-        name = name.removesuffix(suffix)
-    if name in KNOWN_ENCODINGS:
-        return name
-    raise FormatError(
-        f"{path}: give --pattern (a well-known encoding's name: {', '.join(KNOWN_ENCODINGS)}, or a regex): "
-        "the file is not named after a known encoding"
-    )
 
 
 IMPORTER = ImportCommand(
@@ -263,22 +289,26 @@ IMPORTER = ImportCommand(
     tiktoken merges by the rank of the resulting token; the stored tokenizer does the same, and a
     merges list is reconstructed for export, show and diff.
 
+    The pre-tokenizer pattern is not in the file: --pattern gives it, or the file's name when it
+    is a known encoding's (cl100k_base.tiktoken, o200k_base.tiktoken, r50k_base, p50k_base).
+
     \b
     Example:
       bpestore import tiktoken cl100k_base.tiktoken --name cl100k
-      bpestore import tiktoken mine.tiktoken --name mine --pattern cl100k_base --special-token '<|end|>'
+      bpestore import tiktoken mine.tiktoken --name mine --pattern cl100k_base --special-token '<|pad|>'
     """,
     files=("file",),
     options=(
         ImportOption(
             "--pattern", "pattern",
             "The pre-tokenizer: a well-known encoding's name (which also brings its special tokens) or a regex "
-            "[default: the encoding the file is named after, such as cl100k_base.tiktoken].",
+            "[default: the encoding the file is named after].",
             metavar="{r50k_base,p50k_base,cl100k_base,o200k_base}|REGEX", positional=True,
         ),
         ImportOption(
             "--special-token", "special_tokens",
-            "A special token, with its id or not (the next free id; repeatable); replaces the defaults.",
+            "A special token (repeatable; replaces the defaults): TOKEN=ID, or TOKEN for the known encoding's id "
+            "for it, else the next id after the file's.",
             metavar="TOKEN[=ID]", multiple=True, convert=parse_special_assignments,
         ),
     ),

@@ -61,7 +61,7 @@ def check_corpus_path(path: str | os.PathLike[str], *, streams: bool = False) ->
     read too, once, from start to end (what encoding does; training reads its files by size)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(errno.ENOENT, "No such corpus file", str(path))
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
     if path.is_dir():
         raise FileNotFoundError(errno.EISDIR, "Not a file (a directory), cannot read a corpus", str(path))
     if not path.is_file() and not streams:

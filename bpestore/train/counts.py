@@ -452,7 +452,7 @@ def read_counts(
     or a URL), else a ``word<TAB>count`` text file (:func:`read_tsv`)."""
     text = os.fspath(path)
     if "://" not in text and not Path(text).exists():
-        raise FileNotFoundError(errno.ENOENT, "No such counts file", text)
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", text)
     if text.rstrip("/").lower().endswith((".parquet", ".pq")) or _is_directory(text):
         return read_parquet(path, pattern=pattern, special_tokens=special_tokens)
     return read_tsv(path, pattern=pattern or GPT2_PATTERN, special_tokens=special_tokens or ())

@@ -2,29 +2,32 @@
 vocab and merges, a playground that shows text split into tokens by up to four tokenizers side by
 side, a diff of two tokenizers, and plots, all rendered on the server (Flask and Jinja2 templates,
 SVG charts, a little plain JavaScript; nothing is fetched from the network).
+
 Safety: the store is opened read-only (:class:`~bpestore.web.data.ReadOnlyStore`); everything shown
 is escaped (token texts are untrusted) and a Content-Security-Policy allows only the explorer's own
 script and styles; requests whose ``Host`` is not the address served are refused (against DNS
 rebinding); and :func:`check_host` refuses a non-loopback address unless asked explicitly.
+
 Needs the ``web`` extra: ``pip install 'bpestore[web]'``.
 """
+
 from __future__ import annotations
+
 import contextlib
-import errno
 import io
 import ipaddress
 import os
+import re
 import socket
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
-
-from ..errors import AddressInUseError
 
 if TYPE_CHECKING:  # (Flask and Werkzeug are imported where they run: the web extra is optional)
     from flask import Flask, Response
     from werkzeug.serving import BaseWSGIServer
 
-__all__ = ["check_host", "close_app", "create_app", "make_server"]
+__all__ = ["ListenError", "check_host", "close_app", "create_app", "make_server"]
 
 # The largest form a request may send (a text pasted into the playground, which cuts it to
 # views.MAX_TEXT_BYTES and says so): larger is refused (413) before it is read.
@@ -109,27 +112,50 @@ def create_app(db: str | os.PathLike[str], *, corpora: Sequence[str | os.PathLik
 def make_server(db: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 8000, *, allow_remote: bool = False, corpora: Sequence[str | os.PathLike[str]] = ()) -> BaseWSGIServer:
     """A threaded HTTP server for the explorer (call ``serve_forever()``; ``server_port`` is the
     port, useful with ``port=0``). Refuses a non-loopback ``host`` unless ``allow_remote``."""
-    import sys
-
-    import werkzeug.serving
+    from werkzeug.serving import WSGIRequestHandler
     from werkzeug.serving import make_server as werkzeug_server
 
-    # Werkzeug colours the status codes of its request log always: only on a terminal here, so
-    # that a log redirected to a file holds no escape codes.
-    werkzeug.serving._log_add_style = sys.stderr.isatty()
+    class RequestHandler(WSGIRequestHandler):
+        """Werkzeug's, with its request log in plain text when stderr is not a terminal (a log
+        file gets no ANSI colour codes)."""
+
+        def log(self, type: str, message: str, *args: object) -> None:  # noqa: A002 - Werkzeug's name
+            if not _is_terminal(sys.stderr):
+                args = tuple(_ANSI_CODE.sub("", arg) if isinstance(arg, str) else arg for arg in args)
+            super().log(type, message, *args)
 
     check_host(host, allow_remote)
     allowed = None if allow_remote else ["localhost", "127.0.0.1", "::1", host]
     app = create_app(db, corpora=corpora, allowed_hosts=allowed)
+    # Werkzeug prints why it cannot listen (two lines) and calls sys.exit(1): caught, it becomes
+    # one ListenError, which the CLI prints as one "Error:" line like any other mistake.
+    said = io.StringIO()
     try:
-        # (Werkzeug prints two lines of its own for a port in use and exits: caught, said once)
-        with contextlib.redirect_stderr(io.StringIO()):
-            return werkzeug_server(host, port, app, threaded=True)
+        with contextlib.redirect_stderr(said):
+            return werkzeug_server(host, port, app, threaded=True, request_handler=RequestHandler)
     except SystemExit:
         close_app(app)
-        raise AddressInUseError(
-            errno.EADDRINUSE, f"port {port} on {host} is in use by another program: stop it, or give --port another number (0: any free port)"
-        ) from None
+        reason = said.getvalue().strip().splitlines()[0] if said.getvalue().strip() else "cannot listen"
+        busy = " (another program uses it: stop that program or pass another --port)" if "in use" in said.getvalue() else ""
+        raise ListenError(f"cannot listen on {host} port {port}: {reason}{busy}") from None
+
+
+class ListenError(OSError):
+    """The server could not listen on the address asked for (a port in use, an address this
+    machine does not have); the message says which and why, in one line."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
 
 
 def close_app(app: Flask) -> None:

@@ -4,7 +4,7 @@ merges and diff tables, so that a token reads the same everywhere.
 - Characters are shown as characters; only the bytes of a token that splits a UTF-8 character
   are shown as bytes, ``\\xNN`` (``<span class="byte">``).
 - A space, tab or newline is the character itself in ``<span class="ws sp|tab|nl">``: the text
-  stays copyable as it is, and the stylesheet marks it (``·``, ``→``, ``↵``) inside an element of
+  stays copyable as it is, and the stylesheet marks it (``␣``, ``→``, ``↵``) inside an element of
   class ``show-ws`` (the playground's whitespace toggle; tables always).
 - Other characters that print as nothing or move the cursor (control characters, zero-width and
   other spaces, separators) are escaped, ``\\r``, ``\\u200b``, in ``<span class="esc">``.

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, current_app, render_template, request, url_for
+from werkzeug.exceptions import HTTPException
 
 from ..encode.tokenizer import Tokenizer
 from ..errors import BpestoreError, TokenizerNotFoundError
 from ..metrics import Measurement, measure_counts, measure_file, measure_text
 from ..pretokenize.inputs import short_corpus_path, stored_corpus_paths
 from ..store.database import TokenizerInfo
-from ..workflow import diff_tokenizers, recipe_from_dict
+from ..workflow import diff_tokenizers
 from . import svg
 from .leaderboard import COLUMNS, leaderboard
 from .data import CorpusCounts, Explorer
@@ -130,6 +131,15 @@ def _short_corpus(info: TokenizerInfo) -> str:
     return short_corpus_path(info.corpus_path or "", info.corpus_origin)
 
 
+@pages.app_template_filter("short_source")
+def _short_source(info: TokenizerInfo) -> str:
+    """Where a tokenizer came from, for a table: an import's files by their names (``imported
+    from gpt2 vocab.json merges.txt``), not their absolute paths (the cell's title has those)."""
+    if info.source_format is None:
+        return info.source
+    return f"imported from {info.source_format} " + " ".join(Path(path).name for path in info.source_paths or [])
+
+
 @pages.app_template_filter("corpus_files")
 def _corpus_files(info: TokenizerInfo) -> tuple[str, list[str]]:
     """A tokenizer's corpus as its marker (``counts: ``..., from its origin) and its files."""
@@ -146,10 +156,13 @@ def _bad_argument(error: ValueError) -> tuple[str, int]:
     return render_template("error.html", message=str(error)), 400
 
 
-@pages.app_errorhandler(404)
-def _no_such_page(error: Exception) -> tuple[str, int]:
-    """An unknown address: the explorer's own page, not Werkzeug's plain one."""
-    return render_template("error.html", message=f"There is no page at {request.path}."), 404
+@pages.app_errorhandler(HTTPException)
+def _http_error(error: HTTPException) -> tuple[str, int]:
+    """An unknown address (404), a method a page does not take (405), ...: the explorer's own page
+    with its navigation, not Werkzeug's plain one."""
+    code = error.code or 500
+    message = "There is no page at this address." if code == 404 else (error.description or "")
+    return render_template("error.html", message=message, title=f"{code} {error.name}"), code
 
 
 # -- the tokenizers --------------------------------------------------------------------------------
@@ -181,20 +194,8 @@ def tokenizer_page() -> str:
         continues = (base, _is_stored(base))
     return render_template(
         "tokenizer.html", info=info, kinds=kinds, longest=longest, histogram=histogram,
-        versions=versions, mean_length=_mean_length(lengths), continues=continues, recipe=_recipe_toml(info),
+        versions=versions, mean_length=_mean_length(lengths), continues=continues,
     )
-
-
-def _recipe_toml(info: TokenizerInfo) -> str | None:
-    """The TOML recipe that reproduces the tokenizer (``bpestore show REF --recipe``), or None."""
-    data = (info.training_params or {}).get("recipe")
-    if data is None:
-        return None
-    try:
-        toml: str = recipe_from_dict(data, f"the recipe stored with {info.ref}").to_toml()
-    except BpestoreError:
-        return None  # (a damaged one is bpestore check's to report, not the page's to fail on)
-    return toml
 
 
 def _is_stored(ref: str) -> bool:
@@ -395,8 +396,10 @@ def _playground_state() -> dict[str, Any]:
     if show_whitespace:
         arguments["ws"] = "1"
     url = url_for("pages.playground", **arguments)
+    # The dropdowns select the refs as resolved ("gpt2" is its latest version, "gpt2@1"): the
+    # form, which app.js posts as you type, then asks for what the URL asked for.
     return {
-        "infos": infos, "refs": refs, "text": text, "cut": cut, "columns": columns,
+        "infos": infos, "refs": shown, "text": text, "cut": cut, "columns": columns,
         "show_whitespace": show_whitespace, "url": url, "max_side_by_side": MAX_SIDE_BY_SIDE, "max_text_bytes": MAX_TEXT_BYTES,
     }
 
