@@ -108,6 +108,7 @@ def bpestore_command(bin_dir: Path) -> None:
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 
+@pytest.mark.slow  # subprocesses, a few seconds a page
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(REPO_ROOT)) for p in PAGES])
 def test_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     document = Document.parse(str(page), *PARSERS)
