@@ -165,16 +165,16 @@ def test_the_engine_raises_the_projects_errors_without_importing_them(tmp_path):
     assert raised.value.offset == 10 and raised.value.path == str(bad)
 
 
-# -- README's "How the code is laid out" tree ---------------------------------------------------------
+# -- the layout tree of docs/development.md ("How the code is laid out"; README points there) --------
 
 CONTINUATION_INDENT = 16
 """A line of the tree indented this far or more continues the description above it."""
 
 
-def readme_tree() -> list[tuple[str, bool]]:
-    """The paths README's layout tree names, relative to the repository root, each with whether it
+def layout_tree() -> list[tuple[str, bool]]:
+    """The paths the layout tree of docs/development.md names, relative to the repository root, each with whether it
     is a folder listed without any entry under it (which then stands for everything inside it)."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    text = (REPO_ROOT / "docs" / "development.md").read_text(encoding="utf-8")
     section = text.split("## How the code is laid out", 1)[1]
     block = section.split("```", 2)[1]
     entries: list[tuple[int, str]] = []  # (depth, path)
@@ -183,11 +183,11 @@ def readme_tree() -> list[tuple[str, bool]]:
         indent = len(line) - len(line.lstrip(" "))
         if not line.strip() or indent >= CONTINUATION_INDENT:
             continue
-        assert indent % 2 == 0, f"odd indentation in README's tree: {line!r}"
+        assert indent % 2 == 0, f"odd indentation in docs/development.md's tree: {line!r}"
         depth = indent // 2
         names_field = line.strip().split("  ")[0]  # names, then two or more spaces, then the description
         del folders[depth:]
-        assert len(folders) == depth, f"README's tree skips a level at {line!r}"
+        assert len(folders) == depth, f"docs/development.md's tree skips a level at {line!r}"
         names = [name.strip() for name in names_field.split(",")]
         for name in names:
             entries.append((depth, "".join(folders) + name))
@@ -209,10 +209,10 @@ def expand(path: str) -> list[str]:
     return [first, f"{folder}/{file.split('.')[0]}.{other_suffix}"]
 
 
-def test_the_readme_tree_names_every_module_and_crate():
+def test_the_layout_tree_names_every_module_and_crate():
     """Every module of bpestore/ (a folder listed without entries under it stands for its files)
-    and every crate is in README's layout tree, and everything the tree names exists."""
-    named = readme_tree()
+    and every crate is in the layout tree of docs/development.md, and everything the tree names exists."""
+    named = layout_tree()
     paths = {path for path, _ in named}
     leaf_folders = [path for path, leaf in named if leaf]
     assert "bpestore/workflow.py" in paths and "crates/" in paths, sorted(paths)  # the parser found the tree
@@ -228,9 +228,9 @@ def test_the_readme_tree_names_every_module_and_crate():
         path for path in modules | packages | crates
         if path not in paths and not any(path.startswith(folder) and path != folder for folder in leaf_folders)
     )
-    assert not missing, f"README's 'How the code is laid out' does not name {missing}"
+    assert not missing, f"docs/development.md's 'How the code is laid out' does not name {missing}"
     absent = sorted(path for path in paths for pattern in expand(path) if not list(REPO_ROOT.glob(pattern.rstrip("/"))))
-    assert not absent, f"README's 'How the code is laid out' names what does not exist: {absent}"
+    assert not absent, f"docs/development.md's 'How the code is laid out' names what does not exist: {absent}"
 
 
 @pytest.mark.slow

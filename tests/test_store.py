@@ -160,7 +160,7 @@ def assert_same_tokenizer(loaded: Tokenizer, original: Tokenizer) -> None:
     assert loaded.merge_rule == original.merge_rule
 
 
-# -- 1. schema, constraints, readable views, README queries ----------------------------------------
+# -- 1. schema, constraints, readable views, the SQL page's queries ----------------------------------------
 
 
 def test_store_is_exported_from_the_package():
@@ -306,19 +306,19 @@ def test_readable_views_of_a_trained_tokenizer(store, db, corpus_b):
     assert merges == expected_merges_readable("de", version_of(ref), tokenizer, db)
 
 
-def readme_queries() -> list[str]:
-    """The SQL statements of the README's "The store, in SQL" section, verbatim."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
-    assert blocks, "README.md has no ```sql block"
+def sql_page_queries() -> list[str]:
+    """The SQL statements of docs/howto/sql.md ("The store, in SQL"), verbatim."""
+    page = (REPO_ROOT / "docs" / "howto" / "sql.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.*?)```", page, flags=re.S)
+    assert blocks, "docs/howto/sql.md has no ```sql block"
     statements = [statement.strip() for block in blocks for statement in block.split(";") if statement.strip()]
     return ["\n".join(line for line in statement.splitlines() if not line.lstrip().startswith("--")) for statement in statements]
 
 
-def test_readme_queries(store, db, corpus_a, corpus_b):
-    """The README's three queries, run verbatim on a store holding stdlib@1 and stdlib@2 (the
+def test_sql_page_queries(store, db, corpus_a, corpus_b):
+    """The three queries of docs/howto/sql.md, run verbatim on a store holding stdlib@1 and stdlib@2 (the
     names they use), trained on different corpora."""
-    longest_sql, not_shared_sql, top_pretokens_sql = readme_queries()
+    longest_sql, not_shared_sql, top_pretokens_sql = sql_page_queries()
     assert store.train(corpus_a, "stdlib", 420, SPECIALS, workers=1) == ["stdlib@1"]
     assert store.train(corpus_b, "stdlib", 400, SPECIALS, workers=1) == ["stdlib@2"]
     store.train(corpus_b, "other", 450, [], workers=1)  # rows the queries must leave out

@@ -8,7 +8,7 @@ browser tests skip, saying why, where Chromium or chromedriver is not installed 
 ``apt-get install chromium chromium-driver``).
 
 Screenshots of the playground and the diff page go to ``$BPESTORE_SCREENSHOTS`` when it is set
-(the README's are made so: ``BPESTORE_SCREENSHOTS=docs python3 -m pytest tests/test_web.py``).
+(those of docs/howto/compare-evaluate.md are made so: ``BPESTORE_SCREENSHOTS=docs python3 -m pytest tests/test_web.py``).
 """
 
 from __future__ import annotations
@@ -1148,7 +1148,7 @@ def test_leaderboard_sorts_when_a_heading_is_clicked(browser, eval_store):
 
 def test_screenshots_of_every_page(browser, server):
     """With BPESTORE_SCREENSHOTS=DIR: a PNG of every page (and of the playground in the dark
-    theme) in DIR, to look at; README's, in docs/, are among them."""
+    theme) in DIR, to look at; those of docs/howto/compare-evaluate.md, in docs/, are among them."""
     folder = os.environ.get("BPESTORE_SCREENSHOTS")
     if not folder:
         pytest.skip("set BPESTORE_SCREENSHOTS=DIR to take screenshots of every page")
