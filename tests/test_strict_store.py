@@ -20,7 +20,7 @@ from alembic.config import Config
 
 from bpestore.store.migrate import migrations_dir
 from test_cli import invoke, ok
-from test_store import readme_queries
+from test_store import sql_page_queries
 
 TEXT = "the cat sat on the mat, and then the cat ate the rat.\n" * 40
 OTHER = "Der Hund lief über die Straße, und dann lief die Katze.\n" * 40
@@ -233,7 +233,7 @@ def answers(db: Path, folder: Path) -> list[str]:
 
 def readme_answers(db: Path) -> list[list[tuple]]:
     with sqlite3.connect(db) as connection:
-        results = [connection.execute(statement).fetchall() for statement in readme_queries()]
+        results = [connection.execute(statement).fetchall() for statement in sql_page_queries()]
     connection.close()
     return results
 
