@@ -20,7 +20,7 @@ from ..errors import BpestoreError, TokenizerNotFoundError
 from ..metrics import Measurement, measure_counts, measure_file, measure_text
 from ..pretokenize.inputs import short_corpus_path, stored_corpus_paths
 from ..store.database import TokenizerInfo
-from ..workflow import diff_tokenizers
+from ..workflow import diff_tokenizers, recipe_from_dict
 from . import svg
 from .leaderboard import COLUMNS, leaderboard
 from .data import CorpusCounts, Explorer
@@ -194,8 +194,20 @@ def tokenizer_page() -> str:
         continues = (base, _is_stored(base))
     return render_template(
         "tokenizer.html", info=info, kinds=kinds, longest=longest, histogram=histogram,
-        versions=versions, mean_length=_mean_length(lengths), continues=continues,
+        versions=versions, mean_length=_mean_length(lengths), continues=continues, recipe=_recipe_toml(info),
     )
+
+
+def _recipe_toml(info: TokenizerInfo) -> str | None:
+    """The TOML recipe that reproduces the tokenizer (``bpestore show REF --recipe``), or None."""
+    data = (info.training_params or {}).get("recipe")
+    if data is None:
+        return None
+    try:
+        toml: str = recipe_from_dict(data, f"the recipe stored with {info.ref}").to_toml()
+    except BpestoreError:
+        return None  # (a damaged one is bpestore check's to report, not the page's to fail on)
+    return toml
 
 
 def _is_stored(ref: str) -> bool:
