@@ -354,20 +354,9 @@ impl Encoder {
     /// takes none). Text is then no longer cut at spaces, nor at such a token, to be encoded in
     /// parts: what the token takes lies on either side of it.
     pub fn with_token_options(mut self, options: &[(String, TokenOptions)]) -> Encoder {
-        let tokens = self.specials.tokens().to_vec();
-        let chosen: Vec<TokenOptions> = tokens
-            .iter()
-            .map(|token| {
-                options
-                    .iter()
-                    .find(|(named, _)| named == token)
-                    .map_or_else(TokenOptions::default, |(_, options)| *options)
-            })
-            .collect();
-        self.specials = SpecialTokens::with_options(&tokens, &chosen);
-        if let Some(normalization) = &mut self.normalization {
-            let chosen: Vec<TokenOptions> = normalization
-                .given
+        // (each token's options, by the name it was given under; none for a token not named)
+        let options_of = |given: &[String]| -> Vec<TokenOptions> {
+            given
                 .iter()
                 .map(|token| {
                     options
@@ -375,9 +364,14 @@ impl Encoder {
                         .find(|(named, _)| named == token)
                         .map_or_else(TokenOptions::default, |(_, options)| *options)
                 })
-                .collect();
+                .collect()
+        };
+        let tokens = self.specials.tokens().to_vec();
+        self.specials = SpecialTokens::with_options(&tokens, &options_of(&tokens));
+        if let Some(normalization) = &mut self.normalization {
             let written = normalization.tokens.tokens().to_vec();
-            normalization.tokens = SpecialTokens::with_options(&written, &chosen);
+            normalization.tokens =
+                SpecialTokens::with_options(&written, &options_of(&normalization.given));
             if normalization.tokens.any_options() {
                 self.pretokenizer = self.pretokenizer.without_space_cuts();
             }
