@@ -18,6 +18,8 @@ __all__ = [
     "GPT2_PATTERN",
     "CL100K_PATTERN",
     "O200K_PATTERN",
+    "LLAMA3_PATTERN",
+    "QWEN2_PATTERN",
     "PretokenCounts",
     "SortedRows",
     "count_file",
@@ -52,6 +54,10 @@ GPT2_PATTERN: str
 """The GPT-2 pattern, byte for byte ``bpestore.pretokenize.GPT2_PATTERN``."""
 CL100K_PATTERN: str
 O200K_PATTERN: str
+LLAMA3_PATTERN: str
+"""Llama-3's pattern, byte for byte ``bpestore.pretokenize.LLAMA3_PATTERN``."""
+QWEN2_PATTERN: str
+"""Qwen2's pattern, byte for byte ``bpestore.pretokenize.QWEN2_PATTERN``."""
 
 @final
 class Pretokenizer:

@@ -32,7 +32,7 @@ from ..normalizer import Normalizer, NormalizerError
 from ..decoder import Decoder, DecoderError
 from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
-from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
+from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN
 from .gpt2 import token_to_text, unicode_to_byte
 from .hf_folder import CONFIG_FILE, SPECIAL_TOKENS_FILE, config_of_folder, folder_files
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
@@ -42,7 +42,7 @@ from .registry import Format, ImportCommand, Imported, build_model, register, re
 # engine of Hugging Face's Split) a second, unbounded repetition. The atom before it is a \p{..}
 # class, an escape, a bracket class or a plain character.
 _BOUNDED_THEN_PLUS = re.compile(r"(\\[pP]\{[^}]*\}|\\.|\[(?:\\.|[^\]\\])*\]|[^\\\[\]()|])(\{\d+(?:,\d*)?\})\+")
-_KNOWN_PATTERNS = (GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN)
+_KNOWN_PATTERNS = (GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN)
 
 
 def pattern_for_hf(pattern: str) -> str:

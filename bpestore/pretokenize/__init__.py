@@ -4,6 +4,6 @@ Stage 1 of the pipeline (pre-tokenize -> count -> merge -> store -> load -> enco
 of training, the store or encoding.
 """
 
-from .patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, SPLIT_SAFE_PATTERNS
+from .patterns import CL100K_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN, SPLIT_SAFE_PATTERNS
 
-__all__ = ["CL100K_PATTERN", "GPT2_PATTERN", "O200K_PATTERN", "SPLIT_SAFE_PATTERNS"]
+__all__ = ["CL100K_PATTERN", "GPT2_PATTERN", "LLAMA3_PATTERN", "O200K_PATTERN", "QWEN2_PATTERN", "SPLIT_SAFE_PATTERNS"]

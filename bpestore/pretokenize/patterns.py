@@ -46,15 +46,29 @@ O200K_PATTERN = "|".join(
     ]
 )
 
+LLAMA3_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+"""Llama-3's pattern (OLMo-2's too), as Hugging Face's files write it: tiktoken's first spelling of
+cl100k_base's, which gives the same pieces but for whitespace that ends the text after a newline
+(``"\n  "`` at the end is two pieces here, one in cl100k_base)."""
+
+QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
+"""Qwen2's pattern (Qwen2, Qwen2.5, Qwen3): Llama-3's with each number a piece of its own."""
+
 PATTERNS_BY_NAME: dict[str, str] = {
     "gpt2": GPT2_PATTERN,
     "r50k_base": GPT2_PATTERN,
     "p50k_base": GPT2_PATTERN,
     "cl100k_base": CL100K_PATTERN,
     "o200k_base": O200K_PATTERN,
+    "llama3": LLAMA3_PATTERN,
+    "qwen2": QWEN2_PATTERN,
 }
 """The pre-tokenizers known by name: GPT-2's (``r50k_base`` and ``p50k_base`` use it too), GPT-4's
-``cl100k_base`` and GPT-4o's ``o200k_base``. The engine runs each on a hand-written scanner."""
+``cl100k_base``, GPT-4o's ``o200k_base``, Llama-3's (OLMo-2's too) and Qwen2's. The engine runs each
+on a hand-written scanner."""
 
 
 def pattern_named(pattern: str) -> str:
@@ -89,7 +103,7 @@ def name_of_pattern(pattern: str) -> str | None:
 
 
 # Patterns proven (by the property tests) to have the split property described above.
-SPLIT_SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})
+SPLIT_SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN})
 
 # Exactly the characters that the `regex` module's \s matches (it excludes \x1c-\x1f, which
 # Python's str.isspace() and the `re` module include). A test checks this against `regex`.

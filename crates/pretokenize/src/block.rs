@@ -478,6 +478,12 @@ pub(crate) fn gpt2(classes: &Classes, unicode: bool) -> u64 {
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
 #[inline(always)]
 pub(crate) fn cl100k(classes: &Classes, unicode: bool) -> u64 {
+    cl100k_with::<3>(classes, unicode)
+}
+
+/// [`cl100k`] with pieces of up to `DIGITS` numbers (3, or 1: each number a piece).
+#[inline(always)]
+fn cl100k_with<const DIGITS: usize>(classes: &Classes, unicode: bool) -> u64 {
     let cont = if unicode { classes.cont } else { 0 };
     let letter = classes.letter;
     let other = classes.other();
@@ -491,7 +497,12 @@ pub(crate) fn cl100k(classes: &Classes, unicode: bool) -> u64 {
     let other_starts = other & !before(other) & !before(classes.blank);
     let leader = (classes.space & !classes.newline) | whole_char(other_starts, cont);
     let letter_starts = letter & !before(letter) & !before(leader);
-    let starts = space_starts | other_starts | letter_starts | digit_starts(classes.digit, cont);
+    let digits = if DIGITS == 3 {
+        digit_starts(classes.digit, cont)
+    } else {
+        classes.digit & !cont // (a number's bits cover its bytes: each first byte starts one)
+    };
+    let starts = space_starts | other_starts | letter_starts | digits;
     let contraction = (classes.apostrophe & other_starts).trailing_zeros();
     starts & through(known_limit(classes, unicode).min(contraction).min(open))
 }
@@ -603,6 +614,10 @@ pub(crate) struct Cl100k;
 /// o200k_base's rules ([`o200k`]).
 pub(crate) struct O200k;
 
+/// Qwen2's rules: cl100k_base's with each number a piece of its own (Llama-3's are cl100k_base's:
+/// the two differ only at the end of the text, which a window never trusts).
+pub(crate) struct Qwen2;
+
 impl Rules for Gpt2 {
     #[inline(always)]
     fn starts(_block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
@@ -614,6 +629,13 @@ impl Rules for Cl100k {
     #[inline(always)]
     fn starts(_block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
         cl100k(classes, unicode)
+    }
+}
+
+impl Rules for Qwen2 {
+    #[inline(always)]
+    fn starts(_block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
+        cl100k_with::<1>(classes, unicode)
     }
 }
 

@@ -55,6 +55,30 @@ pub const O200K_PATTERN: &str = concat!(
     r#"\s+"#
 );
 
+/// Llama-3's pattern (OLMo-2's too), as Hugging Face's files write it: tiktoken's first cl100k_base
+/// regex, which differs from [`CL100K_PATTERN`] only in whitespace that ends the text after a
+/// newline (no `\s++$`: `"\n  "` at the end is two pieces, not one).
+pub const LLAMA3_PATTERN: &str = concat!(
+    r#"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"#,
+    r#"|\s*[\r\n]+|\s+(?!\S)|\s+"#
+);
+
+/// Qwen2's pattern (Qwen2, Qwen2.5, Qwen3): [`LLAMA3_PATTERN`] with each number a piece of its own.
+pub const QWEN2_PATTERN: &str = concat!(
+    r#"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"#,
+    r#"|\s*[\r\n]+|\s+(?!\S)|\s+"#
+);
+
+/// The patterns that run on hand-written scanners, byte for byte the strings in
+/// `bpestore/pretokenize/patterns.py`.
+pub const KNOWN_PATTERNS: [&str; 5] = [
+    GPT2_PATTERN,
+    CL100K_PATTERN,
+    O200K_PATTERN,
+    LLAMA3_PATTERN,
+    QWEN2_PATTERN,
+];
+
 /// How far the backtracking engine may go on one match before giving up. The three known
 /// patterns never come near it (their quantifiers are possessive or cannot backtrack far); it
 /// only guards arbitrary imported patterns against catastrophic backtracking.
@@ -230,6 +254,8 @@ enum Known {
     Gpt2,
     Cl100k,
     O200k,
+    Llama3,
+    Qwen2,
 }
 
 #[derive(Debug, Clone)]
@@ -315,6 +341,8 @@ impl Pretokenizer {
             GPT2_PATTERN => Some(Known::Gpt2),
             CL100K_PATTERN => Some(Known::Cl100k),
             O200K_PATTERN => Some(Known::O200k),
+            LLAMA3_PATTERN => Some(Known::Llama3),
+            QWEN2_PATTERN => Some(Known::Qwen2),
             _ => None,
         };
         if known.is_none() {
@@ -423,6 +451,8 @@ impl Pretokenizer {
                 Some(Known::Gpt2) => scan::gpt2(text, f, self.inner.blocks),
                 Some(Known::Cl100k) => scan::cl100k(text, f, self.inner.blocks),
                 Some(Known::O200k) => scan::o200k(text, f, self.inner.blocks),
+                Some(Known::Llama3) => scan::llama3(text, f, self.inner.blocks),
+                Some(Known::Qwen2) => scan::qwen2(text, f, self.inner.blocks),
                 None => unreachable!("a scanner runs only for a known pattern"),
             }
             return Ok(());

@@ -392,7 +392,35 @@ pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
 pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
-    tile(text, f, blocks, block::Cl100k, |scan, i| {
+    cl100k_family::<true, 3, _>(text, f, blocks, block::Cl100k)
+}
+
+/// Llama-3's pattern: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}`
+/// `| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, cl100k's but at the end of the text
+/// (see [`cl100k_family`]).
+pub(crate) fn llama3<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+    cl100k_family::<false, 3, _>(text, f, blocks, block::Cl100k)
+}
+
+/// Qwen2's pattern: Llama-3's with `\p{N}` for `\p{N}{1,3}`.
+pub(crate) fn qwen2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+    cl100k_family::<false, 1, _>(text, f, blocks, block::Qwen2)
+}
+
+/// cl100k's pattern and its relatives. Without possessive quantifiers (Llama-3's and Qwen2's
+/// spelling) every alternative but the last three matches the same: an optional leader that
+/// gives a letter run back cannot make another match, nor can a run of punctuation or newlines
+/// that gives back characters. The whitespace differs only at the end of the text:
+/// `END_RUN` is cl100k's `\s++$` (the whole run); without it, `\s*[\r\n]+` still ends the
+/// piece at the run's last newline, as anywhere else. `DIGITS`: how many numbers a piece takes.
+#[inline(always)]
+fn cl100k_family<'t, const END_RUN: bool, const DIGITS: usize, R: block::Rules>(
+    text: &'t str,
+    f: impl FnMut(&'t str),
+    blocks: bool,
+    rules: R,
+) {
+    tile(text, f, blocks, rules, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
             return end;
@@ -405,7 +433,11 @@ pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
             return scan.run(i + len, LETTER);
         }
         if class & NUMBER != 0 {
-            return scan.three_numbers(i);
+            return if DIGITS == 3 {
+                scan.three_numbers(i)
+            } else {
+                i + len
+            };
         }
         // Any other character but \r and \n may lead a run of letters (possessively: if no
         // letter follows, the alternative fails; without the leader there is no letter either).
@@ -421,14 +453,14 @@ pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
             return scan.run_bytes(end, b"\r\n");
         }
         let (end, last, newline_end) = scan.whitespace(i);
-        if end == scan.bytes.len() {
+        if END_RUN && end == scan.bytes.len() {
             end // \s++$
         } else if let Some(newline_end) = newline_end {
             newline_end // \s*[\r\n]: up to the run's last newline
-        } else if last > i {
-            last // \s+(?!\S)
+        } else if end == scan.bytes.len() || last == i {
+            end // \s+(?!\S) at the end of the text, or one whitespace character
         } else {
-            end // \s
+            last // \s+(?!\S)
         }
     })
 }

@@ -468,7 +468,7 @@ const SPECIAL_SETS: &[&[&str]] = &[
 fn split_safe_property_holds_for_the_known_patterns() {
     // A cut of the rule (see cut.rs) gives the same pieces.
     let mut nasty = Nasty::new(1);
-    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+    for pattern in KNOWN_PATTERNS {
         let pretokenizer = Pretokenizer::new(pattern).unwrap();
         for _ in 0..1500 {
             let text = nasty.text(12);
@@ -495,7 +495,14 @@ fn split_safe_property_holds_for_the_known_patterns() {
 #[test]
 fn last_safe_cut_is_safe_for_any_continuation() {
     let mut nasty = Nasty::new(2);
-    let patterns = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, r"\w+|\s+|."];
+    let patterns = [
+        GPT2_PATTERN,
+        CL100K_PATTERN,
+        O200K_PATTERN,
+        LLAMA3_PATTERN,
+        QWEN2_PATTERN,
+        r"\w+|\s+|.",
+    ];
     let mut cuts = 0;
     for pattern in patterns {
         let pretokenizer = Pretokenizer::new(pattern).unwrap();
@@ -523,7 +530,14 @@ fn last_safe_cut_is_safe_for_any_continuation() {
 #[test]
 fn next_safe_cut_is_safe() {
     let mut nasty = Nasty::new(3);
-    let patterns = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, r"\w+|\s+|."];
+    let patterns = [
+        GPT2_PATTERN,
+        CL100K_PATTERN,
+        O200K_PATTERN,
+        LLAMA3_PATTERN,
+        QWEN2_PATTERN,
+        r"\w+|\s+|.",
+    ];
     let mut cuts = 0;
     for pattern in patterns {
         let pretokenizer = Pretokenizer::new(pattern).unwrap();
@@ -564,7 +578,7 @@ fn shareable_across_threads() {
 #[test]
 fn scanners_equal_the_regex() {
     let mut nasty = Nasty::new(4);
-    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+    for pattern in KNOWN_PATTERNS {
         let scanner = Pretokenizer::new(pattern).unwrap();
         let scalar = Pretokenizer::with_scalar_scanner(pattern).unwrap();
         let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
@@ -784,7 +798,7 @@ fn the_known_patterns_tile_on_the_regex_engine_too() {
         text.push(c);
         text.push_str(["a", " ", "\n", "1", "'s", "\r\n", "  "][c as usize % 7]);
     }
-    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+    for pattern in KNOWN_PATTERNS {
         let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
         assert_eq!(regex.pieces(&text).concat(), text, "{pattern}");
     }
@@ -916,7 +930,7 @@ fn fast_path_equals_the_scalar_scanner_and_the_regex() {
         "\x1c",
     ];
     let mut nasty = Nasty::new(5);
-    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+    for pattern in KNOWN_PATTERNS {
         let check = both_scanners_check(pattern);
         for round in 0..600 {
             // Mostly ASCII, so that long stretches are the fast path's.
@@ -1145,7 +1159,7 @@ fn both_scanners_check(pattern: &str) -> impl Fn(&str) + '_ {
 #[test]
 fn fast_path_equals_the_regex_on_mixed_scripts() {
     let mut nasty = Nasty::new(7);
-    for pattern in [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+    for pattern in KNOWN_PATTERNS {
         let check = both_scanners_check(pattern);
         for length in 0..150 {
             for _ in 0..12 {
