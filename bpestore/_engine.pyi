@@ -20,6 +20,8 @@ __all__ = [
     "O200K_PATTERN",
     "LLAMA3_PATTERN",
     "QWEN2_PATTERN",
+    "GPT2_DIGITS_PATTERN",
+    "GPT2_DIGIT_RUNS_PATTERN",
     "PretokenCounts",
     "SortedRows",
     "count_file",
@@ -58,6 +60,10 @@ LLAMA3_PATTERN: str
 """Llama-3's pattern, byte for byte ``bpestore.pretokenize.LLAMA3_PATTERN``."""
 QWEN2_PATTERN: str
 """Qwen2's pattern, byte for byte ``bpestore.pretokenize.QWEN2_PATTERN``."""
+GPT2_DIGITS_PATTERN: str
+"""GPT-2's after Digits, byte for byte ``bpestore.pretokenize.patterns.GPT2_DIGITS_PATTERN``."""
+GPT2_DIGIT_RUNS_PATTERN: str
+"""The same for runs of numbers (``GPT2_DIGIT_RUNS_PATTERN``)."""
 
 @final
 class Pretokenizer:

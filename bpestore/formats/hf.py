@@ -32,7 +32,9 @@ from ..normalizer import Normalizer, NormalizerError
 from ..decoder import Decoder, DecoderError
 from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
-from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN
+from ..pretokenize.patterns import (
+    CL100K_PATTERN, GPT2_DIGIT_RUNS_PATTERN, GPT2_DIGITS_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN,
+)
 from .gpt2 import token_to_text, unicode_to_byte
 from .hf_folder import CONFIG_FILE, SPECIAL_TOKENS_FILE, config_of_folder, folder_files
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
@@ -181,14 +183,10 @@ def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, 
     return pattern_from_hf(regex), where[0], split.get("behavior") == "Removed"
 
 
-# GPT-2's pattern run on the stretches between numeric characters (what Digits leaves to
-# ByteLevel), as one regex: the numerics are pieces of their own (one each, or one per run), GPT-2's
-# " ?\p{N}+" can no longer match, and "\s+(?!\S)" sees a numeric as the end of its stretch.
 # (Digits splits at Rust's char::is_numeric: general categories Nd, Nl, No, which is \p{N}.)
-_GPT2_AROUND_DIGITS = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
-DIGITS_THEN_GPT2_PATTERN = r"\p{N}|" + _GPT2_AROUND_DIGITS
+DIGITS_THEN_GPT2_PATTERN = GPT2_DIGITS_PATTERN
 """SmolLM's and StarCoder's pre-tokenizer: Digits(individual_digits=true), then ByteLevel."""
-DIGIT_RUNS_THEN_GPT2_PATTERN = r"\p{N}+|" + _GPT2_AROUND_DIGITS
+DIGIT_RUNS_THEN_GPT2_PATTERN = GPT2_DIGIT_RUNS_PATTERN
 """Digits(individual_digits=false), then ByteLevel."""
 
 

@@ -972,7 +972,12 @@ impl Encoder {
         let emit_batch = Encoder::batch_loop(warm.is_some(), cache.table.is_some());
         let bytes = text.as_bytes();
         let mut batched = 0usize;
-        let dropped = self.dropped_bytes.as_deref();
+        // (one look at the whole text first: the dropped bytes are rare, control characters or
+        // bytes UTF-8 never holds, and most texts have none, so their pieces need no look)
+        let dropped = self
+            .dropped_bytes
+            .as_deref()
+            .filter(|dropped| bytes.iter().any(|&byte| dropped[byte as usize]));
         let scanned = self.pretokenizer.try_for_each_span(text, |start, end| {
             if let Some(dropped) = dropped {
                 let piece = &bytes[start..end];

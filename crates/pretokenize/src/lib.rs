@@ -69,14 +69,26 @@ pub const QWEN2_PATTERN: &str = concat!(
     r#"|\s*[\r\n]+|\s+(?!\S)|\s+"#
 );
 
+/// SmolLM's and StarCoder's pieces as one regex: Hugging Face's `Digits(individual_digits=true)`
+/// then `ByteLevel` with GPT-2's regex, which then runs on the stretches between numbers (its
+/// `\s+(?!\S)` sees a number as the end of its stretch).
+pub const GPT2_DIGITS_PATTERN: &str =
+    concat!(r#"\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"#);
+
+/// [`GPT2_DIGITS_PATTERN`] with runs of numbers as pieces (`Digits(individual_digits=false)`).
+pub const GPT2_DIGIT_RUNS_PATTERN: &str =
+    concat!(r#"\p{N}+|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"#);
+
 /// The patterns that run on hand-written scanners, byte for byte the strings in
 /// `bpestore/pretokenize/patterns.py`.
-pub const KNOWN_PATTERNS: [&str; 5] = [
+pub const KNOWN_PATTERNS: [&str; 7] = [
     GPT2_PATTERN,
     CL100K_PATTERN,
     O200K_PATTERN,
     LLAMA3_PATTERN,
     QWEN2_PATTERN,
+    GPT2_DIGITS_PATTERN,
+    GPT2_DIGIT_RUNS_PATTERN,
 ];
 
 /// How far the backtracking engine may go on one match before giving up. The three known
@@ -256,6 +268,8 @@ enum Known {
     O200k,
     Llama3,
     Qwen2,
+    Gpt2Digits,
+    Gpt2DigitRuns,
 }
 
 #[derive(Debug, Clone)]
@@ -343,6 +357,8 @@ impl Pretokenizer {
             O200K_PATTERN => Some(Known::O200k),
             LLAMA3_PATTERN => Some(Known::Llama3),
             QWEN2_PATTERN => Some(Known::Qwen2),
+            GPT2_DIGITS_PATTERN => Some(Known::Gpt2Digits),
+            GPT2_DIGIT_RUNS_PATTERN => Some(Known::Gpt2DigitRuns),
             _ => None,
         };
         if known.is_none() {
@@ -453,6 +469,8 @@ impl Pretokenizer {
                 Some(Known::O200k) => scan::o200k(text, f, self.inner.blocks),
                 Some(Known::Llama3) => scan::llama3(text, f, self.inner.blocks),
                 Some(Known::Qwen2) => scan::qwen2(text, f, self.inner.blocks),
+                Some(Known::Gpt2Digits) => scan::gpt2_digits::<false>(text, f, self.inner.blocks),
+                Some(Known::Gpt2DigitRuns) => scan::gpt2_digits::<true>(text, f, self.inner.blocks),
                 None => unreachable!("a scanner runs only for a known pattern"),
             }
             return Ok(());
