@@ -73,11 +73,11 @@ pub const QWEN2_PATTERN: &str = concat!(
 /// then `ByteLevel` with GPT-2's regex, which then runs on the stretches between numbers (its
 /// `\s+(?!\S)` sees a number as the end of its stretch).
 pub const GPT2_DIGITS_PATTERN: &str =
-    concat!(r#"\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"#);
+    r#"\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"#;
 
 /// [`GPT2_DIGITS_PATTERN`] with runs of numbers as pieces (`Digits(individual_digits=false)`).
 pub const GPT2_DIGIT_RUNS_PATTERN: &str =
-    concat!(r#"\p{N}+|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"#);
+    r#"\p{N}+|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"#;
 
 /// The patterns that run on hand-written scanners, byte for byte the strings in
 /// `bpestore/pretokenize/patterns.py`.
