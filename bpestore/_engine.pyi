@@ -261,11 +261,13 @@ def normalize(steps: list[tuple[str, str, str]], text: str) -> str:
     unused), ``Replace`` (the literal a by b), ``Prepend`` (a) or ``Strip`` (a, b: ``"1"`` to strip
     whitespace on the left, on the right). ValueError for another kind."""
 
-def pipeline_spans(stages: list[tuple[str, str, str, bool]], text: str) -> list[tuple[int, int]]:
-    """The byte spans of the pieces a pre-tokenizer pipeline makes of ``text``: stages ``(kind,
-    regex, behavior, invert)``, kind ``Split`` (by the regex), ``Numeric``, ``Punctuation``,
-    ``Whitespace`` (by the characters named), or ``ByteLevel`` (regex ``"gpt2"``: GPT-2's regex
-    first; later stages see GPT-2's byte alphabet). ValueError for a bad stage."""
+def pipeline_spans(stages: list[tuple[str, str, str, bool]], text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` as a pre-tokenizer pipeline writes it and the byte spans of the pieces it makes of
+    that: stages ``(kind, regex, behavior, invert)``, kind ``Split`` (by the regex), ``Numeric``,
+    ``Punctuation``, ``Whitespace`` (by the characters named), or ``ByteLevel`` (regex ``"gpt2"``:
+    GPT-2's regex first; later stages see GPT-2's byte alphabet); a first stage ``("Prefix",
+    text, "always" | "first" | "never", replaces_spaces)`` writes a prefix (and, for Metaspace,
+    its spaces) into the text first. ValueError for a bad stage."""
 
 @final
 class Encoder:

@@ -1,19 +1,24 @@
-"""Hugging Face ``tokenizer.json`` with a BPE model over byte-level pre-tokenization.
+"""Hugging Face ``tokenizer.json`` files with a BPE model, read into a :class:`BPEModel` that
+encodes exactly as ``tokenizers`` does.
 
-Supported: ``ByteLevel`` pre-tokenization (GPT-2's regex, no prefix space) or a ``Sequence`` of a
-``Split`` by a regex (behavior ``Isolated``, or ``Removed`` with ``invert``: each match a piece)
-and ``ByteLevel`` without its own regex, or of ``Digits`` and ``ByteLevel`` with GPT-2's regex (run
-as one regex); no normalizer; ``ignore_merges`` (Llama-3) when the merges
-are tiktoken's rule made explicit (imported as a ``"token"``-rule model); merges as ``"a b"``
-strings or ``["a", "b"]`` pairs; added tokens: those marked ``"special": false`` become the
-model's added tokens (ordinary, encoded whole: :attr:`BPEModel.added_tokens`), the others special
-tokens. A post-processor that adds tokens, truncation and padding are not kept: a warning names
-each (bpestore's ids are Hugging Face's with ``add_special_tokens=False``).
+Byte-level BPE (GPT-2, Llama-3, OLMo-2, Qwen2, GPT-NeoX, RoBERTa, Falcon, SmolLM): its
+pre-tokenizer runs as one regex where one regex makes the same pieces (GPT-2's, cl100k's, o200k's,
+Llama-3's, Qwen2's, Digits then GPT-2's: each on a hand-written scanner), else as a pipeline of
+``Split``, ``Digits``, ``Punctuation``, ``Whitespace``, ``WhitespaceSplit``, ``ByteLevel`` and a
+leading ``Metaspace`` or prefix space (:mod:`bpestore.pre_tokenizer`). ``ignore_merges`` (Llama-3)
+is imported as a ``"token"``-rule model where the merges are tiktoken's rule made explicit. The
+normalizer (:mod:`bpestore.normalizer`), the post-processor (:mod:`bpestore.post_processor`,
+applied by ``encode(text, add_special_tokens=True)``) and the added tokens with their options
+(``lstrip``, ``rstrip``, ``single_word``, ``normalized``, ``special``) are kept; truncation and
+padding are not (a warning names each).
+
+SentencePiece-style BPE (Llama-2, Mistral: ``byte_fallback``, merged from characters, spaces
+written as ``▁`` by the normalizer or a ``Metaspace`` pre-tokenizer) is imported as a second kind of
+model, with its decoder (:mod:`bpestore.decoder`).
 
 Anything else that would make Hugging Face produce different ids is refused in one line naming it
-and where it is in the file (``pre_tokenizer.pretokenizers[0]: Digits``): Unigram, WordPiece and
-WordLevel models, SentencePiece-style BPE (``byte_fallback``, Llama-2), a normalizer, a prefix
-space, dropout, subword prefixes and suffixes, a Split regex that leaves text to no match.
+and where it is in the file (``pre_tokenizer.pretokenizers[0]: BertPreTokenizer``): Unigram,
+WordPiece and WordLevel models, dropout, subword prefixes and suffixes, an unknown component.
 """
 
 from __future__ import annotations
@@ -225,7 +230,8 @@ def _is_sentencepiece_style(data: dict[str, Any]) -> bool:
     if data["model"].get("byte_fallback"):
         return True
     if "Metaspace" in json.dumps([data.get("pre_tokenizer"), data.get("decoder")]):
-        return True
+        # (unless ByteLevel then writes its bytes: a byte-level BPE whose text Metaspace prepares)
+        return '"ByteLevel"' not in json.dumps(data.get("pre_tokenizer"))
     # (a byte-level vocab writes a space "Ġ"; a SentencePiece one "\u2581", as its normalizer does)
     vocab = data["model"].get("vocab")
     spaces_as_bars = isinstance(vocab, dict) and any(isinstance(token, str) and token.startswith("\u2581") for token in vocab)
@@ -244,11 +250,6 @@ def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
     sentencepiece = _is_sentencepiece_style(data)
     if sentencepiece and model.get("byte_fallback") is not True:
         raise _refuse(path, "model", "a SentencePiece-style BPE over characters without byte_fallback (unknown tokens): not supported")
-    if sentencepiece and data.get("pre_tokenizer"):
-        kind = data["pre_tokenizer"].get("type") if isinstance(data["pre_tokenizer"], dict) else None
-        raise _refuse(
-            path, "pre_tokenizer", f"{kind} in a SentencePiece-style BPE (model.byte_fallback; Mistral's Metaspace): not supported yet"
-        )
     problems = {
         "dropout": model.get("dropout") not in (None, 0, 0.0),
         "continuing_subword_prefix": bool(model.get("continuing_subword_prefix")),
@@ -351,8 +352,14 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     normalizer = _normalizer_of(path, data.get("normalizer"))
     pre_tokenizer: PreTokenizer | None = None
     if sentencepiece:
-        # (no pre-tokenizer: each stretch between special tokens is merged as one piece)
+        # (no pre-tokenizer: each stretch between special tokens is merged as one piece; Mistral's
+        # Metaspace writes its spaces as "▁", puts one before the text and may split at each)
         pre_tokenizer = PreTokenizer.whole()
+        if data.get("pre_tokenizer"):
+            try:
+                pre_tokenizer = PreTokenizer.from_hf(data["pre_tokenizer"], byte_level=False)
+            except PreTokenizerError as error:
+                raise FormatError(f"{path}: {error}") from None
         pattern, split_at, split_drops_uncovered = GPT2_PATTERN, None, False
     else:
         pattern, split_at, split_drops_uncovered, pre_tokenizer = _pieces_of(path, data.get("pre_tokenizer"))
