@@ -727,13 +727,34 @@ def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
     if model.byte_fallback:
         raise FormatError(f"{output}: writing a SentencePiece-style BPE (byte_fallback) as a tokenizer.json is not supported yet")
+    token_rule = model.merge_rule == "token"
+    merges = _token_rule_merges(model) if token_rule else model.merges
     document = tokenizer_json(
-        model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids, normalizer=model.normalizer,
+        model.vocab, merges, model.special_ids, model.pattern, whole_token_lookup=token_rule, added_ids=model.added_ids,
+        normalizer=model.normalizer,
         normalized_tokens=model.normalized_tokens, post_processor=model.post_processor, token_options=model.token_options,
         pre_tokenizer=model.pre_tokenizer, dropped_bytes=model.dropped_bytes,
     )
     write_tokenizer_json(output, document)
     return [f"wrote {len(model.vocab):,} tokens to {output}"]
+
+
+def _token_rule_merges(model: BPEModel) -> list[tuple[bytes, bytes]]:
+    """tiktoken's rule (merge the adjacent pair whose joined token has the lowest id, a whole
+    pre-token that is a token being that token) as Hugging Face's BPE runs it: ``ignore_merges``
+    and a merge for every way to make each token of two tokens, in the order of the tokens' ids.
+    (Llama-3's file lists its merges so; the first way to make each token alone, which the model
+    keeps, would leave pairs unmerged that tiktoken's rule merges.)"""
+    whole = set(model.whole_ids.values())
+    ids = {token: token_id for token_id, token in model.vocab.items() if token_id not in whole}
+    merges = []
+    for token_id, token in sorted(model.vocab.items()):
+        if token_id in whole or len(token) < 2:
+            continue
+        merges.extend(
+            (token[:cut], token[cut:]) for cut in range(1, len(token)) if token[:cut] in ids and token[cut:] in ids
+        )
+    return merges
 
 
 def write_folder(model: BPEModel, folder: Path) -> list[str]:
