@@ -747,7 +747,7 @@ def _token_rule_merges(model: BPEModel) -> list[tuple[bytes, bytes]]:
     keeps, would leave pairs unmerged that tiktoken's rule merges.)"""
     whole = set(model.whole_ids.values())
     ids = {token: token_id for token_id, token in model.vocab.items() if token_id not in whole}
-    merges = []
+    merges: list[tuple[bytes, bytes]] = []
     for token_id, token in sorted(model.vocab.items()):
         if token_id in whole or len(token) < 2:
             continue
