@@ -372,3 +372,60 @@ def test_offsets_are_refused_in_one_line_where_the_text_is_rewritten(metaspace, 
     assert smollm.encode_with_offsets("ab c")[1] == [(0, 2), (2, 4)]
     with pytest.raises(ValueError, match=r"a byte the vocabulary lacks \(0x04\)"):
         smollm.encode_with_offsets("a\x04b c")
+
+
+@pytest.fixture(params=["llama2", "metaspace"])
+def sentencepiece_style(request, llama2, metaspace):
+    return llama2 if request.param == "llama2" else metaspace
+
+
+def test_a_sentencepiece_style_bpe_exports_a_file_hugging_face_encodes_the_same(sentencepiece_style, tmp_path):
+    """Llama-2 and Mistral written back: the vocab's strings (``<0xNN>`` for fallback bytes), the
+    merges, normalizer, pre-tokenizer, post-processor and decoder; HF reads the file to the same
+    ids and text, and bpestore reads it back to the same model."""
+    ours, _ = sentencepiece_style
+    path = tmp_path / "tokenizer.json"
+    ours.export("hf", path)
+    written = tokenizers.Tokenizer.from_file(str(path))
+    lines = [*lines_to_try()[:1500], *lines_to_try()[-300:], "<s>Hello</s> world <s> x", "  two  spaces ", "\t\ttabs\n"]
+    expected = [encoding.ids for encoding in written.encode_batch(lines, add_special_tokens=False)]
+    mine = ours.encode_batch(lines)
+    different = [line for line, a, b in zip(lines, mine, expected) if a != b]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+    assert [ours.encode(line, add_special_tokens=True) for line in lines[:50]] == [e.ids for e in written.encode_batch(lines[:50])]
+    for ids in mine[-60:]:
+        assert written.decode(ids, skip_special_tokens=False) == ours.decode(ids)
+    again = formats.read("hf", path).model
+    assert again.vocab == ours.model.vocab and again.merges == ours.model.merges and again.byte_fallback
+
+
+@pytest.fixture(scope="module")
+def qwen2_shaped(tmp_path_factory):
+    """Qwen2's published settings on Llama-3.2's vocab: an NFC normalizer and Qwen2's Split regex
+    (Llama-3's with each number a piece), which bpestore runs on a hand-written scanner."""
+    from bpestore.pretokenize import QWEN2_PATTERN
+
+    source = json.loads(real_file("llama3.2").read_text(encoding="utf-8"))
+    source["normalizer"] = {"type": "NFC"}
+    split = source["pre_tokenizer"]["pretokenizers"][0]
+    split["pattern"]["Regex"] = QWEN2_PATTERN
+    path = tmp_path_factory.mktemp("qwen2") / "tokenizer.json"
+    path.write_text(json.dumps(source, ensure_ascii=False), encoding="utf-8")
+    model = formats.read("hf", path).model
+    assert model.pattern == QWEN2_PATTERN and model.pre_tokenizer is None
+    return Tokenizer.from_model(model), tokenizers.Tokenizer.from_file(str(path))
+
+
+def test_qwen2_shaped_encodes_every_line_as_hugging_face(qwen2_shaped):
+    ours, reference = qwen2_shaped
+    lines = [*lines_to_try(), "12345 and 3.14159\n\n  ", "a\n  "]
+    expected = [encoding.ids for encoding in reference.encode_batch(lines, add_special_tokens=False)]
+    different = [line for line, mine, theirs in zip(lines, ours.encode_batch(lines), expected) if mine != theirs]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=texts(assigned_only=True))
+def test_qwen2_shaped_encodes_any_text_as_hugging_face(qwen2_shaped, text):
+    ours, reference = qwen2_shaped
+    assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids

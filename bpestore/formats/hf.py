@@ -726,7 +726,8 @@ def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str, 
 def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
     if model.byte_fallback:
-        raise FormatError(f"{output}: writing a SentencePiece-style BPE (byte_fallback) as a tokenizer.json is not supported yet")
+        write_tokenizer_json(output, sentencepiece_json(model))
+        return [f"wrote {len(model.vocab):,} tokens to {output}"]
     token_rule = model.merge_rule == "token"
     merges = _token_rule_merges(model) if token_rule else model.merges
     document = tokenizer_json(
@@ -737,6 +738,57 @@ def write(model: BPEModel, output: Path) -> list[str]:
     )
     write_tokenizer_json(output, document)
     return [f"wrote {len(model.vocab):,} tokens to {output}"]
+
+
+def sentencepiece_json(model: BPEModel) -> dict[str, Any]:
+    """A ``tokenizer.json`` document for a SentencePiece-style BPE (Llama-2, Mistral: merged from
+    characters, bytes as the fallback), with its normalizer, pre-tokenizer, post-processor and
+    decoder as they were read. A token is its text; a single byte is ``<0xNN>`` (the fallback
+    token) unless a merge uses it as a character, or it is a printable ASCII character: either
+    spelling gives the same ids, as Hugging Face falls back to a byte's token only for a character
+    its vocab lacks."""
+    merged = {part for left, right in model.merges for part in (left, right)}
+
+    def text(token: bytes) -> str:
+        if len(token) == 1 and (token[0] >= 0x80 or (token not in merged and not (0x21 <= token[0] <= 0x7E))):
+            return f"<0x{token[0]:02X}>"
+        return token.decode("utf-8")
+
+    whole = model.whole_ids
+    vocab = {text(token): token_id for token_id, token in sorted(model.vocab.items()) if token_id not in whole.values()}
+    for content, token_id in whole.items():
+        vocab.setdefault(content, token_id)
+    pre_tokenizer = model.pre_tokenizer.to_hf() if model.pre_tokenizer is not None and model.pre_tokenizer.stages else None
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": token_id, "content": content,
+                **{option: option in model.token_options.get(content, ()) for option in ("single_word", "lstrip", "rstrip")},
+                "normalized": content in model.normalized_tokens,
+                "special": content in model.special_ids,
+            }
+            for content, token_id in sorted(whole.items(), key=lambda item: item[1])
+        ],
+        "normalizer": model.normalizer.to_hf() if model.normalizer is not None else None,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": model.post_processor.to_hf() if model.post_processor is not None else None,
+        "decoder": model.decoder.to_hf() if model.decoder is not None else None,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>" if "<unk>" in whole else None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [[text(left), text(right)] for left, right in model.merges],
+        },
+    }
 
 
 def _token_rule_merges(model: BPEModel) -> list[tuple[bytes, bytes]]:
