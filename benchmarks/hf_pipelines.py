@@ -62,15 +62,24 @@ def main(argv: list[str] | None = None) -> int:
     text = data.decode("utf-8", errors="ignore")
     print(f"text: {args.text.name}, {len(data) / 1e6:.1f} MB{' as a batch of lines' if args.lines else ''}; one thread; "
           f"medians of {args.repeat}")
-    # bpestore's built-in path on the same text: GPT-2's files (a known pattern, no normalizer)
-    builtin = Tokenizer.from_files(SHARED / "fixtures" / "gpt2_vocab.json", SHARED / "fixtures" / "gpt2_merges.txt", ["<|endoftext|>"])
+    # bpestore's built-in path on the same text: cl100k_base from the file the bpe-openai package
+    # ships (a known pattern on its scanner, tiktoken's rule), else GPT-2's files
+    builtin_name, builtin = "GPT-2", None
+    try:
+        from harness import Skip
+        from peer_tasks import bpe_openai_file
+
+        builtin = Tokenizer.from_format("tiktoken", bpe_openai_file("cl100k_base"), "cl100k_base")
+        builtin_name = "cl100k_base"
+    except (ImportError, Skip):
+        builtin = Tokenizer.from_files(SHARED / "fixtures" / "gpt2_vocab.json", SHARED / "fixtures" / "gpt2_merges.txt", ["<|endoftext|>"])
     if args.lines:
         lines = text.splitlines(keepends=True)
         builtin_seconds = median_seconds(lambda tokenizer: tokenizer.encode_batch(lines, num_threads=1), args.repeat,
                                          lambda: Tokenizer.from_model(builtin.model))
     else:
         builtin_seconds = median_seconds(lambda tokenizer: tokenizer.encode(text), args.repeat, lambda: Tokenizer.from_model(builtin.model))
-    print(f"built-in GPT-2 path (bpestore, cold): {len(data) / 1e6 / builtin_seconds:.1f} MB/s")
+    print(f"built-in {builtin_name} path (bpestore, cold): {len(data) / 1e6 / builtin_seconds:.1f} MB/s")
     print(f"{'tokenizer':<14} {'import s':>9} {'bpestore MB/s':>14} {'HF MB/s':>9} {'bpestore/HF':>12} {'/built-in':>10}  ids")
     for family in FAMILIES:
         path = SHARED / "tokenizers" / family / "tokenizer.json"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import regex
+from hypothesis import strategies as st
 from hypothesis import HealthCheck, given, settings
 
 from bpestore import Tokenizer, formats
@@ -297,6 +298,13 @@ METASPACES = [
     {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": True},
     {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True},
 ]
+# (the last two also decode through a Metaspace decoder, after ByteFallback and alone)
+METASPACE_DECODERS = [
+    None,
+    None,
+    {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never"}]},
+    {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"},
+]
 
 
 @pytest.fixture(scope="module", params=range(len(METASPACES)), ids=["mistral", "always-split", "never-split", "legacy-keys"])
@@ -305,6 +313,8 @@ def metaspace(request, tmp_path_factory):
     source["model"]["merges"] = [merge for merge in source["model"]["merges"] if merge.count(" ") == 1]
     source["normalizer"] = None
     source["pre_tokenizer"] = METASPACES[request.param]
+    if METASPACE_DECODERS[request.param] is not None:
+        source["decoder"] = METASPACE_DECODERS[request.param]
     path = tmp_path_factory.mktemp("metaspace") / "tokenizer.json"
     path.write_text(json.dumps(source, ensure_ascii=False), encoding="utf-8")
     return Tokenizer.from_model(formats.read("hf", path).model), tokenizers.Tokenizer.from_file(str(path))
@@ -429,3 +439,16 @@ def test_qwen2_shaped_encodes_every_line_as_hugging_face(qwen2_shaped):
 def test_qwen2_shaped_encodes_any_text_as_hugging_face(qwen2_shaped, text):
     ours, reference = qwen2_shaped
     assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(picks=st.lists(st.integers(min_value=0, max_value=2**20), max_size=12))
+def test_any_ids_decode_as_hugging_face_decodes_them(sentencepiece_style, picks):
+    """Through each decoder, token by token as tokenizers runs it: fallback bytes (runs of them,
+    cut characters: one U+FFFD per byte), spaces written as "▁", special tokens, in any order."""
+    ours, reference = sentencepiece_style
+    known = sorted(ours.model.vocab)
+    single_bytes = sorted(token_id for token_id, token in ours.model.vocab.items() if len(token) == 1)
+    # (odd picks a single byte, mostly fallback bytes, so that runs of them and cut characters come up)
+    ids = [single_bytes[pick // 2 % len(single_bytes)] if pick % 2 else known[pick // 2 % len(known)] for pick in picks]
+    assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False)

@@ -14,6 +14,7 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, TypeVarTuple
 
 from ..engine import DEFAULT_CACHE_ENTRIES, Encoder
+from ..decoder import fallback_spellings
 from ..errors import DisallowedSpecialTokenError
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
@@ -499,16 +500,28 @@ class Tokenizer:
         imported from a SentencePiece-style BPE) then applies it, as Hugging Face's
         ``decode(ids, skip_special_tokens=False)`` does: its ``▁`` become spaces, the first one
         stripped. :meth:`decode_bytes` gives the tokens' bytes as they are."""
-        spelt = self._normalized_spellings()
-        if spelt:
-            # (Hugging Face decodes a token found in normalized text as the normalizer wrote it:
-            # Llama-2's "<s>" as "▁<s>")
-            ids = list(ids)
-            data = b"".join(spelt.get(token_id) or self.decode_bytes([token_id]) for token_id in ids)
-        else:
-            data = self.decode_bytes(ids)
-        text = data.decode("utf-8", errors=errors)
-        return self.model.decoder.apply(text) if self.model.decoder is not None else text
+        if self.model.decoder is None:
+            return self.decode_bytes(ids).decode("utf-8", errors=errors)
+        # The decoder runs on the tokens' strings, as Hugging Face's does: a fallback byte is its
+        # <0xNN> token, and a token found in normalized text is as the normalizer wrote it
+        # (Llama-2's "<s>" as "▁<s>").
+        ids = list(ids)
+        self.decode_bytes(ids)  # (the same errors for an id outside the vocabulary)
+        spellings = self._decoder_spellings()
+        return self.model.decoder.apply(
+            [spellings.get(token_id) or self.model.vocab[token_id].decode("utf-8", errors=errors) for token_id in ids]
+        )
+
+    def _decoder_spellings(self) -> dict[int, str]:
+        """The tokens a decoder sees spelt otherwise than as their bytes (see :meth:`decode`)."""
+        spellings: dict[int, str] | None = getattr(self, "_spellings", None)
+        if spellings is None:
+            spellings = {
+                **fallback_spellings(self.model.vocab, self.model.merges),
+                **{token_id: data.decode("utf-8") for token_id, data in self._normalized_spellings().items()},
+            }
+            self._spellings = spellings
+        return spellings
 
     def _normalized_spellings(self) -> dict[int, bytes]:
         """The ids of the tokens found in normalized text that the normalizer writes otherwise,

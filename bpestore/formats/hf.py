@@ -34,7 +34,7 @@ from typing import Any
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..normalizer import Normalizer, NormalizerError
-from ..decoder import Decoder, DecoderError
+from ..decoder import Decoder, DecoderError, fallback_spellings
 from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
 from ..pretokenize.patterns import (
@@ -747,12 +747,11 @@ def sentencepiece_json(model: BPEModel) -> dict[str, Any]:
     token) unless a merge uses it as a character, or it is a printable ASCII character: either
     spelling gives the same ids, as Hugging Face falls back to a byte's token only for a character
     its vocab lacks."""
-    merged = {part for left, right in model.merges for part in (left, right)}
+    fallback = fallback_spellings(model.vocab, model.merges)
+    ids = {token: token_id for token_id, token in model.vocab.items()}
 
     def text(token: bytes) -> str:
-        if len(token) == 1 and (token[0] >= 0x80 or (token not in merged and not (0x21 <= token[0] <= 0x7E))):
-            return f"<0x{token[0]:02X}>"
-        return token.decode("utf-8")
+        return fallback.get(ids[token]) or token.decode("utf-8")
 
     whole = model.whole_ids
     vocab = {text(token): token_id for token_id, token in sorted(model.vocab.items()) if token_id not in whole.values()}
