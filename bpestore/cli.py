@@ -506,7 +506,7 @@ def train(
     counted as one corpus; no pre-token spans two files. With --from NAME[@V] the new tokenizer
     continues that one: its tokens keep their ids, and --vocab-size counts them too.
 
-    --pattern picks the pre-tokenizer (gpt2 by default; cl100k_base and o200k_base run as fast);
+    --pattern picks the pre-tokenizer (gpt2 by default; cl100k_base, o200k_base, llama3 and qwen2 run as fast);
     it is stored with the tokenizer, which encodes with it. --special-tokens-at end puts the
     special tokens after the merges, as GPT-2 and tiktoken have <|endoftext|>. --min-count N
     merges only the pre-tokens counted N times or more (the full counts are stored).
