@@ -184,7 +184,8 @@ def _behavior(document: dict[str, Any], where: str, default: str = "Isolated") -
     return str(behavior)
 
 
-def _stages(document: Any, where: str) -> list[tuple[str, str, str, bool]]:
+def _stages(document: Any, where: str, first: bool = True) -> list[tuple[str, str, str, bool]]:
+    """The engine's stages for ``document`` (``first``: whether nothing runs before it)."""
     if not isinstance(document, dict):
         raise PreTokenizerError(f"{where}: must be a JSON object, not {json.dumps(document)[:60]}")
     kind = document.get("type")
@@ -192,12 +193,18 @@ def _stages(document: Any, where: str) -> list[tuple[str, str, str, bool]]:
         steps = document.get("pretokenizers")
         if not isinstance(steps, list):
             raise PreTokenizerError(f"{where}.pretokenizers: must be an array")
-        return [stage for index, step in enumerate(steps) for stage in _stages(step, f"{where}.pretokenizers[{index}]")]
+        return [
+            stage for index, step in enumerate(steps) for stage in _stages(step, f"{where}.pretokenizers[{index}]", first and index == 0)
+        ]
     if kind == "ByteLevel":
         # (a prefix space goes before each stretch it gets, then GPT-2's regex if use_regex)
         prefix = [("Prefix", " ", "always", False)] if document.get("add_prefix_space") is True else []
+        if prefix and not first:
+            raise PreTokenizerError(f"{where}: ByteLevel with add_prefix_space after another pre-tokenizer is not supported")
         return [*prefix, ("ByteLevel", "gpt2" if document.get("use_regex", True) else "", "Isolated", False)]
     if kind == "Metaspace":
+        if not first:
+            raise PreTokenizerError(f"{where}: Metaspace after another pre-tokenizer is not supported")
         return _metaspace(document, where)
     if kind == "Split":
         pattern = document.get("pattern")

@@ -588,9 +588,10 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     tokenizer = tokenizers.Tokenizer.from_file(str(base))
     # (Punctuation, Digits, Split of every behavior and the like in a sequence run stage by stage:
     # tests/test_pre_tokenizers.py)
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    # (Metaspace first, then ByteLevel, runs: tests/test_pre_tokenizers.py; after it, it does not)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.ByteLevel(add_prefix_space=False), pre_tokenizers.Metaspace()])
     tokenizer.save(str(tmp_path / "metaspace.json"))
-    files["metaspace-in-sequence"] = (tmp_path / "metaspace.json", ["SentencePiece-style"])
+    files["metaspace-in-sequence"] = (tmp_path / "metaspace.json", ["pre_tokenizer.pretokenizers[1]", "Metaspace after another pre-tokenizer"])
 
     # (NFKC, Lowercase and the others bpestore runs: tests/test_normalizers.py)
     for name, normalizer in [("StripAccents", normalizers.StripAccents()), ("Nmt", normalizers.Nmt())]:
@@ -599,11 +600,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
         tokenizer.save(str(tmp_path / f"normalizer-{name}.json"))
         files[f"normalizer-{name}"] = (tmp_path / f"normalizer-{name}.json", ["normalizer", name])
 
-    tokenizer = tokenizers.Tokenizer.from_file(str(base))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
-    tokenizer.save(str(tmp_path / "prefix-space.json"))
-    files["add_prefix_space"] = (tmp_path / "prefix-space.json", ["add_prefix_space"])
-
+    # (ByteLevel with add_prefix_space first runs: tests/test_hf_real_files.py, test_pre_tokenizers.py)
     tokenizer = tokenizers.Tokenizer.from_file(str(base))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(tmp_path / "whitespace.json"))
@@ -617,7 +614,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
     def byte_fallback(document):
         document["model"]["byte_fallback"] = True
 
-    files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["a SentencePiece-style BPE (model.byte_fallback"])
+    files["byte_fallback"] = (edited_json(base, tmp_path / "byte-fallback.json", byte_fallback), ["ByteLevel in a SentencePiece-style BPE"])
 
     # (added tokens' lstrip, rstrip and single_word are run: tests/test_token_options.py)
     def prefix_space_in_sequence(document):
@@ -639,7 +636,7 @@ def refused_hf_files(tmp_path: Path, trained, tokenizers) -> dict[str, tuple[Pat
 
 
 HF_REFUSALS = [
-    "wordpiece", "unigram", "wordlevel", "metaspace-in-sequence", "normalizer-StripAccents", "normalizer-Nmt", "add_prefix_space", "whitespace-pre-tokenizer",
+    "wordpiece", "unigram", "wordlevel", "metaspace-in-sequence", "normalizer-StripAccents", "normalizer-Nmt", "whitespace-pre-tokenizer",
     "dropout", "byte_fallback", "prefix-space-in-sequence", "not-json",
 ]
 

@@ -115,7 +115,7 @@ def test_text_cut_into_parts_gives_the_whole_texts_ids(whole, tmp_path):
 @pytest.mark.parametrize(
     ("document", "named"),
     [
-        ({"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "Metaspace", "replacement": "▁"}]}, "pre_tokenizer: Metaspace, or ByteLevel with add_prefix_space, after another"),
+        ({"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "Metaspace", "replacement": "▁"}]}, "pre_tokenizer.pretokenizers[1]: Metaspace after another pre-tokenizer"),
         ({"type": "Metaspace", "replacement": "▁", "add_prefix_space": False}, "pre_tokenizer: add_prefix_space does not match declared prepend_scheme"),
         ({"type": "Sequence", "pretokenizers": [{"type": "BertPreTokenizer"}, {"type": "ByteLevel"}]}, 'pre_tokenizer.pretokenizers[0]: "BertPreTokenizer" is not supported'),
         ({"type": "Sequence", "pretokenizers": [{"type": "Digits"}]}, "pre_tokenizer: no ByteLevel step"),
