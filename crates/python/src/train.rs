@@ -832,8 +832,10 @@ fn count_texts(
 /// token-rule base's vocabulary as (id, bytes), ids being ranks: each word is first split as
 /// tiktoken encodes it (see `MergeLoop::with_split_words`).
 /// `tie_break`: `"cs336"` (the default) or `"huggingface"` (Hugging Face `BpeTrainer`'s order
-/// of equal counts; not with a base).
-#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None, base_ranks=None, tie_break="cs336"))]
+/// of equal counts; with a pair-rule base too, its tokens numbered in the order of its merges, as
+/// a Hugging Face training that continues it numbers them; not with `base_ranks`).
+/// `max_words`: no new token holds more than this many words (runs of bytes other than the space).
+#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None, base_ranks=None, tie_break="cs336", max_words=None))]
 #[allow(clippy::too_many_arguments)]
 fn learn_merges<'py>(
     py: Python<'py>,
@@ -844,6 +846,7 @@ fn learn_merges<'py>(
     base: Option<Vec<(Vec<u8>, Vec<u8>)>>,
     base_ranks: Option<Vec<(u32, Vec<u8>)>>,
     tie_break: &str,
+    max_words: Option<usize>,
 ) -> PyResult<Bound<'py, PyList>> {
     let tie = match tie_break {
         "cs336" => TieBreak::Cs336,
@@ -854,9 +857,9 @@ fn learn_merges<'py>(
             )))
         }
     };
-    if tie != TieBreak::Cs336 && (base.is_some() || base_ranks.is_some()) {
+    if tie != TieBreak::Cs336 && base_ranks.is_some() {
         return Err(PyValueError::new_err(
-            "Hugging Face's tie-break trains from scratch: not with a base",
+            "Hugging Face's tie-break continues a base of merges, not one of ranks",
         ));
     }
     if base.is_some() && base_ranks.is_some() {
@@ -879,16 +882,22 @@ fn learn_merges<'py>(
         })
         .transpose()?;
     let reporter = Reporter::new(progress);
-    let run = |counts: &bpestore_train::PretokenCounts| match (&base, &splitter) {
-        (Some(base), _) => MergeLoop::with_base(counts, base),
-        (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
-            splitter
-                .piece_ids(word)
-                .into_iter()
-                .map(|id| splitter.token_bytes(id).map_or(0, <[u8]>::len))
-                .collect()
-        }),
-        (None, None) => MergeLoop::new(counts).with_tie_break(tie),
+    let limited = |merge_loop: MergeLoop| match max_words {
+        Some(most) => merge_loop.with_max_words(most),
+        None => merge_loop,
+    };
+    let run = |counts: &bpestore_train::PretokenCounts| {
+        limited(match (&base, &splitter) {
+            (Some(base), _) => MergeLoop::with_base(counts, base).with_tie_break(tie),
+            (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
+                splitter
+                    .piece_ids(word)
+                    .into_iter()
+                    .map(|id| splitter.token_bytes(id).map_or(0, <[u8]>::len))
+                    .collect()
+            }),
+            (None, None) => MergeLoop::new(counts).with_tie_break(tie),
+        })
     };
     let take = |merge_loop: MergeLoop| {
         let mut merges = Vec::new();

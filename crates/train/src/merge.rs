@@ -308,6 +308,8 @@ fn count_byte_pairs(words: &Words, range: std::ops::Range<usize>) -> (Vec<u64>, 
 
 /// The state of the merge loop between merges.
 struct Trainer {
+    /// No merge may make a token of more than this many words (see [`MergeLoop::with_max_words`]).
+    max_words: Option<usize>,
     words: Words,
     tokens: Tokens,
     pairs: PairTable,
@@ -361,6 +363,7 @@ impl Trainer {
         }
         heap.heapify(&tokens);
         Trainer {
+            max_words: None,
             words,
             tokens,
             pairs,
@@ -424,6 +427,7 @@ impl Trainer {
         };
         heap.heapify(&tokens);
         Trainer {
+            max_words: None,
             words,
             tokens,
             pairs,
@@ -447,12 +451,36 @@ impl Trainer {
         }
     }
 
+    /// The words of the token that merging `pair` makes: its runs of bytes other than the space.
+    fn words_in(&self, pair: PairKey) -> usize {
+        let (a, b) = split_key(pair);
+        let bytes = self.tokens.bytes[a as usize]
+            .iter()
+            .chain(&self.tokens.bytes[b as usize]);
+        let (mut words, mut after_space) = (0, true);
+        for &byte in bytes {
+            if byte != b' ' && after_space {
+                words += 1;
+            }
+            after_space = byte == b' ';
+        }
+        words
+    }
+
     /// The best pair, or None when no pair is left.
     fn best_pair(&mut self) -> Option<PairKey> {
         loop {
             let top = *self.heap.entries.first()?;
             let current = self.pairs.count(top.pair).unwrap_or(0);
             if current == top.count {
+                if self
+                    .max_words
+                    .is_some_and(|most| self.words_in(top.pair) > most)
+                {
+                    // Never merged: off the heap (back on it if its count rises, off again then).
+                    self.heap.pop(&self.tokens);
+                    continue;
+                }
                 return Some(top.pair);
             }
             if current > 0 {
@@ -818,6 +846,14 @@ impl MergeLoop {
 }
 
 impl MergeLoop {
+    /// The same loop, except that it never merges a pair whose token would hold more than
+    /// `max_words` words (runs of bytes other than the space: SuperBPE's limit on its superword
+    /// tokens); the base's merges, replayed, are not limited.
+    pub fn with_max_words(mut self, max_words: usize) -> MergeLoop {
+        self.trainer.max_words = Some(max_words);
+        self
+    }
+
     /// The same loop with pairs of equal counts ordered by `tie` (CS336's by default).
     pub fn with_tie_break(mut self, tie: TieBreak) -> MergeLoop {
         let trainer = &mut self.trainer;
