@@ -822,6 +822,91 @@ fn count_texts(
     Ok(PyPretokenCounts { inner: counts })
 }
 
+/// An encoder of a base's merges (pair rule) that splits every word exactly as replaying the
+/// merges in order does, or None when that is not sure. It is sure when each merge joins tokens
+/// that exist before it (bytes, or tokens of earlier merges) and makes bytes no token has yet:
+/// then a merge's token is an operand only of later merges, so no pair ranked below the last one
+/// applied ever appears again, and GPT-2's rule (the lowest-ranked pair present first) applies
+/// the merges present in rank order, as the replay does.
+fn base_encoder(base: &[(Vec<u8>, Vec<u8>)]) -> Option<Encoder> {
+    let mut known: std::collections::HashSet<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut vocab: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (u32::from(b), vec![b])).collect();
+    for (left, right) in base {
+        if !known.contains(left) || !known.contains(right) {
+            return None;
+        }
+        let token = [left.as_slice(), right.as_slice()].concat();
+        if !known.insert(token.clone()) {
+            return None;
+        }
+        vocab.push((u32::try_from(vocab.len()).ok()?, token));
+    }
+    Encoder::new(
+        vocab,
+        base.to_vec(),
+        Vec::new(),
+        GPT2_PATTERN,
+        EncodeRule::Pair,
+    )
+    .ok()
+}
+
+/// The byte lengths of each word's tokens under `encoder` (of `base`'s merges), for the words
+/// the merge loop splits (two bytes or more, counted), in the counts' order; on the threads of
+/// rayon's pool. A word is first cut between two bytes that no token of the base holds side by
+/// side (no token can span them, so each part merges on its own, exactly): the parts repeat (a
+/// SuperBPE word is a run of ordinary words), and each distinct part is encoded once per thread.
+fn split_by_encoder(
+    counts: &bpestore_train::PretokenCounts,
+    encoder: &Encoder,
+    base: &[(Vec<u8>, Vec<u8>)],
+) -> Vec<Vec<usize>> {
+    use rayon::prelude::*;
+    use std::collections::HashMap;
+    let mut joined = vec![false; 256 * 256];
+    for (left, right) in base {
+        // The merge's new adjacency: the last byte of its left with the first of its right.
+        if let (Some(&a), Some(&b)) = (left.last(), right.first()) {
+            joined[usize::from(a) * 256 + usize::from(b)] = true;
+        }
+    }
+    let words: Vec<&[u8]> = counts
+        .iter()
+        .filter(|(word, count)| word.len() >= 2 && *count > 0)
+        .map(|(word, _)| word)
+        .collect();
+    words
+        .par_iter()
+        .map_init(HashMap::<Vec<u8>, Vec<usize>>::new, |cache, word| {
+            let mut lengths = Vec::new();
+            let mut start = 0;
+            for end in 1..=word.len() {
+                let cut = end == word.len()
+                    || !joined[usize::from(word[end - 1]) * 256 + usize::from(word[end])];
+                if !cut {
+                    continue;
+                }
+                let part = &word[start..end];
+                if let Some(known) = cache.get(part) {
+                    lengths.extend_from_slice(known);
+                } else {
+                    let split: Vec<usize> = encoder
+                        .piece_ids(part)
+                        .into_iter()
+                        .map(|id| encoder.token_bytes(id).map_or(0, <[u8]>::len))
+                        .collect();
+                    lengths.extend_from_slice(&split);
+                    if cache.len() < 1 << 20 {
+                        cache.insert(part.to_vec(), split);
+                    }
+                }
+                start = end;
+            }
+            lengths
+        })
+        .collect()
+}
+
 /// Up to `max_merges` merges learned from pre-token counts, best first, as (left bytes, right
 /// bytes): CS336's merge loop (most frequent pair; ties to the greatest pair of bytes). Stops
 /// early when no pair is left. `progress(n)` is called with the number of merges done since its
@@ -888,7 +973,16 @@ fn learn_merges<'py>(
     };
     let run = |counts: &bpestore_train::PretokenCounts| {
         limited(match (&base, &splitter) {
-            (Some(base), _) => MergeLoop::with_base(counts, base).with_tie_break(tie),
+            (Some(base), _) => match base_encoder(base) {
+                Some(encoder) => {
+                    let mut words = split_by_encoder(counts, &encoder, base).into_iter();
+                    MergeLoop::with_base_split(counts, base, |_| {
+                        words.next().expect("a split per word")
+                    })
+                }
+                None => MergeLoop::with_base(counts, base),
+            }
+            .with_tie_break(tie),
             (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
                 splitter
                     .piece_ids(word)

@@ -377,8 +377,18 @@ impl Trainer {
     /// The merge loop's state with each word already split into tokens: `split(word)` gives the
     /// byte lengths of its tokens, in order (summing to the word's length). Used to continue a
     /// tokenizer whose words are not made by replaying merges (tiktoken's token rule).
-    fn from_split(counts: &PretokenCounts, mut split: impl FnMut(&[u8]) -> Vec<usize>) -> Trainer {
+    fn from_split(
+        counts: &PretokenCounts,
+        known: &[Merge],
+        mut split: impl FnMut(&[u8]) -> Vec<usize>,
+    ) -> Trainer {
         let mut tokens = Tokens::new();
+        // A base's tokens first, numbered as replaying its merges numbers them (its merges'
+        // order: Hugging Face's tie-break reads it).
+        for (left, right) in known {
+            let (a, b) = (tokens.intern(left), tokens.intern(right));
+            tokens.join(a, b);
+        }
         let mut words = Words {
             symbols: Vec::new(),
             heads: Vec::new(),
@@ -840,7 +850,20 @@ impl MergeLoop {
         split: impl FnMut(&[u8]) -> Vec<usize>,
     ) -> MergeLoop {
         MergeLoop {
-            trainer: Trainer::from_split(counts, split),
+            trainer: Trainer::from_split(counts, &[], split),
+        }
+    }
+
+    /// The same loop as [`MergeLoop::with_base`], the words split by `split` (the byte lengths of
+    /// a word's tokens once the base's merges are applied, found by a faster way than replaying
+    /// them on every word: an encoder of the base's merges, when it splits as the replay would).
+    pub fn with_base_split(
+        counts: &PretokenCounts,
+        base: &[Merge],
+        split: impl FnMut(&[u8]) -> Vec<usize>,
+    ) -> MergeLoop {
+        MergeLoop {
+            trainer: Trainer::from_split(counts, base, split),
         }
     }
 }
