@@ -259,8 +259,8 @@ def learn(
         options: dict[str, Any] = {
             "progress": progress, "done_at": found_at, "consume_counts": (owned and saving is None) or merged_counts is not counts,
             "stop_if": stop_if_saving_failed,
-            # a VocabSizeNotReachedWarning names the line that called Store.train (three frames up)
-            "stacklevel": 5 if base_model is None else 6,
+            # a VocabSizeNotReachedWarning names the line that called Store.train (four frames up)
+            "stacklevel": 6 if base_model is None else 7,
         }
         if recipe.tie_break != "cs336":
             options["tie_break"] = recipe.tie_break
@@ -274,7 +274,7 @@ def learn(
         if donor is not None:
             merges = donor[1]
             found_at[:] = [time.perf_counter()] * len(merges)
-            training.warn_if_short(len(merges), max_merges, stacklevel=4)
+            training.warn_if_short(len(merges), max_merges, stacklevel=5)
         elif base_model is None:
             merges = training.learn_merges(merged_counts, max_merges, **options)
         else:
