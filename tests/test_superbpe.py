@@ -71,8 +71,12 @@ def stored_training(text: str, stages, specials: list[str], **options) -> tuple[
 def test_the_superbpe_pattern_is_the_repositorys_stage_2(text):
     """The engine's pieces with ``superbpe`` are those of SuperBPE's training: its regex as
     Hugging Face's ``Split(isolated)`` applies it, line by line, cut after ``": "``."""
-    assert [piece.encode("utf-8") for piece in _engine.Pretokenizer(SUPERBPE_PATTERN, []).pretokenize(text)] == superbpe_pretokenize(text)
-    assert [piece.encode("utf-8") for piece in regex.findall(SUPERBPE_PATTERN, text)] == superbpe_pretokenize(text)
+    expected = superbpe_pretokenize(text)
+    scanner = _engine.Pretokenizer(SUPERBPE_PATTERN, [])
+    assert scanner.uses_scanner and not scanner.split_safe
+    assert [piece.encode("utf-8") for piece in scanner.pretokenize(text)] == expected
+    assert [piece.encode("utf-8") for piece in _engine.Pretokenizer(SUPERBPE_PATTERN, [], regex_engine=True).pretokenize(text)] == expected
+    assert [piece.encode("utf-8") for piece in regex.findall(SUPERBPE_PATTERN, text)] == expected
 
 
 def test_the_superbpe_pieces_by_hand():

@@ -91,8 +91,8 @@ PATTERNS_BY_NAME: dict[str, str] = {
 }
 """The pre-tokenizers known by name: GPT-2's (``r50k_base`` and ``p50k_base`` use it too), GPT-4's
 ``cl100k_base``, GPT-4o's ``o200k_base``, Llama-3's (OLMo-2's too) and Qwen2's, which the engine
-runs on hand-written scanners; and SuperBPE's stage-2 pre-tokenizer (``superbpe``), which runs
-through the regex engine."""
+runs on hand-written scanners; and SuperBPE's stage-2 pre-tokenizer (``superbpe``), on one too
+(its text is never cut at spaces: its pieces run across them)."""
 
 
 def pattern_named(pattern: str) -> str:

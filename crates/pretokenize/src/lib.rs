@@ -69,14 +69,25 @@ pub const QWEN2_PATTERN: &str = concat!(
     r#"|\s*[\r\n]+|\s+(?!\S)|\s+"#
 );
 
+/// SuperBPE's stage-2 pre-tokenizer (Liu et al., 2025) as its repository trains it: its regex
+/// `\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)` splitting the text around its matches
+/// (the stretches between them are pieces too), a line at a time, and cut after `": "`'s colon
+/// (see `bpestore/pretokenize/patterns.py`). Not split-safe: its pieces run across spaces.
+pub const SUPERBPE_PATTERN: &str = concat!(
+    r#"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r/]*\n?| +(?!\S)"#,
+    r#"|(?:\p{L}|[^\S \n]| (?=\S)(?![^\s\p{L}\p{N}]{2})|(?!: )[^\s\p{L}\p{N}](?![^\s\p{L}\p{N}]))+(?::(?= )|\n)?"#,
+    r#"|:(?= )|\n"#
+);
+
 /// The patterns that run on hand-written scanners, byte for byte the strings in
 /// `bpestore/pretokenize/patterns.py`.
-pub const KNOWN_PATTERNS: [&str; 5] = [
+pub const KNOWN_PATTERNS: [&str; 6] = [
     GPT2_PATTERN,
     CL100K_PATTERN,
     O200K_PATTERN,
     LLAMA3_PATTERN,
     QWEN2_PATTERN,
+    SUPERBPE_PATTERN,
 ];
 
 /// How far the backtracking engine may go on one match before giving up. The three known
@@ -256,6 +267,7 @@ enum Known {
     O200k,
     Llama3,
     Qwen2,
+    Superbpe,
 }
 
 #[derive(Debug, Clone)]
@@ -343,6 +355,7 @@ impl Pretokenizer {
             O200K_PATTERN => Some(Known::O200k),
             LLAMA3_PATTERN => Some(Known::Llama3),
             QWEN2_PATTERN => Some(Known::Qwen2),
+            SUPERBPE_PATTERN => Some(Known::Superbpe),
             _ => None,
         };
         if known.is_none() {
@@ -354,7 +367,8 @@ impl Pretokenizer {
                 known,
                 scanner: scanner && known.is_some(),
                 blocks: true,
-                space_cuts: known.is_some(),
+                // (SuperBPE's pieces run across spaces: its text is never cut at them)
+                space_cuts: known.is_some_and(|known| known != Known::Superbpe),
                 pipeline: None,
                 regex,
             }),
@@ -453,6 +467,7 @@ impl Pretokenizer {
                 Some(Known::O200k) => scan::o200k(text, f, self.inner.blocks),
                 Some(Known::Llama3) => scan::llama3(text, f, self.inner.blocks),
                 Some(Known::Qwen2) => scan::qwen2(text, f, self.inner.blocks),
+                Some(Known::Superbpe) => scan::superbpe(text, f),
                 None => unreachable!("a scanner runs only for a known pattern"),
             }
             return Ok(());
