@@ -851,18 +851,19 @@ fn base_encoder(base: &[(Vec<u8>, Vec<u8>)]) -> Option<Encoder> {
     .ok()
 }
 
-/// The byte lengths of each word's tokens under `encoder` (of `base`'s merges), for the words
-/// the merge loop splits (two bytes or more, counted), in the counts' order; on the threads of
-/// rayon's pool. A word is first cut between two bytes that no token of the base holds side by
-/// side (no token can span them, so each part merges on its own, exactly): the parts repeat (a
-/// SuperBPE word is a run of ordinary words), and each distinct part is encoded once per thread.
+/// The ids of each word's tokens under `encoder` (of `base`'s merges: a byte is its value, the
+/// token of merge `i` is `256 + i`), for the words the merge loop splits (two bytes or more,
+/// counted), in the counts' order; on the threads of rayon's pool. A word is first cut between
+/// two bytes that no token of the base holds side by side (no token can span them, so each part
+/// merges on its own, exactly): the parts repeat (a SuperBPE word is a run of ordinary words),
+/// and each distinct part is encoded once per thread.
 fn split_by_encoder(
     counts: &bpestore_train::PretokenCounts,
     encoder: &Encoder,
     base: &[(Vec<u8>, Vec<u8>)],
-) -> Vec<Vec<usize>> {
+) -> Vec<Vec<u32>> {
     use rayon::prelude::*;
-    use std::collections::HashMap;
+    use rustc_hash::FxHashMap;
     let mut joined = vec![false; 256 * 256];
     for (left, right) in base {
         // The merge's new adjacency: the last byte of its left with the first of its right.
@@ -877,32 +878,28 @@ fn split_by_encoder(
         .collect();
     words
         .par_iter()
-        .map_init(HashMap::<Vec<u8>, Vec<usize>>::new, |cache, word| {
-            let mut lengths = Vec::new();
+        .map_init(FxHashMap::<&[u8], Vec<u32>>::default, |cache, word| {
+            let mut ids = Vec::new();
             let mut start = 0;
             for end in 1..=word.len() {
-                let cut = end == word.len()
-                    || !joined[usize::from(word[end - 1]) * 256 + usize::from(word[end])];
-                if !cut {
+                if end < word.len()
+                    && joined[usize::from(word[end - 1]) * 256 + usize::from(word[end])]
+                {
                     continue;
                 }
                 let part = &word[start..end];
                 if let Some(known) = cache.get(part) {
-                    lengths.extend_from_slice(known);
+                    ids.extend_from_slice(known);
                 } else {
-                    let split: Vec<usize> = encoder
-                        .piece_ids(part)
-                        .into_iter()
-                        .map(|id| encoder.token_bytes(id).map_or(0, <[u8]>::len))
-                        .collect();
-                    lengths.extend_from_slice(&split);
+                    let split = encoder.piece_ids(part);
+                    ids.extend_from_slice(&split);
                     if cache.len() < 1 << 20 {
-                        cache.insert(part.to_vec(), split);
+                        cache.insert(part, split);
                     }
                 }
                 start = end;
             }
-            lengths
+            ids
         })
         .collect()
 }
@@ -973,16 +970,15 @@ fn learn_merges<'py>(
     };
     let run = |counts: &bpestore_train::PretokenCounts| {
         limited(match (&base, &splitter) {
-            (Some(base), _) => match base_encoder(base) {
-                Some(encoder) => {
+            (Some(base), _) => base_encoder(base)
+                .and_then(|encoder| {
                     let mut words = split_by_encoder(counts, &encoder, base).into_iter();
-                    MergeLoop::with_base_split(counts, base, |_| {
+                    MergeLoop::with_base_ids(counts, base, |_| {
                         words.next().expect("a split per word")
                     })
-                }
-                None => MergeLoop::with_base(counts, base),
-            }
-            .with_tie_break(tie),
+                })
+                .unwrap_or_else(|| MergeLoop::with_base(counts, base))
+                .with_tie_break(tie),
             (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
                 splitter
                     .piece_ids(word)

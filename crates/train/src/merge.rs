@@ -382,6 +382,33 @@ impl Trainer {
         known: &[Merge],
         mut split: impl FnMut(&[u8]) -> Vec<usize>,
     ) -> Trainer {
+        Trainer::from_ids(counts, known, |tokens, pretoken| {
+            let lengths = split(pretoken);
+            assert_eq!(
+                lengths.iter().sum::<usize>(),
+                pretoken.len(),
+                "a split must cover its word"
+            );
+            let mut offset = 0;
+            lengths
+                .into_iter()
+                .map(|length| {
+                    assert!(length > 0, "a split into empty tokens");
+                    offset += length;
+                    tokens.intern(&pretoken[offset - length..offset])
+                })
+                .collect()
+        })
+    }
+
+    /// The merge loop's state with each word already split into tokens: `ids(tokens, word)`
+    /// gives the ids of the word's tokens, in order (interning any it needs in `tokens`, which
+    /// holds the bytes, then `known`'s tokens, in their merges' order).
+    fn from_ids(
+        counts: &PretokenCounts,
+        known: &[Merge],
+        mut ids: impl FnMut(&mut Tokens, &[u8]) -> Vec<TokenId>,
+    ) -> Trainer {
         let mut tokens = Tokens::new();
         // A base's tokens first, numbered as replaying its merges numbers them (its merges'
         // order: Hugging Face's tie-break reads it).
@@ -398,26 +425,14 @@ impl Trainer {
             if pretoken.len() < 2 || count == 0 {
                 continue;
             }
-            let lengths = split(pretoken);
-            assert_eq!(
-                lengths.iter().sum::<usize>(),
-                pretoken.len(),
-                "a split must cover its word"
-            );
-            if lengths.len() < 2 {
+            let word = ids(&mut tokens, pretoken);
+            if word.len() < 2 {
                 continue; // one token: it never holds a pair
             }
             let word_id =
                 WordId::try_from(words.heads.len()).expect("more than 2^32 distinct pre-tokens");
             let start = words.symbols.len();
-            let mut offset = 0;
-            for length in lengths {
-                assert!(length > 0, "a split into empty tokens");
-                words
-                    .symbols
-                    .push(tokens.intern(&pretoken[offset..offset + length]));
-                offset += length;
-            }
+            words.symbols.extend_from_slice(&word);
             let len =
                 u32::try_from(words.symbols.len() - start).expect("a pre-token of 4 GiB or more");
             words.heads.push(WordHead { start, count, len });
@@ -854,17 +869,27 @@ impl MergeLoop {
         }
     }
 
-    /// The same loop as [`MergeLoop::with_base`], the words split by `split` (the byte lengths of
-    /// a word's tokens once the base's merges are applied, found by a faster way than replaying
-    /// them on every word: an encoder of the base's merges, when it splits as the replay would).
-    pub fn with_base_split(
+    /// The same loop as [`MergeLoop::with_base`], the words split by `split`: the ids of a word's
+    /// tokens once the base's merges are applied (found by a faster way than replaying them on
+    /// every word: an encoder of the base's merges, when it splits as the replay would), a byte
+    /// being its value and the token of the base's merge `i` being `256 + i`. So each of the
+    /// base's merges must make bytes no earlier token has, from tokens made before it (else
+    /// None: use [`MergeLoop::with_base`]).
+    pub fn with_base_ids(
         counts: &PretokenCounts,
         base: &[Merge],
-        split: impl FnMut(&[u8]) -> Vec<usize>,
-    ) -> MergeLoop {
-        MergeLoop {
-            trainer: Trainer::from_split(counts, base, split),
+        mut split: impl FnMut(&[u8]) -> Vec<u32>,
+    ) -> Option<MergeLoop> {
+        let mut tokens = Tokens::new();
+        for (number, (left, right)) in base.iter().enumerate() {
+            let (a, b) = (tokens.ids.get(left)?, tokens.ids.get(right)?);
+            if tokens.join(*a, *b) as usize != 256 + number {
+                return None;
+            }
         }
+        Some(MergeLoop {
+            trainer: Trainer::from_ids(counts, base, |_, word| split(word)),
+        })
     }
 }
 
