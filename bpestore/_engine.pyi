@@ -20,6 +20,9 @@ __all__ = [
     "O200K_PATTERN",
     "LLAMA3_PATTERN",
     "QWEN2_PATTERN",
+    "GPT2_DIGITS_PATTERN",
+    "GPT2_DIGIT_RUNS_PATTERN",
+    "SUPERBPE_PATTERN",
     "PretokenCounts",
     "SortedRows",
     "count_file",
@@ -58,6 +61,12 @@ LLAMA3_PATTERN: str
 """Llama-3's pattern, byte for byte ``bpestore.pretokenize.LLAMA3_PATTERN``."""
 QWEN2_PATTERN: str
 """Qwen2's pattern, byte for byte ``bpestore.pretokenize.QWEN2_PATTERN``."""
+GPT2_DIGITS_PATTERN: str
+"""GPT-2's after Digits, byte for byte ``bpestore.pretokenize.patterns.GPT2_DIGITS_PATTERN``."""
+GPT2_DIGIT_RUNS_PATTERN: str
+"""The same for runs of numbers (``GPT2_DIGIT_RUNS_PATTERN``)."""
+SUPERBPE_PATTERN: str
+"""SuperBPE's stage 2, byte for byte ``bpestore.pretokenize.patterns.SUPERBPE_PATTERN``."""
 
 @final
 class Pretokenizer:
@@ -258,11 +267,13 @@ def normalize(steps: list[tuple[str, str, str]], text: str) -> str:
     unused), ``Replace`` (the literal a by b), ``Prepend`` (a) or ``Strip`` (a, b: ``"1"`` to strip
     whitespace on the left, on the right). ValueError for another kind."""
 
-def pipeline_spans(stages: list[tuple[str, str, str, bool]], text: str) -> list[tuple[int, int]]:
-    """The byte spans of the pieces a pre-tokenizer pipeline makes of ``text``: stages ``(kind,
-    regex, behavior, invert)``, kind ``Split`` (by the regex), ``Numeric``, ``Punctuation``,
-    ``Whitespace`` (by the characters named), or ``ByteLevel`` (regex ``"gpt2"``: GPT-2's regex
-    first; later stages see GPT-2's byte alphabet). ValueError for a bad stage."""
+def pipeline_spans(stages: list[tuple[str, str, str, bool]], text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` as a pre-tokenizer pipeline writes it and the byte spans of the pieces it makes of
+    that: stages ``(kind, regex, behavior, invert)``, kind ``Split`` (by the regex), ``Numeric``,
+    ``Punctuation``, ``Whitespace`` (by the characters named), or ``ByteLevel`` (regex ``"gpt2"``:
+    GPT-2's regex first; later stages see GPT-2's byte alphabet); a first stage ``("Prefix",
+    text, "always" | "first" | "never", replaces_spaces)`` writes a prefix (and, for Metaspace,
+    its spaces) into the text first. ValueError for a bad stage."""
 
 @final
 class Encoder:

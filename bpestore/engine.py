@@ -13,6 +13,8 @@ from __future__ import annotations
 from ._engine import (
     CL100K_PATTERN,
     DEFAULT_CACHE_ENTRIES,
+    GPT2_DIGIT_RUNS_PATTERN,
+    GPT2_DIGITS_PATTERN,
     GPT2_PATTERN,
     LLAMA3_PATTERN,
     O200K_PATTERN,
@@ -50,6 +52,8 @@ register_errors(PatternError, CorpusDecodeError)
 __all__ = [
     "CL100K_PATTERN",
     "DEFAULT_CACHE_ENTRIES",
+    "GPT2_DIGIT_RUNS_PATTERN",
+    "GPT2_DIGITS_PATTERN",
     "GPT2_PATTERN",
     "LLAMA3_PATTERN",
     "O200K_PATTERN",

@@ -15,6 +15,15 @@ byte alphabet writes them).
 ...     {"type": "Split", "pattern": {"Regex": "[0-9][0-9][0-9]"}, "behavior": "Isolated", "invert": False}]}
 >>> PreTokenizer.from_hf(falcon).pieces("Hello, world!! 1234567")
 ['Hello', ',', 'Ġworld', '!!', 'Ġ', '123', '456', '7']
+
+Two pre-tokenizers write into the text before pieces are made of it: ``Metaspace`` (Mistral's:
+each space written ``▁``, one put before the text) and ``ByteLevel`` with ``add_prefix_space``
+(a space put before each stretch). Either must come first; the engine applies it to each stretch
+of text between special tokens, as ``tokenizers`` does.
+
+>>> mistral = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": True}
+>>> PreTokenizer.from_hf(mistral, byte_level=False).pieces("Hello big world")
+['▁Hello', '▁big', '▁world']
 """
 
 from __future__ import annotations
@@ -77,15 +86,23 @@ class PreTokenizer:
     stages: tuple[tuple[str, str, str, bool], ...]
 
     @classmethod
-    def from_hf(cls, document: Any, where: str = "pre_tokenizer") -> PreTokenizer:
-        """The pipeline a ``tokenizer.json``'s ``"pre_tokenizer"`` describes.
+    def from_hf(cls, document: Any, where: str = "pre_tokenizer", *, byte_level: bool = True) -> PreTokenizer:
+        """The pipeline a ``tokenizer.json``'s ``"pre_tokenizer"`` describes: for a byte-level
+        BPE (``byte_level``) it must have a ``ByteLevel`` step, for a SentencePiece-style one
+        (merged from characters) it must not.
 
         Raises:
             PreTokenizerError: a pre-tokenizer bpestore does not run (named, with where it is).
         """
         stages = tuple(_stages(document, where))
-        if not any(kind == "ByteLevel" for kind, _, _, _ in stages):
+        for index, (kind, _, _, _) in enumerate(stages):
+            if kind == "Prefix" and index:
+                raise PreTokenizerError(f"{where}: Metaspace, or ByteLevel with add_prefix_space, after another pre-tokenizer is not supported")
+        has_byte_level = any(kind == "ByteLevel" for kind, _, _, _ in stages)
+        if byte_level and not has_byte_level:
             raise PreTokenizerError(f"{where}: no ByteLevel step (bpestore runs byte-level BPE)")
+        if not byte_level and has_byte_level:
+            raise PreTokenizerError(f"{where}: ByteLevel in a SentencePiece-style BPE (merged from characters) is not supported")
         return cls(json.dumps(document, ensure_ascii=False, sort_keys=True), stages)
 
     @classmethod
@@ -107,21 +124,50 @@ class PreTokenizer:
         (GPT-2's byte alphabet), made by the engine as encoding makes them."""
         from .engine import pipeline_spans
 
-        data = text.encode("utf-8")
+        written, spans = pipeline_spans(self.engine_stages(), text)
+        data = written.encode("utf-8")
+        if not any(kind == "ByteLevel" for kind, _, _, _ in self.stages):
+            return [data[start:end].decode("utf-8") for start, end in spans]
         alphabet = _alphabet()
-        return ["".join(alphabet[byte] for byte in data[start:end]) for start, end in pipeline_spans(self.engine_stages(), text)]
+        return ["".join(alphabet[byte] for byte in data[start:end]) for start, end in spans]
 
     def __str__(self) -> str:
         if not self.stages:
             return "none (each stretch between special tokens one piece)"
         kinds = []
         for kind, regex, behavior, invert in self.stages:
-            if kind == "ByteLevel":
+            if kind == "Prefix":
+                kinds.append(f"Metaspace({regex!r}, {behavior})" if invert else f"prefix {regex!r} ({behavior})")
+            elif kind == "ByteLevel":
                 kinds.append("ByteLevel" + ("" if regex == "gpt2" else "(no regex)"))
             else:
                 shown = f"Split({regex!r})" if kind == "Split" else kind
                 kinds.append(f"{shown}:{behavior}{'/invert' if invert else ''}")
         return " → ".join(kinds)
+
+
+def _metaspace(document: dict[str, Any], where: str) -> list[tuple[str, str, str, bool]]:
+    """``Metaspace`` as ``tokenizers`` reads it: spaces written as ``replacement``, which is put
+    before the text by ``prepend_scheme`` (``add_prefix_space: false`` of older files is
+    ``never``), then, if ``split``, a piece starting at each ``replacement``."""
+    replacement = document.get("replacement")
+    if not isinstance(replacement, str) or len(replacement) != 1:
+        raise PreTokenizerError(f"{where}: Metaspace needs a replacement of one character, not {json.dumps(replacement)}")
+    scheme = document.get("prepend_scheme", "always")
+    if document.get("add_prefix_space") is False:
+        if scheme != "never":  # (as tokenizers refuses it, the default scheme "always" included)
+            raise PreTokenizerError(f"{where}: add_prefix_space does not match declared prepend_scheme")
+        scheme = "never"
+    if scheme not in ("always", "first", "never"):
+        raise PreTokenizerError(f"{where}: Metaspace prepend_scheme {json.dumps(scheme)} (one of always, first, never)")
+    split = document.get("split", True)
+    if not isinstance(split, bool):
+        raise PreTokenizerError(f"{where}: Metaspace split must be true or false")
+    stages = [("Prefix", replacement, str(scheme), True)]
+    if split:
+        escaped = "".join("\\" + c if c in _REGEX_META else c for c in replacement)
+        stages.append(("Split", escaped, "MergedWithNext", False))
+    return stages
 
 
 def _alphabet() -> dict[int, str]:
@@ -148,9 +194,11 @@ def _stages(document: Any, where: str) -> list[tuple[str, str, str, bool]]:
             raise PreTokenizerError(f"{where}.pretokenizers: must be an array")
         return [stage for index, step in enumerate(steps) for stage in _stages(step, f"{where}.pretokenizers[{index}]")]
     if kind == "ByteLevel":
-        if document.get("add_prefix_space"):
-            raise PreTokenizerError(f"{where}: ByteLevel with add_prefix_space=true in a sequence is not supported")
-        return [("ByteLevel", "gpt2" if document.get("use_regex", True) else "", "Isolated", False)]
+        # (a prefix space goes before each stretch it gets, then GPT-2's regex if use_regex)
+        prefix = [("Prefix", " ", "always", False)] if document.get("add_prefix_space") is True else []
+        return [*prefix, ("ByteLevel", "gpt2" if document.get("use_regex", True) else "", "Isolated", False)]
+    if kind == "Metaspace":
+        return _metaspace(document, where)
     if kind == "Split":
         pattern = document.get("pattern")
         invert = document.get("invert", False)
@@ -174,5 +222,5 @@ def _stages(document: Any, where: str) -> list[tuple[str, str, str, bool]]:
         return [("Whitespace", "", "Removed", False)]
     raise PreTokenizerError(
         f"{where}: {json.dumps(kind)} is not supported (supported: ByteLevel, Split, Digits, Punctuation, Whitespace, "
-        "WhitespaceSplit, Sequence)"
+        "WhitespaceSplit, Metaspace, Sequence)"
     )

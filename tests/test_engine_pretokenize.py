@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from bpestore import _engine
 from bpestore.pretokenize import CL100K_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN
+from bpestore.pretokenize.patterns import GPT2_DIGIT_RUNS_PATTERN, GPT2_DIGITS_PATTERN
 from reference import split_on_specials
 from strategies import SPECIAL_TOKEN_SETS, random_text, texts
 from tiers import examples
@@ -39,9 +40,9 @@ OTHER_PATTERNS = [
     r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
     r"""(?i:'s|'t)|[\p{Lu}\p{Lt}]?[\p{Ll}\p{M}]+|\p{N}{1,2}|\s*[\r\n]+|\s+(?=\s)|\S|\s""",
 ]
-KNOWN_PATTERNS = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN]
+KNOWN_PATTERNS = [GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN, GPT2_DIGITS_PATTERN, GPT2_DIGIT_RUNS_PATTERN]
 ALL_PATTERNS = KNOWN_PATTERNS + OTHER_PATTERNS
-PATTERN_IDS = ["gpt2", "cl100k", "o200k", "llama3", "qwen2", "other1", "other2"]
+PATTERN_IDS = ["gpt2", "cl100k", "o200k", "llama3", "qwen2", "gpt2-digits", "gpt2-digit-runs", "other1", "other2"]
 
 # Characters whose general category differs between Unicode 16 (engine) and 17 (`regex`).
 CATEGORY_CHANGED = {"\u0295": ("Ll", "Lo")}
@@ -75,6 +76,8 @@ def test_known_patterns_are_pythons_byte_for_byte():
     assert _engine.O200K_PATTERN == O200K_PATTERN
     assert _engine.LLAMA3_PATTERN == LLAMA3_PATTERN
     assert _engine.QWEN2_PATTERN == QWEN2_PATTERN
+    assert _engine.GPT2_DIGITS_PATTERN == GPT2_DIGITS_PATTERN
+    assert _engine.GPT2_DIGIT_RUNS_PATTERN == GPT2_DIGIT_RUNS_PATTERN
     for pattern in KNOWN_PATTERNS:
         assert _engine.Pretokenizer(pattern, []).split_safe
         assert _engine.Pretokenizer(pattern, []).uses_scanner
@@ -93,7 +96,7 @@ def test_pieces_equal_regex_findall(pattern, text):
     assert engine.piece_count(text) == len(engine.pretokenize(text))
 
 
-@pytest.mark.parametrize("pattern", KNOWN_PATTERNS, ids=PATTERN_IDS[:5])
+@pytest.mark.parametrize("pattern", KNOWN_PATTERNS, ids=PATTERN_IDS[:7])
 def test_pieces_equal_regex_findall_on_long_random_text(pattern):
     rng = random.Random(12)
     text = comparable(random_text(rng, 200_000, assigned_only=True))
@@ -113,7 +116,7 @@ def every_assigned_character_in_context() -> str:
     )
 
 
-@pytest.mark.parametrize("pattern", KNOWN_PATTERNS, ids=PATTERN_IDS[:5])
+@pytest.mark.parametrize("pattern", KNOWN_PATTERNS, ids=PATTERN_IDS[:7])
 def test_pieces_equal_regex_findall_for_every_character(pattern):
     text = every_assigned_character_in_context()
     expected = regex.findall(pattern, text)
@@ -178,7 +181,7 @@ def test_last_safe_cut_is_safe_whatever_follows(pattern, special_tokens, text, c
 
 
 @pytest.mark.parametrize("special_tokens", SPECIAL_TOKEN_SETS, ids=str)
-@pytest.mark.parametrize("pattern", KNOWN_PATTERNS, ids=PATTERN_IDS[:5])
+@pytest.mark.parametrize("pattern", KNOWN_PATTERNS, ids=PATTERN_IDS[:7])
 def test_last_safe_cut_finds_cuts_and_they_are_safe(pattern, special_tokens):
     """Many prefixes of one random text: cuts are found (near the end) and all are safe."""
     rng = random.Random(5)
@@ -211,7 +214,7 @@ def test_last_safe_cut_examples():
 
 
 @pytest.mark.parametrize("special_tokens", SPECIAL_TOKEN_SETS, ids=str)
-@pytest.mark.parametrize("pattern", KNOWN_PATTERNS + OTHER_PATTERNS[:1], ids=PATTERN_IDS[:6])
+@pytest.mark.parametrize("pattern", KNOWN_PATTERNS + OTHER_PATTERNS[:1], ids=PATTERN_IDS[:8])
 def test_next_safe_cut_is_safe(pattern, special_tokens):
     rng = random.Random(9)
     text = comparable(random_text(rng, 3_000, assigned_only=True))

@@ -284,3 +284,148 @@ def test_llama2_encodes_any_text_as_hugging_face(llama2, text):
     """Characters its vocab lacks fall back to their bytes (<0xNN>); the rest merge from characters."""
     ours, reference = llama2
     assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids
+
+
+# -- Metaspace (Mistral) and ByteLevel with a prefix space --------------------------------------------
+
+# Mistral's files (as transformers writes them since it left SentencePiece's "legacy" behaviour):
+# Llama-2's model and decoder, no normalizer, and a Metaspace pre-tokenizer that puts "▁" before
+# the first stretch only and keeps each stretch one piece. The other settings are tried too.
+METASPACES = [
+    {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False},
+    {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+    {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": True},
+    {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True},
+]
+
+
+@pytest.fixture(scope="module", params=range(len(METASPACES)), ids=["mistral", "always-split", "never-split", "legacy-keys"])
+def metaspace(request, tmp_path_factory):
+    source = json.loads(real_file("llama2").read_text(encoding="utf-8"))
+    source["model"]["merges"] = [merge for merge in source["model"]["merges"] if merge.count(" ") == 1]
+    source["normalizer"] = None
+    source["pre_tokenizer"] = METASPACES[request.param]
+    path = tmp_path_factory.mktemp("metaspace") / "tokenizer.json"
+    path.write_text(json.dumps(source, ensure_ascii=False), encoding="utf-8")
+    return Tokenizer.from_model(formats.read("hf", path).model), tokenizers.Tokenizer.from_file(str(path))
+
+
+def test_metaspace_encodes_every_line_as_hugging_face(metaspace):
+    ours, reference = metaspace
+    lines = [*lines_to_try()[:3000], "<s>Hello</s> world <s> x", "  two  spaces ", " lead", "<s> after", "</s>"]
+    expected = [encoding.ids for encoding in reference.encode_batch(lines, add_special_tokens=False)]
+    different = [line for line, mine, theirs in zip(lines, ours.encode_batch(lines), expected) if mine != theirs]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+    assert [ours.encode(line, add_special_tokens=True) for line in lines[:100]] == [e.ids for e in reference.encode_batch(lines[:100])]
+    for line in lines[-60:]:
+        ids = ours.encode(line)
+        assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False), line
+
+
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=texts(assigned_only=True))
+def test_metaspace_encodes_any_text_as_hugging_face(metaspace, text):
+    ours, reference = metaspace
+    assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids
+
+
+def test_a_stored_metaspace_tokenizer_encodes_as_the_file(metaspace, tmp_path):
+    from bpestore import Store
+
+    ours, reference = metaspace
+    with Store(tmp_path / "store.db") as store:
+        store.save("mistralish", ours.model)
+    again = Tokenizer.from_db(tmp_path / "store.db", "mistralish")
+    text = "<s>[INST] Hello  world [/INST] Sure:\n  indented </s>"
+    assert again.encode(text) == ours.encode(text) == reference.encode(text, add_special_tokens=False).ids
+
+
+@pytest.fixture(scope="module")
+def roberta_with_prefix(tmp_path_factory):
+    """RoBERTa's file with ByteLevel's add_prefix_space on (as BART-style and some GPT-2 ports
+    ship it): a space goes before each stretch of text between added tokens."""
+    source = json.loads(real_file("roberta-base").read_text(encoding="utf-8"))
+    source["pre_tokenizer"]["add_prefix_space"] = True
+    path = tmp_path_factory.mktemp("prefix") / "tokenizer.json"
+    path.write_text(json.dumps(source, ensure_ascii=False), encoding="utf-8")
+    return Tokenizer.from_model(formats.read("hf", path).model), tokenizers.Tokenizer.from_file(str(path))
+
+
+def test_byte_level_with_a_prefix_space_encodes_as_hugging_face(roberta_with_prefix):
+    ours, reference = roberta_with_prefix
+    lines = [*lines_to_try()[:3000], "<s>Hello</s> world", " already spaced", "x<mask> y", "<mask>"]
+    expected = [encoding.ids for encoding in reference.encode_batch(lines, add_special_tokens=False)]
+    different = [line for line, mine, theirs in zip(lines, ours.encode_batch(lines), expected) if mine != theirs]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+    for line in lines[-40:]:
+        ids = ours.encode(line)
+        assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False), line
+
+
+def test_offsets_are_refused_in_one_line_where_the_text_is_rewritten(metaspace, roberta_with_prefix):
+    """Offsets into the text given are the tokens' only where the pieces are that text: a prefix
+    written into it, or a byte the vocab lacks left out of it, is refused, not mismapped."""
+    for ours in (metaspace[0], roberta_with_prefix[0]):
+        with pytest.raises(ValueError, match="offsets are not available for a tokenizer that normalizes its text or writes a prefix"):
+            ours.encode_with_offsets("Hello world")
+    smollm = Tokenizer.from_model(formats.read("hf", real_file("smollm")).model)
+    assert smollm.encode_with_offsets("ab c")[1] == [(0, 2), (2, 4)]
+    with pytest.raises(ValueError, match=r"a byte the vocabulary lacks \(0x04\)"):
+        smollm.encode_with_offsets("a\x04b c")
+
+
+@pytest.fixture(params=["llama2", "metaspace"])
+def sentencepiece_style(request, llama2, metaspace):
+    return llama2 if request.param == "llama2" else metaspace
+
+
+def test_a_sentencepiece_style_bpe_exports_a_file_hugging_face_encodes_the_same(sentencepiece_style, tmp_path):
+    """Llama-2 and Mistral written back: the vocab's strings (``<0xNN>`` for fallback bytes), the
+    merges, normalizer, pre-tokenizer, post-processor and decoder; HF reads the file to the same
+    ids and text, and bpestore reads it back to the same model."""
+    ours, _ = sentencepiece_style
+    path = tmp_path / "tokenizer.json"
+    ours.export("hf", path)
+    written = tokenizers.Tokenizer.from_file(str(path))
+    lines = [*lines_to_try()[:1500], *lines_to_try()[-300:], "<s>Hello</s> world <s> x", "  two  spaces ", "\t\ttabs\n"]
+    expected = [encoding.ids for encoding in written.encode_batch(lines, add_special_tokens=False)]
+    mine = ours.encode_batch(lines)
+    different = [line for line, a, b in zip(lines, mine, expected) if a != b]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+    assert [ours.encode(line, add_special_tokens=True) for line in lines[:50]] == [e.ids for e in written.encode_batch(lines[:50])]
+    for ids in mine[-60:]:
+        assert written.decode(ids, skip_special_tokens=False) == ours.decode(ids)
+    again = formats.read("hf", path).model
+    assert again.vocab == ours.model.vocab and again.merges == ours.model.merges and again.byte_fallback
+
+
+@pytest.fixture(scope="module")
+def qwen2_shaped(tmp_path_factory):
+    """Qwen2's published settings on Llama-3.2's vocab: an NFC normalizer and Qwen2's Split regex
+    (Llama-3's with each number a piece), which bpestore runs on a hand-written scanner."""
+    from bpestore.pretokenize import QWEN2_PATTERN
+
+    source = json.loads(real_file("llama3.2").read_text(encoding="utf-8"))
+    source["normalizer"] = {"type": "NFC"}
+    split = source["pre_tokenizer"]["pretokenizers"][0]
+    split["pattern"]["Regex"] = QWEN2_PATTERN
+    path = tmp_path_factory.mktemp("qwen2") / "tokenizer.json"
+    path.write_text(json.dumps(source, ensure_ascii=False), encoding="utf-8")
+    model = formats.read("hf", path).model
+    assert model.pattern == QWEN2_PATTERN and model.pre_tokenizer is None
+    return Tokenizer.from_model(model), tokenizers.Tokenizer.from_file(str(path))
+
+
+def test_qwen2_shaped_encodes_every_line_as_hugging_face(qwen2_shaped):
+    ours, reference = qwen2_shaped
+    lines = [*lines_to_try(), "12345 and 3.14159\n\n  ", "a\n  "]
+    expected = [encoding.ids for encoding in reference.encode_batch(lines, add_special_tokens=False)]
+    different = [line for line, mine, theirs in zip(lines, ours.encode_batch(lines), expected) if mine != theirs]
+    assert different == [], f"{len(different)} of {len(lines)} lines differ, first {different[0]!r}"
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=texts(assigned_only=True))
+def test_qwen2_shaped_encodes_any_text_as_hugging_face(qwen2_shaped, text):
+    ours, reference = qwen2_shaped
+    assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids

@@ -61,7 +61,7 @@ def test_a_folder_without_tokenizer_json_is_refused_in_one_line(tmp_path):
     assert result.exit_code == 1 and "without tokenizer.json" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("source", ["trained", "gpt-neox-20b", "roberta-base", "falcon", "olmo2-dolma2"])
+@pytest.mark.parametrize("source", ["trained", "gpt-neox-20b", "roberta-base", "falcon", "olmo2-dolma2", "llama3.2", "smollm"])
 def test_an_exported_folder_loads_in_transformers_and_encodes_as_bpestore(tmp_path, source):
     db = tmp_path / "store.db"
     if source == "trained":

@@ -42,7 +42,15 @@ def steps(draw: st.DrawFn) -> pre_tokenizers.PreTokenizer:
 @st.composite
 def pipelines(draw: st.DrawFn) -> pre_tokenizers.Sequence:
     before, after = draw(st.lists(steps(), max_size=2)), draw(st.lists(steps(), max_size=2))
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=draw(st.booleans()))
+    # (a step that writes into the text first: Metaspace, or ByteLevel's prefix space, which must
+    # come first; else ByteLevel anywhere)
+    first = draw(st.sampled_from(["none", "metaspace", "prefix-space"]))
+    if first == "metaspace":
+        scheme = draw(st.sampled_from(["always", "first", "never"]))
+        before = [pre_tokenizers.Metaspace(replacement=draw(st.sampled_from(["\u2581", "_"])), prepend_scheme=scheme, split=draw(st.booleans()))]
+    elif first == "prefix-space":
+        before = []
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=first == "prefix-space", use_regex=draw(st.booleans()))
     return pre_tokenizers.Sequence([*before, byte_level, *after])
 
 
@@ -68,7 +76,7 @@ def test_a_pipeline_makes_hugging_faces_pieces(pipeline, text):
 TRAINING = ["Hello world, hello World! 12345 and 3.14159; the café's résumé.", "日本語のテキスト 한국어 - tabs\tand\nnewlines"] * 20
 
 
-@pytest.fixture(scope="module", params=range(4))
+@pytest.fixture(scope="module", params=range(6))
 def whole(request, tmp_path_factory):
     """A small byte-level BPE trained by HF with a pipeline drawn from a fixed list."""
     chosen = [
@@ -76,6 +84,8 @@ def whole(request, tmp_path_factory):
         pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
         pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), "isolated"), pre_tokenizers.Split(Regex(r" ?\p{L}+|\s+|."), "merged_with_next"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
         pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\w+"), "removed", invert=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]),
+        pre_tokenizers.ByteLevel(add_prefix_space=True),
+        pre_tokenizers.Sequence([pre_tokenizers.Metaspace(prepend_scheme="first"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
     ][request.param]
     tokenizer = tokenizers.Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = chosen
@@ -105,7 +115,9 @@ def test_text_cut_into_parts_gives_the_whole_texts_ids(whole, tmp_path):
 @pytest.mark.parametrize(
     ("document", "named"),
     [
-        ({"type": "Sequence", "pretokenizers": [{"type": "Metaspace", "replacement": "▁"}, {"type": "ByteLevel"}]}, 'pre_tokenizer.pretokenizers[0]: "Metaspace" is not supported'),
+        ({"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "Metaspace", "replacement": "▁"}]}, "pre_tokenizer: Metaspace, or ByteLevel with add_prefix_space, after another"),
+        ({"type": "Metaspace", "replacement": "▁", "add_prefix_space": False}, "pre_tokenizer: add_prefix_space does not match declared prepend_scheme"),
+        ({"type": "Sequence", "pretokenizers": [{"type": "BertPreTokenizer"}, {"type": "ByteLevel"}]}, 'pre_tokenizer.pretokenizers[0]: "BertPreTokenizer" is not supported'),
         ({"type": "Sequence", "pretokenizers": [{"type": "Digits"}]}, "pre_tokenizer: no ByteLevel step"),
         ({"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways", "invert": False}, 'pre_tokenizer: behavior "Sideways"'),
     ],

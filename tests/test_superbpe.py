@@ -79,6 +79,10 @@ def test_the_superbpe_pattern_is_the_repositorys_stage_2(text):
     assert [piece.encode("utf-8") for piece in regex.findall(SUPERBPE_PATTERN, text)] == expected
 
 
+def test_the_engine_knows_the_pattern_byte_for_byte():
+    assert _engine.SUPERBPE_PATTERN == SUPERBPE_PATTERN
+
+
 def test_the_superbpe_pieces_by_hand():
     pieces = [piece.decode() for piece in superbpe_pretokenize("Note: the  cat, said \"hi!!\" 12345 x\n\nyes...\nok")]
     assert pieces == ["Note:", " the", " ", " cat, said \"hi", "!!\"", " ", "123", "45", " x\n", "\n", "yes", "...\n", "ok"]

@@ -1,19 +1,24 @@
-"""Hugging Face ``tokenizer.json`` with a BPE model over byte-level pre-tokenization.
+"""Hugging Face ``tokenizer.json`` files with a BPE model, read into a :class:`BPEModel` that
+encodes exactly as ``tokenizers`` does.
 
-Supported: ``ByteLevel`` pre-tokenization (GPT-2's regex, no prefix space) or a ``Sequence`` of a
-``Split`` by a regex (behavior ``Isolated``, or ``Removed`` with ``invert``: each match a piece)
-and ``ByteLevel`` without its own regex, or of ``Digits`` and ``ByteLevel`` with GPT-2's regex (run
-as one regex); no normalizer; ``ignore_merges`` (Llama-3) when the merges
-are tiktoken's rule made explicit (imported as a ``"token"``-rule model); merges as ``"a b"``
-strings or ``["a", "b"]`` pairs; added tokens: those marked ``"special": false`` become the
-model's added tokens (ordinary, encoded whole: :attr:`BPEModel.added_tokens`), the others special
-tokens. A post-processor that adds tokens, truncation and padding are not kept: a warning names
-each (bpestore's ids are Hugging Face's with ``add_special_tokens=False``).
+Byte-level BPE (GPT-2, Llama-3, OLMo-2, Qwen2, GPT-NeoX, RoBERTa, Falcon, SmolLM): its
+pre-tokenizer runs as one regex where one regex makes the same pieces (GPT-2's, cl100k's, o200k's,
+Llama-3's, Qwen2's, Digits then GPT-2's: each on a hand-written scanner), else as a pipeline of
+``Split``, ``Digits``, ``Punctuation``, ``Whitespace``, ``WhitespaceSplit``, ``ByteLevel`` and a
+leading ``Metaspace`` or prefix space (:mod:`bpestore.pre_tokenizer`). ``ignore_merges`` (Llama-3)
+is imported as a ``"token"``-rule model where the merges are tiktoken's rule made explicit. The
+normalizer (:mod:`bpestore.normalizer`), the post-processor (:mod:`bpestore.post_processor`,
+applied by ``encode(text, add_special_tokens=True)``) and the added tokens with their options
+(``lstrip``, ``rstrip``, ``single_word``, ``normalized``, ``special``) are kept; truncation and
+padding are not (a warning names each).
+
+SentencePiece-style BPE (Llama-2, Mistral: ``byte_fallback``, merged from characters, spaces
+written as ``▁`` by the normalizer or a ``Metaspace`` pre-tokenizer) is imported as a second kind of
+model, with its decoder (:mod:`bpestore.decoder`).
 
 Anything else that would make Hugging Face produce different ids is refused in one line naming it
-and where it is in the file (``pre_tokenizer.pretokenizers[0]: Digits``): Unigram, WordPiece and
-WordLevel models, SentencePiece-style BPE (``byte_fallback``, Llama-2), a normalizer, a prefix
-space, dropout, subword prefixes and suffixes, a Split regex that leaves text to no match.
+and where it is in the file (``pre_tokenizer.pretokenizers[0]: BertPreTokenizer``): Unigram,
+WordPiece and WordLevel models, dropout, subword prefixes and suffixes, an unknown component.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from ..normalizer import Normalizer, NormalizerError
 from ..decoder import Decoder, DecoderError
 from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
-from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN
+from ..pretokenize.patterns import (
+    CL100K_PATTERN, GPT2_DIGIT_RUNS_PATTERN, GPT2_DIGITS_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN,
+)
 from .gpt2 import token_to_text, unicode_to_byte
 from .hf_folder import CONFIG_FILE, SPECIAL_TOKENS_FILE, config_of_folder, folder_files
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
@@ -181,14 +188,10 @@ def _pattern_of(path: str | os.PathLike[str], pre_tokenizer: Any) -> tuple[str, 
     return pattern_from_hf(regex), where[0], split.get("behavior") == "Removed"
 
 
-# GPT-2's pattern run on the stretches between numeric characters (what Digits leaves to
-# ByteLevel), as one regex: the numerics are pieces of their own (one each, or one per run), GPT-2's
-# " ?\p{N}+" can no longer match, and "\s+(?!\S)" sees a numeric as the end of its stretch.
 # (Digits splits at Rust's char::is_numeric: general categories Nd, Nl, No, which is \p{N}.)
-_GPT2_AROUND_DIGITS = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
-DIGITS_THEN_GPT2_PATTERN = r"\p{N}|" + _GPT2_AROUND_DIGITS
+DIGITS_THEN_GPT2_PATTERN = GPT2_DIGITS_PATTERN
 """SmolLM's and StarCoder's pre-tokenizer: Digits(individual_digits=true), then ByteLevel."""
-DIGIT_RUNS_THEN_GPT2_PATTERN = r"\p{N}+|" + _GPT2_AROUND_DIGITS
+DIGIT_RUNS_THEN_GPT2_PATTERN = GPT2_DIGIT_RUNS_PATTERN
 """Digits(individual_digits=false), then ByteLevel."""
 
 
@@ -227,7 +230,8 @@ def _is_sentencepiece_style(data: dict[str, Any]) -> bool:
     if data["model"].get("byte_fallback"):
         return True
     if "Metaspace" in json.dumps([data.get("pre_tokenizer"), data.get("decoder")]):
-        return True
+        # (unless ByteLevel then writes its bytes: a byte-level BPE whose text Metaspace prepares)
+        return '"ByteLevel"' not in json.dumps(data.get("pre_tokenizer"))
     # (a byte-level vocab writes a space "Ġ"; a SentencePiece one "\u2581", as its normalizer does)
     vocab = data["model"].get("vocab")
     spaces_as_bars = isinstance(vocab, dict) and any(isinstance(token, str) and token.startswith("\u2581") for token in vocab)
@@ -246,11 +250,6 @@ def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
     sentencepiece = _is_sentencepiece_style(data)
     if sentencepiece and model.get("byte_fallback") is not True:
         raise _refuse(path, "model", "a SentencePiece-style BPE over characters without byte_fallback (unknown tokens): not supported")
-    if sentencepiece and data.get("pre_tokenizer"):
-        kind = data["pre_tokenizer"].get("type") if isinstance(data["pre_tokenizer"], dict) else None
-        raise _refuse(
-            path, "pre_tokenizer", f"{kind} in a SentencePiece-style BPE (model.byte_fallback; Mistral's Metaspace): not supported yet"
-        )
     problems = {
         "dropout": model.get("dropout") not in (None, 0, 0.0),
         "continuing_subword_prefix": bool(model.get("continuing_subword_prefix")),
@@ -353,8 +352,14 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     normalizer = _normalizer_of(path, data.get("normalizer"))
     pre_tokenizer: PreTokenizer | None = None
     if sentencepiece:
-        # (no pre-tokenizer: each stretch between special tokens is merged as one piece)
+        # (no pre-tokenizer: each stretch between special tokens is merged as one piece; Mistral's
+        # Metaspace writes its spaces as "▁", puts one before the text and may split at each)
         pre_tokenizer = PreTokenizer.whole()
+        if data.get("pre_tokenizer"):
+            try:
+                pre_tokenizer = PreTokenizer.from_hf(data["pre_tokenizer"], byte_level=False)
+            except PreTokenizerError as error:
+                raise FormatError(f"{path}: {error}") from None
         pattern, split_at, split_drops_uncovered = GPT2_PATTERN, None, False
     else:
         pattern, split_at, split_drops_uncovered, pre_tokenizer = _pieces_of(path, data.get("pre_tokenizer"))
@@ -721,14 +726,87 @@ def _check_split_covers(path: str | os.PathLike[str], where: str, pattern: str, 
 def write(model: BPEModel, output: Path) -> list[str]:
     """The file ``output`` as a ``tokenizer.json``."""
     if model.byte_fallback:
-        raise FormatError(f"{output}: writing a SentencePiece-style BPE (byte_fallback) as a tokenizer.json is not supported yet")
+        write_tokenizer_json(output, sentencepiece_json(model))
+        return [f"wrote {len(model.vocab):,} tokens to {output}"]
+    token_rule = model.merge_rule == "token"
+    merges = _token_rule_merges(model) if token_rule else model.merges
     document = tokenizer_json(
-        model.vocab, model.merges, model.special_ids, model.pattern, added_ids=model.added_ids, normalizer=model.normalizer,
+        model.vocab, merges, model.special_ids, model.pattern, whole_token_lookup=token_rule, added_ids=model.added_ids,
+        normalizer=model.normalizer,
         normalized_tokens=model.normalized_tokens, post_processor=model.post_processor, token_options=model.token_options,
         pre_tokenizer=model.pre_tokenizer, dropped_bytes=model.dropped_bytes,
     )
     write_tokenizer_json(output, document)
     return [f"wrote {len(model.vocab):,} tokens to {output}"]
+
+
+def sentencepiece_json(model: BPEModel) -> dict[str, Any]:
+    """A ``tokenizer.json`` document for a SentencePiece-style BPE (Llama-2, Mistral: merged from
+    characters, bytes as the fallback), with its normalizer, pre-tokenizer, post-processor and
+    decoder as they were read. A token is its text; a single byte is ``<0xNN>`` (the fallback
+    token) unless a merge uses it as a character, or it is a printable ASCII character: either
+    spelling gives the same ids, as Hugging Face falls back to a byte's token only for a character
+    its vocab lacks."""
+    merged = {part for left, right in model.merges for part in (left, right)}
+
+    def text(token: bytes) -> str:
+        if len(token) == 1 and (token[0] >= 0x80 or (token not in merged and not (0x21 <= token[0] <= 0x7E))):
+            return f"<0x{token[0]:02X}>"
+        return token.decode("utf-8")
+
+    whole = model.whole_ids
+    vocab = {text(token): token_id for token_id, token in sorted(model.vocab.items()) if token_id not in whole.values()}
+    for content, token_id in whole.items():
+        vocab.setdefault(content, token_id)
+    pre_tokenizer = model.pre_tokenizer.to_hf() if model.pre_tokenizer is not None and model.pre_tokenizer.stages else None
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": token_id, "content": content,
+                **{option: option in model.token_options.get(content, ()) for option in ("single_word", "lstrip", "rstrip")},
+                "normalized": content in model.normalized_tokens,
+                "special": content in model.special_ids,
+            }
+            for content, token_id in sorted(whole.items(), key=lambda item: item[1])
+        ],
+        "normalizer": model.normalizer.to_hf() if model.normalizer is not None else None,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": model.post_processor.to_hf() if model.post_processor is not None else None,
+        "decoder": model.decoder.to_hf() if model.decoder is not None else None,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>" if "<unk>" in whole else None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [[text(left), text(right)] for left, right in model.merges],
+        },
+    }
+
+
+def _token_rule_merges(model: BPEModel) -> list[tuple[bytes, bytes]]:
+    """tiktoken's rule (merge the adjacent pair whose joined token has the lowest id, a whole
+    pre-token that is a token being that token) as Hugging Face's BPE runs it: ``ignore_merges``
+    and a merge for every way to make each token of two tokens, in the order of the tokens' ids.
+    (Llama-3's file lists its merges so; the first way to make each token alone, which the model
+    keeps, would leave pairs unmerged that tiktoken's rule merges.)"""
+    whole = set(model.whole_ids.values())
+    ids = {token: token_id for token_id, token in model.vocab.items() if token_id not in whole}
+    merges: list[tuple[bytes, bytes]] = []
+    for token_id, token in sorted(model.vocab.items()):
+        if token_id in whole or len(token) < 2:
+            continue
+        merges.extend(
+            (token[:cut], token[cut:]) for cut in range(1, len(token)) if token[:cut] in ids and token[cut:] in ids
+        )
+    return merges
 
 
 def write_folder(model: BPEModel, folder: Path) -> list[str]:

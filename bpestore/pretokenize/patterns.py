@@ -79,6 +79,14 @@ makes a token of ``": "``: the same tokens, as no earlier stage makes one either
 across single spaces and single punctuation characters: the superwords. A test checks it
 against that definition on every kind of character."""
 
+GPT2_DIGITS_PATTERN = r"""\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
+r"""SmolLM's and StarCoder's pieces as one regex: Hugging Face's ``Digits(individual_digits=true)``
+then ``ByteLevel`` with GPT-2's regex, which then runs on the stretches between numbers (each
+number a piece; its ``\s+(?!\S)`` sees a number as the end of its stretch)."""
+
+GPT2_DIGIT_RUNS_PATTERN = "\\p{N}+" + GPT2_DIGITS_PATTERN[len("\\p{N}"):]
+"""The same with ``Digits(individual_digits=false)``: each run of numbers a piece."""
+
 PATTERNS_BY_NAME: dict[str, str] = {
     "gpt2": GPT2_PATTERN,
     "r50k_base": GPT2_PATTERN,
@@ -127,7 +135,9 @@ def name_of_pattern(pattern: str) -> str | None:
 
 
 # Patterns proven (by the property tests) to have the split property described above.
-SPLIT_SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN})
+SPLIT_SAFE_PATTERNS = frozenset(
+    {GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN, GPT2_DIGITS_PATTERN, GPT2_DIGIT_RUNS_PATTERN}
+)
 
 # Exactly the characters that the `regex` module's \s matches (it excludes \x1c-\x1f, which
 # Python's str.isspace() and the `re` module include). A test checks this against `regex`.

@@ -112,7 +112,10 @@ def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
         raise row.damaged("pipeline", "holds token_options that are not a JSON object of lists of strings")
     try:
         stored = document.get("pre_tokenizer", None)
-        pre_tokenizer = None if stored is None else PreTokenizer.whole() if stored == "whole" else PreTokenizer.from_hf(stored)
+        chars_first = document.get("byte_fallback", False) is True
+        pre_tokenizer = (
+            None if stored is None else PreTokenizer.whole() if stored == "whole" else PreTokenizer.from_hf(stored, byte_level=not chars_first)
+        )
     except PreTokenizerError as error:
         raise row.damaged("pipeline", f"holds a pre-tokenizer bpestore cannot run ({error})") from None
     dropped = document.get("dropped_bytes", [])

@@ -166,6 +166,55 @@ pub struct Encoder {
     dropped_bytes: Option<Box<[bool; 256]>>,
     /// Whether pieces are merged from their characters (see [`Encoder::with_chars_first`]).
     chars_first: bool,
+    /// What a pre-tokenizer writes into each stretch of text before its pieces are made (see
+    /// [`Encoder::with_prefix`]).
+    prefix: Option<Prefix>,
+}
+
+/// When a [`Prefix`] is put before a stretch of text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixWhen {
+    /// Before every stretch (between special tokens) that does not start with it.
+    Always,
+    /// Only before the stretch that starts the text, if it does not start with it.
+    First,
+    /// Never (spaces are still replaced).
+    Never,
+}
+
+/// What Hugging Face's `Metaspace` pre-tokenizer (spaces written as `▁`, one put before the
+/// text) and `ByteLevel` with `add_prefix_space` (a space put before the text) do to each stretch
+/// of text they get, before any piece is made of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefix {
+    /// What is put before a stretch (`▁`, or a space).
+    pub text: String,
+    /// When.
+    pub when: PrefixWhen,
+    /// Whether each space is first replaced by `text` (`Metaspace`).
+    pub replaces_spaces: bool,
+}
+
+impl Prefix {
+    /// `stretch` as the pre-tokenizer writes it (`starts_text`: whether the stretch starts the
+    /// text, as `tokenizers`' `offsets_original().0 == 0`); borrowed when nothing changes.
+    pub fn apply<'t>(&self, stretch: &'t str, starts_text: bool) -> std::borrow::Cow<'t, str> {
+        let mut written = std::borrow::Cow::Borrowed(stretch);
+        if self.replaces_spaces && stretch.contains(' ') {
+            written = std::borrow::Cow::Owned(stretch.replace(' ', &self.text));
+        }
+        // (nothing goes before an empty stretch: `tokenizers` prepends to a character)
+        let put = !stretch.is_empty()
+            && match self.when {
+                PrefixWhen::Always => true,
+                PrefixWhen::First => starts_text,
+                PrefixWhen::Never => false,
+            };
+        if put && !written.starts_with(self.text.as_str()) {
+            written = std::borrow::Cow::Owned(format!("{}{written}", self.text));
+        }
+        written
+    }
 }
 
 /// A normalizer, and the added tokens that are found in the text once it is normalized
@@ -294,6 +343,7 @@ impl Encoder {
             cut_specials,
             dropped_bytes: None,
             chars_first: false,
+            prefix: None,
         })
     }
 
@@ -399,6 +449,12 @@ impl Encoder {
         self
     }
 
+    /// The first byte of `text` that is left out of pieces (see [`Encoder::with_dropped_bytes`]).
+    pub(crate) fn dropped_byte_in(&self, text: &str) -> Option<u8> {
+        let dropped = self.dropped_bytes.as_deref()?;
+        text.bytes().find(|&byte| dropped[byte as usize])
+    }
+
     /// The ids of `piece` without its dropped bytes (see [`Encoder::with_dropped_bytes`]).
     fn without_dropped_bytes(&self, piece: &[u8], dropped: &[bool; 256]) -> Vec<TokenId> {
         let kept: Vec<u8> = piece
@@ -407,6 +463,22 @@ impl Encoder {
             .filter(|&byte| !dropped[byte as usize])
             .collect();
         self.piece_ids(&kept)
+    }
+
+    /// This encoder with `prefix` applied to each stretch of text it pre-tokenizes: the text
+    /// between special tokens, or, for an encoder that normalizes, each stretch of the normalized
+    /// text between the tokens found in it, as `tokenizers` runs its pre-tokenizer on each split
+    /// its added vocabulary leaves. Text is then cut only at special tokens to be encoded in parts.
+    pub fn with_prefix(mut self, prefix: Prefix) -> Encoder {
+        self.pretokenizer = self.pretokenizer.without_space_cuts();
+        self.prefix = Some(prefix);
+        self
+    }
+
+    /// Whether the text the pieces are made of is not the text given (a normalizer or a
+    /// [`Prefix`] writes it): offsets into the given text are then not the tokens'.
+    pub fn rewrites_text(&self) -> bool {
+        self.normalization.is_some() || self.prefix.is_some()
     }
 
     /// This encoder merging from characters rather than bytes, as a SentencePiece-style BPE
@@ -876,9 +948,10 @@ impl Encoder {
         // offset there.
         let mut between = |part: &str, out: &mut Vec<TokenId>| {
             let at = part.as_ptr() as usize - text.as_ptr() as usize;
-            let result = match &self.normalization {
-                None => ordinary(part, at, out),
-                Some(normalization) => {
+            let result = match (&self.normalization, &self.prefix) {
+                (None, None) => ordinary(part, at, out),
+                (None, Some(prefix)) => ordinary(&prefix.apply(part, at == 0), at, out),
+                (Some(normalization), _) => {
                     self.normalized_into(normalization, part, at, out, &mut ordinary)
                 }
             };
@@ -927,14 +1000,23 @@ impl Encoder {
         ordinary: &mut impl FnMut(&str, usize, &mut Vec<TokenId>) -> Result<(), PretokenizeError>,
     ) -> Result<(), PretokenizeError> {
         let normalized = normalization.normalizer.normalize(part);
+        // (each stretch of the normalized text through the prefix, if any: "first" is the one
+        // that starts the normalized text of the stretch that starts the text)
+        let mut stretch = |piece: &str, out: &mut Vec<TokenId>| match &self.prefix {
+            None => ordinary(piece, at, out),
+            Some(prefix) => {
+                let starts_text = at == 0 && piece.as_ptr() == normalized.as_ptr();
+                ordinary(&prefix.apply(piece, starts_text), at, out)
+            }
+        };
         let result = if normalization.tokens.is_empty() {
-            ordinary(&normalized, at, out)
+            stretch(&normalized, out)
         } else {
             normalization
                 .tokens
                 .split(&normalized)
                 .try_for_each(|piece| match piece {
-                    Part::Text(piece) => ordinary(piece, at, out),
+                    Part::Text(piece) => stretch(piece, out),
                     Part::Special { index, .. } => {
                         out.push(normalization.ids[index]);
                         Ok(())
@@ -972,7 +1054,12 @@ impl Encoder {
         let emit_batch = Encoder::batch_loop(warm.is_some(), cache.table.is_some());
         let bytes = text.as_bytes();
         let mut batched = 0usize;
-        let dropped = self.dropped_bytes.as_deref();
+        // (one look at the whole text first: the dropped bytes are rare, control characters or
+        // bytes UTF-8 never holds, and most texts have none, so their pieces need no look)
+        let dropped = self
+            .dropped_bytes
+            .as_deref()
+            .filter(|dropped| bytes.iter().any(|&byte| dropped[byte as usize]));
         let scanned = self.pretokenizer.try_for_each_span(text, |start, end| {
             if let Some(dropped) = dropped {
                 let piece = &bytes[start..end];

@@ -23,11 +23,18 @@ impl Encoder {
         text: &str,
         allowed: AllowedSpecial<'_>,
     ) -> Result<IdsAndOffsets, EncodeError> {
-        if self.normalizes() {
+        if self.rewrites_text() {
             // (Hugging Face maps them back through its alignments; bpestore does not keep them)
             return Err(EncodeError::Unsupported(
-                "offsets are not available for a tokenizer that normalizes its text".into(),
+                "offsets are not available for a tokenizer that normalizes its text or writes a prefix into it"
+                    .into(),
             ));
+        }
+        if let Some(byte) = self.dropped_byte_in(text) {
+            // (the tokens' bytes no longer line up with the text's)
+            return Err(EncodeError::Unsupported(format!(
+                "offsets are not available for a text holding a byte the vocabulary lacks (0x{byte:02x}), which encoding leaves out"
+            )));
         }
         let ids = self.encode(text, allowed)?;
         let offsets = self.char_offsets(text, &ids);

@@ -473,6 +473,33 @@ pub(crate) fn gpt2(classes: &Classes, unicode: bool) -> u64 {
     starts & through(known_limit(classes, unicode).min(contraction))
 }
 
+/// The trusted piece starts of GPT-2's pattern after Hugging Face's `Digits` (see [`gpt2`]):
+/// `\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+` (`RUNS`:
+/// `\p{N}+` first).
+#[inline(always)]
+pub(crate) fn gpt2_digits<const RUNS: bool>(classes: &Classes, unicode: bool) -> u64 {
+    let cont = if unicode { classes.cont } else { 0 };
+    let letter = classes.letter;
+    let digit = classes.digit;
+    let other = classes.other();
+    let space = classes.space;
+    // Numbers start pieces whatever is before them (no space leads one): each number, or each
+    // run of them. A run of whitespace starts a piece, and so does its last character unless a
+    // number follows (the run before a number is one piece).
+    let same = (letter & before(letter)) | (other & before(other));
+    let numbers = if RUNS {
+        digit & !before(digit)
+    } else {
+        digit & !cont // (a number's bits cover its bytes: each first byte starts one)
+    };
+    let starts = ((letter | other) & !same & !before(classes.blank))
+        | numbers
+        | (space & !before(space))
+        | char_start(space & !after(space) & !after(digit), cont);
+    let contraction = (classes.apostrophe & starts).trailing_zeros();
+    starts & through(known_limit(classes, unicode).min(contraction))
+}
+
 /// The trusted piece starts of cl100k_base's pattern (see [`gpt2`]):
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+`
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
@@ -614,6 +641,9 @@ pub(crate) struct Cl100k;
 /// o200k_base's rules ([`o200k`]).
 pub(crate) struct O200k;
 
+/// The rules of GPT-2's pattern after `Digits` ([`gpt2_digits`]; `RUNS`: runs of numbers).
+pub(crate) struct Gpt2Digits<const RUNS: bool>;
+
 /// Qwen2's rules: cl100k_base's with each number a piece of its own (Llama-3's are cl100k_base's:
 /// the two differ only at the end of the text, which a window never trusts).
 pub(crate) struct Qwen2;
@@ -629,6 +659,13 @@ impl Rules for Cl100k {
     #[inline(always)]
     fn starts(_block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
         cl100k(classes, unicode)
+    }
+}
+
+impl<const RUNS: bool> Rules for Gpt2Digits<RUNS> {
+    #[inline(always)]
+    fn starts(_block: &[u8; 64], classes: &Classes, unicode: bool) -> u64 {
+        gpt2_digits::<RUNS>(classes, unicode)
     }
 }
 

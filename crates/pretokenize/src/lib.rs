@@ -79,14 +79,26 @@ pub const SUPERBPE_PATTERN: &str = concat!(
     r#"|:(?= )|\n"#
 );
 
+/// SmolLM's and StarCoder's pieces as one regex: Hugging Face's `Digits(individual_digits=true)`
+/// then `ByteLevel` with GPT-2's regex, which then runs on the stretches between numbers (its
+/// `\s+(?!\S)` sees a number as the end of its stretch).
+pub const GPT2_DIGITS_PATTERN: &str =
+    r#"\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"#;
+
+/// [`GPT2_DIGITS_PATTERN`] with runs of numbers as pieces (`Digits(individual_digits=false)`).
+pub const GPT2_DIGIT_RUNS_PATTERN: &str =
+    r#"\p{N}+|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"#;
+
 /// The patterns that run on hand-written scanners, byte for byte the strings in
 /// `bpestore/pretokenize/patterns.py`.
-pub const KNOWN_PATTERNS: [&str; 6] = [
+pub const KNOWN_PATTERNS: [&str; 8] = [
     GPT2_PATTERN,
     CL100K_PATTERN,
     O200K_PATTERN,
     LLAMA3_PATTERN,
     QWEN2_PATTERN,
+    GPT2_DIGITS_PATTERN,
+    GPT2_DIGIT_RUNS_PATTERN,
     SUPERBPE_PATTERN,
 ];
 
@@ -267,6 +279,8 @@ enum Known {
     O200k,
     Llama3,
     Qwen2,
+    Gpt2Digits,
+    Gpt2DigitRuns,
     Superbpe,
 }
 
@@ -355,6 +369,8 @@ impl Pretokenizer {
             O200K_PATTERN => Some(Known::O200k),
             LLAMA3_PATTERN => Some(Known::Llama3),
             QWEN2_PATTERN => Some(Known::Qwen2),
+            GPT2_DIGITS_PATTERN => Some(Known::Gpt2Digits),
+            GPT2_DIGIT_RUNS_PATTERN => Some(Known::Gpt2DigitRuns),
             SUPERBPE_PATTERN => Some(Known::Superbpe),
             _ => None,
         };
@@ -467,6 +483,8 @@ impl Pretokenizer {
                 Some(Known::O200k) => scan::o200k(text, f, self.inner.blocks),
                 Some(Known::Llama3) => scan::llama3(text, f, self.inner.blocks),
                 Some(Known::Qwen2) => scan::qwen2(text, f, self.inner.blocks),
+                Some(Known::Gpt2Digits) => scan::gpt2_digits::<false>(text, f, self.inner.blocks),
+                Some(Known::Gpt2DigitRuns) => scan::gpt2_digits::<true>(text, f, self.inner.blocks),
                 Some(Known::Superbpe) => scan::superbpe(text, f),
                 None => unreachable!("a scanner runs only for a known pattern"),
             }

@@ -389,6 +389,52 @@ pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
     })
 }
 
+/// GPT-2's pattern after Hugging Face's `Digits`: `\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+`
+/// `| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+` (`RUNS`: `\p{N}+` first). A number is never led
+/// by a space, and whitespace before one is a piece of its own, whole.
+pub(crate) fn gpt2_digits<'t, const RUNS: bool>(
+    text: &'t str,
+    f: impl FnMut(&'t str),
+    blocks: bool,
+) {
+    tile(text, f, blocks, block::Gpt2Digits::<RUNS>, |scan, i| {
+        let lead = scan.bytes[i];
+        if let Some(end) = scan.ascii_word(i) {
+            return end;
+        }
+        if lead == b'\'' {
+            if let Some(end) = scan.gpt2_contraction(i) {
+                return end;
+            }
+        }
+        let (class, len) = scan.at(i);
+        if class & NUMBER != 0 {
+            return if RUNS {
+                scan.run(i + len, NUMBER)
+            } else {
+                i + len
+            };
+        }
+        if class & (LETTER | OTHER) != 0 {
+            return scan.run(i + len, class & (LETTER | OTHER));
+        }
+        if lead == b' ' {
+            let next = scan.class_at(i + 1);
+            if next & (LETTER | OTHER) != 0 {
+                return scan.run(i + 1, next & (LETTER | OTHER));
+            }
+        }
+        // `\s+(?![^\s\p{N}])`: the whole run before a number or at the end of the text; else
+        // the run but its last character; one whitespace character is `\s+` on its own.
+        let (end, last, _) = scan.whitespace(i);
+        if end == scan.bytes.len() || last == i || scan.class_at(end) & NUMBER != 0 {
+            end
+        } else {
+            last
+        }
+    })
+}
+
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+`
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).

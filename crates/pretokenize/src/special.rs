@@ -55,7 +55,15 @@ pub struct SpecialTokens {
     any_has_newline: bool,
     /// `options[i]` is how `tokens[i]` takes its surroundings (all off unless given).
     options: Vec<TokenOptions>,
+    /// The tokens' first two bytes, when every token has two and there are few such pairs: a
+    /// text holding none of them holds no token, which a search for each pair (memchr's SIMD
+    /// memmem) tells much faster than the automaton, whose own prefilter knows only the first
+    /// bytes (GPT-NeoX's added tokens are runs of spaces: it would stop at every space).
+    openings: Option<Vec<memchr::memmem::Finder<'static>>>,
 }
+
+/// How many distinct openings (see `SpecialTokens::openings`) are looked for before the automaton.
+const MAX_OPENINGS: usize = 4;
 
 impl SpecialTokens {
     /// The special tokens `tokens`, in the order given (indices in [`Part::Special`] point into
@@ -98,6 +106,7 @@ impl SpecialTokens {
             any_has_space: tokens.iter().any(|token| token.contains(' ')),
             any_has_newline: tokens.iter().any(|token| token.contains('\n')),
             options: vec![TokenOptions::default(); tokens.len()],
+            openings: openings(&patterns),
         }
     }
 
@@ -193,6 +202,11 @@ impl SpecialTokens {
     /// `text` cut into ordinary text and special tokens, in order. Text parts are never empty
     /// (two adjacent special tokens have no text part between them).
     pub fn split<'s, 't>(&'s self, text: &'t str) -> Split<'s, 't> {
+        let none_opens = self.openings.as_ref().is_some_and(|openings| {
+            openings
+                .iter()
+                .all(|opening| opening.find(text.as_bytes()).is_none())
+        });
         Split {
             specials: self,
             text,
@@ -201,9 +215,28 @@ impl SpecialTokens {
             matches: self
                 .automaton
                 .as_ref()
+                .filter(|_| !none_opens)
                 .map(|automaton| automaton.find_iter(text)),
         }
     }
+}
+
+/// The distinct first two bytes of `patterns`, each with its finder, if every pattern has two
+/// bytes and there are at most [`MAX_OPENINGS`] such pairs (else None: the automaton alone).
+fn openings(patterns: &[&str]) -> Option<Vec<memchr::memmem::Finder<'static>>> {
+    let mut pairs: Vec<&[u8]> = Vec::new();
+    for pattern in patterns {
+        let pair = pattern.as_bytes().get(..2)?;
+        if !pairs.contains(&pair) {
+            pairs.push(pair);
+        }
+    }
+    (!pairs.is_empty() && pairs.len() <= MAX_OPENINGS).then(|| {
+        pairs
+            .into_iter()
+            .map(|pair| memchr::memmem::Finder::new(pair).into_owned())
+            .collect()
+    })
 }
 
 /// One part of a text cut at its special tokens.

@@ -186,6 +186,61 @@ fn special_tokens_longest_first() {
 }
 
 #[test]
+fn tokens_with_few_openings_are_found_as_the_automaton_finds_them() {
+    // GPT-NeoX's shape: runs of spaces and a few "|||...|||" tokens, two openings in all, which
+    // are looked for before the automaton runs; and a set with a one-byte token, which has none.
+    let mut nasty = Nasty::new(11);
+    for tokens in [
+        vec!["  ", "   ", "    ", "|||EMAIL|||", "|||IP|||"],
+        vec!["  ", "|", "<s>"],
+    ] {
+        let specials = SpecialTokens::new(&strings(&tokens));
+        for _ in 0..3000 {
+            let mut text = nasty.text(10);
+            if nasty.below(3) == 0 {
+                let at = (0..=text.len() / 2)
+                    .rev()
+                    .find(|&at| text.is_char_boundary(at))
+                    .unwrap_or(0);
+                text.insert_str(at, tokens[nasty.below(tokens.len())]);
+            }
+            let found: Vec<Part> = specials.split(&text).collect();
+            let mut expected = Vec::new();
+            let mut position = 0;
+            // (the reference: the leftmost, then longest, token at each step, by plain search)
+            while position < text.len() {
+                let next = (position..text.len())
+                    .filter(|&at| text.is_char_boundary(at))
+                    .find_map(|at| {
+                        let mut here: Vec<usize> = (0..tokens.len())
+                            .filter(|&i| text[at..].starts_with(tokens[i]))
+                            .collect();
+                        here.sort_by_key(|&i| std::cmp::Reverse(tokens[i].len()));
+                        here.first().map(|&i| (at, i))
+                    });
+                match next {
+                    Some((at, index)) => {
+                        if at > position {
+                            expected.push(Part::Text(&text[position..at]));
+                        }
+                        expected.push(Part::Special {
+                            index,
+                            text: &text[at..at + tokens[index].len()],
+                        });
+                        position = at + tokens[index].len();
+                    }
+                    None => {
+                        expected.push(Part::Text(&text[position..]));
+                        position = text.len();
+                    }
+                }
+            }
+            assert_eq!(found, expected, "{text:?}");
+        }
+    }
+}
+
+#[test]
 fn special_tokens_edge_cases() {
     // Duplicates report the first index; empty tokens are ignored.
     let specials = SpecialTokens::new(&strings(&["", "<s>", "<s>", "s> x"]));

@@ -11,10 +11,10 @@ use crate::model::{ModelObjects, SharedBytes};
 use bpestore_encode::ranks::TiktokenError;
 use bpestore_encode::{
     AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, Normalizer,
-    NormalizerStep, NpyWriter, OverlappedError, StreamState, TokenId, DEFAULT_CACHE_ENTRIES,
-    DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
+    NormalizerStep, NpyWriter, OverlappedError, Prefix, PrefixWhen, StreamState, TokenId,
+    DEFAULT_CACHE_ENTRIES, DEFAULT_CHUNK_BYTES, DEFAULT_STREAM_BLOCK, PARTIAL_HEADER_START,
 };
-use bpestore_pretokenize::{Behavior, Matcher, Pipeline, Stage, TokenOptions};
+use bpestore_pretokenize::{Behavior, Matcher, Pipeline, Stage, TokenOptions, GPT2_PATTERN};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
@@ -79,8 +79,30 @@ fn normalizer_steps(steps: Vec<(String, String, String)>) -> PyResult<Normalizer
 /// invert)` with kind "Split" (by `regex`), "Numeric", "Punctuation", "Whitespace" (by the
 /// characters they name), each with its behavior ("Removed", "Isolated", "MergedWithPrevious",
 /// "MergedWithNext", "Contiguous") and invert, or "ByteLevel" (regex "gpt2": GPT-2's regex first).
-fn pipeline_of(stages: Vec<(String, String, String, bool)>) -> PyResult<Pipeline> {
-    let mut made = Vec::with_capacity(stages.len());
+fn pipeline_of(
+    stages: Vec<(String, String, String, bool)>,
+) -> PyResult<(Option<Prefix>, Pipeline)> {
+    let mut stages = stages.into_iter().peekable();
+    // A first stage ("Prefix", text, when, replaces spaces) is what the encoder writes into each
+    // stretch before the others make its pieces (`Metaspace`, `ByteLevel` with a prefix space).
+    let prefix = match stages.next_if(|(kind, ..)| kind == "Prefix") {
+        None => None,
+        Some((_, text, when, replaces_spaces)) => Some(Prefix {
+            text,
+            when: match when.as_str() {
+                "always" => PrefixWhen::Always,
+                "first" => PrefixWhen::First,
+                "never" => PrefixWhen::Never,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "no prefix scheme {other:?} (always, first, never)"
+                    )))
+                }
+            },
+            replaces_spaces,
+        }),
+    };
+    let mut made = Vec::new();
     for (kind, regex, behavior, invert) in stages {
         if kind == "ByteLevel" {
             made.push(Stage::ByteLevel {
@@ -100,7 +122,7 @@ fn pipeline_of(stages: Vec<(String, String, String, bool)>) -> PyResult<Pipeline
             "Whitespace" => Matcher::Whitespace,
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "no pre-tokenizer stage {other:?} (Split, Numeric, Punctuation, Whitespace, ByteLevel)"
+                    "no pre-tokenizer stage {other:?} (Split, Numeric, Punctuation, Whitespace, ByteLevel; Prefix first)"
                 )))
             }
         };
@@ -122,21 +144,36 @@ fn pipeline_of(stages: Vec<(String, String, String, bool)>) -> PyResult<Pipeline
             invert,
         });
     }
-    Ok(Pipeline::new(made))
+    Ok((prefix, Pipeline::new(made)))
 }
 
-/// The byte spans of the pieces the pipeline of `stages` (see `pipeline_of`) makes of `text`.
+/// Whether the pipeline's stages (after a prefix) are `ByteLevel` with GPT-2's regex alone: the
+/// pieces GPT-2's pattern makes, which its scanner finds far faster than the pipeline's regex.
+fn is_byte_level_alone(stages: &[(String, String, String, bool)]) -> bool {
+    let rest: Vec<_> = stages
+        .iter()
+        .filter(|(kind, ..)| kind != "Prefix")
+        .collect();
+    matches!(rest.as_slice(), [(kind, regex, ..)] if kind == "ByteLevel" && regex == "gpt2")
+}
+
+/// The text as the pipeline of `stages` (see `pipeline_of`) writes it (its prefix, as for a text
+/// that starts the input), and the byte spans of the pieces it makes of that.
 #[pyfunction]
 fn pipeline_spans(
     py: Python<'_>,
     stages: Vec<(String, String, String, bool)>,
     text: PyBackedStr,
-) -> PyResult<Vec<(usize, usize)>> {
-    let pipeline = pipeline_of(stages)?;
+) -> PyResult<(String, Vec<(usize, usize)>)> {
+    let (prefix, pipeline) = pipeline_of(stages)?;
+    let written = match &prefix {
+        Some(prefix) => prefix.apply(&text, true).into_owned(),
+        None => text.to_string(),
+    };
     let mut spans = Vec::new();
-    py.detach(|| pipeline.try_for_each_span(&text, |start, end| spans.push((start, end))))
+    py.detach(|| pipeline.try_for_each_span(&written, |start, end| spans.push((start, end))))
         .map_err(|error| PyValueError::new_err(error.to_string()))?;
-    Ok(spans)
+    Ok((written, spans))
 }
 
 /// `text` normalized by the normalizer of `steps` (see `Encoder`'s `normalizer`), as an encoder
@@ -434,7 +471,14 @@ impl PyEncoder {
                 .map_err(value_error)?;
         }
         if let Some(stages) = pre_tokenizer {
-            encoder = encoder.with_pipeline(pipeline_of(stages)?);
+            let gpt2_pieces = is_byte_level_alone(&stages) && pattern == GPT2_PATTERN;
+            let (prefix, pipeline) = pipeline_of(stages)?;
+            if !gpt2_pieces {
+                encoder = encoder.with_pipeline(pipeline);
+            }
+            if let Some(prefix) = prefix {
+                encoder = encoder.with_prefix(prefix);
+            }
         }
         if let Some(dropped) = dropped_bytes {
             encoder = encoder.with_dropped_bytes(&dropped);

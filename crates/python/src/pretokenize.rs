@@ -4,8 +4,8 @@
 use crate::errors::pattern_error;
 use bpestore_pretokenize::{
     check_utf8, find_cut, last_safe_cut, next_safe_cut, Part, PretokenizeError, Pretokenizer,
-    SpecialTokens, CL100K_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN,
-    SUPERBPE_PATTERN,
+    SpecialTokens, CL100K_PATTERN, GPT2_DIGITS_PATTERN, GPT2_DIGIT_RUNS_PATTERN, GPT2_PATTERN,
+    LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN, SUPERBPE_PATTERN,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -192,6 +192,8 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("O200K_PATTERN", O200K_PATTERN)?;
     module.add("LLAMA3_PATTERN", LLAMA3_PATTERN)?;
     module.add("QWEN2_PATTERN", QWEN2_PATTERN)?;
+    module.add("GPT2_DIGITS_PATTERN", GPT2_DIGITS_PATTERN)?;
+    module.add("GPT2_DIGIT_RUNS_PATTERN", GPT2_DIGIT_RUNS_PATTERN)?;
     module.add("SUPERBPE_PATTERN", SUPERBPE_PATTERN)?;
     Ok(())
 }
