@@ -22,6 +22,7 @@ __all__ = [
     "QWEN2_PATTERN",
     "GPT2_DIGITS_PATTERN",
     "GPT2_DIGIT_RUNS_PATTERN",
+    "SUPERBPE_PATTERN",
     "PretokenCounts",
     "SortedRows",
     "count_file",
@@ -64,6 +65,8 @@ GPT2_DIGITS_PATTERN: str
 """GPT-2's after Digits, byte for byte ``bpestore.pretokenize.patterns.GPT2_DIGITS_PATTERN``."""
 GPT2_DIGIT_RUNS_PATTERN: str
 """The same for runs of numbers (``GPT2_DIGIT_RUNS_PATTERN``)."""
+SUPERBPE_PATTERN: str
+"""SuperBPE's stage 2, byte for byte ``bpestore.pretokenize.patterns.SUPERBPE_PATTERN``."""
 
 @final
 class Pretokenizer:
@@ -241,11 +244,14 @@ def learn_merges(
     base: list[tuple[bytes, bytes]] | None = None,
     base_ranks: list[tuple[int, bytes]] | None = None,
     tie_break: str = "cs336",
+    max_words: int | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to ``max_merges`` merges, best first: CS336's merge loop (the most frequent pair, ties to
     the lexicographically greatest (left bytes, right bytes)); stops early when no pair is left.
     ``tie_break="huggingface"``: ties to Hugging Face ``BpeTrainer``'s smallest pair of ids (bytes
-    by their byte-level characters, then merged tokens in order made); not with a base.
+    by their byte-level characters, then merged tokens in order made); with ``base`` too (its tokens numbered in the order of its
+    merges), not with ``base_ranks``. ``max_words``: no new token holds more than this many words
+    (runs of bytes other than the space).
     Fewer merges give a prefix. ``progress(n)`` gets the merges done since its last call (at most
     every 0.1 s); ``consume=True`` empties ``counts`` once read, to free their memory. ``base``:
     a base tokenizer's merges, each applied in order to every word before the loop starts

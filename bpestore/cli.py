@@ -489,6 +489,18 @@ def _warning_line(
     "--recipe", "recipe_file", default=None, metavar="FILE.toml",
     help="Train this recipe (bpestore show REF --recipe writes one): its inputs, pattern, vocab size, special tokens, min count.",
 )
+@click.option(
+    "--superbpe", "superbpe", type=click.IntRange(min=1, max=MAX_TOKEN_ID), default=None, metavar="T",
+    help="Train SuperBPE: ordinary BPE (--pattern) to vocab size T, then SuperBPE's stage 2 (superwords) to --vocab-size.",
+)
+@click.option(
+    "--stage", "stage_specs", multiple=True, metavar="PATTERN:SIZE",
+    help="A stage of a training in stages, in order (instead of --vocab-size and --pattern), e.g. --stage gpt2:8000 --stage superbpe:10000.",
+)
+@click.option(
+    "--max-words", type=click.IntRange(min=1, max=MAX_INT64), default=None, metavar="N",
+    help="With --superbpe or --stage: no token of the last stage spans more than N words [default with --superbpe: 4, SuperBPE's].",
+)
 @_warm_entries_option("the corpus's most frequent")
 @_lock_timeout_option
 @_db_option
@@ -497,7 +509,8 @@ def train(
     as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
     dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, count_memory: str | None,
     spill_dir: str | None, pattern: str | None, special_tokens_at: Literal["start", "end"] | None, stored_corpus: str | None,
-    tie_break: Literal["cs336", "huggingface"] | None, recipe_file: str | None, warm_entries: int, lock_timeout: float | None, db: str,
+    tie_break: Literal["cs336", "huggingface"] | None, recipe_file: str | None, superbpe: int | None, stage_specs: tuple[str, ...],
+    max_words: int | None, warm_entries: int, lock_timeout: float | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -529,6 +542,11 @@ def train(
     the special tokens, --min-count and --from. Options that contradict it are refused; a file
     whose content is no longer the recipe's is refused.
 
+    --superbpe T trains SuperBPE (Liu et al., 2025): ordinary BPE to vocab size T, then a
+    second stage that splits the corpus with SuperBPE's pre-tokenizer (words join across
+    spaces) and goes on merging to --vocab-size, each token at most --max-words (4) words.
+    --stage PATTERN:SIZE (twice) gives the stages themselves.
+
     Prints the ref (NAME@VERSION) of each tokenizer created, one per line, and nothing else on
     stdout; a summary (vocab size, merges, time) goes to stderr. Pre-token counts of the corpus
     are stored too: training again on the same content skips pre-tokenization.
@@ -540,6 +558,9 @@ def train(
       ref=$(bpestore train corpus.txt --name ts --vocab-size 1000 -q)
     """
     started = time.perf_counter()
+    stages = _stages_option(superbpe, stage_specs, max_words, vocab_sizes, pattern, recipe_file, dry_run)
+    if stages is not None:
+        vocab_sizes, pattern = (), None
     if recipe_file is not None:
         _train_recipe(
             recipe_file, name, corpus, vocab_sizes, special_tokens, workers, as_json, quiet, dry_run, max_memory, base, counts_file,
@@ -547,7 +568,7 @@ def train(
             lock_timeout, db, started,
         )
         return
-    if not vocab_sizes:
+    if not vocab_sizes and stages is None:
         _fail("Missing option '--vocab-size' (or give a --recipe)")
     special_tokens_at = special_tokens_at or "start"
     source: Any  # the CORPUS paths or --counts Counts; with --stored-corpus (None first) the stored CorpusInfo
@@ -588,9 +609,9 @@ def train(
             return
         try:
             refs = store.train(
-                source, name, list(vocab_sizes), list(special_tokens), workers=workers, progress=_show_progress(quiet),
+                source, name, list(vocab_sizes) or None, list(special_tokens), workers=workers, progress=_show_progress(quiet),
                 max_memory=limit, base=base, counting=counting, pattern=pattern, special_tokens_at=special_tokens_at,
-                min_count=merged_min_count, warm_entries=warm_entries, tie_break=tie_break or "cs336", **spilling,
+                min_count=merged_min_count, warm_entries=warm_entries, tie_break=tie_break or "cs336", stages=stages, **spilling,
             )
         except _workflow().TrainingInterrupted as interrupted:
             # One line, in place of the generic one: what was kept is worth knowing.
@@ -605,6 +626,39 @@ def train(
             sys.exit(EXIT_INTERRUPTED)
         infos = [store.info(ref) for ref in refs]
     _trained(infos, as_json, quiet, started, db)
+
+
+def _stages_option(
+    superbpe: int | None, specs: tuple[str, ...], max_words: int | None, vocab_sizes: tuple[int, ...], pattern: str | None,
+    recipe_file: str | None, dry_run: bool,
+) -> list[Any] | None:
+    """The stages that --superbpe T or --stage PATTERN:SIZE (with --max-words) ask for, or None."""
+    if superbpe is None and not specs:
+        if max_words is not None:
+            _fail("--max-words limits a stage: give it with --superbpe or --stage")
+        return None
+    if recipe_file is not None:
+        _fail("--recipe names its own stages: give no --superbpe, --stage or --max-words with it")
+    if dry_run:
+        _fail("--dry-run does not take stages yet: estimate the first stage alone")
+    wf = _workflow()
+    if superbpe is not None:
+        if specs:
+            _fail("give --superbpe T or --stage PATTERN:SIZE, not both")
+        if len(vocab_sizes) != 1:
+            _fail("--superbpe T trains to one --vocab-size (the final one)")
+        return list(wf.superbpe_stages(superbpe, vocab_sizes[0], pattern or "gpt2", wf.SUPERBPE_MAX_WORDS if max_words is None else max_words))
+    if vocab_sizes or pattern is not None:
+        _fail("--stage names each stage's pattern and vocab size: give no --vocab-size or --pattern with it")
+    if len(specs) > 2:
+        _fail(f"{len(specs)} --stage options: a training has one stage, or two (SuperBPE's)")
+    stages = []
+    for number, spec in enumerate(specs, 1):
+        stage_pattern, colon, size = spec.rpartition(":")
+        if not colon or not stage_pattern or not size.isdigit() or not 0 < int(size) <= MAX_TOKEN_ID:
+            _fail(f"--stage {spec!r} is not PATTERN:SIZE (a pre-tokenizer's name or regex, a colon, a vocab size)")
+        stages.append(wf.Stage(int(size), stage_pattern, max_words if number == len(specs) else None))
+    return stages
 
 
 def _trained(infos: list[TokenizerInfo], as_json: bool, quiet: bool, started: float, db: str) -> None:

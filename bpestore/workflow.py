@@ -46,8 +46,9 @@ from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.trainer import SpecialTokensAt
-from .train import through_store
 from .train.recipe import Recipe, TieBreak, Stage, StoredCorpusInput, input_files, load_recipe, recipe_from_dict, recipe_from_toml
+from .train import stages as stages_training
+from .train.stages import SUPERBPE_MAX_WORDS, superbpe_stages
 from .train.through_store import CorpusCounts, NewCorpus, TrainingInterrupted, TrainingRun
 from .train.memory import MemoryEstimate, MemoryLimitError, estimate_merge_memory, format_bytes, parse_bytes
 from .workers import check_workers
@@ -68,6 +69,7 @@ __all__ = [
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "format_bytes", "parse_bytes", "remap_file",
     "short_corpus_path", "summarize_store", "check_store", "Problem", "check_output_path",
     "token_text", "Recipe", "load_recipe", "recipe_from_dict", "recipe_from_toml", "check_recipe_options",
+    "Stage", "superbpe_stages", "SUPERBPE_MAX_WORDS",
 ]
 
 
@@ -616,13 +618,14 @@ class Store(ModelStore):
         spill_dir: str | os.PathLike[str] | None = None,
         warm_entries: int = warming.DEFAULT_WARM_ENTRIES,
         tie_break: TieBreak = "cs336",
+        stages: Sequence[Stage | tuple[str, int]] | None = None,
     ) -> list[str]:
         """Train on ``corpus`` and store one version of ``name`` per vocab size; or, ``corpus``
         a :class:`~bpestore.train.recipe.Recipe`, train that recipe and store one version (the
         options it decides, ``vocab_sizes`` to ``min_count``, left out: RecipeError otherwise).
         The keyword form builds a recipe of its own; each tokenizer is stored with the recipe that
         reproduces it (``training_params["recipe"]``, :meth:`recipe_of`). The work is
-        :func:`bpestore.train.through_store.train`'s.
+        :func:`bpestore.train.stages.train`'s (one stage: :func:`bpestore.train.through_store.train`).
 
         ``corpus``: a text file, or a list of files, directories and globs, ``.gz``/``.xz``/``.zst``
         files among them, counted as one corpus (no pre-token spans two files; see
@@ -669,6 +672,12 @@ class Store(ModelStore):
         o200k_base) splits each word as tiktoken encodes it, and the result keeps the token
         rule, its new tokens ranked after all the base's, so that text whose pre-tokens no new
         token can join encodes to exactly the base's ids.
+
+        ``stages`` (instead of ``vocab_sizes`` and ``pattern``): a training in two stages, each a
+        :class:`~bpestore.train.recipe.Stage` or a ``(pattern, vocab_size)`` pair: SuperBPE's is
+        :func:`~bpestore.train.stages.superbpe_stages` (see :mod:`bpestore.train.stages`). The
+        corpus is files (stage 2 splits their text anew); the counts of each stage are stored
+        and reused.
         """
         check_name(name)
         warming.check_entries(warm_entries)
@@ -679,11 +688,17 @@ class Store(ModelStore):
                 special_tokens_at=None if special_tokens_at == "start" else special_tokens_at, min_count=min_count,
                 tie_break=None if tie_break == "cs336" else tie_break,
             )
-            return through_store.train(self, self._inputs_of(corpus), name, corpus, None, run)
-        sizes = training.check_vocab_sizes(vocab_sizes)  # (None: refused there)
+            return stages_training.train(self, self._inputs_of(corpus), name, corpus, None, run)
         specials = tuple(training.check_special_tokens(special_tokens))
+        if stages is not None:
+            if vocab_sizes is not None or pattern is not None:
+                raise ValueError("stages name each stage's pattern and vocab size: give no vocab_sizes or pattern with them")
+            steps = tuple(_stage_of(stage) for stage in stages)
+            recipe = Recipe((), steps, specials, special_tokens_at, min_count, tie_break, base)
+            return stages_training.train(self, corpus, name, recipe, None, run)
+        sizes = training.check_vocab_sizes(vocab_sizes)  # (None: refused there)
         recipe = Recipe((), (Stage(max(sizes), pattern),), specials, special_tokens_at, min_count, tie_break, base)
-        return through_store.train(self, corpus, name, recipe, sizes, run)
+        return stages_training.train(self, corpus, name, recipe, sizes, run)
 
     def recipe_of(self, ref: str) -> Recipe:
         """The recipe that reproduces the stored tokenizer ``ref``; RecipeError for one stored
@@ -743,6 +758,9 @@ class Store(ModelStore):
             if params.get("min_count") != min_count:  # other counts were merged
                 continue
             if params.get("tie_break", "cs336") != tie_break:  # equal counts ordered otherwise
+                continue
+            stages = params.get("recipe", {}).get("stages", ())
+            if len(stages) > 1 or any("max_words" in stage for stage in stages):  # other counts, or pairs left out
                 continue
             asked = params.get("vocab_size")
             ran_out = isinstance(asked, int) and info.num_merges < training.max_merges(asked, special_tokens)
@@ -1113,6 +1131,23 @@ def check_recipe_options(
     if contradicted:
         listed = ", ".join(names.get(keyword, keyword) for keyword in contradicted)
         raise RecipeError(f"{listed} contradict{'s' if len(contradicted) == 1 else ''} the recipe: leave {'it' if len(contradicted) == 1 else 'them'} out, or change the recipe")
+
+
+def _stage_of(stage: object) -> Stage:
+    """A stage given as a Stage or ``(pattern, vocab_size)``, checked."""
+    if isinstance(stage, Stage):
+        stage = (stage.pattern, stage.vocab_size, stage.max_words)
+    max_words = None
+    if isinstance(stage, tuple) and len(stage) == 3:
+        *pair, max_words = stage
+        stage = tuple(pair)
+        if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1):
+            raise ValueError(f"max_words must be a positive integer, not {max_words!r}")
+    if not isinstance(stage, (tuple, list)) or len(stage) != 2 or not isinstance(stage[0], str):
+        raise TypeError(f"a stage is a (pattern, vocab_size) pair, not {stage!r}")
+    training.check_vocab_size_type(stage[1])
+    training.training_pattern(stage[0])  # a known name or a regex that compiles
+    return Stage(stage[1], stage[0], max_words)
 
 
 def _pattern_of_training(corpus: object, pattern: str | None, base: BPEModel | None) -> str:

@@ -100,21 +100,58 @@ def reference_train(
     return dict(enumerate(ordered)), merges
 
 
-def reference_merges(words: Counter[tuple[bytes, ...]], num_merges: int) -> Merges:
+def byte_level_code(byte: int) -> int:
+    """GPT-2's ``bytes_to_unicode``: the code point of a byte's character (Hugging Face's ids of
+    the single bytes are in this order)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    if byte in printable:
+        return byte
+    return 256 + [b for b in range(256) if b not in printable].index(byte)
+
+
+def words_of(token: bytes) -> int:
+    """The words of a token: its runs of bytes other than the space (SuperBPE's count)."""
+    return len([word for word in token.split(b" ") if word])
+
+
+def reference_merges(
+    words: Counter[tuple[bytes, ...]],
+    num_merges: int,
+    *,
+    tie_break: str = "cs336",
+    made: list[bytes] | None = None,
+    max_words: int | None = None,
+) -> Merges:
     """Up to ``num_merges`` merges learned from ``words`` (each a tuple of tokens, with its count):
     CS336's loop. Words start as single bytes in training; continued training starts them as a
-    base tokenizer split them."""
+    base tokenizer split them.
+
+    ``tie_break="huggingface"``: equal counts go to the smallest pair of Hugging Face's ids: the
+    single bytes in the order of their byte-level characters, then the tokens in the order made
+    (``made``: those of the merges before these, in order). ``max_words``: a pair whose token
+    would hold more words is never merged (SuperBPE's limit)."""
+    made = list(made or [])
+
+    def hf_id(token: bytes) -> int:
+        return byte_level_code(token[0]) if len(token) == 1 else 1024 + made.index(token)
+
     merges: Merges = []
     while len(merges) < num_merges:
         pair_counts: Counter[tuple[bytes, bytes]] = Counter()
         for word, count in words.items():
             for pair in zip(word, word[1:]):
-                pair_counts[pair] += count
+                if max_words is None or words_of(pair[0] + pair[1]) <= max_words:
+                    pair_counts[pair] += count
         if not pair_counts:
             break
-        # Most frequent first; among equals, the greatest (left, right) by tuple comparison.
-        best = max(pair_counts, key=lambda pair: (pair_counts[pair], pair))
+        if tie_break == "huggingface":
+            best = max(pair_counts, key=lambda pair: (pair_counts[pair], -hf_id(pair[0]), -hf_id(pair[1])))
+        else:
+            # Most frequent first; among equals, the greatest (left, right) by tuple comparison.
+            best = max(pair_counts, key=lambda pair: (pair_counts[pair], pair))
         merges.append(best)
+        if best[0] + best[1] not in made and len(best[0] + best[1]) > 1:
+            made.append(best[0] + best[1])
         new_words: Counter[tuple[bytes, ...]] = Counter()
         for word, count in words.items():
             new_words[merge_pair(word, best)] += count
@@ -329,3 +366,86 @@ def reference_encode_dropout(
                 at += len(pretoken)
         offset += len(piece.encode("utf-8"))
     return ids
+
+
+# SuperBPE (Liu et al., 2025), as its repository (github.com/PythonNut/superbpe) trains it.
+
+SUPERBPE_REGEX = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"
+"""Its stage-2 regex (scripts/extend_tokenizer.sh)."""
+
+
+def superbpe_pretokenize(text: str) -> list[bytes]:
+    """SuperBPE's stage-2 pieces of a text without special tokens, as its training makes them:
+    Hugging Face's trainer reads the text a line at a time (each line with its ``\n``); its
+    ``Split(regex, behavior="isolated")`` keeps each match and each stretch between two matches
+    as pieces; its trainer never makes a token holding ``": "``, which is a cut after each colon
+    followed by a space."""
+    pieces: list[str] = []
+    for line in _lines(text):
+        position = 0
+        for match in regex.finditer(SUPERBPE_REGEX, line):
+            if match.start() > position:
+                pieces.append(line[position:match.start()])
+            pieces.append(match.group())
+            position = match.end()
+        if position < len(line):
+            pieces.append(line[position:])
+    return [part.encode("utf-8") for piece in pieces for part in _cut_colons(piece)]
+
+
+def _lines(text: str) -> list[str]:
+    """``text`` cut after each ``\n`` (only: Hugging Face reads lines so), each keeping it."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def _cut_colons(piece: str) -> list[str]:
+    """``piece`` cut after each colon that a space follows."""
+    parts, start = [], 0
+    for index in range(len(piece) - 1):
+        if piece[index] == ":" and piece[index + 1] == " ":
+            parts.append(piece[start:index + 1])
+            start = index + 1
+    parts.append(piece[start:])
+    return [part for part in parts if part]
+
+
+def stage_pretokens(text: str, special_tokens: list[str], pattern: str) -> Counter[bytes]:
+    """How often each pre-token of a stage occurs: ``pattern`` a regex, or ``"superbpe"``."""
+    counts: Counter[bytes] = Counter()
+    for piece in split_on_specials(text, special_tokens, keep=False):
+        counts.update(superbpe_pretokenize(piece) if pattern == "superbpe" else pretokenize(piece, pattern))
+    return counts
+
+
+def reference_train_stages(
+    text: str,
+    stages: list[tuple[str, int, int | None]],
+    special_tokens: list[str],
+    *,
+    special_tokens_at: str = "start",
+    tie_break: str = "cs336",
+) -> tuple[Vocab, Merges]:
+    """A training in stages, each ``(pattern, vocab_size, max_words)``: stage 1 is ordinary BPE
+    with its pattern to its vocab size; each later stage splits the text with its own pattern,
+    applies every merge so far to each piece in order (each merge everywhere, as learned), and
+    goes on merging to its vocab size. The vocabulary: the 256 bytes, one token per merge of
+    stage 1 and one per later merge whose bytes are new, in order; the special tokens first or
+    last."""
+    merges: Merges = []
+    tokens = [bytes([b]) for b in range(256)]
+    for number, (pattern, vocab_size, max_words) in enumerate(stages):
+        words: Counter[tuple[bytes, ...]] = Counter()
+        for pretoken, count in stage_pretokens(text, special_tokens, pattern).items():
+            word = tuple(bytes([b]) for b in pretoken)
+            for merge in merges:
+                word = merge_pair(word, merge)
+            words[word] += count
+        learned = reference_merges(
+            words, vocab_size - len(special_tokens) - len(tokens), tie_break=tie_break, made=tokens[256:], max_words=max_words,
+        )
+        merges += learned
+        tokens += [left + right for left, right in learned if number == 0 or left + right not in tokens]
+    specials = [token.encode("utf-8") for token in special_tokens]
+    ordered = specials + tokens if special_tokens_at == "start" else tokens + specials
+    return dict(enumerate(ordered)), merges

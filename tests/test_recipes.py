@@ -132,6 +132,21 @@ def test_a_named_pattern_round_trips(db, tmp_path, corpus):
     assert 'pattern = "o200k_base"' in text
 
 
+@pytest.mark.parametrize("options", [["--superbpe", "300"], ["--stage", "cl100k_base:290", "--stage", "superbpe:330", "--max-words", "2",
+                                      "--tie-break", "huggingface", "--special-tokens-at", "end"]])
+def test_a_superbpe_training_round_trips(db, tmp_path, corpus, options):
+    """Two stages (SuperBPE): the recipe names both, and reproduces the merges and vocab."""
+    sizes = [] if "--stage" in options else ["--vocab-size", "330"]
+    ref = ok(invoke("--db", db, "train", *corpus, "--name", "t", *sizes, "--special-token", ENDOFTEXT, *options, "-q")).strip()
+    text, _ = round_trip(db, tmp_path, ref)
+    stages = tomllib.loads(text)["stages"]
+    assert [stage["pattern"] for stage in stages] == ["gpt2" if "--superbpe" in options else "cl100k_base", "superbpe"]
+    assert stages[1]["vocab_size"] == 330 and stages[1]["max_words"] == (4 if "--superbpe" in options else 2)
+    # trained again in the same store: its counts (both stages') are read back, the same merges
+    again, _ = round_trip(db, tmp_path, ref, elsewhere=False)
+    assert again == text
+
+
 def test_a_stored_corpus_round_trips(db, tmp_path, corpus):
     """A training on a stored corpus names it by its identity; trained again (its copy of the
     merges deleted first, so that they are learned again) it gives the same merges."""

@@ -129,7 +129,7 @@ def test_asking_for_another_pattern_than_the_counts_or_the_base_is_refused(tmp_p
 @pytest.mark.parametrize(
     ("pattern", "message"),
     [
-        ("cl100k", "pattern 'cl100k' is not a known pre-tokenizer (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base); did you mean cl100k_base?"),
+        ("cl100k", "pattern 'cl100k' is not a known pre-tokenizer (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base, llama3, qwen2, superbpe); did you mean cl100k_base?"),
         (r"(\w+)|\s+", "has 1 capture group"),
         (r"\w+", "does not cover all of the text"),
         (r"(?:a|aa)+(?=b)|.", "backtracks catastrophically"),

@@ -57,6 +57,28 @@ cl100k_base's, which gives the same pieces but for whitespace that ends the text
 QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
 """Qwen2's pattern (Qwen2, Qwen2.5, Qwen3): Llama-3's with each number a piece of its own."""
 
+SUPERBPE_THEIR_REGEX = r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"""
+"""SuperBPE's stage-2 regex, as its repository writes it (``scripts/extend_tokenizer.sh`` of
+github.com/PythonNut/superbpe): Hugging Face's ``Split`` cuts the text *around* its matches
+(``behavior="isolated"``), so a match is a piece and so is each stretch between two matches; and
+Hugging Face's trainer reads its files line by line, so no piece goes past a newline."""
+
+SUPERBPE_PATTERN = (
+    r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r/]*\n?| +(?!\S)"""
+    r"""|(?:\p{L}|[^\S \n]| (?=\S)(?![^\s\p{L}\p{N}]{2})|(?!: )[^\s\p{L}\p{N}](?![^\s\p{L}\p{N}]))+(?::(?= )|\n)?"""
+    r"""|:(?= )|\n"""
+)
+"""SuperBPE's stage-2 pre-tokenizer as its repository trains it (:data:`SUPERBPE_THEIR_REGEX`,
+each line on its own, and no token holding ``": "``), written as a pattern whose matches are the
+pieces, as bpestore's patterns are: the regex's three alternatives first (a digit group, a run of
+two or more punctuation characters, spaces before whitespace), then the stretch up to the next
+place one of them matches (letters, other whitespace, a space before a non-space character that
+starts no punctuation run, a punctuation character alone), each piece ending at a newline (the
+trainer reads its files line by line) and after a colon followed by a space (its trainer never
+makes a token of ``": "``: the same tokens, as no earlier stage makes one either). Words join
+across single spaces and single punctuation characters: the superwords. A test checks it
+against that definition on every kind of character."""
+
 GPT2_DIGITS_PATTERN = r"""\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
 r"""SmolLM's and StarCoder's pieces as one regex: Hugging Face's ``Digits(individual_digits=true)``
 then ``ByteLevel`` with GPT-2's regex, which then runs on the stretches between numbers (each
@@ -73,10 +95,12 @@ PATTERNS_BY_NAME: dict[str, str] = {
     "o200k_base": O200K_PATTERN,
     "llama3": LLAMA3_PATTERN,
     "qwen2": QWEN2_PATTERN,
+    "superbpe": SUPERBPE_PATTERN,
 }
 """The pre-tokenizers known by name: GPT-2's (``r50k_base`` and ``p50k_base`` use it too), GPT-4's
-``cl100k_base``, GPT-4o's ``o200k_base``, Llama-3's (OLMo-2's too) and Qwen2's. The engine runs each
-on a hand-written scanner."""
+``cl100k_base``, GPT-4o's ``o200k_base``, Llama-3's (OLMo-2's too) and Qwen2's, which the engine
+runs on hand-written scanners; and SuperBPE's stage-2 pre-tokenizer (``superbpe``), on one too
+(its text is never cut at spaces: its pieces run across them)."""
 
 
 def pattern_named(pattern: str) -> str:
@@ -91,7 +115,7 @@ def pattern_named(pattern: str) -> str:
     >>> pattern_named("cl100k")
     Traceback (most recent call last):
     ...
-    ValueError: pattern 'cl100k' is not a known pre-tokenizer (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base); did you mean cl100k_base?
+    ValueError: pattern 'cl100k' is not a known pre-tokenizer (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base, llama3, qwen2, superbpe); did you mean cl100k_base?
     """
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a name or a regex string, not {type(pattern).__name__} ({pattern!r})")

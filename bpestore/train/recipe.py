@@ -2,8 +2,8 @@
 vocabulary, so that a stored tokenizer can be rebuilt from it exactly.
 
 A :class:`Recipe` names its inputs (files by path and the sha256 of their content, or a corpus the
-store holds, by its sha256), its stages (each a pre-tokenizer and the vocab size it trains to; one
-stage for now, a list so that a second one fits), the special tokens and where their ids go,
+store holds, by its sha256), its stages (each a pre-tokenizer and the vocab size it trains to; one,
+or two for SuperBPE: see :mod:`bpestore.train.stages`), the special tokens and where their ids go,
 ``min_count``, the tie-break and the base it continues, if any. How a training runs (threads,
 progress, a Dask cluster, memory limits, the store's lock) is not part of it: it does not change
 the merges.
@@ -19,7 +19,7 @@ import json
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from ..errors import RecipeError
@@ -62,6 +62,9 @@ class Stage:
     pattern: str | None = "gpt2"
     """None (recipes built by :meth:`~bpestore.workflow.Store.train`'s keyword form only, never
     written down: a stored recipe names its pattern): the counts' own, the base's, else GPT-2's."""
+    max_words: int | None = None
+    """If set, no merge of this stage makes a token of more than this many words (runs of bytes
+    other than the space): SuperBPE's limit on its superwords (4 in its repository)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class Recipe:
 
     def with_vocab_size(self, vocab_size: int) -> Recipe:
         """The same recipe, its last stage trained to ``vocab_size``."""
-        last = Stage(vocab_size, self.stages[-1].pattern)
+        last = replace(self.stages[-1], vocab_size=vocab_size)
         return Recipe(self.inputs, (*self.stages[:-1], last), self.special_tokens, self.special_tokens_at, self.min_count,
                       self.tie_break, self.base, self.format)
 
@@ -110,7 +113,9 @@ class Recipe:
             for item in self.inputs
         ]
         data["stages"] = [
-            ({} if stage.pattern is None else {"pattern": stage.pattern}) | {"vocab_size": stage.vocab_size} for stage in self.stages
+            ({} if stage.pattern is None else {"pattern": stage.pattern}) | {"vocab_size": stage.vocab_size}
+            | ({} if stage.max_words is None else {"max_words": stage.max_words})
+            for stage in self.stages
         ]
         return data
 
@@ -226,11 +231,14 @@ def recipe_from_dict(data: Mapping[str, Any], where: str = "the recipe") -> Reci
     stages: list[Stage] = []
     for number, item in enumerate(tables("stages"), 1):
         context = f"stages[{number}]."
-        keys(item, {"pattern", "vocab_size"}, {"vocab_size"}, context)
+        keys(item, {"pattern", "vocab_size", "max_words"}, {"vocab_size"}, context)
         pattern = string(item, "pattern", context) if "pattern" in item else "gpt2"
-        stages.append(Stage(integer(item, "vocab_size", context, 1), pattern))
-    if len(stages) > 1:
-        raise fail(f"{len(stages)} stages: this bpestore trains recipes of one stage")
+        max_words = integer(item, "max_words", context, 1) if "max_words" in item else None
+        stages.append(Stage(integer(item, "vocab_size", context, 1), pattern, max_words))
+    if len(stages) > 2:
+        raise fail(f"{len(stages)} stages: this bpestore trains recipes of one stage, or two (SuperBPE's)")
+    if len(stages) == 2 and stages[1].vocab_size < stages[0].vocab_size:
+        raise fail(f"stages[2].vocab_size ({stages[1].vocab_size}) is smaller than stages[1]'s ({stages[0].vocab_size}): a stage only adds tokens")
     special_tokens: tuple[str, ...] = ()
     if "special_tokens" in data:
         value = data["special_tokens"]

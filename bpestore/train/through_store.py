@@ -28,7 +28,7 @@ from . import trainer as training
 from .backends import CountingBackend
 from .counts import Counts
 from .memory import estimate_merge_memory
-from .recipe import TIE_BREAKS, Recipe, Stage, StoredCorpusInput, file_inputs, pattern_in_recipe
+from .recipe import TIE_BREAKS, Recipe, StoredCorpusInput, file_inputs, pattern_in_recipe
 from .sources import CorpusFiles
 
 
@@ -131,7 +131,7 @@ def recorded_recipe(store: TrainingStore, recipe: Recipe, corpus: object, corpus
         inputs: tuple[Any, ...] = file_inputs([(path, digest) for path, digest, _ in corpus.hashed()])
     else:
         inputs = (StoredCorpusInput(store.corpora(corpus_id)[0].sha256),)
-    stages = (*recipe.stages[:-1], Stage(recipe.vocab_size, pattern_in_recipe(regex)))
+    stages = (*recipe.stages[:-1], replace(recipe.stages[-1], pattern=pattern_in_recipe(regex)))
     return replace(recipe, inputs=inputs, stages=stages, base=base_ref)
 
 
@@ -143,8 +143,41 @@ def train(
     ``name`` per vocab size (``sizes``, or the recipe's alone; the recipe's last stage names the
     largest). Returns the refs. See :meth:`bpestore.workflow.Store.train`."""
     store.check_writable()  # before the work, not after it
+    if len(recipe.stages) != 1:  # (trainings in stages: bpestore.train.stages, stage by stage with learn())
+        raise ValueError(f"train() trains a recipe of one stage, not {len(recipe.stages)}")
+    return store_learned(store, name, recipe, learn(store, corpus, recipe, sizes, run), run)
+
+
+@dataclass
+class Learned:
+    """One stage learned: its merges, and what storing tokenizers of them needs."""
+
+    merges: list[tuple[bytes, bytes]]
+    """The merges learned (a base's, or an earlier stage's, not among them)."""
+    corpus: Any
+    """The corpus as resolved (the files counted, a stored corpus, counts given)."""
+    corpus_id: int
+    """The stored corpus whose counts the merges were learned from."""
+    special_tokens: list[str]
+    sizes: list[int]
+    regex: str
+    base_ref: str | None
+    base_model: BPEModel | None
+    warm_source: Any
+    how: dict[str, Any]
+    """reused, pretokenize_seconds, done_at (each merge's time), donor (see _store_tokenizers)."""
+
+
+def learn(
+    store: TrainingStore, corpus: Any, recipe: Recipe, sizes: Sequence[int] | None, run: TrainingRun,
+    earlier: BPEModel | None = None,
+) -> Learned:
+    """Count (or read back the stored counts of) ``corpus`` with the pattern of ``recipe``'s one
+    stage, then learn its merges: the path of every training and of every stage of one.
+    ``earlier``: the model of the stages before this one (the base it continues, in memory; the
+    counts are cut by its pattern, which is this stage's)."""
     if len(recipe.stages) != 1:
-        raise ValueError(f"this bpestore trains recipes of one stage, not {len(recipe.stages)}")
+        raise ValueError(f"a stage is learned alone, not {len(recipe.stages)} at once")
     special_tokens = training.check_special_tokens(list(recipe.special_tokens))
     sizes = training.check_vocab_sizes(list(sizes) if sizes is not None else [recipe.vocab_size])
     workers, progress = run.workers, run.progress
@@ -155,12 +188,12 @@ def train(
         raise ValueError(f"tie_break is one of {', '.join(map(repr, TIE_BREAKS))}, not {recipe.tie_break!r}")
     if recipe.tie_break != "cs336" and recipe.base is not None:
         raise ValueError(f"the {recipe.tie_break} tie-break trains from scratch: not with a base")
-    base_ref, base_model = None, None
+    base_ref, base_model = None, earlier
     if recipe.base is not None:
         base_ref = store._ref_of(recipe.base)
         base_model = store.load_model(base_ref)
         special_tokens = continued.check_base(base_ref, base_model, special_tokens, sizes)
-    else:
+    elif earlier is None:
         for size in sizes:
             training.check_vocab_size(size, special_tokens)
     regex = store._pattern_of(corpus, recipe.stages[-1].pattern, base_model)
@@ -226,19 +259,22 @@ def train(
         options: dict[str, Any] = {
             "progress": progress, "done_at": found_at, "consume_counts": (owned and saving is None) or merged_counts is not counts,
             "stop_if": stop_if_saving_failed,
-            # a VocabSizeNotReachedWarning names the line that called Store.train (two frames up)
-            "stacklevel": 4 if base_model is None else 5,
+            # a VocabSizeNotReachedWarning names the line that called Store.train (four frames up)
+            "stacklevel": 6 if base_model is None else 7,
         }
         if recipe.tie_break != "cs336":
             options["tie_break"] = recipe.tie_break
+        max_words = recipe.stages[-1].max_words
+        if max_words is not None:
+            options["max_words"] = max_words
         # A training of these very counts stored already, with as many merges (or all there
         # are): its merges are this one's, a prefix of them (the merge loop is deterministic,
         # and a smaller vocab's merges are a prefix of a larger one's). No loop to run again.
-        donor = store._same_training(corpus_id, special_tokens, max_merges, min_count, recipe.tie_break) if reused and base_model is None else None
+        donor = store._same_training(corpus_id, special_tokens, max_merges, min_count, recipe.tie_break) if reused and base_model is None and max_words is None else None
         if donor is not None:
             merges = donor[1]
             found_at[:] = [time.perf_counter()] * len(merges)
-            training.warn_if_short(len(merges), max_merges, stacklevel=3)
+            training.warn_if_short(len(merges), max_merges, stacklevel=5)
         elif base_model is None:
             merges = training.learn_merges(merged_counts, max_merges, **options)
         else:
@@ -256,11 +292,6 @@ def train(
                     bar.update(saved_rows[0] // per_pretoken - bar.n)
             corpus_id = saving.result()
         assert corpus_id is not None
-        recorded = recorded_recipe(store, recipe, corpus, corpus_id, regex, base_ref)
-        refs = _store_tokenizers(
-            store, name, recorded, special_tokens, sizes, merges, base_model, regex, warm_source, run, corpus_id,
-            {"reused": reused, "pretokenize_seconds": pretokenize_seconds, "done_at": done_at, "donor": donor},
-        )
     except KeyboardInterrupt:
         if saving is not None:
             try:
@@ -272,7 +303,22 @@ def train(
     finally:
         if saver is not None:
             saver.shutdown(wait=True)
-    return refs
+    how = {"reused": reused, "pretokenize_seconds": pretokenize_seconds, "done_at": done_at, "donor": donor}
+    return Learned(merges, corpus, corpus_id, special_tokens, sizes, regex, base_ref, base_model, warm_source, how)
+
+
+def store_learned(store: TrainingStore, name: str, recipe: Recipe, learned: Learned, run: TrainingRun, corpus_id: int | None = None) -> list[str]:
+    """Store a tokenizer of ``learned``'s merges per vocab size, each with ``recipe`` (as trained:
+    :func:`recorded_recipe`, its inputs those of stored corpus ``corpus_id``, else the merges'
+    own). A Ctrl-C meanwhile keeps the counts (stored already) and writes no tokenizer."""
+    try:
+        recorded = recorded_recipe(store, recipe, learned.corpus, corpus_id or learned.corpus_id, learned.regex, learned.base_ref)
+        return _store_tokenizers(
+            store, name, recorded, learned.special_tokens, learned.sizes, learned.merges, learned.base_model, learned.regex,
+            learned.warm_source, run, learned.corpus_id, learned.how,
+        )
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(learned.corpus_id) from None
 
 
 def _store_tokenizers(

@@ -144,6 +144,7 @@ def learn_merges(
     stop_if: Callable[[], object] | None = None,
     stacklevel: int = 3,
     tie_break: str = "cs336",
+    max_words: int | None = None,
 ) -> Merges:
     """The merges learned from pre-token counts (a mapping of bytes to counts, or the engine's
     :class:`PretokenCounts`), in order, with an optional progress bar. ``consume_counts`` empties
@@ -160,7 +161,10 @@ def learn_merges(
     (3, the default: its caller's caller, such as the line that called :func:`train_bpe`).
     ``tie_break``: ``"cs336"`` (below), or ``"huggingface"``: equal counts ordered as Hugging Face
     ``tokenizers``' ``BpeTrainer`` orders them (its smallest pair of token ids: the bytes numbered
-    by their byte-level characters, then each merge's token in the order made); not with a base.
+    by their byte-level characters, then each merge's token in the order made); with ``base``
+    too (its tokens numbered in its merges' order), not with ``base_ranks``. ``max_words``: no
+    new token holds more than this many words (runs of bytes other than the space; SuperBPE's
+    limit on its superwords).
 
     The seam of the merge loop, one function from counts to merges. Contract: up to
     ``max_merges`` merges, each the most frequent adjacent pair of tokens within the pre-tokens
@@ -186,6 +190,8 @@ def learn_merges(
             options["base_ranks"] = list(base_ranks.items())
         if tie_break != "cs336":
             options["tie_break"] = tie_break
+        if max_words is not None:
+            options["max_words"] = max_words
         merges = engine_learn_merges(counts, max_merges, report, consume=consume_counts, **options)
         if len(merges) < max_merges:  # no pair left: say so rather than leave the bar unfinished
             bar.total = bar.n

@@ -69,6 +69,16 @@ pub const QWEN2_PATTERN: &str = concat!(
     r#"|\s*[\r\n]+|\s+(?!\S)|\s+"#
 );
 
+/// SuperBPE's stage-2 pre-tokenizer (Liu et al., 2025) as its repository trains it: its regex
+/// `\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)` splitting the text around its matches
+/// (the stretches between them are pieces too), a line at a time, and cut after `": "`'s colon
+/// (see `bpestore/pretokenize/patterns.py`). Not split-safe: its pieces run across spaces.
+pub const SUPERBPE_PATTERN: &str = concat!(
+    r#"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r/]*\n?| +(?!\S)"#,
+    r#"|(?:\p{L}|[^\S \n]| (?=\S)(?![^\s\p{L}\p{N}]{2})|(?!: )[^\s\p{L}\p{N}](?![^\s\p{L}\p{N}]))+(?::(?= )|\n)?"#,
+    r#"|:(?= )|\n"#
+);
+
 /// SmolLM's and StarCoder's pieces as one regex: Hugging Face's `Digits(individual_digits=true)`
 /// then `ByteLevel` with GPT-2's regex, which then runs on the stretches between numbers (its
 /// `\s+(?!\S)` sees a number as the end of its stretch).
@@ -81,7 +91,7 @@ pub const GPT2_DIGIT_RUNS_PATTERN: &str =
 
 /// The patterns that run on hand-written scanners, byte for byte the strings in
 /// `bpestore/pretokenize/patterns.py`.
-pub const KNOWN_PATTERNS: [&str; 7] = [
+pub const KNOWN_PATTERNS: [&str; 8] = [
     GPT2_PATTERN,
     CL100K_PATTERN,
     O200K_PATTERN,
@@ -89,6 +99,7 @@ pub const KNOWN_PATTERNS: [&str; 7] = [
     QWEN2_PATTERN,
     GPT2_DIGITS_PATTERN,
     GPT2_DIGIT_RUNS_PATTERN,
+    SUPERBPE_PATTERN,
 ];
 
 /// How far the backtracking engine may go on one match before giving up. The three known
@@ -270,6 +281,7 @@ enum Known {
     Qwen2,
     Gpt2Digits,
     Gpt2DigitRuns,
+    Superbpe,
 }
 
 #[derive(Debug, Clone)]
@@ -359,6 +371,7 @@ impl Pretokenizer {
             QWEN2_PATTERN => Some(Known::Qwen2),
             GPT2_DIGITS_PATTERN => Some(Known::Gpt2Digits),
             GPT2_DIGIT_RUNS_PATTERN => Some(Known::Gpt2DigitRuns),
+            SUPERBPE_PATTERN => Some(Known::Superbpe),
             _ => None,
         };
         if known.is_none() {
@@ -370,7 +383,8 @@ impl Pretokenizer {
                 known,
                 scanner: scanner && known.is_some(),
                 blocks: true,
-                space_cuts: known.is_some(),
+                // (SuperBPE's pieces run across spaces: its text is never cut at them)
+                space_cuts: known.is_some_and(|known| known != Known::Superbpe),
                 pipeline: None,
                 regex,
             }),
@@ -471,6 +485,7 @@ impl Pretokenizer {
                 Some(Known::Qwen2) => scan::qwen2(text, f, self.inner.blocks),
                 Some(Known::Gpt2Digits) => scan::gpt2_digits::<false>(text, f, self.inner.blocks),
                 Some(Known::Gpt2DigitRuns) => scan::gpt2_digits::<true>(text, f, self.inner.blocks),
+                Some(Known::Superbpe) => scan::superbpe(text, f),
                 None => unreachable!("a scanner runs only for a known pattern"),
             }
             return Ok(());

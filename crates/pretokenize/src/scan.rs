@@ -1,4 +1,5 @@
-//! Hand-written scanners for the GPT-2, cl100k_base and o200k_base patterns.
+//! Hand-written scanners for the GPT-2, cl100k_base and o200k_base patterns (Llama-3's and
+//! Qwen2's on cl100k_base's), and SuperBPE's stage 2.
 //!
 //! Each gives exactly the pieces of its regex (a backtracking, leftmost-first match at each
 //! position in turn). Every character is matched by some alternative of these patterns, so the
@@ -516,6 +517,105 @@ fn cl100k_family<'t, const END_RUN: bool, const DIGITS: usize, R: block::Rules>(
 /// `|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 /// where UPPER is `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and LOWER is `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
+/// SuperBPE's stage-2 pieces ([`crate::SUPERBPE_PATTERN`]): the piece starting at `i` is the
+/// first of its alternatives that matches there, in the pattern's order.
+pub(crate) fn superbpe<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
+    let scan = scan(text);
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let end = superbpe_piece(&scan, i);
+        f(&text[i..end]);
+        i = end;
+    }
+}
+
+/// The end of the piece that starts at `i` (see [`superbpe`]).
+fn superbpe_piece(scan: &Scan<'_>, i: usize) -> usize {
+    let bytes = scan.bytes;
+    let n = bytes.len();
+    let (class, len) = scan.at(i);
+    // \p{N}{1,3}
+    if class & NUMBER != 0 {
+        let mut end = i + len;
+        for _ in 0..2 {
+            if end < n && scan.class_at(end) & NUMBER != 0 {
+                end += scan.at(end).1;
+            } else {
+                break;
+            }
+        }
+        return end;
+    }
+    // ` ?[^\s\p{L}\p{N}]{2,}[\r/]*\n?`: two punctuation characters or more (after a space)
+    let start = if bytes[i] == b' ' { i + 1 } else { i };
+    if let Some(end) = two_or_more_other(scan, start) {
+        let end = scan.run_bytes(end, b"\r/");
+        return if end < n && bytes[end] == b'\n' {
+            end + 1
+        } else {
+            end
+        };
+    }
+    // ` +(?!\S)`: spaces followed by whitespace or the end; else all of them but the last
+    if bytes[i] == b' ' {
+        let end = scan.run_bytes(i, b" ");
+        if end == n || scan.class_at(end) & SPACE != 0 {
+            return end;
+        }
+        if end - i >= 2 {
+            return end - 1;
+        }
+    }
+    // The stretch up to the next place where one of the three matches: letters, whitespace
+    // but the space and the newline, a space before a character that is not whitespace and
+    // starts no punctuation run, a punctuation character alone (not a colon before a space);
+    // then a colon before a space, or a newline, ends it.
+    let mut p = i;
+    while p < n {
+        let (class, len) = scan.at(p);
+        let next = p + len;
+        let takes = if class & LETTER != 0 {
+            true
+        } else if bytes[p] == b' ' {
+            next < n && scan.class_at(next) & SPACE == 0 && two_or_more_other(scan, next).is_none()
+        } else if class & SPACE != 0 {
+            bytes[p] != b'\n'
+        } else if class & OTHER != 0 {
+            !(bytes[p] == b':' && next < n && bytes[next] == b' ')
+                && scan.class_at(next) & OTHER == 0
+        } else {
+            false // a number
+        };
+        if !takes {
+            break;
+        }
+        p = next;
+    }
+    if p < n && (bytes[p] == b'\n' || (bytes[p] == b':' && p + 1 < n && bytes[p + 1] == b' ')) {
+        return p + 1;
+    }
+    debug_assert!(p > i, "every character starts a piece of the pattern");
+    p
+}
+
+/// The end of a run of two or more punctuation characters (`[^\s\p{L}\p{N}]`) from `i`, if
+/// there is one.
+fn two_or_more_other(scan: &Scan<'_>, i: usize) -> Option<usize> {
+    if i >= scan.bytes.len() || scan.class_at(i) & OTHER == 0 {
+        return None;
+    }
+    let second = i + scan.at(i).1;
+    if scan.class_at(second) & OTHER == 0 {
+        return None;
+    }
+    let mut end = second;
+    while end < scan.bytes.len() && scan.class_at(end) & OTHER != 0 {
+        end += scan.at(end).1;
+    }
+    Some(end)
+}
+
 pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
     tile(text, f, blocks, block::O200k, |scan, i| {
         if let Some(end) = o200k_ascii_word(scan, i) {

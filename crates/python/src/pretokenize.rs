@@ -5,7 +5,7 @@ use crate::errors::pattern_error;
 use bpestore_pretokenize::{
     check_utf8, find_cut, last_safe_cut, next_safe_cut, Part, PretokenizeError, Pretokenizer,
     SpecialTokens, CL100K_PATTERN, GPT2_DIGITS_PATTERN, GPT2_DIGIT_RUNS_PATTERN, GPT2_PATTERN,
-    LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN,
+    LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN, SUPERBPE_PATTERN,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -194,5 +194,6 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("QWEN2_PATTERN", QWEN2_PATTERN)?;
     module.add("GPT2_DIGITS_PATTERN", GPT2_DIGITS_PATTERN)?;
     module.add("GPT2_DIGIT_RUNS_PATTERN", GPT2_DIGIT_RUNS_PATTERN)?;
+    module.add("SUPERBPE_PATTERN", SUPERBPE_PATTERN)?;
     Ok(())
 }

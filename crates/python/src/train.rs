@@ -822,6 +822,88 @@ fn count_texts(
     Ok(PyPretokenCounts { inner: counts })
 }
 
+/// An encoder of a base's merges (pair rule) that splits every word exactly as replaying the
+/// merges in order does, or None when that is not sure. It is sure when each merge joins tokens
+/// that exist before it (bytes, or tokens of earlier merges) and makes bytes no token has yet:
+/// then a merge's token is an operand only of later merges, so no pair ranked below the last one
+/// applied ever appears again, and GPT-2's rule (the lowest-ranked pair present first) applies
+/// the merges present in rank order, as the replay does.
+fn base_encoder(base: &[(Vec<u8>, Vec<u8>)]) -> Option<Encoder> {
+    let mut known: std::collections::HashSet<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut vocab: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (u32::from(b), vec![b])).collect();
+    for (left, right) in base {
+        if !known.contains(left) || !known.contains(right) {
+            return None;
+        }
+        let token = [left.as_slice(), right.as_slice()].concat();
+        if !known.insert(token.clone()) {
+            return None;
+        }
+        vocab.push((u32::try_from(vocab.len()).ok()?, token));
+    }
+    Encoder::new(
+        vocab,
+        base.to_vec(),
+        Vec::new(),
+        GPT2_PATTERN,
+        EncodeRule::Pair,
+    )
+    .ok()
+}
+
+/// The ids of each word's tokens under `encoder` (of `base`'s merges: a byte is its value, the
+/// token of merge `i` is `256 + i`), for the words the merge loop splits (two bytes or more,
+/// counted), in the counts' order; on the threads of rayon's pool. A word is first cut between
+/// two bytes that no token of the base holds side by side (no token can span them, so each part
+/// merges on its own, exactly): the parts repeat (a SuperBPE word is a run of ordinary words),
+/// and each distinct part is encoded once per thread.
+fn split_by_encoder(
+    counts: &bpestore_train::PretokenCounts,
+    encoder: &Encoder,
+    base: &[(Vec<u8>, Vec<u8>)],
+) -> Vec<Vec<u32>> {
+    use rayon::prelude::*;
+    use rustc_hash::FxHashMap;
+    let mut joined = vec![false; 256 * 256];
+    for (left, right) in base {
+        // The merge's new adjacency: the last byte of its left with the first of its right.
+        if let (Some(&a), Some(&b)) = (left.last(), right.first()) {
+            joined[usize::from(a) * 256 + usize::from(b)] = true;
+        }
+    }
+    let words: Vec<&[u8]> = counts
+        .iter()
+        .filter(|(word, count)| word.len() >= 2 && *count > 0)
+        .map(|(word, _)| word)
+        .collect();
+    words
+        .par_iter()
+        .map_init(FxHashMap::<&[u8], Vec<u32>>::default, |cache, word| {
+            let mut ids = Vec::new();
+            let mut start = 0;
+            for end in 1..=word.len() {
+                if end < word.len()
+                    && joined[usize::from(word[end - 1]) * 256 + usize::from(word[end])]
+                {
+                    continue;
+                }
+                let part = &word[start..end];
+                if let Some(known) = cache.get(part) {
+                    ids.extend_from_slice(known);
+                } else {
+                    let split = encoder.piece_ids(part);
+                    ids.extend_from_slice(&split);
+                    if cache.len() < 1 << 20 {
+                        cache.insert(part, split);
+                    }
+                }
+                start = end;
+            }
+            ids
+        })
+        .collect()
+}
+
 /// Up to `max_merges` merges learned from pre-token counts, best first, as (left bytes, right
 /// bytes): CS336's merge loop (most frequent pair; ties to the greatest pair of bytes). Stops
 /// early when no pair is left. `progress(n)` is called with the number of merges done since its
@@ -832,8 +914,10 @@ fn count_texts(
 /// token-rule base's vocabulary as (id, bytes), ids being ranks: each word is first split as
 /// tiktoken encodes it (see `MergeLoop::with_split_words`).
 /// `tie_break`: `"cs336"` (the default) or `"huggingface"` (Hugging Face `BpeTrainer`'s order
-/// of equal counts; not with a base).
-#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None, base_ranks=None, tie_break="cs336"))]
+/// of equal counts; with a pair-rule base too, its tokens numbered in the order of its merges, as
+/// a Hugging Face training that continues it numbers them; not with `base_ranks`).
+/// `max_words`: no new token holds more than this many words (runs of bytes other than the space).
+#[pyo3(signature = (counts, max_merges, progress=None, *, consume=false, base=None, base_ranks=None, tie_break="cs336", max_words=None))]
 #[allow(clippy::too_many_arguments)]
 fn learn_merges<'py>(
     py: Python<'py>,
@@ -844,6 +928,7 @@ fn learn_merges<'py>(
     base: Option<Vec<(Vec<u8>, Vec<u8>)>>,
     base_ranks: Option<Vec<(u32, Vec<u8>)>>,
     tie_break: &str,
+    max_words: Option<usize>,
 ) -> PyResult<Bound<'py, PyList>> {
     let tie = match tie_break {
         "cs336" => TieBreak::Cs336,
@@ -854,9 +939,9 @@ fn learn_merges<'py>(
             )))
         }
     };
-    if tie != TieBreak::Cs336 && (base.is_some() || base_ranks.is_some()) {
+    if tie != TieBreak::Cs336 && base_ranks.is_some() {
         return Err(PyValueError::new_err(
-            "Hugging Face's tie-break trains from scratch: not with a base",
+            "Hugging Face's tie-break continues a base of merges, not one of ranks",
         ));
     }
     if base.is_some() && base_ranks.is_some() {
@@ -879,16 +964,30 @@ fn learn_merges<'py>(
         })
         .transpose()?;
     let reporter = Reporter::new(progress);
-    let run = |counts: &bpestore_train::PretokenCounts| match (&base, &splitter) {
-        (Some(base), _) => MergeLoop::with_base(counts, base),
-        (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
-            splitter
-                .piece_ids(word)
-                .into_iter()
-                .map(|id| splitter.token_bytes(id).map_or(0, <[u8]>::len))
-                .collect()
-        }),
-        (None, None) => MergeLoop::new(counts).with_tie_break(tie),
+    let limited = |merge_loop: MergeLoop| match max_words {
+        Some(most) => merge_loop.with_max_words(most),
+        None => merge_loop,
+    };
+    let run = |counts: &bpestore_train::PretokenCounts| {
+        limited(match (&base, &splitter) {
+            (Some(base), _) => base_encoder(base)
+                .and_then(|encoder| {
+                    let mut words = split_by_encoder(counts, &encoder, base).into_iter();
+                    MergeLoop::with_base_ids(counts, base, |_| {
+                        words.next().expect("a split per word")
+                    })
+                })
+                .unwrap_or_else(|| MergeLoop::with_base(counts, base))
+                .with_tie_break(tie),
+            (None, Some(splitter)) => MergeLoop::with_split_words(counts, |word| {
+                splitter
+                    .piece_ids(word)
+                    .into_iter()
+                    .map(|id| splitter.token_bytes(id).map_or(0, <[u8]>::len))
+                    .collect()
+            }),
+            (None, None) => MergeLoop::new(counts).with_tie_break(tie),
+        })
     };
     let take = |merge_loop: MergeLoop| {
         let mut merges = Vec::new();

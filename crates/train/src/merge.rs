@@ -308,6 +308,8 @@ fn count_byte_pairs(words: &Words, range: std::ops::Range<usize>) -> (Vec<u64>, 
 
 /// The state of the merge loop between merges.
 struct Trainer {
+    /// No merge may make a token of more than this many words (see [`MergeLoop::with_max_words`]).
+    max_words: Option<usize>,
     words: Words,
     tokens: Tokens,
     pairs: PairTable,
@@ -361,6 +363,7 @@ impl Trainer {
         }
         heap.heapify(&tokens);
         Trainer {
+            max_words: None,
             words,
             tokens,
             pairs,
@@ -374,8 +377,45 @@ impl Trainer {
     /// The merge loop's state with each word already split into tokens: `split(word)` gives the
     /// byte lengths of its tokens, in order (summing to the word's length). Used to continue a
     /// tokenizer whose words are not made by replaying merges (tiktoken's token rule).
-    fn from_split(counts: &PretokenCounts, mut split: impl FnMut(&[u8]) -> Vec<usize>) -> Trainer {
+    fn from_split(
+        counts: &PretokenCounts,
+        known: &[Merge],
+        mut split: impl FnMut(&[u8]) -> Vec<usize>,
+    ) -> Trainer {
+        Trainer::from_ids(counts, known, |tokens, pretoken| {
+            let lengths = split(pretoken);
+            assert_eq!(
+                lengths.iter().sum::<usize>(),
+                pretoken.len(),
+                "a split must cover its word"
+            );
+            let mut offset = 0;
+            lengths
+                .into_iter()
+                .map(|length| {
+                    assert!(length > 0, "a split into empty tokens");
+                    offset += length;
+                    tokens.intern(&pretoken[offset - length..offset])
+                })
+                .collect()
+        })
+    }
+
+    /// The merge loop's state with each word already split into tokens: `ids(tokens, word)`
+    /// gives the ids of the word's tokens, in order (interning any it needs in `tokens`, which
+    /// holds the bytes, then `known`'s tokens, in their merges' order).
+    fn from_ids(
+        counts: &PretokenCounts,
+        known: &[Merge],
+        mut ids: impl FnMut(&mut Tokens, &[u8]) -> Vec<TokenId>,
+    ) -> Trainer {
         let mut tokens = Tokens::new();
+        // A base's tokens first, numbered as replaying its merges numbers them (its merges'
+        // order: Hugging Face's tie-break reads it).
+        for (left, right) in known {
+            let (a, b) = (tokens.intern(left), tokens.intern(right));
+            tokens.join(a, b);
+        }
         let mut words = Words {
             symbols: Vec::new(),
             heads: Vec::new(),
@@ -385,26 +425,14 @@ impl Trainer {
             if pretoken.len() < 2 || count == 0 {
                 continue;
             }
-            let lengths = split(pretoken);
-            assert_eq!(
-                lengths.iter().sum::<usize>(),
-                pretoken.len(),
-                "a split must cover its word"
-            );
-            if lengths.len() < 2 {
+            let word = ids(&mut tokens, pretoken);
+            if word.len() < 2 {
                 continue; // one token: it never holds a pair
             }
             let word_id =
                 WordId::try_from(words.heads.len()).expect("more than 2^32 distinct pre-tokens");
             let start = words.symbols.len();
-            let mut offset = 0;
-            for length in lengths {
-                assert!(length > 0, "a split into empty tokens");
-                words
-                    .symbols
-                    .push(tokens.intern(&pretoken[offset..offset + length]));
-                offset += length;
-            }
+            words.symbols.extend_from_slice(&word);
             let len =
                 u32::try_from(words.symbols.len() - start).expect("a pre-token of 4 GiB or more");
             words.heads.push(WordHead { start, count, len });
@@ -424,6 +452,7 @@ impl Trainer {
         };
         heap.heapify(&tokens);
         Trainer {
+            max_words: None,
             words,
             tokens,
             pairs,
@@ -447,12 +476,36 @@ impl Trainer {
         }
     }
 
+    /// The words of the token that merging `pair` makes: its runs of bytes other than the space.
+    fn words_in(&self, pair: PairKey) -> usize {
+        let (a, b) = split_key(pair);
+        let bytes = self.tokens.bytes[a as usize]
+            .iter()
+            .chain(&self.tokens.bytes[b as usize]);
+        let (mut words, mut after_space) = (0, true);
+        for &byte in bytes {
+            if byte != b' ' && after_space {
+                words += 1;
+            }
+            after_space = byte == b' ';
+        }
+        words
+    }
+
     /// The best pair, or None when no pair is left.
     fn best_pair(&mut self) -> Option<PairKey> {
         loop {
             let top = *self.heap.entries.first()?;
             let current = self.pairs.count(top.pair).unwrap_or(0);
             if current == top.count {
+                if self
+                    .max_words
+                    .is_some_and(|most| self.words_in(top.pair) > most)
+                {
+                    // Never merged: off the heap (back on it if its count rises, off again then).
+                    self.heap.pop(&self.tokens);
+                    continue;
+                }
                 return Some(top.pair);
             }
             if current > 0 {
@@ -812,12 +865,43 @@ impl MergeLoop {
         split: impl FnMut(&[u8]) -> Vec<usize>,
     ) -> MergeLoop {
         MergeLoop {
-            trainer: Trainer::from_split(counts, split),
+            trainer: Trainer::from_split(counts, &[], split),
         }
+    }
+
+    /// The same loop as [`MergeLoop::with_base`], the words split by `split`: the ids of a word's
+    /// tokens once the base's merges are applied (found by a faster way than replaying them on
+    /// every word: an encoder of the base's merges, when it splits as the replay would), a byte
+    /// being its value and the token of the base's merge `i` being `256 + i`. So each of the
+    /// base's merges must make bytes no earlier token has, from tokens made before it (else
+    /// None: use [`MergeLoop::with_base`]).
+    pub fn with_base_ids(
+        counts: &PretokenCounts,
+        base: &[Merge],
+        mut split: impl FnMut(&[u8]) -> Vec<u32>,
+    ) -> Option<MergeLoop> {
+        let mut tokens = Tokens::new();
+        for (number, (left, right)) in base.iter().enumerate() {
+            let (a, b) = (tokens.ids.get(left)?, tokens.ids.get(right)?);
+            if tokens.join(*a, *b) as usize != 256 + number {
+                return None;
+            }
+        }
+        Some(MergeLoop {
+            trainer: Trainer::from_ids(counts, base, |_, word| split(word)),
+        })
     }
 }
 
 impl MergeLoop {
+    /// The same loop, except that it never merges a pair whose token would hold more than
+    /// `max_words` words (runs of bytes other than the space: SuperBPE's limit on its superword
+    /// tokens); the base's merges, replayed, are not limited.
+    pub fn with_max_words(mut self, max_words: usize) -> MergeLoop {
+        self.trainer.max_words = Some(max_words);
+        self
+    }
+
     /// The same loop with pairs of equal counts ordered by `tie` (CS336's by default).
     pub fn with_tie_break(mut self, tie: TieBreak) -> MergeLoop {
         let trainer = &mut self.trainer;
