@@ -48,7 +48,9 @@ fn main() {
 
     if std::env::var_os("ENCODE").is_some() {
         // A whole pass, cold (this fresh encoder) then warm, for a profiler.
-        for pass in ["cold", "warm"] {
+        let warm_passes: usize =
+            std::env::var("WARM_PASSES").map_or(1, |n| n.parse().expect("a count"));
+        for pass in std::iter::once("cold").chain(std::iter::repeat_n("warm", warm_passes)) {
             let start = std::time::Instant::now();
             let ids = encoder.encode(&text, AllowedSpecial::None).expect("ids");
             let seconds = start.elapsed().as_secs_f64();
