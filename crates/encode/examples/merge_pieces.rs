@@ -7,6 +7,13 @@
 //! text does for every new word. Prints, per length class, the pieces, their bytes, and the
 //! nanoseconds per piece and per byte (the best of 5 runs: other work on a shared machine only
 //! ever adds time). For instruction counts, run it under `valgrind --tool=callgrind`.
+//!
+//! With `PAIR=1`, the same vocabulary is merged by the pair rule over the merges that
+//! `ranks::pair_merges_from_ranks` finds (for a vocabulary whose every token is reachable, as
+//! cl100k_base's and o200k_base's are, the same ids: a token only ever forms from the two parts
+//! its own bytes' merge ends with), to compare the two methods; the time that finding the merges
+//! takes is printed. With `ENCODE=1`, one cold pass over the whole text and `WARM_PASSES` (1)
+//! warm ones instead, in MB/s, for a profiler (`perf record`).
 
 use bpestore_encode::ranks::parse_tiktoken;
 use bpestore_encode::{AllowedSpecial, Encoder, MergeRule};
