@@ -26,8 +26,12 @@
 //! and nothing after.
 
 use crate::bpe::TokenId;
-use crate::cache::{short_key, PieceCache, MAX_CACHED_PIECE, MEDIUM_BYTES, SHORT_BYTES};
+use crate::cache::{short_key, PieceCache, MEDIUM_BYTES, SHORT_BYTES};
 use crate::{Encoder, MergeRule};
+
+/// The longest piece a warm table holds (the caches take longer ones, up to
+/// `cache::MAX_CACHED_PIECE`; a stored table keeps the limit it was made with).
+const MAX_WARM_PIECE: usize = 64;
 
 /// The first eight bytes of a packed warm table (the last is the layout's version).
 pub const WARM_MAGIC: &[u8; 8] = b"BPEWARM\x01";
@@ -128,7 +132,7 @@ impl Encoder {
             if kept.len() >= limit {
                 break;
             }
-            if piece.len() < 2 || piece.len() > MAX_CACHED_PIECE {
+            if piece.len() < 2 || piece.len() > MAX_WARM_PIECE {
                 continue;
             }
             let key = short_key(piece);
@@ -247,9 +251,9 @@ impl Encoder {
         let id_counts = words(take(count.saturating_mul(4), "the id counts")?);
         let mut piece_bytes = 0usize;
         for (i, &len) in lengths.iter().enumerate() {
-            if len < 2 || len as usize > MAX_CACHED_PIECE {
+            if len < 2 || len as usize > MAX_WARM_PIECE {
                 return Err(format!(
-                    "piece {i} has {len} bytes (2 to {MAX_CACHED_PIECE} expected)"
+                    "piece {i} has {len} bytes (2 to {MAX_WARM_PIECE} expected)"
                 ));
             }
             piece_bytes += len as usize;
@@ -285,7 +289,7 @@ impl Encoder {
             medium,
         );
         let (mut piece_at, mut id_at) = (0usize, 0usize);
-        let mut spelt: Vec<u8> = Vec::with_capacity(MAX_CACHED_PIECE);
+        let mut spelt: Vec<u8> = Vec::with_capacity(MAX_WARM_PIECE);
         for i in 0..count {
             let piece = &pieces[piece_at..piece_at + lengths[i] as usize];
             let piece_ids = &ids[id_at..id_at + id_counts[i] as usize];
