@@ -176,18 +176,52 @@ def test_a_recorded_revision_older_than_the_tables_is_named_before_any_migration
     result = invoke(*command, "--db", db, input="x")
     assert result.exit_code == 1, result.stderr + result.stdout
     text = result.stderr + result.stdout
-    assert "'0003'" in text and "do not match" in text and "rolled back" in text and "Internal error" not in text
+    assert "'0003'" in text and "do not match" in text and "'0011'" in text and "no upgrade was started" in text
+    assert "Internal error" not in text
     assert dump(db) == before  # nothing migrated, nothing deleted
 
 
 def test_tables_that_do_not_fit_the_recorded_revision_roll_the_upgrade_back(clean_store, tmp_path):
-    db = edited(clean_store, tmp_path, "UPDATE alembic_version SET version_num = '0010'", "DROP TABLE warm_caches",
-                "CREATE TABLE warm_caches (x)")
+    # (0010 adds tokenizers.added_tokens, which these tables have already: the upgrade fails there, after 0009's steps)
+    db = edited(clean_store, tmp_path, "UPDATE alembic_version SET version_num = '0009'", "DROP TABLE warm_caches")
+    before = dump(db)
     result = invoke("list", "--db", db)
     assert result.exit_code == 1
-    assert "'0010'" in result.stderr and "rolled back" in result.stderr and "Internal error" not in result.stderr
+    assert "'0009'" in result.stderr and "rolled back" in result.stderr and "Internal error" not in result.stderr
+    assert dump(db) == before
+
+
+def test_strict_tables_under_a_revision_before_they_were_strict_are_named_before_any_migration(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT)
+    db = tmp_path / "edited.db"
+    ok(invoke("train", corpus, "--name", "en", "--vocab-size", "280", "--db", db))
     with sqlite3.connect(db) as connection:
-        assert connection.execute("SELECT version_num FROM alembic_version").fetchone() == ("0010",)
+        connection.execute("UPDATE alembic_version SET version_num = '0012'")
+    connection.close()
+    before = dump(db)
+    result = invoke("show", "en", "--db", db)
+    assert result.exit_code == 1 and "'0012'" in result.stderr and "STRICT" in result.stderr and "'0013'" in result.stderr
+    assert dump(db) == before
+
+
+def test_the_revision_that_made_each_table_is_the_migrations_own():
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from bpestore.store.migrate import TABLES_SINCE, _alembic_config, known_revisions
+
+    engine = create_engine("sqlite://")
+    made: dict[str, str] = {}
+    with engine.connect() as connection:
+        for revision in sorted(known_revisions()):
+            with connection.begin():
+                command.upgrade(_alembic_config(connection), revision)
+            for table in connection.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'").scalars():
+                made.setdefault(table, revision)
+            connection.commit()
+    engine.dispose()
+    assert {table: since for table, since in made.items() if since != "0001" and table != "alembic_version"} == TABLES_SINCE
 
 
 def test_check_reports_a_corrupt_file_in_lines_not_a_traceback(tmp_path):

@@ -229,6 +229,7 @@ def test_a_spoiled_packed_copy_is_named_and_never_an_internal_error(stores, tmp_
 
 REVISION_CASES = [
     pytest.param(["UPDATE alembic_version SET version_num = '0003'"], "'0003'", id="older revision, newer tables"),
+    pytest.param(["UPDATE alembic_version SET version_num = '0012'"], "STRICT", id="strict tables under the revision before them"),
     pytest.param(["UPDATE alembic_version SET version_num = '9999'"], "'9999'", id="newer than this bpestore"),
     pytest.param(["DROP TABLE warm_caches"], "warm_caches", id="a table missing"),
     pytest.param(["DROP TABLE warm_caches", "CREATE VIEW warm_caches AS SELECT 1"], "warm_caches", id="a view in a table's place"),
