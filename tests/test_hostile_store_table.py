@@ -315,3 +315,48 @@ def test_a_file_with_bytes_flipped_mid_file_is_one_line_for_every_command(tmp_pa
             failed += 1
             assert "malformed" in text and "big.db" in text, f"{command}: {text}"
     assert failed  # (check, at least, reads every page)
+
+
+@pytest.fixture(scope="module")
+def old_store(stores, tmp_path_factory) -> Path:
+    """The template as the previous schema (0012) made it: ordinary tables, recorded at 0012."""
+    from alembic import command
+    from alembic.config import Config
+
+    from bpestore.store.migrate import migrations_dir
+
+    db = tmp_path_factory.mktemp("old") / "old.db"
+    shutil.copy(stores["strict"], db)
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("sqlalchemy.url", f"sqlite:///{db}")
+    command.downgrade(config, "0012")
+    return db
+
+
+def test_check_reads_a_store_of_the_previous_schema_without_upgrading_it(old_store, tmp_path):
+    db = edited(old_store, tmp_path, f"UPDATE vocab SET token = 'abc' WHERE {ROW_OF['vocab']}",
+                "UPDATE merges SET \"left\" = 5 WHERE rank = 1 AND tokenizer_id = (SELECT id FROM tokenizers WHERE name = 'other')")
+    before = dump(db)
+    result = invoke("check", "--db", db)
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    # every damaged row (the upgrade would name only the first), then what waits for the upgrade
+    assert lines[0].startswith("en@1: ") and "vocab.token (tokenizer_id 1, token_id 100)" in lines[0], lines
+    assert lines[1].startswith("other@1: ") and "merges.left" in lines[1], lines
+    assert len(lines) == 3 and "'0012'" in lines[2] and "writes nothing" in lines[2], lines
+    assert dump(db) == before
+    # any other command upgrades it, and the upgrade refuses the first damaged row, changing nothing
+    for command in [("list",), ("rm", "en")]:
+        refused = invoke(*command, "--db", db)
+        assert refused.exit_code == 1 and "table vocab, column token" in refused.stderr and "nothing was changed" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert dump(db) == before
+
+
+def test_a_sound_store_of_the_previous_schema_is_upgraded_by_the_first_command_and_then_checks_clean(old_store, tmp_path):
+    db = edited(old_store, tmp_path)
+    checked = invoke("check", "--json", "--db", db)
+    assert checked.exit_code == 1 and ["store"] == [problem["where"] for problem in json.loads(checked.stdout)]
+    assert [line.split()[0] for line in ok(invoke("list", "--db", db)).splitlines()[2:]] == ["en", "other"]
+    assert json.loads(ok(invoke("check", "--json", "--db", db))) == []

@@ -22,7 +22,9 @@ from .checked import Row, described
 from .database import ModelStore, _as_url
 from .packed import PACKED_SQL, unpack
 from .rows import MERGES_SQL, VOCAB_SQL
+from .migrate import sqlite_file_state
 from .schema_revision import SCHEMA_REVISION
+from .sqlite_uri import sqlite_uri
 
 JSON_SHAPES = {
     ("corpora", "special_tokens"): "array",
@@ -78,6 +80,12 @@ def check_store(path_or_url: str | os.PathLike[str]) -> list[Problem]:
         if not path.is_file():
             return [Problem("store", f"no store at {path}")]
         problems += _integrity(path)
+        try:
+            state = sqlite_file_state(path)
+        except BpestoreError as error:
+            return problems + [Problem("store", str(error))]
+        if state == "older":
+            return problems + _check_older(path, url.database)
     try:
         store = ModelStore(path_or_url, create=False)
     except BpestoreError as error:
@@ -171,45 +179,76 @@ def _named(row: Row, table: str, column: Column[object], value: object) -> str:
         return str(error)
 
 
+def _check_older(path: Path, location: str) -> list[Problem]:
+    """A store at an older schema revision, read-only: opening it as the other checks do would
+    upgrade it (a write). Its columns are scanned (the rows the upgrade to strict tables would
+    refuse, all of them, where the upgrade names the first), and one line says the rest waits."""
+    connection = sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True)
+    try:
+        (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+        problems = _scan_columns(connection, location)
+    except sqlite3.Error as error:
+        return [Problem("store", f"{location}: {error}")]
+    finally:
+        connection.close()
+    return problems + [Problem("store", (
+        f"{location}: at schema revision {revision!r}, older than this bpestore's {SCHEMA_REVISION!r}: its tokenizers and "
+        "corpora are checked once it is upgraded (any other command upgrades it; check writes nothing)"
+    ))]
+
+
 def _check_columns(store: ModelStore) -> list[Problem]:
-    """Every value that a STRICT table of the current schema would refuse (a wrong type, a NULL,
-    JSON of another shape, a moment that is not one), one line per row (at most
-    :data:`SHOWN_PER_COLUMN` per column), on SQLite: its tables may be ordinary ones, in a store
-    written by another program or a hostile file, where nothing stopped such a write. Also says
-    when they are ordinary tables at all."""
+    """:func:`_scan_columns` of a SQLite store, and whether its tables are STRICT at all."""
     if not store.is_sqlite:
         return []  # PostgreSQL's columns are typed, its JSON columns checked (0013)
     pooled = store.engine.raw_connection()
     try:
         connection = pooled.driver_connection
         assert isinstance(connection, sqlite3.Connection)
-        problems = _loose_tables(connection, store.location)
-        refs = {key: f"{name}@{version}" for key, name, version in connection.execute("SELECT id, name, version FROM tokenizers")}
-        for table in schema.metadata.sorted_tables:
-            misfits = {column.name: _misfit(table.name, column) for column in table.columns}
-            if connection.execute(f"SELECT 1 FROM {table.name} WHERE {' OR '.join(misfits.values())} LIMIT 1").fetchone() is None:
-                continue  # one pass over a sound table
-            keys = [column.name for column in table.primary_key.columns]
-            for column in table.columns:
-                rows = connection.execute(
-                    f"SELECT {', '.join(keys)}, {'tokenizer_id' if 'tokenizer_id' in table.columns else 'NULL'}, "
-                    f"{'corpus_id' if 'corpus_id' in table.columns else 'NULL'}, \"{column.name}\" "
-                    f"FROM {table.name} WHERE {misfits[column.name]} LIMIT {SHOWN_PER_COLUMN + 1}"
-                ).fetchall()
-                for found in rows[:SHOWN_PER_COLUMN]:
-                    key = ", ".join(f"{name} {value!r}" for name, value in zip(keys, found))
-                    tokenizer_id, corpus_id, value = found[len(keys):]
-                    if table.name == "tokenizers":
-                        tokenizer_id = found[0]
-                    ref = refs.get(tokenizer_id, "") if tokenizer_id is not None else ""
-                    where = ref or (f"corpus {corpus_id if table.name != 'corpora' else found[0]}"
-                                    if corpus_id is not None or table.name == "corpora" else table.name)
-                    problems.append(Problem(where, _named(Row(store.location, ref, table.name, key), table.name, column, value)))
-                if len(rows) > SHOWN_PER_COLUMN:
-                    (more,) = connection.execute(f"SELECT count(*) FROM {table.name} WHERE {misfits[column.name]}").fetchone()
-                    problems.append(Problem(table.name, f"{store.location}: {more - SHOWN_PER_COLUMN} more rows of {table.name}.{column.name} are damaged too"))
+        return _loose_tables(connection, store.location) + _scan_columns(connection, store.location)
     finally:
         pooled.close()
+
+
+def _scan_columns(connection: sqlite3.Connection, location: str) -> list[Problem]:
+    """Every value that a STRICT table of the current schema would refuse (a wrong type, a NULL,
+    JSON of another shape, a moment that is not one), one line per row (at most
+    :data:`SHOWN_PER_COLUMN` per column): the tables may be ordinary ones, in an older store, one
+    written by another program or a hostile file, where nothing stopped such a write. Only the
+    tables and columns that the store has (an older one lacks some)."""
+    problems: list[Problem] = []
+    refs = {key: f"{name}@{version}" for key, name, version in connection.execute("SELECT id, name, version FROM tokenizers")}
+    present = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in schema.metadata.sorted_tables:
+        if table.name not in present:
+            continue
+        has = {row[1] for row in connection.execute("SELECT * FROM pragma_table_info(?)", (table.name,))}
+        if not {column.name for column in table.primary_key.columns} <= has:
+            continue
+        misfits = {column.name: _misfit(table.name, column) for column in table.columns if column.name in has}
+        if connection.execute(f"SELECT 1 FROM {table.name} WHERE {' OR '.join(misfits.values())} LIMIT 1").fetchone() is None:
+            continue  # one pass over a sound table
+        keys = [column.name for column in table.primary_key.columns]
+        for column in table.columns:
+            if column.name not in misfits:
+                continue
+            rows = connection.execute(
+                f"SELECT {', '.join(keys)}, {'tokenizer_id' if 'tokenizer_id' in has else 'NULL'}, "
+                f"{'corpus_id' if 'corpus_id' in has else 'NULL'}, \"{column.name}\" "
+                f"FROM {table.name} WHERE {misfits[column.name]} LIMIT {SHOWN_PER_COLUMN + 1}"
+            ).fetchall()
+            for found in rows[:SHOWN_PER_COLUMN]:
+                key = ", ".join(f"{name} {value!r}" for name, value in zip(keys, found))
+                tokenizer_id, corpus_id, value = found[len(keys):]
+                if table.name == "tokenizers":
+                    tokenizer_id = found[0]
+                ref = refs.get(tokenizer_id, "") if tokenizer_id is not None else ""
+                where = ref or (f"corpus {corpus_id if table.name != 'corpora' else found[0]}"
+                                if corpus_id is not None or table.name == "corpora" else table.name)
+                problems.append(Problem(where, _named(Row(location, ref, table.name, key), table.name, column, value)))
+            if len(rows) > SHOWN_PER_COLUMN:
+                (more,) = connection.execute(f"SELECT count(*) FROM {table.name} WHERE {misfits[column.name]}").fetchone()
+                problems.append(Problem(table.name, f"{location}: {more - SHOWN_PER_COLUMN} more rows of {table.name}.{column.name} are damaged too"))
     return problems
 
 
