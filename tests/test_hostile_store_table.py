@@ -360,3 +360,21 @@ def test_a_sound_store_of_the_previous_schema_is_upgraded_by_the_first_command_a
     assert checked.exit_code == 1 and ["store"] == [problem["where"] for problem in json.loads(checked.stdout)]
     assert [line.split()[0] for line in ok(invoke("list", "--db", db)).splitlines()[2:]] == ["en", "other"]
     assert json.loads(ok(invoke("check", "--json", "--db", db))) == []
+
+
+def test_check_gives_each_problem_one_line(stores, tmp_path):
+    db = edited(stores["loose"], tmp_path, f"UPDATE corpora SET path = X'00' WHERE {ROW_OF['corpora']}",
+                f"UPDATE corpora SET total_pretokens = 3 WHERE {ROW_OF['corpora']}",
+                "UPDATE tokenizers SET special_tokens = '[1]' WHERE name = 'other'")
+    result = invoke("check", "--json", "--db", db)
+    assert result.exit_code == 1
+    found = [(problem["where"], problem["message"].split(": ", 1)[1]) for problem in json.loads(result.stdout)]
+    connection = sqlite3.connect(db)
+    en_corpus, other_id = (connection.execute(sql).fetchone()[0] for sql in (f"SELECT {EN_CORPUS}", "SELECT id FROM tokenizers WHERE name = 'other'"))
+    distinct, total = connection.execute("SELECT count(*), sum(count) FROM pretoken_counts WHERE corpus_id = ?", (en_corpus,)).fetchone()
+    connection.close()
+    assert found[1:] == [  # (the first: the tables are not STRICT)
+        (f"corpus {en_corpus}", f"damaged row: corpora.path (id {en_corpus}) holds a blob (b'\\x00'), not text"),
+        ("other@1", f"other@1 is damaged: tokenizers.special_tokens (id {other_id}) holds JSON [1], not a JSON list of strings"),
+        (f"corpus {en_corpus}", f"its row says {distinct} distinct pre-tokens and 3 in all, its stored counts hold {distinct} and {total}"),
+    ], found

@@ -110,15 +110,29 @@ def _reported(problem: Problem, found: list[Problem]) -> bool:
     """Whether ``problem`` (found by reading a tokenizer or a corpus as the commands do) repeats
     what the column scan found already: the same tokenizer or corpus and the same column, or any
     damaged corpus column for the whole corpora table's failure."""
+    if any(_damage(earlier.message) == _damage(problem.message) is not None for earlier in found):
+        return True  # the same column of the same row, read through another tokenizer or table
     if problem.where == "corpora":
         return any(earlier.message.count(table) for earlier in found for table in _CORPUS_TABLES)
-    return any(
-        earlier.where == problem.where and (
-            problem.where.startswith("corpus ") or any(f"{table}.{column}" in earlier.message and f"{table}.{column}" in problem.message
-                                                        for table, column in _COLUMNS)
+    if problem.where.startswith("corpus "):  # its counts unreadable, or compared with a count the scan found damaged
+        return any(
+            earlier.where == problem.where and ("cannot be read" in problem.message or any(
+                f"corpora.{column}" in earlier.message for column in ("distinct_pretokens", "total_pretokens")))
+            for earlier in found
         )
+    return any(
+        earlier.where == problem.where
+        and any(f"{table}.{column}" in earlier.message and f"{table}.{column}" in problem.message for table, column in _COLUMNS)
         for earlier in found
     )
+
+
+def _damage(message: str) -> str | None:
+    """``table.column (row) holds ...``: what a damaged-row message says, whoever read the row."""
+    for marker in (" is damaged: ", "damaged row: "):
+        if marker in message:
+            return message.split(marker, 1)[1]
+    return None
 
 
 _COLUMNS = [(table.name, column.name) for table in schema.metadata.sorted_tables for column in table.columns]
