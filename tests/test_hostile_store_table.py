@@ -101,6 +101,11 @@ PACKED_CASES = [  # a packed model copy (magic, vocab count, merge count, then t
     pytest.param(f"UPDATE packed_models SET data = substr(data, 1, length(data) / 2) || X'DEADBEEF' || substr(data, length(data) / 2 + 5) "
                  f"WHERE tokenizer_id = {EN}", id="packed bytes flipped"),
     pytest.param(f"UPDATE packed_models SET data = substr(data, 1, length(data) - 3) WHERE tokenizer_id = {EN}", id="packed cut short"),
+    # (|| makes text of blobs: the same spoiled copies as blobs)
+    pytest.param(f"UPDATE packed_models SET data = CAST(substr(data, 1, 8) || X'FFFFFFFF' || substr(data, 13) AS BLOB) WHERE tokenizer_id = {EN}",
+                 id="packed vocab count 2**32-1, a blob"),
+    pytest.param(f"UPDATE packed_models SET data = CAST(substr(data, 1, length(data) / 2) || X'DEADBEEF' || substr(data, length(data) / 2 + 5) "
+                 f"AS BLOB) WHERE tokenizer_id = {EN}", id="packed bytes flipped, a blob"),
     pytest.param(f"UPDATE packed_counts SET data = substr(data, 1, 8) || X'FFFFFFFF' || substr(data, 13) WHERE corpus_id = {EN_CORPUS}",
                  id="packed counts count 2**32-1"),
 ]
@@ -378,3 +383,32 @@ def test_check_gives_each_problem_one_line(stores, tmp_path):
         ("other@1", f"other@1 is damaged: tokenizers.special_tokens (id {other_id}) holds JSON [1], not a JSON list of strings"),
         (f"corpus {en_corpus}", f"its row says {distinct} distinct pre-tokens and 3 in all, its stored counts hold {distinct} and {total}"),
     ], found
+
+
+WEB_CASES = [
+    pytest.param(f"UPDATE vocab SET token = 'abc' WHERE {ROW_OF['vocab']}", "vocab.token", ["/tokenizer?ref=en@1", "/vocab?ref=en@1&id=100"], id="vocab.token"),
+    pytest.param(f"UPDATE merges SET \"left\" = 7 WHERE {ROW_OF['merges']}", "merges.left", ["/merges?ref=en@1"], id="merges.left"),
+    pytest.param(f"UPDATE evaluations SET tokens = 'x' WHERE {ROW_OF['evaluations']}", "evaluations.tokens", ["/leaderboard"], id="evaluations.tokens"),
+    pytest.param(f"UPDATE evaluations SET created_at = 5 WHERE {ROW_OF['evaluations']}", "evaluations.created_at", ["/leaderboard"], id="evaluations.created_at"),
+    pytest.param(f"UPDATE pretoken_counts SET pretoken = 'abc' WHERE {ROW_OF['pretoken_counts']}", "pretoken_counts.pretoken",
+                 ["/versions?name=en", "/diff?a=en@1&b=other@1"], id="pretoken_counts.pretoken"),
+    pytest.param(PACKED_CASES[2].values[0], "packed_models.data", ["/versions?name=en", "/playground?t=en@1&text=the+cat", "/diff?a=en@1&b=other@1"],
+                 id="packed bytes flipped"),
+]
+
+
+@pytest.mark.parametrize("edit, column, pages", WEB_CASES)
+def test_the_explorer_names_a_damaged_row_on_its_page(stores, tmp_path, edit, column, pages):
+    from bpestore.web import close_app, create_app
+
+    db = edited(stores["loose"], tmp_path, edit)
+    app = create_app(db, allowed_hosts=["localhost"])
+    try:
+        client = app.test_client()
+        for page in ["/", "/tokenizer?ref=other@1", *pages]:
+            response = client.get(page, headers={"Host": "localhost"})
+            assert response.status_code < 500, (page, response.status_code)
+            if page in pages:
+                assert response.status_code == 404 and column in response.get_data(as_text=True), page
+    finally:
+        close_app(app)

@@ -1184,7 +1184,7 @@ class ModelStore:
         only those of tokenizer ``ref``, of the file with content ``sha256``, of Rényi order
         ``alpha``, when given. TokenizerNotFoundError for a ``ref`` not stored."""
         e, t = schema.evaluations, schema.tokenizers
-        query = select(e, t.c.name, t.c.version).select_from(e.join(t, e.c.tokenizer_id == t.c.id))
+        query = select(*_evaluation_columns(), t.c.name, t.c.version).select_from(e.join(t, e.c.tokenizer_id == t.c.id))
         if sha256 is not None:
             query = query.where(e.c.sha256 == sha256)
         if alpha is not None:
@@ -1195,12 +1195,20 @@ class ModelStore:
             rows = connection.execute(query.order_by(t.c.name, t.c.version, e.c.label, e.c.id)).all()
         return [self._evaluation(row) for row in rows]
 
-    @staticmethod
-    def _evaluation(row: Any) -> Evaluation:
-        return Evaluation(
-            ref=f"{row.name}@{row.version}", created_at=row.created_at.replace(tzinfo=timezone.utc),
-            **{name: getattr(row, name) for name in _EVALUATION_VALUES},
-        )
+    def _evaluation(self, row: Any) -> Evaluation:
+        """An ``evaluations`` row (with its tokenizer's name and version), each column read as the
+        type it promises (else DamagedStoreError naming it)."""
+        where = Row(self.location, f"{row.name}@{row.version}", "evaluations", f"id {row.id}")
+        values: dict[str, Any] = {}
+        for name in _EVALUATION_VALUES:
+            value = getattr(row, name)
+            if name in ("sha256", "label", "path"):
+                values[name] = where.text(name, value)
+            elif name in ("alpha",) or name in _EVALUATION_RATES:
+                values[name] = where.number(name, value, nullable=name != "alpha")
+            else:
+                values[name] = where.integer(name, value)
+        return Evaluation(ref=f"{row.name}@{row.version}", created_at=where.moment("created_at", row.created_at), **values)
 
     def save_evaluation(self, evaluation: Evaluation, *, replace: bool = False) -> Evaluation:
         """Keep ``evaluation`` (of the stored tokenizer ``evaluation.ref``) and return it as stored.
@@ -1215,7 +1223,7 @@ class ModelStore:
                 connection.execute(delete(e).where(*same))
             elif connection.execute(select(e.c.id).where(*same)).first() is not None:
                 existing = connection.execute(
-                    select(e, schema.tokenizers.c.name, schema.tokenizers.c.version)
+                    select(*_evaluation_columns(), schema.tokenizers.c.name, schema.tokenizers.c.version)
                     .select_from(e.join(schema.tokenizers, e.c.tokenizer_id == schema.tokenizers.c.id))
                     .where(*same)
                 ).one()
@@ -1281,6 +1289,14 @@ _EVALUATION_VALUES = (
     "bytes_per_token", "characters_per_token", "fertility", "renyi_efficiency", "vocab_used", "single_token_word_rate",
 )
 """The columns of ``evaluations`` that an :class:`Evaluation` gives as they are."""
+
+_EVALUATION_RATES = ("bytes_per_token", "characters_per_token", "fertility", "renyi_efficiency", "vocab_used", "single_token_word_rate")
+
+
+def _evaluation_columns() -> builtins.list[Any]:
+    """The columns of ``evaluations``, ``created_at`` as stored (unprocessed: a value that is not
+    a moment is named by :meth:`ModelStore._evaluation`, not a TypeError in SQLAlchemy)."""
+    return [type_coerce(column, NullType()).label("created_at") if column.name == "created_at" else column for column in schema.evaluations.c]
 
 
 @dataclass(frozen=True)
