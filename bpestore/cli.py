@@ -942,9 +942,10 @@ def list_(as_json: bool, wide: bool, db: str) -> None:
 @_db_option
 def check(as_json: bool, db: str) -> None:
     """Check the store --db names: SQLite's integrity check, that its schema revision matches
-    its tables, every tokenizer's row, vocab and merges (and its packed copy against them), and
-    every corpus's row against its stored counts. One line per problem; exit status 1 when there
-    is any, 0 when the store is sound. Writes nothing.
+    its tables, every column of every table against the strict schema's types and JSON shapes,
+    every tokenizer's row, vocab and merges (and its packed copy against them), and every
+    corpus's row against its stored counts. One line per problem; exit status 1 when there is
+    any, 0 when the store is sound. Writes nothing.
 
     \b
     Example:

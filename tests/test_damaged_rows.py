@@ -131,17 +131,28 @@ def test_a_name_that_is_not_utf8_is_named_not_internal_error(clean_store, tmp_pa
     assert shown.exit_code == 1 and "Internal error" not in shown.stderr, shown.stderr
 
 
-def test_check_finds_nothing_in_a_sound_store(clean_store):
-    result = invoke("check", "--db", clean_store)
+def test_check_finds_nothing_in_a_sound_store(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT)
+    db = tmp_path / "sound.db"
+    ok(invoke("train", corpus, "--name", "en", "--vocab-size", "280", "--db", db))
+    result = invoke("check", "--db", db)
     assert result.exit_code == 0, result.stdout
-    assert json.loads(ok(invoke("check", "--json", "--db", clean_store))) == []
+    assert json.loads(ok(invoke("check", "--json", "--db", db))) == []
+
+
+def test_check_says_once_that_the_tables_of_a_store_at_head_are_not_strict(clean_store):
+    result = invoke("check", "--json", "--db", clean_store)
+    assert result.exit_code == 1
+    (problem,) = json.loads(result.stdout)  # and nothing else: its rows are sound
+    assert problem["where"] == "store" and "STRICT" in problem["message"] and "0013" in problem["message"]
 
 
 def test_check_compares_a_corpus_row_with_its_stored_counts(clean_store, tmp_path):
     db = edited(clean_store, tmp_path, "UPDATE corpora SET total_pretokens = 3")
     result = invoke("check", "--json", "--db", db)
     assert result.exit_code == 1
-    problems = json.loads(result.stdout)
+    problems = [problem for problem in json.loads(result.stdout) if "STRICT" not in problem["message"]]  # (the loosened tables' line)
     assert problems and all(problem["where"].startswith("corpus ") for problem in problems)
     assert "3 in all" in problems[0]["message"]
 
@@ -165,18 +176,52 @@ def test_a_recorded_revision_older_than_the_tables_is_named_before_any_migration
     result = invoke(*command, "--db", db, input="x")
     assert result.exit_code == 1, result.stderr + result.stdout
     text = result.stderr + result.stdout
-    assert "'0003'" in text and "do not match" in text and "rolled back" in text and "Internal error" not in text
+    assert "'0003'" in text and "do not match" in text and "'0011'" in text and "no upgrade was started" in text
+    assert "Internal error" not in text
     assert dump(db) == before  # nothing migrated, nothing deleted
 
 
 def test_tables_that_do_not_fit_the_recorded_revision_roll_the_upgrade_back(clean_store, tmp_path):
-    db = edited(clean_store, tmp_path, "UPDATE alembic_version SET version_num = '0010'", "DROP TABLE warm_caches",
-                "CREATE TABLE warm_caches (x)")
+    # (0010 adds tokenizers.added_tokens, which these tables have already: the upgrade fails there, after 0009's steps)
+    db = edited(clean_store, tmp_path, "UPDATE alembic_version SET version_num = '0009'", "DROP TABLE warm_caches")
+    before = dump(db)
     result = invoke("list", "--db", db)
     assert result.exit_code == 1
-    assert "'0010'" in result.stderr and "rolled back" in result.stderr and "Internal error" not in result.stderr
+    assert "'0009'" in result.stderr and "rolled back" in result.stderr and "Internal error" not in result.stderr
+    assert dump(db) == before
+
+
+def test_strict_tables_under_a_revision_before_they_were_strict_are_named_before_any_migration(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT)
+    db = tmp_path / "edited.db"
+    ok(invoke("train", corpus, "--name", "en", "--vocab-size", "280", "--db", db))
     with sqlite3.connect(db) as connection:
-        assert connection.execute("SELECT version_num FROM alembic_version").fetchone() == ("0010",)
+        connection.execute("UPDATE alembic_version SET version_num = '0012'")
+    connection.close()
+    before = dump(db)
+    result = invoke("show", "en", "--db", db)
+    assert result.exit_code == 1 and "'0012'" in result.stderr and "STRICT" in result.stderr and "'0013'" in result.stderr
+    assert dump(db) == before
+
+
+def test_the_revision_that_made_each_table_is_the_migrations_own():
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from bpestore.store.migrate import TABLES_SINCE, _alembic_config, known_revisions
+
+    engine = create_engine("sqlite://")
+    made: dict[str, str] = {}
+    with engine.connect() as connection:
+        for revision in sorted(known_revisions()):
+            with connection.begin():
+                command.upgrade(_alembic_config(connection), revision)
+            for table in connection.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'").scalars():
+                made.setdefault(table, revision)
+            connection.commit()
+    engine.dispose()
+    assert {table: since for table, since in made.items() if since != "0001" and table != "alembic_version"} == TABLES_SINCE
 
 
 def test_check_reports_a_corrupt_file_in_lines_not_a_traceback(tmp_path):

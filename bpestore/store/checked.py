@@ -105,16 +105,26 @@ def _shape(parsed: object) -> str:
     return f"JSON {shown if len(shown) <= 40 else shown[:37] + '...'}"
 
 
-def checked_vocab_rows(rows: Sequence[tuple[Any, Any]], location: str, ref: str) -> Sequence[tuple[int, bytes]]:
-    """``vocab`` rows ``(token_id, token)``, each an integer and a blob, else DamagedStoreError."""
+def checked_vocab_rows(
+    rows: Sequence[tuple[Any, Any]], location: str, ref: str, tokenizer_id: object = None, vocab_size: object = None
+) -> Sequence[tuple[int, bytes]]:
+    """``vocab`` rows ``(token_id, token)``, each an integer and a blob, else DamagedStoreError;
+    given the tokenizer's ``vocab_size`` (its ``tokenizers`` row's), as many rows as it says: a
+    row whose ``tokenizer_id`` was changed by hand is missing from them, and the model made from
+    the rest would fail far from here (a byte-level vocab lacking a byte)."""
     if all(type(token_id) is int and type(token) is bytes for token_id, token in rows):
+        if type(vocab_size) is int and len(rows) != vocab_size:
+            raise DamagedStoreError(
+                f"{location}: {ref} is damaged: vocab holds {len(rows)} rows with vocab.tokenizer_id {tokenizer_id!r}, "
+                f"its row's tokenizers.vocab_size says {vocab_size}"
+            )
         return rows
     for token_id, token in rows:
         row = Row(location, ref, "vocab", f"token_id {token_id!r}")
         row.integer("token_id", token_id)
         if type(token) is not bytes:
             raise row.damaged("token", f"holds {described(token)}, not a blob")
-    return rows
+    return checked_vocab_rows([(int(i), bytes(t)) for i, t in rows], location, ref, tokenizer_id, vocab_size)
 
 
 def checked_merge_rows(rows: Iterable[tuple[Any, Any]], location: str, ref: str) -> list[tuple[bytes, bytes]]:

@@ -48,8 +48,8 @@ from ..errors import (
 )
 from ..model import BPEModel
 from ..pretokenize.patterns import name_of_pattern
-from .checked import Row, checked_merge_rows, checked_vocab_rows
-from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, model_from_rows, pipeline_from_json, pipeline_json, pipeline_lines
+from .checked import Row, checked_merge_rows, checked_vocab_rows, described
+from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, checked_warm, model_from_rows, pipeline_from_json, pipeline_json, pipeline_lines
 from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
 from ..progress import progress_bar
@@ -311,7 +311,7 @@ def _sqlite_error(location: str, error: sqlite3.Error, writing: bool) -> StoreEr
     if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
         return DamagedStoreError(f"{location} is damaged or not a database: {error}")
     if name == "SQLITE_CONSTRAINT_TRIGGER":  # RAISE() in a trigger someone added to the store
-        return StoreError(f"{location}: a trigger refused the write: {error}; it was rolled back, nothing was written")
+        return StoreError(f"{location}: a trigger refused the write: {error}; that write was rolled back")
     return None
 
 
@@ -569,7 +569,7 @@ class ModelStore:
                 raise self._lock_timeout_error(waiting_since) from None
             if getattr(error.orig, "sqlstate", None) == "P0001":  # raise_exception: a trigger's RAISE (PostgreSQL)
                 reason = (str(error.orig).strip().splitlines() or ["raised"])[0]
-                raise StoreError(f"{self.location}: a trigger refused the write: {reason}; it was rolled back, nothing was written") from None
+                raise StoreError(f"{self.location}: a trigger refused the write: {reason}; that write was rolled back") from None
             if getattr(error.orig, "sqlstate", None) == "42501":  # insufficient_privilege (PostgreSQL)
                 reason = (str(error.orig).strip().splitlines() or ["permission denied"])[0]
                 raise ReadOnlyStoreError(f"cannot write to {self.location}: the server's user may not ({reason}); nothing was written") from None
@@ -667,6 +667,9 @@ class ModelStore:
                 raise TokenizerNotFoundError(f"{name!r} has no version {version} (versions: {', '.join(map(str, versions))})")
         names = connection.execute(select(t.c.name).distinct().order_by(t.c.name)).scalars().all()
         known = ", ".join(map(str, names)) if names else "none: the store is empty"  # (str: a damaged name is shown as bytes)
+        if not all(isinstance(found, str) for found in names):  # a name edited by hand into a blob or a number
+            damaged = next(found for found in names if not isinstance(found, str))
+            known += f"; tokenizers.name holds {described(damaged)} in a damaged row, not text"
         raise TokenizerNotFoundError(f"no tokenizer named {name!r} in {self.location} (names: {known})")
 
     def _info(self, connection: Connection, row: Any) -> TokenizerInfo:
@@ -746,7 +749,9 @@ class ModelStore:
             if packed is not None:  # the packed copy (bpestore/store/packed.py), else the rows
                 return unpack(packed, row.vocab_size, f"{row.name}@{row.version}", self.location)
             ref = f"{row.name}@{row.version}"
-            vocab = checked_vocab_rows(connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall(), self.location, ref)
+            vocab = checked_vocab_rows(
+                connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall(), self.location, ref, tokenizer_id, row.vocab_size
+            )
             return vocab, checked_merge_rows(connection.exec_driver_sql(MERGES_SQL, (tokenizer_id,)).fetchall(), self.location, ref)
         packed = connection.execute(select(schema.packed_models.c.data).where(schema.packed_models.c.tokenizer_id == tokenizer_id)).scalar()
         if packed is not None:
@@ -842,6 +847,9 @@ class ModelStore:
         # Versions are never reused, even after deletions: a ref always means one tokenizer.
         last = connection.execute(select(names.c.last_version).where(names.c.name == name)).scalar()
         existing = connection.execute(select(func.max(t.c.version)).where(t.c.name == name)).scalar()
+        # (a version edited by hand into text, in a table that is not STRICT, is named here, not compared with a number)
+        Row(self.location, name, "tokenizer_names", f"name {name!r}").integer("last_version", last, nullable=True)
+        Row(self.location, name, "tokenizers", f"the latest version of {name!r}").integer("version", existing, nullable=True)
         version = max(last or 0, existing or 0) + 1
         if last is None:
             connection.execute(insert(names).values(name=name, last_version=version))
@@ -897,14 +905,15 @@ class ModelStore:
         """The warm table of the stored tokenizer ``ref``, or None; ``data=False`` leaves its
         bytes out (``b""``): what ``show`` tells needs only the rest."""
         w = schema.warm_caches
-        columns = [w.c.fingerprint, w.c.entries, w.c.source, w.c.created_at] + ([w.c.data] if data else [])
+        # (created_at as stored, unprocessed: a value that is not a moment is named, not a TypeError in SQLAlchemy)
+        columns = [w.c.fingerprint, w.c.entries, w.c.source, type_coerce(w.c.created_at, NullType()).label("created_at")]
         with self._transaction() as connection:
-            tokenizer_id = self._resolve(connection, ref).id
-            row = connection.execute(select(*columns).where(w.c.tokenizer_id == tokenizer_id)).first()
+            found = self._resolve(connection, ref)
+            row = connection.execute(select(*columns, *([w.c.data] if data else [])).where(w.c.tokenizer_id == found.id)).first()
         if row is None:
             return None
-        created = row.created_at.replace(tzinfo=timezone.utc) if row.created_at is not None else None
-        return StoredWarm(row.fingerprint, row.entries, row.source, bytes(row.data) if data else b"", created)
+        where = Row(self.location, f"{found.name}@{found.version}", "warm_caches", f"tokenizer_id {found.id}")
+        return checked_warm(row.fingerprint, row.entries, row.source, row.data if data else None, row.created_at, where, with_data=data)
 
     def delete_warm(self, ref: str) -> bool:
         """Delete the warm table of the stored tokenizer ``ref``; whether it had one."""
@@ -1175,7 +1184,7 @@ class ModelStore:
         only those of tokenizer ``ref``, of the file with content ``sha256``, of Rényi order
         ``alpha``, when given. TokenizerNotFoundError for a ``ref`` not stored."""
         e, t = schema.evaluations, schema.tokenizers
-        query = select(e, t.c.name, t.c.version).select_from(e.join(t, e.c.tokenizer_id == t.c.id))
+        query = select(*_evaluation_columns(), t.c.name, t.c.version).select_from(e.join(t, e.c.tokenizer_id == t.c.id))
         if sha256 is not None:
             query = query.where(e.c.sha256 == sha256)
         if alpha is not None:
@@ -1186,12 +1195,20 @@ class ModelStore:
             rows = connection.execute(query.order_by(t.c.name, t.c.version, e.c.label, e.c.id)).all()
         return [self._evaluation(row) for row in rows]
 
-    @staticmethod
-    def _evaluation(row: Any) -> Evaluation:
-        return Evaluation(
-            ref=f"{row.name}@{row.version}", created_at=row.created_at.replace(tzinfo=timezone.utc),
-            **{name: getattr(row, name) for name in _EVALUATION_VALUES},
-        )
+    def _evaluation(self, row: Any) -> Evaluation:
+        """An ``evaluations`` row (with its tokenizer's name and version), each column read as the
+        type it promises (else DamagedStoreError naming it)."""
+        where = Row(self.location, f"{row.name}@{row.version}", "evaluations", f"id {row.id}")
+        values: dict[str, Any] = {}
+        for name in _EVALUATION_VALUES:
+            value = getattr(row, name)
+            if name in ("sha256", "label", "path"):
+                values[name] = where.text(name, value)
+            elif name in ("alpha",) or name in _EVALUATION_RATES:
+                values[name] = where.number(name, value, nullable=name != "alpha")
+            else:
+                values[name] = where.integer(name, value)
+        return Evaluation(ref=f"{row.name}@{row.version}", created_at=where.moment("created_at", row.created_at), **values)
 
     def save_evaluation(self, evaluation: Evaluation, *, replace: bool = False) -> Evaluation:
         """Keep ``evaluation`` (of the stored tokenizer ``evaluation.ref``) and return it as stored.
@@ -1206,7 +1223,7 @@ class ModelStore:
                 connection.execute(delete(e).where(*same))
             elif connection.execute(select(e.c.id).where(*same)).first() is not None:
                 existing = connection.execute(
-                    select(e, schema.tokenizers.c.name, schema.tokenizers.c.version)
+                    select(*_evaluation_columns(), schema.tokenizers.c.name, schema.tokenizers.c.version)
                     .select_from(e.join(schema.tokenizers, e.c.tokenizer_id == schema.tokenizers.c.id))
                     .where(*same)
                 ).one()
@@ -1272,6 +1289,14 @@ _EVALUATION_VALUES = (
     "bytes_per_token", "characters_per_token", "fertility", "renyi_efficiency", "vocab_used", "single_token_word_rate",
 )
 """The columns of ``evaluations`` that an :class:`Evaluation` gives as they are."""
+
+_EVALUATION_RATES = ("bytes_per_token", "characters_per_token", "fertility", "renyi_efficiency", "vocab_used", "single_token_word_rate")
+
+
+def _evaluation_columns() -> builtins.list[Any]:
+    """The columns of ``evaluations``, ``created_at`` as stored (unprocessed: a value that is not
+    a moment is named by :meth:`ModelStore._evaluation`, not a TypeError in SQLAlchemy)."""
+    return [type_coerce(column, NullType()).label("created_at") if column.name == "created_at" else column for column in schema.evaluations.c]
 
 
 @dataclass(frozen=True)

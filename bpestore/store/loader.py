@@ -26,7 +26,7 @@ from ..model import BPEModel
 from .checked import Row, checked_merge_rows, checked_vocab_rows
 from .refs import parse_ref
 from .packed import unpack
-from .rows import MERGES_SQL, VOCAB_SQL, WARM_SQL, StoredWarm, model_from_rows
+from .rows import MERGES_SQL, VOCAB_SQL, WARM_SQL, StoredWarm, checked_warm, model_from_rows
 from .schema_revision import is_current
 from .sqlite_uri import connect_sqlite
 
@@ -150,7 +150,9 @@ def _read_current_sqlite(
         merge_rows: Iterable[tuple[bytes, bytes]]
         if packed is None:  # saved without a packed copy, or its rows changed since
             ref_found = f"{name}@{found_version}"
-            vocab_rows = checked_vocab_rows(connection.execute(VOCAB_SQL, (tokenizer_id,)).fetchall(), location, ref_found)
+            vocab_rows = checked_vocab_rows(
+                connection.execute(VOCAB_SQL, (tokenizer_id,)).fetchall(), location, ref_found, tokenizer_id, vocab_size
+            )
             merge_rows = checked_merge_rows(connection.execute(MERGES_SQL, (tokenizer_id,)).fetchall(), location, ref_found)
         warm_row = connection.execute(WARM_SQL, (tokenizer_id,)).fetchone() if warm else None
     except sqlite3.Error:
@@ -170,4 +172,5 @@ def _read_current_sqlite(
     if warm_row is None:
         return model, None
     fingerprint, entries, source, data = warm_row
-    return model, StoredWarm(str(fingerprint), int(entries), str(source), bytes(data))
+    where = Row(location, f"{name}@{found_version}", "warm_caches", f"tokenizer_id {tokenizer_id}")
+    return model, checked_warm(fingerprint, entries, source, data, None, where)

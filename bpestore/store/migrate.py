@@ -34,6 +34,14 @@ if TYPE_CHECKING:
 
 BPESTORE_TABLES = frozenset({"corpora", "pretoken_counts", "tokenizers", "vocab", "merges"})
 
+TABLES_SINCE = {"tokenizer_names": "0002", "packed_models": "0004", "packed_counts": "0008", "corpus_files": "0008",
+                "evaluations": "0009", "warm_caches": "0011"}
+"""The revision that made each table that 0001 did not (a test checks it against the migrations):
+a store recorded at an older revision that has one has another store's tables under its record."""
+
+STRICT_SINCE = "0013"
+"""The revision from which bpestore's SQLite tables are STRICT."""
+
 
 def migrations_dir() -> Path:
     """The alembic environment, which lives inside the package (a checkout and a wheel alike)."""
@@ -85,6 +93,8 @@ class DatabaseContents:
     """The rows of ``alembic_version`` (empty if there is no such table)."""
     columns: dict[str, frozenset[str]]
     """The columns of each of bpestore's tables that exists as a table."""
+    strict: frozenset[str] = frozenset()
+    """The tables that are STRICT (SQLite >= 3.37)."""
 
 
 def sqlite_file_state(path: Path, busy_timeout: float = 5.0) -> str:
@@ -159,7 +169,14 @@ def _sqlite_contents(connection: sqlite3.Connection) -> DatabaseContents:
         table: frozenset(row[1] for row in connection.execute("SELECT * FROM pragma_table_info(?)", (table,)))
         for table in tables & set(schema.metadata.tables)
     }
-    return DatabaseContents(tables, views, revisions, columns)
+    return DatabaseContents(tables, views, revisions, columns, _strict_tables(connection))
+
+
+def _strict_tables(connection: sqlite3.Connection) -> frozenset[str]:
+    try:
+        return frozenset(name for name, strict in connection.execute("SELECT name, strict FROM pragma_table_list WHERE schema = 'main'") if strict)
+    except sqlite3.Error:  # SQLite < 3.37: no STRICT tables
+        return frozenset()
 
 
 def _inspected_contents(connection: Connection) -> DatabaseContents:
@@ -172,7 +189,12 @@ def _inspected_contents(connection: Connection) -> DatabaseContents:
     columns = {
         table: frozenset(column["name"] for column in inspector.get_columns(table)) for table in tables & set(schema.metadata.tables)
     }
-    return DatabaseContents(tables, views, revisions, columns)
+    strict: frozenset[str] = frozenset()
+    if connection.dialect.name == "sqlite":
+        driver = connection.connection.driver_connection
+        if isinstance(driver, sqlite3.Connection):
+            strict = _strict_tables(driver)
+    return DatabaseContents(tables, views, revisions, columns, strict)
 
 
 def _listed(names: Iterable[str]) -> str:
@@ -213,6 +235,22 @@ def classify(where: str, contents: DatabaseContents) -> str:
             f"{where} is not a bpestore database (its alembic revision {revision!r} is unknown and it lacks bpestore's "
             f"tables: {_listed(BPESTORE_TABLES - tables)})"
         )
+    if not current:
+        # Tables newer than the record (a newer store's tables under an older revision, restored or
+        # edited by hand): migrating would fail halfway through, or redo what is done. Said before
+        # any migration starts.
+        if newer := sorted(table for table in tables if TABLES_SINCE.get(table, "0000") > str(revision)):
+            raise DamagedStoreError(
+                f"{where}: its tables do not match its recorded schema revision {revision!r}: it has tables that later "
+                f"revisions made, up to {max(TABLES_SINCE[table] for table in newer)!r} ({_listed(newer)}); nothing was changed "
+                "(no upgrade was started)"
+            )
+        if str(revision) < STRICT_SINCE and (strict := sorted(contents.strict & set(schema.metadata.tables))):
+            raise DamagedStoreError(
+                f"{where}: its tables do not match its recorded schema revision {revision!r}: {_listed(strict)} "
+                f"{'is' if len(strict) == 1 else 'are'} STRICT, as revision {STRICT_SINCE!r} made them; nothing was changed "
+                "(no upgrade was started)"
+            )
     required = set(schema.metadata.tables) if current else BPESTORE_TABLES
     if views := sorted(required & contents.views):
         raise DamagedStoreError(f"{where} is a damaged bpestore database: {_listed(views)} should be a table, not a view")

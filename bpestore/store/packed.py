@@ -20,7 +20,8 @@ import gc
 from collections.abc import Mapping, Sequence
 
 from ..engine import pack_model, unpack_model
-from ..errors import StoreError
+from ..errors import DamagedStoreError
+from .checked import described
 
 PACKED_SQL = "SELECT data FROM packed_models WHERE tokenizer_id = ?"
 
@@ -37,6 +38,8 @@ def unpack(data: bytes, vocab_size: int, ref: str, location: str) -> tuple[dict[
     the copy is not well formed or does not hold that many tokens."""
     # The 150,000 objects made are acyclic: the cyclic collector's passes over them while they
     # are made (a third of the time, in a fresh process) find nothing.
+    if not isinstance(data, bytes):  # text or a number, written by hand into a table that is not STRICT
+        raise damaged(ref, location, f"it holds {described(data)}, not a blob")
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -51,9 +54,9 @@ def unpack(data: bytes, vocab_size: int, ref: str, location: str) -> tuple[dict[
     return vocab, merges
 
 
-def damaged(ref: str, location: str, reason: str) -> StoreError:
-    """The error for a packed copy that cannot be used."""
-    return StoreError(
-        f"{location}: the packed copy of {ref}'s vocab and merges cannot be used ({reason}); "
+def damaged(ref: str, location: str, reason: str) -> DamagedStoreError:
+    """The error for a packed copy that cannot be used: it names the column, packed_models.data."""
+    return DamagedStoreError(
+        f"{location}: {ref} is damaged: packed_models.data, the packed copy of {ref}'s vocab and merges, cannot be used ({reason}); "
         "deleting its row from the table packed_models makes bpestore read the vocab and merges rows instead"
     )

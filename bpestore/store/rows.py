@@ -11,11 +11,11 @@ from typing import Any, cast
 
 from ..decoder import Decoder, DecoderError
 from ..errors import DamagedStoreError
-from ..model import BPEModel, MergeRule
+from ..model import BPEModel, MergeRule, check_pattern
 from ..normalizer import Normalizer, NormalizerError
 from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError
-from .checked import Row
+from .checked import Row, described
 
 @dataclass(frozen=True)
 class StoredWarm:
@@ -31,6 +31,20 @@ class StoredWarm:
 
 
 WARM_SQL = "SELECT fingerprint, entries, source, data FROM warm_caches WHERE tokenizer_id = ?"
+
+
+def checked_warm(
+    fingerprint: object, entries: object, source: object, data: object, created_at: object, row: Row, *, with_data: bool = True
+) -> StoredWarm:
+    """A ``warm_caches`` row read as the types its columns promise (``row``: where it is, in
+    ``warm_caches``); DamagedStoreError naming the column otherwise."""
+    blob = b""
+    if with_data:
+        if not isinstance(data, (bytes, memoryview)):
+            raise row.damaged("data", f"holds {described(data)}, not a blob")
+        blob = bytes(data)
+    created = None if created_at is None else row.moment("created_at", created_at)
+    return StoredWarm(row.text("fingerprint", fingerprint), row.integer("entries", entries), row.text("source", source), blob, created)
 VOCAB_SQL = "SELECT token_id, token FROM vocab WHERE tokenizer_id = ?"
 MERGES_SQL = 'SELECT "left", "right" FROM merges WHERE tokenizer_id = ? ORDER BY rank'
 
@@ -59,6 +73,10 @@ def model_from_rows(
     try:
         return BPEModel.stored(dict(vocab_rows), merge_rows, specials, pattern, rule, added, **pipeline)
     except (ValueError, TypeError) as error:
+        try:  # (asked only once the model is refused: is the pattern the reason? then the column is named)
+            check_pattern(pattern)
+        except ValueError:
+            raise row.damaged("pattern", f"cannot be used: {error}") from None
         raise DamagedStoreError(f"{ref} in {location} cannot be used: {error}") from None
 
 

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,16 +28,18 @@ from sqlalchemy.pool import QueuePool
 from ..encode.tokenizer import Tokenizer
 from ..errors import StoreError, StoreNotFoundError
 from ..store import schema
+from ..store.checked import Row, described
 from ..store.database import ModelStore, TokenizerInfo
 from ..store.loader import load_model
 from ..store.migrate import check_sqlite_file
 from ..store.schema_revision import is_current
-from ..store.sqlite_uri import read_only_reason, sqlite_uri
+from ..store.sqlite_uri import read_only_reason, sqlite_uri, text_or_raw_bytes
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 _T = TypeVar("_T")
+_R = TypeVar("_R", bound=Sequence[Any])
 
 # Tokenizers kept loaded (GPT-2's takes about 0.2 s to load and some tens of MB to keep).
 _KEPT_TOKENIZERS = 8
@@ -163,7 +165,7 @@ class ReadOnlyStore(ModelStore):
         # next through the pool; no two threads ever hold it at once.
         self.engine = create_engine(
             "sqlite://",
-            creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False),
+            creator=lambda: _connected(uri),
             poolclass=QueuePool,
             pool_size=_POOLED_CONNECTIONS,
             max_overflow=_POOLED_CONNECTIONS,
@@ -284,7 +286,7 @@ class Explorer:
             rows = connection.execute(
                 select(v.c.token_id, v.c.token, v.c.kind).where(*conditions).order_by(v.c.token_id).offset(offset).limit(limit)
             ).all()
-        return total, [VocabRow(*row) for row in rows]
+        return total, [VocabRow(*row) for row in _checked_vocab(rows, self.store.location, info)]
 
     def merges_page(
         self, info: TokenizerInfo, *, text: str = "", rank: int | None = None, offset: int = 0, limit: int = 100,
@@ -304,7 +306,7 @@ class Explorer:
                 count = select(func.count()).select_from(joined).where(*mine, found)
             total = connection.execute(count).scalar_one()
             rows = connection.execute(query.order_by(m.c.rank).offset(offset).limit(limit)).all()
-        return total, [MergeRow(*row) for row in rows]
+        return total, [MergeRow(*row) for row in _checked_merges(rows, self.store.location, info)]
 
     def longest_tokens(self, info: TokenizerInfo, count: int = 20) -> builtins.list[VocabRow]:
         v = schema.vocab
@@ -315,7 +317,7 @@ class Explorer:
                 .order_by(func.length(v.c.token).desc(), v.c.token_id)
                 .limit(count)
             ).all()
-        return [VocabRow(*row) for row in rows]
+        return [VocabRow(*row) for row in _checked_vocab(rows, self.store.location, info)]
 
     def kinds_and_lengths(self, info: TokenizerInfo) -> tuple[dict[str, int], dict[int, int]]:
         """How many tokens of each kind, and how many non-special tokens of each length in bytes."""
@@ -355,7 +357,10 @@ class Explorer:
                 ).all()
             counts, unreadable = [], 0
             for pretoken, count in rows:
-                pretoken = bytes(pretoken)
+                where = Row(self.store.location, "", "pretoken_counts", f"corpus_id {corpus.id}, pretoken {pretoken!r}")
+                if not isinstance(pretoken, bytes):
+                    raise where.damaged("pretoken", f"holds {described(pretoken)}, not a blob")
+                where.integer("count", count)
                 try:
                     pretoken.decode("utf-8")
                 except UnicodeDecodeError:
@@ -379,6 +384,35 @@ class Explorer:
             while len(self._corpora) > _KEPT_CORPORA:
                 self._corpora.popitem(last=False)
         return found
+
+
+def _connected(uri: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    connection.text_factory = text_or_raw_bytes  # text that is not UTF-8: named by the reads' checks, as the store's own connections do
+    return connection
+
+
+def _checked_vocab(rows: Sequence[_R], location: str, info: TokenizerInfo) -> Sequence[_R]:
+    """``vocab`` rows ``(token_id, token, kind)`` as their columns promise, else DamagedStoreError."""
+    for token_id, token, kind in rows:
+        where = Row(location, info.ref, "vocab", f"token_id {token_id!r}")
+        where.integer("token_id", token_id)
+        if not isinstance(token, bytes):
+            raise where.damaged("token", f"holds {described(token)}, not a blob")
+        where.text("kind", kind)
+    return rows
+
+
+def _checked_merges(rows: Sequence[_R], location: str, info: TokenizerInfo) -> Sequence[_R]:
+    """``merges`` rows ``(rank, left, right, result_id)`` as their columns promise, else DamagedStoreError."""
+    for rank, left, right, result_id in rows:
+        where = Row(location, info.ref, "merges", f"rank {rank!r}")
+        where.integer("rank", rank)
+        for column, value in (("left", left), ("right", right)):
+            if not isinstance(value, bytes):
+                raise where.damaged(column, f"holds {described(value)}, not a blob")
+        where.integer("result_id", result_id)
+    return rows
 
 
 def _read_only_transaction(connection: Connection) -> None:
