@@ -16,6 +16,7 @@ mod bpe;
 mod cache;
 mod dropout;
 mod file;
+mod mix;
 mod normalize;
 mod offsets;
 pub mod packed;
@@ -1135,7 +1136,7 @@ impl Encoder {
                     cache::short_key(&text[start..start + len]).unwrap_or(0) // (never empty)
                 };
                 words[0] = key;
-                *hash = cache::mix(key);
+                *hash = mix::mix(key);
                 if let Some(warm_short) = warm_short {
                     warm_short.prefetch(*hash);
                 }

@@ -24,7 +24,8 @@
 //! their next refused insert.
 
 use crate::bpe::TokenId;
-use crate::cache::{emit_inline, mix, SlotsAt, INLINE_IDS};
+use crate::cache::{emit_inline, SlotsAt, INLINE_IDS};
+use crate::mix::mix;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 

@@ -348,7 +348,7 @@ impl SmallIds {
     }
 
     fn place(&mut self, key: u128, id: TokenId) {
-        let hash = crate::cache::mix(key);
+        let hash = crate::mix::mix(key);
         let (word, bit) = self.filter_bit(hash);
         self.filter[word] |= bit;
         let mask = self.slots.len() - 1;
@@ -373,7 +373,7 @@ impl SmallIds {
     /// The id of the token whose packed key is `key` (1 to [`SMALL_TOKEN`] bytes).
     #[inline(always)]
     fn get(&self, key: u128) -> Option<TokenId> {
-        let hash = crate::cache::mix(key);
+        let hash = crate::mix::mix(key);
         let (word, bit) = self.filter_bit(hash);
         if self.filter[word] & bit == 0 {
             return None;
