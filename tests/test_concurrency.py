@@ -29,7 +29,11 @@ from bpestore.errors import StoreError
 from postgres import fresh_database
 
 # The slow tier (python3 -m pytest -m 'not slow' leaves it out): a server under bursts.
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # (small corpora trained many times over: their short vocabularies are not the subject here)
+    pytest.mark.filterwarnings("ignore::bpestore.train.trainer.VocabSizeNotReachedWarning"),
+]
 
 ENDOFTEXT = "<|endoftext|>"
 BURST = 200

@@ -617,7 +617,7 @@ def test_a_store_at_another_revision_is_refused_not_upgraded(tmp_path):
         connection.execute("UPDATE alembic_version SET version_num = '0001'")
     connection.close()
     before = sha256(db)
-    with pytest.raises(StoreError, match="another schema revision"):
+    with pytest.raises(StoreError, match="do not match its recorded schema revision '0001'"):
         create_app(db)
     assert sha256(db) == before
 
