@@ -132,14 +132,23 @@ def test_llama3_post_processor_is_kept_and_applied_on_request():
 def test_truncation_padding_and_post_processor_are_warned_of(tmp_path):
     source = json.loads(real_file("olmo2-dolma2").read_text(encoding="utf-8"))
     source["truncation"] = {"direction": "Right", "max_length": 192, "strategy": "LongestFirst", "stride": 0}
-    source["padding"] = {"strategy": "BatchLongest", "direction": "Right", "pad_id": 0, "pad_token": "<|pad|>"}
+    source["padding"] = {"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0, "pad_type_id": 0, "pad_token": "<|pad|>"}
     source["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": True}
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(source), encoding="utf-8")
-    notes = formats.read("hf", path).notes
-    assert any(note.startswith("warning: truncation ") for note in notes), notes
+    imported = formats.read("hf", path)
+    notes = imported.notes
+    assert any(note.startswith("warning: truncation ") and "kept as a setting" in note for note in notes), notes
     assert any(note.startswith("warning: padding ") for note in notes), notes
     assert any("post_processor RobertaProcessing" in note and "<s>, </s>" in note for note in notes), notes
+    # kept, never dropped silently: written back on export, which HF reads to the same settings
+    assert imported.model.config["truncation"] == source["truncation"] and imported.model.config["padding"] == source["padding"]
+    out = tmp_path / "out.json"
+    Tokenizer.from_model(imported.model).export("hf", out)
+    written = tokenizers.Tokenizer.from_file(str(out))
+    original = tokenizers.Tokenizer.from_file(str(path))
+    assert written.truncation == original.truncation and written.padding == original.padding
+    assert written.truncation["max_length"] == 192
 
 
 # -- refused by name --------------------------------------------------------------------------------

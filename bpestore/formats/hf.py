@@ -10,7 +10,8 @@ is imported as a ``"token"``-rule model where the merges are tiktoken's rule mad
 normalizer (:mod:`bpestore.normalizer`), the post-processor (:mod:`bpestore.post_processor`,
 applied by ``encode(text, add_special_tokens=True)``) and the added tokens with their options
 (``lstrip``, ``rstrip``, ``single_word``, ``normalized``, ``special``) are kept; truncation and
-padding are not (a warning names each).
+padding are kept as settings (shown, written back on export) but not applied: bpestore encodes
+whole texts, unpadded (a warning says so).
 
 SentencePiece-style BPE (Llama-2, Mistral: ``byte_fallback``, merged from characters, spaces
 written as ``▁`` by the normalizer or a ``Metaspace`` pre-tokenizer) is imported as a second kind of
@@ -98,6 +99,8 @@ class HFTokenizer:
     """A SentencePiece-style BPE: merged from characters, bytes as the fallback."""
     decoder: Decoder | None = None
     """What the tokens' joined text goes through to give the text back (SentencePiece-style only)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The file's ``truncation`` and ``padding``, where set: kept, not applied."""
 
 
 def _describe(value: Any) -> str:
@@ -311,7 +314,10 @@ def _post_processor_of(data: dict[str, Any]) -> tuple[PostProcessor | None, list
                 )
     for setting in ("truncation", "padding"):
         if data.get(setting):
-            notes.append(f"warning: {setting} {json.dumps(data[setting])[:80]} is not kept: bpestore encodes whole texts, unpadded")
+            notes.append(
+                f"warning: {setting} {json.dumps(data[setting])[:80]} is kept as a setting (shown, written back on export) "
+                "but not applied: bpestore encodes whole texts, unpadded"
+            )
     return kept, notes
 
 
@@ -453,7 +459,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     return HFTokenizer(
         vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
         split_drops_uncovered, normalizer, normalized, post_processor, token_options, pre_tokenizer, data.get("pre_tokenizer"),
-        dropped_bytes, sentencepiece, decoder,
+        dropped_bytes, sentencepiece, decoder, {setting: data[setting] for setting in ("truncation", "padding") if data.get(setting)},
     )
 
 
@@ -557,10 +563,11 @@ def tokenizer_json(
     token_options: dict[str, frozenset[str]] | None = None,
     pre_tokenizer: PreTokenizer | None = None,
     dropped_bytes: frozenset[int] = frozenset(),
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with;
     ``added_ids``: the added tokens (ordinary, encoded whole), written as added tokens with
-    ``"special": false``."""
+    ``"special": false``; ``settings``: the ``truncation`` and ``padding`` an imported file had."""
     added_ids = added_ids or {}
     whole = {**special_ids, **added_ids}
     # A special token is written as its text (as GPT-2's vocab has "<|endoftext|>"), unless it is
@@ -594,8 +601,8 @@ def tokenizer_json(
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
     return {
         "version": "1.0",
-        "truncation": None,
-        "padding": None,
+        "truncation": (settings or {}).get("truncation"),
+        "padding": (settings or {}).get("padding"),
         "added_tokens": [
             {
                 "id": token_id, "content": text,
@@ -642,6 +649,7 @@ def read(path: str | os.PathLike[str]) -> Imported:
         config = config_of_folder(folder)
         path = folder / "tokenizer.json"
     document = read_tokenizer_json(path)
+    config = {**config, **document.settings}
     if document.split_at is not None:
         try:
             _check_split_covers(path, document.split_at, document.pattern, document.split_drops_uncovered)
@@ -735,6 +743,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
         normalizer=model.normalizer,
         normalized_tokens=model.normalized_tokens, post_processor=model.post_processor, token_options=model.token_options,
         pre_tokenizer=model.pre_tokenizer, dropped_bytes=model.dropped_bytes,
+        settings={setting: model.config[setting] for setting in ("truncation", "padding") if setting in model.config},
     )
     write_tokenizer_json(output, document)
     return [f"wrote {len(model.vocab):,} tokens to {output}"]
@@ -760,8 +769,8 @@ def sentencepiece_json(model: BPEModel) -> dict[str, Any]:
     pre_tokenizer = model.pre_tokenizer.to_hf() if model.pre_tokenizer is not None and model.pre_tokenizer.stages else None
     return {
         "version": "1.0",
-        "truncation": None,
-        "padding": None,
+        "truncation": model.config.get("truncation"),
+        "padding": model.config.get("padding"),
         "added_tokens": [
             {
                 "id": token_id, "content": content,
