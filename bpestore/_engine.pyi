@@ -29,6 +29,7 @@ __all__ = [
     "count_texts",
     "file_chunk_boundaries",
     "learn_merges",
+    "learn_parity_merges",
     "normalize",
     "pipeline_spans",
     "Encoder",
@@ -258,6 +259,30 @@ def learn_merges(
     (continued training); only the merges after them are returned. ``base_ranks`` (instead of
     ``base``): a token-rule base's vocabulary as (id, bytes), ids being ranks; each word is first
     split as tiktoken's rule encodes it. ValueError if both are given."""
+
+def learn_parity_merges(
+    train: list[PretokenCounts],
+    max_merges: int,
+    progress: Callable[[int], object] | None = None,
+    *,
+    dev: list[PretokenCounts] | None = None,
+    ratio: list[float] | None = None,
+    variant: str = "base",
+    window_size: int = 100,
+    alpha: float = 2.0,
+    global_merges: int = 0,
+    tie_break: str = "cs336",
+) -> tuple[list[tuple[bytes, bytes]], list[int | None]]:
+    """Up to ``max_merges`` merges of parity-aware BPE from one count table per language
+    (``train``), best first, and for each the index of the language it was chosen for (None: a
+    global merge); stops early when every language is spent. The language of each merge is the
+    one whose part of the parallel development set ``dev`` (a table per language) takes the most
+    tokens; with ``ratio`` (a float per language) instead, the one least compressed for its
+    ratio; with neither, the one whose training text takes the most tokens. ``variant``:
+    ``"base"`` or ``"window"`` (``window_size``, ``alpha``); ``global_merges``: the first merges
+    are plain BPE's on all languages together; ``tie_break``: ``"cs336"`` or ``"huggingface"``
+    (``ParityBpeTrainer``'s: the greatest pair of byte-level strings). ``progress`` as for
+    :func:`learn_merges`. ValueError for settings that are not these."""
 
 # ---------------------------------------------------------------- encode (crates/python/src/encode.rs)
 

@@ -449,3 +449,132 @@ def reference_train_stages(
     specials = [token.encode("utf-8") for token in special_tokens]
     ordered = specials + tokens if special_tokens_at == "start" else tokens + specials
     return dict(enumerate(ordered)), merges
+
+
+# Parity-aware BPE (Foroutan et al., 2025), as Hugging Face's ``ParityBpeTrainer`` trains it.
+
+
+class WindowStuck(Exception):
+    """The window variant's choice where Hugging Face's loops forever: every language with pairs
+    left is over its share of the window, and the first language (the default of its search)
+    too, while a language with no pair left is not yet excluded."""
+
+
+def parity_window_pick(scores: list[float], window: list[int], window_size: int, threshold: float, when_stuck: str = "raise") -> int:
+    """The window variant's choice (Hugging Face's ``select_language_window``): the language of the
+    highest score (the lowest index among equals) whose share of the ``window`` (the languages
+    chosen lately, counted over ``window_size``) is at most ``threshold``; the languages over it
+    are excluded one at a time. A language that has no pair left scores ``-inf`` and is never the
+    highest: when no language is left to choose, the search's default, the first, is taken.
+    Where Hugging Face's search never ends (:class:`WindowStuck`): ``when_stuck="raise"``
+    raises it, ``"highest"`` takes the highest score of all (bpestore's choice there)."""
+    included = [True] * len(scores)
+    while True:
+        best, best_score = 0, -float("inf")
+        for index, score in enumerate(scores):
+            if included[index] and score > best_score:
+                best, best_score = index, score
+        if window.count(best) / window_size <= threshold:
+            return best
+        already_excluded = not included[best]
+        included[best] = False
+        if not any(included):
+            return best
+        if already_excluded:
+            if when_stuck == "raise":
+                raise WindowStuck()
+            return max(range(len(scores)), key=lambda index: (scores[index], -index))
+
+
+def tokens_of(words: Counter[tuple[bytes, ...]]) -> int:
+    """The tokens of a corpus whose words are ``words`` (each a tuple of tokens, with its count)."""
+    return sum(len(word) * count for word, count in words.items())
+
+
+def as_words(counts: Counter[bytes]) -> Counter[tuple[bytes, ...]]:
+    """Pre-token counts as words of single bytes."""
+    return Counter({tuple(bytes([b]) for b in pretoken): count for pretoken, count in counts.items()})
+
+
+def reference_parity_merges(
+    train: list[Counter[bytes]],
+    num_merges: int,
+    *,
+    dev: list[Counter[bytes]] | None = None,
+    ratio: list[float] | None = None,
+    variant: str = "base",
+    window_size: int = 100,
+    alpha: float = 2.0,
+    global_merges: int = 0,
+    tie_break: str = "cs336",
+    when_stuck: str = "raise",
+) -> Merges:
+    """Parity-aware BPE on one corpus per language (``train``: each language's pre-token counts).
+
+    Each merge is first chosen for one language: the one whose text takes the most tokens, on its
+    part of the parallel development set ``dev`` (the same content in every language); with
+    per-language ``ratio`` instead, the one whose training text is least compressed (its first
+    token count over its current one) relative to its ratio; with neither, the one whose
+    training text takes the most tokens. The ``window`` variant skips a language chosen for more
+    than ``alpha`` / languages of the last ``window_size`` merges (see
+    :func:`parity_window_pick`). That language's most frequent pair is merged, in every
+    language's words (and the development set's); a language with no pair left is passed over
+    (in the window variant, after it was chosen). The first ``global_merges`` merges are plain
+    BPE's on all the languages' counts together.
+
+    Among equal counts: CS336's greatest ``(left bytes, right bytes)``, or with
+    ``tie_break="huggingface"`` the greatest pair of byte-level strings (``ParityBpeTrainer``
+    compares its tokens' strings, not their ids as ``BpeTrainer`` does). ``when_stuck``: see
+    :func:`parity_window_pick`."""
+    words = [as_words(counts) for counts in train]
+    dev_words = [as_words(counts) for counts in dev] if dev is not None else None
+    initial = [tokens_of(language) for language in words]
+
+    def key(pair: tuple[bytes, bytes]) -> tuple[object, ...]:
+        if tie_break == "huggingface":
+            return tuple(byte_level_code(b) for b in pair[0]), tuple(byte_level_code(b) for b in pair[1])
+        return pair
+
+    def best_pair(languages: list[Counter[tuple[bytes, ...]]]) -> tuple[bytes, bytes] | None:
+        pair_counts: Counter[tuple[bytes, bytes]] = Counter()
+        for language in languages:
+            for word, count in language.items():
+                for pair in zip(word, word[1:]):
+                    pair_counts[pair] += count
+        if not pair_counts:
+            return None
+        return max(pair_counts, key=lambda pair: (pair_counts[pair], key(pair)))
+
+    threshold = alpha / len(train)
+    window: list[int] = []
+    exhausted: set[int] = set()
+    merges: Merges = []
+    while len(merges) < num_merges and len(exhausted) < len(train):
+        if len(merges) < global_merges:
+            best = best_pair(words)
+            if best is None:
+                break
+        else:
+            if ratio is not None:
+                # (the float operations of Hugging Face's, in its order)
+                scores = [-((first / tokens_of(language)) / r) for first, language, r in zip(initial, words, ratio)]
+            else:
+                scores = [tokens_of(language) for language in (dev_words if dev_words is not None else words)]
+            scores = [-float("inf") if index in exhausted else score for index, score in enumerate(scores)]  # type: ignore[misc]
+            if variant == "window":
+                chosen = parity_window_pick(scores, window, window_size, threshold, when_stuck)
+                window = (window + [chosen])[-window_size:]
+            else:
+                chosen = max((index for index in range(len(train)) if index not in exhausted), key=lambda index: (scores[index], -index))
+            best = best_pair([words[chosen]])
+            if best is None:
+                exhausted.add(chosen)
+                continue
+        merges.append(best)
+        for language in [*words, *(dev_words or [])]:
+            merged: Counter[tuple[bytes, ...]] = Counter()
+            for word, count in language.items():
+                merged[merge_pair(word, best)] += count
+            language.clear()
+            language.update(merged)
+    return merges

@@ -11,8 +11,8 @@ use crate::errors::{corpus_decode_error, os_error, pattern_error, type_name};
 use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
-    count_file_spilling, count_text, CountError, MergeLoop, SortedCounts, SpillOptions, TieBreak,
-    DEFAULT_CHUNK_BYTES,
+    count_file_spilling, count_text, Balance, CountError, MergeLoop, ParityLoop, ParityOptions,
+    SortedCounts, SpillOptions, TieBreak, Variant, DEFAULT_CHUNK_BYTES,
 };
 use pyo3::exceptions::{
     PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyOSError, PyValueError,
@@ -1024,6 +1024,140 @@ fn learn_merges<'py>(
     PyList::new(py, merges)
 }
 
+/// Up to `max_merges` merges of parity-aware BPE (Foroutan et al., 2025) learned from one
+/// pre-token count table per language (`train`), best first, as (left bytes, right bytes); and
+/// for each merge the index of the language it was chosen for (None: a global merge). Stops
+/// early when every language is spent (see `bpestore_train::ParityLoop`).
+///
+/// The language of each merge is the one whose part of the parallel development set `dev` (a
+/// count table per language) takes the most tokens; with `ratio` instead (a float per language),
+/// the one least compressed for its ratio; with neither, the one whose training text takes the
+/// most tokens. `variant`: `"base"` or `"window"` (with `window_size` and `alpha`).
+/// `global_merges`: the first merges are plain BPE's on all languages together. `tie_break`:
+/// `"cs336"` (the greatest pair of bytes) or `"huggingface"` (`ParityBpeTrainer`'s: the
+/// greatest pair of byte-level strings). `progress(n)` as for `learn_merges`.
+#[pyfunction]
+#[pyo3(signature = (train, max_merges, progress=None, *, dev=None, ratio=None, variant="base", window_size=100, alpha=2.0, global_merges=0, tie_break="cs336"))]
+#[allow(clippy::too_many_arguments)]
+fn learn_parity_merges<'py>(
+    py: Python<'py>,
+    train: Vec<Bound<'py, PyPretokenCounts>>,
+    max_merges: usize,
+    progress: Option<Py<PyAny>>,
+    dev: Option<Vec<Bound<'py, PyPretokenCounts>>>,
+    ratio: Option<Vec<f64>>,
+    variant: &str,
+    window_size: usize,
+    alpha: f64,
+    global_merges: usize,
+    tie_break: &str,
+) -> PyResult<(Bound<'py, PyList>, Vec<Option<usize>>)> {
+    let tie = match tie_break {
+        "cs336" => TieBreak::Cs336,
+        "huggingface" => TieBreak::ByteLevelString,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "tie_break is 'cs336' or 'huggingface', not {other:?}"
+            )))
+        }
+    };
+    let variant = match variant {
+        "base" => Variant::Base,
+        "window" if window_size == 0 => {
+            return Err(PyValueError::new_err("window_size must be at least 1"))
+        }
+        "window" if !(alpha.is_finite() && alpha > 0.0) => {
+            return Err(PyValueError::new_err(format!(
+                "alpha must be a finite number above 0, not {alpha}"
+            )))
+        }
+        "window" => Variant::Window {
+            size: window_size,
+            alpha,
+        },
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "variant is 'base' or 'window', not {other:?}"
+            )))
+        }
+    };
+    if train.is_empty() {
+        return Err(PyValueError::new_err(
+            "give one count table per language, at least one",
+        ));
+    }
+    if dev.is_some() && ratio.is_some() {
+        return Err(PyValueError::new_err(
+            "give a development set or ratios, not both",
+        ));
+    }
+    if dev.as_ref().is_some_and(|dev| dev.len() != train.len())
+        || ratio
+            .as_ref()
+            .is_some_and(|ratio| ratio.len() != train.len())
+    {
+        return Err(PyValueError::new_err(format!(
+            "give one development count table (or ratio) per language: {} languages",
+            train.len()
+        )));
+    }
+    if let Some(bad) = ratio
+        .iter()
+        .flatten()
+        .find(|r| !(r.is_finite() && **r > 0.0))
+    {
+        return Err(PyValueError::new_err(format!(
+            "a ratio is a finite number above 0, not {bad}"
+        )));
+    }
+    let options = ParityOptions {
+        variant,
+        global_merges,
+        tie,
+    };
+    let merge_loop = {
+        let train_borrowed: Vec<_> = train.iter().map(|counts| counts.borrow()).collect();
+        let dev_borrowed: Option<Vec<_>> = dev
+            .as_ref()
+            .map(|dev| dev.iter().map(|counts| counts.borrow()).collect());
+        let train_refs: Vec<&bpestore_train::PretokenCounts> =
+            train_borrowed.iter().map(|counts| &counts.inner).collect();
+        let dev_refs: Option<Vec<&bpestore_train::PretokenCounts>> = dev_borrowed
+            .as_ref()
+            .map(|dev| dev.iter().map(|counts| &counts.inner).collect());
+        py.detach(|| {
+            let balance = match (&dev_refs, &ratio) {
+                (Some(dev), _) => Balance::Dev(dev),
+                (None, Some(ratio)) => Balance::Ratio(ratio),
+                (None, None) => Balance::Training,
+            };
+            ParityLoop::new(&train_refs, balance, options)
+        })
+    };
+    let reporter = Reporter::new(progress);
+    let (merges, languages) = py.detach(|| {
+        let mut merge_loop = merge_loop;
+        let (mut merges, mut languages) = (Vec::new(), Vec::new());
+        while merges.len() < max_merges {
+            let Some(merge) = merge_loop.next() else {
+                break;
+            };
+            merges.push(merge);
+            languages.push(merge_loop.last_language());
+            if reporter.add(1).is_break() {
+                break;
+            }
+        }
+        (merges, languages)
+    });
+    reporter.finish()?;
+    let merges = merges
+        .iter()
+        .map(|(left, right)| (PyBytes::new(py, left), PyBytes::new(py, right)).into_pyobject(py))
+        .collect::<PyResult<Vec<Bound<'py, PyTuple>>>>()?;
+    Ok((PyList::new(py, merges)?, languages))
+}
+
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyPretokenCounts>()?;
     module.add_class::<SortedRows>()?;
@@ -1031,5 +1165,6 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(count_texts, module)?)?;
     module.add_function(wrap_pyfunction!(file_chunk_boundaries, module)?)?;
     module.add_function(wrap_pyfunction!(learn_merges, module)?)?;
+    module.add_function(wrap_pyfunction!(learn_parity_merges, module)?)?;
     Ok(())
 }

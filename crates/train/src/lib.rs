@@ -1,7 +1,8 @@
 //! Training byte-level BPE: counting the pre-tokens of a corpus, and the CS336 merge loop.
 //!
 //! [`count_file`] and [`count_text`] give [`PretokenCounts`], how often each pre-token occurs
-//! (special tokens cut out); [`learn_merges`] turns counts into the ordered list of merges.
+//! (special tokens cut out); [`learn_merges`] turns counts into the ordered list of merges, and
+//! [`ParityLoop`] the counts of several languages (parity-aware BPE).
 
 mod count;
 mod counts;
@@ -9,6 +10,7 @@ mod error;
 mod memory;
 mod merge;
 mod pairs;
+mod parity;
 mod spill;
 mod stored;
 
@@ -20,5 +22,6 @@ pub use counts::PretokenCounts;
 pub use error::CountError;
 pub use memory::release_free_memory;
 pub use merge::{learn_merges, Merge, MergeLoop, TieBreak};
+pub use parity::{Balance, ParityLoop, ParityOptions, Variant};
 pub use spill::{SpillOptions, DEFAULT_FAN_IN};
 pub use stored::{checksum, from_copy_rows, unpack, SortedCounts};

@@ -27,13 +27,13 @@ use crate::PretokenCounts;
 /// A merge: the left and the right token's bytes.
 pub type Merge = (Vec<u8>, Vec<u8>);
 
-type TokenId = u32;
+pub(crate) type TokenId = u32;
 
-fn pair_key(left: TokenId, right: TokenId) -> PairKey {
+pub(crate) fn pair_key(left: TokenId, right: TokenId) -> PairKey {
     (u64::from(left) << 32) | u64::from(right)
 }
 
-fn split_key(key: PairKey) -> (TokenId, TokenId) {
+pub(crate) fn split_key(key: PairKey) -> (TokenId, TokenId) {
     ((key >> 32) as TokenId, key as TokenId)
 }
 
@@ -119,6 +119,10 @@ pub enum TieBreak {
     /// token in the order made (a merge that makes an existing token's bytes reuses its id), as
     /// here.
     HuggingFace,
+    /// Hugging Face `tokenizers`' `ParityBpeTrainer`: the greatest pair of its tokens' strings
+    /// (byte-level characters, compared as strings: left first, a prefix before its
+    /// extensions). That is CS336's order with each byte ranked by its byte-level character.
+    ByteLevelString,
 }
 
 /// A byte's rank among Hugging Face's byte-level characters (its code point under GPT-2's
@@ -139,8 +143,8 @@ fn byte_level_ranks() -> [u32; 256] {
 }
 
 /// Every token's bytes, and the token of given bytes.
-struct Tokens {
-    bytes: Vec<Vec<u8>>,
+pub(crate) struct Tokens {
+    pub(crate) bytes: Vec<Vec<u8>>,
     ids: FxHashMap<Vec<u8>, TokenId>,
     tie: TieBreak,
     /// Each byte token's rank under Hugging Face's tie-break (see [`TieBreak::HuggingFace`]).
@@ -173,8 +177,19 @@ impl Tokens {
         }
     }
 
+    /// Two tokens' byte-level strings compared: the first byte that differs decides (by the rank
+    /// of its character; the mapping is one to one, so it is the first that differs as bytes),
+    /// else the shorter is the smaller.
+    fn byte_level_cmp(&self, x: TokenId, y: TokenId) -> Ordering {
+        let (x, y) = (&self.bytes[x as usize], &self.bytes[y as usize]);
+        match x.iter().zip(y.iter()).find(|(a, b)| a != b) {
+            Some((&a, &b)) => self.byte_ranks[a as usize].cmp(&self.byte_ranks[b as usize]),
+            None => x.len().cmp(&y.len()),
+        }
+    }
+
     /// The token of `left` followed by `right`: an existing one with the same bytes, or a new one.
-    fn join(&mut self, left: TokenId, right: TokenId) -> TokenId {
+    pub(crate) fn join(&mut self, left: TokenId, right: TokenId) -> TokenId {
         let mut joined = self.bytes[left as usize].clone();
         joined.extend_from_slice(&self.bytes[right as usize]);
         let next = self.bytes.len() as TokenId;
@@ -212,6 +227,9 @@ impl Tokens {
                 TieBreak::HuggingFace => {
                     (self.hf_rank(yl), self.hf_rank(yr)).cmp(&(self.hf_rank(xl), self.hf_rank(xr)))
                 }
+                TieBreak::ByteLevelString => self
+                    .byte_level_cmp(xl, yl)
+                    .then_with(|| self.byte_level_cmp(xr, yr)),
             }
         })
     }
@@ -307,12 +325,12 @@ fn count_byte_pairs(words: &Words, range: std::ops::Range<usize>) -> (Vec<u64>, 
 }
 
 /// The state of the merge loop between merges.
-struct Trainer {
+pub(crate) struct Trainer {
     /// No merge may make a token of more than this many words (see [`MergeLoop::with_max_words`]).
     max_words: Option<usize>,
     words: Words,
-    tokens: Tokens,
-    pairs: PairTable,
+    pub(crate) tokens: Tokens,
+    pub(crate) pairs: PairTable,
     heap: PairHeap,
     merges_done: usize,
     /// Pairs counted up during the current merge (pushed onto the heap at its end, once each).
@@ -322,7 +340,7 @@ struct Trainer {
 }
 
 impl Trainer {
-    fn new(counts: &PretokenCounts) -> Trainer {
+    pub(crate) fn new(counts: &PretokenCounts) -> Trainer {
         let words = Words::from_counts(counts);
         let tokens = Tokens::new();
         // All first pairs are of two bytes: count them in flat tables, not in the hash map; each
@@ -468,11 +486,19 @@ impl Trainer {
     /// only makes its token, so that later merges of the base can use it.
     fn replay(&mut self, left: &[u8], right: &[u8]) {
         let (a, b) = (self.tokens.intern(left), self.tokens.intern(right));
-        let pair = pair_key(a, b);
+        self.apply(pair_key(a, b));
+    }
+
+    /// Applies the merge of `pair` (of tokens this loop knows), chosen here or elsewhere: every
+    /// occurrence merged, or, where no word holds it, only its token made. Returns how many
+    /// tokens fewer the words hold (see [`Trainer::merge`]).
+    pub(crate) fn apply(&mut self, pair: PairKey) -> u64 {
         if self.pairs.contains_key(pair) {
-            self.merge(pair);
+            self.merge(pair)
         } else {
+            let (a, b) = split_key(pair);
             self.tokens.join(a, b);
+            0
         }
     }
 
@@ -492,8 +518,14 @@ impl Trainer {
         words
     }
 
+    /// The same loop with pairs of equal counts ordered by `tie`.
+    pub(crate) fn set_tie_break(&mut self, tie: TieBreak) {
+        self.tokens.tie = tie;
+        self.heap.heapify(&self.tokens);
+    }
+
     /// The best pair, or None when no pair is left.
-    fn best_pair(&mut self) -> Option<PairKey> {
+    pub(crate) fn best_pair(&mut self) -> Option<PairKey> {
         loop {
             let top = *self.heap.entries.first()?;
             let current = self.pairs.count(top.pair).unwrap_or(0);
@@ -536,8 +568,9 @@ impl Trainer {
         self.raised.push(key);
     }
 
-    /// Merges `pair` everywhere.
-    fn merge(&mut self, pair: PairKey) {
+    /// Merges `pair` everywhere; returns how many tokens fewer the words hold (weighted by their
+    /// counts): the occurrences merged, which overlapping ones (`aaa`) make fewer than the pair's count.
+    pub(crate) fn merge(&mut self, pair: PairKey) -> u64 {
         let (a, b) = split_key(pair);
         let new = self.tokens.join(a, b);
         let tokens = self.tokens.bytes.len();
@@ -589,6 +622,9 @@ impl Trainer {
         }
         drop(candidates);
         // Hand the changes to the pair table: a few hash lookups per neighbour, not per word.
+        let shortened = self.changes[0].shortened + self.changes[1].shortened;
+        self.changes[0].shortened = 0;
+        self.changes[1].shortened = 0;
         let (left, right, twins) = Changes::drain_both(&mut self.changes);
         for (neighbour, count, words) in left {
             if neighbour != a || a != b {
@@ -623,6 +659,7 @@ impl Trainer {
         raised.clear();
         self.raised = raised;
         self.merges_done += 1;
+        shortened
     }
 }
 
@@ -668,6 +705,7 @@ impl PairMerge {
                 self.apply_in_word(&mut symbols[start..start + len], word, head.count, changes)
             {
                 head.len = new_len as u32;
+                changes.shortened += (len - new_len) as u64 * head.count;
             }
         }
     }
@@ -731,6 +769,8 @@ struct Changes {
     left: Neighbours,
     right: Neighbours,
     twins: Twins,
+    /// Tokens fewer in the words (weighted by their counts).
+    shortened: u64,
 }
 
 /// Per neighbour token: the count and the words, ascending.
