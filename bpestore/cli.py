@@ -501,6 +501,22 @@ def _warning_line(
     "--max-words", type=click.IntRange(min=1, max=MAX_INT64), default=None, metavar="N",
     help="With --superbpe or --stage: no token of the last stage spans more than N words [default with --superbpe: 4, SuperBPE's].",
 )
+@click.option(
+    "--parity", is_flag=True,
+    help="Train parity-aware BPE: each CORPUS is one language ([NAME=]INPUT; NAME: the file's name without extensions), balanced on --dev.",
+)
+@click.option(
+    "--dev", "dev_specs", multiple=True, metavar="[NAME=]PATH",
+    help="With --parity: a language's development text (a file named after it, or NAME=FILE), or a directory of one file per language.",
+)
+@click.option("--ratio", "ratio_specs", multiple=True, metavar="NAME=R", help="With --parity, instead of --dev: a language's target compression ratio.")
+@click.option(
+    "--parity-variant", type=click.Choice(["base", "window"]), default=None,
+    help="With --parity: each merge for the worst compressed language (base), or the same, none taking over its share of a window [default: base].",
+)
+@click.option("--window-size", type=click.IntRange(min=1, max=MAX_INT64), default=None, metavar="N", help="With --parity-variant window: the merges looked back on [default: 100].")
+@click.option("--alpha", type=click.FloatRange(min=0, min_open=True), default=None, metavar="A", help="With --parity-variant window: a language takes at most A / languages of them [default: 2].")
+@click.option("--global-merges", type=click.IntRange(min=0, max=MAX_INT64), default=None, metavar="N", help="With --parity: the first N merges are plain BPE's on all languages together [default: 0].")
 @_warm_entries_option("the corpus's most frequent")
 @_lock_timeout_option
 @_db_option
@@ -510,7 +526,8 @@ def train(
     dask_address: str | None, shard_size: str | None, partitions: int | None, min_count: int | None, count_memory: str | None,
     spill_dir: str | None, pattern: str | None, special_tokens_at: Literal["start", "end"] | None, stored_corpus: str | None,
     tie_break: Literal["cs336", "huggingface"] | None, recipe_file: str | None, superbpe: int | None, stage_specs: tuple[str, ...],
-    max_words: int | None, warm_entries: int, lock_timeout: float | None, db: str,
+    max_words: int | None, parity: bool, dev_specs: tuple[str, ...], ratio_specs: tuple[str, ...], parity_variant: str | None,
+    window_size: int | None, alpha: float | None, global_merges: int | None, warm_entries: int, lock_timeout: float | None, db: str,
 ) -> None:
     """Train a tokenizer on CORPUS (UTF-8 text) and store it.
 
@@ -547,6 +564,15 @@ def train(
     spaces) and goes on merging to --vocab-size, each token at most --max-words (4) words.
     --stage PATTERN:SIZE (twice) gives the stages themselves.
 
+    --parity trains parity-aware BPE (Foroutan et al., 2025) on one corpus per language: each
+    CORPUS is a language, named NAME=INPUT or by its file's name without extensions (eng.txt:
+    eng); NAME=stored:ID|REF takes a stored corpus. Each merge is the most frequent pair of the
+    language whose --dev text (the same content in every language) takes the most tokens; with
+    --ratio instead, the least compressed for its ratio; with neither, whose training text takes
+    the most tokens. --parity-variant window passes over a language that took more than --alpha
+    / languages of the last --window-size merges; --global-merges N starts with N plain merges
+    on all languages together. Each language's counts are stored as a corpus of its own.
+
     Prints the ref (NAME@VERSION) of each tokenizer created, one per line, and nothing else on
     stdout; a summary (vocab size, merges, time) goes to stderr. Pre-token counts of the corpus
     are stored too: training again on the same content skips pre-tokenization.
@@ -558,6 +584,19 @@ def train(
       ref=$(bpestore train corpus.txt --name ts --vocab-size 1000 -q)
     """
     started = time.perf_counter()
+    parity_options = {"--dev": dev_specs, "--ratio": ratio_specs, "--parity-variant": parity_variant, "--window-size": window_size,
+                      "--alpha": alpha, "--global-merges": global_merges}
+    if parity:
+        _train_parity(
+            corpus, name, vocab_sizes, special_tokens, workers, as_json, quiet, dry_run, max_memory, base, counts_file, dask_address,
+            stored_corpus, min_count, pattern, special_tokens_at, tie_break, recipe_file, superbpe, stage_specs, max_words, dev_specs,
+            ratio_specs, parity_variant, window_size, alpha, global_merges, warm_entries, spill_dir, count_memory, lock_timeout, db,
+            started,
+        )
+        return
+    given = [option for option, value in parity_options.items() if value]
+    if given:
+        _fail(f"{', '.join(given)} {'shapes' if len(given) == 1 else 'shape'} a parity-aware training: give --parity with {'it' if len(given) == 1 else 'them'}")
     stages = _stages_option(superbpe, stage_specs, max_words, vocab_sizes, pattern, recipe_file, dry_run)
     if stages is not None:
         vocab_sizes, pattern = (), None
@@ -626,6 +665,124 @@ def train(
             sys.exit(EXIT_INTERRUPTED)
         infos = [store.info(ref) for ref in refs]
     _trained(infos, as_json, quiet, started, db)
+
+
+def _train_parity(
+    corpus: tuple[str, ...], name: str, vocab_sizes: tuple[int, ...], special_tokens: tuple[str, ...], workers: int | None,
+    as_json: bool, quiet: bool, dry_run: bool, max_memory: str | None, base: str | None, counts_file: str | None,
+    dask_address: str | None, stored_corpus: str | None, min_count: int | None, pattern: str | None,
+    special_tokens_at: str | None, tie_break: str | None, recipe_file: str | None, superbpe: int | None,
+    stage_specs: tuple[str, ...], max_words: int | None, dev_specs: tuple[str, ...], ratio_specs: tuple[str, ...],
+    parity_variant: str | None, window_size: int | None, alpha: float | None, global_merges: int | None, warm_entries: int,
+    spill_dir: str | None, count_memory: str | None, lock_timeout: float | None, db: str, started: float,
+) -> None:
+    """``train --parity``: each CORPUS a language, its recipe built from the options (checked
+    before anything is counted), then trained as :meth:`Store.train` trains a recipe."""
+    refused = [option for option, value in [
+        ("--recipe", recipe_file), ("--counts", counts_file), ("--dask", dask_address), ("--stored-corpus", stored_corpus),
+        ("--from", base), ("--superbpe", superbpe), ("--stage", stage_specs), ("--max-words", max_words), ("--dry-run", dry_run),
+    ] if value]
+    if refused:
+        _fail(f"--parity trains one corpus per language from the bytes: give no {', '.join(refused)} with it")
+    if not corpus:
+        _fail("--parity needs a CORPUS per language ([NAME=]INPUT)")
+    if len(vocab_sizes) != 1:
+        _fail("--parity trains to one --vocab-size")
+    if dev_specs and ratio_specs:
+        _fail("give --dev or --ratio, not both")
+    if parity_variant != "window" and (window_size is not None or alpha is not None):
+        _fail("--window-size and --alpha shape the window: give --parity-variant window with them")
+    inputs: dict[str, list[str]] = {}
+    for spec in corpus:
+        language, source = _named(spec, "CORPUS")
+        inputs.setdefault(language, []).append(source)
+    wf = _workflow()
+    dev = _dev_texts(dev_specs, list(inputs)) if dev_specs else None
+    ratio = None
+    if ratio_specs:
+        ratio = {}
+        for spec in ratio_specs:
+            language, colon, value = spec.partition("=")
+            try:
+                ratio[language] = float(value)
+            except ValueError:
+                _fail(f"--ratio {spec!r} is not NAME=R (a language and a number)")
+            if not colon or language not in inputs:
+                _fail(f"--ratio {spec!r} names no language trained on ({', '.join(inputs)})")
+    limit = wf.parse_bytes(max_memory) if max_memory is not None else None
+    spilling = _spilling_options(count_memory, spill_dir, corpus, None, None, None)
+    with Store(db, lock_timeout=lock_timeout) as store:
+        stored = {}
+        for language, sources in inputs.items():
+            kept = [source for source in sources if source.startswith("stored:")]
+            if kept and len(sources) > 1:
+                _fail(f"the language {language!r}: a stored corpus is its only input")
+            if kept:
+                stored[language] = wf.StoredCorpusInput(store.corpus_of(kept[0].removeprefix("stored:")).sha256)
+        files = {language: sources for language, sources in inputs.items() if language not in stored}  # (in the order given)
+        languages = wf.languages_of_files({language: stored.get(language, files.get(language)) for language in inputs}, dev, ratio)
+        parity = wf.Parity(
+            languages, parity_variant or "base", window_size if window_size is not None else 100, alpha if alpha is not None else 2.0,
+            global_merges or 0,
+        )
+        recipe = wf.Recipe(
+            (), (wf.Stage(vocab_sizes[0], pattern or "gpt2"),), tuple(special_tokens), special_tokens_at or "start", min_count,
+            tie_break or "cs336", None, 1, parity,
+        )
+        try:
+            refs = store.train(
+                recipe, name, workers=workers, progress=_show_progress(quiet), max_memory=limit, warm_entries=warm_entries, **spilling,
+            )
+        except wf.TrainingInterrupted as interrupted:
+            click.echo(
+                f"Interrupted after counting: no tokenizer was stored, but the pre-token counts of the languages are kept "
+                f"in the store (corpus {interrupted.corpus_id} and on); run the same command again to reuse them.",
+                err=True,
+            )
+            sys.exit(EXIT_INTERRUPTED)
+        infos = [store.info(ref) for ref in refs]
+    _trained(infos, as_json, quiet, started, db)
+    if not quiet:
+        for info in infos:
+            shares = (info.training_params or {}).get("parity_merges", {})
+            click.echo(f"{info.ref}\tmerges per language: " + " ".join(f"{language}={count}" for language, count in shares.items()), err=True)
+
+
+def _named(spec: str, what: str) -> tuple[str, str]:
+    """A ``[NAME=]PATH`` argument as its language and path: NAME if given (and ``PATH`` is not a
+    file of that whole name), else the path's file name without its extensions."""
+    language, equals, source = spec.partition("=")
+    if equals and language and "/" not in language and not os.path.exists(spec):
+        return language, source
+    stem = os.path.basename(os.path.normpath(spec)).split(".")[0]
+    if not stem:
+        _fail(f"{what} {spec!r} names no language: write NAME={spec}")
+    return stem, spec
+
+
+def _dev_texts(specs: tuple[str, ...], languages: list[str]) -> dict[str, str]:
+    """``--dev``'s texts by language: NAME=FILE, a file named after its language, or a directory
+    holding one file per language (named after it, any extensions)."""
+    found: dict[str, str] = {}
+    for spec in specs:
+        if os.path.isdir(spec) and "=" not in spec.split(os.sep)[0]:
+            names = sorted(os.listdir(spec))
+            for language in languages:
+                matching = [entry for entry in names if entry.split(".")[0] == language]
+                if len(matching) > 1:
+                    _fail(f"--dev {spec}: {len(matching)} files for {language!r} ({', '.join(matching)})")
+                if matching:
+                    found[language] = os.path.join(spec, matching[0])
+            continue
+        language, path = _named(spec, "--dev")
+        found[language] = path
+    unknown = sorted(set(found) - set(languages))
+    if unknown:
+        _fail(f"--dev names no language trained on: {', '.join(unknown)} (the languages: {', '.join(languages)})")
+    missing = [language for language in languages if language not in found]
+    if missing:
+        _fail(f"--dev has no development text for {', '.join(missing)}: give each language one")
+    return found
 
 
 def _stages_option(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal
 
@@ -46,7 +46,9 @@ from .train import trainer as training
 from .train.backends import CountingBackend, InProcessCounting
 from .train.counts import Counts, as_counts, check_training_specials, read_counts
 from .train.trainer import SpecialTokensAt
-from .train.recipe import Recipe, TieBreak, Stage, StoredCorpusInput, input_files, load_recipe, recipe_from_dict, recipe_from_toml
+from .train.recipe import Language, Parity, Recipe, TieBreak, Stage, StoredCorpusInput, input_files, load_recipe, recipe_from_dict, recipe_from_toml
+from .train import parity as parity_training
+from .train.parity import languages_of_files
 from .train import stages as stages_training
 from .train.stages import SUPERBPE_MAX_WORDS, superbpe_stages
 from .train.through_store import CorpusCounts, NewCorpus, TrainingInterrupted, TrainingRun
@@ -69,7 +71,7 @@ __all__ = [
     "export_from_store", "import_into_store", "is_in_memory", "load_tokenizer", "name_of_pattern", "format_bytes", "parse_bytes", "remap_file",
     "short_corpus_path", "summarize_store", "check_store", "Problem", "check_output_path",
     "token_text", "Recipe", "load_recipe", "recipe_from_dict", "recipe_from_toml", "check_recipe_options",
-    "Stage", "superbpe_stages", "SUPERBPE_MAX_WORDS",
+    "Stage", "superbpe_stages", "SUPERBPE_MAX_WORDS", "Language", "Parity", "languages_of_files", "StoredCorpusInput",
 ]
 
 
@@ -678,6 +680,11 @@ class Store(ModelStore):
         :func:`~bpestore.train.stages.superbpe_stages` (see :mod:`bpestore.train.stages`). The
         corpus is files (stage 2 splits their text anew); the counts of each stage are stored
         and reused.
+
+        A recipe with :attr:`~bpestore.train.recipe.Recipe.parity` trains parity-aware BPE
+        (:mod:`bpestore.train.parity`): each language's inputs are counted (and stored) as a
+        corpus of their own; :func:`~bpestore.train.parity.languages_of_files` makes its
+        languages from files.
         """
         check_name(name)
         warming.check_entries(warm_entries)
@@ -688,6 +695,9 @@ class Store(ModelStore):
                 special_tokens_at=None if special_tokens_at == "start" else special_tokens_at, min_count=min_count,
                 tie_break=None if tie_break == "cs336" else tie_break,
             )
+            if corpus.parity is not None:  # one corpus per language
+                corpora = [self._inputs_of(replace(corpus, inputs=language.inputs)) for language in corpus.parity.languages]
+                return parity_training.train(self, name, corpus, corpora, None, run)
             return stages_training.train(self, self._inputs_of(corpus), name, corpus, None, run)
         specials = tuple(training.check_special_tokens(special_tokens))
         if stages is not None:

@@ -4,7 +4,8 @@ vocabulary, so that a stored tokenizer can be rebuilt from it exactly.
 A :class:`Recipe` names its inputs (files by path and the sha256 of their content, or a corpus the
 store holds, by its sha256), its stages (each a pre-tokenizer and the vocab size it trains to; one,
 or two for SuperBPE: see :mod:`bpestore.train.stages`), the special tokens and where their ids go,
-``min_count``, the tie-break and the base it continues, if any. How a training runs (threads,
+``min_count``, the tie-break, the base it continues, if any, and for a parity-aware training
+(:class:`Parity`) its languages, each with its own inputs and development text. How a training runs (threads,
 progress, a Dask cluster, memory limits, the store's lock) is not part of it: it does not change
 the merges.
 
@@ -16,6 +17,7 @@ Recipes are written as TOML (:meth:`Recipe.to_toml`) and read back (:func:`recip
 from __future__ import annotations
 
 import json
+import math
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -32,6 +34,12 @@ TieBreak = Literal["cs336", "huggingface"]
 or ``huggingface`` (Hugging Face ``BpeTrainer``'s: the smallest pair of its token ids)."""
 
 TIE_BREAKS: tuple[str, ...] = get_args(TieBreak)
+
+ParityVariant = Literal["base", "window"]
+"""How a parity-aware training chooses each merge's language: ``base`` (the worst compressed) or
+``window`` (the same, passing over a language that took more than its share of the last merges)."""
+
+PARITY_VARIANTS: tuple[str, ...] = get_args(ParityVariant)
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,55 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class Language:
+    """A language of a parity-aware training: its corpus (counted, and stored, as a corpus of its
+    own) and its part of the parallel development set."""
+
+    name: str
+    inputs: tuple[Input, ...]
+    dev: tuple[FileInput, ...] = ()
+    """Its development text (the same content in every language), or none: see :class:`Parity`."""
+    ratio: float | None = None
+    """Its target compression ratio (instead of a development set)."""
+
+
+@dataclass(frozen=True)
+class Parity:
+    """Parity-aware BPE (Foroutan et al., 2025; :mod:`bpestore.train.parity`): each merge is
+    the most frequent pair of the language whose development text takes the most tokens (given
+    a development set for every language); else, given a ratio for every language, of the one
+    least compressed for its ratio; else of the one whose training text takes the most tokens."""
+
+    languages: tuple[Language, ...]
+    variant: ParityVariant = "base"
+    window_size: int = 100
+    """``window``: the merges looked back on."""
+    alpha: float = 2.0
+    """``window``: a language takes at most ``alpha`` / languages of them."""
+    global_merges: int = 0
+    """The first merges are plain BPE's on all the languages' text together."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as plain data (the ``[parity]`` table of a recipe)."""
+        data: dict[str, Any] = {"variant": self.variant}
+        if self.variant == "window":
+            data |= {"window_size": self.window_size, "alpha": self.alpha}
+        if self.global_merges:
+            data["global_merges"] = self.global_merges
+        data["languages"] = [
+            {"name": language.name, "inputs": [_input_dict(item) for item in language.inputs]}
+            | ({"dev": [_input_dict(item) for item in language.dev]} if language.dev else {})
+            | ({} if language.ratio is None else {"ratio": language.ratio})
+            for language in self.languages
+        ]
+        return data
+
+
+def _input_dict(item: Input) -> dict[str, str]:
+    return {"path": item.path, "sha256": item.sha256} if isinstance(item, FileInput) else {"corpus_sha256": item.corpus_sha256}
+
+
+@dataclass(frozen=True)
 class Recipe:
     """Everything that determines a training's merges and vocabulary (see the module's doc)."""
 
@@ -81,6 +138,9 @@ class Recipe:
     """The ref of the stored tokenizer this training continues (``name@N``), or None."""
     format: int = field(default=1)
     """The recipe format's version."""
+    parity: Parity | None = None
+    """A parity-aware training's languages and settings (its ``inputs`` are then empty: each
+    language has its own)."""
 
     @property
     def vocab_size(self) -> int:
@@ -95,8 +155,7 @@ class Recipe:
     def with_vocab_size(self, vocab_size: int) -> Recipe:
         """The same recipe, its last stage trained to ``vocab_size``."""
         last = replace(self.stages[-1], vocab_size=vocab_size)
-        return Recipe(self.inputs, (*self.stages[:-1], last), self.special_tokens, self.special_tokens_at, self.min_count,
-                      self.tie_break, self.base, self.format)
+        return replace(self, stages=(*self.stages[:-1], last))
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as plain data (what :meth:`to_toml` writes and :func:`recipe_from_dict` reads)."""
@@ -108,10 +167,10 @@ class Recipe:
         if self.min_count is not None:
             data["min_count"] = self.min_count
         data["tie_break"] = self.tie_break
-        data["inputs"] = [
-            {"path": item.path, "sha256": item.sha256} if isinstance(item, FileInput) else {"corpus_sha256": item.corpus_sha256}
-            for item in self.inputs
-        ]
+        if self.parity is None:
+            data["inputs"] = [_input_dict(item) for item in self.inputs]
+        else:
+            data["parity"] = self.parity.to_dict()
         data["stages"] = [
             ({} if stage.pattern is None else {"pattern": stage.pattern}) | {"vocab_size": stage.vocab_size}
             | ({} if stage.max_words is None else {"max_words": stage.max_words})
@@ -124,10 +183,16 @@ class Recipe:
         data = self.to_dict()
         lines = ["# A bpestore training recipe: `bpestore train --recipe FILE --name NAME` trains it."]
         for key, value in data.items():
-            if not isinstance(value, list) or key == "special_tokens":
+            if key != "parity" and (not isinstance(value, list) or key == "special_tokens"):
                 lines.append(f"{key} = {_toml_value(value)}")
+        if "parity" in data:
+            lines += ["", "[parity]"]
+            lines.extend(f"{key} = {_toml_value(value)}" for key, value in data["parity"].items() if key != "languages")
+            for language in data["parity"]["languages"]:
+                lines += ["", "[[parity.languages]]"]
+                lines.extend(f"{key} = {_toml_value(value)}" for key, value in language.items())
         for table in ("inputs", "stages"):
-            for item in data[table]:
+            for item in data.get(table, ()):
                 lines.append("")
                 lines.append(f"[[{table}]]")
                 lines.extend(f"{key} = {_toml_value(value)}" for key, value in item.items())
@@ -135,11 +200,19 @@ class Recipe:
 
 
 def _toml_value(value: object) -> str:
-    """A TOML value: a basic string (JSON's escapes are TOML's, DEL aside), an integer, a list of strings."""
+    """A TOML value: a basic string (JSON's escapes are TOML's, DEL aside), an integer, a finite
+    float (``repr``: the shortest that reads back as the same float), a list of them, an inline
+    table of them."""
     if isinstance(value, bool):
         raise TypeError("no booleans in a recipe")
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"no {value} in a recipe")
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key} = {_toml_value(item)}" for key, item in value.items()) + "}"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, list):
@@ -147,7 +220,7 @@ def _toml_value(value: object) -> str:
     raise TypeError(f"no {type(value).__name__} in a recipe")
 
 
-_TOP_KEYS = {"format", "base", "special_tokens", "special_tokens_at", "min_count", "tie_break", "inputs", "stages"}
+_TOP_KEYS = {"format", "base", "special_tokens", "special_tokens_at", "min_count", "tie_break", "inputs", "stages", "parity"}
 
 
 def recipe_from_toml(text: str, where: str = "the recipe") -> Recipe:
@@ -205,29 +278,82 @@ def recipe_from_dict(data: Mapping[str, Any], where: str = "the recipe") -> Reci
         if missing:
             raise fail(f"{context}{missing[0]} is missing")
 
-    def tables(key: str) -> list[Mapping[str, Any]]:
-        value = data[key]
+    def tables(key: str, table: Mapping[str, Any] | None = None, context: str = "") -> list[Mapping[str, Any]]:
+        value = (data if table is None else table)[key]
         if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
-            raise fail(f"{key} must be a non-empty array of tables ([[{key}]])")
+            raise fail(f"{context}{key} must be a non-empty array of tables ([[{context}{key}]])")
         return value
+
+    def read_inputs(items: list[Mapping[str, Any]], context: str) -> tuple[Input, ...]:
+        inputs: list[Input] = []
+        for number, item in enumerate(items, 1):
+            where_item = f"{context}[{number}]."
+            if "corpus_sha256" in item:
+                keys(item, {"corpus_sha256"}, set(), where_item)
+                inputs.append(StoredCorpusInput(_sha256(string(item, "corpus_sha256", where_item), where_item + "corpus_sha256", fail)))
+            else:
+                keys(item, {"path", "sha256"}, {"path", "sha256"}, where_item)
+                inputs.append(FileInput(string(item, "path", where_item), _sha256(string(item, "sha256", where_item), where_item + "sha256", fail)))
+        if any(isinstance(item, StoredCorpusInput) for item in inputs) and len(inputs) > 1:
+            raise fail(f"a stored corpus is the only input of its {'recipe' if context == 'inputs' else 'language'} (grow it with `bpestore count add`)")
+        return tuple(inputs)
+
+    def positive(table: Mapping[str, Any], key: str, context: str) -> float:
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise fail(f"{context}{key} must be a number, not {_kind(value)}")
+        if not (math.isfinite(value) and value > 0):
+            raise fail(f"{context}{key} must be a finite number above 0, not {value}")
+        return float(value)
+
+    def read_parity(table: object) -> Parity:
+        if not isinstance(table, dict):
+            raise fail(f"parity must be a table ([parity]), not {_kind(table)}")
+        keys(table, {"variant", "window_size", "alpha", "global_merges", "languages"}, {"languages"}, "parity.")
+        variant = string(table, "variant", "parity.") if "variant" in table else "base"
+        if variant not in PARITY_VARIANTS:
+            raise fail(f"parity.variant must be one of {', '.join(map(repr, PARITY_VARIANTS))}, not {variant!r}")
+        if variant != "window" and ("window_size" in table or "alpha" in table):
+            raise fail("parity.window_size and parity.alpha are the window variant's: give them with variant = \"window\"")
+        languages: list[Language] = []
+        for index, item in enumerate(tables("languages", table, "parity."), 1):
+            context = f"parity.languages[{index}]."
+            keys(item, {"name", "inputs", "dev", "ratio"}, {"name", "inputs"}, context)
+            name = string(item, "name", context)
+            if not name or any(char.isspace() or char == "=" for char in name):
+                raise fail(f"{context}name must be a name without spaces or '=', not {name!r}")
+            if name in [language.name for language in languages]:
+                raise fail(f"{context}name: the language {name!r} is named twice")
+            dev = read_inputs(tables("dev", item, context), context + "dev") if "dev" in item else ()
+            if any(isinstance(entry, StoredCorpusInput) for entry in dev):
+                raise fail(f"{context}dev names files (path and sha256), not a stored corpus")
+            ratio = positive(item, "ratio", context) if "ratio" in item else None
+            languages.append(Language(name, read_inputs(tables("inputs", item, context), context + "inputs"), dev, ratio))  # type: ignore[arg-type]
+        with_dev = sum(bool(language.dev) for language in languages)
+        with_ratio = sum(language.ratio is not None for language in languages)
+        if with_dev not in (0, len(languages)) or with_ratio not in (0, len(languages)):
+            raise fail("every language has a development text (dev), or none has; every language has a ratio, or none has")
+        if with_dev and with_ratio:
+            raise fail("the languages have a development text or a ratio, not both")
+        return Parity(
+            tuple(languages), variant,  # type: ignore[arg-type]
+            integer(table, "window_size", "parity.", 1) if "window_size" in table else 100,
+            positive(table, "alpha", "parity.") if "alpha" in table else 2.0,
+            integer(table, "global_merges", "parity.", 0) if "global_merges" in table else 0,
+        )
 
     if not isinstance(data, Mapping):
         raise fail(f"a recipe is a table, not {_kind(data)}")
-    keys(data, _TOP_KEYS, {"inputs", "stages"}, "")
+    keys(data, _TOP_KEYS, {"stages"}, "")
     version = integer(data, "format", "", 1) if "format" in data else 1
     if version != 1:
         raise fail(f"format {version} is newer than this bpestore's recipes (format 1)")
-    inputs: list[Input] = []
-    for number, item in enumerate(tables("inputs"), 1):
-        context = f"inputs[{number}]."
-        if "corpus_sha256" in item:
-            keys(item, {"corpus_sha256"}, set(), context)
-            inputs.append(StoredCorpusInput(_sha256(string(item, "corpus_sha256", context), context + "corpus_sha256", fail)))
-        else:
-            keys(item, {"path", "sha256"}, {"path", "sha256"}, context)
-            inputs.append(FileInput(string(item, "path", context), _sha256(string(item, "sha256", context), context + "sha256", fail)))
-    if any(isinstance(item, StoredCorpusInput) for item in inputs) and len(inputs) > 1:
-        raise fail("a stored corpus is the only input of its recipe (grow it with `bpestore count add`)")
+    parity = read_parity(data["parity"]) if "parity" in data else None
+    if parity is not None and "inputs" in data:
+        raise fail("a parity-aware recipe's inputs are its languages' (parity.languages): no [[inputs]] with [parity]")
+    if parity is None and "inputs" not in data:
+        raise fail("inputs is missing")
+    inputs = read_inputs(tables("inputs"), "inputs") if parity is None else ()
     stages: list[Stage] = []
     for number, item in enumerate(tables("stages"), 1):
         context = f"stages[{number}]."
@@ -237,6 +363,8 @@ def recipe_from_dict(data: Mapping[str, Any], where: str = "the recipe") -> Reci
         stages.append(Stage(integer(item, "vocab_size", context, 1), pattern, max_words))
     if len(stages) > 2:
         raise fail(f"{len(stages)} stages: this bpestore trains recipes of one stage, or two (SuperBPE's)")
+    if parity is not None and len(stages) != 1:
+        raise fail("a parity-aware recipe has one stage")
     if len(stages) == 2 and stages[1].vocab_size < stages[0].vocab_size:
         raise fail(f"stages[2].vocab_size ({stages[1].vocab_size}) is smaller than stages[1]'s ({stages[0].vocab_size}): a stage only adds tokens")
     special_tokens: tuple[str, ...] = ()
@@ -253,8 +381,10 @@ def recipe_from_dict(data: Mapping[str, Any], where: str = "the recipe") -> Reci
         raise fail(f"tie_break must be one of {', '.join(map(repr, TIE_BREAKS))}, not {tie_break!r}")
     min_count = integer(data, "min_count", "", 1) if "min_count" in data else None
     base = string(data, "base", "") if "base" in data else None
+    if parity is not None and base is not None:
+        raise fail("a parity-aware recipe starts from the bytes: no base")
     return Recipe(
-        tuple(inputs), tuple(stages), special_tokens, at, min_count, tie_break, base, version,  # type: ignore[arg-type]
+        inputs, tuple(stages), special_tokens, at, min_count, tie_break, base, version, parity,  # type: ignore[arg-type]
     )
 
 

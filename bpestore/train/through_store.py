@@ -323,7 +323,7 @@ def store_learned(store: TrainingStore, name: str, recipe: Recipe, learned: Lear
 
 def _store_tokenizers(
     store: TrainingStore, name: str, recipe: Recipe, special_tokens: Sequence[str], sizes: Sequence[int], merges: list[tuple[bytes, bytes]],
-    base_model: BPEModel | None, regex: str, warm_source: Any, run: TrainingRun, corpus_id: int, how: dict[str, Any],
+    base_model: BPEModel | None, regex: str, warm_source: Any, run: TrainingRun, corpus_id: int | None, how: dict[str, Any],
 ) -> list[str]:
     """Build, check and write a tokenizer per size, in one transaction: each with the recipe that
     reproduces it (``recipe`` trained to its size) in its training parameters. Seconds for big
@@ -355,6 +355,8 @@ def _store_tokenizers(
                     params["tie_break"] = recipe.tie_break
                 if how["donor"] is not None:
                     params["merges_of"] = how["donor"][0]  # the stored training whose merges these are
+                if "params_of" in how:  # what a kind of training says of its tokenizer of this many merges
+                    params |= how["params_of"](num_merges)
                 refs.append(
                     store._insert_tokenizer(
                         connection,

@@ -198,14 +198,21 @@ def learn_merges(
             bar.set_postfix_str("no pairs left")
     warn_if_short(len(merges), max_merges, stacklevel=stacklevel)
     if done_at is not None:
-        done_at.clear()
-        ends = iter(checkpoints)
-        end = next(ends, (len(merges), time.perf_counter()))
-        for index in range(1, len(merges) + 1):
-            while end[0] < index:
-                end = next(ends)
-            done_at.append(end[1])
+        done_at[:] = merge_times(checkpoints, len(merges))
     return merges
+
+
+def merge_times(checkpoints: Sequence[tuple[int, float]], merges: int) -> list[float]:
+    """When each of ``merges`` merges was known, from the progress reports (``(merges done,
+    time.perf_counter())``, in order): the time of the first report that covers it."""
+    times = []
+    ends = iter(checkpoints)
+    end = next(ends, (merges, time.perf_counter()))
+    for index in range(1, merges + 1):
+        while end[0] < index:
+            end = next(ends)
+        times.append(end[1])
+    return times
 
 
 def warn_if_short(merges: int, max_merges: int, *, stacklevel: int = 2) -> None:
