@@ -772,10 +772,9 @@ def _dev_texts(specs: tuple[str, ...], languages: list[str]) -> dict[str, str]:
                 if len(matching) > 1:
                     _fail(f"--dev {spec}: {len(matching)} files for {language!r} ({', '.join(matching)})")
                 if matching:
-                    found[language] = os.path.join(spec, matching[0])
+                    _dev_text(found, language, os.path.join(spec, matching[0]))
             continue
-        language, path = _named(spec, "--dev")
-        found[language] = path
+        _dev_text(found, *_named(spec, "--dev"))
     unknown = sorted(set(found) - set(languages))
     if unknown:
         _fail(f"--dev names no language trained on: {', '.join(unknown)} (the languages: {', '.join(languages)})")
@@ -783,6 +782,13 @@ def _dev_texts(specs: tuple[str, ...], languages: list[str]) -> dict[str, str]:
     if missing:
         _fail(f"--dev has no development text for {', '.join(missing)}: give each language one")
     return found
+
+
+def _dev_text(found: dict[str, str], language: str, path: str) -> None:
+    """Notes ``path`` as the development text of ``language``: a usage error if it has one."""
+    if language in found:
+        _fail(f"--dev gives {language!r} two development texts ({found[language]}, {path})")
+    found[language] = path
 
 
 def _stages_option(
