@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -202,16 +203,37 @@ def train(
     max_merges = training.max_merges(max(sizes), special_tokens)
 
     started = time.perf_counter()
-    counts, corpus_ids, stored_sha256, reused = [], [], [], []
+    # New counts are stored on a thread of their own, one language after another, while the
+    # next languages are counted and the loop merges (as a plain training stores its counts);
+    # in memory, they are written first.
+    saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpestore-save-counts") if store._writes_in_background() else None
+    try:
+        return _train_counted(store, name, recipe, parity, corpora, sizes, run, special_tokens, min_count, regex, dev_files, max_merges, started, saver)
+    finally:
+        if saver is not None:
+            saver.shutdown(wait=True)
+
+
+def _train_counted(
+    store: TrainingStore, name: str, recipe: Recipe, parity: Parity, corpora: Sequence[Any], sizes: list[int], run: TrainingRun,
+    special_tokens: list[str], min_count: int | None, regex: str, dev_files: list[CorpusFiles | None], max_merges: int, started: float,
+    saver: ThreadPoolExecutor | None,
+) -> list[str]:
+    """:func:`train`'s work once everything is checked: count (or read back) each language, merge,
+    store; the new counts saved on ``saver``'s thread, if any."""
+    counts, saved, stored_sha256, reused = [], [], [], []
     for language, corpus in zip(parity.languages, corpora):
         found = store._counted(
             corpus, special_tokens, workers=run.workers, progress=run.progress, pattern=regex, counting=run.counting,
             count_memory=run.count_memory, spill_dir=run.spill_dir,
         )
-        if isinstance(found, NewCorpus):
-            corpus_ids.append(store._store_new_corpus(found, run.progress))
+        saving: Future[int]
+        if isinstance(found, NewCorpus) and saver is not None:
+            saving = saver.submit(store._store_new_corpus, found, False)
         else:
-            corpus_ids.append(found.corpus_id)
+            saving = Future()
+            saving.set_result(store._store_new_corpus(found, run.progress) if isinstance(found, NewCorpus) else found.corpus_id)
+        saved.append(saving)
         reused.append(not isinstance(found, NewCorpus))
         stored_sha256.append(getattr(corpus, "sha256", None))
         counts.append(training.pruned_to(found.counts, min_count, f"the corpus of {language.name!r}"))
@@ -246,8 +268,15 @@ def train(
     merging_since = time.perf_counter()
     try:
         learned = learn_parity_merges(counts, max_merges, parity, dev=dev_counts, tie_break=recipe.tie_break, progress=run.progress, done_at=found_at)
+        if run.progress and not all(saving.done() for saving in saved):
+            print("saving the languages' pre-token counts", file=sys.stderr, flush=True)
+        corpus_ids = [saving.result() for saving in saved]
     except KeyboardInterrupt:
-        raise TrainingInterrupted(corpus_ids[0]) from None
+        wait(saved)  # (each language's counts are stored in a transaction of its own: let them finish)
+        kept = [saving.result() for saving in saved if saving.done() and saving.exception() is None]
+        if not kept:
+            raise
+        raise TrainingInterrupted(kept[0]) from None
     done_at = [pretokenize_seconds + moment - merging_since for moment in found_at]
 
     languages = tuple(

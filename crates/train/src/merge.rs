@@ -152,7 +152,7 @@ pub(crate) struct Tokens {
 }
 
 impl Tokens {
-    fn new() -> Tokens {
+    pub(crate) fn new() -> Tokens {
         let bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         let ids = bytes
             .iter()
@@ -198,6 +198,19 @@ impl Tokens {
             self.bytes.push(joined);
         }
         id
+    }
+
+    /// Notes that token `id` (numbered elsewhere: a parity-aware training's table of all
+    /// languages' tokens) is `bytes`. A loop that takes its ids from elsewhere knows the bytes
+    /// only of the tokens its own words hold (the others are left empty): those its heap compares.
+    pub(crate) fn set(&mut self, id: TokenId, bytes: &[u8]) {
+        let index = id as usize;
+        if self.bytes.len() <= index {
+            self.bytes.resize_with(index + 1, Vec::new);
+        }
+        if self.bytes[index].is_empty() {
+            self.bytes[index] = bytes.to_vec();
+        }
     }
 
     /// The token of `bytes`: an existing one, or a new one (a base tokenizer's token that no
@@ -573,6 +586,26 @@ impl Trainer {
     pub(crate) fn merge(&mut self, pair: PairKey) -> u64 {
         let (a, b) = split_key(pair);
         let new = self.tokens.join(a, b);
+        self.merge_into(pair, new)
+    }
+
+    /// Merges `pair` everywhere into token `new`, numbered elsewhere (see [`Tokens::set`]), whose
+    /// bytes are `bytes`: as [`Trainer::merge`], if this loop's words hold the pair; else nothing.
+    pub(crate) fn apply_as(&mut self, pair: PairKey, new: TokenId, bytes: &[u8]) -> u64 {
+        if !self.pairs.contains_key(pair) {
+            return 0;
+        }
+        self.tokens.set(new, bytes);
+        self.merge_into(pair, new)
+    }
+
+    /// The words of `pair`'s list, which a merge of it visits (0: no word holds it).
+    pub(crate) fn words_of(&self, pair: PairKey) -> usize {
+        self.pairs.words_len(pair).unwrap_or(0)
+    }
+
+    fn merge_into(&mut self, pair: PairKey, new: TokenId) -> u64 {
+        let (a, b) = split_key(pair);
         let tokens = self.tokens.bytes.len();
         for changes in &mut self.changes {
             changes.grow(tokens);
@@ -665,7 +698,7 @@ impl Trainer {
 
 /// Merges with at least this many candidate words are done on two threads (in tests, nearly all:
 /// both ways must give the same result).
-const PARALLEL_WORDS: usize = if cfg!(test) { 4 } else { 4096 };
+pub(crate) const PARALLEL_WORDS: usize = if cfg!(test) { 4 } else { 4096 };
 
 /// One merge: `(a, b)` becomes `new`.
 #[derive(Clone, Copy)]

@@ -16,9 +16,10 @@
 //! * the first `global_merges` merges are plain BPE's on all languages' counts together.
 //!
 //! Each language is a merge loop of its own ([`Trainer`], the one of plain training): its words,
-//! its pair counts and its heap. A merge chosen in one is applied in all (each loop makes the same
-//! tokens in the same order, so a pair's ids mean the same in every loop), and in the
-//! development set's loops, which only tell how many tokens each merge saved.
+//! its pair counts and its heap. A merge chosen in one is applied in all that hold the pair (on
+//! several threads when there is enough to do), and in the development set's loops, which only
+//! tell how many tokens each merge saved. The tokens are numbered here, once for all the loops
+//! (so a pair's ids mean the same in every one); each loop keeps the bytes of its own tokens.
 //!
 //! Where HF's window variant loops forever (every language with pairs left is over its share,
 //! and so is the first language, the default of its search, while a spent language is not yet
@@ -26,7 +27,9 @@
 
 use std::collections::VecDeque;
 
-use crate::merge::{split_key, Merge, TieBreak, Trainer};
+use rayon::prelude::*;
+
+use crate::merge::{split_key, Merge, TieBreak, Tokens, Trainer, PARALLEL_WORDS};
 use crate::PretokenCounts;
 
 /// How the language of each merge is chosen among those with the highest score.
@@ -92,6 +95,8 @@ fn byte_tokens(counts: &PretokenCounts) -> u64 {
 ///
 /// Like [`crate::MergeLoop`], it keeps no reference to the counts it was made from.
 pub struct ParityLoop {
+    /// Every token made, numbered for all the loops.
+    made: Tokens,
     languages: Vec<Trainer>,
     dev: Vec<Trainer>,
     /// All languages' counts together, for the first `global_merges` merges (then dropped).
@@ -153,6 +158,7 @@ impl ParityLoop {
             ),
         };
         ParityLoop {
+            made: Tokens::new(),
             spent: vec![false; languages.len()],
             languages,
             dev,
@@ -247,18 +253,30 @@ impl ParityLoop {
 
     /// Applies the merge of `pair` in every loop, and counts the tokens it saved.
     fn apply(&mut self, pair: u64) {
-        let with_dev = !self.dev.is_empty();
-        for (language, trainer) in self.languages.iter_mut().enumerate() {
-            let saved = trainer.apply(pair);
-            if !with_dev {
-                self.tokens[language] -= saved;
+        let (a, b) = split_key(pair);
+        let new = self.made.join(a, b);
+        let bytes = self.made.bytes[new as usize].clone();
+        let apply = |trainer: &mut Trainer| trainer.apply_as(pair, new, &bytes);
+        let work: usize = self
+            .languages
+            .iter()
+            .map(|trainer| trainer.words_of(pair))
+            .sum();
+        let saved: Vec<u64> = if work >= PARALLEL_WORDS {
+            self.languages.par_iter_mut().map(apply).collect()
+        } else {
+            self.languages.iter_mut().map(apply).collect()
+        };
+        if self.dev.is_empty() {
+            for (tokens, saved) in self.tokens.iter_mut().zip(saved) {
+                *tokens -= saved;
             }
         }
-        for (language, trainer) in self.dev.iter_mut().enumerate() {
-            self.tokens[language] -= trainer.apply(pair);
+        for (tokens, trainer) in self.tokens.iter_mut().zip(&mut self.dev) {
+            *tokens -= apply(trainer);
         }
         if let Some(global) = &mut self.global {
-            global.apply(pair);
+            apply(global);
         }
         self.merges_done += 1;
         if self.merges_done >= self.options.global_merges {
@@ -287,8 +305,10 @@ impl Iterator for ParityLoop {
             }
         };
         let (a, b) = split_key(pair);
-        let bytes = &self.languages[0].tokens.bytes;
-        let merge = (bytes[a as usize].clone(), bytes[b as usize].clone());
+        let merge = (
+            self.made.bytes[a as usize].clone(),
+            self.made.bytes[b as usize].clone(),
+        );
         self.apply(pair);
         self.last_language = language;
         Some(merge)
