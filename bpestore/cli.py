@@ -2298,7 +2298,9 @@ def eval_(
     per whitespace-separated word (fertility); Renyi efficiency (Zouhar et al. 2023, --alpha);
     the share of the vocabulary used; the share of words kept whole in one token; and parity,
     the file's tokens over the --reference file's (for parallel texts: the same content in each
-    language). Results are kept in the store, by tokenizer and file content (sha256), and reused
+    language); with several files, each tokenizer's lowest and highest parity and the Gini
+    coefficient of its token counts over the files (0: every file costs as many tokens), on
+    stderr. Results are kept in the store, by tokenizer and file content (sha256), and reused
     by the next eval of the same (--recompute measures again).
 
     \b
@@ -2332,6 +2334,9 @@ def eval_(
         if not result.stored:
             click.echo(f"the store {db} cannot be written ({store.read_only_reason}): the results were not kept", err=True)
         click.echo(f"parity against {result.reference}; Renyi efficiency of order {result.alpha:g}", err=True)
+        if len(result.files) > 1:
+            for summary in result.parity_summaries:
+                click.echo(summary.describe(), err=True)
 
 
 # -- serve -----------------------------------------------------------------------------------------

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_path
-from .metrics import DEFAULT_RENYI_ALPHA, Measurement, parity
+from .metrics import DEFAULT_RENYI_ALPHA, Measurement, gini, parity
 from .pretokenize.corpus import check_corpus_path
 from .store.database import Evaluation
 
 __all__ = [
-    "CSV_COLUMNS", "EvaluatedFile", "EvaluationResult", "EvaluationRow", "check_alpha", "evaluated_files", "evaluation_of",
-    "with_parity",
+    "CSV_COLUMNS", "EvaluatedFile", "EvaluationResult", "EvaluationRow", "ParitySummary", "check_alpha", "evaluated_files",
+    "evaluation_of", "parity_summary", "with_parity",
 ]
 
 _HASH_BLOCK = 1 << 20
@@ -136,6 +136,41 @@ class EvaluationRow:
         return {"tokenizer": data.pop("ref"), "file": data.pop("label"), **data, "parity": self.parity, "reused": self.reused}
 
 
+@dataclass(frozen=True)
+class ParitySummary:
+    """One tokenizer's parity over the files it was evaluated on (for parallel texts: over the
+    languages): the cheapest and the dearest file against the reference, and the Gini coefficient
+    of the files' token counts (0: every file takes as many tokens)."""
+
+    tokenizer: str
+    files: int
+    lowest: float | None
+    lowest_file: str | None
+    highest: float | None
+    highest_file: str | None
+    gini: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokenizer": self.tokenizer, "files": self.files, "lowest_parity": self.lowest, "lowest_parity_file": self.lowest_file,
+            "highest_parity": self.highest, "highest_parity_file": self.highest_file, "gini": self.gini,
+        }
+
+    def describe(self) -> str:
+        """One line for people."""
+        if self.highest is None or self.lowest is None:
+            return f"{self.tokenizer}: no parity (no tokens in the reference file)"
+        spread = f"parity from {self.lowest:.3f} ({self.lowest_file}) to {self.highest:.3f} ({self.highest_file})"
+        return f"{self.tokenizer}: {spread}, Gini {'-' if self.gini is None else f'{self.gini:.3f}'} of the tokens over {self.files} files"
+
+
+def parity_summary(ref: str, rows: Sequence[tuple[str, int, float | None]]) -> ParitySummary:
+    """The summary of tokenizer ``ref``'s rows, each (file label, tokens, parity)."""
+    ranked = sorted((value, label) for label, _, value in rows if value is not None)
+    lowest, highest = (ranked[0], ranked[-1]) if ranked else ((None, None), (None, None))
+    return ParitySummary(ref, len(rows), lowest[0], lowest[1], highest[0], highest[1], gini([tokens for _, tokens, _ in rows]))
+
+
 CSV_COLUMNS = (
     "tokenizer", "file", "path", "sha256", "alpha", "bytes", "characters", "words", "tokens", "distinct_tokens",
     "single_token_words", "bytes_per_token", "characters_per_token", "fertility", "renyi_efficiency", "vocab_used",
@@ -159,6 +194,14 @@ class EvaluationResult:
     """Whether the rows measured now were kept in the store (not on a read-only store)."""
 
     @property
+    def parity_summaries(self) -> list[ParitySummary]:
+        """Each tokenizer's parity over the files, in the order given (see :class:`ParitySummary`)."""
+        return [
+            parity_summary(ref, [(row.evaluation.label, row.evaluation.tokens, row.parity) for row in self.rows if row.evaluation.ref == ref])
+            for ref in self.refs
+        ]
+
+    @property
     def reused(self) -> int:
         """How many rows were read back from the store instead of measured."""
         return sum(row.reused for row in self.rows)
@@ -179,6 +222,7 @@ class EvaluationResult:
             "alpha": self.alpha,
             "stored": self.stored,
             "rows": [row.to_dict() for row in self.rows],
+            "parity_summary": [summary.to_dict() for summary in self.parity_summaries],
         }
 
     def write_csv(self, path: str | os.PathLike[str]) -> None:

@@ -15,7 +15,9 @@
   the text itself, keeps whole in one token (see :func:`single_token_word_rate`);
 - **parity** (the token premium of Petrov et al. 2023, "Language Model Tokenizers Introduce
   Unfairness Between Languages"): a text's tokens over a reference text's, for parallel texts
-  (the same content in two languages): 1.5 means the text costs 50 % more tokens.
+  (the same content in two languages): 1.5 means the text costs 50 % more tokens; over many
+  languages, the **Gini coefficient** of their token counts on parallel texts sums up how unequally
+  a tokenizer charges them (0: every language pays the same; see :func:`gini`).
 
 The formulas are plain functions of counts (:func:`renyi_entropy`, :func:`renyi_efficiency`, ...);
 :func:`measure_text` and :func:`measure_file` encode a text and gather the counts;
@@ -46,6 +48,7 @@ __all__ = [
     "characters_per_token",
     "count_words",
     "fertility",
+    "gini",
     "measure_counts",
     "measure_file",
     "measure_text",
@@ -91,6 +94,30 @@ def parity(num_tokens: int, reference_tokens: int) -> float | None:
     reference. Meaningful for parallel texts (the same content, translated): 1.0 is parity, 2.0
     means the text costs twice the tokens. None when the reference has no tokens."""
     return num_tokens / reference_tokens if reference_tokens else None
+
+
+def gini(values: Sequence[float]) -> float | None:
+    """The Gini coefficient of ``values`` (none negative): the mean absolute difference of every
+    ordered pair, over twice the mean. 0 when all are equal; (n-1)/n when one holds everything.
+    Over the token counts of parallel texts, one per language, it measures how unequally a
+    tokenizer charges the languages for the same content. None for fewer than two values or a
+    mean of 0.
+
+    >>> gini([10, 10, 10]), gini([0, 0, 30]), round(gini([1, 2, 3, 4]), 3)
+    (0.0, 0.6666666666666666, 0.25)
+    """
+    if len(values) < 2:
+        return None
+    if any(value < 0 for value in values):
+        raise ValueError("the Gini coefficient takes no negative values")
+    total = sum(values)
+    if total == 0:
+        return None
+    # sum over ordered pairs |x_i - x_j| = 2 * sum_i (2i - n + 1) x_(i), the values sorted
+    ordered = sorted(values)
+    n = len(ordered)
+    spread = sum((2 * index - n + 1) * value for index, value in enumerate(ordered))
+    return float(spread / (n * total))
 
 
 def fertility(num_tokens: int, num_words: int) -> float | None:

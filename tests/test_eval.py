@@ -22,6 +22,7 @@ import pytest
 from bpestore import BPEModel, Store, Tokenizer
 from bpestore.metrics import (
     characters_per_token,
+    gini,
     measure_file,
     measure_text,
     parity,
@@ -273,6 +274,42 @@ def test_cli_eval_table_json_and_csv(parallel_store, tmp_path):
     assert ok(reused).splitlines()[3].split()[-1] == "1.000"  # zh against itself
     recomputed = invoke("eval", small, "--corpus", PARALLEL / "en.txt", "--recompute", "--db", store_path)
     assert "reused" not in ok(recomputed) + recomputed.stderr
+
+
+def test_eval_sums_parity_up_per_tokenizer(parallel_store, tmp_path):
+    """With several files: each tokenizer's lowest and highest parity (and their files) and the
+    Gini coefficient of its token counts, in the JSON and on stderr."""
+    db_path, small, large = parallel_store
+    copy = tmp_path / "copy.db"  # (the evaluations stored here stay here)
+    copy.write_bytes(db_path.read_bytes())
+    db_path = copy
+    files = sorted(PARALLEL.glob("*.txt"))
+    result = invoke("eval", small, large, "--corpus", *files, "--reference", "en.txt", "--json", "--db", db_path)
+    data = json.loads(ok(result))
+    assert [summary["tokenizer"] for summary in data["parity_summary"]] == [small, large]
+    for summary in data["parity_summary"]:
+        rows = [row for row in data["rows"] if row["tokenizer"] == summary["tokenizer"]]
+        counts = [row["tokens"] for row in rows]
+        highest = max(rows, key=lambda row: row["parity"])
+        lowest = min(rows, key=lambda row: row["parity"])
+        assert (summary["highest_parity"], summary["highest_parity_file"]) == (highest["parity"], highest["file"])
+        assert (summary["lowest_parity"], summary["lowest_parity_file"]) == (lowest["parity"], lowest["file"])
+        mean = sum(counts) / len(counts)
+        assert summary["gini"] == pytest.approx(sum(abs(a - b) for a in counts for b in counts) / (2 * len(counts) ** 2 * mean))
+        assert summary["files"] == len(files)
+        assert f"{summary['tokenizer']}: parity from {lowest['parity']:.3f} ({lowest['file']}) to {highest['parity']:.3f} ({highest['file']})" in result.stderr
+    one = invoke("eval", small, "--corpus", files[0], "--db", db_path)
+    assert "Gini" not in ok(one) + one.stderr  # one file: nothing to sum up
+
+
+def test_gini():
+    assert gini([5, 5, 5, 5]) == 0.0
+    assert gini([0, 0, 0, 12]) == pytest.approx(3 / 4)
+    assert gini([1]) is None and gini([0, 0]) is None
+    values = [3, 1, 4, 1, 5, 9, 2, 6]
+    assert gini(values) == pytest.approx(sum(abs(a - b) for a in values for b in values) / (2 * len(values) * sum(values)))
+    with pytest.raises(ValueError):
+        gini([1, -1])
 
 
 def test_cli_eval_bad_input_is_one_line(parallel_store, tmp_path):

@@ -711,6 +711,24 @@ def test_leaderboard_parity_heat_map(eval_store, board_client):
     assert board_client.get("/leaderboard?reference=xx.txt", headers={"Host": "localhost"}).status_code == 400
 
 
+def test_leaderboard_parity_summary(eval_store, board_client):
+    """Each tokenizer's parity over its files: the cheapest and the dearest against the reference,
+    and the Gini coefficient of its token counts, worked out here from the stored counts."""
+    page = board_client.get("/leaderboard?reference=ru.txt", headers={"Host": "localhost"}).data.decode()
+    body = page.split('<table id="parity-summary">', 1)[1].split("</table>", 1)[0]
+    with Store(eval_store) as store:
+        tokens = {(e.ref, e.label): e.tokens for e in store.evaluations()}
+    for ref in ("latin@1", "cyr@1"):
+        row = body.split(f'ref={ref}">{ref}</a>', 1)[1].split("</tr>", 1)[0]
+        counts = [tokens[(ref, label)] for label in EVALUATED]
+        parities = {label: tokens[(ref, label)] / tokens[(ref, "ru.txt")] for label in EVALUATED}
+        lowest, highest = min(parities, key=parities.__getitem__), max(parities, key=parities.__getitem__)
+        mean = sum(counts) / len(counts)
+        expected_gini = sum(abs(a - b) for a in counts for b in counts) / (2 * len(counts) ** 2 * mean)
+        assert f"{parities[lowest]:.3f} ({lowest})" in row and f"{parities[highest]:.3f} ({highest})" in row
+        assert f">{expected_gini:.3f}</td>" in row
+
+
 def test_leaderboard_of_a_store_without_evaluations(client, tmp_path):
     """The explorer's store has tokenizers but no evaluations; an empty store neither: both say how."""
     page = client.get("/leaderboard", headers={"Host": "localhost"}).data.decode()

@@ -1,8 +1,9 @@
 """The leaderboard page's numbers (``/leaderboard``), from the stored evaluations
 (``bpestore eval``, :meth:`~bpestore.store.database.ModelStore.evaluations`) and nothing else: a
 row per tokenizer and file, sorted by a column; each tokenizer's bytes per token averaged over its
-files; and each file's parity against a reference file (its tokens over the reference's, with the
-same tokenizer), a grid of tokenizers by files.
+files; each file's parity against a reference file (its tokens over the reference's, with the
+same tokenizer), a grid of tokenizers by files; and each tokenizer's parity summed up over its
+files (the lowest, the highest, the Gini coefficient of its token counts).
 
 A file is identified by its content (sha256), as the store identifies it, and shown by the label
 it was first evaluated under (with the start of its sha256 where two contents share a label).
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..evaluate import ParitySummary, parity_summary
 from ..metrics import DEFAULT_RENYI_ALPHA, parity
 from ..store.database import Evaluation
 
@@ -94,6 +96,9 @@ class Leaderboard:
     """Per tokenizer: its bytes per token averaged over the files it was evaluated on, and how many."""
     parity: list[list[float | None]]
     """A row per tokenizer, a column per file (None: not evaluated on it or on the reference)."""
+    parity_summaries: list[ParitySummary]
+    """Per tokenizer evaluated on two files or more: its parity over them (for parallel texts,
+    over the languages)."""
 
 
 def _sort_key(key: str, row: LeaderboardRow) -> tuple[str, float]:
@@ -167,4 +172,9 @@ def leaderboard(
             means.append((ref, sum(values) / len(values), len(values)))
     cell = {(row.tokenizer, row.file): row.parity for row in rows}
     grid = [[cell.get((ref, label)) for label in files] for ref in tokenizers]
-    return Leaderboard(alpha if shown else None, alphas, tokenizers, files, reference, ordered, sort, descending, means, grid)
+    summaries = []
+    for ref in tokenizers:
+        own = [(row.file, row.evaluation.tokens, row.parity) for row in rows if row.tokenizer == ref]
+        if len(own) > 1:
+            summaries.append(parity_summary(ref, sorted(own, key=lambda item: item[0].lower())))
+    return Leaderboard(alpha if shown else None, alphas, tokenizers, files, reference, ordered, sort, descending, means, grid, summaries)
