@@ -339,6 +339,9 @@ fn count_byte_pairs(words: &Words, range: std::ops::Range<usize>) -> (Vec<u64>, 
 
 /// The state of the merge loop between merges.
 pub(crate) struct Trainer {
+    /// Whether the heap is kept (a loop that only applies merges chosen elsewhere needs none:
+    /// see [`Trainer::unranked`]).
+    ranked: bool,
     /// No merge may make a token of more than this many words (see [`MergeLoop::with_max_words`]).
     max_words: Option<usize>,
     words: Words,
@@ -394,6 +397,7 @@ impl Trainer {
         }
         heap.heapify(&tokens);
         Trainer {
+            ranked: true,
             max_words: None,
             words,
             tokens,
@@ -483,6 +487,7 @@ impl Trainer {
         };
         heap.heapify(&tokens);
         Trainer {
+            ranked: true,
             max_words: None,
             words,
             tokens,
@@ -529,6 +534,20 @@ impl Trainer {
             after_space = byte == b' ';
         }
         words
+    }
+
+    /// Swaps the tables a merge notes its changes in (as big as the tokens, grown as they are
+    /// made) with `scratch`: loops that merge one after another can share one set.
+    pub(crate) fn swap_scratch(&mut self, scratch: &mut [Changes; 2]) {
+        std::mem::swap(&mut self.changes, scratch);
+    }
+
+    /// The loop without its heap: it never chooses a pair, only applies merges chosen elsewhere
+    /// ([`Trainer::apply_as`]), to know how many tokens each saves (a development set's).
+    pub(crate) fn unranked(mut self) -> Trainer {
+        self.ranked = false;
+        self.heap.entries = Vec::new();
+        self
     }
 
     /// The same loop with pairs of equal counts ordered by `tie`.
@@ -597,11 +616,6 @@ impl Trainer {
         }
         self.tokens.set(new, bytes);
         self.merge_into(pair, new)
-    }
-
-    /// The words of `pair`'s list, which a merge of it visits (0: no word holds it).
-    pub(crate) fn words_of(&self, pair: PairKey) -> usize {
-        self.pairs.words_len(pair).unwrap_or(0)
     }
 
     fn merge_into(&mut self, pair: PairKey, new: TokenId) -> u64 {
@@ -683,11 +697,13 @@ impl Trainer {
         );
         // A pair raised twice in one merge (a neighbour on both sides) is pushed once.
         let mut raised = std::mem::take(&mut self.raised);
-        raised.sort_unstable();
-        raised.dedup();
-        for &key in &raised {
-            let count = self.pairs.count(key).expect("a pair counted up is counted");
-            self.heap.push(HeapEntry { count, pair: key }, &self.tokens);
+        if self.ranked {
+            raised.sort_unstable();
+            raised.dedup();
+            for &key in &raised {
+                let count = self.pairs.count(key).expect("a pair counted up is counted");
+                self.heap.push(HeapEntry { count, pair: key }, &self.tokens);
+            }
         }
         raised.clear();
         self.raised = raised;
@@ -698,7 +714,7 @@ impl Trainer {
 
 /// Merges with at least this many candidate words are done on two threads (in tests, nearly all:
 /// both ways must give the same result).
-pub(crate) const PARALLEL_WORDS: usize = if cfg!(test) { 4 } else { 4096 };
+const PARALLEL_WORDS: usize = if cfg!(test) { 4 } else { 4096 };
 
 /// One merge: `(a, b)` becomes `new`.
 #[derive(Clone, Copy)]
@@ -798,7 +814,7 @@ impl PairMerge {
 /// The pairs that one merge changes in some words: next to the new tokens on their left, on
 /// their right, and between two of them.
 #[derive(Default)]
-struct Changes {
+pub(crate) struct Changes {
     left: Neighbours,
     right: Neighbours,
     twins: Twins,

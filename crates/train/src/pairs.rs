@@ -103,12 +103,6 @@ impl PairTable {
         }
     }
 
-    /// The length of the word list of `key` (the words a merge of it visits), if it is in the table.
-    pub(crate) fn words_len(&self, key: PairKey) -> Option<usize> {
-        self.bucket(key)
-            .map(|bucket| self.lists[bucket.slot as usize].len())
-    }
-
     /// Whether `key` is in the table.
     pub(crate) fn contains_key(&self, key: PairKey) -> bool {
         self.bucket(key).is_some()

@@ -16,10 +16,12 @@
 //! * the first `global_merges` merges are plain BPE's on all languages' counts together.
 //!
 //! Each language is a merge loop of its own ([`Trainer`], the one of plain training): its words,
-//! its pair counts and its heap. A merge chosen in one is applied in all that hold the pair (on
-//! several threads when there is enough to do), and in the development set's loops, which only
-//! tell how many tokens each merge saved. The tokens are numbered here, once for all the loops
-//! (so a pair's ids mean the same in every one); each loop keeps the bytes of its own tokens.
+//! its pair counts and its heap. A merge chosen in one is applied in all that hold the pair, one
+//! after another (each merge of many words on two threads, as in plain training), and in the
+//! development set's loops, which only tell how many tokens each merge saved. The tokens are
+//! numbered here, once for all the loops (so a pair's ids mean the same in every one); each loop
+//! keeps the bytes of its own tokens; they share the tables a merge notes its changes in (each
+//! as big as the vocabulary: one set per loop would be most of the memory of many languages).
 //!
 //! Where HF's window variant loops forever (every language with pairs left is over its share,
 //! and so is the first language, the default of its search, while a spent language is not yet
@@ -27,9 +29,7 @@
 
 use std::collections::VecDeque;
 
-use rayon::prelude::*;
-
-use crate::merge::{split_key, Merge, TieBreak, Tokens, Trainer, PARALLEL_WORDS};
+use crate::merge::{split_key, Changes, Merge, TieBreak, Tokens, Trainer};
 use crate::PretokenCounts;
 
 /// How the language of each merge is chosen among those with the highest score.
@@ -97,6 +97,8 @@ fn byte_tokens(counts: &PretokenCounts) -> u64 {
 pub struct ParityLoop {
     /// Every token made, numbered for all the loops.
     made: Tokens,
+    /// The tables each loop's merge notes its changes in, lent to one loop at a time.
+    scratch: [Changes; 2],
     languages: Vec<Trainer>,
     dev: Vec<Trainer>,
     /// All languages' counts together, for the first `global_merges` merges (then dropped).
@@ -141,7 +143,9 @@ impl ParityLoop {
                 assert_eq!(dev.len(), train.len(), "a development set per language");
                 let tokens = dev.iter().map(|counts| byte_tokens(counts)).collect();
                 (
-                    dev.iter().map(|counts| Trainer::new(counts)).collect(),
+                    dev.iter()
+                        .map(|counts| Trainer::new(counts).unranked())
+                        .collect(),
                     tokens,
                     None,
                 )
@@ -159,6 +163,7 @@ impl ParityLoop {
         };
         ParityLoop {
             made: Tokens::new(),
+            scratch: Default::default(),
             spent: vec![false; languages.len()],
             languages,
             dev,
@@ -256,17 +261,14 @@ impl ParityLoop {
         let (a, b) = split_key(pair);
         let new = self.made.join(a, b);
         let bytes = self.made.bytes[new as usize].clone();
-        let apply = |trainer: &mut Trainer| trainer.apply_as(pair, new, &bytes);
-        let work: usize = self
-            .languages
-            .iter()
-            .map(|trainer| trainer.words_of(pair))
-            .sum();
-        let saved: Vec<u64> = if work >= PARALLEL_WORDS {
-            self.languages.par_iter_mut().map(apply).collect()
-        } else {
-            self.languages.iter_mut().map(apply).collect()
+        let scratch = &mut self.scratch;
+        let mut apply = |trainer: &mut Trainer| {
+            trainer.swap_scratch(scratch);
+            let saved = trainer.apply_as(pair, new, &bytes);
+            trainer.swap_scratch(scratch);
+            saved
         };
+        let saved: Vec<u64> = self.languages.iter_mut().map(&mut apply).collect();
         if self.dev.is_empty() {
             for (tokens, saved) in self.tokens.iter_mut().zip(saved) {
                 *tokens -= saved;
