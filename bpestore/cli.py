@@ -1230,6 +1230,9 @@ def show(ref: str, num_merges: int, as_json: bool, as_recipe: bool, db: str) -> 
         fields.append(("continues", base))  # its ids and merges come first
     if (info.training_params or {}).get("recipe") is not None:
         fields.append(("recipe", f"stored (bpestore show {info.ref} --recipe)"))
+    shares = (info.training_params or {}).get("parity_merges")
+    if isinstance(shares, dict) and shares:  # a parity-aware training: the merges each language's turn made
+        fields.append(("parity merges", " ".join(f"{language}={count}" for language, count in shares.items())))
     if info.reshaped_from:
         how = (info.training_params or {}).get("how", "reshaped")
         changed = "old ids kept" if how == "add-tokens" else "ids changed"

@@ -242,6 +242,9 @@ def test_each_language_is_a_stored_corpus_reused(tmp_path):
         assert len(corpora) == len(LANGUAGES)
         assert {Path(info.path).name for info in corpora} == {f"{language}.txt" for language in LANGUAGES}
         assert store.info(first).training_params["reused_pretoken_counts"] is False
+        shares = store.info(first).training_params["parity_merges"]
+    shown = ok(invoke("--db", db, "show", first))
+    assert "parity merges   " + " ".join(f"{language}={count}" for language, count in shares.items()) in shown
     again = ok(invoke(*train_args(db, "q", "--dev", str(UDHR / "dev"), "--parity-variant", "window"))).strip()
     with Store(db) as store:
         assert len(store.corpora()) == len(LANGUAGES)
