@@ -337,6 +337,69 @@ fn count_byte_pairs(words: &Words, range: std::ops::Range<usize>) -> (Vec<u64>, 
     (counts, lists)
 }
 
+/// The pairs of `words`' tokens, each with its count and the words that hold it (ascending, each
+/// once): what raising every window of every word in turn makes, found by sorting the windows
+/// instead. A word split by a base's merges (a SuperBPE stage-2 piece, a run of words) holds tens
+/// of tokens, and a corpus's such words millions of pairs: raised one window at a time, each
+/// window was a miss in the hash table and another in its pair's growing list; sorted (on every
+/// core), each pair is a run of windows, its list made at its size and its bucket written once.
+fn index_pairs(words: &Words) -> PairTable {
+    use rayon::prelude::*;
+    let mut windows: Vec<(PairKey, WordId)> = Vec::with_capacity(words.symbols.len());
+    for (word, head) in words.heads.iter().enumerate() {
+        let word = word as WordId; // (no more than 2^32 words: checked as they were made)
+        let symbols = &words.symbols[head.start..head.start + head.len as usize];
+        windows.extend(
+            symbols
+                .windows(2)
+                .map(|window| (pair_key(window[0], window[1]), word)),
+        );
+    }
+    windows.par_sort_unstable();
+    // Each pair's record, on every core: the windows cut where a pair's run ends, near the
+    // middle of each core's share.
+    let shares = rayon::current_num_threads().max(1);
+    let mut cuts = vec![0];
+    for share in 1..shares {
+        let mut at = windows.len() * share / shares;
+        while at > *cuts.last().expect("a cut")
+            && at < windows.len()
+            && windows[at - 1].0 == windows[at].0
+        {
+            at += 1;
+        }
+        cuts.push(at.max(*cuts.last().expect("a cut")));
+    }
+    cuts.push(windows.len());
+    let records: Vec<Vec<(PairKey, PairInfo)>> = cuts
+        .windows(2)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|cut| {
+            windows[cut[0]..cut[1]]
+                .chunk_by(|x, y| x.0 == y.0)
+                .map(|run| {
+                    let count = run
+                        .iter()
+                        .map(|&(_, word)| words.heads[word as usize].count)
+                        .sum();
+                    let held = 1 + run.windows(2).filter(|two| two[0].1 != two[1].1).count();
+                    let mut list = Vec::with_capacity(held);
+                    list.extend(run.iter().map(|&(_, word)| word));
+                    list.dedup();
+                    (run[0].0, PairInfo { count, words: list })
+                })
+                .collect()
+        })
+        .collect();
+    drop(windows);
+    let mut pairs = PairTable::with_capacity(records.iter().map(Vec::len).sum());
+    for (key, info) in records.into_iter().flatten() {
+        pairs.insert_new(key, info);
+    }
+    pairs
+}
+
 /// The state of the merge loop between merges.
 pub(crate) struct Trainer {
     /// Whether the heap is kept (a loop that only applies merges chosen elsewhere needs none:
@@ -455,7 +518,6 @@ impl Trainer {
             symbols: Vec::new(),
             heads: Vec::new(),
         };
-        let mut pairs = PairTable::new();
         for (pretoken, count) in counts.iter() {
             if pretoken.len() < 2 || count == 0 {
                 continue;
@@ -464,21 +526,14 @@ impl Trainer {
             if word.len() < 2 {
                 continue; // one token: it never holds a pair
             }
-            let word_id =
-                WordId::try_from(words.heads.len()).expect("more than 2^32 distinct pre-tokens");
+            WordId::try_from(words.heads.len()).expect("more than 2^32 distinct pre-tokens");
             let start = words.symbols.len();
             words.symbols.extend_from_slice(&word);
             let len =
                 u32::try_from(words.symbols.len() - start).expect("a pre-token of 4 GiB or more");
             words.heads.push(WordHead { start, count, len });
-            for window in words.symbols[start..].windows(2) {
-                let words = pairs.raise(pair_key(window[0], window[1]), count);
-                // Words are visited in ascending order: a word already noted is the last one.
-                if words.last() != Some(&word_id) {
-                    words.push(word_id);
-                }
-            }
         }
+        let pairs = index_pairs(&words);
         let mut heap = PairHeap {
             entries: pairs
                 .counts()

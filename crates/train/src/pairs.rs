@@ -71,6 +71,16 @@ impl PairTable {
         }
     }
 
+    /// No pairs, with room for `pairs` of them (and their lists) without growing.
+    pub(crate) fn with_capacity(pairs: usize) -> PairTable {
+        PairTable {
+            table: HashTable::with_capacity(pairs),
+            big: FxHashMap::default(),
+            lists: Vec::with_capacity(pairs),
+            free: Vec::new(),
+        }
+    }
+
     fn bucket(&self, key: PairKey) -> Option<&Bucket> {
         self.table.find(hash(key), |bucket| bucket.key == key)
     }
