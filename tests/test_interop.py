@@ -798,3 +798,24 @@ def test_merges_from_ranks_equal_the_reference_reconstruction(extra, seed):
     merges, unreachable = pair_merges_from_ranks(table, told.append)
     assert (merges, unreachable) == reference_pair_merges_from_ranks(table)
     assert sum(told) == len(table)
+
+
+def test_exporting_a_token_rule_model_notes_what_differs_only_where_it_does(tmp_path):
+    """A token-rule model whose "abcd" no pair merge makes ("abc" and "bcd" come first, so that
+    tiktoken's rule joins "ab" + "cd" by rank while no listed pair does): the GPT-2 files' tools
+    merge by pair rank and may encode it differently, which the export says; HF's file is written
+    with ``ignore_merges`` and every split, which encodes as bpestore, and needs no note."""
+    tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers reads the export back")
+    vocab = {i: bytes([i]) for i in range(256)}
+    for token in [b"ab", b"cd", b"abc", b"bcd", b"abcd"]:
+        vocab[len(vocab)] = token
+    merges = [(b"a", b"b"), (b"c", b"d"), (b"ab", b"c"), (b"b", b"cd"), (b"ab", b"cd")]
+    model = formats.BPEModel(vocab, merges, [], merge_rule="token")
+    ours = Tokenizer.from_model(model)
+    gpt2_notes = formats.export(model, "gpt2", tmp_path / "gpt2")
+    assert any("merges by token rank" in note for note in gpt2_notes), gpt2_notes
+    hf_notes = formats.export(model, "hf", tmp_path / "tokenizer.json")
+    assert not any("merges by token rank" in note for note in hf_notes), hf_notes
+    reference = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for text in ["abcd", "xabcdx abc bcd", "ab cd abcdabcd"]:
+        assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids

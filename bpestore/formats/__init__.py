@@ -82,7 +82,7 @@ def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLik
         raise TypeError(f"export needs a Tokenizer or a BPEModel, not {type(tokenizer).__name__}")
     target = get(format)
     notes: list[str] = []
-    if model.merge_rule == "token" and target.merge_rule != "token":
+    if model.merge_rule == "token" and target.merge_rule != "token" and not target.keeps_token_rule:
         produced = {a + b for a, b in model.merges}
         unreachable = sum(1 for token in model.vocab.values() if len(token) > 1 and token not in produced) - len(model.special_ids)
         notes.append(

@@ -842,4 +842,4 @@ IMPORTER = ImportCommand(
     files=("tokenizer_json",),
 )
 
-FORMAT = register(Format("hf", read, write, merge_rule="pair", importer=IMPORTER, write_folder=write_folder))
+FORMAT = register(Format("hf", read, write, merge_rule="pair", importer=IMPORTER, write_folder=write_folder, keeps_token_rule=True))

@@ -112,6 +112,9 @@ class Format:
         importer: how ``bpestore import NAME`` calls ``read``; None: no import command.
         write_folder: ``write_folder(model, directory) -> notes``, for a format that also writes
             a folder of files (``hf``: a model folder) when ``output`` is a directory.
+        keeps_token_rule: whether ``write`` keeps a model of the other rule exact anyway (``hf``
+            writes a token-rule model with ``ignore_merges`` and a merge for every split of each
+            token), so that exporting it needs no note.
     """
 
     name: str
@@ -121,6 +124,7 @@ class Format:
     writes_directory: bool = False
     importer: ImportCommand | None = None
     write_folder: Callable[[BPEModel, Path], list[str]] | None = None
+    keeps_token_rule: bool = False
 
 
 _FORMATS: dict[str, Format] = {}
