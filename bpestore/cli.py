@@ -696,6 +696,10 @@ def _train_parity(
     for spec in corpus:
         language, source = _named(spec, "CORPUS")
         inputs.setdefault(language, []).append(source)
+    for sources in inputs.values():  # (a missing file is named before the --dev it would need)
+        for source in sources:
+            if not source.startswith("stored:") and "://" not in source and not any(c in source for c in "*?[") and not os.path.exists(source):
+                _fail(f"No such file or directory: {source}")
     wf = _workflow()
     dev = _dev_texts(dev_specs, list(inputs)) if dev_specs else None
     ratio = None

@@ -375,6 +375,16 @@ def test_a_missing_development_text_is_named(tmp_path):
             assert store.list() == [] and store.corpora() == []
 
 
+def test_a_missing_corpus_file_is_named_before_the_development_text_it_lacks(tmp_path):
+    db = tmp_path / "s.db"
+    result = invoke(
+        "--db", db, "train", "--parity", UDHR / "train" / "eng.txt", tmp_path / "nosuch.txt", "--dev", UDHR / "dev",
+        "--name", "p", "--vocab-size", "400",
+    )
+    assert_user_error(result, f"No such file or directory: {tmp_path / 'nosuch.txt'}")
+    assert not db.exists()
+
+
 def test_a_language_named_twice_is_one_language_of_two_inputs(tmp_path):
     db = tmp_path / "s.db"
     ref = ok(invoke(
