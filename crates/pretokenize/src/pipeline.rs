@@ -73,6 +73,9 @@ pub enum Stage {
 pub struct Pipeline {
     stages: Vec<Stage>,
     gpt2: fancy_regex::Regex,
+    /// GPT-2's hand-written scanner, for a `ByteLevel` stage on the text's own characters: the
+    /// same pieces as the regex (differential-tested), without a backtracking engine's VM.
+    gpt2_scanner: crate::Pretokenizer,
 }
 
 /// GPT-2's regex as `tokenizers`' `ByteLevel` has it.
@@ -85,6 +88,8 @@ impl Pipeline {
         Pipeline {
             stages,
             gpt2: fancy_regex::Regex::new(BYTE_LEVEL_REGEX).expect("GPT-2's regex compiles"),
+            gpt2_scanner: crate::Pretokenizer::new(crate::GPT2_PATTERN)
+                .expect("GPT-2's pattern has a scanner"),
         }
     }
 
@@ -118,6 +123,17 @@ impl Pipeline {
                                 .iter_mut()
                                 .for_each(|(_, is_match)| *is_match = !*is_match);
                         }
+                        found
+                    }
+                    Stage::ByteLevel { use_regex: true } if !bytes_as_alphabet => {
+                        // (each piece of the regex a match; together they cover the stretch)
+                        let mut found = Vec::new();
+                        let base = text.as_ptr() as usize;
+                        self.gpt2_scanner
+                            .try_for_each_piece(&text[start..end], |piece| {
+                                let from = piece.as_ptr() as usize - base;
+                                found.push(((from, from + piece.len()), true));
+                            })?;
                         found
                     }
                     Stage::ByteLevel { use_regex: true } => {
@@ -165,7 +181,12 @@ fn find(
     match matcher {
         Matcher::Regex(regex) => {
             // (on the alphabet's characters, each one byte of the text, after ByteLevel)
-            let (haystack, offsets) = if bytes_as_alphabet {
+            // (bytes from '!' to '~' are themselves in the alphabet: such a piece, most of an
+            // English text's, is its own haystack)
+            let as_itself = text.as_bytes()[start..end]
+                .iter()
+                .all(|byte| (b'!'..=b'~').contains(byte));
+            let (haystack, offsets) = if bytes_as_alphabet && !as_itself {
                 let mut written = String::with_capacity(2 * (end - start));
                 let mut offsets = Vec::with_capacity(2 * (end - start) + 1);
                 // (offsets[k]: the text's byte that the alphabet string's byte k stands for)
@@ -201,8 +222,15 @@ fn find(
                 Matcher::Regex(_) => unreachable!("handled above"),
             };
             if bytes_as_alphabet {
+                // (the alphabet's 256 characters classified once, not one character at a time)
+                let picked: &[bool; 256] = match predicate {
+                    Matcher::Numeric => &NUMERIC_IN_ALPHABET,
+                    Matcher::Punctuation => &PUNCTUATION_IN_ALPHABET,
+                    Matcher::Whitespace => &WHITESPACE_IN_ALPHABET,
+                    Matcher::Regex(_) => unreachable!("handled above"),
+                };
                 for (offset, &byte) in text.as_bytes()[start..end].iter().enumerate() {
-                    if picks(ALPHABET[byte as usize]) {
+                    if picked[byte as usize] {
                         hit(start + offset, start + offset + 1, &mut found);
                     }
                 }
@@ -279,6 +307,23 @@ fn is_unicode_punctuation(c: char) -> bool {
 
 /// GPT-2's byte alphabet: the character each byte is written as (printable Latin-1 as itself,
 /// the other bytes from U+0100 on, in order).
+/// Which of the alphabet's characters a predicate picks, by the byte each stands for.
+fn alphabet_picks(picks: fn(char) -> bool) -> [bool; 256] {
+    let mut picked = [false; 256];
+    for (byte, &c) in ALPHABET.iter().enumerate() {
+        picked[byte] = picks(c);
+    }
+    picked
+}
+
+static NUMERIC_IN_ALPHABET: std::sync::LazyLock<[bool; 256]> =
+    std::sync::LazyLock::new(|| alphabet_picks(char::is_numeric));
+static PUNCTUATION_IN_ALPHABET: std::sync::LazyLock<[bool; 256]> = std::sync::LazyLock::new(|| {
+    alphabet_picks(|c| c.is_ascii_punctuation() || is_unicode_punctuation(c))
+});
+static WHITESPACE_IN_ALPHABET: std::sync::LazyLock<[bool; 256]> =
+    std::sync::LazyLock::new(|| alphabet_picks(char::is_whitespace));
+
 static ALPHABET: std::sync::LazyLock<[char; 256]> = std::sync::LazyLock::new(|| {
     let mut alphabet = ['\0'; 256];
     let mut next = 0u32;
