@@ -110,43 +110,43 @@ impl Pipeline {
         };
         let mut bytes_as_alphabet = false;
         let mut next = Vec::new();
+        // (one piece's matches and the pieces they make, reused from piece to piece)
+        let (mut matches, mut kept) = (Vec::new(), Vec::new());
         for stage in &self.stages {
             next.clear();
             for &(start, end) in &pieces {
-                let matches = match stage {
+                matches.clear();
+                match stage {
                     Stage::Split {
                         matcher, invert, ..
                     } => {
-                        let mut found = find(matcher, text, start, end, bytes_as_alphabet)?;
+                        find(matcher, text, start, end, bytes_as_alphabet, &mut matches)?;
                         if *invert {
-                            found
+                            matches
                                 .iter_mut()
                                 .for_each(|(_, is_match)| *is_match = !*is_match);
                         }
-                        found
                     }
                     Stage::ByteLevel { use_regex: true } if !bytes_as_alphabet => {
                         // (each piece of the regex a match; together they cover the stretch)
-                        let mut found = Vec::new();
                         let base = text.as_ptr() as usize;
                         self.gpt2_scanner
                             .try_for_each_piece(&text[start..end], |piece| {
                                 let from = piece.as_ptr() as usize - base;
-                                found.push(((from, from + piece.len()), true));
+                                matches.push(((from, from + piece.len()), true));
                             })?;
-                        found
                     }
                     Stage::ByteLevel { use_regex: true } => {
                         let regex = Matcher::Regex(self.gpt2.clone());
-                        find(&regex, text, start, end, bytes_as_alphabet)?
+                        find(&regex, text, start, end, bytes_as_alphabet, &mut matches)?;
                     }
-                    Stage::ByteLevel { use_regex: false } => vec![((start, end), false)],
-                };
+                    Stage::ByteLevel { use_regex: false } => matches.push(((start, end), false)),
+                }
                 let behavior = match stage {
                     Stage::Split { behavior, .. } => *behavior,
                     Stage::ByteLevel { .. } => Behavior::Isolated,
                 };
-                made(&matches, behavior, &mut next);
+                made(&matches, behavior, &mut next, &mut kept);
             }
             std::mem::swap(&mut pieces, &mut next);
             if matches!(stage, Stage::ByteLevel { .. }) {
@@ -168,8 +168,8 @@ fn find(
     start: usize,
     end: usize,
     bytes_as_alphabet: bool,
-) -> Result<Vec<Stretch>, PretokenizeError> {
-    let mut found = Vec::new();
+    found: &mut Vec<Stretch>,
+) -> Result<(), PretokenizeError> {
     let mut covered = start;
     let mut hit = |from: usize, to: usize, found: &mut Vec<Stretch>| {
         if covered < from {
@@ -211,7 +211,7 @@ fn find(
                     text: format!("a text of {} bytes", text.len()),
                     offset: Some(start),
                 })?;
-                hit(at(matched.start()), at(matched.end()), &mut found);
+                hit(at(matched.start()), at(matched.end()), found);
             }
         }
         predicate => {
@@ -231,13 +231,13 @@ fn find(
                 };
                 for (offset, &byte) in text.as_bytes()[start..end].iter().enumerate() {
                     if picked[byte as usize] {
-                        hit(start + offset, start + offset + 1, &mut found);
+                        hit(start + offset, start + offset + 1, found);
                     }
                 }
             } else {
                 for (offset, c) in text[start..end].char_indices() {
                     if picks(c) {
-                        hit(start + offset, start + offset + c.len_utf8(), &mut found);
+                        hit(start + offset, start + offset + c.len_utf8(), found);
                     }
                 }
             }
@@ -246,13 +246,18 @@ fn find(
     if covered < end {
         found.push(((covered, end), false));
     }
-    Ok(found)
+    Ok(())
 }
 
 /// `NormalizedString::split`'s behaviours on the matches of one piece; the pieces kept are
 /// appended to `out` (empty ones dropped).
-fn made(matches: &[Stretch], behavior: Behavior, out: &mut Vec<(usize, usize)>) {
-    let mut kept: Vec<Stretch> = Vec::with_capacity(matches.len());
+fn made(
+    matches: &[Stretch],
+    behavior: Behavior,
+    out: &mut Vec<(usize, usize)>,
+    kept: &mut Vec<Stretch>,
+) {
+    kept.clear();
     match behavior {
         Behavior::Isolated => kept.extend(matches.iter().map(|&(span, _)| (span, false))),
         Behavior::Removed => kept.extend_from_slice(matches),
@@ -289,8 +294,8 @@ fn made(matches: &[Stretch], behavior: Behavior, out: &mut Vec<(usize, usize)>) 
         }
     }
     out.extend(
-        kept.into_iter()
-            .filter(|&((start, end), removed)| !removed && start < end)
+        kept.iter()
+            .filter(|&&((start, end), removed)| !removed && start < end)
             .map(|(span, _)| span),
     );
 }
