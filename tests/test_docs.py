@@ -4,7 +4,8 @@ Each page is one test: its examples run in order, in a fresh temporary folder, a
 run them from a checkout's root. That folder holds a copy of ``tests/data`` (the parallel corpus)
 and, next to it, ``../shared``: the shared data (``$BPESTORE_SHARED``), so that an example may name
 ``../shared/fixtures/gpt2_vocab.json`` as in a checkout; a page whose examples need it is skipped,
-saying so, when it is absent.
+saying so, when it is absent. A file a page names that a reader downloads is put in its folder
+too, from installed packages (``PREPARED``), so that an example may import ``cl100k_base.tiktoken``.
 
 - ```` ```python ```` blocks run with sybil, one namespace per page.
 - ```` ```console ```` blocks are shell sessions: each line after ``$ `` (with its ``\\``
@@ -98,6 +99,25 @@ def run_session(example) -> str | None:  # type: ignore[no-untyped-def]
 PARSERS = [PythonCodeBlockParser(), CodeBlockParser("console", run_session), SkipParser()]
 
 
+def tiktoken_download(name: str, folder: Path) -> None:
+    """``folder/NAME.tiktoken``, the file tiktoken downloads for ``name``, from the copy the
+    bpe-openai package ships (nothing is downloaded in tests); tiktoken checks it is its own
+    (its published SHA-256) as it reads it."""
+    from test_interop import bpe_openai_file, tiktoken_encoding
+
+    cache = folder / ".tiktoken-cache"
+    cache.mkdir()
+    tiktoken_encoding(name, bpe_openai_file(name), cache)
+    (cache_file,) = cache.iterdir()
+    cache_file.rename(folder / f"{name}.tiktoken")
+    cache.rmdir()
+
+
+# Files a reader would download, by the name a page gives them: made in the page's folder when the
+# page names them (or the page is skipped, saying why).
+PREPARED = {"cl100k_base.tiktoken": lambda folder: tiktoken_download("cl100k_base", folder)}
+
+
 def bpestore_command(bin_dir: Path) -> None:
     """``bin_dir/bpestore``: this checkout's command line, as pip's console script runs it."""
     script = bin_dir / "bpestore"
@@ -119,6 +139,9 @@ def test_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         pytest.skip(f"its examples use ../shared: {shared_dir()} not found (set BPESTORE_SHARED)")
     work = tmp_path / "work"
     shutil.copytree(REPO_ROOT / "tests" / "data", work / "tests" / "data")
+    for name, prepare in PREPARED.items():
+        if name in page.read_text(encoding="utf-8"):
+            prepare(work)
     if shared_dir().is_dir():
         (tmp_path / "shared").symlink_to(shared_dir())
     bin_dir = tmp_path / "bin"
