@@ -14,6 +14,9 @@ too, from installed packages (``PREPARED``), so that an example may import ``cl1
   terminal shows them), compared line by line, trailing spaces ignored; a line ``...`` stands for
   any lines (or none), ``...`` inside a line for any text. A command that shows no output must
   succeed; one that shows output may fail (an error's line and status are what it shows).
+- A console block after ``<!-- run: servers -->`` holds commands that serve until stopped
+  (``bpestore serve``): each runs until it prints an ``http://`` address, that page is fetched (it
+  must answer 200 with HTML), then Ctrl-C (SIGINT) stops it; what it printed is checked as above.
 - A block after ``<!-- skip: next -->`` is not run (an example that needs a cluster or a
   server): the comment says why in the page's source.
 Other blocks (```` ```text ````, ```` ```sql ```` ...) are not examples; the SQL is run by
@@ -25,9 +28,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -80,19 +87,66 @@ def normalized(output: str) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+SERVERS = "<!-- run: servers -->"
+
+
+def run_server(command: str, env: dict[str, str]) -> tuple[int, str]:
+    """Runs ``command`` until it prints an ``http://`` address, fetches that page, then stops it
+    with SIGINT (to its process group: bash may or may not exec the command). Its status and
+    output; a page that does not answer, or a server that never says where it is, fails."""
+    process = subprocess.Popen(
+        ["bash", "-c", command], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+    stdout = process.stdout
+    assert stdout is not None
+    lines: list[bytes] = []
+
+    def read() -> None:  # in a thread, so that waiting for the address has a timeout
+        for line in stdout:
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + COMMAND_TIMEOUT  # a hang timeout, not a timing
+        while not (found := re.search(rb"http://[^\s/]+/", b"".join(lines))):
+            assert time.monotonic() < deadline and process.poll() is None, (
+                f"$ {command}\nprinted no address (status {process.poll()}):\n{b''.join(lines).decode('utf-8', 'replace')}"
+            )
+            time.sleep(0.05)
+        address = found.group().decode()
+        with urllib.request.urlopen(address, timeout=COMMAND_TIMEOUT) as response:
+            page = response.read().decode("utf-8", "replace")
+            assert response.status == 200 and "<html" in page, (command, response.status, page[:500])
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=COMMAND_TIMEOUT)
+        reader.join(timeout=COMMAND_TIMEOUT)
+        return status, b"".join(lines).decode("utf-8", "replace")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 def run_session(example) -> str | None:  # type: ignore[no-untyped-def]
     env = example.namespace["__env__"]
+    servers = example.document.text[:example.start].rstrip().endswith(SERVERS)
     for command, shown in session_commands(example.parsed):
-        done = subprocess.run(
-            ["bash", "-c", command], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT, check=False,
-        )
-        output = normalized(done.stdout.decode("utf-8", "replace"))
-        if not shown and done.returncode != 0:
-            return f"$ {command}\nexited with status {done.returncode}:\n{output}"
+        if servers:
+            status, printed = run_server(command, env)
+        else:
+            done = subprocess.run(
+                ["bash", "-c", command], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT, check=False,
+            )
+            status, printed = done.returncode, done.stdout.decode("utf-8", "replace")
+        output = normalized(printed)
+        if not shown and status != 0:
+            return f"$ {command}\nexited with status {status}:\n{output}"
         if shown and not output_pattern(shown).fullmatch(output):
             expected = "\n".join(shown)
-            return f"$ {command}\nshowed:\n{expected}\nprinted (status {done.returncode}):\n{output}"
+            return f"$ {command}\nshowed:\n{expected}\nprinted (status {status}):\n{output}"
     return None
 
 
