@@ -116,7 +116,8 @@ def run_server(command: str, env: dict[str, str]) -> tuple[int, str]:
             )
             time.sleep(0.05)
         address = found.group().decode()
-        with urllib.request.urlopen(address, timeout=COMMAND_TIMEOUT) as response:
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # (never an http_proxy for loopback)
+        with direct.open(address, timeout=COMMAND_TIMEOUT) as response:
             page = response.read().decode("utf-8", "replace")
             assert response.status == 200 and "<html" in page, (command, response.status, page[:500])
         os.killpg(process.pid, signal.SIGINT)
