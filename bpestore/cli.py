@@ -2373,12 +2373,13 @@ def serve(host: str, port: int, allow_remote: bool, corpora: tuple[Path, ...], d
     shown_host = f"[{host}]" if ":" in host else host
     click.echo(f"bpestore explorer on http://{shown_host}:{server.server_port}/ (store {db}, read-only); Ctrl-C stops it", err=True)
     try:
-        server.serve_forever()
+        server.serve_forever()  # Werkzeug's ends its loop on Ctrl-C, swallowing the KeyboardInterrupt
     except KeyboardInterrupt:
-        click.echo("stopped", err=True)
+        pass  # a Ctrl-C just outside the loop
     finally:
         server.server_close()
         web.close_app(cast("Flask", server.app))  # (the app make_server made, which Werkzeug types as any WSGI app)
+    click.echo("stopped", err=True)
 
 
 # -- rm --------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Each page is one test: its examples run in order, in a fresh temporary folder, a
 run them from a checkout's root. That folder holds a copy of ``tests/data`` (the parallel corpus)
 and, next to it, ``../shared``: the shared data (``$BPESTORE_SHARED``), so that an example may name
 ``../shared/fixtures/gpt2_vocab.json`` as in a checkout; a page whose examples need it is skipped,
-saying so, when it is absent.
+saying so, when it is absent. A file a page names that a reader downloads is put in its folder
+too, from installed packages (``PREPARED``), so that an example may import ``cl100k_base.tiktoken``.
 
 - ```` ```python ```` blocks run with sybil, one namespace per page.
 - ```` ```console ```` blocks are shell sessions: each line after ``$ `` (with its ``\\``
@@ -13,6 +14,9 @@ saying so, when it is absent.
   terminal shows them), compared line by line, trailing spaces ignored; a line ``...`` stands for
   any lines (or none), ``...`` inside a line for any text. A command that shows no output must
   succeed; one that shows output may fail (an error's line and status are what it shows).
+- A console block after ``<!-- run: servers -->`` holds commands that serve until stopped
+  (``bpestore serve``): each runs until it prints an ``http://`` address, that page is fetched (it
+  must answer 200 with HTML), then Ctrl-C (SIGINT) stops it; what it printed is checked as above.
 - A block after ``<!-- skip: next -->`` is not run (an example that needs a cluster or a
   server): the comment says why in the page's source.
 Other blocks (```` ```text ````, ```` ```sql ```` ...) are not examples; the SQL is run by
@@ -24,9 +28,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -79,23 +87,90 @@ def normalized(output: str) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+SERVERS = "<!-- run: servers -->"
+
+
+def run_server(command: str, env: dict[str, str]) -> tuple[int, str]:
+    """Runs ``command`` until it prints an ``http://`` address, fetches that page, then stops it
+    with SIGINT (to its process group: bash may or may not exec the command). Its status and
+    output; a page that does not answer, or a server that never says where it is, fails."""
+    process = subprocess.Popen(
+        ["bash", "-c", command], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+    stdout = process.stdout
+    assert stdout is not None
+    lines: list[bytes] = []
+
+    def read() -> None:  # in a thread, so that waiting for the address has a timeout
+        for line in stdout:
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + COMMAND_TIMEOUT  # a hang timeout, not a timing
+        while not (found := re.search(rb"http://[^\s/]+/", b"".join(lines))):
+            assert time.monotonic() < deadline and process.poll() is None, (
+                f"$ {command}\nprinted no address (status {process.poll()}):\n{b''.join(lines).decode('utf-8', 'replace')}"
+            )
+            time.sleep(0.05)
+        address = found.group().decode()
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # (never an http_proxy for loopback)
+        with direct.open(address, timeout=COMMAND_TIMEOUT) as response:
+            page = response.read().decode("utf-8", "replace")
+            assert response.status == 200 and "<html" in page, (command, response.status, page[:500])
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=COMMAND_TIMEOUT)
+        reader.join(timeout=COMMAND_TIMEOUT)
+        return status, b"".join(lines).decode("utf-8", "replace")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 def run_session(example) -> str | None:  # type: ignore[no-untyped-def]
     env = example.namespace["__env__"]
+    servers = example.document.text[:example.start].rstrip().endswith(SERVERS)
     for command, shown in session_commands(example.parsed):
-        done = subprocess.run(
-            ["bash", "-c", command], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT, check=False,
-        )
-        output = normalized(done.stdout.decode("utf-8", "replace"))
-        if not shown and done.returncode != 0:
-            return f"$ {command}\nexited with status {done.returncode}:\n{output}"
+        if servers:
+            status, printed = run_server(command, env)
+        else:
+            done = subprocess.run(
+                ["bash", "-c", command], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT, check=False,
+            )
+            status, printed = done.returncode, done.stdout.decode("utf-8", "replace")
+        output = normalized(printed)
+        if not shown and status != 0:
+            return f"$ {command}\nexited with status {status}:\n{output}"
         if shown and not output_pattern(shown).fullmatch(output):
             expected = "\n".join(shown)
-            return f"$ {command}\nshowed:\n{expected}\nprinted (status {done.returncode}):\n{output}"
+            return f"$ {command}\nshowed:\n{expected}\nprinted (status {status}):\n{output}"
     return None
 
 
 PARSERS = [PythonCodeBlockParser(), CodeBlockParser("console", run_session), SkipParser()]
+
+
+def tiktoken_download(name: str, folder: Path) -> None:
+    """``folder/NAME.tiktoken``, the file tiktoken downloads for ``name``, from the copy the
+    bpe-openai package ships (nothing is downloaded in tests); tiktoken checks it is its own
+    (its published SHA-256) as it reads it."""
+    from test_interop import bpe_openai_file, tiktoken_encoding
+
+    cache = folder / ".tiktoken-cache"
+    cache.mkdir()
+    tiktoken_encoding(name, bpe_openai_file(name), cache)
+    (cache_file,) = cache.iterdir()
+    cache_file.rename(folder / f"{name}.tiktoken")
+    cache.rmdir()
+
+
+# Files a reader would download, by the name a page gives them: made in the page's folder when the
+# page names them (or the page is skipped, saying why).
+PREPARED = {"cl100k_base.tiktoken": lambda folder: tiktoken_download("cl100k_base", folder)}
 
 
 def bpestore_command(bin_dir: Path) -> None:
@@ -119,6 +194,9 @@ def test_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         pytest.skip(f"its examples use ../shared: {shared_dir()} not found (set BPESTORE_SHARED)")
     work = tmp_path / "work"
     shutil.copytree(REPO_ROOT / "tests" / "data", work / "tests" / "data")
+    for name, prepare in PREPARED.items():
+        if name in page.read_text(encoding="utf-8"):
+            prepare(work)
     if shared_dir().is_dir():
         (tmp_path / "shared").symlink_to(shared_dir())
     bin_dir = tmp_path / "bin"

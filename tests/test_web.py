@@ -544,6 +544,7 @@ def test_cli_serve_serves_until_interrupted(store_path):
         process.stderr.close()
     # stderr is a pipe here, not a terminal: the request log is plain text
     assert '"GET /no-such-page HTTP/1.1" 404' in log and "\x1b[" not in log, log
+    assert log.endswith("\nstopped\n"), log  # as Ctrl-C said it would be (Werkzeug's loop swallows the KeyboardInterrupt)
 
 
 def test_cli_serve_on_a_busy_port_says_so_in_one_line(store_path):
