@@ -73,6 +73,8 @@ impl Encoder {
         let mut ids: Vec<TokenId> = Vec::with_capacity(text.len() / 4 + 1);
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(text.len() / 4 + 1);
         let offset_in = |whole: &str, part: &str| part.as_ptr() as usize - whole.as_ptr() as usize;
+        // (a byte the vocabulary lacks that the rewriting wrote, a Replace's content say)
+        let written_dropped = std::cell::Cell::new(None);
         let result = self.caches.with(|cache| {
             // A rewritten stretch (aligned to its part, which starts at `at`) encoded and mapped.
             let mut stretch = |written: Aligned,
@@ -80,6 +82,10 @@ impl Encoder {
                                ids: &mut Vec<TokenId>,
                                spans: &mut Vec<(usize, usize)>|
              -> Result<(), PretokenizeError> {
+                if let Some(byte) = self.dropped_byte_in(&written.text) {
+                    written_dropped.set(Some(byte));
+                    return Ok(());
+                }
                 let first = ids.len();
                 self.encode_ordinary_into(&written.text, cache, ids)?;
                 let mut position = 0;
@@ -168,6 +174,11 @@ impl Encoder {
         if result.is_err() {
             // (the error as encoding reports it, with its place in the text)
             self.encode(text, allowed)?;
+        }
+        if let Some(byte) = written_dropped.get() {
+            return Err(EncodeError::Unsupported(format!(
+                "offsets are not available for a text the normalizer or prefix rewrites into one holding a byte the vocabulary lacks (0x{byte:02x}), which encoding leaves out"
+            )));
         }
         char_spans(text, &mut spans);
         Ok((ids, spans))
