@@ -88,6 +88,8 @@ impl Encoder {
                 }
                 let first = ids.len();
                 self.encode_ordinary_into(&written.text, cache, ids)?;
+                // (a byte-fallback token is one byte of its character, which all align to that
+                // character: each spans all of it, as `tokenizers`' one-byte symbols do)
                 let mut position = 0;
                 for &id in &ids[first..] {
                     let length = self.token_bytes(id).expect("an id of this encoder").len();
