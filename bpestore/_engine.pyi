@@ -371,10 +371,11 @@ class Encoder:
         """``encode_dropout`` of each text (its index in the batch seeding its draws), on
         ``num_threads`` threads: the ids do not depend on the number of threads."""
     def encode_with_offsets(
-        self, text: str, allowed_special: str | Iterable[str] | None = None
+        self, text: str, allowed_special: str | Iterable[str] | None = None, trim_offsets: bool | None = None
     ) -> tuple[list[int], list[tuple[int, int]]]:
         """The ids of ``text`` and each one's ``(start, end)`` character span, as Hugging Face's
-        ``tokenizers`` gives them: a token holding part of a character's bytes spans all of it."""
+        ``tokenizers`` gives them: a token holding part of a character's bytes spans all of it.
+        ``trim_offsets``: None, or the ``add_prefix_space`` of a post-processor that trims them."""
     def pack_warm(self, pieces: list[bytes], limit: int) -> tuple[bytes, int]:
         """The packed warm table of ``pieces`` (pre-tokens, most useful first), each merged by
         this encoder: the first ``limit`` of them that are 2 to 64 bytes long (each once); and

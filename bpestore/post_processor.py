@@ -58,6 +58,20 @@ class PostProcessor:
         """Whether it adds any token (a ``ByteLevel`` one adds none)."""
         return bool(self.prefix or self.suffix)
 
+    @property
+    def trims_offsets(self) -> bool | None:
+        """None if it leaves offsets as they are; else the ``add_prefix_space`` of the step that
+        trims them (a ``ByteLevel`` or ``RobertaProcessing`` with ``trim_offsets``): a token's
+        leading and trailing spaces leave its span, whether or not special tokens are added."""
+        return _trims(self.to_hf())
+
+    def around_offsets(self, offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """``offsets`` with ``(0, 0)`` for each token :meth:`around` puts around the ids (what
+        Hugging Face ``tokenizers`` gives a token the post-processor adds)."""
+        if not self.adds_tokens:
+            return offsets
+        return [*[(0, 0)] * len(self.prefix), *offsets, *[(0, 0)] * len(self.suffix)]
+
     def around(self, ids: list[int]) -> list[int]:
         """``ids`` with the prefix before and the suffix after."""
         return [*self.prefix, *ids, *self.suffix] if self.adds_tokens else ids
@@ -65,6 +79,19 @@ class PostProcessor:
     def __str__(self) -> str:
         kind = self.to_hf().get("type", "?")
         return f"{kind} (adds {len(self.prefix)} before, {len(self.suffix)} after)" if self.adds_tokens else str(kind)
+
+
+def _trims(document: Any) -> bool | None:
+    """See :attr:`PostProcessor.trims_offsets` (``tokenizers``' defaults: both true)."""
+    kind = document.get("type")
+    if kind in ("ByteLevel", "RobertaProcessing") and document.get("trim_offsets", True):
+        return bool(document.get("add_prefix_space", True))
+    if kind == "Sequence":
+        for step in document.get("processors", []):
+            trims = _trims(step)
+            if trims is not None:
+                return trims
+    return None
 
 
 def _around(document: Any, where: str) -> tuple[list[int], list[int]]:

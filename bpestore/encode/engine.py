@@ -66,7 +66,7 @@ class EncoderEngine(Protocol):
     ) -> list[list[int]]: ...
 
     def encode_with_offsets(
-        self, text: str, allowed_special: str | Iterable[str] | None = None
+        self, text: str, allowed_special: str | Iterable[str] | None = None, trim_offsets: bool | None = None
     ) -> tuple[list[int], list[tuple[int, int]]]:
         """The ids and each token's ``(start, end)`` character span (see Tokenizer.encode_with_offsets)."""
 

@@ -388,10 +388,18 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = "all",
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        add_special_tokens: bool = False,
     ) -> tuple[list[int], list[tuple[int, int]]]:
-        """The ids of ``text`` and, for each, the ``(start, end)`` character span it covers:
-        ``text[start:end]`` is the token's text (Hugging Face ``tokenizers``' ``Encoding.offsets``,
-        with ``trim_offsets`` off: a leading space is part of its token's span).
+        """The ids of ``text`` and, for each, the ``(start, end)`` character span it covers in
+        ``text``: Hugging Face ``tokenizers``' ``Encoding.offsets`` for the same tokenizer. A
+        leading space is part of its token's span, unless the tokenizer's post-processor trims
+        offsets (``trim_offsets``), as Hugging Face's does. ``add_special_tokens``: the ids as
+        :meth:`encode` gives them, each token the post-processor adds spanning ``(0, 0)``.
+
+        A tokenizer that normalizes its text or writes a prefix into it maps each token back to
+        the characters it came from, as ``tokenizers`` does: a prefix spans the first character
+        after it, a character one character became (NFKC, lowercasing) spans that character, and
+        a string that ``Replace`` wrote spans the last character of what it replaced.
 
         Byte-level BPE may cut a character's UTF-8 bytes into several tokens; each of them then
         spans the whole character (as in ``tokenizers``), so consecutive spans can overlap by that
@@ -399,7 +407,12 @@ class Tokenizer:
         backwards, the first starts at 0 and the last ends at ``len(text)``.
         """
         allowed = self._policy(text, allowed_special, disallowed_special)
-        return self._call(self._engine.encode_with_offsets, text, allowed)
+        processor = self.model.post_processor
+        trim = processor.trims_offsets if processor is not None else None
+        ids, offsets = self._call(self._engine.encode_with_offsets, text, allowed, trim)
+        if add_special_tokens and processor is not None:
+            return processor.around(ids), processor.around_offsets(offsets)
+        return ids, offsets
 
     def _call(self, method: Callable[[str, *_Args], _T], text: str, *args: *_Args) -> _T:
         """``method(text, *args)``; a TypeError that says what ``text`` should be if it is no str."""

@@ -12,6 +12,7 @@
 //! drop). That is [`EncodeError::MatchFailed`], whose offset is a byte offset in what the caller
 //! gave (the text, the stream, the file): never a panic, never text silently lost.
 
+mod aligned;
 mod bpe;
 mod cache;
 mod dropout;
@@ -213,6 +214,31 @@ impl Prefix {
             };
         if put && !written.starts_with(self.text.as_str()) {
             written = std::borrow::Cow::Owned(format!("{}{written}", self.text));
+        }
+        written
+    }
+}
+
+impl Prefix {
+    /// [`Prefix::apply`] with each byte's alignment, as `tokenizers`' `Metaspace` (`replace`,
+    /// then `prepend`) and `ByteLevel` (`prepend`) write it (see `aligned.rs`); only for offsets.
+    pub(crate) fn apply_aligned(
+        &self,
+        stretch: aligned::Aligned,
+        starts_text: bool,
+    ) -> aligned::Aligned {
+        let mut written = stretch;
+        if self.replaces_spaces && written.text.contains(' ') {
+            written = written.replace(" ", &self.text);
+        }
+        let put = !written.text.is_empty()
+            && match self.when {
+                PrefixWhen::Always => true,
+                PrefixWhen::First => starts_text,
+                PrefixWhen::Never => false,
+            };
+        if put && !written.text.starts_with(self.text.as_str()) {
+            written = written.prepend(&self.text);
         }
         written
     }

@@ -7,6 +7,7 @@
 //! methods, as it does. The text is normalized one stretch at a time, between special tokens,
 //! as `tokenizers`' added vocabulary does: a `Prepend` step prepends to each such stretch.
 
+use crate::aligned::Aligned;
 use std::borrow::Cow;
 use unicode_normalization::{
     is_nfc_quick, is_nfd_quick, is_nfkc_quick, is_nfkd_quick, IsNormalized,
@@ -113,6 +114,35 @@ impl NormalizerStep {
                     Cow::Owned(stripped.to_string())
                 }
             }
+        }
+    }
+
+    /// The step applied to `text` as `tokenizers` applies it to a `NormalizedString`, alignment
+    /// and all (`normalizer.rs`: `nfc` and the others through `transform`, `lowercase`,
+    /// `replace`, `prepend`, `lrstrip`). The text is the one [`NormalizerStep::apply`] gives.
+    fn apply_aligned(&self, text: &Aligned) -> Aligned {
+        match self {
+            NormalizerStep::Nfc => text.transform(text.text.nfc(), 0),
+            NormalizerStep::Nfd => text.transform(text.text.nfd(), 0),
+            NormalizerStep::Nfkc => text.transform(text.text.nfkc(), 0),
+            NormalizerStep::Nfkd => text.transform(text.text.nfkd(), 0),
+            NormalizerStep::Lowercase => {
+                // (each character after the first of a longer lowercase is inserted: it spans
+                // the character it comes from)
+                let dest: Vec<(char, isize)> = text
+                    .text
+                    .chars()
+                    .flat_map(|c| {
+                        c.to_lowercase()
+                            .enumerate()
+                            .map(|(i, c)| (c, isize::from(i > 0)))
+                    })
+                    .collect();
+                text.transform(dest, 0)
+            }
+            NormalizerStep::Replace { pattern, content } => text.replace(pattern, content),
+            NormalizerStep::Prepend(prefix) => text.prepend(prefix),
+            NormalizerStep::Strip { left, right } => text.strip(*left, *right),
         }
     }
 
@@ -225,6 +255,14 @@ impl Normalizer {
         self.steps
             .iter()
             .fold(Cow::Borrowed(text), |text, step| step.apply(text))
+    }
+
+    /// `text` normalized with each byte's alignment to the text given, as `tokenizers` aligns
+    /// it (see `aligned.rs`); only for offsets.
+    pub(crate) fn normalize_aligned(&self, text: Aligned) -> Aligned {
+        self.steps
+            .iter()
+            .fold(text, |text, step| step.apply_aligned(&text))
     }
 
     /// Whether text may still be cut before a space or after a newline to be encoded in parts

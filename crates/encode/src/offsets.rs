@@ -7,7 +7,9 @@
 //! gives for a byte-level BPE with `trim_offsets: false` (the leading space of `" word"` is part of
 //! its span).
 
+use crate::aligned::{char_spans, Aligned};
 use crate::{AllowedSpecial, EncodeError, Encoder, TokenId};
+use bpestore_pretokenize::{Part, PretokenizeError};
 
 /// The ids of a text and each one's `(start, end)` character span in it.
 pub type IdsAndOffsets = (Vec<TokenId>, Vec<(usize, usize)>);
@@ -23,22 +25,219 @@ impl Encoder {
         text: &str,
         allowed: AllowedSpecial<'_>,
     ) -> Result<IdsAndOffsets, EncodeError> {
-        if self.rewrites_text() {
-            // (Hugging Face maps them back through its alignments; bpestore does not keep them)
-            return Err(EncodeError::Unsupported(
-                "offsets are not available for a tokenizer that normalizes its text or writes a prefix into it"
-                    .into(),
-            ));
-        }
+        self.encode_with_trimmed_offsets(text, allowed, None)
+    }
+
+    /// [`Encoder::encode_with_offsets`], the spans then trimmed as a `ByteLevel` or `RobertaProcessing`
+    /// post-processor with `trim_offsets` trims them when `trim` is `Some(add_prefix_space)` (its
+    /// `add_prefix_space`): `tokenizers` does so whether or not special tokens are added.
+    ///
+    /// # Errors
+    /// As [`Encoder::encode`]'s; [`EncodeError::Unsupported`] for a text holding a byte the
+    /// vocabulary lacks.
+    pub fn encode_with_trimmed_offsets(
+        &self,
+        text: &str,
+        allowed: AllowedSpecial<'_>,
+        trim: Option<bool>,
+    ) -> Result<IdsAndOffsets, EncodeError> {
         if let Some(byte) = self.dropped_byte_in(text) {
-            // (the tokens' bytes no longer line up with the text's)
+            // (`tokenizers` then counts the tokens' positions in a piece without the byte, so its
+            // spans after it shift; bpestore does not reproduce that)
             return Err(EncodeError::Unsupported(format!(
                 "offsets are not available for a text holding a byte the vocabulary lacks (0x{byte:02x}), which encoding leaves out"
             )));
         }
-        let ids = self.encode(text, allowed)?;
-        let offsets = self.char_offsets(text, &ids);
-        Ok((ids, offsets))
+        let (ids, mut spans) = if self.rewrites_text() {
+            self.aligned_offsets(text, allowed)?
+        } else {
+            let ids = self.encode(text, allowed)?;
+            let spans = self.char_offsets(text, &ids);
+            (ids, spans)
+        };
+        if let Some(add_prefix_space) = trim {
+            self.trim_spans(&ids, &mut spans, add_prefix_space);
+        }
+        Ok((ids, spans))
+    }
+
+    /// The ids and character spans of `text` for an encoder that rewrites it (a normalizer, a
+    /// prefix): the text between special tokens is rewritten with each byte's alignment to the
+    /// text given (`aligned.rs`, the same rewriting `tokenizers` does), the rewritten stretches
+    /// are encoded as [`Encoder::encode`] encodes them, and each token's bytes are mapped back.
+    fn aligned_offsets(
+        &self,
+        text: &str,
+        allowed: AllowedSpecial<'_>,
+    ) -> Result<IdsAndOffsets, EncodeError> {
+        let mut ids: Vec<TokenId> = Vec::with_capacity(text.len() / 4 + 1);
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(text.len() / 4 + 1);
+        let offset_in = |whole: &str, part: &str| part.as_ptr() as usize - whole.as_ptr() as usize;
+        // (a byte the vocabulary lacks that the rewriting wrote, a Replace's content say)
+        let written_dropped = std::cell::Cell::new(None);
+        let result = self.caches.with(|cache| {
+            // A rewritten stretch (aligned to its part, which starts at `at`) encoded and mapped.
+            let mut stretch = |written: Aligned,
+                               at: usize,
+                               ids: &mut Vec<TokenId>,
+                               spans: &mut Vec<(usize, usize)>|
+             -> Result<(), PretokenizeError> {
+                if let Some(byte) = self.dropped_byte_in(&written.text) {
+                    written_dropped.set(Some(byte));
+                    return Ok(());
+                }
+                let first = ids.len();
+                self.encode_ordinary_into(&written.text, cache, ids)?;
+                // (a byte-fallback token is one byte of its character, which all align to that
+                // character: each spans all of it, as `tokenizers`' one-byte symbols do)
+                let mut position = 0;
+                for &id in &ids[first..] {
+                    let length = self.token_bytes(id).expect("an id of this encoder").len();
+                    let (start, end) = written.original_range(position..position + length);
+                    spans.push((start + at, end + at));
+                    position += length;
+                }
+                debug_assert_eq!(position, written.text.len());
+                Ok(())
+            };
+            let prefixed = |stretch: Aligned, starts_text: bool| match &self.prefix {
+                Some(prefix) => prefix.apply_aligned(stretch, starts_text),
+                None => stretch,
+            };
+            let mut between = |part: &str,
+                               ids: &mut Vec<TokenId>,
+                               spans: &mut Vec<(usize, usize)>|
+             -> Result<(), PretokenizeError> {
+                let at = offset_in(text, part);
+                let original = Aligned::original(part);
+                let Some(normalization) = &self.normalization else {
+                    return stretch(prefixed(original, at == 0), at, ids, spans);
+                };
+                let normalized = normalization.normalizer.normalize_aligned(original);
+                if normalization.tokens.is_empty() {
+                    return stretch(prefixed(normalized, at == 0), at, ids, spans);
+                }
+                for piece in normalization.tokens.split(&normalized.text) {
+                    match piece {
+                        Part::Text(piece) => {
+                            let start = offset_in(&normalized.text, piece);
+                            let sliced = normalized.slice(start..start + piece.len());
+                            stretch(prefixed(sliced, at == 0 && start == 0), at, ids, spans)?;
+                        }
+                        Part::Special { index, text: token } => {
+                            let start = offset_in(&normalized.text, token);
+                            let (from, to) = normalized.original_range(start..start + token.len());
+                            ids.push(normalization.ids[index]);
+                            spans.push((from + at, to + at));
+                        }
+                    }
+                }
+                Ok(())
+            };
+            let special = |token: &str,
+                           id: TokenId,
+                           ids: &mut Vec<TokenId>,
+                           spans: &mut Vec<(usize, usize)>| {
+                let start = offset_in(text, token);
+                ids.push(id);
+                spans.push((start, start + token.len()));
+            };
+            match allowed {
+                AllowedSpecial::All if !self.specials.is_empty() => {
+                    for part in self.specials.split(text) {
+                        match part {
+                            Part::Text(part) => between(part, &mut ids, &mut spans)?,
+                            Part::Special { index, text: token } => {
+                                special(token, self.special_ids[index], &mut ids, &mut spans)
+                            }
+                        }
+                    }
+                    Ok(())
+                }
+                AllowedSpecial::All | AllowedSpecial::None => between(text, &mut ids, &mut spans),
+                AllowedSpecial::Only(allowed) => {
+                    let subset = self.specials.subset(|token, _| allowed.contains(&token));
+                    if subset.is_empty() {
+                        return between(text, &mut ids, &mut spans);
+                    }
+                    for part in subset.split(text) {
+                        match part {
+                            Part::Text(part) => between(part, &mut ids, &mut spans)?,
+                            Part::Special { index, text: token } => {
+                                let id = self.special_id(&subset.tokens()[index]);
+                                special(token, id, &mut ids, &mut spans);
+                            }
+                        }
+                    }
+                    Ok(())
+                }
+            }
+        });
+        if result.is_err() {
+            // (the error as encoding reports it, with its place in the text)
+            self.encode(text, allowed)?;
+        }
+        if let Some(byte) = written_dropped.get() {
+            return Err(EncodeError::Unsupported(format!(
+                "offsets are not available for a text the normalizer or prefix rewrites into one holding a byte the vocabulary lacks (0x{byte:02x}), which encoding leaves out"
+            )));
+        }
+        char_spans(text, &mut spans);
+        Ok((ids, spans))
+    }
+
+    /// `tokenizers`' `process_offsets` (`pre_tokenizers/byte_level.rs`): a token's leading and
+    /// trailing spaces leave its span, except the one space `add_prefix_space` put before the
+    /// first token. The spaces are counted in the token's string as `tokenizers` writes it: for
+    /// a byte-level token the bytes 0x20 (`Ġ`; no other byte's letter is whitespace), for a
+    /// special token or a vocabulary of characters its whitespace characters.
+    fn trim_spans(&self, ids: &[TokenId], spans: &mut [(usize, usize)], add_prefix_space: bool) {
+        for (index, (&id, span)) in ids.iter().zip(spans.iter_mut()).enumerate() {
+            let bytes = self.token_string(id);
+            let (mut leading, trailing) = if self.chars_first || self.is_special_id(id) {
+                let token = String::from_utf8_lossy(bytes);
+                let space = |c: &char| *c == '\u{0120}' || c.is_whitespace();
+                (
+                    token.chars().take_while(space).count(),
+                    token.chars().rev().take_while(space).count(),
+                )
+            } else {
+                (
+                    bytes.iter().take_while(|&&b| b == b' ').count(),
+                    bytes.iter().rev().take_while(|&&b| b == b' ').count(),
+                )
+            };
+            if leading > 0 {
+                let is_first = index == 0 || span.0 == 0;
+                if is_first && add_prefix_space && leading == 1 {
+                    leading = 0;
+                }
+                span.0 = (span.0 + leading).min(span.1);
+            }
+            if trailing > 0 && span.1 >= trailing {
+                span.1 = (span.1 - trailing).max(span.0);
+            }
+        }
+    }
+
+    /// The bytes of `id`'s token as `tokenizers` writes it: an added token found in normalized
+    /// text written normalized (a Replace may have made `"  "` into `" _ "`).
+    fn token_string(&self, id: TokenId) -> &[u8] {
+        if let Some(normalization) = &self.normalization {
+            if let Some(index) = normalization.ids.iter().position(|&n| n == id) {
+                return normalization.tokens.tokens()[index].as_bytes();
+            }
+        }
+        self.token_bytes(id).unwrap_or_default()
+    }
+
+    /// Whether `id` is a special token's or an added token's found in normalized text.
+    fn is_special_id(&self, id: TokenId) -> bool {
+        self.special_ids.contains(&id)
+            || self
+                .normalization
+                .as_ref()
+                .is_some_and(|normalization| normalization.ids.contains(&id))
     }
 
     /// The character span of each token of `ids`, the encoding of `text`.

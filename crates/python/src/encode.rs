@@ -681,18 +681,24 @@ impl PyEncoder {
 
     /// The ids of `text` (`allowed_special` as for `encode`) and each one's `(start, end)`
     /// character span in `text`, as Hugging Face's `tokenizers` gives them: a token that holds
-    /// part of a character's bytes spans that whole character.
-    #[pyo3(signature = (text, allowed_special = None))]
+    /// part of a character's bytes spans that whole character. `trim_offsets`: None, or the
+    /// `add_prefix_space` of a post-processor that trims offsets (`ByteLevel`, `RobertaProcessing`).
+    #[pyo3(signature = (text, allowed_special = None, trim_offsets = None))]
     fn encode_with_offsets<'py>(
         &self,
         py: Python<'py>,
         text: PyBackedStr,
         allowed_special: Option<&Bound<'py, PyAny>>,
+        trim_offsets: Option<bool>,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let allowed = Allowed::from_py(allowed_special)?;
         let encoder = Arc::clone(&self.inner);
         let (ids, offsets) = py
-            .detach(move || allowed.with(|allowed| encoder.encode_with_offsets(&text, allowed)))
+            .detach(move || {
+                allowed.with(|allowed| {
+                    encoder.encode_with_trimmed_offsets(&text, allowed, trim_offsets)
+                })
+            })
             .map_err(|error| encode_error(py, "", error))?;
         Ok((self.ints.list(py, &ids)?, PyList::new(py, offsets)?))
     }
