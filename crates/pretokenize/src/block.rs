@@ -231,7 +231,13 @@ pub(crate) fn add_unicode(classes: &mut Classes, block: &[u8; 64], table: &Table
         let Some((code, len)) = decode(block, at) else {
             break; // cut by the window's end: it and all after it stay unknown
         };
-        let c = (table.get(code) | SEEN) as u32;
+        // Two and three bytes (every code point below U+10000) take the flat table.
+        let classes = if len < 4 {
+            table.get_bmp(code as u16)
+        } else {
+            table.get(code)
+        };
+        let c = (classes | SEEN) as u32;
         // `c` in the `len` bytes from `at`, zeros in the rest of the four (bytes of the next
         // character, which is written after this one, or ASCII, or padding: none is SEEN).
         let repeated = c * ((u32::MAX >> (32 - 8 * len as u32)) & 0x0101_0101);

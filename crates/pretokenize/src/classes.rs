@@ -46,6 +46,11 @@ pub(crate) const BYTES: [u8; 256] = {
 
 /// The classes of every code point.
 pub(crate) struct Table {
+    /// The classes of the Basic Multilingual Plane (U+0000 to U+FFFF), flat: every script of
+    /// running text in common use (Latin, Greek, Cyrillic, Arabic, Hebrew, the Indic scripts,
+    /// Thai, CJK, Hangul, ...) is found with one load, where the two levels below take two
+    /// dependent ones; 64 KiB, of which a text touches only its scripts' lines.
+    bmp: Box<[u8; 0x10000]>,
     /// Block number of each run of `BLOCK` code points.
     index: Vec<u16>,
     /// The distinct blocks, back to back.
@@ -53,9 +58,24 @@ pub(crate) struct Table {
 }
 
 impl Table {
+    /// The classes of `c`, a code point below U+10000 (a character of two or three UTF-8 bytes).
+    #[inline]
+    pub(crate) fn get_bmp(&self, c: u16) -> u8 {
+        self.bmp[c as usize]
+    }
+
     /// The classes of `c` (bits `LETTER`, `NUMBER`, `SPACE`, `UPPER`, `LOWER`, `OTHER`).
     #[inline]
     pub(crate) fn get(&self, c: u32) -> u8 {
+        if c < 0x10000 {
+            return self.bmp[c as u16 as usize];
+        }
+        self.get_two_level(c)
+    }
+
+    /// The classes of `c` from the two levels (any code point).
+    #[inline]
+    fn get_two_level(&self, c: u32) -> u8 {
         let block = self.index[(c >> BLOCK_BITS) as usize] as usize;
         self.blocks[block * BLOCK + (c as usize & (BLOCK - 1))]
     }
@@ -116,7 +136,12 @@ fn build() -> Table {
         });
         index.push(number);
     }
-    Table { index, blocks }
+    let bmp: Box<[u8; 0x10000]> = flat[..0x10000]
+        .to_vec()
+        .into_boxed_slice()
+        .try_into()
+        .expect("65536 classes");
+    Table { bmp, index, blocks }
 }
 
 #[cfg(test)]
@@ -129,6 +154,34 @@ mod tests {
             assert_eq!(BYTES[byte as usize], table().get(byte), "{byte:#x}");
         }
         assert!(BYTES[128..].iter().all(|&classes| classes == NON_ASCII));
+    }
+
+    /// The flat table of the Basic Multilingual Plane, which two- and three-byte characters take,
+    /// holds what the two levels hold, and what fancy_regex says, for every one of its code points.
+    #[test]
+    fn flat_bmp_table_is_the_two_levels_and_fancy_regex() {
+        let table = table();
+        let checks = [
+            (r"^\p{L}$", LETTER),
+            (r"^\p{N}$", NUMBER),
+            (r"^\s$", SPACE),
+            (r"^[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]$", UPPER),
+            (r"^[\p{Ll}\p{Lm}\p{Lo}\p{M}]$", LOWER),
+            (r"^[^\s\p{L}\p{N}]$", OTHER),
+        ]
+        .map(|(pattern, bit)| (fancy_regex::Regex::new(pattern).unwrap(), bit));
+        for code in 0..0x10000u32 {
+            let flat = table.get_bmp(code as u16);
+            assert_eq!(flat, table.get_two_level(code), "{code:#x}");
+            assert_eq!(flat, table.get(code), "{code:#x}");
+            let Some(c) = char::from_u32(code) else {
+                continue; // a surrogate: no character, never in a str
+            };
+            for (regex, bit) in &checks {
+                let expected = regex.is_match(c.encode_utf8(&mut [0; 4])).unwrap();
+                assert_eq!(flat & bit != 0, expected, "{regex:?} {c:?}");
+            }
+        }
     }
 
     #[test]

@@ -38,25 +38,22 @@ impl Scan<'_> {
         // The text is a `str`, so this is the start of a well-formed sequence.
         let bytes = self.bytes;
         let lead = bytes[i] as u32;
-        let (code, len) = if lead < 0xE0 {
-            (((lead & 0x1F) << 6) | (bytes[i + 1] as u32 & 0x3F), 2)
+        // Two and three bytes (every code point below U+10000) take the flat table.
+        if lead < 0xE0 {
+            let code = ((lead & 0x1F) << 6) | (bytes[i + 1] as u32 & 0x3F);
+            (self.table.get_bmp(code as u16), 2)
         } else if lead < 0xF0 {
-            (
-                ((lead & 0x0F) << 12)
-                    | ((bytes[i + 1] as u32 & 0x3F) << 6)
-                    | (bytes[i + 2] as u32 & 0x3F),
-                3,
-            )
+            let code = ((lead & 0x0F) << 12)
+                | ((bytes[i + 1] as u32 & 0x3F) << 6)
+                | (bytes[i + 2] as u32 & 0x3F);
+            (self.table.get_bmp(code as u16), 3)
         } else {
-            (
-                ((lead & 0x07) << 18)
-                    | ((bytes[i + 1] as u32 & 0x3F) << 12)
-                    | ((bytes[i + 2] as u32 & 0x3F) << 6)
-                    | (bytes[i + 3] as u32 & 0x3F),
-                4,
-            )
-        };
-        (self.table.get(code), len)
+            let code = ((lead & 0x07) << 18)
+                | ((bytes[i + 1] as u32 & 0x3F) << 12)
+                | ((bytes[i + 2] as u32 & 0x3F) << 6)
+                | (bytes[i + 3] as u32 & 0x3F);
+            (self.table.get(code), 4)
+        }
     }
 
     /// The classes of the character at `i`, or 0 (no class) at the end of the text.

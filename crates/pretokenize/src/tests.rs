@@ -1303,3 +1303,60 @@ fn unicode_masks_are_the_tables_classes() {
         assert_eq!(classes, expected, "round {round}: {:?}", &text[start..]);
     }
 }
+
+/// Runs of letters (and marks, numbers, spaces) of the scripts of running text whose characters
+/// take two or three UTF-8 bytes (the flat table's): Latin-1 Supplement, Latin Extended, Greek,
+/// Cyrillic, Hebrew, Arabic, Devanagari, Thai, kana, CJK, Hangul, Vietnamese, mixed with the other
+/// kinds of character at random positions, behind ASCII prefixes of lengths around a window's
+/// (so that runs cross the 64-byte windows at many alignments); both scanners against the regex.
+#[test]
+fn scripts_runs_equal_the_regex_at_every_alignment() {
+    // (first, last) code points of each script's block
+    const SCRIPTS: &[(u32, u32)] = &[
+        (0x00A0, 0x00FF), // Latin-1 Supplement (with its signs, a no-break space, numbers)
+        (0x0100, 0x024F), // Latin Extended-A and -B (both cases, title case)
+        (0x0370, 0x03FF), // Greek and Coptic
+        (0x0400, 0x04FF), // Cyrillic
+        (0x0590, 0x05FF), // Hebrew (points are marks)
+        (0x0600, 0x06FF), // Arabic (marks, digits, Lm)
+        (0x0900, 0x097F), // Devanagari (marks, digits)
+        (0x0E00, 0x0E7F), // Thai
+        (0x3040, 0x30FF), // Hiragana, Katakana (Lm, marks)
+        (0x4E00, 0x9FFF), // CJK Unified Ideographs
+        (0xAC00, 0xD7A3), // Hangul syllables
+        (0x1E00, 0x1EFF), // Latin Extended Additional (Vietnamese)
+    ];
+    let mut nasty = Nasty::new(11);
+    for pattern in KNOWN_PATTERNS {
+        let check = both_scanners_check(pattern);
+        for &(first, last) in SCRIPTS {
+            let script = |nasty: &mut Nasty| loop {
+                let code = first + nasty.below((last - first + 1) as usize) as u32;
+                if let Some(c) = char::from_u32(code) {
+                    return c;
+                }
+            };
+            for round in 0..40 {
+                // Runs of one script with, now and then, any other kind of character
+                let text: String = (0..120)
+                    .map(|_| {
+                        if round % 4 == 0 || nasty.below(6) != 0 {
+                            script(&mut nasty)
+                        } else {
+                            MIXED[nasty.below(MIXED.len())]
+                        }
+                    })
+                    .collect();
+                for shift in [0, 1, 2, 3, nasty.below(64), 61, 62, 63] {
+                    check(&format!("{}{text}", "x".repeat(shift)));
+                    check(&format!("{}{text}", " ".repeat(shift)));
+                }
+                // another kind of character at a random position of a run
+                let run: String = (0..70).map(|_| script(&mut nasty)).collect();
+                let at = run.char_indices().nth(nasty.below(70)).unwrap().0;
+                let odd = MIXED[nasty.below(MIXED.len())];
+                check(&format!("{}{odd}{}", &run[..at], &run[at..]));
+            }
+        }
+    }
+}
