@@ -252,6 +252,7 @@ def _ctrl_c_kept_from_workers() -> Iterator[None]:
     Python installs no KeyboardInterrupt handler for a SIGINT ignored at its start. (A blocked
     signal mask is not enough: the spawned child's mask is reset.) This process keeps its own
     handler throughout."""
+    import atexit
     import multiprocessing.spawn as spawn
     import shutil
     import tempfile
@@ -266,7 +267,9 @@ def _ctrl_c_kept_from_workers() -> Iterator[None]:
         yield
     finally:
         spawn.set_executable(original)
-        shutil.rmtree(folder, ignore_errors=True)
+        # (removed at exit, not now: a start cut short by Ctrl-C may still be spawning a worker
+        # through the script, and the shell would print that it cannot open it)
+        atexit.register(shutil.rmtree, folder, True)
 
 
 def _close_started_clusters() -> None:
