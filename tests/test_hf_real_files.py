@@ -462,21 +462,3 @@ def test_any_ids_decode_as_hugging_face_decodes_them(sentencepiece_style, picks)
     # (odd picks a single byte, mostly fallback bytes, so that runs of them and cut characters come up)
     ids = [single_bytes[pick // 2 % len(single_bytes)] if pick % 2 else known[pick // 2 % len(known)] for pick in picks]
     assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False)
-
-
-def test_a_twin_added_token_that_the_normalizer_respells_is_refused(tmp_path):
-    """GPT-NeoX's runs of spaces are added tokens that repeat vocab tokens ("  " is 50276 and the
-    vocab's 245), found in the normalized text. Hugging Face looks for them as the normalizer
-    writes them: after a Prepend("> "), "  " is looked for as ">   ", and the text " " (normalized
-    ">  ") reaches the model, which gives 245. bpestore keeps one id for those bytes, so such a file
-    is refused in one line rather than imported to encode differently."""
-    source = json.loads(real_file("gpt-neox-20b").read_text(encoding="utf-8"))
-    source["normalizer"] = {"type": "Sequence", "normalizers": [source["normalizer"], {"type": "Prepend", "prepend": "> "}]}
-    path = tmp_path / "tokenizer.json"
-    path.write_text(json.dumps(source), encoding="utf-8")
-    reference = tokenizers.Tokenizer.from_file(str(path))
-    assert reference.encode(" ", add_special_tokens=False).ids == [31, 245]  # the oracle's behaviour
-    with pytest.raises(FormatError) as raised:
-        formats.read("hf", path)
-    message = str(raised.value)
-    assert "\n" not in message and "added_tokens" in message and "'>   '" in message, message

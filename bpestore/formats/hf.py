@@ -415,15 +415,6 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     in_normalized_text = {content for content, _, _, normalized, _ in listed if normalized}
     for twin, added_id in twins if normalizer is not None else []:
         content = next(text for text, token_id in added_text.items() if token_id == added_id)
-        if normalizer is not None and content in in_normalized_text and (spelt := normalizer.normalize(content)) != content:
-            # Hugging Face looks for a normalized added token as the normalizer writes it
-            # (">   " for "  " after a Prepend("> ")): the text itself, normalized, is then left
-            # to the model, which encodes it as the vocab's token; bpestore would not.
-            raise _refuse(
-                path, "added_tokens",
-                f"{content!r} (id {added_id}) is the vocab's token {twin} again, and is looked for as the normalizer writes it "
-                f"({spelt!r}), so its own text encodes as the vocab's token in Hugging Face: not supported",
-            )
         if content not in in_normalized_text:
             # The normalizer can make this text inside a stretch that no added token was found
             # in; Hugging Face's model then encodes it as the vocab's id, bpestore would not.
