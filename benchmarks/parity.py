@@ -36,6 +36,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from bpestore.formats.gpt2 import unicode_to_byte
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -86,18 +88,6 @@ with Store(args["db"]) as store:
 json.dump([[left.hex(), right.hex()] for left, right in model.merges], open(args["out"], "w"))
 print(json.dumps({"seconds": seconds, "training_seconds": info.training_seconds, "parity_merges": info.training_params["parity_merges"]}))
 """
-
-
-def byte_level_decoder() -> dict[str, int]:
-    """GPT-2's bytes_to_unicode, reversed: HF's byte-level character -> its byte."""
-    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars = {byte: byte for byte in kept}
-    extra = 0
-    for byte in range(256):
-        if byte not in chars:
-            chars[byte] = 256 + extra
-            extra += 1
-    return {chr(code): byte for byte, code in chars.items()}
 
 
 def split_world(world: Path, udhr: Path, workdir: Path, languages: int | None) -> tuple[list[Path], Path, list[Path], list[Path]]:
@@ -169,7 +159,7 @@ def main() -> None:
                 "pieces": [str(path) for path in pieces], "dev": [str(path) for path in dev], "merges": merges, "variant": options.variant,
                 "out": str(workdir / "hf.json"),
             })
-            byte_of = byte_level_decoder()
+            byte_of = unicode_to_byte()  # (HF's byte-level characters -> bytes)
             hf = [[bytes(byte_of[c] for c in left).hex(), bytes(byte_of[c] for c in right).hex()] for left, right in json.loads((workdir / "hf.json").read_text())]
             identical = hf == json.loads((workdir / "ours.json").read_text())
             same = same and identical

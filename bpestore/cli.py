@@ -54,6 +54,7 @@ import os  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable, Iterable, Iterator, Sequence  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 from types import ModuleType  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, TextIO, TypeVar, cast  # noqa: E402
@@ -646,23 +647,15 @@ def train(
             if limit is not None:
                 estimate.check(limit)
             return
-        try:
+        what = counts_file or (f"stored corpus {stored_corpus}" if stored_corpus is not None else _inputs_described(corpus))
+        # --dask counts before the store is consulted: a rerun counts again, then finds them stored
+        again = "run the same command again to reuse them" if dask_address is None else "a rerun with --dask counts again"
+        with _interrupted_after_counting(what, again=again):
             refs = store.train(
                 source, name, list(vocab_sizes) or None, list(special_tokens), workers=workers, progress=_show_progress(quiet),
                 max_memory=limit, base=base, counting=counting, pattern=pattern, special_tokens_at=special_tokens_at,
                 min_count=merged_min_count, warm_entries=warm_entries, tie_break=tie_break or "cs336", stages=stages, **spilling,
             )
-        except _workflow().TrainingInterrupted as interrupted:
-            # One line, in place of the generic one: what was kept is worth knowing.
-            what = counts_file or (f"stored corpus {stored_corpus}" if stored_corpus is not None else _inputs_described(corpus))
-            # --dask counts before the store is consulted: a rerun counts again, then finds them stored
-            again = "run the same command again to reuse them" if dask_address is None else "a rerun with --dask counts again"
-            click.echo(
-                f"Interrupted after counting: no tokenizer was stored, but the pre-token counts of {what} are kept "
-                f"in the store (corpus {interrupted.corpus_id}); {again}.",
-                err=True,
-            )
-            sys.exit(EXIT_INTERRUPTED)
         infos = [store.info(ref) for ref in refs]
     _trained(infos, as_json, quiet, started, db)
 
@@ -733,17 +726,10 @@ def _train_parity(
             (), (wf.Stage(vocab_sizes[0], pattern or "gpt2"),), tuple(special_tokens), special_tokens_at or "start", min_count,
             tie_break or "cs336", None, 1, parity,
         )
-        try:
+        with _interrupted_after_counting("the languages", corpora=" and on"):
             refs = store.train(
                 recipe, name, workers=workers, progress=_show_progress(quiet), max_memory=limit, warm_entries=warm_entries, **spilling,
             )
-        except wf.TrainingInterrupted as interrupted:
-            click.echo(
-                f"Interrupted after counting: no tokenizer was stored, but the pre-token counts of the languages are kept "
-                f"in the store (corpus {interrupted.corpus_id} and on); run the same command again to reuse them.",
-                err=True,
-            )
-            sys.exit(EXIT_INTERRUPTED)
         infos = [store.info(ref) for ref in refs]
     _trained(infos, as_json, quiet, started, db)
     if not quiet:
@@ -882,17 +868,10 @@ def _train_recipe(
     limit = wf.parse_bytes(max_memory) if max_memory is not None else None
     spilling = _spilling_options(count_memory, spill_dir, ("recipe",), None, None, None)
     with Store(db, lock_timeout=lock_timeout) as store:
-        try:
+        with _interrupted_after_counting("the recipe's inputs"):
             refs = store.train(
                 recipe, name, workers=workers, progress=_show_progress(quiet), max_memory=limit, warm_entries=warm_entries, **spilling,
             )
-        except wf.TrainingInterrupted as interrupted:
-            click.echo(
-                f"Interrupted after counting: no tokenizer was stored, but the pre-token counts of the recipe's inputs are kept "
-                f"in the store (corpus {interrupted.corpus_id}); run the same command again to reuse them.",
-                err=True,
-            )
-            sys.exit(EXIT_INTERRUPTED)
         infos = [store.info(ref) for ref in refs]
     _trained(infos, as_json, quiet, started, db)
 
@@ -916,6 +895,21 @@ def _spilling_options(
     except ValueError:
         _fail(f"--count-memory takes a size of at least one byte, such as 800M or 2G; got {count_memory!r}")
     return {"count_memory": size, "spill_dir": spill_dir}
+
+
+@contextmanager
+def _interrupted_after_counting(what: str, *, corpora: str = "", again: str = "run the same command again to reuse them") -> Iterator[None]:
+    """A training interrupted once its counts were stored: one line, in place of the generic
+    one (what was kept is worth knowing), and exit status 130."""
+    try:
+        yield
+    except _workflow().TrainingInterrupted as interrupted:
+        click.echo(
+            f"Interrupted after counting: no tokenizer was stored, but the pre-token counts of {what} are kept "
+            f"in the store (corpus {interrupted.corpus_id}{corpora}); {again}.",
+            err=True,
+        )
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def _inputs_described(corpus: tuple[str, ...]) -> str:

@@ -131,23 +131,10 @@ def test_the_balance_matters():
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 
+from test_hf_tie_break import BYTE_OF  # noqa: E402  (HF's byte-level characters -> bytes, written out there)
+
 if not hasattr(trainers, "ParityBpeTrainer"):
     pytest.skip("this tokenizers has no ParityBpeTrainer (0.23.3 has)", allow_module_level=True)
-
-
-def _byte_level_decoder() -> dict[str, int]:
-    """GPT-2's bytes_to_unicode, reversed: HF's byte-level character -> its byte."""
-    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars = {byte: byte for byte in kept}
-    extra = 0
-    for byte in range(256):
-        if byte not in chars:
-            chars[byte] = 256 + extra
-            extra += 1
-    return {chr(code): byte for byte, code in chars.items()}
-
-
-BYTE_OF = _byte_level_decoder()
 
 
 def hf_parity_merges(
@@ -427,3 +414,25 @@ def test_a_changed_language_file_is_refused(tmp_path):
     recipe.write_text(ok(invoke("--db", db, "show", ref, "--recipe")), encoding="utf-8")
     corpus.write_text("changed", encoding="utf-8")
     assert_user_error(invoke("--db", db, "train", "--recipe", recipe, "--name", "q"), "has changed")
+
+
+def test_ctrl_c_while_the_tokenizer_is_written_keeps_the_languages_counts(tmp_path, monkeypatch):
+    """Interrupted after counting: one line naming what was kept (each language's counts, from
+    the corpus it names on), exit 130, and the next run reuses them."""
+    db = tmp_path / "s.db"
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "_insert_tokenizer", interrupted)
+    result = invoke(*train_args(db, "p", "--dev", str(UDHR / "dev")))
+    assert result.exit_code == 130, (result.stderr, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert re.fullmatch(
+        r"Interrupted after counting: no tokenizer was stored, but the pre-token counts of the languages are kept in the store "
+        r"\(corpus \d+ and on\); run the same command again to reuse them\.", lines[0],
+    ), lines[0]
+    monkeypatch.undo()
+    with Store(db) as store:
+        assert store.list() == [] and len(store.corpora()) == len(LANGUAGES)

@@ -313,3 +313,22 @@ def test_any_recipe_survives_toml(specials, pattern, path, min_count, at, stored
     inputs = (StoredCorpusInput(sha),) if stored else (FileInput(path, sha), FileInput(path + "2", sha))
     recipe = Recipe(inputs, (Stage(1000, pattern),), tuple(specials), at, min_count, "cs336", base)  # type: ignore[arg-type]
     assert recipe_from_toml(recipe.to_toml()) == recipe
+
+
+def test_ctrl_c_while_a_recipes_tokenizer_is_written_keeps_its_counts(db, tmp_path, corpus, monkeypatch):
+    ref = ok(invoke("--db", db, "train", *corpus, "--name", "t", "--vocab-size", "300", "-q")).strip()
+    path = tmp_path / "t.toml"
+    path.write_text(ok(invoke("--db", db, "show", ref, "--recipe")), encoding="utf-8")
+    target = tmp_path / "other.db"
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "_insert_tokenizer", interrupted)
+    result = invoke("--db", target, "train", "--recipe", path, "--name", "again", "-q")
+    assert result.exit_code == 130, (result.stderr, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "Interrupted after counting: no tokenizer was stored, but the pre-token counts of the recipe's inputs are kept in the store (corpus "
+    ), lines
+    assert lines[0].endswith("); run the same command again to reuse them.")

@@ -148,6 +148,16 @@ fn build() -> Table {
 mod tests {
     use super::*;
 
+    /// Each class bit and the regex that says which characters have it.
+    const CLASS_PATTERNS: [(&str, u8); 6] = [
+        (r"^\p{L}$", LETTER),
+        (r"^\p{N}$", NUMBER),
+        (r"^\s$", SPACE),
+        (r"^[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]$", UPPER),
+        (r"^[\p{Ll}\p{Lm}\p{Lo}\p{M}]$", LOWER),
+        (r"^[^\s\p{L}\p{N}]$", OTHER),
+    ];
+
     #[test]
     fn ascii_by_heart_is_the_unicode_table() {
         for byte in 0..128u32 {
@@ -161,15 +171,8 @@ mod tests {
     #[test]
     fn flat_bmp_table_is_the_two_levels_and_fancy_regex() {
         let table = table();
-        let checks = [
-            (r"^\p{L}$", LETTER),
-            (r"^\p{N}$", NUMBER),
-            (r"^\s$", SPACE),
-            (r"^[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]$", UPPER),
-            (r"^[\p{Ll}\p{Lm}\p{Lo}\p{M}]$", LOWER),
-            (r"^[^\s\p{L}\p{N}]$", OTHER),
-        ]
-        .map(|(pattern, bit)| (fancy_regex::Regex::new(pattern).unwrap(), bit));
+        let checks =
+            CLASS_PATTERNS.map(|(pattern, bit)| (fancy_regex::Regex::new(pattern).unwrap(), bit));
         for code in 0..0x10000u32 {
             let flat = table.get_bmp(code as u16);
             assert_eq!(flat, table.get_two_level(code), "{code:#x}");
@@ -188,15 +191,7 @@ mod tests {
     fn table_is_compact_and_agrees_with_fancy_regex() {
         let table = table();
         assert!(table.blocks.len() < 200_000, "{} bytes", table.blocks.len());
-        let checks = [
-            (r"^\p{L}$", LETTER),
-            (r"^\p{N}$", NUMBER),
-            (r"^\s$", SPACE),
-            (r"^[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]$", UPPER),
-            (r"^[\p{Ll}\p{Lm}\p{Lo}\p{M}]$", LOWER),
-            (r"^[^\s\p{L}\p{N}]$", OTHER),
-        ];
-        for (pattern, bit) in checks {
+        for (pattern, bit) in CLASS_PATTERNS {
             let regex = fancy_regex::Regex::new(pattern).unwrap();
             for c in (0..0x110000u32).step_by(7).filter_map(char::from_u32) {
                 let expected = regex.is_match(c.encode_utf8(&mut [0; 4])).unwrap();
