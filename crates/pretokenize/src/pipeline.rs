@@ -183,10 +183,11 @@ fn find(
             // (on the alphabet's characters, each one byte of the text, after ByteLevel)
             // (bytes from '!' to '~' are themselves in the alphabet: such a piece, most of an
             // English text's, is its own haystack)
-            let as_itself = text.as_bytes()[start..end]
-                .iter()
-                .all(|byte| (b'!'..=b'~').contains(byte));
-            let (haystack, offsets) = if bytes_as_alphabet && !as_itself {
+            let rewritten = bytes_as_alphabet
+                && !text.as_bytes()[start..end]
+                    .iter()
+                    .all(|byte| (b'!'..=b'~').contains(byte));
+            let (haystack, offsets) = if rewritten {
                 let mut written = String::with_capacity(2 * (end - start));
                 let mut offsets = Vec::with_capacity(2 * (end - start) + 1);
                 // (offsets[k]: the text's byte that the alphabet string's byte k stands for)
