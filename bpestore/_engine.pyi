@@ -331,6 +331,7 @@ class Encoder:
         pre_tokenizer: list[tuple[str, str, str, bool]] | None = None,
         dropped_bytes: list[int] | None = None,
         chars_first: bool = False,
+        extra_ids: dict[int, bytes] | None = None,
     ) -> Encoder:
         """``normalizer``: steps ``(kind, a, b)`` run on the text between special tokens before it
         is pre-tokenized (see :func:`normalize`); ``normalized_tokens``: token -> id, tokens found

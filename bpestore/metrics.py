@@ -317,7 +317,7 @@ class _WordCuts:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         import numpy as np
-        vocab = tokenizer.vocab
+        vocab = {**tokenizer.vocab, **tokenizer.model.aliases}  # (a twin alias is an id encoding may give)
         self._token_bytes = np.zeros(max(vocab) + 1 if vocab else 0, dtype=np.int64)
         self._token_bytes[np.fromiter(vocab.keys(), dtype=np.int64, count=len(vocab))] = np.fromiter(
             map(len, vocab.values()), dtype=np.int64, count=len(vocab)
@@ -424,7 +424,7 @@ class _WordCuts:
 
 def _counts_array(tokenizer: Tokenizer) -> np.ndarray:
     import numpy as np
-    return np.zeros(max(tokenizer.vocab) + 1 if tokenizer.vocab else 0, dtype=np.int64)
+    return np.zeros(max([*tokenizer.vocab, *tokenizer.model.aliases], default=-1) + 1, dtype=np.int64)
 
 
 def _add_ids(counts: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -100,6 +100,15 @@ class BPEModel:
             ``"lstrip"`` (the whitespace before is part of the token), ``"rstrip"`` (the
             whitespace after), ``"single_word"`` (found only where no word character touches
             it), as Hugging Face's added tokens (RoBERTa's ``<mask>`` takes the space before it).
+        aliases: ids beside the vocab, id -> bytes, that a Hugging Face file gives to tokens a
+            vocab of one id per token cannot hold: a vocab entry with the bytes of an added token
+            of another id (GPT-NeoX's ``ĠĠ`` at 245 beside the added token ``"  "`` at 50276),
+            and an entry that is not byte-level (kept as its UTF-8). Decoding gives their bytes.
+            Encoding gives an alias only where Hugging Face's BPE model would: one with the bytes
+            of a special or added token (its *twin*) is the model's id for those bytes, given
+            when the merges make them, which happens only where a normalizer wrote them after
+            the token was looked for; any other alias is never given. Each id is outside the
+            vocab, and no id goes to a new token.
 
     Raises:
         TypeError: an argument (or a token, id or merge in it) of the wrong type, named.
@@ -123,6 +132,7 @@ class BPEModel:
     byte_fallback: bool = False
     decoder: Decoder | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    aliases: dict[int, bytes] = field(default_factory=dict)
     special_ids: dict[str, int] = field(init=False, compare=False)
     added_ids: dict[str, int] = field(init=False, compare=False)
     # The merges (a property): the list, or None until _derive_merges(self) makes it.
@@ -147,6 +157,7 @@ class BPEModel:
         byte_fallback: bool = False,
         decoder: Decoder | None = None,
         config: Mapping[str, Any] | None = None,
+        aliases: Mapping[int, bytes] | None = None,
         _checked: bool = False,
         _derive_merges: Callable[[BPEModel], Merges] | None = None,
     ):
@@ -183,6 +194,7 @@ class BPEModel:
 
             check_model(vocab, merges, check_merges=merge_rule == "pair")
             id_of = ids_of(vocab, [token.encode("utf-8") for token in [*specials, *added]])
+        alias_of = _checked_aliases(aliases, vocab)
         special_ids: dict[str, int] = {}
         added_ids: dict[str, int] = {}
         next_id = None  # (found when first needed: a pass over a 200k vocab)
@@ -191,7 +203,7 @@ class BPEModel:
                 token_id = id_of.get(token.encode("utf-8"))
                 if token_id is None:
                     if next_id is None:
-                        next_id = max(vocab, default=-1) + 1
+                        next_id = max(chain(vocab, alias_of), default=-1) + 1
                     if next_id > MAX_TOKEN_ID:
                         raise ValueError(
                             f"no id is left for {kind} token {shown(token)}: the vocab uses id {MAX_TOKEN_ID}, the largest allowed"
@@ -238,6 +250,7 @@ class BPEModel:
         set_field(self, "byte_fallback", byte_fallback)
         set_field(self, "decoder", decoder)
         set_field(self, "config", dict(config or {}))
+        set_field(self, "aliases", alias_of)
         set_field(self, "special_ids", special_ids)
         set_field(self, "added_ids", added_ids)
 
@@ -260,6 +273,7 @@ class BPEModel:
         byte_fallback: bool = False,
         decoder: Decoder | None = None,
         config: Mapping[str, Any] | None = None,
+        aliases: Mapping[int, bytes] | None = None,
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
@@ -268,7 +282,7 @@ class BPEModel:
             vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
             normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor,
             token_options=token_options, pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, byte_fallback=byte_fallback,
-            decoder=decoder, config=config, _checked=True,
+            decoder=decoder, config=config, aliases=aliases, _checked=True,
         )
 
     @classmethod
@@ -288,6 +302,7 @@ class BPEModel:
         dropped_bytes: Iterable[int] = (),
         decoder: Decoder | None = None,
         config: Mapping[str, Any] | None = None,
+        aliases: Mapping[int, bytes] | None = None,
         _checked: bool = False,
     ) -> BPEModel:
         """A ``"token"``-rule model (checked as the constructor checks one) whose merges are
@@ -299,7 +314,8 @@ class BPEModel:
         return cls(
             vocab, [], special_tokens, pattern, "token", added_tokens, normalizer=normalizer, normalized_tokens=normalized_tokens,
             post_processor=post_processor, token_options=token_options,
-            pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, decoder=decoder, config=config, _checked=_checked,
+            pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, decoder=decoder, config=config, aliases=aliases,
+            _checked=_checked,
             _derive_merges=derive_merges,
         )
 
@@ -327,7 +343,7 @@ class BPEModel:
         return {
             "normalizer": self.normalizer, "normalized_tokens": self.normalized_tokens, "post_processor": self.post_processor,
             "token_options": self.token_options, "pre_tokenizer": self.pre_tokenizer, "dropped_bytes": self.dropped_bytes,
-            "byte_fallback": self.byte_fallback, "decoder": self.decoder, "config": self.config,
+            "byte_fallback": self.byte_fallback, "decoder": self.decoder, "config": self.config, "aliases": self.aliases,
         }
 
     __hash__ = None  # type: ignore[assignment]  # (a model holds dicts: unhashable, as before)
@@ -336,6 +352,33 @@ class BPEModel:
     def vocab_size(self) -> int:
         """The number of ids (special and added tokens included)."""
         return len(self.vocab)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of an id of the vocab or an alias (KeyError for another id)."""
+        found = self.vocab.get(token_id)
+        return found if found is not None else self.aliases[token_id]
+
+    @property
+    def twin_ids(self) -> dict[int, int]:
+        """Each alias that is the twin of a special or added token (see ``aliases``), with that
+        token's id."""
+        if not self.aliases:
+            return {}
+        whole = {self.vocab[token_id]: token_id for token_id in self.whole_ids.values()}
+        return {alias: whole[data] for alias, data in self.aliases.items() if data in whole}
+
+    def bpe_vocab(self) -> tuple[dict[int, bytes], dict[int, bytes]]:
+        """The vocab BPE merges to, and the ids beside it: each twin alias is the ordinary token of
+        its bytes (the id Hugging Face's model gives them) and its special or added token keeps
+        its own id beside, with the other aliases, which are only decoded (see ``aliases``).
+        Without aliases, the vocab itself and nothing beside."""
+        if not self.aliases:
+            return self.vocab, {}
+        vocab, beside = dict(self.vocab), dict(self.aliases)
+        for alias, token_id in self.twin_ids.items():
+            beside[token_id] = vocab.pop(token_id)
+            vocab[alias] = beside.pop(alias)
+        return vocab, beside
 
     @property
     def whole_ids(self) -> dict[str, int]:
@@ -351,6 +394,25 @@ class BPEModel:
             f"BPEModel(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
             f"special_tokens={self.special_tokens!r}{added}, merge_rule={self.merge_rule!r})"
         )
+
+
+def _checked_aliases(aliases: Mapping[int, bytes] | None, vocab: Mapping[int, bytes]) -> dict[int, bytes]:
+    """``aliases`` as a dict, checked: ids from 0 to :data:`MAX_TOKEN_ID` outside ``vocab``,
+    each with non-empty bytes."""
+    if aliases is None:
+        return {}
+    if not isinstance(aliases, Mapping):
+        raise TypeError(f"aliases must be a mapping of int ids to bytes, not {type(aliases).__name__}")
+    checked: dict[int, bytes] = {}
+    for token_id, data in aliases.items():
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id <= MAX_TOKEN_ID:
+            raise ValueError(f"alias id {token_id!r} is not an id (an integer from 0 to {MAX_TOKEN_ID})")
+        if not isinstance(data, bytes) or not data:
+            raise TypeError(f"alias {token_id} must be non-empty bytes, not {shown(data)}")
+        if token_id in vocab:
+            raise ValueError(f"alias id {token_id} is also the vocab's token {shown(vocab[token_id])}")
+        checked[token_id] = data
+    return checked
 
 
 def shown(token: object, limit: int = 60) -> str:

@@ -19,6 +19,7 @@ and CS336's. A ``ByteLevel`` post-processor only trims offsets: it adds no token
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,21 @@ class PostProcessor:
         """The ``tokenizer.json`` form, as it was read."""
         return json.loads(self.document)
 
+    def with_ids(self, new_of: Mapping[int, int]) -> PostProcessor:
+        """The same post-processor with each id it adds renumbered by ``new_of`` (old id -> new id,
+        as a trim renumbers the tokens it keeps).
+
+        >>> processor = PostProcessor.from_hf({"type": "BertProcessing", "cls": ["[CLS]", 101], "sep": ["[SEP]", 102]})
+        >>> processor.with_ids({101: 1, 102: 2}).around([7])
+        [1, 7, 2]
+        """
+        def renumbered(token_id: int) -> int:
+            if token_id not in new_of:
+                raise ValueError(f"the post-processor adds id {token_id}, which is dropped")
+            return new_of[token_id]
+
+        return PostProcessor.from_hf(_renumbered(self.to_hf(), renumbered))
+
     @property
     def adds_tokens(self) -> bool:
         """Whether it adds any token (a ``ByteLevel`` one adds none)."""
@@ -79,6 +95,30 @@ class PostProcessor:
     def __str__(self) -> str:
         kind = self.to_hf().get("type", "?")
         return f"{kind} (adds {len(self.prefix)} before, {len(self.suffix)} after)" if self.adds_tokens else str(kind)
+
+
+def _renumbered(document: Any, renumbered: Callable[[int], int]) -> Any:
+    """``document`` with the ids of the special tokens it adds renumbered (the kinds
+    :func:`_around` reads; others are left as they are)."""
+    if not isinstance(document, dict):
+        return document
+    kind = document.get("type")
+    if kind in ("RobertaProcessing", "BertProcessing"):
+        return {
+            **document, **{key: [document[key][0], renumbered(document[key][1])] for key in ("cls", "sep") if _is_pair(document.get(key))}
+        }
+    if kind == "TemplateProcessing":
+        specials = document.get("special_tokens") or {}
+        return {
+            **document,
+            "special_tokens": {
+                name: {**entry, "ids": [renumbered(token_id) for token_id in entry.get("ids", [])]} if isinstance(entry, dict) else entry
+                for name, entry in specials.items()
+            },
+        }
+    if kind == "Sequence" and isinstance(document.get("processors"), list):
+        return {**document, "processors": [_renumbered(step, renumbered) for step in document["processors"]]}
+    return document
 
 
 def _trims(document: Any) -> bool | None:

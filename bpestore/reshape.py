@@ -114,9 +114,15 @@ def _id_map(old_ids: Iterable[int], kept: set[int]) -> tuple[dict[int, int], IdM
 
 
 def _derived(model: BPEModel, kept: set[int], merges: list[tuple[bytes, bytes]]) -> tuple[BPEModel, IdMap]:
-    new_of, id_map = _id_map(model.vocab, kept)
-    vocab = {new: model.vocab[old] for old, new in new_of.items()}
-    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule, model.added_tokens, **model.pipeline), id_map
+    # The ids beside the vocab (aliases) are kept and renumbered with the kept tokens, and the
+    # post-processor's ids follow theirs tokens: every id the new tokenizer gives or decodes is in
+    # the map.
+    new_of, id_map = _id_map([*model.vocab, *model.aliases], kept | set(model.aliases))
+    vocab = {new: model.vocab[old] for old, new in new_of.items() if old in model.vocab}
+    pipeline = {**model.pipeline, "aliases": {new_of[old]: data for old, data in model.aliases.items()}}
+    if model.post_processor is not None:
+        pipeline["post_processor"] = model.post_processor.with_ids(new_of)
+    return BPEModel(vocab, merges, model.special_tokens, model.pattern, model.merge_rule, model.added_tokens, **pipeline), id_map
 
 
 def _fixed_ids(model: BPEModel) -> set[int]:

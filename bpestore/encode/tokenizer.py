@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, TypeVarTuple
 from ..engine import DEFAULT_CACHE_ENTRIES, Encoder
 from ..decoder import fallback_spellings
 from ..errors import DisallowedSpecialTokenError
+from ..formats.gpt2 import unicode_to_byte
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
 from .engine import EncoderEngine
@@ -113,10 +114,11 @@ class Tokenizer:
         normalized = {token: whole.pop(token) for token in model.normalized_tokens}
         steps = model.normalizer.engine_steps() if model.normalizer is not None else None
         options = [(token, ",".join(sorted(named))) for token, named in model.token_options.items()]
+        vocab, extra_ids = model.bpe_vocab()
         self._engine: EncoderEngine = Encoder(
-            self.vocab, merges, whole, self.pattern, self.merge_rule, cache_size, steps, normalized or None, options or None,
+            vocab, merges, whole, self.pattern, self.merge_rule, cache_size, steps, normalized or None, options or None,
             model.pre_tokenizer.engine_stages() if model.pre_tokenizer is not None else None,
-            sorted(model.dropped_bytes) or None, model.byte_fallback,
+            sorted(model.dropped_bytes) or None, model.byte_fallback, extra_ids or None,
         )
         self._warm_table: bytes | None = None  # (kept for pickling: a worker's copy starts warm too)
 
@@ -514,7 +516,12 @@ class Tokenizer:
         ``decode(ids, skip_special_tokens=False)`` does: its ``▁`` become spaces, the first one
         stripped. :meth:`decode_bytes` gives the tokens' bytes as they are."""
         if self.model.decoder is None:
-            return self.decode_bytes(ids).decode("utf-8", errors=errors)
+            spelt = self._byte_level_spellings()
+            if not spelt:
+                return self.decode_bytes(ids).decode("utf-8", errors=errors)
+            ids = list(ids)
+            self.decode_bytes(ids)  # (the same errors for an id outside the vocabulary)
+            return b"".join(spelt.get(token_id) or self.model.token_bytes(token_id) for token_id in ids).decode("utf-8", errors=errors)
         # The decoder runs on the tokens' strings, as Hugging Face's does: a fallback byte is its
         # <0xNN> token, and a token found in normalized text is as the normalizer wrote it
         # (Llama-2's "<s>" as "▁<s>").
@@ -522,7 +529,7 @@ class Tokenizer:
         self.decode_bytes(ids)  # (the same errors for an id outside the vocabulary)
         spellings = self._decoder_spellings()
         return self.model.decoder.apply(
-            [spellings.get(token_id) or self.model.vocab[token_id].decode("utf-8", errors=errors) for token_id in ids]
+            [spellings.get(token_id) or self.model.token_bytes(token_id).decode("utf-8", errors=errors) for token_id in ids]
         )
 
     def _decoder_spellings(self) -> dict[int, str]:
@@ -534,6 +541,23 @@ class Tokenizer:
                 **{token_id: data.decode("utf-8") for token_id, data in self._normalized_spellings().items()},
             }
             self._spellings = spellings
+        return spellings
+
+    def _byte_level_spellings(self) -> dict[int, bytes]:
+        """The bytes Hugging Face's ByteLevel decoder gives the tokens found in normalized text that
+        the normalizer writes otherwise (``"  "`` under ``Prepend("> ")`` is ``">   "``): it
+        decodes a token's string through GPT-2's byte alphabet if every character is in it, else
+        as its UTF-8."""
+        spellings: dict[int, bytes] | None = getattr(self, "_byte_spellings", None)
+        if spellings is None:
+            alphabet = unicode_to_byte()
+            spellings = {}
+            for token_id, data in self._normalized_spellings().items():
+                text = data.decode("utf-8")
+                spelt = bytes(alphabet[c] for c in text) if all(c in alphabet for c in text) else data
+                if spelt != self.model.vocab[token_id]:
+                    spellings[token_id] = spelt
+            self._byte_spellings = spellings
         return spellings
 
     def _normalized_spellings(self) -> dict[int, bytes]:
@@ -559,12 +583,12 @@ class Tokenizer:
         return [self.decode_bytes(ids) for ids in batch]
 
     def decode_single_token_bytes(self, token: int) -> bytes:
-        """The bytes of one token, special tokens included; KeyError if no token has that id
-        (as tiktoken)."""
+        """The bytes of one token, special tokens and aliases included; KeyError if no token has
+        that id (as tiktoken)."""
         # (Integral: Python's ints and NumPy's, which register as such, without importing NumPy.)
         if isinstance(token, bool) or not isinstance(token, Integral):
             raise TypeError(f"a token id must be an int, not {type(token).__name__}")
-        return self.vocab[int(token)]
+        return self.model.token_bytes(int(token))
 
     def decode_tokens_bytes(self, tokens: Iterable[int]) -> list[bytes]:
         """The bytes of each token (tiktoken's ``decode_tokens_bytes``): how a text was cut."""

@@ -101,6 +101,9 @@ class HFTokenizer:
     """What the tokens' joined text goes through to give the text back (SentencePiece-style only)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """The file's ``truncation`` and ``padding``, where set: kept, not applied."""
+    aliases: dict[int, bytes] = field(default_factory=dict)
+    """Vocab entries kept beside the vocab (``BPEModel.aliases``): twins of added tokens, entries
+    that are not byte-level, byte-fallback tokens of a character the vocab has."""
 
 
 def _describe(value: Any) -> str:
@@ -379,10 +382,11 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     vocab: dict[int, bytes] = {}
     model_vocab = _object(path, model.get("vocab", {}), "model.vocab")
     byte_twins: list[tuple[int, int]] = []
+    aliases: dict[int, bytes] = {}
     for text, token_id in model_vocab.items():
         token_id = _token_id(path, token_id, f"vocab entry {text!r}")
         if sentencepiece:
-            _add_sentencepiece_token(path, vocab, text, token_id, byte_twins)
+            _add_sentencepiece_token(path, vocab, text, token_id, byte_twins, aliases)
             continue
         if text in added_text:
             token = text.encode("utf-8")
@@ -397,14 +401,20 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
         elif all(c in alphabet for c in text):
             token = bytes(alphabet[c] for c in text)
         else:
-            raise FormatError(f"{path}: vocab entry {text!r} is not byte-level (characters outside GPT-2's byte alphabet)")
+            # Hugging Face keeps it: no pre-token is ever spelt so (ByteLevel writes every byte in
+            # its alphabet), and its ByteLevel decoder gives such a token's UTF-8.
+            if aliases.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8") or token_id in vocab:
+                raise FormatError(f"{path}: vocab gives id {token_id} to two tokens")
+            continue
+        if token_id in aliases:
+            raise FormatError(f"{path}: vocab gives id {token_id} to two tokens ({aliases[token_id].decode('utf-8')!r} and {text!r})")
         if vocab.setdefault(token_id, token) != token:  # two spellings of one token are fine
             raise FormatError(f"{path}: vocab gives id {token_id} to two tokens ({token_to_text(vocab[token_id])!r} and {text!r})")
     for text, token_id in added_text.items():
-        if vocab.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8"):
+        if token_id in aliases or vocab.setdefault(token_id, text.encode("utf-8")) != text.encode("utf-8"):
             raise FormatError(f"{path}: added token {text!r} has id {token_id}, which the vocab gives to another token")
     post_processor, notes = _post_processor_of(data)
-    dropped_bytes = _add_missing_bytes(vocab)
+    dropped_bytes = _add_missing_bytes(vocab, aliases)
     if dropped_bytes:
         shown_bytes = ", ".join(f"0x{byte:02x}" for byte in dropped_bytes[:6]) + (" ..." if len(dropped_bytes) > 6 else "")
         notes.append(
@@ -412,24 +422,23 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             "the text it encodes, and so does bpestore; they get ids of their own after the others, which no encoding gives"
         )
     twins = _drop_twins(vocab, added_text)
-    in_normalized_text = {content for content, _, _, normalized, _ in listed if normalized}
-    for twin, added_id in twins if normalizer is not None else []:
-        content = next(text for text, token_id in added_text.items() if token_id == added_id)
-        if content not in in_normalized_text:
-            # The normalizer can make this text inside a stretch that no added token was found
-            # in; Hugging Face's model then encodes it as the vocab's id, bpestore would not.
-            raise _refuse(
-                path, "added_tokens",
-                f"{content!r} (id {added_id}) is the vocab's token {twin} again, and is looked for before normalizing, "
-                "so text that normalizes to it encodes as the vocab's token in Hugging Face: not supported",
-            )
     if twins:
-        # Hugging Face finds an added token in the text before its model sees it, so the model
-        # never makes the twin (no piece holds those bytes) and its id is never an encoding's.
+        # Hugging Face finds an added token in the text before its model sees it, so there the
+        # added token's id is given; its model gives the vocab's id only to bytes a normalizer
+        # wrote after the token was looked for. Both ids are kept, as they are there.
         shown = ", ".join(f"{twin} ({token_to_text(vocab[added_id])[:20]!r} is {added_id})" for twin, added_id in twins[:3])
         notes.append(
             f"note: {len(twins)} vocab ids spell an added token again ({shown}{' ...' if len(twins) > 3 else ''}); "
-            "the added tokens' ids are kept, as Hugging Face's encode gives them, and those ids are left out"
+            "both ids are kept, as in Hugging Face: the added token's where the text holds it, the vocab's where "
+            "its model makes those bytes (after a normalizer), and either decodes"
+        )
+        aliases.update((twin, vocab[added_id]) for twin, added_id in twins)
+    strange = sorted(token_id for token_id in aliases if token_id not in dict(twins) and token_id not in dict(byte_twins))
+    if strange:
+        shown = ", ".join(f"{token_id} ({aliases[token_id].decode('utf-8')[:20]!r})" for token_id in strange[:3])
+        notes.append(
+            f"note: {len(strange)} vocab entries are not byte-level ({shown}{' ...' if len(strange) > 3 else ''}): "
+            "as in Hugging Face, no text encodes to them and each decodes to its UTF-8"
         )
     merges = []
     model_merges = model.get("merges", [])
@@ -450,27 +459,39 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     ordinary = [content for content, _, special, _, _ in listed if not special]
     token_options = {content: options for content, _, _, _, options in listed if options}
     normalized = [content for content, _, _, in_normalized, _ in listed if in_normalized] if normalizer is not None else []
+    for content in normalized:
+        assert normalizer is not None
+        if not normalizer.normalize(content):
+            # Hugging Face looks for it as "", which matches between every two characters: its
+            # encode then cuts the text into single characters, or panics ("bad split").
+            raise _refuse(
+                path, "added_tokens",
+                f"{content!r} is found in normalized text, and the normalizer writes it as nothing: Hugging Face then "
+                "cuts the text at every character, or fails; not supported",
+            )
     if byte_twins:
         notes.append(
             f"note: {len(byte_twins)} byte-fallback tokens spell a character token again ({', '.join(f'{a} is {b}' for a, b in byte_twins[:3])}"
-            f"{' ...' if len(byte_twins) > 3 else ''}); the character tokens' ids are kept, as Hugging Face's encode gives them"
+            f"{' ...' if len(byte_twins) > 3 else ''}); encoding gives the character tokens' ids, as Hugging Face's does, "
+            "and either decodes"
         )
     decoder = _decoder_of(path, data.get("decoder")) if sentencepiece else None
     return HFTokenizer(
         vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
         split_drops_uncovered, normalizer, normalized, post_processor, token_options, pre_tokenizer, data.get("pre_tokenizer"),
         dropped_bytes, sentencepiece, decoder, {setting: data[setting] for setting in ("truncation", "padding") if data.get(setting)},
+        aliases,
     )
 
 
-def _add_missing_bytes(vocab: dict[int, bytes]) -> list[int]:
+def _add_missing_bytes(vocab: dict[int, bytes], aliases: dict[int, bytes]) -> list[int]:
     """Gives each single byte ``vocab`` lacks a token at the next free id (bpestore's vocabularies
     hold all 256), and returns those bytes: encoding leaves them out of the text, as Hugging Face's
     BPE leaves out a character its vocab lacks (GPT-NeoX's lacks the bytes UTF-8 never holds,
     Falcon's and SmolLM's some control characters)."""
     present = {token[0] for token in vocab.values() if len(token) == 1}
     missing = [byte for byte in range(256) if byte not in present]
-    next_id = max(vocab, default=-1) + 1
+    next_id = max([*vocab, *aliases], default=-1) + 1
     for offset, byte in enumerate(missing):
         vocab[next_id + offset] = bytes([byte])
     return missing
@@ -487,18 +508,20 @@ def _sentencepiece_bytes(text: str) -> bytes:
 
 
 def _add_sentencepiece_token(
-    path: str | os.PathLike[str], vocab: dict[int, bytes], text: str, token_id: int, byte_twins: list[tuple[int, int]]
+    path: str | os.PathLike[str], vocab: dict[int, bytes], text: str, token_id: int, byte_twins: list[tuple[int, int]],
+    aliases: dict[int, bytes],
 ) -> None:
     """Adds a SentencePiece vocab entry. A byte-fallback token ``<0x61>`` and the character token
-    ``a`` are the same bytes: the character's id is kept (Hugging Face falls back to bytes only
-    for a character its vocab lacks, so it never gives the other), noted in ``byte_twins``."""
+    ``a`` are the same bytes: the character's id is the vocab's (Hugging Face falls back to bytes
+    only for a character its vocab lacks, so it never gives the other) and the fallback's an
+    alias, decoded only; noted in ``byte_twins``."""
     token = _sentencepiece_bytes(text)
     if vocab.setdefault(token_id, token) != token:
         raise FormatError(f"{path}: vocab gives id {token_id} to two tokens")
     twin = next((other for other, bytes_ in vocab.items() if bytes_ == token and other != token_id), None) if len(token) == 1 else None
     if twin is not None:
         fallback, character = (token_id, twin) if _BYTE_TOKEN.fullmatch(text) else (twin, token_id)
-        del vocab[fallback]
+        aliases[fallback] = vocab.pop(fallback)
         byte_twins.append((fallback, character))
 
 
@@ -564,10 +587,14 @@ def tokenizer_json(
     pre_tokenizer: PreTokenizer | None = None,
     dropped_bytes: frozenset[int] = frozenset(),
     settings: dict[str, Any] | None = None,
+    aliases: dict[int, bytes] | None = None,
+    twin_ids: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     """A ``tokenizer.json`` document that the ``tokenizers`` library loads and encodes with;
     ``added_ids``: the added tokens (ordinary, encoded whole), written as added tokens with
-    ``"special": false``; ``settings``: the ``truncation`` and ``padding`` an imported file had."""
+    ``"special": false``; ``settings``: the ``truncation`` and ``padding`` an imported file had;
+    ``aliases`` and ``twin_ids``: the model's (``BPEModel.aliases``), written back as the vocab
+    entries they came from (a twin in the byte alphabet, any other alias as its UTF-8 text)."""
     added_ids = added_ids or {}
     whole = {**special_ids, **added_ids}
     # A special token is written as its text (as GPT-2's vocab has "<|endoftext|>"), unless it is
@@ -576,11 +603,18 @@ def tokenizer_json(
     merge_tokens = {part for left, right in merges for part in (left, right, left + right)}
     raw_ids = {token_id for token_id in whole.values() if len(vocab[token_id]) > 1 and vocab[token_id] not in merge_tokens}
     # (a byte the text loses is no token of Hugging Face's vocab: its BPE then leaves it out too)
+    twin_ids = twin_ids or {}
+    twinned = set(twin_ids.values())  # (the model spells their bytes with the twin's id)
     model_vocab = {
         (token.decode("utf-8") if token_id in raw_ids else token_to_text(token)): token_id
         for token_id, token in sorted(vocab.items())
-        if not (len(token) == 1 and token[0] in dropped_bytes)
+        if not (len(token) == 1 and token[0] in dropped_bytes) and token_id not in twinned
     }
+    for alias, token in sorted((aliases or {}).items()):
+        try:
+            model_vocab.setdefault(token_to_text(token) if alias in twin_ids else token.decode("utf-8"), alias)
+        except UnicodeDecodeError:
+            raise FormatError(f"id {alias} beside the vocab is {token!r}, not UTF-8: a tokenizer.json cannot hold it") from None
     # Hugging Face gives an added token the model's id for its text, or else a new id: so the text
     # of a special token written in the byte alphabet is a second key for the same id.
     for text, token_id in whole.items():
@@ -664,7 +698,7 @@ def read(path: str | os.PathLike[str]) -> Imported:
             path, document.vocab, partial(_first_merges, document.merges), document.special_tokens, pattern=document.pattern,
             added_tokens=document.added_tokens, normalizer=document.normalizer, normalized_tokens=document.normalized_tokens,
             post_processor=document.post_processor, token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
-            dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config,
+            dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config, aliases=document.aliases,
             **({"byte_fallback": True} if document.byte_fallback else {}),
         )
         assert model.merge_rule == "token"
@@ -673,7 +707,7 @@ def read(path: str | os.PathLike[str]) -> Imported:
             path, document.vocab, document.merges, document.special_tokens, pattern=document.pattern, added_tokens=document.added_tokens,
             normalizer=document.normalizer, normalized_tokens=document.normalized_tokens, post_processor=document.post_processor,
             token_options=document.token_options, pre_tokenizer=document.pre_tokenizer,
-            dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config,
+            dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config, aliases=document.aliases,
             **({"byte_fallback": True} if document.byte_fallback else {}),
         )
     return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
@@ -744,6 +778,7 @@ def write(model: BPEModel, output: Path) -> list[str]:
         normalized_tokens=model.normalized_tokens, post_processor=model.post_processor, token_options=model.token_options,
         pre_tokenizer=model.pre_tokenizer, dropped_bytes=model.dropped_bytes,
         settings={setting: model.config[setting] for setting in ("truncation", "padding") if setting in model.config},
+        aliases=model.aliases, twin_ids=model.twin_ids,
     )
     write_tokenizer_json(output, document)
     return [f"wrote {len(model.vocab):,} tokens to {output}"]
@@ -764,6 +799,8 @@ def sentencepiece_json(model: BPEModel) -> dict[str, Any]:
 
     whole = model.whole_ids
     vocab = {text(token): token_id for token_id, token in sorted(model.vocab.items()) if token_id not in whole.values()}
+    for alias, token in sorted(model.aliases.items()):  # (a byte-fallback token of a character the vocab has, say)
+        vocab.setdefault(f"<0x{token[0]:02X}>" if len(token) == 1 else token.decode("utf-8", errors="replace"), alias)
     for content, token_id in whole.items():
         vocab.setdefault(content, token_id)
     pre_tokenizer = model.pre_tokenizer.to_hf() if model.pre_tokenizer is not None and model.pre_tokenizer.stages else None
@@ -806,9 +843,10 @@ def _token_rule_merges(model: BPEModel) -> list[tuple[bytes, bytes]]:
     (Llama-3's file lists its merges so; the first way to make each token alone, which the model
     keeps, would leave pairs unmerged that tiktoken's rule merges.)"""
     whole = set(model.whole_ids.values())
-    ids = {token: token_id for token_id, token in model.vocab.items() if token_id not in whole}
+    vocab, _ = model.bpe_vocab()  # (a twin is the model's token of its bytes)
+    ids = {token: token_id for token_id, token in vocab.items() if token_id not in whole}
     merges: list[tuple[bytes, bytes]] = []
-    for token_id, token in sorted(model.vocab.items()):
+    for token_id, token in sorted(vocab.items()):
         if token_id in whole or len(token) < 2:
             continue
         merges.extend(

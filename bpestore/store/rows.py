@@ -86,7 +86,7 @@ def pipeline_json(model: BPEModel) -> str | None:
     if (
         model.normalizer is None and not model.normalized_tokens and model.post_processor is None and not model.token_options
         and model.pre_tokenizer is None and not model.dropped_bytes and not model.byte_fallback and model.decoder is None
-        and not model.config
+        and not model.config and not model.aliases
     ):
         return None
     return json.dumps(
@@ -101,6 +101,8 @@ def pipeline_json(model: BPEModel) -> str | None:
             "byte_fallback": model.byte_fallback,
             "decoder": model.decoder.to_hf() if model.decoder is not None else None,
             "config": model.config,
+            # (id -> the bytes in hex: an alias may be any bytes)
+            "aliases": {str(token_id): data.hex() for token_id, data in sorted(model.aliases.items())},
         },
         ensure_ascii=False,
     )
@@ -152,8 +154,24 @@ def pipeline_from_json(row: Row, value: object) -> dict[str, Any]:
     return {
         "normalizer": made, "normalized_tokens": tokens, "post_processor": post_processor, "token_options": options,
         "pre_tokenizer": pre_tokenizer, "dropped_bytes": dropped, "byte_fallback": byte_fallback, "decoder": decoder,
-        "config": config,
+        "config": config, "aliases": _aliases_from_json(row, document.get("aliases", {})),
     }
+
+
+def _aliases_from_json(row: Row, value: object) -> dict[int, bytes]:
+    """The ``aliases`` of a pipeline column: a JSON object of ids (decimal) to non-empty hex bytes."""
+    damaged = row.damaged("pipeline", "holds aliases that are not a JSON object of ids to bytes in hex")
+    if not isinstance(value, dict):
+        raise damaged
+    aliases: dict[int, bytes] = {}
+    for key, data in value.items():
+        if not (key.isascii() and key.isdigit() and isinstance(data, str) and data):
+            raise damaged
+        try:
+            aliases[int(key)] = bytes.fromhex(data)
+        except ValueError:
+            raise damaged from None
+    return aliases
 
 
 def pipeline_lines(pipeline: dict[str, Any]) -> list[tuple[str, str]]:
@@ -170,6 +188,10 @@ def pipeline_lines(pipeline: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append(("post-processor", str(pipeline["post_processor"]) + " (encode --add-special-tokens)"))
     if pipeline.get("decoder") is not None:
         lines.append(("decoder", ", ".join(step[0] for step in pipeline["decoder"].steps) or "none"))
+    aliases = pipeline.get("aliases") or {}
+    if aliases:
+        shown = ", ".join(f"{token_id} {data.decode('utf-8', errors='replace')[:20]!r}" for token_id, data in sorted(aliases.items())[:4])
+        lines.append(("ids beside the vocab", f"{len(aliases)} ({shown}{' ...' if len(aliases) > 4 else ''}): decoded, given by BPE only as twins"))
     if pipeline.get("dropped_bytes"):
         lines.append(("bytes left out", ", ".join(f"0x{byte:02x}" for byte in sorted(pipeline["dropped_bytes"]))))
     options = pipeline.get("token_options") or {}

@@ -779,7 +779,7 @@ pub(crate) mod tests {
 
     pub(crate) fn vocab_of(tokens: &[(u32, Bytes)]) -> Vocab {
         let slices: Vec<(u32, &[u8])> = tokens.iter().map(|(id, t)| (*id, t.as_slice())).collect();
-        Vocab::new(&slices, &[]).expect("a valid generated vocabulary")
+        Vocab::new(&slices, &[], &[]).expect("a valid generated vocabulary")
     }
 
     pub(crate) fn pair_ranks(vocab: &Vocab, merges: &[(Bytes, Bytes)]) -> PairRanks {

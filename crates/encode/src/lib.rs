@@ -314,6 +314,29 @@ impl Encoder {
         rule: MergeRule,
         cache_entries: usize,
     ) -> Result<Encoder, EncodeError> {
+        Encoder::from_parts(
+            vocab,
+            merges,
+            special_tokens,
+            &[],
+            pattern,
+            rule,
+            cache_entries,
+        )
+    }
+
+    /// [`Encoder::from_slices`] with `extra` ids beside the vocab: ids decoding gives the bytes
+    /// of and BPE never gives (see `Vocab::new`): a special token's own id beside the vocab's
+    /// token of the same bytes, or an id a Hugging Face file keeps only to be decoded.
+    pub fn from_parts(
+        vocab: &[(TokenId, &[u8])],
+        merges: &[(&[u8], &[u8])],
+        special_tokens: &[(String, TokenId)],
+        extra: &[(TokenId, &[u8])],
+        pattern: &str,
+        rule: MergeRule,
+        cache_entries: usize,
+    ) -> Result<Encoder, EncodeError> {
         for (token, _) in special_tokens {
             if token.is_empty() {
                 return Err(EncodeError::InvalidVocab(
@@ -322,7 +345,7 @@ impl Encoder {
             }
         }
         let fingerprint = warm::model_fingerprint(rule, vocab, merges);
-        let vocab = Vocab::new(vocab, special_tokens)?;
+        let vocab = Vocab::new(vocab, special_tokens, extra)?;
         let pairs = match rule {
             MergeRule::Pair => pair_ranks(&vocab, merges)?,
             MergeRule::Token => PairRanks::new(std::iter::empty(), &vocab.byte_ids),
@@ -1523,7 +1546,7 @@ pub fn check_model(
     check_merges: bool,
 ) -> Result<(), EncodeError> {
     if check_merges {
-        pair_ranks(&Vocab::new(vocab, &[])?, merges)?;
+        pair_ranks(&Vocab::new(vocab, &[], &[])?, merges)?;
     } else {
         // The tokens' rules alone, on borrowed bytes: no table to build (a tenth of the time
         // for a 200k vocab).

@@ -24,21 +24,37 @@ pub(crate) struct Vocab {
 }
 
 impl Vocab {
-    /// The ordinary tokens `vocab` (all 256 single bytes among them, no token twice) and the
-    /// special tokens with their ids: a special token's id is either a new id or that of the
-    /// ordinary token with its bytes.
+    /// The ordinary tokens `vocab` (all 256 single bytes among them, no token twice), the
+    /// special tokens with their ids, and `extra` ids beside them: a special token's id is a
+    /// new id, that of the ordinary token with its bytes, or an extra id with its bytes (Hugging
+    /// Face's added token beside the model's token of the same bytes: GPT-NeoX's `"  "` at 50276
+    /// beside `ĠĠ` at 245). An extra id is decoded, never merged to.
     pub(crate) fn new(
         vocab: &[(TokenId, &[u8])],
         specials: &[(String, TokenId)],
+        extra: &[(TokenId, &[u8])],
     ) -> Result<Vocab, EncodeError> {
         let mut vocab = vocab.to_vec();
         vocab.sort_unstable_by_key(|&(id, _)| id);
+        for &(id, token) in extra {
+            if vocab.binary_search_by_key(&id, |&(i, _)| i).is_ok() {
+                return Err(EncodeError::InvalidVocab(format!(
+                    "id {id} is given both to a token of the vocab and, beside it, to {}",
+                    py_bytes_repr(token)
+                )));
+            }
+        }
+        let is_extra =
+            |id: TokenId, token: &[u8]| extra.iter().any(|&(i, t)| i == id && t == token);
         // The id -> bytes table is laid out first and the rules checked after (no id or token
         // twice, all 256 bytes: `check_tokens`, as `check_model` checks them). A special token
         // whose id is an ordinary token's has that token's bytes (or is refused below).
         let mut entries: Vec<(TokenId, &[u8])> = vocab.clone();
+        entries.extend_from_slice(extra);
         for (special, id) in specials {
-            if vocab.binary_search_by_key(id, |&(i, _)| i).is_err() {
+            if vocab.binary_search_by_key(id, |&(i, _)| i).is_err()
+                && !extra.iter().any(|&(i, _)| i == *id)
+            {
                 entries.push((*id, special.as_bytes()));
             }
         }
@@ -75,9 +91,15 @@ impl Vocab {
         for (special, id) in specials {
             match ids.get(special.as_bytes()).as_ref() {
                 Some(existing) if existing == id => {}
+                Some(_) if is_extra(*id, special.as_bytes()) => {}
                 Some(existing) => {
                     return Err(EncodeError::InvalidVocab(format!(
                         "special token {special:?} has id {id}, but the vocab gives its bytes the id {existing}"
+                    )))
+                }
+                None if extra.iter().any(|&(i, _)| i == *id) && !is_extra(*id, special.as_bytes()) => {
+                    return Err(EncodeError::InvalidVocab(format!(
+                        "special token {special:?} has id {id}, which is given to other bytes beside the vocab"
                     )))
                 }
                 None => {
@@ -433,6 +455,30 @@ mod tests {
     use std::collections::HashMap;
 
     #[test]
+    fn extra_ids_are_decoded_and_never_looked_up_by_their_bytes() {
+        let bytes: Vec<[u8; 1]> = (0..=255u8).map(|b| [b]).collect();
+        let mut vocab: Vec<(TokenId, &[u8])> = bytes
+            .iter()
+            .enumerate()
+            .map(|(id, b)| (id as TokenId, &b[..]))
+            .collect();
+        vocab.push((256, b"  ")); // the model's token of two spaces (a twin)
+        let specials = vec![("  ".to_string(), 300)]; // an added token of the same bytes
+        let extra: Vec<(TokenId, &[u8])> = vec![(300, b"  "), (301, "\u{4e2d}".as_bytes())];
+        let made = Vocab::new(&vocab, &specials, &extra).expect("a twin beside the vocab");
+        assert_eq!(made.id(b"  "), Some(256));
+        assert_eq!(made.get(300), Some(&b"  "[..]));
+        assert_eq!(made.get(301), Some("\u{4e2d}".as_bytes()));
+        assert_eq!(made.id("\u{4e2d}".as_bytes()), None);
+        assert_eq!((made.max_id, made.len), (301, 259));
+        // Without the extra id, the special token's bytes belong to another id: refused.
+        assert!(Vocab::new(&vocab, &specials, &extra[1..]).is_err());
+        // An extra id that is the vocab's, or a special token given other bytes' extra id.
+        assert!(Vocab::new(&vocab, &[], &[(256, b"x")]).is_err());
+        assert!(Vocab::new(&vocab, &[("<s>".to_string(), 301)], &extra).is_err());
+    }
+
+    #[test]
     fn packing_reads_words_as_copying_byte_by_byte_would() {
         let bytes: Vec<u8> = (0..40u8)
             .map(|b| b.wrapping_mul(151).wrapping_add(7))
@@ -500,7 +546,7 @@ mod tests {
             .enumerate()
             .map(|(id, token)| (id as TokenId, token.as_slice()))
             .collect();
-        let vocab = Vocab::new(&slices, &[]).expect("a valid vocabulary");
+        let vocab = Vocab::new(&slices, &[], &[]).expect("a valid vocabulary");
         let expected: HashMap<&[u8], TokenId> = slices.iter().map(|&(id, t)| (t, id)).collect();
         for &(id, token) in &slices {
             assert_eq!(vocab.id(token), Some(id), "{token:?}");

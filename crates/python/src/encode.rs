@@ -420,9 +420,11 @@ impl PyEncoder {
     /// `merge_rule`: "pair" or "token". `normalizer`: steps `(kind, a, b)` run on the text
     /// between special tokens (see `normalize`); `normalized_tokens`: token -> id, tokens found in
     /// the normalized text (not among `special_tokens`); `token_options`: (token, "lstrip,rstrip,single_word"
-    /// or some of them), how those tokens take their surroundings.
+    /// or some of them), how those tokens take their surroundings. `extra_ids`: id -> bytes, ids
+    /// beside the vocab, decoded and never merged to (a special or normalized token's own id
+    /// when the vocab gives its bytes another id, as Hugging Face's files may).
     #[new]
-    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None, token_options = None, pre_tokenizer = None, dropped_bytes = None, chars_first = false))]
+    #[pyo3(signature = (vocab, merges, special_tokens, pattern, merge_rule = "pair", cache_entries = DEFAULT_CACHE_ENTRIES, normalizer = None, normalized_tokens = None, token_options = None, pre_tokenizer = None, dropped_bytes = None, chars_first = false, extra_ids = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -438,6 +440,7 @@ impl PyEncoder {
         pre_tokenizer: Option<Vec<(String, String, String, bool)>>,
         dropped_bytes: Option<Vec<u8>>,
         chars_first: bool,
+        extra_ids: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyEncoder> {
         let rule = match merge_rule {
             "pair" => MergeRule::Pair,
@@ -455,11 +458,22 @@ impl PyEncoder {
         for (token, id) in special_tokens.iter() {
             specials.push((token.extract::<String>()?, id.extract::<TokenId>()?));
         }
+        let extra = extra_ids
+            .map(|extra| ModelObjects::new(extra, None))
+            .transpose()?;
+        let extra = extra.as_ref().map(ModelObjects::vocab).unwrap_or_default();
         let (vocab, merges) = (model.vocab(), model.merges());
         // (With the GIL held: the slices borrow Python objects. It takes milliseconds.)
-        let mut encoder =
-            Encoder::from_slices(&vocab, &merges, &specials, pattern, rule, cache_entries)
-                .map_err(value_error)?;
+        let mut encoder = Encoder::from_parts(
+            &vocab,
+            &merges,
+            &specials,
+            &extra,
+            pattern,
+            rule,
+            cache_entries,
+        )
+        .map_err(value_error)?;
         if normalizer.is_some() || normalized_tokens.is_some() {
             let steps = normalizer_steps(normalizer.unwrap_or_default())?;
             let mut tokens = Vec::new();
