@@ -21,12 +21,13 @@ from hypothesis import strategies as st
 
 from bpestore import Tokenizer, formats
 from bpestore.errors import FormatError
+from bpestore.formats.gpt2 import token_to_text
 from bpestore.normalizer import Normalizer, NormalizerError
 from strategies import texts
 from tiers import examples
 
 tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the oracle for normalizers")
-from tokenizers import AddedToken, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
 
 # Text that the normalizers change: decomposed and composed letters, compatibility characters,
 # case, whitespace of every kind at the ends.
@@ -108,8 +109,8 @@ def trained(normalizer: normalizers.Normalizer, normalized_tokens: bool = True) 
     )
     tokenizer.train_from_iterator(TRAINING_TEXT, trainer)
     tokenizer.normalizer = normalizer
-    # (tokens looked for before normalizing that the vocab also holds are refused: see
-    # test_an_added_token_the_normalizer_can_make_again_is_refused)
+    # (tokens looked for before normalizing that the vocab also holds under another id: see
+    # test_an_added_token_the_normalizer_can_make_again_encodes_as_hugging_face)
     found_after = [AddedToken(token, normalized=True) for token in ("  ", "hello", "Ω")]
     tokenizer.add_tokens([*(found_after if normalized_tokens else []), AddedToken("<x>", normalized=False), AddedToken("日本語のテ", normalized=False)])
     return tokenizer
@@ -189,17 +190,28 @@ def test_an_added_token_spelled_as_a_byte_of_the_alphabet_is_refused(tmp_path):
         formats.read("hf", path)
 
 
-def test_an_added_token_the_normalizer_can_make_again_is_refused(tmp_path):
-    """An added token looked for before normalizing that the vocab also holds under another id:
-    text that normalizes to it ("\u2126" to "Ω" under NFKC) is encoded by the model, as the
-    vocab's id, in Hugging Face."""
-    reference = trained(normalizers.NFKC(), normalized_tokens=False)
-    reference.add_tokens([AddedToken("Ω", normalized=False)])
-    assert reference.encode("\u2126", add_special_tokens=False).ids != [reference.token_to_id("Ω")]
+@pytest.mark.parametrize("name", ["NFKC", "NFC", "Replace"])
+def test_an_added_token_the_normalizer_can_make_again_encodes_as_hugging_face(tmp_path, name):
+    """An added token looked for before normalizing that the vocab also holds under another id
+    (its twin): text that normalizes to it ("\u2126" to "Ω" under NFKC) is encoded by the model,
+    as the vocab's id, in Hugging Face; the text itself as the added token. Both ids decode."""
+    normalizer = {
+        "NFKC": normalizers.NFKC(), "NFC": normalizers.NFC(), "Replace": normalizers.Replace("\u2126", "Ω"),
+    }[name]
+    made, token = "\u2126", "Ω"  # (the normalizer writes token for made)
+    reference = trained(normalizer, normalized_tokens=False)
+    reference.add_tokens([AddedToken(token, normalized=False), AddedToken("he", normalized=False)])
+    reference.decoder = decoders.ByteLevel()
+    twin = reference.get_vocab()[token_to_text(token.encode())]  # (the vocab's spelling, in GPT-2's byte alphabet)
+    assert reference.encode(made, add_special_tokens=False).ids == [twin] != [reference.token_to_id(token)]
     path = tmp_path / "tokenizer.json"
     reference.save(str(path))
-    with pytest.raises(FormatError, match=r"'Ω' \(id \d+\) is the vocab's token \d+ again"):
-        formats.read("hf", path)
+    ours = Tokenizer.from_model(formats.read("hf", path).model)
+    assert ours.model.twin_ids[twin] == reference.token_to_id(token)
+    for text in [made, token, f"a{made}{token}b", f"{token}{token} {made}{made}", "HE he He", f"the {made}hm", "ω", "wÖrld"]:
+        assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids, text
+    ids = [twin, reference.token_to_id(token), reference.get_vocab()["he"], reference.token_to_id("he")]
+    assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False)
 
 
 def test_a_special_token_found_in_normalized_text_is_found_as_hugging_face_finds_it(tmp_path):
@@ -213,3 +225,15 @@ def test_a_special_token_found_in_normalized_text_is_found_as_hugging_face_finds
     for text in ["<mark>x", "a<mark>b", "a <mark> b", "＜mark＞", "<mark><mark>"]:
         ids = ours.encode(text)
         assert ids == reference.encode(text, add_special_tokens=False).ids, text
+
+
+def test_an_added_token_the_normalizer_writes_as_nothing_is_refused(tmp_path):
+    """Hugging Face looks for such a token as "", found between every two characters: its encode
+    then cuts the text into single characters (GPT-NeoX's runs of spaces under Strip)."""
+    reference = trained(normalizers.Strip(), normalized_tokens=False)
+    reference.add_tokens([AddedToken("  ", normalized=True)])
+    assert reference.encode("hello", add_special_tokens=False).tokens == list("hello")
+    path = tmp_path / "tokenizer.json"
+    reference.save(str(path))
+    with pytest.raises(FormatError, match=r"added_tokens: '  ' is found in normalized text, and the normalizer writes it as nothing"):
+        formats.read("hf", path)
