@@ -172,12 +172,14 @@ def bpe(pretoken: bytes, ranks: dict[tuple[bytes, bytes], int]) -> list[bytes]:
 
 
 def reference_encode(
-    text: str, vocab: Vocab, merges: Merges, special_tokens: list[str] | None, pattern: str = GPT2_PATTERN
+    text: str, vocab: Vocab, merges: Merges, special_tokens: list[str] | None, pattern: str = GPT2_PATTERN,
+    dropped_bytes: frozenset[int] = frozenset(),
 ) -> list[int]:
     """Encode ``text`` with a trained ``vocab``/``merges``; special tokens become their own ids.
 
     A special token missing from ``vocab`` gets the next free id (max id + 1, + 2, ... in the order
-    given).
+    given). ``dropped_bytes`` are left out of each pre-token before it is merged (as Hugging Face's
+    BPE leaves out a character its vocab lacks).
     """
     special_tokens = list(special_tokens or [])
     # Ascending ids, later ones winning: should a special token share its bytes with an ordinary
@@ -202,7 +204,8 @@ def reference_encode(
             ids.append(special_to_id[piece.encode("utf-8")])
             continue
         for pretoken in pretokenize(piece, pattern):
-            ids.extend(token_to_id[token] for token in bpe(pretoken, ranks))
+            kept = bytes(byte for byte in pretoken if byte not in dropped_bytes)
+            ids.extend(token_to_id[token] for token in bpe(kept, ranks))
     return ids
 
 

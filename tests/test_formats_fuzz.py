@@ -77,8 +77,8 @@ def import_and_check(db: Path, format: str, paths: list[Path], **options) -> Non
     with Store(db) as store:
         loaded = store.load_model(ref)
         tokenizer = store.load(ref)
-    assert (loaded.vocab, loaded.merges, loaded.special_ids, loaded.pattern, loaded.merge_rule) == (
-        model.vocab, model.merges, model.special_ids, model.pattern, model.merge_rule
+    assert (loaded.vocab, loaded.merges, loaded.special_ids, loaded.pattern, loaded.merge_rule, loaded.aliases) == (
+        model.vocab, model.merges, model.special_ids, model.pattern, model.merge_rule, model.aliases
     )
     ids = tokenizer.encode(SAMPLE)
     assert ids == expected_ids(model, SAMPLE)
@@ -86,7 +86,7 @@ def import_and_check(db: Path, format: str, paths: list[Path], **options) -> Non
 
 def expected_ids(model: BPEModel, text: str) -> list[int]:
     if model.merge_rule == "pair":
-        return reference_encode(text, model.vocab, model.merges, model.special_tokens, model.pattern)
+        return reference_encode(text, model.vocab, model.merges, model.special_tokens, model.pattern, model.dropped_bytes)
     import tiktoken
 
     specials = model.special_ids
