@@ -111,7 +111,8 @@ class Tokenizer:
         # A normalizer runs in the engine on the text between special tokens; the added tokens
         # marked normalized are found in its output, the others (and the special tokens) before it.
         whole = model.whole_ids
-        normalized = {token: whole.pop(token) for token in model.normalized_tokens}
+        # (lowest id first: of two tokens the normalizer writes alike, the engine finds the first)
+        normalized = {token: whole.pop(token) for token in sorted(model.normalized_tokens, key=whole.__getitem__)}
         steps = model.normalizer.engine_steps() if model.normalizer is not None else None
         options = [(token, ",".join(sorted(named))) for token, named in model.token_options.items()]
         vocab, extra_ids = model.bpe_vocab()

@@ -459,8 +459,10 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     ordinary = [content for content, _, special, _, _ in listed if not special]
     token_options = {content: options for content, _, _, _, options in listed if options}
     normalized = [content for content, _, _, in_normalized, _ in listed if in_normalized] if normalizer is not None else []
+    spelt: dict[str, list[str]] = {}
     for content in normalized:
         assert normalizer is not None
+        spelt.setdefault(normalizer.normalize(content), []).append(content)
         if not normalizer.normalize(content):
             # Hugging Face looks for it as "", which matches between every two characters: its
             # encode then cuts the text into single characters, or panics ("bad split").
@@ -475,6 +477,13 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             f"{' ...' if len(byte_twins) > 3 else ''}); encoding gives the character tokens' ids, as Hugging Face's does, "
             "and either decodes"
         )
+    for spelling, contents in spelt.items():
+        if len(contents) > 1:
+            first = min(contents, key=added_text.__getitem__)
+            notes.append(
+                f"warning: the added tokens {', '.join(map(repr, contents))} are all looked for as {spelling!r} once normalized: "
+                f"Hugging Face gives one of them, not the same one from run to run; bpestore gives {first!r} (id {added_text[first]})"
+            )
     decoder = _decoder_of(path, data.get("decoder")) if sentencepiece else None
     return HFTokenizer(
         vocab, merges, specials, pattern, ordinary, split_at, notes, bool(model.get("ignore_merges")),
