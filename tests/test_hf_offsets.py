@@ -162,18 +162,3 @@ def test_offsets_of_sentencepiece_pipelines_equal_hugging_face(sentencepiece, te
 @given(text=rewrite_texts())
 def test_offsets_of_roberta_equal_hugging_face(roberta, text):
     assert_offsets_equal(*roberta, text)
-
-
-def test_a_byte_the_vocabulary_lacks_is_still_refused_in_one_line(tmp_path):
-    """``tokenizers`` counts the tokens after a left-out byte from where the byte was not: not
-    reproduced, so refused rather than mismapped."""
-    smollm = Tokenizer.from_model(formats.read("hf", real_file("smollm")).model)
-    with pytest.raises(ValueError, match=r"a byte the vocabulary lacks \(0x04\)"):
-        smollm.encode_with_offsets("a\x04b c")
-    # (also when the normalizer writes it)
-    source = json.loads(real_file("smollm").read_text(encoding="utf-8"))
-    source["normalizer"] = {"type": "Replace", "pattern": {"String": "#"}, "content": "\x04"}
-    rewriting, reference = pair(source, tmp_path)
-    assert rewriting.encode_with_offsets("ab c")[1] == reference.encode("ab c").offsets
-    with pytest.raises(ValueError, match=r"rewrites into one holding a byte the vocabulary lacks \(0x04\)"):
-        rewriting.encode_with_offsets("a#b")
