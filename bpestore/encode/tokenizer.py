@@ -407,7 +407,13 @@ class Tokenizer:
         Byte-level BPE may cut a character's UTF-8 bytes into several tokens; each of them then
         spans the whole character (as in ``tokenizers``), so consecutive spans can overlap by that
         one character, and ``start`` may equal the previous token's ``start``. Spans never go
-        backwards, the first starts at 0 and the last ends at ``len(text)``.
+        backwards; the first starts at 0 and the last ends at ``len(text)`` unless the text starts
+        or ends with a byte the vocab lacks.
+
+        A byte the vocab lacks (see :attr:`BPEModel.dropped_bytes`) is left out of the encoding,
+        and ``tokenizers`` places each later token of the same pre-token as if it were not there,
+        in the bytes its ``ByteLevel`` writes: those spans start (and may end) earlier, on the
+        left-out byte or the characters before it. They are given as ``tokenizers`` gives them.
         """
         allowed = self._policy(text, allowed_special, disallowed_special)
         processor = self.model.post_processor

@@ -83,8 +83,6 @@ pub enum EncodeError {
     /// [`PretokenizeError::MatchFailed`] whose offset is a byte offset in the text as a whole,
     /// special tokens included: see [`bpestore_pretokenize::MatchFailure`]).
     MatchFailed(PretokenizeError),
-    /// A request this encoder cannot answer exactly (the message says what and why).
-    Unsupported(String),
     /// An id to decode that no token has.
     UnknownId {
         /// The id.
@@ -97,9 +95,7 @@ pub enum EncodeError {
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EncodeError::InvalidVocab(message) | EncodeError::Unsupported(message) => {
-                f.write_str(message)
-            }
+            EncodeError::InvalidVocab(message) => f.write_str(message),
             EncodeError::Pattern(error) | EncodeError::MatchFailed(error) => write!(f, "{error}"),
             EncodeError::UnknownId { id, max_id } => {
                 write!(

@@ -33,22 +33,17 @@ impl Encoder {
     /// `add_prefix_space`): `tokenizers` does so whether or not special tokens are added.
     ///
     /// # Errors
-    /// As [`Encoder::encode`]'s; [`EncodeError::Unsupported`] for a text holding a byte the
-    /// vocabulary lacks.
+    /// As [`Encoder::encode`]'s.
     pub fn encode_with_trimmed_offsets(
         &self,
         text: &str,
         allowed: AllowedSpecial<'_>,
         trim: Option<bool>,
     ) -> Result<IdsAndOffsets, EncodeError> {
-        if let Some(byte) = self.dropped_byte_in(text) {
-            // (`tokenizers` then counts the tokens' positions in a piece without the byte, so its
-            // spans after it shift; bpestore does not reproduce that)
-            return Err(EncodeError::Unsupported(format!(
-                "offsets are not available for a text holding a byte the vocabulary lacks (0x{byte:02x}), which encoding leaves out"
-            )));
-        }
-        let (ids, mut spans) = if self.rewrites_text() {
+        // (a byte the vocabulary lacks moves the spans after it within its piece, which only the
+        // aligned path, that sees each piece, reproduces; the look is one pass over the text, and
+        // only for an encoder that leaves bytes out)
+        let (ids, mut spans) = if self.rewrites_text() || self.dropped_byte_in(text).is_some() {
             self.aligned_offsets(text, allowed)?
         } else {
             let ids = self.encode(text, allowed)?;
@@ -73,8 +68,6 @@ impl Encoder {
         let mut ids: Vec<TokenId> = Vec::with_capacity(text.len() / 4 + 1);
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(text.len() / 4 + 1);
         let offset_in = |whole: &str, part: &str| part.as_ptr() as usize - whole.as_ptr() as usize;
-        // (a byte the vocabulary lacks that the rewriting wrote, a Replace's content say)
-        let written_dropped = std::cell::Cell::new(None);
         let result = self.caches.with(|cache| {
             // A rewritten stretch (aligned to its part, which starts at `at`) encoded and mapped.
             let mut stretch = |written: Aligned,
@@ -82,12 +75,11 @@ impl Encoder {
                                ids: &mut Vec<TokenId>,
                                spans: &mut Vec<(usize, usize)>|
              -> Result<(), PretokenizeError> {
-                if let Some(byte) = self.dropped_byte_in(&written.text) {
-                    written_dropped.set(Some(byte));
-                    return Ok(());
-                }
                 let first = ids.len();
                 self.encode_ordinary_into(&written.text, cache, ids)?;
+                if self.dropped_byte_in(&written.text).is_some() {
+                    return self.spans_around_dropped_bytes(&written, &ids[first..], at, spans);
+                }
                 // (a byte-fallback token is one byte of its character, which all align to that
                 // character: each spans all of it, as `tokenizers`' one-byte symbols do)
                 let mut position = 0;
@@ -177,13 +169,58 @@ impl Encoder {
             // (the error as encoding reports it, with its place in the text)
             self.encode(text, allowed)?;
         }
-        if let Some(byte) = written_dropped.get() {
-            return Err(EncodeError::Unsupported(format!(
-                "offsets are not available for a text the normalizer or prefix rewrites into one holding a byte the vocabulary lacks (0x{byte:02x}), which encoding leaves out"
-            )));
-        }
         char_spans(text, &mut spans);
         Ok((ids, spans))
+    }
+
+    /// The spans of `ids`, the encoding of `written` (the text of a stretch starting at byte `at`
+    /// of the text given) that holds a byte the vocabulary lacks, as `tokenizers` gives them.
+    ///
+    /// Its BPE (`models/bpe/model.rs`, `merge_word`) leaves the character it lacks out of the
+    /// piece's symbols, and places each symbol by summing the lengths of the symbols before it
+    /// (`Word::get_offsets_iter`): the left-out character's length is not counted, so each token
+    /// after it in its piece is placed that many bytes earlier. Those lengths are of the piece as
+    /// `ByteLevel` wrote it (each byte a character of one UTF-8 byte, printable ASCII, or two),
+    /// and the place is then mapped back through that piece's alignment, which still holds the
+    /// left-out character: a token may so span the characters before its own, the left-out one
+    /// among them. The pieces are found again here; each takes its tokens, in order, until they
+    /// hold its kept bytes.
+    fn spans_around_dropped_bytes(
+        &self,
+        written: &Aligned,
+        ids: &[TokenId],
+        at: usize,
+        spans: &mut Vec<(usize, usize)>,
+    ) -> Result<(), PretokenizeError> {
+        let dropped = self
+            .dropped_bytes
+            .as_deref()
+            .expect("an encoder that drops bytes");
+        let bytes = written.text.as_bytes();
+        let mut ids = ids.iter();
+        self.pretokenizer
+            .try_for_each_span(&written.text, |piece_start, piece_end| {
+                let piece = &bytes[piece_start..piece_end];
+                let mut kept = piece.iter().filter(|&&b| !dropped[b as usize]).count();
+                // `place`: where the next token starts, counted as `tokenizers` counts it;
+                // `cursor` finds the byte of `piece` whose written character holds a place.
+                let mut place = 0;
+                let mut cursor = WrittenCursor::new(piece);
+                while kept > 0 {
+                    let &id = ids.next().expect("the ids of the stretch's pieces");
+                    let token = self.token_bytes(id).expect("an id of this encoder");
+                    let width: usize = token.iter().map(|&b| written_len(b)).sum();
+                    let first = cursor.byte_at(place);
+                    let last = cursor.byte_at(place + width - 1);
+                    let (start, end) =
+                        written.original_range(piece_start + first..piece_start + last + 1);
+                    spans.push((start + at, end + at));
+                    place += width;
+                    kept -= token.len();
+                }
+            })?;
+        debug_assert!(ids.next().is_none(), "the ids encode more than the pieces");
+        Ok(())
     }
 
     /// `tokenizers`' `process_offsets` (`pre_tokenizers/byte_level.rs`): a token's leading and
@@ -268,6 +305,45 @@ impl Encoder {
         }
         assert_eq!(scanned, bytes.len(), "the ids encode less than the text");
         offsets
+    }
+}
+
+/// The length in UTF-8 of the character `ByteLevel` writes for `byte` (GPT-2's byte alphabet):
+/// printable ASCII is itself, every other byte a character from U+00A1 to U+0143.
+fn written_len(byte: u8) -> usize {
+    if (0x21..=0x7e).contains(&byte) {
+        1
+    } else {
+        2
+    }
+}
+
+/// Walks a piece as `ByteLevel` writes it, forwards only: which of its bytes holds a given byte
+/// of what was written.
+struct WrittenCursor<'a> {
+    piece: &'a [u8],
+    /// A byte of `piece`, and where its written character starts.
+    index: usize,
+    written_start: usize,
+}
+
+impl<'a> WrittenCursor<'a> {
+    fn new(piece: &'a [u8]) -> Self {
+        WrittenCursor {
+            piece,
+            index: 0,
+            written_start: 0,
+        }
+    }
+
+    /// The byte of the piece whose written character holds written byte `place` (no earlier
+    /// than the last one asked for, and inside the piece as written).
+    fn byte_at(&mut self, place: usize) -> usize {
+        while self.written_start + written_len(self.piece[self.index]) <= place {
+            self.written_start += written_len(self.piece[self.index]);
+            self.index += 1;
+        }
+        self.index
     }
 }
 
@@ -367,5 +443,34 @@ mod tests {
                 .unwrap();
             assert_eq!(none.last().map_or(0, |s| s.1), text.chars().count());
         }
+    }
+
+    /// `tokenizers` places the tokens after a left-out byte as if it were not in its piece, in
+    /// the bytes `ByteLevel` writes (two for a control character or a byte of a non-ASCII
+    /// character, one for printable ASCII), then maps those places back through the piece
+    /// as written, the left-out byte still in it (checked against `tokenizers` 0.23.3 by hand;
+    /// tests/test_hf_offsets.py compares many more).
+    #[test]
+    fn the_tokens_after_a_left_out_byte_are_placed_as_tokenizers_places_them() {
+        let encoder = encoder().with_dropped_bytes(&[0x04]);
+        let spans = |text: &str| {
+            encoder
+                .encode_with_offsets(text, AllowedSpecial::All)
+                .unwrap()
+        };
+        // "..\x04.," is one piece, written ". . Ą . ," (Ą two bytes): its third and fourth
+        // tokens fall on the two bytes of Ą, so both span it (character 3).
+        let (ids, offsets) = spans("a..\x04.,b");
+        assert_eq!(ids.len(), 6);
+        assert_eq!(offsets, [(0, 1), (1, 2), (2, 3), (3, 4), (3, 4), (6, 7)]);
+        // "«\x04»": four byte tokens, each two bytes written: placed on «'s two bytes, Ą, then
+        // »'s first byte.
+        let (ids, offsets) = spans("«\x04»");
+        assert_eq!(ids.len(), 4);
+        assert_eq!(offsets, [(0, 1), (0, 1), (1, 2), (2, 3)]);
+        // (a piece of left-out bytes only has no token; a special token keeps its own span)
+        let (ids, offsets) = spans("\x04\x04<s>\x04ab");
+        assert_eq!(ids, [259, 258]);
+        assert_eq!(offsets, [(2, 5), (6, 8)]);
     }
 }
