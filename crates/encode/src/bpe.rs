@@ -26,9 +26,7 @@ pub(crate) const TOKEN_LONG_PIECE: usize = 128;
 
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// A token id. Ranks are `u32` too: a merge's position in the merges list (pair rule) or the
-/// resulting token's id (token rule).
-pub type TokenId = u32;
+pub use crate::vocab::TokenId;
 
 #[inline]
 pub(crate) fn pair_key(left: TokenId, right: TokenId) -> u64 {

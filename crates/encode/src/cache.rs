@@ -8,6 +8,7 @@
 use crate::bpe::TokenId;
 use crate::mix::mix;
 use crate::shared::{Inserted, SharedCache, SharedTable, COUNT_EVERY};
+use crate::slots::{emit_inline, SlotsAt, INLINE_IDS};
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
 
@@ -28,8 +29,6 @@ pub const DEFAULT_CACHE_ENTRIES: usize = 3 << 18;
 
 /// Pre-tokens of at most this many bytes are keyed by their bytes packed in a `u128`.
 pub(crate) const SHORT_BYTES: usize = 15;
-/// A short piece with at most this many ids keeps them in its slot.
-pub(crate) const INLINE_IDS: usize = 3;
 /// Each table starts with this many slots and doubles when three quarters full (see [`Table`]).
 const FIRST_SLOTS: usize = 1 << 10;
 
@@ -120,73 +119,6 @@ pub(crate) fn medium_key_in(text: &[u8], start: usize, len: usize) -> Option<[u1
             ])
         }
         None => medium_key(&text[start..start + len]),
-    }
-}
-
-/// Hints the CPU to load the cache line holding the byte at `address`, which may be any address
-/// (a no-op where there is no such hint).
-#[inline(always)]
-fn prefetch_address(address: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults, whatever the address (valid or not),
-    // and changes no memory. SSE, which it needs, is part of every x86_64 CPU.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
-}
-
-/// Where a table's lookups start, for prefetching: the slot of a key whose hash is `hash` is at
-/// `base + (hash & mask) * stride`. Read from the table once per batch of pieces, so that each
-/// piece's prefetch is a few instructions (no bounds check nor reload of the table's fields,
-/// which a prefetch needs no more than it needs a valid address).
-#[derive(Clone, Copy)]
-pub(crate) struct SlotsAt {
-    base: *const u8,
-    mask: usize,
-    stride: usize,
-}
-
-impl SlotsAt {
-    /// Where the lookups of `slots` (a power of two of them) start.
-    #[inline]
-    pub(crate) fn of<T>(slots: &[T]) -> SlotsAt {
-        SlotsAt {
-            base: slots.as_ptr().cast(),
-            mask: slots.len().wrapping_sub(1),
-            stride: std::mem::size_of::<T>(),
-        }
-    }
-
-    /// Asks the CPU to bring the slot where the lookup of a key whose hash is `hash` starts into
-    /// its cache.
-    #[inline(always)]
-    pub(crate) fn prefetch(self, hash: u64) {
-        // (wrapping: the address is only computed, never read through)
-        prefetch_address(
-            self.base
-                .wrapping_add((hash as usize & self.mask).wrapping_mul(self.stride)),
-        );
-    }
-}
-
-/// Appends the first `count` of a slot's inline ids to `out`. All of them are copied, as one
-/// fixed-size move, into room reserved past the end, and the length grows by `count`: most pieces
-/// have one or two ids, and a copy whose length depends on the count would be a call or a branch
-/// per piece.
-#[inline(always)]
-pub(crate) fn emit_inline(out: &mut Vec<TokenId>, ids: &[TokenId; INLINE_IDS], count: usize) {
-    debug_assert!(count <= INLINE_IDS);
-    out.reserve(INLINE_IDS);
-    let len = out.len();
-    // SAFETY: `reserve` made room for at least INLINE_IDS more ids past `len`, so the write of
-    // INLINE_IDS ids at `len` stays inside the allocation, and it cannot overlap `ids` (a slot of
-    // a table, not this vector). Those ids are then initialized, so the new length `len + count`
-    // (count <= INLINE_IDS, checked by the caller) covers only initialized ids.
-    unsafe {
-        std::ptr::copy_nonoverlapping(ids.as_ptr(), out.as_mut_ptr().add(len), INLINE_IDS);
-        out.set_len(len + count.min(INLINE_IDS));
     }
 }
 

@@ -23,6 +23,7 @@ mod offsets;
 pub mod packed;
 pub mod ranks;
 mod shared;
+mod slots;
 mod stream;
 mod vocab;
 mod warm;

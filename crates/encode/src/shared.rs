@@ -24,8 +24,8 @@
 //! their next refused insert.
 
 use crate::bpe::TokenId;
-use crate::cache::{emit_inline, SlotsAt, INLINE_IDS};
 use crate::mix::mix;
+use crate::slots::{emit_inline, SlotsAt, INLINE_IDS};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 

@@ -1,10 +1,13 @@
 //! The token table: id -> bytes (every id, special tokens included, for decoding and the token
 //! rule's concatenations) and bytes -> id (ordinary tokens only).
 
-use crate::bpe::TokenId;
 use crate::EncodeError;
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
+
+/// A token id. Ranks are `u32` too: a merge's position in the merges list (pair rule) or the
+/// resulting token's id (token rule).
+pub type TokenId = u32;
 
 const ABSENT: (u32, u32) = (u32::MAX, 0);
 
