@@ -1240,9 +1240,13 @@ def show(ref: str, num_merges: int, as_json: bool, as_recipe: bool, db: str) -> 
     if info.training_seconds is not None:
         fields.append(("training time", f"{info.training_seconds:.2f}s"))
     if warm is None:
-        fields.append(("warm table", "none (bpestore warm makes one)"))
+        # (without a corpus, a token-rule tokenizer's table comes only from files: see `warm`)
+        from_files = model.merge_rule == "token" and not info.corpus_path
+        fields.append(("warm table", f"none (bpestore warm {'REF FILE... ' if from_files else ''}makes one)"))
     else:
         stale = " (stale: made for another model or bpestore version, unused; bpestore warm remakes it)" if warm["stale"] else ""
+        if warm.get("unused") and not warm["stale"]:
+            stale = " (unused: this tokenizer finds its whole tokens in one lookup; bpestore warm REF FILE makes a table that helps)"
         fields.append(("warm table", f"{_number(warm['entries'])} pre-tokens from {warm['source']}{stale}"))
     width = max(len(label) for label, _ in fields)
     for label, value in fields:
@@ -1971,7 +1975,8 @@ def warm(
 
     The pre-tokens are the --entries most frequent of FILES (counted with the tokenizer's
     pattern and special tokens); without FILES, of the corpus it was trained on, or for an
-    imported tokenizer, its vocabulary's tokens that are whole pre-tokens (what `import` stores).
+    imported tokenizer, its vocabulary's tokens that are whole pre-tokens (what `import` stores;
+    none for a tiktoken-style tokenizer, which finds those in one lookup already: give it FILES).
     Prints one line: the tokenizer and what its table holds.
 
     \b
@@ -1988,8 +1993,10 @@ def warm(
             click.echo(f"{full_ref}: warm table {'removed' if had else 'none to remove'}")
             return
         full_ref, table = store.warm(ref, list(files), entries=entries, workers=workers, progress=_show_progress(quiet))
+        from_vocab = table is None and not files and entries and store.info(full_ref).corpus_path is None
     if table is None:
-        click.echo(f"{full_ref}: no warm table (no pre-tokens to keep)")
+        why = "a table of its vocabulary would not speed this tokenizer: give FILES" if from_vocab else "no pre-tokens to keep"
+        click.echo(f"{full_ref}: no warm table ({why})")
     else:
         click.echo(f"{full_ref}: warm table of {table.entries:,} pre-tokens from {table.source} ({_workflow().format_bytes(len(table.data))})")
 

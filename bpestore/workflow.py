@@ -953,8 +953,12 @@ class Store(ModelStore):
         stored = self.warm_of(ref, data=False)
         if stored is None:
             return None
-        fingerprint = Tokenizer.from_model(model if model is not None else self.load_model(ref)).fingerprint
-        return {"entries": stored.entries, "source": stored.source, "stale": stored.fingerprint != fingerprint}
+        model = model if model is not None else self.load_model(ref)
+        fingerprint = Tokenizer.from_model(model).fingerprint
+        return {
+            "entries": stored.entries, "source": stored.source, "stale": stored.fingerprint != fingerprint,
+            "unused": not warming.useful(model.merge_rule, stored.source),
+        }
 
     # -- reshaping: a new version derived from a stored one, with its id map -----------------
 

@@ -3,7 +3,7 @@ tokenizer's pre-tokens whose ids were worked out when it was stored.
 
 What must hold: a tokenizer loaded with its table gives exactly the ids of one loaded without (and
 tiktoken's, for an imported cl100k_base), on any text and any number of threads; training and
-imports store a table, ``bpestore warm`` remakes or removes one; a table made for another model is
+imports store a table (a tiktoken-style one only from text), ``bpestore warm`` remakes or removes one; a table made for another model is
 left unused and ``show`` says so; a damaged one is one clear error naming the tokenizer and how to
 remove it, never used; and the engine's ``most_common`` is exactly a sort of the counts.
 """
@@ -240,17 +240,36 @@ def test_spoiled_tables_are_refused_or_harmless(tmp_path_factory, trained, data)
 
 
 @pytest.mark.slow  # (cl100k_base: building the table from 100,000 tokens takes a few seconds)
-def test_an_imported_cl100k_is_warm_and_still_tiktoken(tmp_path):
+def test_an_imported_cl100k_is_warm_only_from_files_and_still_tiktoken(tmp_path):
+    """A tiktoken-style tokenizer finds a pre-token that is a token in one lookup of its
+    vocabulary: a table of those tokens only adds a lookup to each piece (a second pass 25-40%
+    slower, measured), so an import stores none, and one stored so before is left unused (and
+    shown so). A table from text is used, and the ids stay tiktoken's."""
     path = bpe_openai_file("cl100k_base")
     db = tmp_path / "store.db"
     ok(invoke("import", "tiktoken", path, "--name", "cl100k", "--pattern", "cl100k_base", "--db", db))
     encoding = tiktoken_encoding("cl100k_base", path, tmp_path)
+    assert Tokenizer.from_db(db, "cl100k").warm_entries == 0
+    assert "warm table      none (bpestore warm REF FILE... makes one)" in ok(invoke("show", "cl100k", "--merges", "0", "--db", db))
+    assert ok(invoke("warm", "cl100k", "--db", db)).strip() == (
+        "cl100k@1: no warm table (a table of its vocabulary would not speed this tokenizer: give FILES)"
+    )
+    text_file = tmp_path / "text.txt"
+    text_file.write_text(corpus_text(5), encoding="utf-8")
+    ok(invoke("warm", "cl100k", text_file, "--db", db))
     warm = Tokenizer.from_db(db, "cl100k")
-    assert warm.warm_entries > 50_000
+    assert warm.warm_entries > 20
     rng = random.Random(3)
     for _ in range(20):
         text = corpus_text(rng.randrange(100), 200) + random_text(rng, 300, special_pieces=False)
         assert warm.encode(text, allowed_special=set(), disallowed_special=()) == encoding.encode(text, disallowed_special=())
+    # A vocabulary table as an older bpestore stored it: unused.
+    with Store(db) as store:
+        model = store.load_model("cl100k")
+        pieces = [token for token_id, token in sorted(model.vocab.items())[:5000] if len(token) > 1]
+        store.save_warm("cl100k", warming.make(Tokenizer.from_model(model), warming.WarmSource(pieces, warming.VOCAB_SOURCE)))
+    assert Tokenizer.from_db(db, "cl100k").warm_entries == 0
+    assert "(unused: this tokenizer finds its whole tokens in one lookup" in ok(invoke("show", "cl100k", "--merges", "0", "--db", db))
 
 
 @settings(max_examples=examples(100), deadline=None)
