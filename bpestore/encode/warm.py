@@ -5,8 +5,10 @@ its first pass over a text is slower than its second. A tokenizer stored by bpes
 will mostly meet: the pre-token counts of its training corpus. When it is stored, the engine merges
 the most frequent of them once and the store keeps their ids (the table ``warm_caches``, migration
 0011); :meth:`Tokenizer.from_db <bpestore.Tokenizer.from_db>` (and ``Store.load``, ``bpestore
-encode``) hands them to the new tokenizer's engine, which looks pre-tokens up there, read-only and
-shared by all threads, before its own caches.
+encode``) hands them to the new tokenizer's engine, each of whose caches starts as a copy of them
+(and starts so again when full): a piece of the table is one lookup, as any piece seen before.
+(Looked up in the table first and the caches second, every piece cost two fetches, and a second
+pass over English ran at 0.75-0.87 the speed of a tokenizer without a table.)
 
 Where the pre-tokens come from (:class:`WarmSource`):
 

@@ -10,7 +10,7 @@ use crate::mix::mix;
 use crate::shared::{Inserted, SharedCache, SharedTable, COUNT_EVERY};
 use crate::slots::{emit_inline, SlotsAt, INLINE_IDS};
 use rustc_hash::FxHashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Pre-tokens longer than this are not cached: they are rare, and would make entries unbounded.
 /// Runs of 65 to 256 bytes are words of scripts written without spaces (Chinese, Japanese,
@@ -162,6 +162,7 @@ struct Slot<K> {
 
 /// An open-addressing table (linear probing, at most three quarters full) whose slots hold the
 /// key and the ids: a lookup mostly costs one cache miss (two slots share a cache line).
+#[derive(Clone)]
 struct Table<K: Key> {
     slots: Box<[Slot<K>]>,
     len: usize,
@@ -376,6 +377,9 @@ pub(crate) struct PieceCache {
     pub(crate) table_inserts: usize,
     /// The encoder's batch of pieces, kept for the next text (see [`crate::Batch`]).
     pub(crate) batch: Option<Box<crate::Batch>>,
+    /// The warm table this cache started as (see [`CachePool::seed`]), and starts as again when
+    /// full: its pieces are here, so the encoder need not look them up there too.
+    pub(crate) seed: Option<Arc<PieceCache>>,
 }
 
 impl PieceCache {
@@ -391,7 +395,25 @@ impl PieceCache {
             table: None,
             table_inserts: 0,
             batch: None,
+            seed: None,
         }
+    }
+
+    /// A cache of `capacity` entries that starts as a copy of `seed` (a warm table).
+    fn seeded(seed: &Arc<PieceCache>, capacity: usize) -> PieceCache {
+        let mut cache = PieceCache::new(capacity);
+        cache.restart_from(seed);
+        cache.seed = Some(Arc::clone(seed));
+        cache
+    }
+
+    /// Makes this cache's pieces `seed`'s.
+    fn restart_from(&mut self, seed: &PieceCache) {
+        self.short = seed.short.clone();
+        self.medium = seed.medium.clone();
+        self.long = seed.long.clone();
+        self.long_bytes = seed.long_bytes;
+        self.ids = seed.ids.clone();
     }
 
     /// A cache of `capacity` entries whose tables are made big enough for `short` short and
@@ -508,11 +530,19 @@ impl PieceCache {
             || self.ids.len() + ids.len() >= u32::MAX as usize
             || self.long_bytes + long_bytes > LONG_BYTES
         {
-            self.short.clear();
-            self.medium.clear();
-            self.long.clear();
-            self.long_bytes = 0;
-            self.ids.clear();
+            if let Some(seed) = self
+                .seed
+                .clone()
+                .filter(|seed| seed.len() < self.capacity / 2)
+            {
+                self.restart_from(&seed);
+            } else {
+                self.short.clear();
+                self.medium.clear();
+                self.long.clear();
+                self.long_bytes = 0;
+                self.ids.clear();
+            }
         }
         if let Some(key) = key {
             self.short.insert(key, ids, &mut self.ids);
@@ -536,6 +566,8 @@ pub(crate) struct CachePool {
     idle: Mutex<Vec<PieceCache>>,
     capacity: usize,
     max_idle: usize,
+    /// What each cache starts as, once the encoder has a warm table (see [`CachePool::seed`]).
+    seed: OnceLock<Arc<PieceCache>>,
 }
 
 impl CachePool {
@@ -552,16 +584,29 @@ impl CachePool {
             idle: Mutex::new(Vec::new()),
             capacity,
             max_idle,
+            seed: OnceLock::new(),
         }
+    }
+
+    /// From now on, each cache lent starts as a copy of `warm` (the encoder's warm table): a
+    /// piece of the table is then found in one lookup, where looking in the table first and
+    /// the cache second cost two lookups, and two slots fetched, for each piece (a second pass
+    /// over English ran 0.75-0.87x as fast as without a table, over text in many languages
+    /// 0.6x). The copy, made once per cache, is a few megabytes.
+    pub(crate) fn seed(&self, warm: Arc<PieceCache>) {
+        let _ = self.seed.set(warm);
+        // (caches made before, if any, would miss the table's pieces: they go)
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// The fullest idle cache (it knows the most pre-tokens), or a new one.
     pub(crate) fn take(&self) -> PieceCache {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let fullest = (0..idle.len()).max_by_key(|&i| idle[i].len());
-        match fullest {
-            Some(i) => idle.swap_remove(i),
-            None => PieceCache::new(self.capacity),
+        match (fullest, self.seed.get()) {
+            (Some(i), _) => idle.swap_remove(i),
+            (None, Some(seed)) => PieceCache::seeded(seed, self.capacity),
+            (None, None) => PieceCache::new(self.capacity),
         }
     }
 
@@ -787,5 +832,35 @@ mod tests {
         assert_eq!(cache.len(), 1);
         assert_eq!(get(&cache, b"one more"), Some([9].as_slice()));
         assert_eq!(get(&cache, &piece(0)), None);
+    }
+
+    #[test]
+    fn a_seeded_cache_starts_as_its_seed_and_again_when_full() {
+        let piece = |i: usize| format!("s{i}").repeat(1 + i % 7).into_bytes();
+        let mut seed = PieceCache::new(usize::MAX);
+        for i in 0..100 {
+            put(&mut seed, &piece(i), &[i as u32, 7, 7, 7, 7]);
+        }
+        let seed = Arc::new(seed);
+        let pool = CachePool::new(1000);
+        pool.seed(Arc::clone(&seed));
+        let mut cache = pool.take();
+        for i in 0..100 {
+            assert_eq!(
+                get(&cache, &piece(i)),
+                Some([i as u32, 7, 7, 7, 7].as_slice())
+            );
+        }
+        // Full (the seed's 100 and 900 more): it starts as the seed again, not empty.
+        for i in 0..900 {
+            put(&mut cache, format!("other {i}").as_bytes(), &[1, 2]);
+        }
+        assert_eq!(cache.len(), 1000);
+        put(&mut cache, b"one more", &[9]);
+        assert_eq!(cache.len(), 101);
+        assert_eq!(get(&cache, b"one more"), Some([9].as_slice()));
+        assert_eq!(get(&cache, b"other 0"), None);
+        assert_eq!(get(&cache, &piece(99)), Some([99, 7, 7, 7, 7].as_slice()));
+        assert_eq!(seed.len(), 100); // (the seed itself is never written)
     }
 }

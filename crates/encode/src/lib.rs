@@ -868,7 +868,8 @@ impl Encoder {
             MergeRule::Pair => self.pairs.well_ordered,
             MergeRule::Token => true,
         };
-        let warm = self.warm.get();
+        // (a cache that started as the warm table holds its pieces: no need to look there)
+        let warm = self.warm.get().filter(|_| cache.seed.is_none());
         self.split_specials_into(text, allowed, out, |part, part_at, out| {
             let whole = part.as_bytes();
             self.pretokenizer.try_for_each_span(part, |at, end| {
@@ -1091,7 +1092,8 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
-        let warm = self.warm.get();
+        // (a cache that started as the warm table holds its pieces: no need to look there)
+        let warm = self.warm.get().filter(|_| cache.seed.is_none());
         // The scanner only collects pieces, a batch at a time (a callback that small stays in
         // its loop); each batch is then looked up in a loop of its own: all its cache slots are
         // prefetched first, so that the waits for memory overlap instead of following each

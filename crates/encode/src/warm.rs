@@ -28,6 +28,7 @@
 use crate::bpe::TokenId;
 use crate::cache::{short_key, PieceCache, MEDIUM_BYTES, SHORT_BYTES};
 use crate::{Encoder, MergeRule};
+use std::sync::Arc;
 
 /// The longest piece a warm table holds (the caches take longer ones, up to
 /// `cache::MAX_CACHED_PIECE`; a stored table keeps the limit it was made with).
@@ -110,7 +111,8 @@ pub(crate) fn model_fingerprint(
 /// The read-only table of pre-tokens and their ids: the stored table's, and the 256 pieces of
 /// one byte (which the encoder looks up like the others, see `Encoder::emit_piece`).
 pub(crate) struct WarmCache {
-    pub(crate) pieces: PieceCache,
+    /// (shared with the caches it seeds: see `CachePool::seed`)
+    pub(crate) pieces: Arc<PieceCache>,
     /// How many pieces the stored table gave.
     stored: usize,
 }
@@ -196,9 +198,11 @@ impl Encoder {
     pub fn load_warm(&self, data: &[u8]) -> Result<usize, String> {
         let warm = self.parse_warm(data)?;
         let len = warm.stored;
+        let pieces = Arc::clone(&warm.pieces);
         self.warm
             .set(warm)
             .map_err(|_| "this encoder has a warm table already".to_string())?;
+        self.caches.seed(pieces);
         Ok(len)
     }
 
@@ -326,7 +330,7 @@ impl Encoder {
             );
         }
         Ok(WarmCache {
-            pieces: cache,
+            pieces: Arc::new(cache),
             stored: count,
         })
     }
