@@ -13,6 +13,7 @@ This module parses arguments and prints; the work is done by the public API and
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -25,12 +26,16 @@ INTERRUPTED_MESSAGE = "Interrupted; nothing half-written was kept."
 
 def _interrupted_while_loading(signum: int, frame: object) -> None:
     """Ctrl-C while this module loads: one line and status 130, not the traceback of whatever
-    line it hit."""
+    line it hit. The process ends here (nothing is written yet, so nothing is left to clean):
+    raised instead, a SystemExit could land in Python code that C code calls and whose errors it
+    drops (a ``__hash__`` or ``__eq__`` under ``PyDict_GetItem``, an attribute looked up with
+    ``PyObject_HasAttr``), and loading went on to run the command and exit 0 after the line."""
     try:
         sys.stderr.write(INTERRUPTED_MESSAGE + "\n")
+        sys.stderr.flush()
     except (OSError, ValueError):
         pass  # stderr is gone: the status still says it
-    raise SystemExit(EXIT_INTERRUPTED)
+    os._exit(EXIT_INTERRUPTED)
 
 
 # Loading this module (click, NumPy, the engine, then building the commands below: half a second,
@@ -50,7 +55,6 @@ if _sigint_before_loading is not None and _sigint_before_loading is not signal.S
 import io  # noqa: E402 - after the handler above, so that Ctrl-C during these imports is handled
 import json  # noqa: E402
 import logging  # noqa: E402
-import os  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable, Iterable, Iterator, Sequence  # noqa: E402

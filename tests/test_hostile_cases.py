@@ -573,3 +573,19 @@ def test_a_ctrl_c_that_sqlalchemy_logs_adds_no_traceback():
     assert done.returncode == 0, done.stderr
     assert "KeyboardInterrupt" not in done.stderr
     assert "OSError: disk gone" in done.stderr and done.stderr.count("Exception closing connection") == 1
+
+
+def test_ctrl_c_while_the_command_line_loads_ends_the_process_even_where_errors_are_dropped():
+    """The handler of a Ctrl-C while bpestore.cli loads ends the process itself: a SystemExit
+    raised from it could land in Python code that C code calls and whose errors it drops, and
+    loading then went on to run the command (seen once: the line, then the output, status 0)."""
+    code = (
+        "import bpestore.cli as cli\n"
+        "try:\n"
+        "    cli._interrupted_while_loading(2, None)\n"
+        "except BaseException:\n"  # (as C code that drops errors would)
+        "    pass\n"
+        "print('went on')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "Interrupted; nothing half-written was kept.\n")
