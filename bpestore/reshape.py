@@ -115,7 +115,7 @@ def _id_map(old_ids: Iterable[int], kept: set[int]) -> tuple[dict[int, int], IdM
 
 def _derived(model: BPEModel, kept: set[int], merges: list[tuple[bytes, bytes]]) -> tuple[BPEModel, IdMap]:
     # The ids beside the vocab (aliases) are kept and renumbered with the kept tokens, and the
-    # post-processor's ids follow theirs tokens: every id the new tokenizer gives or decodes is in
+    # post-processor's ids follow their tokens: every id the new tokenizer gives or decodes is in
     # the map.
     new_of, id_map = _id_map([*model.vocab, *model.aliases], kept | set(model.aliases))
     vocab = {new: model.vocab[old] for old, new in new_of.items() if old in model.vocab}

@@ -433,7 +433,8 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
             "its model makes those bytes (after a normalizer), and either decodes"
         )
         aliases.update((twin, vocab[added_id]) for twin, added_id in twins)
-    strange = sorted(token_id for token_id in aliases if token_id not in dict(twins) and token_id not in dict(byte_twins))
+    explained = {twin for twin, _ in twins} | {fallback for fallback, _ in byte_twins}
+    strange = sorted(token_id for token_id in aliases if token_id not in explained)
     if strange:
         shown = ", ".join(f"{token_id} ({aliases[token_id].decode('utf-8')[:20]!r})" for token_id in strange[:3])
         notes.append(
@@ -462,8 +463,9 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     spelt: dict[str, list[str]] = {}
     for content in normalized:
         assert normalizer is not None
-        spelt.setdefault(normalizer.normalize(content), []).append(content)
-        if not normalizer.normalize(content):
+        written = normalizer.normalize(content)
+        spelt.setdefault(written, []).append(content)
+        if not written:
             # Hugging Face looks for it as "", which matches between every two characters: its
             # encode then cuts the text into single characters, or panics ("bad split").
             raise _refuse(
