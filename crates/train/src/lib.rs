@@ -11,6 +11,7 @@ mod memory;
 mod merge;
 mod pairs;
 mod parity;
+mod prune;
 mod spill;
 mod stored;
 

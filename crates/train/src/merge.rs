@@ -22,6 +22,7 @@ use rustc_hash::FxHashMap;
 use std::cmp::Ordering;
 
 use crate::pairs::{PairInfo, PairKey, PairTable, WordId};
+use crate::prune::Sketch;
 use crate::PretokenCounts;
 
 /// A merge: the left and the right token's bytes.
@@ -251,16 +252,16 @@ impl Tokens {
 /// Where one word's tokens are, and how often the word occurs: one record, so that visiting a
 /// word costs one cache miss here (and one for its tokens).
 #[derive(Clone, Copy)]
-struct WordHead {
-    start: usize,
-    count: u64,
-    len: u32,
+pub(crate) struct WordHead {
+    pub(crate) start: usize,
+    pub(crate) count: u64,
+    pub(crate) len: u32,
 }
 
 /// The words: word `w`'s tokens are `symbols[heads[w].start..][..heads[w].len]`.
-struct Words {
-    symbols: Vec<TokenId>,
-    heads: Vec<WordHead>,
+pub(crate) struct Words {
+    pub(crate) symbols: Vec<TokenId>,
+    pub(crate) heads: Vec<WordHead>,
 }
 
 impl Words {
@@ -416,6 +417,17 @@ pub(crate) struct Trainer {
     raised: Vec<PairKey>,
     /// The changes that the current merge makes, by each of the two halves of its words.
     changes: [Changes; 2],
+    /// When the words are cut where no merge will join them (see [`crate::prune`]): what it
+    /// takes to go back to words cut less.
+    pruning: Option<Box<Pruning>>,
+}
+
+/// The words as they were before they were cut (see [`crate::prune`]), the count below which
+/// their pairs were cut, and the merges taken since, to replay on words cut less.
+struct Pruning {
+    whole: Words,
+    threshold: u64,
+    taken: Vec<(PairKey, TokenId)>,
 }
 
 impl Trainer {
@@ -469,6 +481,7 @@ impl Trainer {
             merges_done: 0,
             raised: Vec::new(),
             changes: Default::default(),
+            pruning: None,
         }
     }
 
@@ -480,7 +493,7 @@ impl Trainer {
         known: &[Merge],
         mut split: impl FnMut(&[u8]) -> Vec<usize>,
     ) -> Trainer {
-        Trainer::from_ids(counts, known, |tokens, pretoken| {
+        Trainer::from_ids(counts, known, None, |tokens, pretoken| {
             let lengths = split(pretoken);
             assert_eq!(
                 lengths.iter().sum::<usize>(),
@@ -502,9 +515,12 @@ impl Trainer {
     /// The merge loop's state with each word already split into tokens: `ids(tokens, word)`
     /// gives the ids of the word's tokens, in order (interning any it needs in `tokens`, which
     /// holds the bytes, then `known`'s tokens, in their merges' order).
+    /// `expected_merges`: about how many merges the loop will take, if known: its words are then
+    /// cut where none of them will join (see [`crate::prune`]), if that pays.
     fn from_ids(
         counts: &PretokenCounts,
         known: &[Merge],
+        expected_merges: Option<usize>,
         mut ids: impl FnMut(&mut Tokens, &[u8]) -> Vec<TokenId>,
     ) -> Trainer {
         let mut tokens = Tokens::new();
@@ -533,24 +549,103 @@ impl Trainer {
                 u32::try_from(words.symbols.len() - start).expect("a pre-token of 4 GiB or more");
             words.heads.push(WordHead { start, count, len });
         }
-        let pairs = index_pairs(&words);
-        let mut heap = PairHeap {
-            entries: pairs
-                .counts()
-                .map(|(pair, count)| HeapEntry { count, pair })
-                .collect(),
-        };
-        heap.heapify(&tokens);
-        Trainer {
+        let mut trainer = Trainer {
             ranked: true,
             max_words: None,
-            words,
+            words: Words {
+                symbols: Vec::new(),
+                heads: Vec::new(),
+            },
             tokens,
-            pairs,
-            heap,
+            pairs: PairTable::new(),
+            heap: PairHeap {
+                entries: Vec::new(),
+            },
             merges_done: 0,
             raised: Vec::new(),
             changes: Default::default(),
+            pruning: None,
+        };
+        match expected_merges.and_then(|merges| Trainer::cut_for(&words, merges)) {
+            Some((cut, threshold)) => {
+                trainer.pruning = Some(Box::new(Pruning {
+                    whole: words,
+                    threshold,
+                    taken: Vec::new(),
+                }));
+                trainer.start_on(cut);
+            }
+            None => trainer.start_on(words),
+        }
+        trainer
+    }
+
+    /// `words` cut for a loop expected to take `merges` merges, and the count they were cut
+    /// at; None if cutting them does not pay.
+    fn cut_for(words: &Words, merges: usize) -> Option<(Words, u64)> {
+        let sketch = Sketch::of(words);
+        let threshold = sketch.threshold(merges)?;
+        Some((crate::prune::cut(words, &sketch, threshold)?, threshold))
+    }
+
+    /// Starts the loop on `words`: their pairs counted and ranked.
+    fn start_on(&mut self, words: Words) {
+        self.pairs = index_pairs(&words);
+        self.words = words;
+        self.heap.entries = self
+            .pairs
+            .counts()
+            .map(|(pair, count)| HeapEntry { count, pair })
+            .collect();
+        self.heap.heapify(&self.tokens);
+    }
+
+    /// Goes back to the words cut at a lower count than now (at last, whole), and takes again
+    /// the merges taken so far: the best count fell below the one the words were cut at, or a
+    /// merge made the bytes of a token that was there (see [`crate::prune`]).
+    fn cut_less(&mut self, whole_from_now: bool) {
+        let Some(pruning) = self.pruning.take() else {
+            return;
+        };
+        let Pruning {
+            whole,
+            threshold,
+            taken,
+        } = *pruning;
+        let lower = if whole_from_now { 0 } else { threshold / 4 };
+        let sketch = (lower > 1).then(|| Sketch::of(&whole));
+        match sketch.and_then(|sketch| crate::prune::cut(&whole, &sketch, lower)) {
+            Some(cut) => {
+                self.pruning = Some(Box::new(Pruning {
+                    whole,
+                    threshold: lower,
+                    taken: Vec::new(),
+                }));
+                self.start_on(cut);
+            }
+            None => self.start_on(whole),
+        }
+        // The merges again, each where the loop made it (they were all counted above the new
+        // cut): no heap meanwhile, made once at the end.
+        let ranked = self.ranked;
+        self.ranked = false;
+        for &(pair, new) in &taken {
+            self.merge_into(pair, new);
+        }
+        self.ranked = ranked;
+        self.merges_done -= taken.len();
+        if let Some(pruning) = &mut self.pruning {
+            pruning.taken = taken;
+        }
+        if ranked {
+            self.heap.entries = self
+                .pairs
+                .counts()
+                .map(|(pair, count)| HeapEntry { count, pair })
+                .collect();
+            self.heap.heapify(&self.tokens);
+        } else {
+            self.heap.entries = Vec::new();
         }
     }
 
@@ -614,9 +709,23 @@ impl Trainer {
     /// The best pair, or None when no pair is left.
     pub(crate) fn best_pair(&mut self) -> Option<PairKey> {
         loop {
-            let top = *self.heap.entries.first()?;
+            let Some(&top) = self.heap.entries.first() else {
+                if self.pruning.is_some() {
+                    self.cut_less(false); // (the pairs left are across the cuts, if any)
+                    continue;
+                }
+                return None;
+            };
             let current = self.pairs.count(top.pair).unwrap_or(0);
             if current == top.count {
+                if self
+                    .pruning
+                    .as_ref()
+                    .is_some_and(|pruning| current < pruning.threshold)
+                {
+                    self.cut_less(false);
+                    continue;
+                }
                 if self
                     .max_words
                     .is_some_and(|most| self.words_in(top.pair) > most)
@@ -659,8 +768,14 @@ impl Trainer {
     /// counts): the occurrences merged, which overlapping ones (`aaa`) make fewer than the pair's count.
     pub(crate) fn merge(&mut self, pair: PairKey) -> u64 {
         let (a, b) = split_key(pair);
+        let known = self.tokens.bytes.len();
         let new = self.tokens.join(a, b);
-        self.merge_into(pair, new)
+        let shortened = self.merge_into(pair, new);
+        if self.pruning.is_some() && (new as usize) < known {
+            // A token with two histories: the cuts' bound holds for one of them only.
+            self.cut_less(true);
+        }
+        shortened
     }
 
     /// Merges `pair` everywhere into token `new`, numbered elsewhere (see [`Tokens::set`]), whose
@@ -763,6 +878,9 @@ impl Trainer {
         raised.clear();
         self.raised = raised;
         self.merges_done += 1;
+        if let Some(pruning) = &mut self.pruning {
+            pruning.taken.push((pair, new));
+        }
         shortened
     }
 }
@@ -1018,10 +1136,13 @@ impl MergeLoop {
     /// every word: an encoder of the base's merges, when it splits as the replay would), a byte
     /// being its value and the token of the base's merge `i` being `256 + i`. So each of the
     /// base's merges must make bytes no earlier token has, from tokens made before it (else
-    /// None: use [`MergeLoop::with_base`]).
+    /// None: use [`MergeLoop::with_base`]). `expected_merges`: about how many merges will be
+    /// taken, if known (the loop may then work on fewer, shorter words: the same merges, faster
+    /// when the words are long, as a SuperBPE stage's are).
     pub fn with_base_ids(
         counts: &PretokenCounts,
         base: &[Merge],
+        expected_merges: Option<usize>,
         mut split: impl FnMut(&[u8]) -> Vec<u32>,
     ) -> Option<MergeLoop> {
         let mut tokens = Tokens::new();
@@ -1032,7 +1153,7 @@ impl MergeLoop {
             }
         }
         Some(MergeLoop {
-            trainer: Trainer::from_ids(counts, base, |_, word| split(word)),
+            trainer: Trainer::from_ids(counts, base, expected_merges, |_, word| split(word)),
         })
     }
 }
@@ -1373,6 +1494,133 @@ mod tests {
                 MergeLoop::with_split_words(&table, |word| vec![1; word.len()]).collect();
             assert_eq!(split, ours(&counts, usize::MAX));
         }
+    }
+
+    /// Runs of a few short words, as SuperBPE's second stage counts them: long words, most of
+    /// them seen once, whose tokens repeat from word to word.
+    fn runs_of_words(rng: &mut Rng) -> Vec<(Vec<u8>, u64)> {
+        // (" t" "he" and " th" "e" both make " the")
+        let vocabulary: [&[u8]; 10] = [
+            b" the", b" a", b" cat", b" sat", b" on", b"at", b" th", b"e", b" t", b"he",
+        ];
+        let mut map: HashMap<Vec<u8>, u64> = HashMap::new();
+        for _ in 0..10 + rng.below(60) {
+            let words = 1 + rng.below(12);
+            let run: Vec<u8> = (0..words)
+                .flat_map(|_| vocabulary[rng.below(vocabulary.len() as u64) as usize].to_vec())
+                .collect();
+            *map.entry(run).or_default() += if rng.below(6) == 0 {
+                1 + rng.below(40)
+            } else {
+                1
+            };
+        }
+        map.into_iter().collect()
+    }
+
+    /// The ids of `word`'s tokens once `base` is replayed on it (a byte its value, the token
+    /// of merge `i` 256 + `i`), naively.
+    fn replayed_ids(word: &[u8], base: &[Merge]) -> Vec<u32> {
+        let mut tokens: Vec<Vec<u8>> = word.iter().map(|&b| vec![b]).collect();
+        for (left, right) in base {
+            let mut merged = Vec::new();
+            let mut i = 0;
+            while i < tokens.len() {
+                if i + 1 < tokens.len() && &tokens[i] == left && &tokens[i + 1] == right {
+                    merged.push([left.as_slice(), right].concat());
+                    i += 2;
+                } else {
+                    merged.push(tokens[i].clone());
+                    i += 1;
+                }
+            }
+            tokens = merged;
+        }
+        tokens
+            .iter()
+            .map(|token| match token.as_slice() {
+                [byte] => u32::from(*byte),
+                bytes => {
+                    let at = base
+                        .iter()
+                        .position(|(l, r)| [l.as_slice(), r].concat() == bytes);
+                    256 + at.expect("a token of the base") as u32
+                }
+            })
+            .collect()
+    }
+
+    /// Continues `base` on `counts` for up to `merges` merges with words cut for a loop of
+    /// `guess` merges, sent back to words cut less (whole: `back.1`) after merge `back.0`, if
+    /// given; also whether the words were cut at first.
+    fn continued_with_a_guess(
+        counts: &[(Vec<u8>, u64)],
+        base: &[Merge],
+        guess: usize,
+        merges: usize,
+        back: Option<(usize, bool)>,
+    ) -> Option<(Vec<Merge>, bool)> {
+        let table: PretokenCounts = counts.iter().map(|(w, c)| (w.as_slice(), *c)).collect();
+        let mut merge_loop =
+            MergeLoop::with_base_ids(&table, base, Some(guess), |word| replayed_ids(word, base))?;
+        let cut = merge_loop.trainer.pruning.is_some();
+        let mut learned = Vec::new();
+        while learned.len() < merges {
+            if back.is_some_and(|(after, _)| after == learned.len()) {
+                merge_loop
+                    .trainer
+                    .cut_less(back.is_some_and(|(_, whole)| whole));
+            }
+            let Some(merge) = merge_loop.next() else {
+                break;
+            };
+            learned.push(merge);
+        }
+        Some((learned, cut))
+    }
+
+    #[test]
+    fn words_cut_for_a_guess_of_merges_learn_what_whole_words_learn() {
+        // Guesses far too small (the loop goes back to words cut less, or whole, to go on) and
+        // about right; and the loop sent back at a random merge, as a merge that makes a token a
+        // second way sends it (" t" "he" after " th" "e"; the cuts' bound is then unsure).
+        let mut rng = Rng(4242);
+        let mut cut = 0;
+        for round in 0..300 {
+            let counts = if round % 3 == 0 {
+                random_counts(&mut rng)
+            } else {
+                runs_of_words(&mut rng)
+            };
+            let all = ours(&counts, 400);
+            let k = [0, 3, 8, 20][rng.below(4) as usize].min(all.len());
+            let table: PretokenCounts = counts.iter().map(|(w, c)| (w.as_slice(), *c)).collect();
+            let whole: Vec<Merge> = MergeLoop::with_base(&table, &all[..k]).collect();
+            assert_eq!(whole, all[k..]);
+            for guess in [1, 4, 30, 1000] {
+                let back = (rng.below(2) == 0).then(|| {
+                    (
+                        rng.below(1 + whole.len() as u64) as usize,
+                        rng.below(2) == 0,
+                    )
+                });
+                let Some((learned, was_cut)) =
+                    continued_with_a_guess(&counts, &all[..k], guess, usize::MAX, back)
+                else {
+                    continue; // (a base whose merges make a token twice: with_base only)
+                };
+                assert_eq!(
+                    learned, whole,
+                    "{counts:?} from {k}, guessing {guess}, back {back:?}"
+                );
+                cut += usize::from(was_cut);
+                let some = guess.min(whole.len());
+                let (first, _) = continued_with_a_guess(&counts, &all[..k], guess, some, None)
+                    .expect("as above");
+                assert_eq!(first, whole[..some]);
+            }
+        }
+        assert!(cut > 200, "words cut {cut} times");
     }
 
     #[test]

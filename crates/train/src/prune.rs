@@ -1,0 +1,165 @@
+//! Words cut where no merge will join their tokens, and the pieces that are alike counted once.
+//!
+//! A word split by a base's merges (a SuperBPE stage-2 piece: a run of ordinary words) holds tens
+//! of tokens, and nearly every such word occurs once: the merge loop would visit each of them,
+//! whole, for every merge it takes part in. But a pair that merging ever makes across the
+//! boundary between two of a word's first tokens `x y` ends in `x` and starts with `y`, so each
+//! of its occurrences stands on an occurrence of `(x, y)`: its count is at most `(x, y)`'s first
+//! count. Merged pairs are the most frequent, and the best count never rises (every occurrence of
+//! a pair that a merge makes stands on one of the pair merged). So while every merge taken has a
+//! count of at least `T`, no merge joins across a boundary whose pair was first counted fewer
+//! than `T` times: the words can be cut there, and the parts that are alike (" of the") made one
+//! word with their counts added. Every pair counted `T` times or more keeps its count, and each
+//! merge is made where it would be in the whole words: the loop takes the same merges.
+//!
+//! `T` is chosen so that the pairs counted `T` times or more are a few times as many as the
+//! merges expected. Should the best count still fall below it, or should a merge make the bytes
+//! of a token already there (the token then has two histories, and the bound above one of
+//! them), the loop goes back to words cut at a lower `T` (at last, whole ones) and replays the
+//! merges taken so far: slower, never different.
+//!
+//! The first counts are estimated in a sketch, a table of counts indexed by a hash of the pair,
+//! where pairs that share a slot add up: an estimate is never below the count, so a cut made on
+//! it is safe, and the table is small and has no keys to compare.
+
+use rustc_hash::FxHashMap;
+
+use crate::merge::{pair_key, TokenId, WordHead, Words};
+use crate::pairs::PairKey;
+
+/// The pairs counted `T` times or more are this many times the merges expected.
+const PAIRS_PER_MERGE: usize = 3;
+
+/// Words are cut only if at most this share of their tokens' pairs is kept (below, in percent).
+const MOST_KEPT_PERCENT: usize = 70;
+
+/// First counts of pairs, estimated from above: see the module's documentation.
+pub(crate) struct Sketch {
+    slots: Vec<u32>,
+    shift: u32,
+}
+
+impl Sketch {
+    /// The sketch of `words`' pairs, each half of the words on a thread of its own.
+    pub(crate) fn of(words: &Words) -> Sketch {
+        let pairs = words.symbols.len().saturating_sub(words.heads.len());
+        // About two slots a pair (most pairs occur once), 8 MB at most: a bigger table (fewer pairs
+        // sharing a slot) cut little more, and took four times as long to fill, out of the cache.
+        let bits = (2 * pairs)
+            .next_power_of_two()
+            .trailing_zeros()
+            .clamp(10, 21);
+        let middle = words.heads.len() / 2;
+        let (mut slots, more) = rayon::join(
+            || Sketch::count(words, &words.heads[..middle], bits),
+            || Sketch::count(words, &words.heads[middle..], bits),
+        );
+        for (slot, more) in slots.iter_mut().zip(more) {
+            *slot = slot.saturating_add(more);
+        }
+        Sketch {
+            slots,
+            shift: 64 - bits,
+        }
+    }
+
+    fn count(words: &Words, heads: &[WordHead], bits: u32) -> Vec<u32> {
+        let shift = 64 - bits;
+        let mut slots = vec![0u32; 1 << bits];
+        for head in heads {
+            // (a count above 2^32 saturates: still no estimate below a count the loop can reach)
+            let count = u32::try_from(head.count).unwrap_or(u32::MAX);
+            for window in words.symbols[head.start..head.start + head.len as usize].windows(2) {
+                let slot = &mut slots[slot_of(pair_key(window[0], window[1]), shift)];
+                *slot = slot.saturating_add(count);
+            }
+        }
+        slots
+    }
+
+    /// An upper bound of the first count of `pair`.
+    #[inline]
+    fn estimate(&self, pair: PairKey) -> u64 {
+        u64::from(self.slots[slot_of(pair, self.shift)])
+    }
+
+    /// The `T` to cut at, for a loop expected to take `merges` merges: the count that a few
+    /// times as many slots reach; None when cutting would not pay (too few pairs are counted
+    /// that often).
+    pub(crate) fn threshold(&self, merges: usize) -> Option<u64> {
+        let rank = merges.saturating_mul(PAIRS_PER_MERGE).max(1);
+        let mut counted: Vec<u32> = self.slots.iter().copied().filter(|&c| c > 1).collect();
+        if counted.len() <= rank {
+            return None;
+        }
+        let (_, &mut at, _) = counted.select_nth_unstable_by(rank, |x, y| y.cmp(x));
+        (at > 1).then_some(u64::from(at))
+    }
+}
+
+#[inline]
+fn slot_of(pair: PairKey, shift: u32) -> usize {
+    (pair.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+}
+
+/// `words` cut between two tokens whose pair the sketch counts fewer than `threshold` times,
+/// each part of two tokens or more a word, parts alike one word (their counts added); or None
+/// when too little would be cut for it to pay.
+pub(crate) fn cut(words: &Words, sketch: &Sketch, threshold: u64) -> Option<Words> {
+    // Each half of the words on a thread of its own, the second half's parts then added to the
+    // first's (fewer than the words: parts repeat).
+    let middle = words.heads.len() / 2;
+    let ((mut parts, kept, all), (more, more_kept, more_all)) = rayon::join(
+        || cut_some(words, &words.heads[..middle], sketch, threshold),
+        || cut_some(words, &words.heads[middle..], sketch, threshold),
+    );
+    if (kept + more_kept) * 100 > (all + more_all) * MOST_KEPT_PERCENT {
+        return None;
+    }
+    for (part, count) in more {
+        *parts.entry(part).or_insert(0) += count;
+    }
+    let mut cut = Words {
+        symbols: Vec::with_capacity(parts.keys().map(|part| part.len()).sum()),
+        heads: Vec::with_capacity(parts.len()),
+    };
+    for (part, count) in parts {
+        cut.heads.push(WordHead {
+            start: cut.symbols.len(),
+            count,
+            len: part.len() as u32, // (no longer than its word)
+        });
+        cut.symbols.extend_from_slice(part);
+    }
+    Some(cut)
+}
+
+/// The parts of the words of `heads` (see [`cut`]), with their counts; and how many of the
+/// words' pairs they keep, of how many.
+fn cut_some<'w>(
+    words: &'w Words,
+    heads: &[WordHead],
+    sketch: &Sketch,
+    threshold: u64,
+) -> (FxHashMap<&'w [TokenId], u64>, usize, usize) {
+    let mut parts: FxHashMap<&[TokenId], u64> = FxHashMap::default();
+    let (mut kept, mut all) = (0usize, 0usize);
+    for head in heads {
+        let symbols = &words.symbols[head.start..head.start + head.len as usize];
+        all += symbols.len().saturating_sub(1);
+        let mut start = 0;
+        for end in 1..=symbols.len() {
+            if end < symbols.len()
+                && sketch.estimate(pair_key(symbols[end - 1], symbols[end])) >= threshold
+            {
+                continue;
+            }
+            if end - start >= 2 {
+                kept += end - start - 1;
+                *parts.entry(&symbols[start..end]).or_insert(0) += head.count;
+            }
+            start = end;
+        }
+    }
+    (parts, kept, all)
+}
