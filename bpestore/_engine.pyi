@@ -153,9 +153,9 @@ class PretokenCounts(Mapping[bytes, int]):
     def __contains__(self, pretoken: object, /) -> bool: ...
     def __iter__(self) -> Iterator[bytes]: ...
     def keys(self) -> list[bytes]: ...  # type: ignore[override]  # (a list: the engine's own order, made once)
-    def most_common(self, n: int, min_len: int = 1, max_len: int = ...) -> list[bytes]:
-        """The ``n`` most frequent pre-tokens of ``min_len`` to ``max_len`` bytes, most frequent
-        first (equal counts in byte order)."""
+    def most_common(self, n: int, min_len: int = 1, max_len: int = ..., min_count: int = 1) -> list[bytes]:
+        """The ``n`` most frequent pre-tokens of ``min_len`` to ``max_len`` bytes counted
+        ``min_count`` times or more, most frequent first (equal counts in byte order)."""
     def values(self) -> list[int]:  # type: ignore[override]
         """Every count, in the order of ``keys()``."""
     def items(self) -> list[tuple[bytes, int]]:  # type: ignore[override]

@@ -550,7 +550,7 @@ def train(
     same; the counts themselves must fit, as the merge loop reads them).
 
     Each tokenizer is stored with the ids of the corpus's --warm-entries most frequent
-    pre-tokens: loaded, it looks them up instead of merging them (its first pass over text
+    pre-tokens (of those seen twice or more): loaded, it looks them up instead of merging them (its first pass over text
     like the corpus runs about as fast as its second; the ids are the same).
 
     With --dask ADDRESS (or --dask local) the corpus (paths, or fsspec URLs such as

@@ -747,7 +747,7 @@ class Store(ModelStore):
         return _corpus_described(corpus)
 
     def _warm_source_of_counts(self, counts: PretokenCounts, entries: int) -> warming.WarmSource:
-        return warming.from_counts(counts, entries, "the training corpus's counts")
+        return warming.from_training_counts(counts, entries)
 
     def _warm_table(self, model: BPEModel, source: warming.WarmSource, entries: int) -> StoredWarm | None:
         return warming.make(Tokenizer.from_model(model), source, entries)
@@ -943,7 +943,7 @@ class Store(ModelStore):
             seen.add(info.ref)
         if info.corpus_sha256 is not None:
             counts = self.pretoken_counts(self.corpus_of(info.ref).id)
-            return warming.from_counts(counts, entries, "the training corpus's counts")
+            return warming.from_training_counts(counts, entries)
         return warming.from_vocab(model, entries)
 
     def warm_status(self, ref: str, model: BPEModel | None = None) -> dict[str, Any] | None:

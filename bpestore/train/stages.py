@@ -79,7 +79,7 @@ def train_stages(
     if first.pattern is None or last.pattern is None:
         raise ValueError("each stage of a training in stages names its pre-tokenizer")
     stage1 = replace(recipe, stages=(first,))
-    learned1 = learn(store, corpus, stage1, [first.vocab_size], run)
+    learned1 = learn(store, corpus, stage1, [first.vocab_size], run, stored=False)
     regex1, regex2 = learned1.regex, training.training_pattern(last.pattern)
     earlier = earlier_model(learned1.merges, learned1.special_tokens, recipe.special_tokens_at, regex2)
     stage2 = replace(recipe, stages=(last,))

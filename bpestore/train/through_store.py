@@ -170,12 +170,13 @@ class Learned:
 
 def learn(
     store: TrainingStore, corpus: Any, recipe: Recipe, sizes: Sequence[int] | None, run: TrainingRun,
-    earlier: BPEModel | None = None,
+    earlier: BPEModel | None = None, *, stored: bool = True,
 ) -> Learned:
     """Count (or read back the stored counts of) ``corpus`` with the pattern of ``recipe``'s one
     stage, then learn its merges: the path of every training and of every stage of one.
     ``earlier``: the model of the stages before this one (the base it continues, in memory; the
-    counts are cut by its pattern, which is this stage's)."""
+    counts are cut by its pattern, which is this stage's). ``stored``: whether tokenizers of
+    these merges will be stored (not those of a first stage): else no warm table is prepared."""
     if len(recipe.stages) != 1:
         raise ValueError(f"a stage is learned alone, not {len(recipe.stages)} at once")
     special_tokens = training.check_special_tokens(list(recipe.special_tokens))
@@ -209,7 +210,7 @@ def learn(
     counts = found.counts
     reused = isinstance(found, CorpusCounts)
     # (taken now: the merge loop may empty the counts)
-    warm_source = store._warm_source_of_counts(counts, run.warm_entries)
+    warm_source = store._warm_source_of_counts(counts, run.warm_entries) if stored else None
     # What the merge loop reads: the counts, or a pruned copy (the full ones are stored).
     merged_counts = training.pruned_to(counts, min_count, store._described(corpus))
     # The training's own time: getting the counts, then merging; not writing the store nor

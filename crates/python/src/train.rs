@@ -12,7 +12,7 @@ use bpestore_encode::{Encoder, MergeRule as EncodeRule};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
     count_file_spilling, count_text, Balance, CountError, MergeLoop, ParityLoop, ParityOptions,
-    SortedCounts, SpillOptions, TieBreak, Variant, DEFAULT_CHUNK_BYTES,
+    SortedCounts, SpillOptions, SplitWords, TieBreak, Variant, DEFAULT_CHUNK_BYTES,
 };
 use pyo3::exceptions::{
     PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyOSError, PyValueError,
@@ -172,15 +172,17 @@ impl PyPretokenCounts {
         )
     }
 
-    /// The `n` most frequent pre-tokens of `min_len` to `max_len` bytes, most frequent first
-    /// (equal counts in byte order, so the result does not depend on how the counts were made).
-    #[pyo3(signature = (n, min_len = 1, max_len = usize::MAX))]
+    /// The `n` most frequent pre-tokens of `min_len` to `max_len` bytes counted `min_count`
+    /// times or more, most frequent first (equal counts in byte order, so the result does not
+    /// depend on how the counts were made).
+    #[pyo3(signature = (n, min_len = 1, max_len = usize::MAX, min_count = 1))]
     fn most_common<'py>(
         &self,
         py: Python<'py>,
         n: usize,
         min_len: usize,
         max_len: usize,
+        min_count: u64,
     ) -> PyResult<Bound<'py, PyList>> {
         if n == 0 {
             return Ok(PyList::empty(py)); // (no table asked for: nothing to gather)
@@ -188,7 +190,9 @@ impl PyPretokenCounts {
         let mut rows: Vec<(u64, &[u8])> = self
             .inner
             .iter()
-            .filter(|(pretoken, _)| (min_len..=max_len).contains(&pretoken.len()))
+            .filter(|(pretoken, count)| {
+                *count >= min_count && (min_len..=max_len).contains(&pretoken.len())
+            })
             .map(|(pretoken, count)| (count, pretoken))
             .collect();
         let order = |a: &(u64, &[u8]), b: &(u64, &[u8])| b.0.cmp(&a.0).then(a.1.cmp(b.1));
@@ -862,9 +866,8 @@ fn split_by_encoder(
     counts: &bpestore_train::PretokenCounts,
     encoder: &Encoder,
     base: &[(Vec<u8>, Vec<u8>)],
-) -> Vec<Vec<u32>> {
+) -> SplitWords {
     use rayon::prelude::*;
-    use rustc_hash::FxHashMap;
     let mut joined = vec![false; 256 * 256];
     for (left, right) in base {
         // The merge's new adjacency: the last byte of its left with the first of its right.
@@ -886,64 +889,95 @@ fn split_by_encoder(
     let numbered: Vec<SharePart<'_>> = words
         .par_chunks(share)
         .map(|chunk| {
-            let mut number: FxHashMap<&[u8], u32> = FxHashMap::default();
-            let (mut distinct, mut parts, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
+            let mut numbering = Numbering::default();
+            let (mut parts, mut lengths) = (Vec::new(), Vec::new());
             for word in chunk {
                 let before = parts.len();
-                for part in parts_between(word, &joined) {
-                    let next = distinct.len() as u32;
-                    let n = *number.entry(part).or_insert(next);
-                    if n == next {
-                        distinct.push(part);
-                    }
-                    parts.push(n);
-                }
+                parts.extend(parts_between(word, &joined).map(|part| numbering.number(part)));
                 lengths.push((parts.len() - before) as u32);
             }
             SharePart {
-                distinct,
+                distinct: numbering.distinct,
                 parts,
                 lengths,
             }
         })
         .collect();
     // One numbering of every share's parts, and each part encoded once.
-    let mut number: FxHashMap<&[u8], u32> = FxHashMap::default();
-    let mut all: Vec<&[u8]> = Vec::new();
+    let mut numbering = Numbering::default();
     let renumbered: Vec<Vec<u32>> = numbered
         .iter()
         .map(|share| {
             share
                 .distinct
                 .iter()
-                .map(|&part| {
-                    let next = all.len() as u32;
-                    let n = *number.entry(part).or_insert(next);
-                    if n == next {
-                        all.push(part);
-                    }
-                    n
-                })
+                .map(|&part| numbering.number(part))
                 .collect()
         })
         .collect();
-    drop(number);
+    let all = numbering.distinct;
     let encoded: Vec<Vec<u32>> = all.par_iter().map(|part| encoder.piece_ids(part)).collect();
-    let encoded = &encoded;
-    numbered
+    // Each share's words written out, on its own thread, then one after the other.
+    let shares: Vec<SplitWords> = numbered
         .par_iter()
         .zip(&renumbered)
-        .flat_map_iter(|(share, global)| {
+        .map(|(share, global)| {
+            let mut split = SplitWords {
+                ids: Vec::with_capacity(share.parts.len() * 2),
+                lengths: Vec::with_capacity(share.lengths.len()),
+            };
             let mut parts = share.parts.iter();
-            share.lengths.iter().map(move |&length| {
-                let mut ids = Vec::new();
+            for &length in &share.lengths {
+                let before = split.ids.len();
                 for &part in parts.by_ref().take(length as usize) {
-                    ids.extend_from_slice(&encoded[global[part as usize] as usize]);
+                    split
+                        .ids
+                        .extend_from_slice(&encoded[global[part as usize] as usize]);
                 }
-                ids
-            })
+                split.lengths.push((split.ids.len() - before) as u32);
+            }
+            split
         })
-        .collect()
+        .collect();
+    let mut shares = shares.into_iter();
+    let mut split = shares.next().unwrap_or_default();
+    for share in shares {
+        split.ids.extend_from_slice(&share.ids);
+        split.lengths.extend_from_slice(&share.lengths);
+    }
+    split
+}
+
+/// Numbers for distinct byte strings, from 0 in the order met. Those of up to 15 bytes (most
+/// parts of words) are keyed by their bytes packed in one integer, hashed and compared at once
+/// (as slices, the comparisons were the first cost of numbering the parts).
+#[derive(Default)]
+struct Numbering<'w> {
+    short: rustc_hash::FxHashMap<u128, u32>,
+    long: rustc_hash::FxHashMap<&'w [u8], u32>,
+    /// The strings numbered, in order.
+    distinct: Vec<&'w [u8]>,
+}
+
+impl<'w> Numbering<'w> {
+    fn number(&mut self, bytes: &'w [u8]) -> u32 {
+        let next = self.distinct.len() as u32;
+        let number = if bytes.len() < 16 {
+            let mut packed = [0u8; 16];
+            packed[..bytes.len()].copy_from_slice(bytes);
+            packed[15] = bytes.len() as u8; // ("a" and "a\0" apart)
+            *self
+                .short
+                .entry(u128::from_le_bytes(packed))
+                .or_insert(next)
+        } else {
+            *self.long.entry(bytes).or_insert(next)
+        };
+        if number == next {
+            self.distinct.push(bytes);
+        }
+        number
+    }
 }
 
 /// One share of the words of [`split_by_encoder`], its parts numbered.
@@ -1039,10 +1073,8 @@ fn learn_merges<'py>(
         limited(match (&base, &splitter) {
             (Some(base), _) => base_encoder(base)
                 .and_then(|encoder| {
-                    let mut words = split_by_encoder(counts, &encoder, base).into_iter();
-                    MergeLoop::with_base_ids(counts, base, Some(max_merges), |_| {
-                        words.next().expect("a split per word")
-                    })
+                    let split = split_by_encoder(counts, &encoder, base);
+                    MergeLoop::with_base_ids(counts, base, Some(max_merges), split)
                 })
                 .unwrap_or_else(|| MergeLoop::with_base(counts, base))
                 .with_tie_break(tie),

@@ -22,7 +22,7 @@ pub use count::{
 pub use counts::PretokenCounts;
 pub use error::CountError;
 pub use memory::release_free_memory;
-pub use merge::{learn_merges, Merge, MergeLoop, TieBreak};
+pub use merge::{learn_merges, Merge, MergeLoop, SplitWords, TieBreak};
 pub use parity::{Balance, ParityLoop, ParityOptions, Variant};
 pub use spill::{SpillOptions, DEFAULT_FAN_IN};
 pub use stored::{checksum, from_copy_rows, unpack, SortedCounts};

@@ -25,6 +25,14 @@ use crate::pairs::{PairInfo, PairKey, PairTable, WordId};
 use crate::prune::Sketch;
 use crate::PretokenCounts;
 
+/// Words split into tokens (see [`MergeLoop::with_base_ids`]): the ids of every word's tokens,
+/// one word after the other, and how many tokens each word has.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SplitWords {
+    pub ids: Vec<u32>,
+    pub lengths: Vec<u32>,
+}
+
 /// A merge: the left and the right token's bytes.
 pub type Merge = (Vec<u8>, Vec<u8>);
 
@@ -549,6 +557,58 @@ impl Trainer {
                 u32::try_from(words.symbols.len() - start).expect("a pre-token of 4 GiB or more");
             words.heads.push(WordHead { start, count, len });
         }
+        Trainer::starting(tokens, words, expected_merges)
+    }
+
+    /// [`Trainer::from_ids`] of words split already: `split` holds the ids of the tokens of
+    /// each word of `counts` of two bytes or more counted at least once, in the counts' order
+    /// (the tokens of `known`'s merges numbered from 256, in order, after the bytes).
+    fn from_split_ids(
+        counts: &PretokenCounts,
+        known: &[Merge],
+        expected_merges: Option<usize>,
+        split: SplitWords,
+    ) -> Trainer {
+        let mut tokens = Tokens::new();
+        for (left, right) in known {
+            let (a, b) = (tokens.intern(left), tokens.intern(right));
+            tokens.join(a, b);
+        }
+        let SplitWords {
+            ids: mut symbols,
+            lengths,
+        } = split;
+        let mut heads = Vec::with_capacity(lengths.len());
+        let (mut read, mut write) = (0usize, 0usize);
+        let mut lengths = lengths.into_iter();
+        for (_, count) in counts
+            .iter()
+            .filter(|(pretoken, count)| pretoken.len() >= 2 && *count > 0)
+        {
+            let len = lengths.next().expect("a split per word") as usize;
+            if len >= 2 {
+                // (words of one token hold no pair: left out, the others moved down over them)
+                symbols.copy_within(read..read + len, write);
+                WordId::try_from(heads.len()).expect("more than 2^32 distinct pre-tokens");
+                heads.push(WordHead {
+                    start: write,
+                    count,
+                    len: len as u32,
+                });
+                write += len;
+            }
+            read += len;
+        }
+        assert!(
+            lengths.next().is_none() && read == symbols.len(),
+            "a split per word, and no more"
+        );
+        symbols.truncate(write);
+        Trainer::starting(tokens, Words { symbols, heads }, expected_merges)
+    }
+
+    /// The loop on `words` (cut first, if `expected_merges` says it pays: see [`crate::prune`]).
+    fn starting(tokens: Tokens, words: Words, expected_merges: Option<usize>) -> Trainer {
         let mut trainer = Trainer {
             ranked: true,
             max_words: None,
@@ -600,10 +660,10 @@ impl Trainer {
         self.heap.heapify(&self.tokens);
     }
 
-    /// Goes back to the words cut at a lower count than now (at last, whole), and takes again
-    /// the merges taken so far: the best count fell below the one the words were cut at, or a
-    /// merge made the bytes of a token that was there (see [`crate::prune`]).
-    fn cut_less(&mut self, whole_from_now: bool) {
+    /// Goes back to the words cut at count `lower` (whole, below 2), and takes again the merges
+    /// taken so far: the best count fell below the one the words were cut at, or a merge made
+    /// the bytes of a token that was there (see [`crate::prune`]).
+    fn cut_less(&mut self, lower: u64) {
         let Some(pruning) = self.pruning.take() else {
             return;
         };
@@ -612,7 +672,7 @@ impl Trainer {
             threshold,
             taken,
         } = *pruning;
-        let lower = if whole_from_now { 0 } else { threshold / 4 };
+        debug_assert!(lower < threshold, "cut less, not more");
         let sketch = (lower > 1).then(|| Sketch::of(&whole));
         match sketch.and_then(|sketch| crate::prune::cut(&whole, &sketch, lower)) {
             Some(cut) => {
@@ -710,8 +770,9 @@ impl Trainer {
     pub(crate) fn best_pair(&mut self) -> Option<PairKey> {
         loop {
             let Some(&top) = self.heap.entries.first() else {
-                if self.pruning.is_some() {
-                    self.cut_less(false); // (the pairs left are across the cuts, if any)
+                if let Some(pruning) = &self.pruning {
+                    // (the pairs left are across the cuts, if any)
+                    self.cut_less(pruning.threshold / 4);
                     continue;
                 }
                 return None;
@@ -723,7 +784,9 @@ impl Trainer {
                     .as_ref()
                     .is_some_and(|pruning| current < pruning.threshold)
                 {
-                    self.cut_less(false);
+                    // The next merges are counted about `current` times: words cut at half that
+                    // hold them all, most likely.
+                    self.cut_less(current / 2);
                     continue;
                 }
                 if self
@@ -773,7 +836,7 @@ impl Trainer {
         let shortened = self.merge_into(pair, new);
         if self.pruning.is_some() && (new as usize) < known {
             // A token with two histories: the cuts' bound holds for one of them only.
-            self.cut_less(true);
+            self.cut_less(0);
         }
         shortened
     }
@@ -1131,10 +1194,11 @@ impl MergeLoop {
         }
     }
 
-    /// The same loop as [`MergeLoop::with_base`], the words split by `split`: the ids of a word's
-    /// tokens once the base's merges are applied (found by a faster way than replaying them on
-    /// every word: an encoder of the base's merges, when it splits as the replay would), a byte
-    /// being its value and the token of the base's merge `i` being `256 + i`. So each of the
+    /// The same loop as [`MergeLoop::with_base`], the words split already: `split` holds the ids
+    /// of the tokens of each word of `counts` of two bytes or more counted at least once, in the
+    /// counts' order, once the base's merges are applied (found by a faster way than replaying
+    /// them on every word: an encoder of the base's merges, when it splits as the replay would),
+    /// a byte being its value and the token of the base's merge `i` being `256 + i`. So each of the
     /// base's merges must make bytes no earlier token has, from tokens made before it (else
     /// None: use [`MergeLoop::with_base`]). `expected_merges`: about how many merges will be
     /// taken, if known (the loop may then work on fewer, shorter words: the same merges, faster
@@ -1143,7 +1207,7 @@ impl MergeLoop {
         counts: &PretokenCounts,
         base: &[Merge],
         expected_merges: Option<usize>,
-        mut split: impl FnMut(&[u8]) -> Vec<u32>,
+        split: SplitWords,
     ) -> Option<MergeLoop> {
         let mut tokens = Tokens::new();
         for (number, (left, right)) in base.iter().enumerate() {
@@ -1153,7 +1217,7 @@ impl MergeLoop {
             }
         }
         Some(MergeLoop {
-            trainer: Trainer::from_ids(counts, base, expected_merges, |_, word| split(word)),
+            trainer: Trainer::from_split_ids(counts, base, expected_merges, split),
         })
     }
 }
@@ -1561,15 +1625,26 @@ mod tests {
         back: Option<(usize, bool)>,
     ) -> Option<(Vec<Merge>, bool)> {
         let table: PretokenCounts = counts.iter().map(|(w, c)| (w.as_slice(), *c)).collect();
-        let mut merge_loop =
-            MergeLoop::with_base_ids(&table, base, Some(guess), |word| replayed_ids(word, base))?;
+        let mut split = SplitWords::default();
+        for (word, _) in table.iter().filter(|(w, c)| w.len() >= 2 && *c > 0) {
+            let ids = replayed_ids(word, base);
+            split.lengths.push(ids.len() as u32);
+            split.ids.extend(ids);
+        }
+        let mut merge_loop = MergeLoop::with_base_ids(&table, base, Some(guess), split)?;
         let cut = merge_loop.trainer.pruning.is_some();
         let mut learned = Vec::new();
         while learned.len() < merges {
             if back.is_some_and(|(after, _)| after == learned.len()) {
+                let threshold = merge_loop
+                    .trainer
+                    .pruning
+                    .as_ref()
+                    .map_or(0, |p| p.threshold);
+                let whole = back.is_some_and(|(_, whole)| whole);
                 merge_loop
                     .trainer
-                    .cut_less(back.is_some_and(|(_, whole)| whole));
+                    .cut_less(if whole { 0 } else { threshold / 2 });
             }
             let Some(merge) = merge_loop.next() else {
                 break;
