@@ -80,10 +80,19 @@ impl Sketch {
         slots
     }
 
-    /// An upper bound of the first count of `pair`.
-    #[inline]
-    fn estimate(&self, pair: PairKey) -> u64 {
-        u64::from(self.slots[slot_of(pair, self.shift)])
+    /// Which slots count `threshold` or more, a bit each: what cutting reads, for every pair
+    /// of every word, from a table a thirty-second the size (it stays in the processor's cache).
+    fn at_least(&self, threshold: u64) -> Kept {
+        let mut bits = vec![0u64; self.slots.len().div_ceil(64)];
+        for (slot, &count) in self.slots.iter().enumerate() {
+            if u64::from(count) >= threshold {
+                bits[slot / 64] |= 1 << (slot % 64);
+            }
+        }
+        Kept {
+            bits,
+            shift: self.shift,
+        }
     }
 
     /// The `T` to cut at, for a loop expected to take `merges` merges: the count that a few
@@ -100,6 +109,20 @@ impl Sketch {
     }
 }
 
+/// The pairs a cut keeps together (see [`Sketch::at_least`]): those whose slot counts enough.
+struct Kept {
+    bits: Vec<u64>,
+    shift: u32,
+}
+
+impl Kept {
+    #[inline]
+    fn holds(&self, pair: PairKey) -> bool {
+        let slot = slot_of(pair, self.shift);
+        self.bits[slot / 64] >> (slot % 64) & 1 == 1
+    }
+}
+
 #[inline]
 fn slot_of(pair: PairKey, shift: u32) -> usize {
     (pair.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
@@ -112,9 +135,10 @@ pub(crate) fn cut(words: &Words, sketch: &Sketch, threshold: u64) -> Option<Word
     // Each half of the words on a thread of its own, the second half's parts then added to the
     // first's (fewer than the words: parts repeat).
     let middle = words.heads.len() / 2;
+    let together = sketch.at_least(threshold);
     let ((mut parts, kept, all), (more, more_kept, more_all)) = rayon::join(
-        || cut_some(words, &words.heads[..middle], sketch, threshold),
-        || cut_some(words, &words.heads[middle..], sketch, threshold),
+        || cut_some(words, &words.heads[..middle], &together),
+        || cut_some(words, &words.heads[middle..], &together),
     );
     if (kept + more_kept) * 100 > (all + more_all) * MOST_KEPT_PERCENT {
         return None;
@@ -142,8 +166,7 @@ pub(crate) fn cut(words: &Words, sketch: &Sketch, threshold: u64) -> Option<Word
 fn cut_some<'w>(
     words: &'w Words,
     heads: &[WordHead],
-    sketch: &Sketch,
-    threshold: u64,
+    together: &Kept,
 ) -> (FxHashMap<&'w [TokenId], u64>, usize, usize) {
     let mut parts: FxHashMap<&[TokenId], u64> = FxHashMap::default();
     let (mut kept, mut all) = (0usize, 0usize);
@@ -152,9 +175,7 @@ fn cut_some<'w>(
         all += symbols.len().saturating_sub(1);
         let mut start = 0;
         for end in 1..=symbols.len() {
-            if end < symbols.len()
-                && sketch.estimate(pair_key(symbols[end - 1], symbols[end])) >= threshold
-            {
+            if end < symbols.len() && together.holds(pair_key(symbols[end - 1], symbols[end])) {
                 continue;
             }
             if end - start >= 2 {
