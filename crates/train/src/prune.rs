@@ -143,22 +143,8 @@ pub(crate) fn cut(words: &Words, sketch: &Sketch, threshold: u64) -> Option<Word
     if (kept + more_kept) * 100 > (all + more_all) * MOST_KEPT_PERCENT {
         return None;
     }
-    for (part, count) in more {
-        *parts.entry(part).or_insert(0) += count;
-    }
-    let mut cut = Words {
-        symbols: Vec::with_capacity(parts.keys().map(|part| part.len()).sum()),
-        heads: Vec::with_capacity(parts.len()),
-    };
-    for (part, count) in parts {
-        cut.heads.push(WordHead {
-            start: cut.symbols.len(),
-            count,
-            len: part.len() as u32, // (no longer than its word)
-        });
-        cut.symbols.extend_from_slice(part);
-    }
-    Some(cut)
+    parts.absorb(more);
+    Some(parts.into_words(&words.symbols))
 }
 
 /// The parts of the words of `heads` (see [`cut`]), with their counts; and how many of the
@@ -167,8 +153,8 @@ fn cut_some<'w>(
     words: &'w Words,
     heads: &[WordHead],
     together: &Kept,
-) -> (FxHashMap<&'w [TokenId], u64>, usize, usize) {
-    let mut parts: FxHashMap<&[TokenId], u64> = FxHashMap::default();
+) -> (Parts<'w>, usize, usize) {
+    let mut parts = Parts::default();
     let (mut kept, mut all) = (0usize, 0usize);
     for head in heads {
         let symbols = &words.symbols[head.start..head.start + head.len as usize];
@@ -180,10 +166,80 @@ fn cut_some<'w>(
             }
             if end - start >= 2 {
                 kept += end - start - 1;
-                *parts.entry(&symbols[start..end]).or_insert(0) += head.count;
+                parts.add(&symbols[start..end], head.start + start, head.count);
             }
             start = end;
         }
     }
     (parts, kept, all)
+}
+
+/// Distinct parts and their counts. A part of up to five tokens under 2^24 (most are) is keyed by
+/// its tokens packed in one integer with its length, hashed and compared at once, and found in
+/// the words by where it was first met; a longer one by its tokens.
+#[derive(Default)]
+struct Parts<'w> {
+    /// Count, and where in the words' symbols the part was first met.
+    short: FxHashMap<u128, (u64, usize)>,
+    long: FxHashMap<&'w [TokenId], u64>,
+}
+
+impl<'w> Parts<'w> {
+    /// Counts `count` more of `part`, which is at `at` in the words' symbols.
+    #[inline]
+    fn add(&mut self, part: &'w [TokenId], at: usize, count: u64) {
+        match packed(part) {
+            Some(key) => self.short.entry(key).or_insert((0, at)).0 += count,
+            None => *self.long.entry(part).or_insert(0) += count,
+        }
+    }
+
+    /// Adds `other`'s parts (of the same words) to these.
+    fn absorb(&mut self, other: Parts<'w>) {
+        for (key, (count, at)) in other.short {
+            self.short.entry(key).or_insert((0, at)).0 += count;
+        }
+        for (part, count) in other.long {
+            *self.long.entry(part).or_insert(0) += count;
+        }
+    }
+
+    /// The parts as words (`symbols`: the words' tokens, where the short parts were met).
+    fn into_words(self, symbols: &[TokenId]) -> Words {
+        let short = self
+            .short
+            .into_iter()
+            .map(|(key, (count, at))| (&symbols[at..at + (key >> 120) as usize], count));
+        let parts: Vec<(&[TokenId], u64)> = short.chain(self.long).collect();
+        let mut words = Words {
+            symbols: Vec::with_capacity(parts.iter().map(|(part, _)| part.len()).sum()),
+            heads: Vec::with_capacity(parts.len()),
+        };
+        for (part, count) in parts {
+            words.heads.push(WordHead {
+                start: words.symbols.len(),
+                count,
+                len: part.len() as u32, // (no longer than its word)
+            });
+            words.symbols.extend_from_slice(part);
+        }
+        words
+    }
+}
+
+/// `part`'s tokens packed in one integer, 24 bits each, with its length in the top byte: for
+/// parts of up to five tokens under 2^24 (else None).
+#[inline]
+fn packed(part: &[TokenId]) -> Option<u128> {
+    if part.len() > 5 {
+        return None;
+    }
+    let mut key = (part.len() as u128) << 120;
+    for (i, &token) in part.iter().enumerate() {
+        if token >= 1 << 24 {
+            return None;
+        }
+        key |= u128::from(token) << (24 * i);
+    }
+    Some(key)
 }
