@@ -231,10 +231,12 @@ def test_a_file_that_cannot_be_written_is_one_line_naming_it_and_nothing_is_left
 
 
 def test_sqlite_temporary_files_that_cannot_grow_are_named_and_the_store_is_left_alone(bpestore, tmp_path):
-    """New counts are staged in SQLite's temporary files before the store is written: when they
-    cannot grow (a full disk there; here a file size limit of 1 MB, which the store itself stays
-    below), the one line names that directory and how to move it, not the store, and the store
-    holds no corpus."""
+    """New counts too big to stage in memory are staged in SQLite's temporary files before the
+    store is written: when those cannot grow (a full disk there; here a file size limit of 1 MB,
+    which the store itself stays below), the one line names that directory and how to move it,
+    not the store, and the store holds no corpus. (The command line is run with every count
+    staged in files: 128 MB of pre-tokens would make a slow test.) Small counts, staged in
+    memory, meet such a limit only in the store."""
     corpus = tmp_path / "distinct.txt"
     corpus.write_text(" ".join(f"w{i}" for i in range(300_000)), encoding="utf-8")  # 300,000 distinct pre-tokens
     temporary = tmp_path / "sqlite-tmp"
@@ -246,14 +248,24 @@ def test_sqlite_temporary_files_that_cannot_grow_are_named_and_the_store_is_left
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
-    result = run(
-        bpestore, ["--db", store, "train", corpus, "--name", "t", "--vocab-size", "300", "-q"], cwd=tmp_path,
-        preexec_fn=limited, env={"SQLITE_TMPDIR": str(temporary)},
+    staged_in_files = "import bpestore.store.bulk as bulk; bulk.STAGED_IN_MEMORY_BYTES = -1; from bpestore.cli import main; main(prog_name='bpestore')"
+    result = subprocess.run(
+        [sys.executable, "-c", staged_in_files, "--db", str(store), "train", str(corpus), "--name", "t", "--vocab-size", "300", "-q"],
+        capture_output=True, cwd=tmp_path, preexec_fn=limited, env={**subprocess_env(), "SQLITE_TMPDIR": str(temporary)}, timeout=120,
     )
     assert result.returncode == 1, result.stderr.decode()
     message = one_line(result.stderr)
     assert f"cannot stage the counts in SQLite's temporary files in {temporary}" in message, message
     assert "SQLITE_TMPDIR" in message and "nothing was written to the store" in message, message
+    with Store(store) as opened:
+        assert opened.corpora() == [] and opened.list() == []
+    # The same counts staged in memory, under the same limit: staged, they meet it in the store
+    # itself, which the one line names; and nothing was written there.
+    result = run(bpestore, ["--db", store, "train", corpus, "--name", "t", "--vocab-size", "300", "-q"], cwd=tmp_path,
+                 preexec_fn=limited, env={"SQLITE_TMPDIR": str(temporary)})
+    assert result.returncode == 1, result.stderr.decode()
+    message = one_line(result.stderr)
+    assert f"cannot use {store}" in message and "temporary files" not in message and "nothing was written" in message, message
     with Store(store) as opened:
         assert opened.corpora() == [] and opened.list() == []
 

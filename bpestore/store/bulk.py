@@ -47,6 +47,8 @@ __all__ = [
 # cost vanish.
 ROWS_PER_BATCH = 20_000
 BYTES_PER_BATCH = 4 << 20
+STAGED_IN_MEMORY_BYTES = 128 << 20
+"""Counts of up to this many bytes of pre-tokens are staged in memory (see :func:`staged_counts`)."""
 # A part of a packed copy (of about this many bytes of pre-tokens, some 2/3 of the part): a
 # database value holds at most about 1 GB, and a part is held twice while written (by Python and
 # by the driver), so small parts keep that memory small (a big corpus's copy in one part of
@@ -124,6 +126,12 @@ def staged_counts(connection: Connection, counts: PretokenCounts, on_rows: Calla
         yield StagedCounts(counts, in_temporary_tables=False)
         return
     raw = _raw(connection)
+    # Small counts are staged in memory, not in a temporary file they are written to and read
+    # back from (52 MB of SuperBPE pieces: 0.12 s less of the 1.3 s their save takes); big ones
+    # in a file, which needs no memory. (Set outside the transaction; it drops temporary tables.)
+    in_memory = counts.pretoken_bytes <= STAGED_IN_MEMORY_BYTES
+    if in_memory:
+        raw.execute("PRAGMA temp_store = MEMORY")
     try:
         with connection.begin(), _temporary_files_named():  # (BEGIN, not IMMEDIATE: only the temporary database is written)
             for table, columns in ((_STAGED_ROWS, "pretoken BLOB NOT NULL, count INTEGER NOT NULL"), (_STAGED_PACKED, "data BLOB NOT NULL")):
@@ -150,6 +158,11 @@ def staged_counts(connection: Connection, counts: PretokenCounts, on_rows: Calla
                 # Only the connection's own tables are left, until its next staging or its end:
                 # not worth hiding the error that brought us here, or failing a write that is done.
                 pass
+            if in_memory:
+                try:
+                    raw.execute("PRAGMA temp_store = DEFAULT")
+                except sqlite3.Error:
+                    pass  # (as above: the connection's own setting, until its next staging)
 
 
 # SQLite's errors for a write to a full disk and for a write that failed (past a file size
