@@ -14,6 +14,7 @@ mod parity;
 mod prune;
 mod spill;
 mod stored;
+mod words;
 
 pub use count::{
     count_file, count_file_in_chunks, count_file_spilling, count_text, file_chunk_boundaries,

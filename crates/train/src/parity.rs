@@ -29,7 +29,8 @@
 
 use std::collections::VecDeque;
 
-use crate::merge::{split_key, Changes, Merge, TieBreak, Tokens, Trainer};
+use crate::merge::{Changes, Merge, TieBreak, Tokens, Trainer};
+use crate::words::split_key;
 use crate::PretokenCounts;
 
 /// How the language of each merge is chosen among those with the highest score.

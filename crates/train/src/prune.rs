@@ -24,8 +24,8 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::merge::{pair_key, TokenId, WordHead, Words};
 use crate::pairs::PairKey;
+use crate::words::{pair_key, TokenId, WordHead, Words};
 
 /// The pairs counted `T` times or more are this many times the merges expected, in halves (two
 /// and a half: on wiki_en_57M's SuperBPE pieces, `T` is then 77 to 83 % of the last merge's count
