@@ -270,3 +270,41 @@ def test_bad_stages_are_one_line_errors(tmp_path):
         recipe_from_toml('[[inputs]]\ncorpus_sha256 = "' + "0" * 64 + '"\n' + "[[stages]]\nvocab_size = 300\n" * 3)
     with pytest.raises(RecipeError, match="max_words"):
         recipe_from_toml('[[inputs]]\ncorpus_sha256 = "' + "0" * 64 + '"\n[[stages]]\nvocab_size = 300\nmax_words = 0\n')
+
+
+def test_ctrl_c_in_stage_1_keeps_both_stages_counts_whole(tmp_path, monkeypatch):
+    """Both stages are counted before stage 1 merges (stage 2's counts are stored meanwhile): a
+    Ctrl-C in stage 1's merge loop stores no tokenizer, keeps stage 1's counts (as any training
+    interrupted after counting does) and lets stage 2's save end, whole; training again reuses
+    both and gives the merges of a training never interrupted."""
+    from bpestore.train import trainer
+    from bpestore.train.through_store import TrainingInterrupted
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("of the people, by the people, for the people: 12 of them\n" * 20 + "a new nation, conceived in liberty\n" * 9,
+                      encoding="utf-8")
+    real = trainer.learn_merges
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with Store(tmp_path / "store.db") as store:
+        monkeypatch.setattr(trainer, "learn_merges", interrupted)
+        with pytest.raises(TrainingInterrupted):
+            store.train(corpus, "s", stages=superbpe_stages(280, 300))
+        monkeypatch.setattr(trainer, "learn_merges", real)
+        assert store.list() == []
+        counted = {info.pattern: store.pretoken_counts(info.id) for info in store.corpora()}
+        assert set(counted) == {GPT2_PATTERN, SUPERBPE_PATTERN}
+        text = corpus.read_text(encoding="utf-8")
+        assert dict(counted[SUPERBPE_PATTERN].items()) == dict(count_strings([text], pattern=SUPERBPE_PATTERN).items())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", VocabSizeNotReachedWarning)
+            (again,) = store.train(corpus, "s", stages=superbpe_stages(280, 300))
+        assert store.info(again).training_params["reused_pretoken_counts"]
+    with Store(tmp_path / "fresh.db") as fresh, warnings.catch_warnings():
+        warnings.simplefilter("ignore", VocabSizeNotReachedWarning)
+        (never,) = fresh.train(corpus, "s", stages=superbpe_stages(280, 300))
+        expected = fresh.load_model(never).merges
+    with Store(tmp_path / "store.db") as store:
+        assert store.load_model(again).merges == expected

@@ -4,10 +4,12 @@ corpus again with its own pre-tokenizer, replays stage 1's merges on those piece
 merging, with the same counts-to-merges path, to the final vocab size. The tokenizer encodes with
 stage 2's pre-tokenizer and every merge in rank order, as SuperBPE's tokenizers do.
 
-Each stage is :func:`~bpestore.train.through_store.learn`: its corpus counted with its own
-pattern (and those counts stored, so that the next training of the same files reads them back),
-its merges learned by the one merge loop, continuing the stages before it as a continued
-training continues its base.
+Each stage is :func:`~bpestore.train.through_store.count_stage` then
+:func:`~bpestore.train.through_store.learn`: its corpus counted with its own pattern (and those
+counts stored, so that the next training of the same files reads them back), its merges learned
+by the one merge loop, continuing the stages before it as a continued training continues its
+base. Both stages are counted before stage 1 merges, so that stage 2's counts are stored
+meanwhile.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .counts import Counts
 from .recipe import Recipe, Stage, pattern_in_recipe
 from .sources import CorpusFiles
 from . import through_store
-from .through_store import TrainingRun, TrainingStore, learn, store_learned
+from .through_store import TrainingRun, TrainingStore, count_stage, learn, store_learned
 
 __all__ = ["SUPERBPE_MAX_WORDS", "earlier_model", "superbpe_stages", "train", "train_stages"]
 
@@ -78,12 +80,27 @@ def train_stages(
         raise ValueError("a training in stages reads its corpus's files (stage 2 splits the text anew), not stored counts")
     if first.pattern is None or last.pattern is None:
         raise ValueError("each stage of a training in stages names its pre-tokenizer")
-    stage1 = replace(recipe, stages=(first,))
-    learned1 = learn(store, corpus, stage1, [first.vocab_size], run, stored=False)
-    regex1, regex2 = learned1.regex, training.training_pattern(last.pattern)
+    stage1, stage2 = replace(recipe, stages=(first,)), replace(recipe, stages=(last,))
+    regex2 = training.training_pattern(last.pattern)
+    # Both stages counted first: stage 2's counts (nearly the whole text, in long pieces, the
+    # longest part of the work to store) are then stored while stage 1 merges, not after. They
+    # are cut as the model stage 1 will make cuts them: its special tokens, its pattern, which a
+    # stand-in without merges has.
+    counts1 = count_stage(store, corpus, stage1, [first.vocab_size], run)
+    try:
+        stand_in = earlier_model([], counts1.special_tokens, recipe.special_tokens_at, regex2)
+        counts2 = count_stage(store, counts1.corpus, stage2, sizes, run, stand_in)
+    except BaseException:
+        counts1.close()
+        raise
+    try:
+        learned1 = learn(store, counts1, stage1, run, stored=False)
+    except BaseException:
+        counts2.close()  # (its own transaction: stored whole, or not at all)
+        raise
+    regex1 = learned1.regex
     earlier = earlier_model(learned1.merges, learned1.special_tokens, recipe.special_tokens_at, regex2)
-    stage2 = replace(recipe, stages=(last,))
-    learned2 = learn(store, learned1.corpus, stage2, sizes, run, earlier)
+    learned2 = learn(store, counts2, stage2, run, earlier)
     # Each tokenizer's time is the two stages': stage 2's merges come after all of stage 1's.
     before = learned1.how["done_at"][-1] if learned1.merges else learned1.how["pretokenize_seconds"]
     learned2.how["done_at"] = [before + seconds for seconds in learned2.how["done_at"]]

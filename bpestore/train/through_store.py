@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..engine import PretokenCounts
@@ -143,9 +143,9 @@ def train(
     ``name`` per vocab size (``sizes``, or the recipe's alone; the recipe's last stage names the
     largest). Returns the refs. See :meth:`bpestore.workflow.Store.train`."""
     store.check_writable()  # before the work, not after it
-    if len(recipe.stages) != 1:  # (trainings in stages: bpestore.train.stages, stage by stage with learn())
+    if len(recipe.stages) != 1:  # (trainings in stages: bpestore.train.stages, stage by stage)
         raise ValueError(f"train() trains a recipe of one stage, not {len(recipe.stages)}")
-    return store_learned(store, name, recipe, learn(store, corpus, recipe, sizes, run), run)
+    return store_learned(store, name, recipe, learn(store, count_stage(store, corpus, recipe, sizes, run), recipe, run), run)
 
 
 @dataclass
@@ -168,15 +168,42 @@ class Learned:
     """reused, pretokenize_seconds, done_at (each merge's time), donor (see _store_tokenizers)."""
 
 
-def learn(
+@dataclass
+class StageCounts:
+    """A stage's counts, got: read back, or counted now and being stored (on a thread of its
+    own, where the store allows: ``saving``): what :func:`count_stage` gives and :func:`learn`
+    merges."""
+
+    found: CorpusCounts | NewCorpus
+    corpus: Any
+    """The corpus as resolved (the files counted, a stored corpus, counts given)."""
+    special_tokens: list[str]
+    sizes: list[int]
+    regex: str
+    base_ref: str | None
+    base_model: BPEModel | None
+    corpus_id: int | None
+    """The stored corpus's id, once known (None while the counts are being stored)."""
+    saver: ThreadPoolExecutor | None = None
+    saving: Future[int] | None = None
+    saved_rows: list[int] = field(default_factory=lambda: [0])
+    """Rows the saving thread has written (for a bar, if the merges end first)."""
+
+    def close(self) -> None:
+        """Waits for the counts' save, if one is under way (its own transaction: all or nothing)."""
+        if self.saver is not None:
+            self.saver.shutdown(wait=True)
+
+
+def count_stage(
     store: TrainingStore, corpus: Any, recipe: Recipe, sizes: Sequence[int] | None, run: TrainingRun,
-    earlier: BPEModel | None = None, *, stored: bool = True,
-) -> Learned:
+    earlier: BPEModel | None = None,
+) -> StageCounts:
     """Count (or read back the stored counts of) ``corpus`` with the pattern of ``recipe``'s one
-    stage, then learn its merges: the path of every training and of every stage of one.
-    ``earlier``: the model of the stages before this one (the base it continues, in memory; the
-    counts are cut by its pattern, which is this stage's). ``stored``: whether tokenizers of
-    these merges will be stored (not those of a first stage): else no warm table is prepared."""
+    stage, and start storing new counts: what :func:`learn` merges. A training in stages counts
+    its second stage before its first merges, so that the second's counts (nearly the whole text,
+    in long pieces: seconds to store) are stored meanwhile. ``earlier``: as for :func:`learn`;
+    only its pattern, special and added tokens are read here."""
     if len(recipe.stages) != 1:
         raise ValueError(f"a stage is learned alone, not {len(recipe.stages)} at once")
     special_tokens = training.check_special_tokens(list(recipe.special_tokens))
@@ -184,7 +211,7 @@ def learn(
     workers, progress = run.workers, run.progress
     check_workers(workers)
     training.check_special_tokens_at(recipe.special_tokens_at)
-    min_count = training.check_min_count(recipe.min_count)
+    training.check_min_count(recipe.min_count)
     if recipe.tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break is one of {', '.join(map(repr, TIE_BREAKS))}, not {recipe.tie_break!r}")
     if recipe.tie_break != "cs336" and recipe.base is not None:
@@ -207,6 +234,37 @@ def learn(
         corpus, continued.cut_tokens(special_tokens, base_model), workers=workers, progress=progress, pattern=regex,
         counting=run.counting, count_memory=run.count_memory, spill_dir=run.spill_dir,
     )
+    got = StageCounts(
+        found, corpus, special_tokens, sizes, regex, base_ref, base_model, found.corpus_id if isinstance(found, CorpusCounts) else None,
+    )
+    # New counts are stored on a thread of their own while this one merges (the merge loop
+    # runs in the engine, without the GIL): a big corpus's rows take seconds to write, and
+    # the merge loop needs the counts only to read them. In memory, they are written first.
+    if isinstance(found, NewCorpus):
+        if store._writes_in_background():
+            got.saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpestore-save-counts")
+            rows = got.saved_rows
+            got.saving = got.saver.submit(store._store_new_corpus, found, False, lambda more: rows.__setitem__(0, rows[0] + more))
+        else:
+            got.corpus_id = store._store_new_corpus(found, progress)
+    return got
+
+
+def learn(
+    store: TrainingStore, got: StageCounts, recipe: Recipe, run: TrainingRun, earlier: BPEModel | None = None, *, stored: bool = True,
+) -> Learned:
+    """The merges of the counts ``got`` (:func:`count_stage`), their save (if any) waited for: the
+    path of every training and of every stage of one. ``earlier``: the model of the stages before
+    this one (the base it continues, in memory; the counts were cut by its pattern, which is this
+    stage's, or by a stand-in's: see :func:`bpestore.train.stages.train_stages`). ``stored``:
+    whether tokenizers of these merges will be stored (not those of a first stage): else no warm
+    table is prepared."""
+    found, corpus, special_tokens, sizes = got.found, got.corpus, got.special_tokens, got.sizes
+    regex, base_ref, base_model = got.regex, got.base_ref, got.base_model
+    if earlier is not None:
+        base_model = earlier
+    progress = run.progress
+    min_count = training.check_min_count(recipe.min_count)
     counts = found.counts
     reused = isinstance(found, CorpusCounts)
     # (taken now: the merge loop may empty the counts)
@@ -216,19 +274,8 @@ def learn(
     # The training's own time: getting the counts, then merging; not writing the store nor
     # waiting for its write lock (another writer's).
     pretokenize_seconds = found.seconds
-    # New counts are stored on a thread of their own while this one merges (the merge loop
-    # runs in the engine, without the GIL): a big corpus's rows take seconds to write, and
-    # the merge loop needs the counts only to read them. In memory, they are written first.
-    corpus_id = found.corpus_id if isinstance(found, CorpusCounts) else None
-    saver: ThreadPoolExecutor | None = None
-    saving: Future[int] | None = None
-    saved_rows = [0]  # rows the saving thread has written (for a bar, if the merges end first)
-    if isinstance(found, NewCorpus):
-        if store._writes_in_background():
-            saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpestore-save-counts")
-            saving = saver.submit(store._store_new_corpus, found, False, lambda rows: saved_rows.__setitem__(0, saved_rows[0] + rows))
-        else:
-            corpus_id = store._store_new_corpus(found, progress)
+    corpus_id = got.corpus_id
+    saver, saving, saved_rows = got.saver, got.saving, got.saved_rows
     owned = found.owned if isinstance(found, NewCorpus) else not isinstance(corpus, Counts)
 
     def stop_if_saving_failed() -> None:
