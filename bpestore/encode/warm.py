@@ -15,7 +15,7 @@ Where the pre-tokens come from (:class:`WarmSource`):
 * a training (``Store.train``, ``bpestore train``): its corpus's counts, the most frequent first,
   each seen twice or more (a corpus's pre-tokens seen once are most of its distinct ones, and rarely
   met again: 482,000 of the 505,000 SuperBPE pieces of 57 MB of English; taken by byte order, as
-  their counts tie, they made the table of such a tokenizer 16.5 MB instead of 1.5);
+  their counts tie, they made the table of such a tokenizer 16.5 MB instead of 0.8);
 * ``Store.warm(ref, files)`` / ``bpestore warm REF FILE...``: those files, counted with the
   tokenizer's own pattern and special tokens;
 * an import, or ``bpestore warm REF`` of a tokenizer stored without a corpus: the vocabulary itself,
