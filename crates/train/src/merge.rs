@@ -441,7 +441,7 @@ impl Trainer {
         known: &[Merge],
         mut split: impl FnMut(&[u8]) -> Vec<usize>,
     ) -> Trainer {
-        Trainer::from_ids(counts, known, None, |tokens, pretoken| {
+        Trainer::from_ids(counts, known, |tokens, pretoken| {
             let lengths = split(pretoken);
             assert_eq!(
                 lengths.iter().sum::<usize>(),
@@ -463,12 +463,9 @@ impl Trainer {
     /// The merge loop's state with each word already split into tokens: `ids(tokens, word)`
     /// gives the ids of the word's tokens, in order (interning any it needs in `tokens`, which
     /// holds the bytes, then `known`'s tokens, in their merges' order).
-    /// `expected_merges`: about how many merges the loop will take, if known: its words are then
-    /// cut where none of them will join (see [`crate::prune`]), if that pays.
     fn from_ids(
         counts: &PretokenCounts,
         known: &[Merge],
-        expected_merges: Option<usize>,
         mut ids: impl FnMut(&mut Tokens, &[u8]) -> Vec<TokenId>,
     ) -> Trainer {
         let mut tokens = Tokens::new();
@@ -497,23 +494,18 @@ impl Trainer {
                 u32::try_from(words.symbols.len() - start).expect("a pre-token of 4 GiB or more");
             words.heads.push(WordHead { start, count, len });
         }
-        Trainer::starting(tokens, words, expected_merges)
+        Trainer::starting(tokens, words, None)
     }
 
     /// [`Trainer::from_ids`] of words split already: `split` holds the ids of the tokens of
-    /// each word of `counts` of two bytes or more counted at least once, in the counts' order
-    /// (the tokens of `known`'s merges numbered from 256, in order, after the bytes).
+    /// each word of `counts` of two bytes or more counted at least once, in the counts' order,
+    /// ids of `tokens` (the bytes and a base's tokens).
     fn from_split_ids(
         counts: &PretokenCounts,
-        known: &[Merge],
+        tokens: Tokens,
         expected_merges: Option<usize>,
         split: SplitWords,
     ) -> Trainer {
-        let mut tokens = Tokens::new();
-        for (left, right) in known {
-            let (a, b) = (tokens.intern(left), tokens.intern(right));
-            tokens.join(a, b);
-        }
         let SplitWords {
             ids: mut symbols,
             lengths,
@@ -577,6 +569,7 @@ impl Trainer {
             }
             None => trainer.start_on(words),
         }
+        trainer.rank_all();
         trainer
     }
 
@@ -588,10 +581,14 @@ impl Trainer {
         Some((crate::prune::cut(words, &sketch, threshold)?, threshold))
     }
 
-    /// Starts the loop on `words`: their pairs counted and ranked.
+    /// Starts the loop on `words`: their pairs counted (see [`Trainer::rank_all`]).
     fn start_on(&mut self, words: Words) {
         self.pairs = index_pairs(&words);
         self.words = words;
+    }
+
+    /// Every pair on the heap, with its count now.
+    fn rank_all(&mut self) {
         self.heap.entries = self
             .pairs
             .counts()
@@ -626,7 +623,8 @@ impl Trainer {
             None => self.start_on(whole),
         }
         // The merges again, each where the loop made it (they were all counted above the new
-        // cut): no heap meanwhile, made once at the end.
+        // cut; merge_into notes each in the new pruning's `taken` again): no heap meanwhile,
+        // made once at the end.
         let ranked = self.ranked;
         self.ranked = false;
         for &(pair, new) in &taken {
@@ -634,16 +632,8 @@ impl Trainer {
         }
         self.ranked = ranked;
         self.merges_done -= taken.len();
-        if let Some(pruning) = &mut self.pruning {
-            pruning.taken = taken;
-        }
         if ranked {
-            self.heap.entries = self
-                .pairs
-                .counts()
-                .map(|(pair, count)| HeapEntry { count, pair })
-                .collect();
-            self.heap.heapify(&self.tokens);
+            self.rank_all();
         } else {
             self.heap.entries = Vec::new();
         }
@@ -1157,7 +1147,7 @@ impl MergeLoop {
             }
         }
         Some(MergeLoop {
-            trainer: Trainer::from_split_ids(counts, base, expected_merges, split),
+            trainer: Trainer::from_split_ids(counts, tokens, expected_merges, split),
         })
     }
 }
