@@ -275,7 +275,7 @@ def learn(
     # waiting for its write lock (another writer's).
     pretokenize_seconds = found.seconds
     corpus_id = got.corpus_id
-    saver, saving, saved_rows = got.saver, got.saving, got.saved_rows
+    saving, saved_rows = got.saving, got.saved_rows
     owned = found.owned if isinstance(found, NewCorpus) else not isinstance(corpus, Counts)
 
     def stop_if_saving_failed() -> None:
@@ -349,8 +349,7 @@ def learn(
         assert corpus_id is not None
         raise TrainingInterrupted(corpus_id) from None
     finally:
-        if saver is not None:
-            saver.shutdown(wait=True)
+        got.close()
     how = {"reused": reused, "pretokenize_seconds": pretokenize_seconds, "done_at": done_at, "donor": donor}
     return Learned(merges, corpus, corpus_id, special_tokens, sizes, regex, base_ref, base_model, warm_source, how)
 
