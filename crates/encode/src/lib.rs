@@ -46,7 +46,7 @@ use std::fmt;
 use std::sync::OnceLock;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
 use vocab::Vocab;
-pub use vocab::{check_single_bytes, py_bytes_repr};
+pub use vocab::{check_single_bytes, pack as pack_short, py_bytes_repr, SHORT_TOKEN};
 use warm::WarmCache;
 pub use warm::WARM_MAGIC;
 

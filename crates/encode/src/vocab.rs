@@ -227,7 +227,7 @@ fn check_ids(vocab: &[(TokenId, &[u8])]) -> Result<(), EncodeError> {
 }
 
 /// Tokens of at most this many bytes are keyed by their bytes packed in two words ([`Ids`]).
-const SHORT_TOKEN: usize = 15;
+pub const SHORT_TOKEN: usize = 15;
 
 #[inline]
 fn is_short(bytes: &[u8]) -> bool {
@@ -239,7 +239,7 @@ fn is_short(bytes: &[u8]) -> bool {
 /// differ as keys. Read as at most two overlapping words, not byte by byte: the token rule packs
 /// every pair it meets.
 #[inline]
-fn pack(bytes: &[u8]) -> u128 {
+pub fn pack(bytes: &[u8]) -> u128 {
     let len = bytes.len();
     debug_assert!(len <= SHORT_TOKEN);
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::errors::{corpus_decode_error, os_error, pattern_error, type_name};
-use bpestore_encode::{Encoder, MergeRule as EncodeRule};
+use bpestore_encode::{pack_short, Encoder, MergeRule as EncodeRule, SHORT_TOKEN};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
     count_file_spilling, count_text, Balance, CountError, MergeLoop, ParityLoop, ParityOptions,
@@ -20,6 +20,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyIterator, PyList, PyTuple};
+use std::collections::hash_map::Entry;
 
 /// How often, at most, progress reaches Python (each report takes the GIL).
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -914,7 +915,8 @@ fn split_by_encoder(
 
 /// The ids of the parts of words under an encoder (see [`split_by_encoder`]), each distinct part
 /// encoded once. Looking a part up is most of the split's time, and it waits on memory: a part
-/// of up to 15 bytes (most are) is keyed by its bytes packed in one integer with its length,
+/// of up to 15 bytes (most are) is keyed by its bytes packed in one integer with its length
+/// (the vocabulary's [`pack_short`]),
 /// hashed and compared at once, and the key leads straight to its ids; and the last such part met
 /// at each place of a small table (a hash of its bytes), with its ids if they are few, is found
 /// there first: the common parts (" the", " of") in a table that stays in the processor's cache.
@@ -937,8 +939,6 @@ struct RecentPart {
 /// [`PartIds::recent`] has 2^this places (4,096 of 32 bytes: 128 KB).
 const RECENT_PART_BITS: u32 = 12;
 
-use std::collections::hash_map::Entry;
-
 impl<'w> PartIds<'w> {
     fn new() -> PartIds<'w> {
         PartIds {
@@ -951,14 +951,14 @@ impl<'w> PartIds<'w> {
 
     /// The ids of `part` under `encoder` (encoded now if it is new).
     fn of(&mut self, part: &'w [u8], encoder: &Encoder) -> &[u32] {
-        if part.len() >= 16 {
+        if part.len() > SHORT_TOKEN {
             let (start, end) = match self.long.entry(part) {
                 Entry::Occupied(known) => *known.get(),
                 Entry::Vacant(new) => *new.insert(encode(&mut self.ids, part, encoder)),
             };
             return &self.ids[start..end];
         }
-        let key = packed(part);
+        let key = pack_short(part); // (never 0: its top byte is the length; 0 is an empty place)
         let place = ((key as u64 ^ (key >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             >> (64 - RECENT_PART_BITS)) as usize;
         if self.recent[place].key == key {
@@ -982,64 +982,11 @@ impl<'w> PartIds<'w> {
     }
 }
 
-/// The bytes of `part` (under 16) packed in one integer, little-endian, with its length in the
-/// top byte (never 0 then: a key of 0 is an empty place of the recent table; "a" and "a\0"
-/// apart). Read in two overlapping loads of 8 or 4 bytes, not copied byte by byte through memory:
-/// the copy was a tenth of the split's time, reading its result back.
-#[inline]
-fn packed(part: &[u8]) -> u128 {
-    let n = part.len();
-    debug_assert!(n < 16);
-    let (low, high) = if n >= 8 {
-        let low = u64::from_le_bytes(part[..8].try_into().expect("8 bytes"));
-        // Bytes 8..n are the top n - 8 of the last eight.
-        let last = u64::from_le_bytes(part[n - 8..].try_into().expect("8 bytes"));
-        (low, if n == 8 { 0 } else { last >> ((16 - n) * 8) })
-    } else if n >= 4 {
-        let first = u64::from(u32::from_le_bytes(part[..4].try_into().expect("4 bytes")));
-        let last = u64::from(u32::from_le_bytes(
-            part[n - 4..].try_into().expect("4 bytes"),
-        ));
-        (first | (last >> ((8 - n) * 8)) << 32, 0)
-    } else {
-        let low = part
-            .iter()
-            .enumerate()
-            .fold(0u64, |low, (i, &byte)| low | u64::from(byte) << (8 * i));
-        (low, 0)
-    };
-    u128::from(low) | u128::from(high) << 64 | (n as u128) << 120
-}
-
 /// Encodes `part` at the end of `ids`; returns where its ids are there.
 fn encode(ids: &mut Vec<u32>, part: &[u8], encoder: &Encoder) -> (usize, usize) {
     let start = ids.len();
     ids.extend(encoder.piece_ids(part));
     (start, ids.len())
-}
-
-#[cfg(test)]
-mod packed_tests {
-    use super::packed;
-
-    #[test]
-    fn packs_each_short_string_apart_and_in_order() {
-        let mut seen = std::collections::HashMap::new();
-        for n in 0..16usize {
-            for seed in 0..40u64 {
-                let bytes: Vec<u8> = (0..n)
-                    .map(|i| (seed.wrapping_mul(31).wrapping_add(i as u64 * 7) % 5) as u8)
-                    .collect();
-                let mut expected = [0u8; 16];
-                expected[..n].copy_from_slice(&bytes);
-                expected[15] = n as u8;
-                assert_eq!(packed(&bytes), u128::from_le_bytes(expected), "{bytes:?}");
-                if let Some(other) = seen.insert(packed(&bytes), bytes.clone()) {
-                    assert_eq!(other, bytes);
-                }
-            }
-        }
-    }
 }
 
 /// The parts of `word` cut between two bytes that `joined` (indexed by `first << 8 | second`)
