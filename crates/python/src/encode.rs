@@ -8,6 +8,7 @@
 
 use crate::errors::{corpus_decode_error, os_error, pattern_error, repr, type_name};
 use crate::model::{ModelObjects, SharedBytes};
+use crate::text::Utf8Text;
 use bpestore_encode::ranks::TiktokenError;
 use bpestore_encode::{
     AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, Normalizer,
@@ -17,7 +18,7 @@ use bpestore_encode::{
 use bpestore_pretokenize::{Behavior, Matcher, Pipeline, Stage, TokenOptions, GPT2_PATTERN};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyIterator, PyList, PyMemoryView, PyString};
 use std::cell::UnsafeCell;
 use std::sync::{Arc, OnceLock};
@@ -163,7 +164,7 @@ fn is_byte_level_alone(stages: &[(String, String, String, bool)]) -> bool {
 fn pipeline_spans(
     py: Python<'_>,
     stages: Vec<(String, String, String, bool)>,
-    text: PyBackedStr,
+    text: Utf8Text,
 ) -> PyResult<(String, Vec<(usize, usize)>)> {
     let (prefix, pipeline) = pipeline_of(stages)?;
     let written = match &prefix {
@@ -182,7 +183,7 @@ fn pipeline_spans(
 fn normalize(
     py: Python<'_>,
     steps: Vec<(String, String, String)>,
-    text: PyBackedStr,
+    text: Utf8Text,
 ) -> PyResult<String> {
     let normalizer = normalizer_steps(steps)?;
     Ok(py.detach(|| normalizer.normalize(&text).into_owned()))
@@ -334,8 +335,8 @@ fn checked_dropout(probability: f64, seed: Option<&Bound<'_, PyAny>>) -> PyResul
 fn batch_of(
     texts: &Bound<'_, PyAny>,
     num_threads: Option<usize>,
-) -> PyResult<(Vec<PyBackedStr>, usize)> {
-    let texts: Vec<PyBackedStr> = texts
+) -> PyResult<(Vec<Utf8Text>, usize)> {
+    let texts: Vec<Utf8Text> = texts
         .try_iter()?
         .map(|t| t?.extract())
         .collect::<PyResult<_>>()?;
@@ -532,7 +533,7 @@ impl PyEncoder {
     fn encode<'py>(
         &self,
         py: Python<'py>,
-        text: PyBackedStr,
+        text: Utf8Text,
         allowed_special: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let ids = self.ids(py, text, allowed_special)?;
@@ -546,7 +547,7 @@ impl PyEncoder {
     fn encode_to_buffer<'py>(
         &self,
         py: Python<'py>,
-        text: PyBackedStr,
+        text: Utf8Text,
         allowed_special: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyMemoryView>> {
         let ids = self.ids(py, text, allowed_special)?;
@@ -647,7 +648,7 @@ impl PyEncoder {
     fn encode_dropout<'py>(
         &self,
         py: Python<'py>,
-        text: PyBackedStr,
+        text: Utf8Text,
         dropout: f64,
         seed: &Bound<'py, PyAny>,
         allowed_special: Option<&Bound<'py, PyAny>>,
@@ -701,7 +702,7 @@ impl PyEncoder {
     fn encode_with_offsets<'py>(
         &self,
         py: Python<'py>,
-        text: PyBackedStr,
+        text: Utf8Text,
         allowed_special: Option<&Bound<'py, PyAny>>,
         trim_offsets: Option<bool>,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
@@ -979,7 +980,7 @@ impl PyEncoder {
     fn ids(
         &self,
         py: Python<'_>,
-        text: PyBackedStr,
+        text: Utf8Text,
         allowed_special: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<TokenId>> {
         let allowed = Allowed::from_py(allowed_special)?;
@@ -1051,7 +1052,7 @@ pub struct PyStreamEncoder {
 #[pymethods]
 impl PyStreamEncoder {
     /// The ids of the text fed so far, up to the last place that what follows cannot change.
-    fn feed<'py>(&mut self, py: Python<'py>, text: PyBackedStr) -> PyResult<Bound<'py, PyList>> {
+    fn feed<'py>(&mut self, py: Python<'py>, text: Utf8Text) -> PyResult<Bound<'py, PyList>> {
         let encoder = Arc::clone(&self.encoder);
         let state = &mut self.state;
         let ids = py

@@ -10,6 +10,7 @@ mod errors;
 mod model;
 mod pretokenize;
 mod store;
+mod text;
 mod train;
 
 #[pymodule]

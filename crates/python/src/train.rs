@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::errors::{corpus_decode_error, os_error, pattern_error, type_name};
+use crate::text::Utf8Text;
 use bpestore_encode::{pack_short, Encoder, MergeRule as EncodeRule, SHORT_TOKEN};
 use bpestore_pretokenize::{Pretokenizer, SpecialTokens, GPT2_PATTERN};
 use bpestore_train::{
@@ -18,7 +19,7 @@ use pyo3::exceptions::{
     PyFileNotFoundError, PyKeyError, PyKeyboardInterrupt, PyOSError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyIterator, PyList, PyTuple};
 use std::collections::hash_map::Entry;
 
@@ -796,26 +797,25 @@ fn count_texts(
 ) -> PyResult<PyPretokenCounts> {
     let (pretokenizer, specials) = pretokenizer_and_specials(pattern, special_tokens)?;
     let mut counts = bpestore_train::PretokenCounts::new();
-    let mut batch: Vec<PyBackedStr> = Vec::new();
+    let mut batch: Vec<Utf8Text> = Vec::new();
     let mut batch_bytes = 0;
     // The index of the text (counted from 0) where the pattern gave up, and why.
     let mut texts_before = 0usize;
-    let mut count_batch = |batch: &mut Vec<PyBackedStr>,
-                           counts: &mut bpestore_train::PretokenCounts|
-     -> PyResult<()> {
-        let result = py.detach(|| {
-            for (index, text) in batch.iter().enumerate() {
-                count_text(text, &pretokenizer, &specials, counts)
-                    .map_err(|error| (texts_before + index, error))?;
-            }
-            Ok(())
-        });
-        texts_before += batch.len();
-        batch.clear();
-        result.map_err(|(index, error)| pattern_error(py, format!("text {index}: {error}")))
-    };
+    let mut count_batch =
+        |batch: &mut Vec<Utf8Text>, counts: &mut bpestore_train::PretokenCounts| -> PyResult<()> {
+            let result = py.detach(|| {
+                for (index, text) in batch.iter().enumerate() {
+                    count_text(text, &pretokenizer, &specials, counts)
+                        .map_err(|error| (texts_before + index, error))?;
+                }
+                Ok(())
+            });
+            texts_before += batch.len();
+            batch.clear();
+            result.map_err(|(index, error)| pattern_error(py, format!("text {index}: {error}")))
+        };
     for text in texts.try_iter()? {
-        let text: PyBackedStr = text?.extract()?;
+        let text: Utf8Text = text?.extract()?;
         batch_bytes += text.len();
         batch.push(text);
         if batch_bytes >= TEXT_BATCH_BYTES {
