@@ -26,6 +26,13 @@ impl std::error::Error for Utf8Error {}
 
 /// `bytes` as text, or the first invalid byte with Python's reason for it.
 pub fn check_utf8(bytes: &[u8]) -> Result<&str, Utf8Error> {
+    // simdutf8 checks 64 bytes at a time whatever their script, where the standard library goes
+    // a character at a time through text that is not ASCII (a tenth of counting 77 MB of 33
+    // languages); it says only whether the bytes are valid, so the standard library names the
+    // first bad byte of bytes that are not.
+    if let Ok(text) = simdutf8::basic::from_utf8(bytes) {
+        return Ok(text);
+    }
     std::str::from_utf8(bytes).map_err(|error| {
         let offset = error.valid_up_to();
         let reason = match error.error_len() {

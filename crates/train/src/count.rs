@@ -63,6 +63,19 @@ fn relocate(error: PretokenizeError, part: &str, whole: &str, shift: u64) -> Pre
         .named("the corpus".to_string())
 }
 
+/// A segment's bytes as the text they are. Segments are cut only at ASCII spaces (`add_part`)
+/// out of `str`s, so they are valid UTF-8: checked again here (as they were), that check was
+/// most of a tenth of counting text that is mostly not ASCII (77 MB of 33 languages).
+#[inline]
+fn segment_text(segment: &[u8]) -> &str {
+    debug_assert!(
+        std::str::from_utf8(segment).is_ok(),
+        "segments are cut at spaces"
+    );
+    // SAFETY: see above: a segment is a slice of a `str` between two character boundaries.
+    unsafe { std::str::from_utf8_unchecked(segment) }
+}
+
 /// Distinct segments held before they are pre-tokenized and forgotten, per thread: enough to
 /// see most segments many times, few enough that the table stays in the CPU caches as far as it
 /// can (a bigger one is slower, measured on 200 MB of big_train.py's corpus). (In
@@ -208,8 +221,7 @@ impl<'p> Counter<'p> {
             return self.fold_parted();
         }
         for (segment, count) in self.segments.iter() {
-            // Cut at ASCII spaces out of valid UTF-8: valid UTF-8.
-            let segment = std::str::from_utf8(segment).expect("segments are cut at spaces");
+            let segment = segment_text(segment);
             let pretokens = &mut self.pretokens;
             self.pretokenizer
                 .try_for_each_piece(segment, |piece| pretokens.add(piece.as_bytes(), count))
@@ -231,7 +243,7 @@ impl<'p> Counter<'p> {
         let arena = self.segments.arena();
         let base = arena.as_ptr() as usize;
         for (segment, count) in self.segments.iter() {
-            let segment = std::str::from_utf8(segment).expect("segments are cut at spaces");
+            let segment = segment_text(segment);
             self.pretokenizer
                 .try_for_each_piece(segment, |piece| {
                     let bytes = piece.as_bytes();
