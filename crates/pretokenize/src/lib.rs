@@ -286,6 +286,34 @@ enum Known {
     Superbpe,
 }
 
+impl Known {
+    /// Whether `text` is, for sure, one piece of this pattern: at most
+    /// [`ONE_WORD_BYTES`] bytes, an optional space and then ASCII letters, which every pattern
+    /// with a scanner but SuperBPE's takes as one piece (` ?\p{L}+`, `[^\r\n\p{L}\p{N}]?\p{L}+`),
+    /// o200k only where no capital follows a small letter (its words are `[A-Z]*[a-z]+` or
+    /// `[A-Z]+`). Counting calls the scanner on each distinct segment of text cut at spaces,
+    /// mostly such words, whose bytes take less time to check than the scanner takes to set up
+    /// its 64-byte window: English was counted 1.1-1.2x faster so.
+    #[inline]
+    fn one_word(self, text: &[u8]) -> bool {
+        if text.is_empty() || text.len() > ONE_WORD_BYTES || self == Known::Superbpe {
+            return false;
+        }
+        let word = text.strip_prefix(b" ").unwrap_or(text);
+        if !word.iter().all(u8::is_ascii_alphabetic) {
+            return false;
+        }
+        self != Known::O200k
+            || !word
+                .windows(2)
+                .any(|pair| pair[0].is_ascii_lowercase() && pair[1].is_ascii_uppercase())
+    }
+}
+
+/// The longest text [`Known::one_word`] looks at: past it, the scanner's setting up is no longer
+/// most of its time.
+const ONE_WORD_BYTES: usize = 24;
+
 #[derive(Debug, Clone)]
 struct Inner {
     pattern: String,
@@ -467,6 +495,18 @@ impl Pretokenizer {
         }
     }
 
+    /// Whether `text` is, for sure, one piece, found without the scanner: a word and
+    /// the space before it (see `Known::one_word`), most of the distinct segments a counter
+    /// pre-tokenizes, which it can then count without the call. (False says nothing.)
+    #[inline]
+    pub fn is_one_piece(&self, text: &str) -> bool {
+        self.inner.scanner
+            && self
+                .inner
+                .known
+                .is_some_and(|known| known.one_word(text.as_bytes()))
+    }
+
     /// [`Pretokenizer::for_each_piece`], with a failed match as an error
     /// ([`PretokenizeError::MatchFailed`], its offset in `text`) rather than a panic: the
     /// backtracking limit hit, or text that no match covers (the pieces would not tile `text`,
@@ -475,8 +515,12 @@ impl Pretokenizer {
     pub fn try_for_each_piece<'t>(
         &self,
         text: &'t str,
-        f: impl FnMut(&'t str),
+        mut f: impl FnMut(&'t str),
     ) -> Result<(), PretokenizeError> {
+        if self.is_one_piece(text) {
+            f(text);
+            return Ok(());
+        }
         if self.inner.scanner {
             // The scanners tile the text by construction, and never backtrack.
             match self.inner.known {
