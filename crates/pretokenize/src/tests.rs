@@ -1360,3 +1360,43 @@ fn scripts_runs_equal_the_regex_at_every_alignment() {
         }
     }
 }
+
+/// `Pretokenizer::is_one_piece` (the shortcut that skips the scanner for a word and its space)
+/// against the regex engine, on short words of letters from every case class o200k tells apart
+/// (`Lu`, `Lt`, `Ll`, `Lm`, `Lo`, in ASCII and beyond), marks and digits among them at times:
+/// wherever it says one piece, the regex makes one piece; and the pieces through the scanner
+/// are the regex's either way.
+#[test]
+fn a_word_found_to_be_one_piece_is_one_piece_to_the_regex() {
+    const LETTERS: [&str; 14] = [
+        "a", "Z", "é", "Ж", "ж", "ǅ", "ʰ", "ª", "中", "ا", "ß", "Σ", "ς", "ᾈ",
+    ];
+    const OTHERS: [&str; 5] = ["\u{301}", "5", "'", "_", "\u{903}"];
+    let mut nasty = Nasty::new(42);
+    for pattern in KNOWN_PATTERNS {
+        let scanner = Pretokenizer::new(pattern).unwrap();
+        let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
+        let mut shortcuts = 0;
+        for _ in 0..20_000 {
+            let mut word = String::from(if nasty.below(2) == 0 { " " } else { "" });
+            for _ in 0..1 + nasty.below(6) {
+                let pool: &[&str] = if nasty.below(12) == 0 {
+                    &OTHERS
+                } else {
+                    &LETTERS
+                };
+                word.push_str(pool[nasty.below(pool.len())]);
+            }
+            let expected = regex.pieces(&word);
+            if scanner.is_one_piece(&word) {
+                shortcuts += 1;
+                assert_eq!(expected, vec![word.as_str()], "{pattern}: {word:?}");
+            }
+            assert_eq!(scanner.pieces(&word), expected, "{pattern}: {word:?}");
+        }
+        assert!(
+            pattern == SUPERBPE_PATTERN || shortcuts > 1000,
+            "{pattern}: {shortcuts}"
+        );
+    }
+}
