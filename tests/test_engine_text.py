@@ -1,7 +1,8 @@
 """Python strings reach the engine as their UTF-8 (``crates/python/src/text.rs``).
 
-A string that is not ASCII is converted by the engine's own transcoder, which leaves the UTF-8
-beside the string as CPython's conversion does. These tests use a vocabulary of the 256 single
+A string that is not ASCII but mostly in runs of it is converted by the engine's own transcoder,
+which leaves the UTF-8 beside the string as CPython's conversion does (other strings are left to
+CPython). These tests use a vocabulary of the 256 single
 bytes and no merges, whose ids are the text's UTF-8 bytes, so each encode shows exactly what the
 engine read; and they ask CPython for the string's UTF-8 afterwards, which must be the string's.
 (The expected bytes come from an equal string of their own: CPython's ``str.encode`` reads the

@@ -27,7 +27,7 @@ pub use cut::{find_cut, is_regex_whitespace, last_safe_cut, next_safe_cut, CUT_W
 pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
 pub use special::{Part, SpecialTokens, Split, TokenOptions};
 pub use utf8::{check_utf8, Utf8Error};
-pub use wide::{utf8_room, wide_to_utf8, Surrogate, WideUnit};
+pub use wide::{mostly_ascii, utf8_room, wide_to_utf8, Surrogate, WideUnit};
 
 /// The GPT-2 pre-tokenizer pattern (CS336; r50k_base and p50k_base use the same), byte for byte
 /// the string in `bpestore/pretokenize.py`.

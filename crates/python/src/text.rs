@@ -2,13 +2,14 @@
 //!
 //! A `str` that is not ASCII has no UTF-8 of its own. Asked for it (`PyUnicode_AsUTF8AndSize`,
 //! what pyo3's `&str` and `PyBackedStr` call), CPython encodes it a character at a time into
-//! one buffer, copies that into another, and keeps the copy beside the string for the string's
-//! life, where later calls find it. On 10 MB of English whose few accented letters make CPython
-//! keep it two bytes a character, that took 8-15 ms, a sixth of a first pass over it. Here the
-//! same copy is written by [`bpestore_pretokenize::wide_to_utf8`] (runs of ASCII sixteen
-//! characters at a time) straight into the buffer CPython would have kept, and kept as CPython
-//! keeps it: 3-5 ms there; on 10 MB of 33 languages, whose characters are mostly not ASCII,
-//! about CPython's time (11-15 ms). Later calls, here or anywhere, find it as before.
+//! one buffer, copies that into another of the exact size, and keeps the copy beside the string
+//! for the string's life, where later calls find it. On 10 MB of English whose few accented
+//! letters make CPython keep it two bytes a character, that took 9-13 ms, a tenth of a first
+//! pass over it. Here, for text mostly in runs of ASCII
+//! ([`bpestore_pretokenize::mostly_ascii`]), the same copy is written by
+//! [`bpestore_pretokenize::wide_to_utf8`] (sixteen ASCII characters at a time) and kept as
+//! CPython keeps it: 2-5 ms there. Text mostly in other scripts is left to CPython, whose
+//! conversion is as fast there. Later calls, here or anywhere, find the UTF-8 as before.
 //! Where the layout of this Python's strings is not pyo3's to describe (the limited API, PyPy,
 //! GraalPy, 3.14 on, a free-threaded build), CPython's own conversion is used.
 
@@ -47,11 +48,10 @@ impl FromPyObject<'_, '_> for Utf8Text {
 /// holds no surrogate (see the module's doc).
 #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14, Py_GIL_DISABLED)))]
 fn fill_utf8(string: &Bound<'_, PyString>) {
-    use bpestore_pretokenize::{utf8_room, wide_to_utf8, WideUnit};
+    use bpestore_pretokenize::{mostly_ascii, utf8_room, wide_to_utf8, WideUnit};
     use pyo3::ffi;
     use pyo3::types::string::PyStringData;
     use pyo3::types::PyStringMethods;
-    use std::mem::MaybeUninit;
 
     let ptr = string.as_ptr();
     // SAFETY: `ptr` is a live `str` (`string` holds a reference), and a compact string (every
@@ -64,26 +64,34 @@ fn fill_utf8(string: &Bound<'_, PyString>) {
             return; // (no conversion needed, or a legacy string: CPython's way)
         }
     }
-    /// The text in a buffer of CPython's allocator (null if it fails or there is a surrogate),
-    /// sized to it, with the terminating NUL CPython's buffer has; and its length.
+    /// The text in a buffer of CPython's allocator of its exact size, with the terminating NUL
+    /// CPython's buffer has (null if that fails, if there is a surrogate, or if the text is not
+    /// mostly ASCII); and its length.
+    ///
+    /// It is written into a scratch buffer of the most room it may take and then copied, as
+    /// CPython's own conversion does. Written straight into a buffer of that room and shrunk,
+    /// nothing big was freed: glibc then kept mapping fresh memory for the next big
+    /// allocations (the next pass's ids), and a second pass over 10 MB of 46 languages ran
+    /// 1.2x slower for the page faults.
     fn written<U: WideUnit>(units: &[U]) -> (*mut u8, usize) {
-        let room = utf8_room::<U>(units.len()) + 1;
-        // SAFETY: the GIL is held (`fill_utf8`'s caller holds a `Bound`); a buffer of `room`
-        // bytes is written only within `room`, and freed or handed on whatever happens.
+        if !mostly_ascii(units) {
+            return (std::ptr::null_mut(), 0); // (CPython's conversion is as fast there)
+        }
+        let mut scratch: Vec<u8> = Vec::with_capacity(utf8_room::<U>(units.len()));
+        let Ok(len) = wide_to_utf8(units, scratch.spare_capacity_mut()) else {
+            return (std::ptr::null_mut(), 0);
+        };
+        // SAFETY: wide_to_utf8 wrote the first `len` bytes.
+        unsafe { scratch.set_len(len) };
+        // SAFETY: the GIL is held (`fill_utf8`'s caller holds a `Bound`); the buffer has room
+        // for the text and its NUL.
         unsafe {
-            let buffer = ffi::PyObject_Malloc(room).cast::<u8>();
-            if buffer.is_null() {
-                return (std::ptr::null_mut(), 0);
+            let buffer = ffi::PyObject_Malloc(len + 1).cast::<u8>();
+            if !buffer.is_null() {
+                std::ptr::copy_nonoverlapping(scratch.as_ptr(), buffer, len);
+                *buffer.add(len) = 0;
             }
-            let out = std::slice::from_raw_parts_mut(buffer.cast::<MaybeUninit<u8>>(), room);
-            let Ok(len) = wide_to_utf8(units, out) else {
-                ffi::PyObject_Free(buffer.cast());
-                return (std::ptr::null_mut(), 0);
-            };
-            *buffer.add(len) = 0;
-            // (a smaller block from the system allocator: the room past the text is given back)
-            let sized = ffi::PyObject_Realloc(buffer.cast(), len + 1).cast::<u8>();
-            (if sized.is_null() { buffer } else { sized }, len)
+            (buffer, len)
         }
     }
     // SAFETY: a `str` is immutable; `string` keeps its characters alive while they are read.
