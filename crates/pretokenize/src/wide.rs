@@ -149,6 +149,7 @@ fn utf8_word(code: u32) -> (u32, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::Nasty;
 
     /// The code points of `text` in units of `U` (each fits: the caller picks the width).
     fn units<U: TryFrom<u32>>(text: &[u32]) -> Vec<U> {
@@ -177,39 +178,27 @@ mod tests {
             .into_bytes()
     }
 
-    /// A small generator (xorshift), so that the tests need no crate for it.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        /// A code point below `limit` (not a surrogate), ASCII more often than not, so that
-        /// runs of ASCII of every length meet characters of every width at every offset.
-        fn code(&mut self, limit: u32) -> u32 {
-            loop {
-                let code = match self.next() % 4 {
-                    0 | 1 => (self.next() % 0x80) as u32,
-                    _ => (self.next() % u64::from(limit)) as u32,
-                };
-                if !(0xD800..0xE000).contains(&code) {
-                    return code;
-                }
+    /// A code point below `limit` (not a surrogate), ASCII more often than not, so that runs of
+    /// ASCII of every length meet characters of every width at every offset.
+    fn code(rng: &mut Nasty, limit: u32) -> u32 {
+        loop {
+            let code = match rng.below(4) {
+                0 | 1 => rng.below(0x80) as u32,
+                _ => rng.below(limit as usize) as u32,
+            };
+            if !(0xD800..0xE000).contains(&code) {
+                return code;
             }
         }
     }
 
     #[test]
     fn every_width_matches_the_standard_library() {
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut rng = Nasty::new(1);
         for round in 0..3000 {
-            let len = (rng.next() % 80) as usize;
+            let len = rng.below(80);
             for (limit, width) in [(0x100, 1), (0x1_0000, 2), (0x11_0000, 4)] {
-                let text: Vec<u32> = (0..len).map(|_| rng.code(limit)).collect();
+                let text: Vec<u32> = (0..len).map(|_| code(&mut rng, limit)).collect();
                 let out = match width {
                     1 => convert(&units::<u8>(&text)),
                     2 => convert(&units::<u16>(&text)),
@@ -227,14 +216,14 @@ mod tests {
 
     #[test]
     fn a_surrogate_is_named_by_its_index() {
-        let mut rng = Rng(12345);
+        let mut rng = Nasty::new(2);
         for _ in 0..2000 {
-            let len = 1 + (rng.next() % 60) as usize;
-            let mut text: Vec<u32> = (0..len).map(|_| rng.code(0x11_0000)).collect();
-            let at = (rng.next() % len as u64) as usize;
-            text[at] = 0xD800 + (rng.next() % 0x800) as u32;
+            let len = 1 + rng.below(60);
+            let mut text: Vec<u32> = (0..len).map(|_| code(&mut rng, 0x11_0000)).collect();
+            let at = rng.below(len);
+            text[at] = 0xD800 + rng.below(0x800) as u32;
             // (a later one too, at times: the first is named)
-            if rng.next().is_multiple_of(2) && at + 1 < len {
+            if rng.below(2) == 0 && at + 1 < len {
                 text[len - 1] = 0xDFFF;
             }
             assert_eq!(convert(&units::<u32>(&text)), Err(Surrogate(at)));
