@@ -533,9 +533,9 @@ impl Pretokenizer {
 
     /// Whether `text` is, for sure, one piece, found without the scanner: a word and
     /// the space before it (see `Known::one_word`), most of the distinct segments a counter
-    /// pre-tokenizes, which it can then count without the call. (False says nothing.)
+    /// pre-tokenizes. (False says nothing.)
     #[inline]
-    pub fn is_one_piece(&self, text: &str) -> bool {
+    fn is_one_piece(&self, text: &str) -> bool {
         self.inner.scanner && self.inner.known.is_some_and(|known| known.one_word(text))
     }
 

@@ -223,10 +223,6 @@ impl<'p> Counter<'p> {
         for (segment, count) in self.segments.iter() {
             let segment = segment_text(segment);
             let pretokens = &mut self.pretokens;
-            if self.pretokenizer.is_one_piece(segment) {
-                pretokens.add(segment.as_bytes(), count);
-                continue;
-            }
             self.pretokenizer
                 .try_for_each_piece(segment, |piece| pretokens.add(piece.as_bytes(), count))
                 .map_err(|mut error| {
@@ -248,7 +244,7 @@ impl<'p> Counter<'p> {
         let base = arena.as_ptr() as usize;
         for (segment, count) in self.segments.iter() {
             let segment = segment_text(segment);
-            let mut add = |piece: &str| {
+            let add = |piece: &str| {
                 let bytes = piece.as_bytes();
                 let hash = hash_bytes(bytes);
                 // A piece is a slice of its segment (the scanners' pieces borrow the text),
@@ -266,11 +262,6 @@ impl<'p> Counter<'p> {
                     parts[part_of(hash)].add_hashed(bytes, hash, count);
                 }
             };
-            // (most segments: a word and its space, one piece; see `is_one_piece`)
-            if self.pretokenizer.is_one_piece(segment) {
-                add(segment);
-                continue;
-            }
             self.pretokenizer
                 .try_for_each_piece(segment, add)
                 .map_err(|mut error| {
