@@ -88,7 +88,7 @@ pub(crate) fn table() -> &'static Table {
 }
 
 /// The code point ranges of a regex class such as `\p{Lu}`, as regex-syntax defines it.
-fn ranges(class: &str) -> Vec<(u32, u32)> {
+pub(crate) fn ranges(class: &str) -> Vec<(u32, u32)> {
     let hir = regex_syntax::parse(class).expect("a valid Unicode class");
     match hir.kind() {
         regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(class)) => class

@@ -13,6 +13,11 @@
 //! alphabet writes it (a space is `Ġ`, the byte 0xB2 of `ò` is `²`, a numeric), as in
 //! `tokenizers`; a piece is then a run of bytes, not always of whole characters. Pieces are byte
 //! spans of the text.
+//!
+//! A stage works on each piece alone, so the pipeline runs depth first: a piece goes through
+//! every later stage before the next piece is looked at (the same pieces, in the same order,
+//! as stage by stage; a test compares the two). A stage that surely finds nothing in a piece
+//! (no byte a match may start with) passes it on without its matcher.
 
 use crate::PretokenizeError;
 
@@ -72,6 +77,8 @@ pub enum Stage {
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     stages: Vec<Stage>,
+    /// For each stage, what tells a piece its regex cannot match (None: no such test).
+    prefilters: Vec<Option<Prefilter>>,
     gpt2: fancy_regex::Regex,
     /// GPT-2's hand-written scanner, for a `ByteLevel` stage on the text's own characters: the
     /// same pieces as the regex (differential-tested), without a backtracking engine's VM.
@@ -82,11 +89,35 @@ pub struct Pipeline {
 const BYTE_LEVEL_REGEX: &str =
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
+/// One stage's working space, kept from piece to piece: a pipeline runs depth first, each piece
+/// of a stage through the later stages before the next piece, so that what it works on stays in
+/// the cache and its memory does not grow with the text.
+#[derive(Debug, Default, Clone)]
+struct Scratch {
+    /// One piece's matches and the stretches between them.
+    matches: Vec<Stretch>,
+    /// The stretches a behaviour keeps.
+    kept: Vec<Stretch>,
+    /// The pieces made, for the next stage.
+    pieces: Vec<(usize, usize)>,
+}
+
 impl Pipeline {
     /// A pipeline of `stages`, run in order.
     pub fn new(stages: Vec<Stage>) -> Pipeline {
+        let prefilters = stages
+            .iter()
+            .map(|stage| match stage {
+                Stage::Split {
+                    matcher: Matcher::Regex(regex),
+                    ..
+                } => Prefilter::of(regex.as_str()),
+                _ => None,
+            })
+            .collect();
         Pipeline {
             stages,
+            prefilters,
             gpt2: fancy_regex::Regex::new(BYTE_LEVEL_REGEX).expect("GPT-2's regex compiles"),
             gpt2_scanner: crate::Pretokenizer::new(crate::GPT2_PATTERN)
                 .expect("GPT-2's pattern has a scanner"),
@@ -103,60 +134,173 @@ impl Pipeline {
         text: &str,
         mut f: impl FnMut(usize, usize),
     ) -> Result<(), PretokenizeError> {
-        let mut pieces = if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![(0, text.len())]
-        };
-        let mut bytes_as_alphabet = false;
-        let mut next = Vec::new();
-        // (one piece's matches and the pieces they make, reused from piece to piece)
-        let (mut matches, mut kept) = (Vec::new(), Vec::new());
-        for stage in &self.stages {
-            next.clear();
-            for &(start, end) in &pieces {
-                matches.clear();
-                match stage {
-                    Stage::Split {
-                        matcher, invert, ..
-                    } => {
-                        find(matcher, text, start, end, bytes_as_alphabet, &mut matches)?;
-                        if *invert {
-                            matches
-                                .iter_mut()
-                                .for_each(|(_, is_match)| *is_match = !*is_match);
-                        }
-                    }
-                    Stage::ByteLevel { use_regex: true } if !bytes_as_alphabet => {
-                        // (each piece of the regex a match; together they cover the stretch)
-                        let base = text.as_ptr() as usize;
-                        self.gpt2_scanner
-                            .try_for_each_piece(&text[start..end], |piece| {
-                                let from = piece.as_ptr() as usize - base;
-                                matches.push(((from, from + piece.len()), true));
-                            })?;
-                    }
-                    Stage::ByteLevel { use_regex: true } => {
-                        let regex = Matcher::Regex(self.gpt2.clone());
-                        find(&regex, text, start, end, bytes_as_alphabet, &mut matches)?;
-                    }
-                    Stage::ByteLevel { use_regex: false } => matches.push(((start, end), false)),
-                }
-                let behavior = match stage {
-                    Stage::Split { behavior, .. } => *behavior,
-                    Stage::ByteLevel { .. } => Behavior::Isolated,
-                };
-                made(&matches, behavior, &mut next, &mut kept);
-            }
-            std::mem::swap(&mut pieces, &mut next);
-            if matches!(stage, Stage::ByteLevel { .. }) {
-                bytes_as_alphabet = true;
-            }
+        if text.is_empty() {
+            return Ok(());
         }
-        for (start, end) in pieces {
+        let mut scratch = vec![Scratch::default(); self.stages.len()];
+        self.run(0, text, (0, text.len()), false, &mut scratch, &mut f)
+    }
+
+    /// The piece `span` of `text` through the stages from `index` on, each of its pieces given to
+    /// `f`; `bytes_as_alphabet`: whether a `ByteLevel` stage ran before `index`.
+    fn run<F: FnMut(usize, usize)>(
+        &self,
+        index: usize,
+        text: &str,
+        (start, end): (usize, usize),
+        bytes_as_alphabet: bool,
+        scratch: &mut [Scratch],
+        f: &mut F,
+    ) -> Result<(), PretokenizeError> {
+        let (Some(stage), Some((mine, later))) =
+            (self.stages.get(index), scratch.split_first_mut())
+        else {
             f(start, end);
+            return Ok(());
+        };
+        let matches = &mut mine.matches;
+        matches.clear();
+        match stage {
+            Stage::Split {
+                matcher,
+                invert,
+                behavior,
+            } => {
+                let bytes = &text.as_bytes()[start..end];
+                let unmatched = match &self.prefilters[index] {
+                    Some(prefilter) => !prefilter.may_match(bytes, bytes_as_alphabet),
+                    None => picks_none(matcher, bytes, bytes_as_alphabet),
+                };
+                if unmatched {
+                    // (one stretch and no match: every behaviour keeps the piece as it is,
+                    // but Removed when inverted, which makes the stretch the match)
+                    if *invert && *behavior == Behavior::Removed {
+                        return Ok(());
+                    }
+                    return self.run(index + 1, text, (start, end), bytes_as_alphabet, later, f);
+                }
+                find(matcher, text, start, end, bytes_as_alphabet, matches)?;
+                if *invert {
+                    matches
+                        .iter_mut()
+                        .for_each(|(_, is_match)| *is_match = !*is_match);
+                }
+            }
+            Stage::ByteLevel { use_regex: true } if !bytes_as_alphabet => {
+                // (each piece of the regex a match; together they cover the stretch)
+                let base = text.as_ptr() as usize;
+                self.gpt2_scanner
+                    .try_for_each_piece(&text[start..end], |piece| {
+                        let from = piece.as_ptr() as usize - base;
+                        matches.push(((from, from + piece.len()), true));
+                    })?;
+            }
+            Stage::ByteLevel { use_regex: true } => {
+                let regex = Matcher::Regex(self.gpt2.clone());
+                find(&regex, text, start, end, bytes_as_alphabet, matches)?;
+            }
+            Stage::ByteLevel { use_regex: false } => matches.push(((start, end), false)),
+        }
+        let behavior = match stage {
+            Stage::Split { behavior, .. } => *behavior,
+            Stage::ByteLevel { .. } => Behavior::Isolated,
+        };
+        mine.pieces.clear();
+        made(&mine.matches, behavior, &mut mine.pieces, &mut mine.kept);
+        let alphabet_after = bytes_as_alphabet || matches!(stage, Stage::ByteLevel { .. });
+        for &piece in &mine.pieces {
+            self.run(index + 1, text, piece, alphabet_after, later, f)?;
         }
         Ok(())
+    }
+}
+
+/// What a `Split` regex needs of a piece to match in it: a byte that a match may start with,
+/// and enough bytes. Most pieces of a later stage lack it (Falcon's `[0-9][0-9][0-9]` after the
+/// digits were split off), and the regex, set up for each piece, is the slow part of a stage.
+#[derive(Debug, Clone)]
+struct Prefilter {
+    /// By the text's byte: whether a match may start with it.
+    direct: [bool; 256],
+    /// By the text's byte, after `ByteLevel` (the haystack is the alphabet's character for it):
+    /// whether a match may start with that character.
+    alphabet: [bool; 256],
+    /// The fewest bytes a match spans (at least 1).
+    min_len: usize,
+}
+
+impl Prefilter {
+    /// The test for `pattern`, or None when it cannot be had: the pattern is beyond
+    /// regex-syntax (fancy-regex's look-arounds, back-references) or may match nothing.
+    fn of(pattern: &str) -> Option<Prefilter> {
+        let hir = regex_syntax::parse(pattern).ok()?;
+        let min_len = hir.properties().minimum_len()?;
+        if min_len == 0 {
+            return None;
+        }
+        let mut direct = [false; 256];
+        if first_bytes(&hir, &mut direct) {
+            return None; // (an empty match: a regex of only look-arounds)
+        }
+        let mut alphabet = [false; 256];
+        for (byte, &c) in ALPHABET.iter().enumerate() {
+            alphabet[byte] = direct[c.encode_utf8(&mut [0; 4]).as_bytes()[0] as usize];
+        }
+        Some(Prefilter {
+            direct,
+            alphabet,
+            min_len,
+        })
+    }
+
+    /// Whether the regex may match in `bytes`, a piece of the text (written in the alphabet, one
+    /// or two bytes each, when `bytes_as_alphabet`).
+    #[inline]
+    fn may_match(&self, bytes: &[u8], bytes_as_alphabet: bool) -> bool {
+        let (starts, longest) = if bytes_as_alphabet {
+            (&self.alphabet, 2 * bytes.len())
+        } else {
+            (&self.direct, bytes.len())
+        };
+        longest >= self.min_len && bytes.iter().any(|&byte| starts[byte as usize])
+    }
+}
+
+/// Marks in `starts` every byte a non-empty match of `hir` may start with; returns whether `hir`
+/// may match the empty string (a zero-width assertion counts as empty: it only narrows).
+fn first_bytes(hir: &regex_syntax::hir::Hir, starts: &mut [bool; 256]) -> bool {
+    use regex_syntax::hir::{Class, HirKind};
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => true,
+        HirKind::Literal(literal) => match literal.0.first() {
+            Some(&byte) => {
+                starts[byte as usize] = true;
+                false
+            }
+            None => true,
+        },
+        HirKind::Class(Class::Unicode(class)) => {
+            // (the lead bytes of a range's characters lie between those of its ends)
+            for range in class.ranges() {
+                let lead = |c: char| c.encode_utf8(&mut [0; 4]).as_bytes()[0] as usize;
+                starts[lead(range.start())..=lead(range.end())].fill(true);
+            }
+            false
+        }
+        HirKind::Class(Class::Bytes(class)) => {
+            for range in class.ranges() {
+                starts[range.start() as usize..=range.end() as usize].fill(true);
+            }
+            false
+        }
+        HirKind::Repetition(repetition) => {
+            first_bytes(&repetition.sub, starts) || repetition.min == 0
+        }
+        HirKind::Capture(capture) => first_bytes(&capture.sub, starts),
+        HirKind::Concat(parts) => parts.iter().all(|part| first_bytes(part, starts)),
+        HirKind::Alternation(options) => options
+            .iter()
+            .fold(false, |empty, option| first_bytes(option, starts) | empty),
     }
 }
 
@@ -236,9 +380,28 @@ fn find(
                     }
                 }
             } else {
-                for (offset, c) in text[start..end].char_indices() {
-                    if picks(c) {
-                        hit(start + offset, start + offset + c.len_utf8(), found);
+                // (ASCII, most of a text, by a table; other characters decoded and tested)
+                let ascii: &[bool; 128] = match predicate {
+                    Matcher::Numeric => &NUMERIC_ASCII,
+                    Matcher::Punctuation => &PUNCTUATION_ASCII,
+                    Matcher::Whitespace => &WHITESPACE_ASCII,
+                    Matcher::Regex(_) => unreachable!("handled above"),
+                };
+                let bytes = text.as_bytes();
+                let mut at = start;
+                while at < end {
+                    let byte = bytes[at];
+                    if byte.is_ascii() {
+                        if ascii[byte as usize] {
+                            hit(at, at + 1, found);
+                        }
+                        at += 1;
+                    } else {
+                        let c = text[at..].chars().next().expect("a character starts here");
+                        if picks(c) {
+                            hit(at, at + c.len_utf8(), found);
+                        }
+                        at += c.len_utf8();
                     }
                 }
             }
@@ -248,6 +411,25 @@ fn find(
         found.push(((covered, end), false));
     }
     Ok(())
+}
+
+/// Whether a predicate `matcher` surely picks no character of `bytes`, a piece of the text
+/// (false when it may, or for a regex): a piece of ASCII, or any piece after `ByteLevel`, tested
+/// byte by byte.
+fn picks_none(matcher: &Matcher, bytes: &[u8], bytes_as_alphabet: bool) -> bool {
+    let (alphabet, ascii): (&[bool; 256], &[bool; 128]) = match matcher {
+        Matcher::Numeric => (&NUMERIC_IN_ALPHABET, &NUMERIC_ASCII),
+        Matcher::Punctuation => (&PUNCTUATION_IN_ALPHABET, &PUNCTUATION_ASCII),
+        Matcher::Whitespace => (&WHITESPACE_IN_ALPHABET, &WHITESPACE_ASCII),
+        Matcher::Regex(_) => return false,
+    };
+    if bytes_as_alphabet {
+        !bytes.iter().any(|&byte| alphabet[byte as usize])
+    } else {
+        bytes
+            .iter()
+            .all(|&byte| byte.is_ascii() && !ascii[byte as usize])
+    }
 }
 
 /// `NormalizedString::split`'s behaviours on the matches of one piece; the pieces kept are
@@ -303,12 +485,15 @@ fn made(
 
 /// Unicode punctuation (general categories Pc, Pd, Ps, Pe, Pi, Pf, Po), as `tokenizers`' `is_punc`.
 fn is_unicode_punctuation(c: char) -> bool {
-    static PUNCTUATION: std::sync::LazyLock<fancy_regex::Regex> =
-        std::sync::LazyLock::new(|| fancy_regex::Regex::new(r"^\p{P}$").expect("a valid regex"));
-    !c.is_ascii()
-        && PUNCTUATION
-            .is_match(c.encode_utf8(&mut [0; 4]))
-            .unwrap_or(false)
+    // (regex-syntax's ranges for \p{P}, the data fancy_regex matches it with; sorted)
+    static PUNCTUATION: std::sync::LazyLock<Vec<(u32, u32)>> =
+        std::sync::LazyLock::new(|| crate::classes::ranges(r"\p{P}"));
+    if c.is_ascii() {
+        return false;
+    }
+    let code = c as u32;
+    let after = PUNCTUATION.partition_point(|&(start, _)| start <= code);
+    after > 0 && code <= PUNCTUATION[after - 1].1
 }
 
 /// GPT-2's byte alphabet: the character each byte is written as (printable Latin-1 as itself,
@@ -321,6 +506,18 @@ fn alphabet_picks(picks: fn(char) -> bool) -> [bool; 256] {
     }
     picked
 }
+
+/// Which ASCII characters a predicate picks.
+fn ascii_picks(picks: fn(char) -> bool) -> [bool; 128] {
+    std::array::from_fn(|byte| picks(char::from(byte as u8)))
+}
+
+static NUMERIC_ASCII: std::sync::LazyLock<[bool; 128]> =
+    std::sync::LazyLock::new(|| ascii_picks(char::is_numeric));
+static PUNCTUATION_ASCII: std::sync::LazyLock<[bool; 128]> =
+    std::sync::LazyLock::new(|| ascii_picks(|c| c.is_ascii_punctuation()));
+static WHITESPACE_ASCII: std::sync::LazyLock<[bool; 128]> =
+    std::sync::LazyLock::new(|| ascii_picks(char::is_whitespace));
 
 static NUMERIC_IN_ALPHABET: std::sync::LazyLock<[bool; 256]> =
     std::sync::LazyLock::new(|| alphabet_picks(char::is_numeric));
@@ -357,6 +554,167 @@ mod tests {
             })
             .unwrap();
         out
+    }
+
+    /// The pipeline as `tokenizers` runs it, breadth first (each stage over all the pieces of
+    /// the one before) and without the shortcuts: every stage's `find` on every piece.
+    fn pieces_stage_by_stage(pipeline: &Pipeline, text: &str) -> Vec<(usize, usize)> {
+        let mut pieces = vec![(0, text.len())];
+        let mut alphabet = false;
+        for stage in &pipeline.stages {
+            let mut next = Vec::new();
+            for &(start, end) in &pieces {
+                let mut matches = Vec::new();
+                let behavior = match stage {
+                    Stage::Split {
+                        matcher,
+                        behavior,
+                        invert,
+                    } => {
+                        find(matcher, text, start, end, alphabet, &mut matches).unwrap();
+                        if *invert {
+                            matches.iter_mut().for_each(|(_, m)| *m = !*m);
+                        }
+                        *behavior
+                    }
+                    Stage::ByteLevel { use_regex: true } => {
+                        let gpt2 = Matcher::Regex(pipeline.gpt2.clone());
+                        find(&gpt2, text, start, end, alphabet, &mut matches).unwrap();
+                        Behavior::Isolated
+                    }
+                    Stage::ByteLevel { use_regex: false } => {
+                        matches.push(((start, end), false));
+                        Behavior::Isolated
+                    }
+                };
+                made(&matches, behavior, &mut next, &mut Vec::new());
+            }
+            pieces = next;
+            alphabet |= matches!(stage, Stage::ByteLevel { .. });
+        }
+        pieces.retain(|&(start, end)| start < end);
+        pieces
+    }
+
+    fn regex(pattern: &str) -> Matcher {
+        Matcher::Regex(fancy_regex::Regex::new(pattern).unwrap())
+    }
+
+    #[test]
+    fn depth_first_with_shortcuts_gives_the_pieces_of_stage_by_stage() {
+        let split = |matcher, behavior, invert| Stage::Split {
+            matcher,
+            behavior,
+            invert,
+        };
+        let falcon = vec![
+            split(Matcher::Punctuation, Behavior::Contiguous, false),
+            Stage::ByteLevel { use_regex: true },
+            split(Matcher::Numeric, Behavior::Contiguous, false),
+            split(regex("[0-9][0-9][0-9]"), Behavior::Isolated, false),
+        ];
+        let deepseek = vec![
+            split(regex(r"\p{N}{1,3}"), Behavior::Isolated, false),
+            split(regex("[一-龥぀-ゟ゠-ヿ]+"), Behavior::Isolated, false),
+            split(
+                regex(
+                    r"[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+                ),
+                Behavior::Isolated,
+                false,
+            ),
+            Stage::ByteLevel { use_regex: false },
+        ];
+        let mut pipelines = vec![falcon, deepseek];
+        let behaviors = [
+            Behavior::Removed,
+            Behavior::Isolated,
+            Behavior::MergedWithPrevious,
+            Behavior::MergedWithNext,
+            Behavior::Contiguous,
+        ];
+        for (index, behavior) in behaviors.into_iter().enumerate() {
+            for invert in [false, true] {
+                pipelines.push(vec![
+                    split(Matcher::Whitespace, behavior, invert),
+                    split(Matcher::Punctuation, behaviors[(index + 1) % 5], !invert),
+                    Stage::ByteLevel {
+                        use_regex: index % 2 == 0,
+                    },
+                    split(Matcher::Numeric, behaviors[(index + 2) % 5], invert),
+                    split(regex("'s|ll|[²³]"), behavior, invert),
+                    split(Matcher::Whitespace, behaviors[(index + 3) % 5], invert),
+                ]);
+            }
+        }
+        let mut nasty = crate::tests::Nasty::new(11);
+        for stages in &pipelines {
+            let pipeline = Pipeline::new(stages.clone());
+            for _ in 0..400 {
+                let text = nasty.text(24) + "café 12345 x.y, ò²";
+                let mut found = Vec::new();
+                pipeline
+                    .try_for_each_span(&text, |start, end| found.push((start, end)))
+                    .unwrap();
+                assert_eq!(found, pieces_stage_by_stage(&pipeline, &text), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_regex_stage_skips_only_pieces_it_cannot_match_in() {
+        let patterns = [
+            "[0-9][0-9][0-9]",
+            r"\p{N}{1,3}",
+            "[一-龥぀-ゟ゠-ヿ]+",
+            "(?i:'s|'t|'re)",
+            r" ?\p{L}+|\s+",
+            r"\bé",
+            "ò|²|Ġ",
+            "(?:x|y?)z",
+        ];
+        let mut nasty = crate::tests::Nasty::new(5);
+        for pattern in patterns {
+            let regex = fancy_regex::Regex::new(pattern).unwrap();
+            let prefilter = Prefilter::of(pattern).expect("a pattern regex-syntax reads");
+            for _ in 0..3000 {
+                let text = nasty.text(6);
+                let alphabet: String = text.bytes().map(|byte| ALPHABET[byte as usize]).collect();
+                if regex.is_match(&text).unwrap() {
+                    assert!(
+                        prefilter.may_match(text.as_bytes(), false),
+                        "{pattern} {text:?}"
+                    );
+                }
+                if regex.is_match(&alphabet).unwrap() {
+                    assert!(
+                        prefilter.may_match(text.as_bytes(), true),
+                        "{pattern} {text:?}"
+                    );
+                }
+            }
+        }
+        // (a regex that may match nothing, or that regex-syntax does not read, has no test)
+        assert!(Prefilter::of("a*").is_none());
+        assert!(Prefilter::of(r"\s+(?!\S)").is_none());
+        assert!(Prefilter::of("(?=a)").is_none());
+    }
+
+    #[test]
+    fn unicode_punctuation_is_the_regex_class() {
+        let every: String = (0x80..=0x10FFFF).filter_map(char::from_u32).collect();
+        let by_regex: Vec<char> = fancy_regex::Regex::new(r"\p{P}")
+            .unwrap()
+            .find_iter(&every)
+            .map(|m| m.unwrap().as_str().chars().next().unwrap())
+            .collect();
+        let by_table: Vec<char> = every
+            .chars()
+            .filter(|&c| is_unicode_punctuation(c))
+            .collect();
+        assert!(by_table.len() > 700);
+        assert_eq!(by_table, by_regex);
+        assert!(!(0..0x80u8).any(|byte| is_unicode_punctuation(char::from(byte))));
     }
 
     #[test]
