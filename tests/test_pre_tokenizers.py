@@ -21,7 +21,12 @@ tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers i
 from tokenizers import Regex, models, pre_tokenizers, trainers  # noqa: E402
 
 BEHAVIORS = ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]
-REGEXES = [r"\s+", r"\p{N}{1,3}", r"[0-9][0-9][0-9]", r"\w+|[^\w\s]+", r"(?i:'s|'t)|\p{L}+", r" ?\p{P}+", "é|ò"]
+# DeepSeek-V3's word regex: its `\s+(?!\S)|\s+` ending runs without a backtracking engine
+DEEPSEEK_WORDS = (
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+REGEXES = [r"\s+", r"\p{N}{1,3}", r"[0-9][0-9][0-9]", r"\w+|[^\w\s]+", r"(?i:'s|'t)|\p{L}+", r" ?\p{P}+", "é|ò", DEEPSEEK_WORDS, r"\b\w|\s+(?!\S)|\s+"]
 
 
 @st.composite
@@ -76,7 +81,7 @@ def test_a_pipeline_makes_hugging_faces_pieces(pipeline, text):
 TRAINING = ["Hello world, hello World! 12345 and 3.14159; the café's résumé.", "日本語のテキスト 한국어 - tabs\tand\nnewlines"] * 20
 
 
-@pytest.fixture(scope="module", params=range(6))
+@pytest.fixture(scope="module", params=range(7))
 def whole(request, tmp_path_factory):
     """A small byte-level BPE trained by HF with a pipeline drawn from a fixed list."""
     chosen = [
@@ -86,6 +91,8 @@ def whole(request, tmp_path_factory):
         pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\w+"), "removed", invert=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]),
         pre_tokenizers.ByteLevel(add_prefix_space=True),
         pre_tokenizers.Sequence([pre_tokenizers.Metaspace(prepend_scheme="first"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
+        # (DeepSeek-V3's pre-tokenizer)
+        pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), "isolated"), pre_tokenizers.Split(Regex("[一-龥\u3040-ゟ゠-ヿ]+"), "isolated"), pre_tokenizers.Split(Regex(DEEPSEEK_WORDS), "isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
     ][request.param]
     tokenizer = tokenizers.Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = chosen

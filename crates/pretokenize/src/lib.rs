@@ -17,6 +17,7 @@ mod cut;
 mod pipeline;
 mod scan;
 mod special;
+mod split_regex;
 mod utf8;
 mod wide;
 

@@ -19,6 +19,7 @@
 //! as stage by stage; a test compares the two). A stage that surely finds nothing in a piece
 //! (no byte a match may start with) passes it on without its matcher.
 
+use crate::split_regex::SplitRegex;
 use crate::PretokenizeError;
 
 /// A stretch of a piece, `(start, end)` in the text, and whether it is a match.
@@ -79,6 +80,8 @@ pub struct Pipeline {
     stages: Vec<Stage>,
     /// For each stage, what tells a piece its regex cannot match (None: no such test).
     prefilters: Vec<Option<Prefilter>>,
+    /// For each stage, its regex on regex-automata, where that finds the same matches.
+    fast: Vec<Option<SplitRegex>>,
     gpt2: fancy_regex::Regex,
     /// GPT-2's hand-written scanner, for a `ByteLevel` stage on the text's own characters: the
     /// same pieces as the regex (differential-tested), without a backtracking engine's VM.
@@ -111,13 +114,24 @@ impl Pipeline {
                 Stage::Split {
                     matcher: Matcher::Regex(regex),
                     ..
-                } => Prefilter::of(regex.as_str()),
+                } => Prefilter::of(&SplitRegex::rewritten(regex.as_str())),
+                _ => None,
+            })
+            .collect();
+        let fast = stages
+            .iter()
+            .map(|stage| match stage {
+                Stage::Split {
+                    matcher: Matcher::Regex(regex),
+                    ..
+                } => SplitRegex::of(regex.as_str()),
                 _ => None,
             })
             .collect();
         Pipeline {
             stages,
             prefilters,
+            fast,
             gpt2: fancy_regex::Regex::new(BYTE_LEVEL_REGEX).expect("GPT-2's regex compiles"),
             gpt2_scanner: crate::Pretokenizer::new(crate::GPT2_PATTERN)
                 .expect("GPT-2's pattern has a scanner"),
@@ -179,7 +193,8 @@ impl Pipeline {
                     }
                     return self.run(index + 1, text, (start, end), bytes_as_alphabet, later, f);
                 }
-                find(matcher, text, start, end, bytes_as_alphabet, matches)?;
+                let fast = self.fast[index].as_ref();
+                find(matcher, fast, text, start, end, bytes_as_alphabet, matches)?;
                 if *invert {
                     matches
                         .iter_mut()
@@ -197,9 +212,12 @@ impl Pipeline {
             }
             Stage::ByteLevel { use_regex: true } => {
                 let regex = Matcher::Regex(self.gpt2.clone());
-                find(&regex, text, start, end, bytes_as_alphabet, matches)?;
+                find(&regex, None, text, start, end, bytes_as_alphabet, matches)?;
             }
-            Stage::ByteLevel { use_regex: false } => matches.push(((start, end), false)),
+            Stage::ByteLevel { use_regex: false } => {
+                // (the piece as it is, its bytes written in the alphabet from here on)
+                return self.run(index + 1, text, (start, end), true, later, f);
+            }
         }
         let behavior = match stage {
             Stage::Split { behavior, .. } => *behavior,
@@ -305,9 +323,11 @@ fn first_bytes(hir: &regex_syntax::hir::Hir, starts: &mut [bool; 256]) -> bool {
 }
 
 /// The matches of `matcher` in `text[start..end]` and the stretches between them, in order,
-/// covering it: `((start, end), is_match)` with byte offsets in `text`.
+/// covering it: `((start, end), is_match)` with byte offsets in `text`. `fast`: the regex
+/// matcher's own on regex-automata, if it has one.
 fn find(
     matcher: &Matcher,
+    fast: Option<&SplitRegex>,
     text: &str,
     start: usize,
     end: usize,
@@ -349,14 +369,18 @@ fn find(
                 Some(offsets) => offsets[offset],
                 None => start + offset,
             };
-            for matched in regex.find_iter(haystack.as_ref()) {
-                let matched = matched.map_err(|_| PretokenizeError::MatchFailed {
-                    pattern: regex.as_str().to_string(),
-                    failure: crate::MatchFailure::Backtracking,
-                    text: format!("a text of {} bytes", text.len()),
-                    offset: Some(start),
-                })?;
-                hit(at(matched.start()), at(matched.end()), found);
+            if let Some(fast) = fast {
+                fast.for_each_match(haystack.as_ref(), |from, to| hit(at(from), at(to), found));
+            } else {
+                for matched in regex.find_iter(haystack.as_ref()) {
+                    let matched = matched.map_err(|_| PretokenizeError::MatchFailed {
+                        pattern: regex.as_str().to_string(),
+                        failure: crate::MatchFailure::Backtracking,
+                        text: format!("a text of {} bytes", text.len()),
+                        offset: Some(start),
+                    })?;
+                    hit(at(matched.start()), at(matched.end()), found);
+                }
             }
         }
         predicate => {
@@ -442,7 +466,12 @@ fn made(
 ) {
     kept.clear();
     match behavior {
-        Behavior::Isolated => kept.extend(matches.iter().map(|&(span, _)| (span, false))),
+        Behavior::Isolated => {
+            // (every stretch a piece: nothing to join or drop)
+            let kept = matches.iter().filter(|&&((start, end), _)| start < end);
+            out.extend(kept.map(|&(span, _)| span));
+            return;
+        }
         Behavior::Removed => kept.extend_from_slice(matches),
         Behavior::Contiguous => {
             let mut previous = false;
@@ -571,7 +600,7 @@ mod tests {
                         behavior,
                         invert,
                     } => {
-                        find(matcher, text, start, end, alphabet, &mut matches).unwrap();
+                        find(matcher, None, text, start, end, alphabet, &mut matches).unwrap();
                         if *invert {
                             matches.iter_mut().for_each(|(_, m)| *m = !*m);
                         }
@@ -579,7 +608,7 @@ mod tests {
                     }
                     Stage::ByteLevel { use_regex: true } => {
                         let gpt2 = Matcher::Regex(pipeline.gpt2.clone());
-                        find(&gpt2, text, start, end, alphabet, &mut matches).unwrap();
+                        find(&gpt2, None, text, start, end, alphabet, &mut matches).unwrap();
                         Behavior::Isolated
                     }
                     Stage::ByteLevel { use_regex: false } => {
