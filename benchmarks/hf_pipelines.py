@@ -2,7 +2,11 @@
 
 For each byte-level ``tokenizer.json`` bpestore imports (``../shared/tokenizers``): the time to
 import it (``formats.read``, the file to a checked model), then the time to encode the same text
-with a fresh tokenizer (cold) in each library, after checking that the ids are identical. One
+with a fresh tokenizer (cold) in each library, after checking that the ids are identical; then
+bpestore's ``encode_to_array`` against gigatoken (both give a NumPy array), cold and warm (the
+second pass), where gigatoken loads the file and its ids are HF's. "deepseek-v3-pre" is Llama-3.2's file with DeepSeek-V3's pre-tokenizer written in (three
+``Split`` regexes, the last ending in ``\s+(?!\S)|\s+``): the pipeline most recent models
+publish, on a vocabulary at hand. One
 process, one thread (run it under ``taskset -c 0``: HF's batch paths use every core otherwise),
 medians of ``--repeat`` runs.
 
@@ -23,7 +27,39 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 SHARED = Path(os.environ.get("BPESTORE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-FAMILIES = ["llama3.2", "olmo2-dolma2", "gpt-neox-20b", "roberta-base", "falcon", "smollm"]
+FAMILIES = ["llama3.2", "olmo2-dolma2", "gpt-neox-20b", "roberta-base", "falcon", "smollm", "deepseek-v3-pre"]
+
+# DeepSeek-V3's pre-tokenizer, as its tokenizer.json has it
+DEEPSEEK_V3_PRE_TOKENIZER = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+    {"type": "Split", "pattern": {"Regex": "[一-龥\u3040-ゟ゠-ヿ]+"}, "behavior": "Isolated", "invert": False},
+    {"type": "Split", "pattern": {"Regex": "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+]}
+
+
+def tokenizer_file(family: str, scratch: Path) -> Path:
+    """The family's tokenizer.json (deepseek-v3-pre: written into ``scratch`` from Llama-3.2's)."""
+    if family != "deepseek-v3-pre":
+        return SHARED / "tokenizers" / family / "tokenizer.json"
+    import json
+
+    document = json.loads((SHARED / "tokenizers" / "llama3.2" / "tokenizer.json").read_text(encoding="utf-8"))
+    document["pre_tokenizer"] = DEEPSEEK_V3_PRE_TOKENIZER
+    path = scratch / "deepseek-v3-pre.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def gigatoken_tokenizer(path: Path):
+    """gigatoken's tokenizer from the file, or None where it is not installed or refuses it."""
+    try:
+        import gigatoken
+
+        return gigatoken.Tokenizer(str(path))
+    except Exception:  # (gigatoken refuses files whose bytes are not all single tokens: Falcon, SmolLM)
+        return None
 
 
 def hf_tokenizer(path: Path):
@@ -80,9 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         builtin_seconds = median_seconds(lambda tokenizer: tokenizer.encode(text), args.repeat, lambda: Tokenizer.from_model(builtin.model))
     print(f"built-in {builtin_name} path (bpestore, cold): {len(data) / 1e6 / builtin_seconds:.1f} MB/s")
-    print(f"{'tokenizer':<14} {'import s':>9} {'bpestore MB/s':>14} {'HF MB/s':>9} {'bpestore/HF':>12} {'/built-in':>10}  ids")
+    print(f"{'tokenizer':<16} {'import s':>9} {'bpestore MB/s':>14} {'HF MB/s':>9} {'bpestore/HF':>12} {'/built-in':>10}  ids"
+          f"{'':>8} array: {'bpestore':>9} {'gigatoken':>10} {'warm: bpestore':>15} {'gigatoken':>10}")
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp())
     for family in FAMILIES:
-        path = SHARED / "tokenizers" / family / "tokenizer.json"
+        path = tokenizer_file(family, scratch)
         if not path.is_file():
             print(f"{family:<14} missing: {path}")
             continue
@@ -101,8 +141,18 @@ def main(argv: list[str] | None = None) -> int:
             theirs = median_seconds(lambda tokenizer: tokenizer.encode(text, add_special_tokens=False), args.repeat,
                                     lambda: hf_tokenizer(path))
         mb = len(data) / 1e6
-        print(f"{family:<14} {import_seconds:>9.3f} {mb / ours:>14.1f} {mb / theirs:>9.1f} {theirs / ours:>11.2f}x "
-              f"{builtin_seconds / ours:>9.2f}x  {'identical' if same else 'DIFFERENT'}")
+        # (gigatoken returns a NumPy array: bpestore's encode_to_array is the like for like)
+        giga, giga_cold, giga_warm, ours_array, ours_warm = gigatoken_tokenizer(path), "—", "—", "—", "—"
+        if not args.lines:
+            ours_array = f"{mb / median_seconds(lambda tokenizer: tokenizer.encode_to_array(text), args.repeat, lambda: Tokenizer.from_model(model)):.1f}"
+            warm = Tokenizer.from_model(model)
+            warm.encode_to_array(text)
+            ours_warm = f"{mb / median_seconds(lambda _: warm.encode_to_array(text), args.repeat):.1f}"
+            if giga is not None and list(giga.encode(text)) == oracle.encode(text, add_special_tokens=False).ids:
+                giga_cold = f"{mb / median_seconds(lambda tokenizer: tokenizer.encode(text), args.repeat, lambda: gigatoken_tokenizer(path)):.1f}"
+                giga_warm = f"{mb / median_seconds(lambda _: giga.encode(text), args.repeat):.1f}"
+        print(f"{family:<16} {import_seconds:>9.3f} {mb / ours:>14.1f} {mb / theirs:>9.1f} {theirs / ours:>11.2f}x "
+              f"{builtin_seconds / ours:>9.2f}x  {'identical' if same else 'DIFFERENT':<9} {ours_array:>15} {giga_cold:>10} {ours_warm:>15} {giga_warm:>10}")
     return 0
 
 
