@@ -21,6 +21,7 @@ mod mix;
 mod normalize;
 mod offsets;
 pub mod packed;
+mod quick_check;
 pub mod ranks;
 mod shared;
 mod slots;

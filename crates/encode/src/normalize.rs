@@ -8,14 +8,9 @@
 //! as `tokenizers`' added vocabulary does: a `Prepend` step prepends to each such stretch.
 
 use crate::aligned::Aligned;
+use crate::quick_check::{first_unsure, Form};
 use std::borrow::Cow;
-use unicode_normalization::{
-    is_nfc_quick, is_nfd_quick, is_nfkc_quick, is_nfkd_quick, IsNormalized,
-};
 use unicode_normalization_alignments::UnicodeNormalization;
-
-/// Whether a Unicode form's quick check finds a text already in that form.
-type QuickCheck = fn(&str) -> bool;
 
 /// One normalizer of `tokenizers`, as bpestore runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +46,7 @@ pub enum NormalizerStep {
 impl NormalizerStep {
     /// The step applied to `text`, borrowed when nothing changes.
     fn apply<'t>(&self, text: Cow<'t, str>) -> Cow<'t, str> {
-        let unicode = |text: Cow<'t, str>, form: fn(&str) -> String, quick: QuickCheck| {
+        let unicode = |text: Cow<'t, str>, form: fn(&str) -> String, quick: Form| {
             if text.is_ascii() {
                 text // (every Unicode form leaves ASCII as it is)
             } else {
@@ -59,26 +54,14 @@ impl NormalizerStep {
             }
         };
         match self {
-            NormalizerStep::Nfc => unicode(
-                text,
-                |t| t.nfc().map(|(c, _)| c).collect(),
-                |t| is_nfc_quick(t.chars()) == IsNormalized::Yes,
-            ),
-            NormalizerStep::Nfd => unicode(
-                text,
-                |t| t.nfd().map(|(c, _)| c).collect(),
-                |t| is_nfd_quick(t.chars()) == IsNormalized::Yes,
-            ),
-            NormalizerStep::Nfkc => unicode(
-                text,
-                |t| t.nfkc().map(|(c, _)| c).collect(),
-                |t| is_nfkc_quick(t.chars()) == IsNormalized::Yes,
-            ),
-            NormalizerStep::Nfkd => unicode(
-                text,
-                |t| t.nfkd().map(|(c, _)| c).collect(),
-                |t| is_nfkd_quick(t.chars()) == IsNormalized::Yes,
-            ),
+            NormalizerStep::Nfc => unicode(text, |t| t.nfc().map(|(c, _)| c).collect(), Form::Nfc),
+            NormalizerStep::Nfd => unicode(text, |t| t.nfd().map(|(c, _)| c).collect(), Form::Nfd),
+            NormalizerStep::Nfkc => {
+                unicode(text, |t| t.nfkc().map(|(c, _)| c).collect(), Form::Nfkc)
+            }
+            NormalizerStep::Nfkd => {
+                unicode(text, |t| t.nfkd().map(|(c, _)| c).collect(), Form::Nfkd)
+            }
             NormalizerStep::Lowercase => {
                 if text.is_ascii() && !text.bytes().any(|b| b.is_ascii_uppercase()) {
                     text
@@ -164,44 +147,42 @@ impl NormalizerStep {
 }
 
 /// `text` through a Unicode normalization form (`form`), run only on the stretches that hold
-/// non-ASCII characters, each with the ASCII character before it; the ASCII between them is
-/// copied. The same text as the form run on the whole: an ASCII character is a starter that no
-/// form changes, reorders around or composes with the character after it (no canonical
-/// composition has an ASCII second character), so the form's work never crosses from one side of
-/// it to the other, except that the character before a stretch may compose with the stretch's
-/// first (`e` and U+0301 make U+00E9), which is why it goes with the stretch.
+/// non-ASCII characters, each with the ASCII character before it, and that the form's quick
+/// check (`quick`) is not sure of; the rest is copied. The same text as the form run on the
+/// whole: an ASCII character is a starter that no form changes, reorders around or composes with
+/// the character after it (no canonical composition has an ASCII second character), so the
+/// form's work never crosses from one side of it to the other, except that the character before
+/// a stretch may compose with the stretch's first (`e` and U+0301 make U+00E9), which is why it
+/// goes with the stretch.
 ///
-/// `quick` is the form's quick check (from `unicode-normalization`, on newer Unicode data than the
-/// form's): a stretch it finds already normalized is copied as it is. That is what the form
-/// would give: the quick check answers "yes" only for text without a character that the form
-/// decomposes or that may compose with the one before, with combining marks in order; Unicode's
-/// stability policy keeps those properties of every character the older data knows, and a
-/// character it does not know is one that the form leaves as it is and that blocks nothing.
-fn by_stretches<'t>(
-    text: Cow<'t, str>,
-    form: fn(&str) -> String,
-    quick: QuickCheck,
-) -> Cow<'t, str> {
+/// The quick check (on `unicode-normalization`'s data, newer than the form's) is sure only of
+/// text without a character that the form decomposes or that may compose with the one before,
+/// with combining marks in order: the form leaves such text as it is. Unicode's stability policy
+/// keeps those properties of every character the older data knows, and a character it does not
+/// know is one that the form leaves as it is and that blocks nothing. The check runs over the
+/// text, not stretch by stretch: ASCII resets it, so it stops in the first stretch that fails.
+fn by_stretches<'t>(text: Cow<'t, str>, form: fn(&str) -> String, quick: Form) -> Cow<'t, str> {
     let bytes = text.as_bytes();
     // (None while every stretch so far was normalized already: the text is then borrowed as it is)
     let mut out: Option<String> = None;
     let mut copied = 0; // text[..copied] is in `out`
-    let mut at = 0;
-    while let Some(found) = first_non_ascii(&bytes[at..]) {
-        let start = at + found;
-        // (the ASCII character before the stretch, if any, goes with it)
+    let mut at = 0; // the text before `at` is done, and `at` is 0 or ends a stretch
+    while let Some(found) = first_unsure(quick, &text[at..]) {
+        let unsure = at + found;
+        // (the stretch holding it: its run of non-ASCII, with the ASCII character before it)
+        let start = bytes[at..unsure]
+            .iter()
+            .rposition(u8::is_ascii)
+            .map_or(at, |offset| at + offset + 1);
         let from = if start > at { start - 1 } else { start };
-        let end = bytes[start..]
+        let end = bytes[unsure..]
             .iter()
             .position(u8::is_ascii)
-            .map_or(bytes.len(), |offset| start + offset);
-        let stretch = &text[from..end];
-        if !quick(stretch) {
-            let out = out.get_or_insert_with(|| String::with_capacity(text.len() + text.len() / 8));
-            out.push_str(&text[copied..from]);
-            out.push_str(&form(stretch));
-            copied = end;
-        }
+            .map_or(bytes.len(), |offset| unsure + offset);
+        let out = out.get_or_insert_with(|| String::with_capacity(text.len() + text.len() / 8));
+        out.push_str(&text[copied..from]);
+        out.push_str(&form(&text[from..end]));
+        copied = end;
         at = end;
     }
     match out {
@@ -214,7 +195,7 @@ fn by_stretches<'t>(
 }
 
 /// The offset of the first byte of `bytes` that is not ASCII, eight bytes at a time.
-fn first_non_ascii(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn first_non_ascii(bytes: &[u8]) -> Option<usize> {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut chunks = bytes.chunks_exact(8);
     let mut at = 0;
@@ -329,12 +310,7 @@ mod tests {
             "\u{e9}",
             "abcdefgh\u{e9}ijklmnop\u{301}",
         ];
-        let quick: [QuickCheck; 4] = [
-            |t| is_nfc_quick(t.chars()) == IsNormalized::Yes,
-            |t| is_nfd_quick(t.chars()) == IsNormalized::Yes,
-            |t| is_nfkc_quick(t.chars()) == IsNormalized::Yes,
-            |t| is_nfkd_quick(t.chars()) == IsNormalized::Yes,
-        ];
+        let quick = [Form::Nfc, Form::Nfd, Form::Nfkc, Form::Nfkd];
         for (form, quick) in forms.into_iter().zip(quick) {
             for text in texts {
                 assert_eq!(
