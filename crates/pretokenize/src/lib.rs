@@ -365,6 +365,10 @@ struct Inner {
     /// [`Pretokenizer::with_pipeline`]).
     pipeline: Option<Pipeline>,
     regex: fancy_regex::Regex,
+    /// The pattern on regex-automata, for a pattern with no scanner that it runs (no look-around
+    /// but the usual `\s+(?!\S)|\s+` ending; see `split_regex.rs`): the same pieces as `regex`
+    /// without its backtracking VM.
+    automaton: Option<split_regex::SplitRegex>,
 }
 
 /// Splits text that holds no special token into pre-tokens: exactly the pieces that Python's
@@ -454,6 +458,13 @@ impl Pretokenizer {
                 space_cuts: known.is_some_and(|known| known != Known::Superbpe),
                 pipeline: None,
                 regex,
+                // (with a lower backtracking limit than the default, the regex engine is what
+                // is being tested: the automaton never gives up)
+                automaton: if scanner && known.is_none() && limit == BACKTRACK_LIMIT {
+                    split_regex::SplitRegex::of(pattern)
+                } else {
+                    None
+                },
             }),
         })
     }
@@ -569,13 +580,15 @@ impl Pretokenizer {
             }
             return Ok(());
         }
-        tile(&self.inner.regex, text, f).map_err(|(failure, offset)| {
-            PretokenizeError::MatchFailed {
-                pattern: self.inner.pattern.clone(),
-                failure,
-                text: format!("a text of {} bytes", text.len()),
-                offset: Some(offset),
-            }
+        let tiled = match &self.inner.automaton {
+            Some(automaton) => tile_automaton(automaton, text, f),
+            None => tile(&self.inner.regex, text, f),
+        };
+        tiled.map_err(|(failure, offset)| PretokenizeError::MatchFailed {
+            pattern: self.inner.pattern.clone(),
+            failure,
+            text: format!("a text of {} bytes", text.len()),
+            offset: Some(offset),
         })
     }
 
@@ -619,6 +632,31 @@ fn tile<'t>(
     }
     if covered != text.len() {
         return Err(uncovered(covered));
+    }
+    Ok(())
+}
+
+/// [`tile`] on the pattern's automaton (which never gives up, nor matches the empty string).
+fn tile_automaton<'t>(
+    automaton: &split_regex::SplitRegex,
+    text: &'t str,
+    mut f: impl FnMut(&'t str),
+) -> Result<(), (MatchFailure, usize)> {
+    let mut covered = 0;
+    automaton.for_each_match(text, |start, end| {
+        if start != covered {
+            return false; // (a gap: named below)
+        }
+        covered = end;
+        f(&text[start..end]);
+        true
+    });
+    if covered != text.len() {
+        let c = text[covered..]
+            .chars()
+            .next()
+            .expect("a gap holds a character");
+        return Err((MatchFailure::Uncovered(c), covered));
     }
     Ok(())
 }

@@ -370,7 +370,10 @@ fn find(
                 None => start + offset,
             };
             if let Some(fast) = fast {
-                fast.for_each_match(haystack.as_ref(), |from, to| hit(at(from), at(to), found));
+                fast.for_each_match(haystack.as_ref(), |from, to| {
+                    hit(at(from), at(to), found);
+                    true
+                });
             } else {
                 for matched in regex.find_iter(haystack.as_ref()) {
                     let matched = matched.map_err(|_| PretokenizeError::MatchFailed {

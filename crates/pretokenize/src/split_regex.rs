@@ -86,8 +86,8 @@ impl SplitRegex {
     }
 
     /// Calls `hit(start, end)` on each match in `haystack`, left to right, as fancy_regex's
-    /// `find_iter` of the original pattern finds them.
-    pub(crate) fn for_each_match(&self, haystack: &str, mut hit: impl FnMut(usize, usize)) {
+    /// `find_iter` of the original pattern finds them, until `hit` returns false.
+    pub(crate) fn for_each_match(&self, haystack: &str, mut hit: impl FnMut(usize, usize) -> bool) {
         let mut at = 0;
         while at < haystack.len() {
             // (a match where the last one ended, most often: a search anchored there needs no
@@ -120,7 +120,9 @@ impl SplitRegex {
                     end -= last;
                 }
             }
-            hit(start, end);
+            if !hit(start, end) {
+                return;
+            }
             at = end;
         }
     }
@@ -174,7 +176,10 @@ mod tests {
 
     fn by_split_regex(regex: &SplitRegex, text: &str) -> Vec<(usize, usize)> {
         let mut found = Vec::new();
-        regex.for_each_match(text, |start, end| found.push((start, end)));
+        regex.for_each_match(text, |start, end| {
+            found.push((start, end));
+            true
+        });
         found
     }
 

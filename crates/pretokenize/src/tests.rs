@@ -1400,3 +1400,42 @@ fn a_word_found_to_be_one_piece_is_one_piece_to_the_regex() {
         );
     }
 }
+
+#[test]
+fn a_pattern_without_a_scanner_gives_the_regex_engines_pieces_on_the_automaton() {
+    // (DeepSeek-V3's word regex with its numbers; one with a look-behind)
+    let patterns = [
+        r"[!\x22#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\p{N}{1,3}|\S|\s*[\r\n]+|\s+(?!\S)|\s+",
+        r"\b\w+|\W|\s+(?!\S)|\s+",
+    ];
+    let mut nasty = Nasty::new(23);
+    for pattern in patterns {
+        let automaton = Pretokenizer::new(pattern).unwrap();
+        assert!(automaton.inner.automaton.is_some(), "{pattern}");
+        let engine = Pretokenizer::with_regex_engine(pattern).unwrap();
+        for _ in 0..800 {
+            let text = nasty.text(16);
+            assert_eq!(
+                automaton.pieces(&text),
+                engine.pieces(&text),
+                "{pattern} on {text:?}"
+            );
+        }
+    }
+    // A pattern whose matches leave a gap (the pre-tokenizer refuses such a pattern when it is
+    // made, by the text it probes it with): the gap is named where the regex engine names it.
+    let pattern = r" ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}!]+|\s+";
+    let automaton = split_regex::SplitRegex::of(pattern).unwrap();
+    let regex = fancy_regex::Regex::new(pattern).unwrap();
+    for _ in 0..800 {
+        let text = nasty.text(16) + "a!b";
+        let (mut by_automaton, mut by_engine) = (Vec::new(), Vec::new());
+        let failed = tile_automaton(&automaton, &text, |piece| by_automaton.push(piece));
+        assert_eq!(
+            failed,
+            tile(&regex, &text, |piece| by_engine.push(piece)),
+            "{text:?}"
+        );
+        assert_eq!(by_automaton, by_engine, "{text:?}");
+    }
+}
