@@ -39,17 +39,26 @@ BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Con
 _REGEX_META = set("\\.+*?()|[]{}^$#&-~")
 
 
-#: Oniguruma's \w (Hugging Face's Split regexes run on Oniguruma): letters, marks, every number
-#: (``²`` too) and connectors; the Rust regex engine's \w leaves out numbers other than digits.
-_ONIG_WORD = r"\p{L}\p{M}\p{N}\p{Pc}"
+#: Oniguruma's \w (Hugging Face's Split regexes run on Oniguruma) inside brackets: Unicode's
+#: word characters (UTS #18: alphabetic, marks, decimal digits, connectors), but not the joiners
+#: (U+200C, U+200D) that the Rust regex engine's \w also takes.
+_ONIG_WORD_IN_CLASS = r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}"
+#: Outside brackets (and for \b) Oniguruma's \w also takes the six numbers of Latin-1: the
+#: superscripts ``² ³ ¹`` and the fractions ``¼ ½ ¾``.
+_ONIG_WORD = _ONIG_WORD_IN_CLASS + r"\x{B2}\x{B3}\x{B9}\x{BC}\x{BD}\x{BE}"
+# Oniguruma's word boundaries, between its word characters and the others (or the text's ends)
+_ONIG_BOUNDARY = rf"(?:(?<=[{_ONIG_WORD}])(?![{_ONIG_WORD}])|(?<![{_ONIG_WORD}])(?=[{_ONIG_WORD}]))"
+_ONIG_NOT_BOUNDARY = rf"(?:(?<=[{_ONIG_WORD}])(?=[{_ONIG_WORD}])|(?<![{_ONIG_WORD}])(?![{_ONIG_WORD}]))"
 
 
 def onig_regex(pattern: str) -> str:
     r"""``pattern`` (a Split regex of a tokenizer.json, as Oniguruma reads it) written so that the
-    engine's regex matches the same: ``\w`` and ``\W`` spelt out as Oniguruma's classes.
+    engine's regex matches the same: ``\w`` and ``\W`` spelt out as Oniguruma's classes, and the
+    word boundaries ``\b`` and ``\B`` as look-arounds on them (the engine's own \b knows fewer
+    word characters: not ``²``).
 
-    >>> print(onig_regex(r"\w+|[^\w\s]+"))
-    [\p{L}\p{M}\p{N}\p{Pc}]+|[^\p{L}\p{M}\p{N}\p{Pc}\s]+
+    >>> print(onig_regex(r"[\w\-]+"))
+    [\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\-]+
     """
     out, index, in_class = [], 0, False
     while index < len(pattern):
@@ -57,9 +66,13 @@ def onig_regex(pattern: str) -> str:
         if c == "\\" and index + 1 < len(pattern):
             escaped = pattern[index + 1]
             if escaped == "w":
-                out.append(_ONIG_WORD if in_class else f"[{_ONIG_WORD}]")
-            elif escaped == "W" and not in_class:
-                out.append(f"[^{_ONIG_WORD}]")
+                out.append(_ONIG_WORD_IN_CLASS if in_class else f"[{_ONIG_WORD}]")
+            elif escaped == "W":
+                out.append(f"[^{_ONIG_WORD_IN_CLASS}]" if in_class else f"[^{_ONIG_WORD}]")
+            elif escaped == "b" and not in_class:
+                out.append(_ONIG_BOUNDARY)
+            elif escaped == "B" and not in_class:
+                out.append(_ONIG_NOT_BOUNDARY)
             else:
                 out.append(c + escaped)
             index += 2
