@@ -14,6 +14,7 @@
 mod block;
 mod classes;
 mod cut;
+mod deepseek;
 mod pipeline;
 mod scan;
 mod special;

@@ -82,6 +82,9 @@ pub struct Pipeline {
     prefilters: Vec<Option<Prefilter>>,
     /// For each stage, its regex on regex-automata, where that finds the same matches.
     fast: Vec<Option<SplitRegex>>,
+    /// Whether the stages are DeepSeek-V3's, which a hand-written scanner runs in one pass
+    /// (`deepseek.rs`).
+    deepseek_v3: bool,
     gpt2: fancy_regex::Regex,
     /// GPT-2's hand-written scanner, for a `ByteLevel` stage on the text's own characters: the
     /// same pieces as the regex (differential-tested), without a backtracking engine's VM.
@@ -128,10 +131,12 @@ impl Pipeline {
                 _ => None,
             })
             .collect();
+        let deepseek_v3 = is_deepseek_v3(&stages);
         Pipeline {
             stages,
             prefilters,
             fast,
+            deepseek_v3,
             gpt2: fancy_regex::Regex::new(BYTE_LEVEL_REGEX).expect("GPT-2's regex compiles"),
             gpt2_scanner: crate::Pretokenizer::new(crate::GPT2_PATTERN)
                 .expect("GPT-2's pattern has a scanner"),
@@ -144,6 +149,24 @@ impl Pipeline {
     /// A regex that gives up on a match (its backtracking limit), as a
     /// [`PretokenizeError::MatchFailed`] at the piece's start.
     pub fn try_for_each_span(
+        &self,
+        text: &str,
+        f: impl FnMut(usize, usize),
+    ) -> Result<(), PretokenizeError> {
+        if self.deepseek_v3 {
+            crate::deepseek::pieces(text, f);
+            return Ok(());
+        }
+        self.stage_by_stage(text, f)
+    }
+
+    /// Whether the stages are DeepSeek-V3's, run by a scanner of their own.
+    pub fn is_deepseek_v3(&self) -> bool {
+        self.deepseek_v3
+    }
+
+    /// [`Pipeline::try_for_each_span`] by the stages themselves, whatever they are.
+    pub(crate) fn stage_by_stage(
         &self,
         text: &str,
         mut f: impl FnMut(usize, usize),
@@ -231,6 +254,22 @@ impl Pipeline {
         }
         Ok(())
     }
+}
+
+/// Whether `stages` are DeepSeek-V3's pre-tokenizer: its three `Split`s, `Isolated`, then
+/// `ByteLevel` without its regex.
+fn is_deepseek_v3(stages: &[Stage]) -> bool {
+    let split = |stage: &Stage, pattern: &str| {
+        matches!(stage, Stage::Split {
+            matcher: Matcher::Regex(regex),
+            behavior: Behavior::Isolated,
+            invert: false,
+        } if regex.as_str() == pattern)
+    };
+    matches!(stages, [numbers, cjk, words, Stage::ByteLevel { use_regex: false }]
+        if split(numbers, crate::deepseek::NUMBERS)
+            && split(cjk, crate::deepseek::CJK)
+            && split(words, crate::deepseek::WORDS))
 }
 
 /// What a `Split` regex needs of a piece to match in it: a byte that a match may start with,

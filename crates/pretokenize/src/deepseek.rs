@@ -1,0 +1,321 @@
+//! DeepSeek-V3's pre-tokenizer by hand: the pieces its pipeline of three `Split`s and a
+//! `ByteLevel` makes (`deepseek-ai/DeepSeek-V3`'s tokenizer.json, shared by DeepSeek-R1 and
+//! DeepSeek-V2's family), in one pass over the text instead of three regexes, one inside the
+//! pieces of the other.
+//!
+//! The stages, each on the pieces of the one before, `Isolated` (a match and the text between
+//! matches are pieces alike):
+//! 1. `\p{N}{1,3}`: each run of numbers, three characters a piece.
+//! 2. `[一-龥぀-ゟ゠-ヿ]+`: each run of common CJK ideographs, hiragana and katakana.
+//! 3. The words, on the stretches left: `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+`
+//!    `|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
+//!
+//! A test compares the pieces with the pipeline's (the general engine, itself tested against
+//! Hugging Face's) on random text.
+
+use std::sync::OnceLock;
+
+/// DeepSeek-V3's `Split` regexes, as its tokenizer.json has them (and the importer passes them).
+pub(crate) const NUMBERS: &str = r"\p{N}{1,3}";
+/// The second `Split`.
+pub(crate) const CJK: &str = "[一-龥぀-ゟ゠-ヿ]+";
+/// The third `Split`.
+pub(crate) const WORDS: &str = concat!(
+    r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"##,
+    r#"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"#
+);
+
+const NUMBER: u8 = 1;
+const LETTER: u8 = 2;
+const MARK: u8 = 4;
+const PUNCTUATION: u8 = 8;
+const SYMBOL: u8 = 16;
+const SPACE: u8 = 32;
+/// In the second stage's ranges.
+const IDEOGRAPH: u8 = 64;
+/// `\r` or `\n`.
+const NEWLINE: u8 = 128;
+
+/// The classes of every code point (1.1 MB, built on first use from regex-syntax's tables, the
+/// data the regexes match with).
+fn classes() -> &'static [u8] {
+    static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![0u8; 0x110000];
+        let sets: [(&str, u8); 7] = [
+            (r"\p{N}", NUMBER),
+            (r"\p{L}", LETTER),
+            (r"\p{M}", MARK),
+            (r"\p{P}", PUNCTUATION),
+            (r"\p{S}", SYMBOL),
+            (r"\s", SPACE),
+            ("[一-龥぀-ゟ゠-ヿ]", IDEOGRAPH),
+        ];
+        for (class, bit) in sets {
+            for (start, end) in crate::classes::ranges(class) {
+                table[start as usize..=end as usize]
+                    .iter_mut()
+                    .for_each(|classes| *classes |= bit);
+            }
+        }
+        table[usize::from(b'\r')] |= NEWLINE;
+        table[usize::from(b'\n')] |= NEWLINE;
+        table
+    })
+}
+
+/// The text with each character's classes, looked up as the scanner goes.
+struct Scan<'t> {
+    bytes: &'t [u8],
+    table: &'static [u8],
+}
+
+impl Scan<'_> {
+    /// The classes of the character at `i` and its length (0 and 0 at the end).
+    #[inline]
+    fn at(&self, i: usize) -> (u8, usize) {
+        let Some(&lead) = self.bytes.get(i) else {
+            return (0, 0);
+        };
+        if lead.is_ascii() {
+            return (self.table[usize::from(lead)], 1);
+        }
+        let continuation = |k: usize| u32::from(self.bytes[i + k] & 0x3F);
+        let (code, len) = match lead {
+            0xC0..=0xDF => ((u32::from(lead & 0x1F) << 6) | continuation(1), 2),
+            0xE0..=0xEF => (
+                (u32::from(lead & 0x0F) << 12) | (continuation(1) << 6) | continuation(2),
+                3,
+            ),
+            _ => (
+                (u32::from(lead & 0x07) << 18)
+                    | (continuation(1) << 12)
+                    | (continuation(2) << 6)
+                    | continuation(3),
+                4,
+            ),
+        };
+        (self.table[code as usize], len)
+    }
+
+    /// The end of the run of characters with a class of `classes` from `i`, before `end`.
+    #[inline]
+    fn run(&self, mut i: usize, end: usize, classes: u8) -> usize {
+        while i < end {
+            let (class, len) = self.at(i);
+            if class & classes == 0 {
+                break;
+            }
+            i += len;
+        }
+        i
+    }
+
+    /// The end of the match of the words' regex (stage 3) at `i` in the stretch ending at
+    /// `end`, or None where no alternative matches there.
+    fn word(&self, i: usize, end: usize) -> Option<usize> {
+        let (class, len) = self.at(i);
+        let lead = self.bytes[i];
+        let next = if i + len < end { self.at(i + len).0 } else { 0 };
+        // `[ASCII punctuation][A-Za-z]+`
+        if lead.is_ascii_punctuation() && i + len < end && self.bytes[i + 1].is_ascii_alphabetic() {
+            let letters = self.bytes[i + 1..end]
+                .iter()
+                .position(|byte| !byte.is_ascii_alphabetic())
+                .map_or(end, |offset| i + 1 + offset);
+            return Some(letters);
+        }
+        // `[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+` (a mark as the leader, then letters, is the
+        // run from the mark all the same)
+        if class & (LETTER | MARK) != 0 {
+            return Some(self.run(i, end, LETTER | MARK));
+        }
+        if class & (NEWLINE | PUNCTUATION | SYMBOL) == 0 && next & (LETTER | MARK) != 0 {
+            return Some(self.run(i + len, end, LETTER | MARK));
+        }
+        // ` ?[\p{P}\p{S}]+[\r\n]*`
+        let marks = if class & (PUNCTUATION | SYMBOL) != 0 {
+            Some(i)
+        } else if lead == b' ' && next & (PUNCTUATION | SYMBOL) != 0 {
+            Some(i + 1)
+        } else {
+            None
+        };
+        if let Some(from) = marks {
+            let after = self.run(from, end, PUNCTUATION | SYMBOL);
+            return Some(self.run(after, end, NEWLINE));
+        }
+        if class & SPACE == 0 {
+            return None;
+        }
+        // `\s*[\r\n]+`: to the run's last newline; `\s+(?!\S)`: the run but its last character
+        // (the whole run at the end); `\s+`: a single character
+        let (mut at, mut last, mut after_newline) = (i, i, None);
+        while at < end {
+            let (class, len) = self.at(at);
+            if class & SPACE == 0 {
+                break;
+            }
+            if class & NEWLINE != 0 {
+                after_newline = Some(at + len);
+            }
+            last = at;
+            at += len;
+        }
+        Some(match after_newline {
+            Some(after) => after,
+            None if at == end || last == i => at,
+            None => last,
+        })
+    }
+
+    /// Stage 3 on the stretch `[start, end)`: each match a piece, and each stretch between.
+    fn words(&self, start: usize, end: usize, f: &mut impl FnMut(usize, usize)) {
+        let mut i = start;
+        let mut gap = None; // where text no match covers began
+        while i < end {
+            match self.word(i, end) {
+                Some(matched) => {
+                    if let Some(from) = gap.take() {
+                        f(from, i);
+                    }
+                    f(i, matched);
+                    i = matched;
+                }
+                None => {
+                    gap.get_or_insert(i);
+                    i += self.at(i).1;
+                }
+            }
+        }
+        if let Some(from) = gap {
+            f(from, end);
+        }
+    }
+}
+
+/// Calls `f(start, end)` on the byte span of each piece of `text`, left to right.
+pub(crate) fn pieces(text: &str, mut f: impl FnMut(usize, usize)) {
+    let scan = Scan {
+        bytes: text.as_bytes(),
+        table: classes(),
+    };
+    let mut i = 0;
+    let mut stretch = 0; // where the text for stage 3 began
+    while i < text.len() {
+        let (class, len) = scan.at(i);
+        if class & (NUMBER | IDEOGRAPH) == 0 {
+            i += len;
+            continue;
+        }
+        scan.words(stretch, i, &mut f);
+        if class & NUMBER != 0 {
+            // (three numbers a piece)
+            let mut count = 0;
+            let mut from = i;
+            while i < text.len() {
+                let (class, len) = scan.at(i);
+                if class & NUMBER == 0 {
+                    break;
+                }
+                i += len;
+                count += 1;
+                if count == 3 {
+                    f(from, i);
+                    (from, count) = (i, 0);
+                }
+            }
+            if count > 0 {
+                f(from, i);
+            }
+        } else {
+            let from = i;
+            i = scan.run(i, text.len(), IDEOGRAPH);
+            // (a number in the ideographs' ranges would have been taken by stage 1 first;
+            // there is none, which the table's test checks)
+            f(from, i);
+        }
+        stretch = i;
+    }
+    scan.words(stretch, text.len(), &mut f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Behavior, Matcher, Pipeline, Stage};
+
+    fn pipeline() -> Pipeline {
+        let split = |pattern: &str| Stage::Split {
+            matcher: Matcher::Regex(fancy_regex::Regex::new(pattern).unwrap()),
+            behavior: Behavior::Isolated,
+            invert: false,
+        };
+        Pipeline::new(vec![
+            split(NUMBERS),
+            split(CJK),
+            split(WORDS),
+            Stage::ByteLevel { use_regex: false },
+        ])
+    }
+
+    #[test]
+    fn no_number_is_in_the_ideographs_ranges() {
+        let table = classes();
+        assert!(!table
+            .iter()
+            .any(|&class| class & NUMBER != 0 && class & IDEOGRAPH != 0));
+    }
+
+    #[test]
+    fn the_pieces_are_the_pipelines() {
+        let pipeline = pipeline();
+        assert!(pipeline.is_deepseek_v3());
+        let extra = [
+            "中文字",
+            "ひらがな",
+            "カタカナ",
+            "一二三",
+            "123456",
+            "٣٤٥",
+            "Ⅻ",
+            "(the",
+            "((x",
+            " (a",
+            "«mot»",
+            "$5",
+            "'s",
+            "don't",
+            "\u{200d}",
+            "\u{200d} ",
+            "\u{301}",
+            "e\u{301}",
+            "\t\tx",
+            " \u{a0}y",
+            "\r\n\r\n  z",
+            "  \n",
+            "😀!",
+            "\u{85}a",
+            "x\u{2028} y",
+            ".\n\n",
+            " .\r",
+            "＃",
+            "…",
+        ];
+        let mut nasty = crate::tests::Nasty::new(31);
+        for round in 0..6000 {
+            let mut text = nasty.text(12);
+            for _ in 0..round % 4 {
+                text.push_str(extra[nasty.below(extra.len())]);
+                text.push_str(&nasty.text(3));
+            }
+            let mut by_pipeline = Vec::new();
+            pipeline
+                .stage_by_stage(&text, |start, end| by_pipeline.push((start, end)))
+                .unwrap();
+            let mut by_hand = Vec::new();
+            pieces(&text, |start, end| by_hand.push((start, end)));
+            assert_eq!(by_hand, by_pipeline, "{text:?}");
+        }
+    }
+}
