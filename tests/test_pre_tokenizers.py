@@ -66,7 +66,7 @@ def as_json(pre_tokenizer: pre_tokenizers.PreTokenizer) -> dict:
 
 
 some_text = st.lists(
-    st.one_of(texts(max_pieces=3, special_pieces=False, assigned_only=True), st.sampled_from(["12345", "ò²", "a-b", "a.b", " \n ", "x's"])),
+    st.one_of(texts(max_pieces=3, special_pieces=False, assigned_only=True), st.sampled_from(["12345", "ò²", "a-b", "a.b", " \n ", "x's", "ニカ・ニサヌ", "一、二"])),
     max_size=8,
 ).map("".join)
 

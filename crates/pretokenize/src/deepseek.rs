@@ -210,7 +210,8 @@ pub(crate) fn pieces(text: &str, mut f: impl FnMut(usize, usize)) {
         }
         scan.words(stretch, i, &mut f);
         if class & NUMBER != 0 {
-            // (three numbers a piece)
+            // (three numbers a piece, which stage 3 leaves whole: a number is no letter, mark,
+            // punctuation, symbol or space, so no alternative of its regex matches in one)
             let mut count = 0;
             let mut from = i;
             while i < text.len() {
@@ -229,11 +230,12 @@ pub(crate) fn pieces(text: &str, mut f: impl FnMut(usize, usize)) {
                 f(from, i);
             }
         } else {
+            // (the run is a piece of stage 2, which stage 3 splits in turn: the ranges hold
+            // punctuation and symbols too, `・` and `゛`; a number in them would have been taken
+            // by stage 1 first, but there is none, which a test checks)
             let from = i;
             i = scan.run(i, text.len(), IDEOGRAPH);
-            // (a number in the ideographs' ranges would have been taken by stage 1 first;
-            // there is none, which the table's test checks)
-            f(from, i);
+            scan.words(from, i, &mut f);
         }
         stretch = i;
     }
@@ -257,6 +259,27 @@ mod tests {
             split(WORDS),
             Stage::ByteLevel { use_regex: false },
         ])
+    }
+
+    #[test]
+    fn the_file_s_spelling_with_a_carriage_return_and_a_newline_is_recognised() {
+        let split = |pattern: &str| Stage::Split {
+            matcher: Matcher::Regex(fancy_regex::Regex::new(pattern).unwrap()),
+            behavior: Behavior::Isolated,
+            invert: false,
+        };
+        let written = WORDS.replace(r"\r", "\r").replace(r"\n", "\n");
+        assert_ne!(written, WORDS);
+        let stages = |words: &str| {
+            vec![
+                split(NUMBERS),
+                split(CJK),
+                split(words),
+                Stage::ByteLevel { use_regex: false },
+            ]
+        };
+        assert!(Pipeline::new(stages(&written)).is_deepseek_v3());
+        assert!(!Pipeline::new(stages(r"\p{L}+|\s+")).is_deepseek_v3());
     }
 
     #[test]
@@ -301,6 +324,14 @@ mod tests {
             " .\r",
             "＃",
             "…",
+            "ニカ・ニサヌ",
+            "か\u{3099}",
+            "゛゜",
+            "゠ア",
+            "\u{3040}",
+            "ー",
+            "ヿ",
+            "一、二",
         ];
         let mut nasty = crate::tests::Nasty::new(31);
         for round in 0..6000 {

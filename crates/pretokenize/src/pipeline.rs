@@ -257,14 +257,15 @@ impl Pipeline {
 }
 
 /// Whether `stages` are DeepSeek-V3's pre-tokenizer: its three `Split`s, `Isolated`, then
-/// `ByteLevel` without its regex.
+/// `ByteLevel` without its regex. (Its file writes a carriage return and a newline in the
+/// regexes as the characters themselves, JSON's `\r` and `\n`; either spelling is taken.)
 fn is_deepseek_v3(stages: &[Stage]) -> bool {
     let split = |stage: &Stage, pattern: &str| {
         matches!(stage, Stage::Split {
             matcher: Matcher::Regex(regex),
             behavior: Behavior::Isolated,
             invert: false,
-        } if regex.as_str() == pattern)
+        } if regex.as_str().replace('\r', r"\r").replace('\n', r"\n") == pattern)
     };
     matches!(stages, [numbers, cjk, words, Stage::ByteLevel { use_regex: false }]
         if split(numbers, crate::deepseek::NUMBERS)
