@@ -72,7 +72,7 @@ struct Scan<'t> {
 
 impl Scan<'_> {
     /// The classes of the character at `i` and its length (0 and 0 at the end).
-    #[inline]
+    #[inline(always)]
     fn at(&self, i: usize) -> (u8, usize) {
         let Some(&lead) = self.bytes.get(i) else {
             return (0, 0);
@@ -101,6 +101,13 @@ impl Scan<'_> {
     /// The end of the run of characters with a class of `classes` from `i`, before `end`.
     #[inline]
     fn run(&self, mut i: usize, end: usize, classes: u8) -> usize {
+        // (ASCII, most of most texts, without decoding)
+        while i < end && self.bytes[i].is_ascii() {
+            if self.table[usize::from(self.bytes[i])] & classes == 0 {
+                return i;
+            }
+            i += 1;
+        }
         while i < end {
             let (class, len) = self.at(i);
             if class & classes == 0 {
@@ -114,9 +121,24 @@ impl Scan<'_> {
     /// The end of the match of the words' regex (stage 3) at `i` in the stretch ending at
     /// `end`, or None where no alternative matches there.
     fn word(&self, i: usize, end: usize) -> Option<usize> {
+        // (the commonest pieces first: an ASCII word, with the space before it or not; its
+        // letters, then any letters and marks after them, are the run of the second alternative)
+        let start = usize::from(self.bytes[i] == b' ');
+        if self
+            .bytes
+            .get(i + start)
+            .is_some_and(u8::is_ascii_alphabetic)
+            && i + start < end
+        {
+            let letters = self.bytes[i + start..end]
+                .iter()
+                .position(|byte| !byte.is_ascii_alphabetic())
+                .map_or(end, |offset| i + start + offset);
+            return Some(self.run(letters, end, LETTER | MARK));
+        }
         let (class, len) = self.at(i);
         let lead = self.bytes[i];
-        let next = if i + len < end { self.at(i + len).0 } else { 0 };
+        let next = || if i + len < end { self.at(i + len).0 } else { 0 };
         // `[ASCII punctuation][A-Za-z]+`
         if lead.is_ascii_punctuation() && i + len < end && self.bytes[i + 1].is_ascii_alphabetic() {
             let letters = self.bytes[i + 1..end]
@@ -130,13 +152,13 @@ impl Scan<'_> {
         if class & (LETTER | MARK) != 0 {
             return Some(self.run(i, end, LETTER | MARK));
         }
-        if class & (NEWLINE | PUNCTUATION | SYMBOL) == 0 && next & (LETTER | MARK) != 0 {
+        if class & (NEWLINE | PUNCTUATION | SYMBOL) == 0 && next() & (LETTER | MARK) != 0 {
             return Some(self.run(i + len, end, LETTER | MARK));
         }
         // ` ?[\p{P}\p{S}]+[\r\n]*`
         let marks = if class & (PUNCTUATION | SYMBOL) != 0 {
             Some(i)
-        } else if lead == b' ' && next & (PUNCTUATION | SYMBOL) != 0 {
+        } else if lead == b' ' && next() & (PUNCTUATION | SYMBOL) != 0 {
             Some(i + 1)
         } else {
             None
@@ -194,6 +216,17 @@ impl Scan<'_> {
     }
 }
 
+/// The high bit of each of eight bytes.
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether one of the eight ASCII bytes of `word` is a digit (its bytes minus `0` are then
+/// below 10: the classic test for a byte below n, exact for bytes below 128).
+#[inline]
+fn has_digit(word: u64) -> bool {
+    let offsets = word ^ 0x3030_3030_3030_3030;
+    (offsets.wrapping_sub(0x0A0A_0A0A_0A0A_0A0A) & !offsets & HIGH_BITS) != 0
+}
+
 /// Calls `f(start, end)` on the byte span of each piece of `text`, left to right.
 pub(crate) fn pieces(text: &str, mut f: impl FnMut(usize, usize)) {
     let scan = Scan {
@@ -203,6 +236,20 @@ pub(crate) fn pieces(text: &str, mut f: impl FnMut(usize, usize)) {
     let mut i = 0;
     let mut stretch = 0; // where the text for stage 3 began
     while i < text.len() {
+        // (no ASCII character but a digit is a number or in the CJK ranges: eight bytes of
+        // ASCII without a digit are passed at once)
+        if let Some(chunk) = scan.bytes.get(i..i + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            if word & HIGH_BITS == 0 && !has_digit(word) {
+                i += 8;
+                continue;
+            }
+        }
+        let lead = scan.bytes[i];
+        if lead.is_ascii() && !lead.is_ascii_digit() {
+            i += 1;
+            continue;
+        }
         let (class, len) = scan.at(i);
         if class & (NUMBER | IDEOGRAPH) == 0 {
             i += len;
@@ -280,6 +327,20 @@ mod tests {
         };
         assert!(Pipeline::new(stages(&written)).is_deepseek_v3());
         assert!(!Pipeline::new(stages(r"\p{L}+|\s+")).is_deepseek_v3());
+    }
+
+    #[test]
+    fn eight_bytes_hold_a_digit_exactly_when_one_of_them_is() {
+        let mut nasty = crate::tests::Nasty::new(3);
+        for _ in 0..100_000 {
+            let bytes: [u8; 8] = std::array::from_fn(|_| nasty.below(128) as u8);
+            let word = u64::from_le_bytes(bytes);
+            assert_eq!(
+                has_digit(word),
+                bytes.iter().any(u8::is_ascii_digit),
+                "{bytes:?}"
+            );
+        }
     }
 
     #[test]
