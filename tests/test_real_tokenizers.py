@@ -119,6 +119,39 @@ def test_an_imported_tokenizer_encodes_exactly_as_hugging_face(family, tmp_path)
             assert ours.decode(ids) == line
 
 
+# DeepSeek-V3's pre-tokenizer as its tokenizer.json writes it (\r and \n as the characters)
+DEEPSEEK_V3_PRE_TOKENIZER = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+    {"type": "Split", "pattern": {"Regex": "[一-龥\u3040-ゟ゠-ヿ]+"}, "behavior": "Isolated", "invert": False},
+    {"type": "Split", "pattern": {"Regex": "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+]}
+
+
+def test_deepseek_v3s_pre_tokenizer_on_a_real_vocabulary_encodes_as_hugging_face(tmp_path):
+    # (no DeepSeek file among the shared ones: its pre-tokenizer, which bpestore runs on a scanner
+    # of its own, on Llama-3.2's vocabulary)
+    document = json.loads(_file("llama3.2").read_text(encoding="utf-8"))
+    document["pre_tokenizer"] = DEEPSEEK_V3_PRE_TOKENIZER
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    from bpestore import Tokenizer, formats
+
+    ours = Tokenizer.from_model(formats.read("hf", path).model)
+    oracle = tokenizers.Tokenizer.from_file(str(path))
+    lines = [*_lines(), "ニカ・ニサヌ・カイル (1987) 一、二、三 ゛゜ か\u3099 $5 (the 'll  x\n\n\t y"]
+    differ = [line for line in lines if ours.encode(line) != oracle.encode(line, add_special_tokens=False).ids]
+    assert not differ, f"{len(differ)} lines differ, first {differ[0][:80]!r}"
+    # and the pieces themselves (different pieces may still merge to the same ids); one text, as
+    # each call of pieces() builds the pipeline
+    from bpestore.pre_tokenizer import PreTokenizer
+
+    text = "\n".join([*MANY_SCRIPTS, lines[-1], *lines[len(MANY_SCRIPTS):][::10]])
+    ours_pieces = PreTokenizer.from_hf(DEEPSEEK_V3_PRE_TOKENIZER).pieces(text)
+    assert ours_pieces == [piece for piece, _ in oracle.pre_tokenizer.pre_tokenize_str(text)]
+
+
 def test_a_post_processor_is_said_not_applied_not_dropped_silently(tmp_path):
     path = _file("llama3.2")
     result = invoke("import", "hf", path, "--name", "t", "--db", tmp_path / "store.db")
