@@ -194,26 +194,6 @@ fn by_stretches<'t>(text: Cow<'t, str>, form: fn(&str) -> String, quick: Form) -
     }
 }
 
-/// The offset of the first byte of `bytes` that is not ASCII, eight bytes at a time.
-pub(crate) fn first_non_ascii(bytes: &[u8]) -> Option<usize> {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut chunks = bytes.chunks_exact(8);
-    let mut at = 0;
-    for chunk in chunks.by_ref() {
-        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let high = word & HIGH;
-        if high != 0 {
-            return Some(at + (high.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    chunks
-        .remainder()
-        .iter()
-        .position(|b| !b.is_ascii())
-        .map(|offset| at + offset)
-}
-
 /// A sequence of normalizer steps, applied in order (an empty one changes nothing).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Normalizer {

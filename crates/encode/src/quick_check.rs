@@ -73,7 +73,7 @@ pub(crate) fn first_unsure(form: Form, text: &str) -> Option<usize> {
         if lead.is_ascii() {
             // (ASCII is in every form, of class 0: skip to the next character that is not)
             last = 0;
-            match crate::normalize::first_non_ascii(&bytes[at..]) {
+            match first_non_ascii(&bytes[at..]) {
                 Some(offset) => at += offset,
                 None => return None,
             }
@@ -106,6 +106,26 @@ pub(crate) fn first_unsure(form: Form, text: &str) -> Option<usize> {
         at += len;
     }
     None
+}
+
+/// The offset of the first byte of `bytes` that is not ASCII, eight bytes at a time.
+fn first_non_ascii(bytes: &[u8]) -> Option<usize> {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in chunks.by_ref() {
+        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let high = word & HIGH;
+        if high != 0 {
+            return Some(at + (high.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|b| !b.is_ascii())
+        .map(|offset| at + offset)
 }
 
 #[cfg(test)]
