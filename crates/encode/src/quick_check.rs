@@ -79,21 +79,7 @@ pub(crate) fn first_unsure(form: Form, text: &str) -> Option<usize> {
             }
             continue;
         }
-        let continuation = |k: usize| u32::from(bytes[at + k] & 0x3F);
-        let (code, len) = match lead {
-            0xC0..=0xDF => ((u32::from(lead & 0x1F) << 6) | continuation(1), 2),
-            0xE0..=0xEF => (
-                (u32::from(lead & 0x0F) << 12) | (continuation(1) << 6) | continuation(2),
-                3,
-            ),
-            _ => (
-                (u32::from(lead & 0x07) << 18)
-                    | (continuation(1) << 12)
-                    | (continuation(2) << 6)
-                    | continuation(3),
-                4,
-            ),
-        };
+        let (code, len) = bpestore_pretokenize::decode_at(bytes, at);
         let entry = match plane.get(code as usize) {
             Some(&entry) => entry,
             None => entry(form, char::from_u32(code).expect("valid UTF-8")),

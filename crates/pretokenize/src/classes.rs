@@ -100,9 +100,22 @@ pub(crate) fn ranges(class: &str) -> Vec<(u32, u32)> {
     }
 }
 
-fn build() -> Table {
+/// A byte for every code point, with the bits of each regex class (`\p{L}`, `[a-z]`, ...) that
+/// holds it.
+pub(crate) fn flat_table(classes: &[(&str, u8)]) -> Vec<u8> {
     let mut flat = vec![0u8; 0x110000];
-    let classes: [(&str, u8); 9] = [
+    for &(class, bits) in classes {
+        for (start, end) in ranges(class) {
+            flat[start as usize..=end as usize]
+                .iter_mut()
+                .for_each(|classes| *classes |= bits);
+        }
+    }
+    flat
+}
+
+fn build() -> Table {
+    let mut flat = flat_table(&[
         (r"\p{L}", LETTER),
         (r"\p{N}", NUMBER),
         (r"\s", SPACE),
@@ -112,14 +125,7 @@ fn build() -> Table {
         (r"\p{Lo}", UPPER | LOWER),
         (r"\p{M}", UPPER | LOWER),
         (r"\p{Ll}", LOWER),
-    ];
-    for (class, bits) in classes {
-        for (start, end) in ranges(class) {
-            for code in start..=end {
-                flat[code as usize] |= bits;
-            }
-        }
-    }
+    ]);
     for classes in flat.iter_mut() {
         if *classes & (LETTER | NUMBER | SPACE) == 0 {
             *classes |= OTHER;

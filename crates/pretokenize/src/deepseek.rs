@@ -41,8 +41,7 @@ const NEWLINE: u8 = 128;
 fn classes() -> &'static [u8] {
     static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut table = vec![0u8; 0x110000];
-        let sets: [(&str, u8); 7] = [
+        let mut table = crate::classes::flat_table(&[
             (r"\p{N}", NUMBER),
             (r"\p{L}", LETTER),
             (r"\p{M}", MARK),
@@ -50,14 +49,7 @@ fn classes() -> &'static [u8] {
             (r"\p{S}", SYMBOL),
             (r"\s", SPACE),
             ("[一-龥぀-ゟ゠-ヿ]", IDEOGRAPH),
-        ];
-        for (class, bit) in sets {
-            for (start, end) in crate::classes::ranges(class) {
-                table[start as usize..=end as usize]
-                    .iter_mut()
-                    .for_each(|classes| *classes |= bit);
-            }
-        }
+        ]);
         table[usize::from(b'\r')] |= NEWLINE;
         table[usize::from(b'\n')] |= NEWLINE;
         table
@@ -80,21 +72,7 @@ impl Scan<'_> {
         if lead.is_ascii() {
             return (self.table[usize::from(lead)], 1);
         }
-        let continuation = |k: usize| u32::from(self.bytes[i + k] & 0x3F);
-        let (code, len) = match lead {
-            0xC0..=0xDF => ((u32::from(lead & 0x1F) << 6) | continuation(1), 2),
-            0xE0..=0xEF => (
-                (u32::from(lead & 0x0F) << 12) | (continuation(1) << 6) | continuation(2),
-                3,
-            ),
-            _ => (
-                (u32::from(lead & 0x07) << 18)
-                    | (continuation(1) << 12)
-                    | (continuation(2) << 6)
-                    | continuation(3),
-                4,
-            ),
-        };
+        let (code, len) = crate::utf8::decode_at(self.bytes, i);
         (self.table[code as usize], len)
     }
 

@@ -28,7 +28,7 @@ use std::sync::Arc;
 pub use cut::{find_cut, is_regex_whitespace, last_safe_cut, next_safe_cut, CUT_WINDOW_BYTES};
 pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
 pub use special::{Part, SpecialTokens, Split, TokenOptions};
-pub use utf8::{check_utf8, Utf8Error};
+pub use utf8::{check_utf8, decode_at, Utf8Error};
 pub use wide::{mostly_ascii, utf8_room, wide_to_utf8, Surrogate, WideUnit};
 
 /// The GPT-2 pre-tokenizer pattern (CS336; r50k_base and p50k_base use the same), byte for byte
@@ -610,10 +610,7 @@ fn tile<'t>(
     text: &'t str,
     mut f: impl FnMut(&'t str),
 ) -> Result<(), (MatchFailure, usize)> {
-    let uncovered = |at: usize| {
-        let c = text[at..].chars().next().expect("a gap holds a character");
-        (MatchFailure::Uncovered(c), at)
-    };
+    let uncovered = |at: usize| uncovered(text, at);
     // Where the next match is searched from, and where the text covered so far ends.
     let mut searched_from = 0;
     let mut covered = 0;
@@ -653,13 +650,15 @@ fn tile_automaton<'t>(
         true
     });
     if covered != text.len() {
-        let c = text[covered..]
-            .chars()
-            .next()
-            .expect("a gap holds a character");
-        return Err((MatchFailure::Uncovered(c), covered));
+        return Err(uncovered(text, covered));
     }
     Ok(())
+}
+
+/// The failure of a tiling that leaves `text[at..]`'s first character to no match.
+fn uncovered(text: &str, at: usize) -> (MatchFailure, usize) {
+    let c = text[at..].chars().next().expect("a gap holds a character");
+    (MatchFailure::Uncovered(c), at)
 }
 
 /// `error` from compiling `pattern`: [`PretokenizeError::TooBig`] if it went over the size limit.

@@ -111,26 +111,19 @@ struct Scratch {
 impl Pipeline {
     /// A pipeline of `stages`, run in order.
     pub fn new(stages: Vec<Stage>) -> Pipeline {
-        let prefilters = stages
+        let (prefilters, fast) = stages
             .iter()
             .map(|stage| match stage {
                 Stage::Split {
                     matcher: Matcher::Regex(regex),
                     ..
-                } => Prefilter::of(&SplitRegex::rewritten(regex.as_str())),
-                _ => None,
+                } => (
+                    Prefilter::of(&SplitRegex::rewritten(regex.as_str())),
+                    SplitRegex::of(regex.as_str()),
+                ),
+                _ => (None, None),
             })
-            .collect();
-        let fast = stages
-            .iter()
-            .map(|stage| match stage {
-                Stage::Split {
-                    matcher: Matcher::Regex(regex),
-                    ..
-                } => SplitRegex::of(regex.as_str()),
-                _ => None,
-            })
-            .collect();
+            .unzip();
         let deepseek_v3 = is_deepseek_v3(&stages);
         Pipeline {
             stages,

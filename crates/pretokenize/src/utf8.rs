@@ -24,6 +24,28 @@ impl fmt::Display for Utf8Error {
 
 impl std::error::Error for Utf8Error {}
 
+/// The code point of the character that starts at `bytes[i]`, a lead byte of two to four bytes
+/// of well-formed UTF-8 (text from a `str`), and its length.
+#[inline(always)]
+pub fn decode_at(bytes: &[u8], i: usize) -> (u32, usize) {
+    let lead = bytes[i];
+    let continuation = |k: usize| u32::from(bytes[i + k] & 0x3F);
+    match lead {
+        0xC0..=0xDF => ((u32::from(lead & 0x1F) << 6) | continuation(1), 2),
+        0xE0..=0xEF => (
+            (u32::from(lead & 0x0F) << 12) | (continuation(1) << 6) | continuation(2),
+            3,
+        ),
+        _ => (
+            (u32::from(lead & 0x07) << 18)
+                | (continuation(1) << 12)
+                | (continuation(2) << 6)
+                | continuation(3),
+            4,
+        ),
+    }
+}
+
 /// `bytes` as text, or the first invalid byte with Python's reason for it.
 pub fn check_utf8(bytes: &[u8]) -> Result<&str, Utf8Error> {
     // simdutf8 checks 64 bytes at a time whatever their script, where the standard library goes
