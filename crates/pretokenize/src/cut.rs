@@ -116,23 +116,50 @@ fn char_at(bytes: &[u8], start: usize) -> Option<char> {
         .next()
 }
 
-/// Whether the space at byte `space` (> 0) lies between characters that are not whitespace.
-fn is_space_cut(bytes: &[u8], space: usize) -> bool {
-    let after = char_at(bytes, space + 1);
-    let before = char_before(bytes, space);
-    matches!((before, after), (Some(b), Some(a)) if !is_regex_whitespace(b) && !is_regex_whitespace(a))
+/// Whether `byte`, an ASCII byte, is whitespace to `\s`.
+#[inline(always)]
+fn is_ascii_space(byte: u8) -> bool {
+    matches!(byte, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')
 }
 
-/// Whether a cut at `cut`, just after a newline, lies between a character that is not whitespace
-/// (before the newline) and one that is neither whitespace nor `/`.
-fn is_newline_cut(bytes: &[u8], cut: usize) -> bool {
-    let after = char_at(bytes, cut);
-    let before = if cut >= 2 {
-        char_before(bytes, cut - 1)
-    } else {
-        None
-    };
-    matches!((before, after), (Some(b), Some(a)) if !is_regex_whitespace(b) && !is_regex_whitespace(a) && a != '/')
+/// Whether a whole character that is not whitespace starts at byte `start` (ASCII without
+/// decoding: counting asks this of nearly every space and newline of a corpus).
+#[inline(always)]
+fn not_space_at(bytes: &[u8], start: usize) -> bool {
+    match bytes.get(start) {
+        Some(&byte) if byte.is_ascii() => !is_ascii_space(byte),
+        Some(_) => char_at(bytes, start).is_some_and(|c| !is_regex_whitespace(c)),
+        None => false,
+    }
+}
+
+/// Whether a whole character that is not whitespace ends just before byte `end`.
+#[inline(always)]
+fn not_space_before(bytes: &[u8], end: usize) -> bool {
+    match end.checked_sub(1).map(|last| bytes[last]) {
+        Some(byte) if byte.is_ascii() => !is_ascii_space(byte),
+        Some(_) => char_before(bytes, end).is_some_and(|c| !is_regex_whitespace(c)),
+        None => false,
+    }
+}
+
+/// Whether the space at byte `space` lies between characters that are not whitespace: the
+/// module's first cut, just before that space (special tokens aside).
+#[inline]
+pub fn is_space_cut(bytes: &[u8], space: usize) -> bool {
+    not_space_before(bytes, space) && not_space_at(bytes, space + 1)
+}
+
+/// Whether a cut at `cut`, just after a newline (`bytes[cut - 1]`), lies between a character
+/// that is not whitespace (before the newline) and one that is neither whitespace nor `/`: the
+/// module's second cut (special tokens aside).
+#[inline]
+pub fn is_newline_cut(bytes: &[u8], cut: usize) -> bool {
+    debug_assert_eq!(
+        cut.checked_sub(1).map(|newline| bytes[newline]),
+        Some(b'\n')
+    );
+    not_space_before(bytes, cut - 1) && bytes.get(cut) != Some(&b'/') && not_space_at(bytes, cut)
 }
 
 /// Whether one of `spans` (in order, not overlapping) has `position` strictly inside.

@@ -25,7 +25,10 @@ mod wide;
 use std::fmt;
 use std::sync::Arc;
 
-pub use cut::{find_cut, is_regex_whitespace, last_safe_cut, next_safe_cut, CUT_WINDOW_BYTES};
+pub use cut::{
+    find_cut, is_newline_cut, is_regex_whitespace, is_space_cut, last_safe_cut, next_safe_cut,
+    CUT_WINDOW_BYTES,
+};
 pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
 pub use special::{Part, SpecialTokens, Split, TokenOptions};
 pub use utf8::{check_utf8, decode_at, Utf8Error};

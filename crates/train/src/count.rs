@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use bpestore_pretokenize::{
-    check_utf8, find_cut, is_regex_whitespace, Part, PretokenizeError, Pretokenizer, SpecialTokens,
+    check_utf8, find_cut, is_newline_cut, is_space_cut, Part, PretokenizeError, Pretokenizer,
+    SpecialTokens,
 };
 
 use crate::counts::{hash_bytes, HotCache};
@@ -86,11 +87,12 @@ const MAX_SEGMENTS: usize = if cfg!(test) { 3 } else { 1 << 17 };
 ///
 /// For the split-safe patterns (see [`Pretokenizer::is_split_safe`]) a space between two
 /// characters that are not whitespace is always a piece boundary, and the pieces on either side
-/// are those of each side alone. Text is cut before each such space into segments (mostly a
-/// word with its leading space: " the", " cat."), and segments are counted in a hash table: a
-/// corpus has far fewer distinct segments than segments, so the pre-tokenizer sees each distinct
-/// one once (per fold), and counting costs about one hash lookup per word. For other patterns
-/// each part is pre-tokenized whole.
+/// are those of each side alone; so is the place after a newline between such characters (not
+/// before a `/`: bpestore_pretokenize's cut rule). Text is cut there into segments (mostly a
+/// word with its leading space: " the", " cat.", "end.\n"), and segments are counted in a hash
+/// table: a corpus has far fewer distinct segments than segments, so the pre-tokenizer sees each
+/// distinct one once (per fold), and counting costs about one hash lookup per word. For other
+/// patterns each part is pre-tokenized whole.
 struct Counter<'p> {
     pretokenizer: &'p Pretokenizer,
     specials: &'p SpecialTokens,
@@ -198,10 +200,26 @@ impl<'p> Counter<'p> {
         }
         let bytes = part.as_bytes();
         let mut start = 0;
-        for space in memchr::memchr_iter(b' ', bytes) {
-            if space > start && is_safe_space(part, space) {
-                self.hot.add_one(&mut self.segments, bytes, start, space);
-                start = space;
+        for at in memchr::memchr2_iter(b' ', b'\n', bytes) {
+            // The cut rule (bpestore_pretokenize's `cut`): before a space, or after a newline,
+            // between characters that are not whitespace. Lines cut so: the last word of a line
+            // and the first of the next (`end.\nThe`) would otherwise be one segment, nearly
+            // every one of them distinct, a third of the distinct segments of text written a
+            // paragraph per line.
+            let cut = if bytes[at] == b' ' {
+                if !is_space_cut(bytes, at) {
+                    continue;
+                }
+                at
+            } else {
+                if !is_newline_cut(bytes, at + 1) {
+                    continue;
+                }
+                at + 1
+            };
+            if cut > start {
+                self.hot.add_one(&mut self.segments, bytes, start, cut);
+                start = cut;
             }
         }
         self.hot
@@ -321,35 +339,6 @@ impl<'p> Counter<'p> {
             None => vec![self.pretokens],
         })
     }
-}
-
-/// Whether the space at byte `space` of `text` lies between two characters that are not
-/// whitespace (the first and last bytes of a text have no character on one side).
-#[inline]
-fn is_safe_space(text: &str, space: usize) -> bool {
-    let bytes = text.as_bytes();
-    if space == 0 || space + 1 >= bytes.len() {
-        return false;
-    }
-    let (before, after) = (bytes[space - 1], bytes[space + 1]);
-    let ascii_space = |byte: u8| matches!(byte, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
-    let before_ok = if before.is_ascii() {
-        !ascii_space(before)
-    } else {
-        text[..space]
-            .chars()
-            .next_back()
-            .is_some_and(|c| !is_regex_whitespace(c))
-    };
-    let after_ok = if after.is_ascii() {
-        !ascii_space(after)
-    } else {
-        text[space + 1..]
-            .chars()
-            .next()
-            .is_some_and(|c| !is_regex_whitespace(c))
-    };
-    before_ok && after_ok
 }
 
 /// Counts the pre-tokens of a UTF-8 file (see [`count_text`]), with `threads` threads (0: one per
@@ -750,6 +739,47 @@ mod tests {
                     whole_text_counts(text, &pretokenizer, &specials),
                     direct,
                     "{text:?}"
+                );
+            }
+        }
+    }
+
+    /// Counting cuts text into segments before spaces and after newlines (the cut rule); the
+    /// counts must be those of the regex engine run over the whole text, for every known
+    /// pattern, on random text made of the characters around which the rule decides: newlines
+    /// before `/` (o200k's punctuation takes `[\r\n/]*`), `\r\n`, doubled newlines, punctuation
+    /// that takes a newline (cl100k, o200k), contractions, digits, and whitespace that is not
+    /// ASCII. A rule that cuts after any newline, or before `/`, fails this.
+    #[test]
+    fn counting_by_segments_equals_the_regex_engine_around_newlines() {
+        let alphabet: Vec<&str> = vec![
+            "\n", "\n", "\n", "\n", " ", " ", " ", "\r", "/", "/", ".", ",", "'", "'s", "a", "b",
+            "Ab", "cD", "1", "23", "中", "é", "\u{3000}", "\u{a0}", "\u{85}", "\t", "-", "😀",
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let specials = SpecialTokens::new(&[]);
+        for pattern in bpestore_pretokenize::KNOWN_PATTERNS {
+            let pretokenizer = Pretokenizer::new(pattern).unwrap();
+            let regex = Pretokenizer::with_regex_engine(pattern).unwrap();
+            for _ in 0..300 {
+                let length = 1 + next() as usize % 24;
+                let text: String = (0..length)
+                    .map(|_| alphabet[next() as usize % alphabet.len()])
+                    .collect();
+                let mut direct = HashMap::new();
+                regex.for_each_piece(&text, |piece| {
+                    *direct.entry(piece.as_bytes().to_vec()).or_default() += 1
+                });
+                assert_eq!(
+                    whole_text_counts(&text, &pretokenizer, &specials),
+                    direct,
+                    "{pattern} {text:?}"
                 );
             }
         }
