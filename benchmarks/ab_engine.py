@@ -23,10 +23,13 @@ and a copy made before a change:
     python benchmarks/ab_engine.py bpestore /tmp/before --mb 2 --rounds 101
     python benchmarks/ab_engine.py /tmp/before bpestore --encoding cl100k_base --mode cold
     python benchmarks/ab_engine.py /tmp/before bpestore --mode file --threads 2 --corpus big.txt
+    python benchmarks/ab_engine.py /tmp/before bpestore --mode count --corpus /tmp/world_big.txt --rounds 21
 
 Modes: ``warm`` (the same encoder's later passes: its cache full), ``cold`` (a fresh encoder per
 timed call), ``list`` (warm, a Python list instead of an array), ``file`` (the file at
-``--corpus`` to a ``.npy``, a fresh encoder per call). Every call's ids must be equal in number
+``--corpus`` to a ``.npy``, a fresh encoder per call), ``count`` (training's counting: the
+pre-tokens of the file at ``--corpus`` counted by ``count_file`` with ``--encoding``'s pattern,
+``<|endoftext|>`` split out, on ``--threads`` threads; the counts must be equal). Every call's ids must be equal in number
 across both builds and all rounds (and, except for ``file``, equal): a build that encodes
 differently is an error, not a result.
 """
@@ -98,6 +101,48 @@ def tokenizer_args(encoding: str) -> tuple[Any, ...]:
     return (tokenizer.vocab, merges, model.whole_ids, tokenizer.pattern, model.merge_rule)
 
 
+def report(label: str, size: int, times: dict[str, list[float]], ratios: list[float]) -> None:
+    """The line of results: each build's median speed, and B's speed-up with its quartiles."""
+    ratios = sorted(ratios)
+    quartile = len(ratios) // 4
+    speed = {name: size / statistics.median(values) / 1e6 for name, values in times.items()}
+    print(
+        f"{label} ({size / 1e6:.1f} MB, {len(ratios)} rounds): "
+        f"A {speed['A']:.1f} MB/s, B {speed['B']:.1f} MB/s (medians); "
+        f"B's speed-up {statistics.median(ratios):.3f}x "
+        f"(quartiles {ratios[quartile]:.3f}-{ratios[len(ratios) - 1 - quartile]:.3f})"
+    )
+
+
+def compare_counting(builds: dict[str, ModuleType], args: argparse.Namespace) -> int:
+    """``--mode count``: both builds' ``count_file`` of the corpus, alternating; equal counts."""
+    size = os.path.getsize(args.corpus)
+
+    def call(build: ModuleType) -> tuple[float, Any]:
+        pattern = {"gpt2": build.GPT2_PATTERN, "cl100k_base": build.CL100K_PATTERN, "o200k_base": build.O200K_PATTERN}
+        started = time.perf_counter()
+        counts = build.count_file(args.corpus, pattern[args.encoding], ["<|endoftext|>"], args.threads)
+        return time.perf_counter() - started, counts
+
+    expected = dict(call(builds["A"])[1].items())
+    if dict(call(builds["B"])[1].items()) != expected:
+        print("error: build B counted differently", file=sys.stderr)
+        return 1
+    times: dict[str, list[float]] = {"A": [], "B": []}
+    ratios = []
+    for round_ in range(args.rounds):
+        took = {}
+        for name in ["A", "B"] if round_ % 2 == 0 else ["B", "A"]:
+            took[name], counts = call(builds[name])
+            if len(counts) != len(expected):
+                print(f"error: build {name} counted differently in round {round_ + 1}", file=sys.stderr)
+                return 1
+            times[name].append(took[name])
+        ratios.append(took["A"] / took["B"])
+    report(f"{args.encoding} count, {args.threads} thread(s)", size, times, ratios)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("a", help="the build to compare against (directory or file)")
@@ -105,14 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoding", default="gpt2", choices=["gpt2", "cl100k_base", "o200k_base"])
     parser.add_argument("--corpus", default=str(SHARED / "corpora" / "wiki_en_57M.txt"))
     parser.add_argument("--mb", type=float, default=20.0, help="megabytes of the corpus to encode (not for file)")
-    parser.add_argument("--mode", default="warm", choices=["warm", "cold", "list", "file"])
-    parser.add_argument("--threads", type=int, default=1, help="for --mode file")
+    parser.add_argument("--mode", default="warm", choices=["warm", "cold", "list", "file", "count"])
+    parser.add_argument("--threads", type=int, default=1, help="for --mode file and count")
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args(argv)
     if not Path(args.corpus).is_file():
         raise SystemExit(f"error: no corpus at {args.corpus} (set BPESTORE_SHARED or pass --corpus)")
 
     builds = {"A": load_build(args.a, "build_a"), "B": load_build(args.b, "build_b")}
+    if args.mode == "count":
+        return compare_counting(builds, args)
     encoder_args = tokenizer_args(args.encoding)
     if args.mode == "file":
         text, size = "", os.path.getsize(args.corpus)
@@ -157,15 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
                 times[name].append(took[name])
             ratios.append(took["A"] / took["B"])
-    ratios.sort()
-    quartile = len(ratios) // 4
-    speed = {name: size / statistics.median(values) / 1e6 for name, values in times.items()}
-    print(
-        f"{args.encoding} {args.mode} ({size / 1e6:.1f} MB, {args.rounds} rounds): "
-        f"A {speed['A']:.1f} MB/s, B {speed['B']:.1f} MB/s (medians); "
-        f"B's speed-up {statistics.median(ratios):.3f}x "
-        f"(quartiles {ratios[quartile]:.3f}-{ratios[len(ratios) - 1 - quartile]:.3f})"
-    )
+    report(f"{args.encoding} {args.mode}", size, times, ratios)
     return 0
 
 

@@ -328,6 +328,44 @@ impl Known {
     }
 }
 
+impl Known {
+    /// Where `text` splits, for sure, into a word and the punctuation after it, found without
+    /// the scanner: an optional space, letters that [`Known::one_word`] takes as one piece, a run
+    /// of ASCII punctuation, and at most one newline at the end (" end.", " see),\n": most of
+    /// the distinct segments the newline cut leaves). Every scanned pattern but SuperBPE's ends
+    /// the word at the first character that is not a letter (an apostrophe would start a
+    /// contraction only before a letter, and none follows) and takes the punctuation as one
+    /// piece (` ?[^\s\p{L}\p{N}]+`); the
+    /// patterns that end that alternative with `[\r\n]*` (cl100k, o200k, Llama-3, Qwen2) take
+    /// the newline into it, GPT-2's make it a piece of its own. `(punctuation, newline)`: the
+    /// byte offsets where the punctuation and the newline start (`newline` is the text's length
+    /// where there is none).
+    #[inline]
+    fn word_then_punctuation(self, text: &str) -> Option<(usize, usize)> {
+        if text.len() > ONE_WORD_BYTES || self == Known::Superbpe {
+            return None;
+        }
+        let bytes = text.as_bytes();
+        let newline = bytes.len() - usize::from(bytes.last() == Some(&b'\n'));
+        let punctuation = bytes[..newline]
+            .iter()
+            .rposition(|&byte| !byte.is_ascii_punctuation())
+            .map_or(0, |last| last + 1);
+        let word_starts = usize::from(bytes.first() == Some(&b' '));
+        // (an ASCII byte is never part of a longer character, so `punctuation` is a boundary)
+        (punctuation > word_starts && punctuation < newline && self.one_word(&text[..punctuation]))
+            .then_some((punctuation, newline))
+    }
+
+    /// Whether the pattern's punctuation alternative takes the newlines after it (`[\r\n]*`).
+    fn punctuation_takes_newlines(self) -> bool {
+        matches!(
+            self,
+            Known::Cl100k | Known::O200k | Known::Llama3 | Known::Qwen2
+        )
+    }
+}
+
 /// Whether o200k takes a word of letters whose classes are `letters` (at least one) as one
 /// piece. Its words are `[U]*[L]+` or else `[U]+[L]*` (U: `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}`, L:
 /// `\p{Ll}\p{Lm}\p{Lo}\p{M}`; `\p{Lm}` and `\p{Lo}` in both), matched leftmost-first: the
@@ -547,12 +585,38 @@ impl Pretokenizer {
         }
     }
 
-    /// Whether `text` is, for sure, one piece, found without the scanner: a word and
-    /// the space before it (see `Known::one_word`), most of the distinct segments a counter
-    /// pre-tokenizes. (False says nothing.)
+    /// Gives `f` the pieces of `text` and returns true where they are known without the
+    /// scanner: one word and the space before it (`Known::one_word`), or such a word and the
+    /// punctuation after it (`Known::word_then_punctuation`): most of the distinct segments a
+    /// counter pre-tokenizes. False: nothing was given (and nothing is said of `text`).
     #[inline]
-    fn is_one_piece(&self, text: &str) -> bool {
-        self.inner.scanner && self.inner.known.is_some_and(|known| known.one_word(text))
+    fn split_by_shortcut<'t>(&self, text: &'t str, f: &mut impl FnMut(&'t str)) -> bool {
+        let Some(known) = self.inner.known.filter(|_| self.inner.scanner) else {
+            return false;
+        };
+        // (the last byte tells which shortcut may apply, so that a text is looked at once)
+        if !text
+            .as_bytes()
+            .last()
+            .is_some_and(|&last| last == b'\n' || last.is_ascii_punctuation())
+        {
+            if known.one_word(text) {
+                f(text);
+                return true;
+            }
+            return false;
+        }
+        let Some((punctuation, newline)) = known.word_then_punctuation(text) else {
+            return false;
+        };
+        f(&text[..punctuation]);
+        if known.punctuation_takes_newlines() || newline == text.len() {
+            f(&text[punctuation..]);
+        } else {
+            f(&text[punctuation..newline]);
+            f(&text[newline..]);
+        }
+        true
     }
 
     /// [`Pretokenizer::for_each_piece`], with a failed match as an error
@@ -565,8 +629,7 @@ impl Pretokenizer {
         text: &'t str,
         mut f: impl FnMut(&'t str),
     ) -> Result<(), PretokenizeError> {
-        if self.is_one_piece(text) {
-            f(text);
+        if self.split_by_shortcut(text, &mut f) {
             return Ok(());
         }
         if self.inner.scanner {
