@@ -124,7 +124,13 @@ def take(paragraphs: Iterable[str], budget: int, exclude: set[str]) -> list[str]
 def libreoffice_help(work: Path) -> Path:
     """Download and unpack Debian's LibreOffice help packages into ``work``; the help's root folder."""
     packages = [f"libreoffice-help-{code}" for code in LIBREOFFICE_LANGUAGES]
-    subprocess.run(["apt-get", "download", "-q", *packages], cwd=work, check=True, stdout=subprocess.DEVNULL)
+    downloaded = subprocess.run(["apt-get", "download", "-q", *packages], cwd=work, stdout=subprocess.DEVNULL)
+    if downloaded.returncode != 0:
+        # (most often package lists older than the mirror, which has moved on to a newer build)
+        raise SystemExit(
+            f"error: apt-get download of the LibreOffice help packages failed (exit {downloaded.returncode}); "
+            "if it said 404 Not Found, run `apt-get update` and try again"
+        )
     root = work / "root"
     for deb in sorted(work.glob("*.deb")):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
