@@ -150,6 +150,17 @@ fn build() -> Table {
     Table { bmp, index, blocks }
 }
 
+/// The high bit of each of eight bytes.
+pub(crate) const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether one of the eight ASCII bytes of `word` is a digit (its bytes minus `0` are then
+/// below 10: the classic test for a byte below n, exact for bytes below 128).
+#[inline]
+pub(crate) fn has_digit(word: u64) -> bool {
+    let offsets = word ^ 0x3030_3030_3030_3030;
+    (offsets.wrapping_sub(0x0A0A_0A0A_0A0A_0A0A) & !offsets & HIGH_BITS) != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

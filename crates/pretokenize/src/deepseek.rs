@@ -15,6 +15,8 @@
 
 use std::sync::OnceLock;
 
+use crate::classes::{has_digit, HIGH_BITS};
+
 /// DeepSeek-V3's `Split` regexes, as its tokenizer.json has them (and the importer passes them).
 pub(crate) const NUMBERS: &str = r"\p{N}{1,3}";
 /// The second `Split`.
@@ -192,17 +194,6 @@ impl Scan<'_> {
             f(from, end);
         }
     }
-}
-
-/// The high bit of each of eight bytes.
-const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-
-/// Whether one of the eight ASCII bytes of `word` is a digit (its bytes minus `0` are then
-/// below 10: the classic test for a byte below n, exact for bytes below 128).
-#[inline]
-fn has_digit(word: u64) -> bool {
-    let offsets = word ^ 0x3030_3030_3030_3030;
-    (offsets.wrapping_sub(0x0A0A_0A0A_0A0A_0A0A) & !offsets & HIGH_BITS) != 0
 }
 
 /// Calls `f(start, end)` on the byte span of each piece of `text`, left to right.

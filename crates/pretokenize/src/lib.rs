@@ -15,6 +15,7 @@ mod block;
 mod classes;
 mod cut;
 mod deepseek;
+mod falcon;
 mod pipeline;
 mod scan;
 mod special;

@@ -85,6 +85,8 @@ pub struct Pipeline {
     /// Whether the stages are DeepSeek-V3's, which a hand-written scanner runs in one pass
     /// (`deepseek.rs`).
     deepseek_v3: bool,
+    /// Whether the stages are Falcon's, which run in one pass too (`falcon.rs`).
+    falcon: bool,
     gpt2: fancy_regex::Regex,
     /// GPT-2's hand-written scanner, for a `ByteLevel` stage on the text's own characters: the
     /// same pieces as the regex (differential-tested), without a backtracking engine's VM.
@@ -125,11 +127,13 @@ impl Pipeline {
             })
             .unzip();
         let deepseek_v3 = is_deepseek_v3(&stages);
+        let falcon = is_falcon(&stages);
         Pipeline {
             stages,
             prefilters,
             fast,
             deepseek_v3,
+            falcon,
             gpt2: fancy_regex::Regex::new(BYTE_LEVEL_REGEX).expect("GPT-2's regex compiles"),
             gpt2_scanner: crate::Pretokenizer::new(crate::GPT2_PATTERN)
                 .expect("GPT-2's pattern has a scanner"),
@@ -150,12 +154,21 @@ impl Pipeline {
             crate::deepseek::pieces(text, f);
             return Ok(());
         }
+        if self.falcon {
+            crate::falcon::pieces(text, &self.gpt2_scanner, f);
+            return Ok(());
+        }
         self.stage_by_stage(text, f)
     }
 
     /// Whether the stages are DeepSeek-V3's, run by a scanner of their own.
     pub fn is_deepseek_v3(&self) -> bool {
         self.deepseek_v3
+    }
+
+    /// Whether the stages are Falcon's, run in one pass of their own.
+    pub fn is_falcon(&self) -> bool {
+        self.falcon
     }
 
     /// [`Pipeline::try_for_each_span`] by the stages themselves, whatever they are.
@@ -264,6 +277,18 @@ fn is_deepseek_v3(stages: &[Stage]) -> bool {
         if split(numbers, crate::deepseek::NUMBERS)
             && split(cjk, crate::deepseek::CJK)
             && split(words, crate::deepseek::WORDS))
+}
+
+/// Whether `stages` are Falcon's pre-tokenizer: `Punctuation` (`Contiguous`), `ByteLevel` with
+/// its regex, `Digits` (`Contiguous`: not each digit alone) and the `Split` of three digits
+/// (`Isolated`).
+fn is_falcon(stages: &[Stage]) -> bool {
+    matches!(stages, [
+        Stage::Split { matcher: Matcher::Punctuation, behavior: Behavior::Contiguous, invert: false },
+        Stage::ByteLevel { use_regex: true },
+        Stage::Split { matcher: Matcher::Numeric, behavior: Behavior::Contiguous, invert: false },
+        Stage::Split { matcher: Matcher::Regex(regex), behavior: Behavior::Isolated, invert: false },
+    ] if regex.as_str() == crate::falcon::THREE_DIGITS)
 }
 
 /// What a `Split` regex needs of a piece to match in it: a byte that a match may start with,
@@ -549,7 +574,7 @@ fn made(
 }
 
 /// Unicode punctuation (general categories Pc, Pd, Ps, Pe, Pi, Pf, Po), as `tokenizers`' `is_punc`.
-fn is_unicode_punctuation(c: char) -> bool {
+pub(crate) fn is_unicode_punctuation(c: char) -> bool {
     // (regex-syntax's ranges for \p{P}, the data fancy_regex matches it with; sorted)
     static PUNCTUATION: std::sync::LazyLock<Vec<(u32, u32)>> =
         std::sync::LazyLock::new(|| crate::classes::ranges(r"\p{P}"));
