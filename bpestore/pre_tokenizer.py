@@ -5,7 +5,8 @@ and bpestore runs those on its fastest paths. Some published tokenizers chain se
 pre-tokenizers instead (Falcon: ``Punctuation``, ``ByteLevel``, ``Digits``, ``Split``); such a
 chain is kept as it is and run stage by stage in the engine, each stage on the pieces the one
 before made, as ``tokenizers`` runs it (after ``ByteLevel`` the later stages see bytes as GPT-2's
-byte alphabet writes them).
+byte alphabet writes them). Falcon's chain and DeepSeek-V3's each have a hand-written pass that
+makes the same pieces in one go.
 
 >>> from bpestore.pre_tokenizer import PreTokenizer
 >>> falcon = {"type": "Sequence", "pretokenizers": [
