@@ -78,6 +78,20 @@ def test_a_pipeline_makes_hugging_faces_pieces(pipeline, text):
     assert ours.pieces(text) == [piece for piece, _ in pipeline.pre_tokenize_str(text)]
 
 
+FALCON = pre_tokenizers.Sequence([pre_tokenizers.Punctuation("contiguous"), pre_tokenizers.ByteLevel(add_prefix_space=False), pre_tokenizers.Digits(individual_digits=False), pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), "isolated")])
+# (numbers of every length; characters whose UTF-8 holds a byte GPT-2's alphabet writes as a numeric:
+# ò C3 B2, ′ E2 80 B2, ½ C2 BD; punctuation of Unicode's categories, beside spaces and letters)
+FALCON_PARTS = ["1234567", "12", "′2", "½1", "ò3", "²³", "—", "a—b", "«a»", "…", " (x", "a  .", "$5", "x's", "、"]
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(text=st.lists(st.one_of(some_text, st.sampled_from(FALCON_PARTS)), max_size=8).map("".join))
+def test_falcons_pre_tokenizer_makes_hugging_faces_pieces(text):
+    """Falcon's four pre-tokenizers, which the engine runs in a pass of their own."""
+    ours = PreTokenizer.from_hf(as_json(FALCON))
+    assert ours.pieces(text) == [piece for piece, _ in FALCON.pre_tokenize_str(text)]
+
+
 TRAINING = ["Hello world, hello World! 12345 and 3.14159; the café's résumé.", "日本語のテキスト 한국어 - tabs\tand\nnewlines"] * 20
 
 
@@ -85,7 +99,7 @@ TRAINING = ["Hello world, hello World! 12345 and 3.14159; the café's résumé."
 def whole(request, tmp_path_factory):
     """A small byte-level BPE trained by HF with a pipeline drawn from a fixed list."""
     chosen = [
-        pre_tokenizers.Sequence([pre_tokenizers.Punctuation("contiguous"), pre_tokenizers.ByteLevel(add_prefix_space=False), pre_tokenizers.Digits(individual_digits=False), pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), "isolated")]),
+        FALCON,
         pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
         pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), "isolated"), pre_tokenizers.Split(Regex(r" ?\p{L}+|\s+|."), "merged_with_next"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
         pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\w+"), "removed", invert=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]),
