@@ -327,20 +327,17 @@ impl Known {
         }
         self != Known::O200k || o200k_one_word(&letters[..n])
     }
-}
 
-impl Known {
     /// Where `text` splits, for sure, into a word and the punctuation after it, found without
     /// the scanner: an optional space, letters that [`Known::one_word`] takes as one piece, a run
     /// of ASCII punctuation, and at most one newline at the end (" end.", " see),\n": most of
     /// the distinct segments the newline cut leaves). Every scanned pattern but SuperBPE's ends
     /// the word at the first character that is not a letter (an apostrophe would start a
     /// contraction only before a letter, and none follows) and takes the punctuation as one
-    /// piece (` ?[^\s\p{L}\p{N}]+`); the
-    /// patterns that end that alternative with `[\r\n]*` (cl100k, o200k, Llama-3, Qwen2) take
-    /// the newline into it, GPT-2's make it a piece of its own. `(punctuation, newline)`: the
-    /// byte offsets where the punctuation and the newline start (`newline` is the text's length
-    /// where there is none).
+    /// piece (` ?[^\s\p{L}\p{N}]+`); the patterns that end that alternative with `[\r\n]*`
+    /// (cl100k, o200k, Llama-3, Qwen2) take the newline into it, GPT-2's make it a piece of its
+    /// own. `(punctuation, newline)`: the byte offsets where the punctuation and the newline
+    /// start (`newline` is the text's length where there is none).
     #[inline]
     fn word_then_punctuation(self, text: &str) -> Option<(usize, usize)> {
         if text.len() > ONE_WORD_BYTES || self == Known::Superbpe {
