@@ -98,6 +98,24 @@ impl Scan<'_> {
         i
     }
 
+    /// The end of the run of ASCII letters from `i`, before `end`: eight bytes at a time, so
+    /// that a word of up to eight letters takes no branch that depends on its length.
+    #[inline]
+    fn ascii_letters_end(&self, mut i: usize, end: usize) -> usize {
+        while let Some(eight) = self.bytes.get(i..i + 8).filter(|_| i + 8 <= end) {
+            let word = u64::from_le_bytes(eight.try_into().expect("eight bytes"));
+            let not_letters = !ascii_letters(word) & HIGH_BITS;
+            if not_letters != 0 {
+                return i + (not_letters.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
+        }
+        self.bytes[i..end]
+            .iter()
+            .position(|byte| !byte.is_ascii_alphabetic())
+            .map_or(end, |offset| i + offset)
+    }
+
     /// The end of the match of the words' regex (stage 3) at `i` in the stretch ending at
     /// `end`, or None where no alternative matches there.
     fn word(&self, i: usize, end: usize) -> Option<usize> {
@@ -110,10 +128,7 @@ impl Scan<'_> {
             .is_some_and(u8::is_ascii_alphabetic)
             && i + start < end
         {
-            let letters = self.bytes[i + start..end]
-                .iter()
-                .position(|byte| !byte.is_ascii_alphabetic())
-                .map_or(end, |offset| i + start + offset);
+            let letters = self.ascii_letters_end(i + start, end);
             return Some(self.run(letters, end, LETTER | MARK));
         }
         let (class, len) = self.at(i);
@@ -121,11 +136,7 @@ impl Scan<'_> {
         let next = || if i + len < end { self.at(i + len).0 } else { 0 };
         // `[ASCII punctuation][A-Za-z]+`
         if lead.is_ascii_punctuation() && i + len < end && self.bytes[i + 1].is_ascii_alphabetic() {
-            let letters = self.bytes[i + 1..end]
-                .iter()
-                .position(|byte| !byte.is_ascii_alphabetic())
-                .map_or(end, |offset| i + 1 + offset);
-            return Some(letters);
+            return Some(self.ascii_letters_end(i + 1, end));
         }
         // `[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+` (a mark as the leader, then letters, is the
         // run from the mark all the same)
@@ -194,6 +205,18 @@ impl Scan<'_> {
             f(from, end);
         }
     }
+}
+
+/// The high bit of each byte of `word` that is an ASCII letter: the byte folded to lower case
+/// (its 0x20 bit set) lies in `a`..=`z`, found by two additions that carry into the high bit of
+/// their own byte only (made on the low seven bits; bytes from 0x80 up are then left out).
+#[inline(always)]
+fn ascii_letters(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let folded = (word & !HIGH_BITS) | (0x20 * ONES);
+    let from_a = folded + (0x80 - u64::from(b'a')) * ONES; // high bit: the byte is `a` or above
+    let past_z = folded + (0x80 - u64::from(b'z') - 1) * ONES; // high bit: above `z`
+    from_a & !past_z & !word & HIGH_BITS
 }
 
 /// Calls `f(start, end)` on the byte span of each piece of `text`, left to right.
@@ -309,6 +332,22 @@ mod tests {
                 bytes.iter().any(u8::is_ascii_digit),
                 "{bytes:?}"
             );
+        }
+    }
+
+    #[test]
+    fn eight_bytes_at_a_time_find_the_ascii_letters_byte_by_byte() {
+        for first in 0..=255u8 {
+            for second in [
+                0u8, b'a', b'Z', b'@', b'[', b'`', b'{', 0x80, 0xC1, 0xE1, 0xFA, 0xFF,
+            ] {
+                let bytes = [first, second, b'q', first, 0xDA, b'A', first ^ 0x80, b'z'];
+                let word = u64::from_le_bytes(bytes);
+                let expected = bytes.iter().enumerate().fold(0u64, |mask, (k, byte)| {
+                    mask | (u64::from(byte.is_ascii_alphabetic()) << (8 * k + 7))
+                });
+                assert_eq!(ascii_letters(word), expected, "{bytes:?}");
+            }
         }
     }
 
