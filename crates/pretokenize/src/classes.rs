@@ -161,6 +161,19 @@ pub(crate) fn has_digit(word: u64) -> bool {
     (offsets.wrapping_sub(0x0A0A_0A0A_0A0A_0A0A) & !offsets & HIGH_BITS) != 0
 }
 
+/// Unicode punctuation (general categories Pc, Pd, Ps, Pe, Pi, Pf, Po), as `tokenizers`' `is_punc`.
+pub(crate) fn is_unicode_punctuation(c: char) -> bool {
+    // (regex-syntax's ranges for \p{P}, the data fancy_regex matches it with; sorted)
+    static PUNCTUATION: std::sync::LazyLock<Vec<(u32, u32)>> =
+        std::sync::LazyLock::new(|| ranges(r"\p{P}"));
+    if c.is_ascii() {
+        return false;
+    }
+    let code = c as u32;
+    let after = PUNCTUATION.partition_point(|&(start, _)| start <= code);
+    after > 0 && code <= PUNCTUATION[after - 1].1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,7 +57,7 @@ fn punctuation_at(text: &str, i: usize) -> (bool, usize) {
     }
     let (code, len) = crate::utf8::decode_at(text.as_bytes(), i);
     let c = char::from_u32(code).expect("a character of a str");
-    (crate::pipeline::is_unicode_punctuation(c), len)
+    (crate::classes::is_unicode_punctuation(c), len)
 }
 
 /// The end of the run from `i` of characters that are punctuation, or are not (`punctuation`).

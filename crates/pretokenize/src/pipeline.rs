@@ -19,6 +19,7 @@
 //! as stage by stage; a test compares the two). A stage that surely finds nothing in a piece
 //! (no byte a match may start with) passes it on without its matcher.
 
+use crate::classes::is_unicode_punctuation;
 use crate::split_regex::SplitRegex;
 use crate::PretokenizeError;
 
@@ -571,19 +572,6 @@ fn made(
             .filter(|&&((start, end), removed)| !removed && start < end)
             .map(|(span, _)| span),
     );
-}
-
-/// Unicode punctuation (general categories Pc, Pd, Ps, Pe, Pi, Pf, Po), as `tokenizers`' `is_punc`.
-pub(crate) fn is_unicode_punctuation(c: char) -> bool {
-    // (regex-syntax's ranges for \p{P}, the data fancy_regex matches it with; sorted)
-    static PUNCTUATION: std::sync::LazyLock<Vec<(u32, u32)>> =
-        std::sync::LazyLock::new(|| crate::classes::ranges(r"\p{P}"));
-    if c.is_ascii() {
-        return false;
-    }
-    let code = c as u32;
-    let after = PUNCTUATION.partition_point(|&(start, _)| start <= code);
-    after > 0 && code <= PUNCTUATION[after - 1].1
 }
 
 /// GPT-2's byte alphabet: the character each byte is written as (printable Latin-1 as itself,
