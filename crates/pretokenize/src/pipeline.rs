@@ -83,15 +83,23 @@ pub struct Pipeline {
     prefilters: Vec<Option<Prefilter>>,
     /// For each stage, its regex on regex-automata, where that finds the same matches.
     fast: Vec<Option<SplitRegex>>,
-    /// Whether the stages are DeepSeek-V3's, which a hand-written scanner runs in one pass
-    /// (`deepseek.rs`).
-    deepseek_v3: bool,
-    /// Whether the stages are Falcon's, which run in one pass too (`falcon.rs`).
-    falcon: bool,
+    /// The hand-written pass that makes the stages' pieces in one go, where the stages are
+    /// those of a tokenizer that has one.
+    by_hand: Option<ByHand>,
     gpt2: fancy_regex::Regex,
     /// GPT-2's hand-written scanner, for a `ByteLevel` stage on the text's own characters: the
     /// same pieces as the regex (differential-tested), without a backtracking engine's VM.
     gpt2_scanner: crate::Pretokenizer,
+}
+
+/// The pipelines that run on a hand-written pass, each checked piece for piece against its
+/// stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ByHand {
+    /// DeepSeek-V3's three `Split`s and `ByteLevel` (`deepseek.rs`).
+    DeepseekV3,
+    /// Falcon's `Punctuation`, `ByteLevel`, `Digits` and `Split` (`falcon.rs`).
+    Falcon,
 }
 
 /// GPT-2's regex as `tokenizers`' `ByteLevel` has it.
@@ -127,14 +135,18 @@ impl Pipeline {
                 _ => (None, None),
             })
             .unzip();
-        let deepseek_v3 = is_deepseek_v3(&stages);
-        let falcon = is_falcon(&stages);
+        let by_hand = if is_deepseek_v3(&stages) {
+            Some(ByHand::DeepseekV3)
+        } else if is_falcon(&stages) {
+            Some(ByHand::Falcon)
+        } else {
+            None
+        };
         Pipeline {
             stages,
             prefilters,
             fast,
-            deepseek_v3,
-            falcon,
+            by_hand,
             gpt2: fancy_regex::Regex::new(BYTE_LEVEL_REGEX).expect("GPT-2's regex compiles"),
             gpt2_scanner: crate::Pretokenizer::new(crate::GPT2_PATTERN)
                 .expect("GPT-2's pattern has a scanner"),
@@ -151,25 +163,22 @@ impl Pipeline {
         text: &str,
         f: impl FnMut(usize, usize),
     ) -> Result<(), PretokenizeError> {
-        if self.deepseek_v3 {
-            crate::deepseek::pieces(text, f);
-            return Ok(());
+        match self.by_hand {
+            Some(ByHand::DeepseekV3) => crate::deepseek::pieces(text, f),
+            Some(ByHand::Falcon) => crate::falcon::pieces(text, &self.gpt2_scanner, f),
+            None => return self.stage_by_stage(text, f),
         }
-        if self.falcon {
-            crate::falcon::pieces(text, &self.gpt2_scanner, f);
-            return Ok(());
-        }
-        self.stage_by_stage(text, f)
+        Ok(())
     }
 
     /// Whether the stages are DeepSeek-V3's, run by a scanner of their own.
     pub fn is_deepseek_v3(&self) -> bool {
-        self.deepseek_v3
+        self.by_hand == Some(ByHand::DeepseekV3)
     }
 
     /// Whether the stages are Falcon's, run in one pass of their own.
     pub fn is_falcon(&self) -> bool {
-        self.falcon
+        self.by_hand == Some(ByHand::Falcon)
     }
 
     /// [`Pipeline::try_for_each_span`] by the stages themselves, whatever they are.
