@@ -402,20 +402,11 @@ mod tests {
             "ヿ",
             "一、二",
         ];
-        let mut nasty = crate::tests::Nasty::new(31);
-        for round in 0..6000 {
-            let mut text = nasty.text(12);
-            for _ in 0..round % 4 {
-                text.push_str(extra[nasty.below(extra.len())]);
-                text.push_str(&nasty.text(3));
-            }
-            let mut by_pipeline = Vec::new();
-            pipeline
-                .stage_by_stage(&text, |start, end| by_pipeline.push((start, end)))
-                .unwrap();
-            let mut by_hand = Vec::new();
-            pieces(&text, |start, end| by_hand.push((start, end)));
-            assert_eq!(by_hand, by_pipeline, "{text:?}");
-        }
+        crate::tests::assert_pass_matches_the_stages(
+            &pipeline,
+            &extra,
+            (31, 6000, 4),
+            |text, f| pieces(text, f),
+        );
     }
 }

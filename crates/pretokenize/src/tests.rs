@@ -512,6 +512,32 @@ impl Nasty {
     }
 }
 
+/// Asserts that a hand-written pass (`by_hand`, called on a text with a span callback) gives
+/// `pipeline`'s pieces stage by stage, on `rounds` random texts into which up to `extras_per_text
+/// - 1` strings of `extra` are mixed.
+pub(crate) fn assert_pass_matches_the_stages(
+    pipeline: &crate::Pipeline,
+    extra: &[&str],
+    (seed, rounds, extras_per_text): (u64, usize, usize),
+    by_hand: impl Fn(&str, &mut dyn FnMut(usize, usize)),
+) {
+    let mut nasty = Nasty::new(seed);
+    for round in 0..rounds {
+        let mut text = nasty.text(12);
+        for _ in 0..round % extras_per_text {
+            text.push_str(extra[nasty.below(extra.len())]);
+            text.push_str(&nasty.text(3));
+        }
+        let mut by_pipeline = Vec::new();
+        pipeline
+            .stage_by_stage(&text, |start, end| by_pipeline.push((start, end)))
+            .unwrap();
+        let mut pieces = Vec::new();
+        by_hand(&text, &mut |start, end| pieces.push((start, end)));
+        assert_eq!(pieces, by_pipeline, "{text:?}");
+    }
+}
+
 const SPECIAL_SETS: &[&[&str]] = &[
     &[],
     &["<|endoftext|>"],
