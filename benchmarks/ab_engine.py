@@ -114,6 +114,24 @@ def report(label: str, size: int, times: dict[str, list[float]], ratios: list[fl
     )
 
 
+def alternate(rounds: int, timed: Callable[[str, int], float | None]) -> tuple[dict[str, list[float]], list[float]] | None:
+    """Each round times A then B, or B then A (alternating, so that drift weighs on both):
+    ``timed(name, round)`` is one timed call's seconds, or None when its result differs, which
+    ends the comparison (None). Returns each build's times and each round's ratio A/B."""
+    times: dict[str, list[float]] = {"A": [], "B": []}
+    ratios = []
+    for round_ in range(rounds):
+        took = {}
+        for name in ["A", "B"] if round_ % 2 == 0 else ["B", "A"]:
+            seconds = timed(name, round_)
+            if seconds is None:
+                return None
+            took[name] = seconds
+            times[name].append(seconds)
+        ratios.append(took["A"] / took["B"])
+    return times, ratios
+
+
 def compare_counting(builds: dict[str, ModuleType], args: argparse.Namespace) -> int:
     """``--mode count``: both builds' ``count_file`` of the corpus, alternating; equal counts."""
     size = os.path.getsize(args.corpus)
@@ -128,18 +146,17 @@ def compare_counting(builds: dict[str, ModuleType], args: argparse.Namespace) ->
     if dict(call(builds["B"])[1].items()) != expected:
         print("error: build B counted differently", file=sys.stderr)
         return 1
-    times: dict[str, list[float]] = {"A": [], "B": []}
-    ratios = []
-    for round_ in range(args.rounds):
-        took = {}
-        for name in ["A", "B"] if round_ % 2 == 0 else ["B", "A"]:
-            took[name], counts = call(builds[name])
-            if len(counts) != len(expected):
-                print(f"error: build {name} counted differently in round {round_ + 1}", file=sys.stderr)
-                return 1
-            times[name].append(took[name])
-        ratios.append(took["A"] / took["B"])
-    report(f"{args.encoding} count, {args.threads} thread(s)", size, times, ratios)
+    def timed(name: str, round_: int) -> float | None:
+        seconds, counts = call(builds[name])
+        if len(counts) != len(expected):
+            print(f"error: build {name} counted differently in round {round_ + 1}", file=sys.stderr)
+            return None
+        return seconds
+
+    measured = alternate(args.rounds, timed)
+    if measured is None:
+        return 1
+    report(f"{args.encoding} count, {args.threads} thread(s)", size, *measured)
     return 0
 
 
@@ -191,20 +208,17 @@ def main(argv: list[str] | None = None) -> int:
         if warm and call(warm["B"])[1] != expected:
             print("error: build B encoded differently in its first pass", file=sys.stderr)
             return 1
-        times: dict[str, list[float]] = {"A": [], "B": []}
-        ratios = []
-        for round_ in range(args.rounds):
-            order = ["A", "B"] if round_ % 2 == 0 else ["B", "A"]
-            took = {}
-            for name in order:
-                encoder = builds[name].Encoder(*encoder_args) if fresh else warm[name]
-                took[name], result = call(encoder)
-                if result != expected:
-                    print(f"error: build {name} encoded differently in round {round_ + 1}", file=sys.stderr)
-                    return 1
-                times[name].append(took[name])
-            ratios.append(took["A"] / took["B"])
-    report(f"{args.encoding} {args.mode}", size, times, ratios)
+        def timed(name: str, round_: int) -> float | None:
+            seconds, result = call(builds[name].Encoder(*encoder_args) if fresh else warm[name])
+            if result != expected:
+                print(f"error: build {name} encoded differently in round {round_ + 1}", file=sys.stderr)
+                return None
+            return seconds
+
+        measured = alternate(args.rounds, timed)
+    if measured is None:
+        return 1
+    report(f"{args.encoding} {args.mode}", size, *measured)
     return 0
 
 
