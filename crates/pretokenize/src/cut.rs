@@ -71,21 +71,13 @@ pub fn last_safe_cut(text: &str, pretokenizer: &Pretokenizer, specials: &Special
             return 0;
         };
         end = found;
-        let safe = if bytes[found] == b' ' {
-            found > 0
-                && is_space_cut(bytes, found)
-                && !specials.starts_at(bytes, found + 1)
-                && !strictly_inside(&spans, found)
-        } else {
-            // (found < end, so a special token covering found + 1 is whole in the text)
-            is_newline_cut(bytes, found + 1) && !strictly_inside(&spans, found + 1)
-        };
-        if safe {
-            return if bytes[found] == b' ' {
-                found
-            } else {
-                found + 1
-            };
+        if let Some(cut) = cut_at(bytes, found) {
+            // (a space before a special token would end its text's piece, not lead the next;
+            // found < end, so a special token covering a newline's cut is whole in the text)
+            let before_special = bytes[found] == b' ' && specials.starts_at(bytes, found + 1);
+            if !before_special && !strictly_inside(&spans, cut) {
+                return cut;
+            }
         }
     }
     0
@@ -162,6 +154,17 @@ pub fn is_newline_cut(bytes: &[u8], cut: usize) -> bool {
     not_space_before(bytes, cut - 1) && bytes.get(cut) != Some(&b'/') && not_space_at(bytes, cut)
 }
 
+/// The cut the space or newline at byte `at` makes, if it makes one (special tokens aside):
+/// `at` itself before a space ([`is_space_cut`]), `at + 1` after a newline ([`is_newline_cut`]).
+#[inline]
+pub fn cut_at(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes[at] {
+        b' ' => is_space_cut(bytes, at).then_some(at),
+        b'\n' => is_newline_cut(bytes, at + 1).then_some(at + 1),
+        _ => None,
+    }
+}
+
 /// Whether one of `spans` (in order, not overlapping) has `position` strictly inside.
 fn strictly_inside(spans: &[(usize, usize)], position: usize) -> bool {
     let index = spans.partition_point(|&(start, _)| start <= position);
@@ -217,13 +220,10 @@ pub fn next_safe_cut(
         let mut position = from;
         while let Some(found) = memchr::memchr2(b' ', b'\n', &bytes[position..limit]) {
             let found = position + found;
-            if bytes[found] == b' ' {
-                if found > 0 && is_space_cut(bytes, found) && !specials.starts_at(bytes, found + 1)
-                {
-                    return Some(found);
+            if let Some(cut) = cut_at(bytes, found) {
+                if bytes[found] == b'\n' || !specials.starts_at(bytes, found + 1) {
+                    return Some(cut);
                 }
-            } else if is_newline_cut(bytes, found + 1) {
-                return Some(found + 1);
             }
             position = found + 1;
         }

@@ -27,8 +27,8 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use cut::{
-    find_cut, is_newline_cut, is_regex_whitespace, is_space_cut, last_safe_cut, next_safe_cut,
-    CUT_WINDOW_BYTES,
+    cut_at, find_cut, is_newline_cut, is_regex_whitespace, is_space_cut, last_safe_cut,
+    next_safe_cut, CUT_WINDOW_BYTES,
 };
 pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
 pub use special::{Part, SpecialTokens, Split, TokenOptions};

@@ -15,8 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use bpestore_pretokenize::{
-    check_utf8, find_cut, is_newline_cut, is_space_cut, Part, PretokenizeError, Pretokenizer,
-    SpecialTokens,
+    check_utf8, cut_at, find_cut, Part, PretokenizeError, Pretokenizer, SpecialTokens,
 };
 
 use crate::counts::{hash_bytes, HotCache};
@@ -206,16 +205,8 @@ impl<'p> Counter<'p> {
             // and the first of the next (`end.\nThe`) would otherwise be one segment, nearly
             // every one of them distinct, a third of the distinct segments of text written a
             // paragraph per line.
-            let cut = if bytes[at] == b' ' {
-                if !is_space_cut(bytes, at) {
-                    continue;
-                }
-                at
-            } else {
-                if !is_newline_cut(bytes, at + 1) {
-                    continue;
-                }
-                at + 1
+            let Some(cut) = cut_at(bytes, at) else {
+                continue;
             };
             if cut > start {
                 self.hot.add_one(&mut self.segments, bytes, start, cut);
