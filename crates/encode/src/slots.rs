@@ -10,7 +10,7 @@ pub(crate) const INLINE_IDS: usize = 3;
 /// Hints the CPU to load the cache line holding the byte at `address`, which may be any address
 /// (a no-op where there is no such hint).
 #[inline(always)]
-fn prefetch_address(address: *const u8) {
+pub(crate) fn prefetch_address(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint: it never faults, whatever the address (valid or not),
     // and changes no memory. SSE, which it needs, is part of every x86_64 CPU.

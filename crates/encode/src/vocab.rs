@@ -408,11 +408,18 @@ impl SmallIds {
     fn get(&self, key: u128) -> Option<TokenId> {
         let hash = crate::mix::mix(key);
         let (word, bit) = self.filter_bit(hash);
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        // The slot is asked for before the filter is read, so that a token's two loads wait for
+        // memory together rather than one after the other (on a first pass, most lookups are
+        // merges', and neither the filter nor the slots stay in the CPU's cache through the
+        // text): a cold pass over 46 languages ran 1.02-1.05x faster with o200k_base, 1.03x
+        // with cl100k_base. (The pair rule's filter is small enough to stay cached: there
+        // the same change gained nothing.)
+        crate::slots::prefetch_address(self.slots.as_ptr().wrapping_add(at).cast());
         if self.filter[word] & bit == 0 {
             return None;
         }
-        let mask = self.slots.len() - 1;
-        let mut at = hash as usize & mask;
         loop {
             let slot = self.slots[at];
             if slot == 0 {
