@@ -35,13 +35,20 @@ pub(crate) fn pieces(text: &str, gpt2: &Pretokenizer, mut f: impl FnMut(usize, u
         // Stage 1: the run of characters of one kind from `i`.
         let start = i;
         let (punctuation, len) = punctuation_at(text, i);
-        i = run_end(text, i + len, punctuation);
+        let numerics;
+        (i, numerics) = run_end(text, i + len, punctuation);
         if punctuation {
             digits(bytes, start, i, &mut f);
-        } else {
+        } else if numerics || bytes[start..start + len].iter().any(|&b| numeric(b)) {
             gpt2.for_each_piece(&text[start..i], |piece| {
                 let from = piece.as_ptr() as usize - base;
                 digits(bytes, from, from + piece.len(), &mut f);
+            });
+        } else {
+            // (no byte of the stretch is numeric: stages 3 and 4 leave its pieces as they are)
+            gpt2.for_each_piece(&text[start..i], |piece| {
+                let from = piece.as_ptr() as usize - base;
+                f(from, from + piece.len());
             });
         }
     }
@@ -60,17 +67,38 @@ fn punctuation_at(text: &str, i: usize) -> (bool, usize) {
     (crate::classes::is_unicode_punctuation(c), len)
 }
 
-/// The end of the run from `i` of characters that are punctuation, or are not (`punctuation`).
+/// The end of the run from `i` of characters that are punctuation, or are not (`punctuation`),
+/// and whether any of its bytes is one the alphabet writes as a numeric ([`numeric`]). Sixteen
+/// bytes at a time while they are ASCII of the run's kind (most of English: a run of words
+/// between two commas), a character at a time from the first that is not ASCII.
 #[inline]
-fn run_end(text: &str, mut i: usize, punctuation: bool) -> usize {
+fn run_end(text: &str, mut i: usize, punctuation: bool) -> (usize, bool) {
     let bytes = text.as_bytes();
+    let mut numerics = false;
     while i < bytes.len() {
-        // (ASCII, most of most texts, without a call or decoding)
+        #[cfg(target_arch = "x86_64")]
+        if let Some(chunk) = bytes.get(i..i + 16) {
+            let masks = sixteen(chunk);
+            let other_kind = if punctuation {
+                !masks.punctuation & 0xFFFF
+            } else {
+                masks.punctuation
+            };
+            let stop = other_kind | masks.non_ascii;
+            let run = stop.trailing_zeros().min(16);
+            numerics |= masks.digit & ((1u32 << run) - 1) != 0;
+            i += run as usize;
+            if stop == 0 {
+                continue;
+            }
+            // (bytes[i] ends the run, or is the first byte of a character that is not ASCII)
+        }
         let byte = bytes[i];
         if byte.is_ascii() {
             if byte.is_ascii_punctuation() != punctuation {
                 break;
             }
+            numerics |= byte.is_ascii_digit();
             i += 1;
             continue;
         }
@@ -78,9 +106,50 @@ fn run_end(text: &str, mut i: usize, punctuation: bool) -> usize {
         if next != punctuation {
             break;
         }
+        numerics |= bytes[i..i + len].iter().any(|&byte| numeric(byte));
         i += len;
     }
-    i
+    (i, numerics)
+}
+
+/// Three classes of 16 bytes, one bit per byte (bit k for byte k).
+#[cfg(target_arch = "x86_64")]
+struct Sixteen {
+    /// ASCII punctuation and symbols (`u8::is_ascii_punctuation`).
+    punctuation: u32,
+    /// Bytes 0x80 and up.
+    non_ascii: u32,
+    /// ASCII digits (the numeric bytes that are not ASCII are left to the scalar way, which
+    /// takes every character that is not ASCII).
+    digit: u32,
+}
+
+/// The classes of the first 16 bytes of `chunk` (with SSE2, which every x86_64 CPU has).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn sixteen(chunk: &[u8]) -> Sixteen {
+    use std::arch::x86_64::*;
+    assert!(chunk.len() >= 16);
+    // SAFETY: SSE2 is part of every x86_64 CPU; the load reads chunk's first 16 bytes.
+    unsafe {
+        let bytes = _mm_loadu_si128(chunk.as_ptr().cast());
+        // (compares of signed bytes: ASCII is 0 to 127, every other byte below 0, in order)
+        let within = |low: u8, high: u8| {
+            _mm_and_si128(
+                _mm_cmpgt_epi8(bytes, _mm_set1_epi8(low as i8 - 1)),
+                _mm_cmplt_epi8(bytes, _mm_set1_epi8(high as i8 + 1)),
+            )
+        };
+        let punctuation = _mm_or_si128(
+            _mm_or_si128(within(0x21, 0x2F), within(0x3A, 0x40)),
+            _mm_or_si128(within(0x5B, 0x60), within(0x7B, 0x7E)),
+        );
+        Sixteen {
+            punctuation: _mm_movemask_epi8(punctuation) as u32,
+            non_ascii: _mm_movemask_epi8(bytes) as u32,
+            digit: _mm_movemask_epi8(within(b'0', b'9')) as u32,
+        }
+    }
 }
 
 /// Whether GPT-2's byte alphabet writes `byte` as a numeric character (`char::is_numeric`).
@@ -243,5 +312,44 @@ mod tests {
             (53, 8000, 5),
             |text, f| pieces(text, &gpt2, f),
         );
+    }
+
+    #[test]
+    fn long_ascii_runs_are_the_pipelines() {
+        // Runs of words, spaces and digits, and of punctuation, longer than the 16 bytes a run
+        // is read in at a time, each ended somewhere in the 16 (or by the text's end) by a
+        // character of the other kind, ASCII or not; a run's only digit anywhere in it.
+        let pipeline = Pipeline::new(stages(THREE_DIGITS));
+        let gpt2 = Pretokenizer::new(crate::GPT2_PATTERN).unwrap();
+        let mut nasty = crate::tests::Nasty::new(7);
+        let words = [
+            "the", " cat", " 0", "9", " x1", "  ", "\n", "\t", " sat", "Z",
+        ];
+        let marks = [".", ",", "!!", "~", "{", "@", "`", "[", "\\", "/", "-"];
+        let others = ["é", "—", "′", "½", "中", "«", "0", "a", " "];
+        for _ in 0..4000 {
+            let mut text = String::new();
+            for _ in 0..1 + nasty.below(4) {
+                let (kind, long): (&[&str], usize) = if nasty.below(2) == 0 {
+                    (&words, 16 + nasty.below(40))
+                } else {
+                    (&marks, 16 + nasty.below(40))
+                };
+                let start = text.len();
+                while text.len() - start < long {
+                    text.push_str(kind[nasty.below(kind.len())]);
+                }
+                if nasty.below(3) > 0 {
+                    text.push_str(others[nasty.below(others.len())]);
+                }
+            }
+            let mut by_pipeline = Vec::new();
+            pipeline
+                .stage_by_stage(&text, |start, end| by_pipeline.push((start, end)))
+                .unwrap();
+            let mut by_hand = Vec::new();
+            pieces(&text, &gpt2, |start, end| by_hand.push((start, end)));
+            assert_eq!(by_hand, by_pipeline, "{text:?}");
+        }
     }
 }
