@@ -21,6 +21,7 @@ mod mix;
 mod normalize;
 mod offsets;
 pub mod packed;
+mod prefetch;
 mod quick_check;
 pub mod ranks;
 mod shared;

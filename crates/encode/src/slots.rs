@@ -3,23 +3,10 @@
 //! tables, which each use them.
 
 use crate::bpe::TokenId;
+use crate::prefetch::prefetch_address;
 
 /// A short piece with at most this many ids keeps them in its slot.
 pub(crate) const INLINE_IDS: usize = 3;
-
-/// Hints the CPU to load the cache line holding the byte at `address`, which may be any address
-/// (a no-op where there is no such hint).
-#[inline(always)]
-pub(crate) fn prefetch_address(address: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults, whatever the address (valid or not),
-    // and changes no memory. SSE, which it needs, is part of every x86_64 CPU.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
-}
 
 /// Where a table's lookups start, for prefetching: the slot of a key whose hash is `hash` is at
 /// `base + (hash & mask) * stride`. Read from the table once per batch of pieces, so that each

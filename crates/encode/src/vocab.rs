@@ -416,7 +416,7 @@ impl SmallIds {
         // text): a cold pass over 46 languages ran 1.02-1.05x faster with o200k_base, 1.03x
         // with cl100k_base. (The pair rule's filter is small enough to stay cached: there
         // the same change gained nothing.)
-        crate::slots::prefetch_address(self.slots.as_ptr().wrapping_add(at).cast());
+        crate::prefetch::prefetch_address(self.slots.as_ptr().wrapping_add(at).cast());
         if self.filter[word] & bit == 0 {
             return None;
         }
