@@ -165,7 +165,7 @@ impl Pipeline {
     ) -> Result<(), PretokenizeError> {
         match self.by_hand {
             Some(ByHand::DeepseekV3) => crate::deepseek::pieces(text, f),
-            Some(ByHand::Falcon) => crate::falcon::pieces(text, &self.gpt2_scanner, f),
+            Some(ByHand::Falcon) => crate::falcon::pieces(text, f),
             None => return self.stage_by_stage(text, f),
         }
         Ok(())
