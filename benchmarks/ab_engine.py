@@ -86,9 +86,7 @@ def tokenizer_args(encoding: str) -> tuple[Any, ...]:
 
     if encoding == "gpt2":
         fixtures = SHARED / "fixtures"
-        tokenizer = Tokenizer.from_files(
-            fixtures / "gpt2_vocab.json", fixtures / "gpt2_merges.txt", special_tokens=["<|endoftext|>"]
-        )
+        tokenizer = Tokenizer.from_files(fixtures / "gpt2_vocab.json", fixtures / "gpt2_merges.txt", special_tokens=["<|endoftext|>"])
     else:
         try:
             import bpe_openai
@@ -146,6 +144,7 @@ def compare_counting(builds: dict[str, ModuleType], args: argparse.Namespace) ->
     if dict(call(builds["B"])[1].items()) != expected:
         print("error: build B counted differently", file=sys.stderr)
         return 1
+
     def timed(name: str, round_: int) -> float | None:
         seconds, counts = call(builds[name])
         if len(counts) != len(expected):
@@ -208,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         if warm and call(warm["B"])[1] != expected:
             print("error: build B encoded differently in its first pass", file=sys.stderr)
             return 1
+
         def timed(name: str, round_: int) -> float | None:
             seconds, result = call(builds[name].Encoder(*encoder_args) if fresh else warm[name])
             if result != expected:
