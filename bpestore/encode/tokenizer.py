@@ -13,10 +13,11 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, TypeVarTuple
 
+from ..collector import collector_paused
 from ..engine import DEFAULT_CACHE_ENTRIES, Encoder
 from ..decoder import fallback_spellings
 from ..errors import DisallowedSpecialTokenError
-from ..formats.gpt2 import unicode_to_byte
+from ..formats.gpt2 import byte_level_bytes
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
 from .engine import EncoderEngine
@@ -146,9 +147,10 @@ class Tokenizer:
         from ..formats import gpt2
 
         special_tokens = list(special_tokens or ())
-        vocab = gpt2.read_vocab(vocab_filepath, literal_tokens=special_tokens)
-        merges = gpt2.read_merges(merges_filepath)
-        return cls(vocab, merges, special_tokens)
+        with collector_paused():  # (the many objects of the two files hold no cycles)
+            vocab = gpt2.read_vocab(vocab_filepath, literal_tokens=special_tokens)
+            merges = gpt2.read_merges(merges_filepath)
+            return cls(vocab, merges, special_tokens)
 
     @classmethod
     def from_format(cls, format: str, *paths: str | os.PathLike[str], **options: Any) -> Tokenizer:
@@ -557,11 +559,9 @@ class Tokenizer:
         as its UTF-8."""
         spellings: dict[int, bytes] | None = getattr(self, "_byte_spellings", None)
         if spellings is None:
-            alphabet = unicode_to_byte()
             spellings = {}
             for token_id, data in self._normalized_spellings().items():
-                text = data.decode("utf-8")
-                spelt = bytes(alphabet[c] for c in text) if all(c in alphabet for c in text) else data
+                spelt = byte_level_bytes(data.decode("utf-8")) or data
                 if spelt != self.model.vocab[token_id]:
                     spellings[token_id] = spelt
             self._byte_spellings = spellings

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic import atomic_directory, atomic_path
+from ..collector import collector_paused
 from ..model import BPEModel
 from .registry import Format, ImportCommand, Imported, ImportOption, get, names, register
 
@@ -56,7 +57,9 @@ def read(format: str, *paths: str | os.PathLike[str], **options: Any) -> Importe
         ValueError: ``format`` is not a registered format.
         OSError: a file cannot be read.
     """
-    return get(format).read(*paths, **options)
+    reader = get(format).read
+    with collector_paused():  # (the many objects of a real tokenizer's file hold no cycles)
+        return reader(*paths, **options)
 
 
 def export(tokenizer: BPEModel | HasModel, format: str, output: str | os.PathLike[str]) -> list[str]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel
@@ -14,6 +18,9 @@ from ..pretokenize.patterns import GPT2_PATTERN
 from .registry import (
     Format, ImportCommand, Imported, ImportOption, added_tokens_note, build_model, register, resolved, unreached_tokens_notes,
 )
+
+if TYPE_CHECKING:
+    from _codecs import _EncodingMap
 
 
 @lru_cache(maxsize=1)
@@ -40,13 +47,64 @@ def token_to_text(token: bytes) -> str:
     return "".join(table[b] for b in token)
 
 
+@lru_cache(maxsize=1)
+def _alphabet_codec() -> "dict[int, int] | _EncodingMap":
+    """GPT-2's alphabet as a charmap codec's encoding table (what Python's single-byte codecs,
+    cp1252's and the like, encode with): each of its 256 characters to its byte, in C."""
+    return codecs.charmap_build("".join(byte_to_unicode()[byte] for byte in range(256)))
+
+
+def byte_level_bytes(text: str) -> bytes | None:
+    """The bytes of a token written in GPT-2's printable form, or None if a character is not in
+    its alphabet."""
+    try:
+        return codecs.charmap_encode(text, "strict", _alphabet_codec())[0]
+    except UnicodeEncodeError:
+        return None
+
+
+# A real tokenizer's file (Llama-3's: 128,000 tokens, 280,000 merges) read a token at a time, a
+# character at a time, took most of a second; the two functions below decode them in passes that
+# run in C, and return None at the first doubt (the callers then go a token at a time, to name the
+# problem as they always did).
+
+
+def byte_level_many(texts: Sequence[str], known: Mapping[str, bytes] | None = None) -> list[bytes] | None:
+    """:func:`byte_level_bytes` of each of ``texts`` (strings), or None if one is not byte-level.
+    ``known``: tokens decoded already, looked up rather than decoded again (a merge's two parts
+    are tokens of the vocab)."""
+    if known:
+        found = list(map(known.get, texts))
+        if None not in found:
+            return found  # type: ignore[return-value]  # (no None in it)
+    try:
+        encoded = map(codecs.charmap_encode, texts, repeat("strict"), repeat(_alphabet_codec()))
+        return list(map(itemgetter(0), encoded))
+    except UnicodeEncodeError:
+        return None
+
+
+def byte_level_merges(lines: Sequence[str], known: Mapping[str, bytes] | None = None) -> list[tuple[bytes, bytes]] | None:
+    """The merges written as ``"left right"`` strings, each part byte-level and not empty; or None
+    if one is not so. ``known``: as for :func:`byte_level_many`."""
+    if not lines:
+        return []
+    if list(map(str.count, lines, repeat(" "))).count(1) != len(lines):
+        return None
+    parts = " ".join(lines).split(" ")
+    if "" in parts:
+        return None
+    tokens = byte_level_many(parts, known)
+    return None if tokens is None else list(zip(tokens[0::2], tokens[1::2]))
+
+
 def text_to_token(text: str, *, where: str = "") -> bytes:
     """The bytes of a token written in GPT-2's printable form; ValueError for foreign characters."""
-    table = unicode_to_byte()
-    try:
-        return bytes(table[c] for c in text)
-    except KeyError as error:
-        raise ValueError(f"{where}character {error.args[0]!r} in {text!r} is not in GPT-2's byte-to-unicode alphabet") from None
+    token = byte_level_bytes(text)
+    if token is None:
+        foreign = next(c for c in text if c not in unicode_to_byte())
+        raise ValueError(f"{where}character {foreign!r} in {text!r} is not in GPT-2's byte-to-unicode alphabet")
+    return token
 
 
 def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ()) -> dict[int, bytes]:
@@ -64,6 +122,12 @@ def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ())
         raise ValueError(f"{path}: not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object mapping tokens to ids")
+    ids = list(data.values())
+    if data and set(map(type, ids)) == {int} and 0 <= min(ids) and max(ids) <= MAX_TOKEN_ID and len(set(ids)) == len(ids):
+        tokens = byte_level_many(list(data))
+        if tokens is not None:
+            return dict(zip(ids, tokens))
+    # a token at a time, to name what is wrong (or take a special token's text as it is)
     vocab: dict[int, bytes] = {}
     for text, token_id in data.items():
         if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID:
@@ -72,10 +136,10 @@ def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ())
             )
         if token_id in vocab:
             raise ValueError(f"{path}: id {token_id} is given to two tokens")
-        if text in literal and not all(c in unicode_to_byte() for c in text):
-            vocab[token_id] = text.encode("utf-8")
-        else:
-            vocab[token_id] = text_to_token(text, where=f"{path}: ")
+        token = byte_level_bytes(text)
+        if token is None and text in literal:
+            token = text.encode("utf-8")
+        vocab[token_id] = token if token is not None else text_to_token(text, where=f"{path}: ")
     return vocab
 
 
@@ -91,16 +155,26 @@ def read_utf8(path: str | os.PathLike[str]) -> str:
 
 def read_merges(path: str | os.PathLike[str]) -> list[tuple[bytes, bytes]]:
     """``merges.txt``: one ``left right`` pair per line, an optional ``#version`` first line."""
+    lines = read_utf8(path).split("\n")
+    body = lines[1:] if lines[0].startswith("#version") else lines
+    if body and body[-1] == "":
+        body = body[:-1]  # (the last line's end)
+    fast = byte_level_merges(body)  # (None for anything else: a line's "\r", a blank line, a foreign character)
+    if fast is not None:
+        return fast
     merges: list[tuple[bytes, bytes]] = []
-    for line_number, line in enumerate(read_utf8(path).split("\n"), start=1):
+    for line_number, line in enumerate(lines, start=1):
         line = line.rstrip("\r\n")
         if (line_number == 1 and line.startswith("#version")) or not line.strip():
             continue
         fields = line.split(" ")
-        if len(fields) != 2 or not all(fields):
+        if len(fields) != 2 or not fields[0] or not fields[1]:
             raise ValueError(f"{path}, line {line_number}: expected two tokens separated by one space, got {line!r}")
-        where = f"{path}, line {line_number}: "
-        merges.append((text_to_token(fields[0], where=where), text_to_token(fields[1], where=where)))
+        left, right = byte_level_bytes(fields[0]), byte_level_bytes(fields[1])
+        if left is None or right is None:
+            where = f"{path}, line {line_number}: "
+            left, right = text_to_token(fields[0], where=where), text_to_token(fields[1], where=where)
+        merges.append((left, right))
     return merges
 
 

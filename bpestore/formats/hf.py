@@ -25,10 +25,13 @@ WordPiece and WordLevel models, dropout, subword prefixes and suffixes, an unkno
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain, starmap
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +44,7 @@ from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
 from ..pretokenize.patterns import (
     CL100K_PATTERN, GPT2_DIGIT_RUNS_PATTERN, GPT2_DIGITS_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN,
 )
-from .gpt2 import token_to_text, unicode_to_byte
+from .gpt2 import byte_level_bytes, byte_level_many, byte_level_merges, token_to_text, unicode_to_byte
 from .hf_folder import CONFIG_FILE, SPECIAL_TOKENS_FILE, config_of_folder, folder_files
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
 
@@ -239,9 +242,11 @@ def _is_sentencepiece_style(data: dict[str, Any]) -> bool:
         # (unless ByteLevel then writes its bytes: a byte-level BPE whose text Metaspace prepares)
         return '"ByteLevel"' not in json.dumps(data.get("pre_tokenizer"))
     # (a byte-level vocab writes a space "Ġ"; a SentencePiece one "\u2581", as its normalizer does)
+    # (the normalizer first: looking through a vocab of 128,000 tokens costs more)
     vocab = data["model"].get("vocab")
-    spaces_as_bars = isinstance(vocab, dict) and any(isinstance(token, str) and token.startswith("\u2581") for token in vocab)
-    return spaces_as_bars and "\u2581" in json.dumps(data.get("normalizer"), ensure_ascii=False)
+    return "\u2581" in json.dumps(data.get("normalizer"), ensure_ascii=False) and isinstance(vocab, dict) and any(
+        isinstance(token, str) and token.startswith("\u2581") for token in vocab
+    )
 
 
 def _check_model(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
@@ -383,7 +388,16 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     model_vocab = _object(path, model.get("vocab", {}), "model.vocab")
     byte_twins: list[tuple[int, int]] = []
     aliases: dict[int, bytes] = {}
-    for text, token_id in model_vocab.items():
+    one_by_one: Iterable[tuple[str, Any]] = model_vocab.items()
+    spellings = None if sentencepiece else _byte_level_vocab(model_vocab)
+    if spellings is not None:
+        # (every token decoded at once; those that are added tokens too go the way below)
+        vocab = dict(zip(model_vocab.values(), spellings.values()))
+        shared = sorted(added_text.keys() & model_vocab.keys(), key=model_vocab.__getitem__)
+        one_by_one = [(text, model_vocab[text]) for text in shared]
+        for text in shared:
+            del vocab[model_vocab[text]]
+    for text, token_id in one_by_one:
         token_id = _token_id(path, token_id, f"vocab entry {text!r}")
         if sentencepiece:
             _add_sentencepiece_token(path, vocab, text, token_id, byte_twins, aliases)
@@ -398,8 +412,8 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
                     f"{text!r} is also how the byte-level vocab writes the single byte 0x{alphabet[text]:02x} (id {token_id}): "
                     "Hugging Face encodes that text as that byte's token, which bpestore does not do",
                 )
-        elif all(c in alphabet for c in text):
-            token = bytes(alphabet[c] for c in text)
+        elif (byte_level := byte_level_bytes(text)) is not None:
+            token = byte_level
         else:
             # Hugging Face keeps it: no pre-token is ever spelt so (ByteLevel writes every byte in
             # its alphabet), and its ByteLevel decoder gives such a token's UTF-8.
@@ -445,17 +459,19 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     model_merges = model.get("merges", [])
     if not isinstance(model_merges, list):
         raise FormatError(f"{path}: model.merges must be an array, not {_describe(model_merges)}")
-    for rank, merge in enumerate(model_merges):
+    if not sentencepiece:
+        merges = _byte_level_merges(model_merges, spellings) or []
+    for rank, merge in enumerate(model_merges if not merges else []):
         parts = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+        if not isinstance(parts, list) or len(parts) != 2 or not _is_text(parts[0]) or not _is_text(parts[1]):
             raise FormatError(f"{path}: merge {rank} is {merge!r}, expected 'a b' or ['a', 'b']")
         if sentencepiece:
             merges.append((_sentencepiece_bytes(parts[0]), _sentencepiece_bytes(parts[1])))
             continue
-        try:
-            merges.append((bytes(alphabet[c] for c in parts[0]), bytes(alphabet[c] for c in parts[1])))
-        except KeyError:
-            raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level") from None
+        left, right = byte_level_bytes(parts[0]), byte_level_bytes(parts[1])
+        if left is None or right is None:
+            raise FormatError(f"{path}: merge {rank} {merge!r} is not byte-level")
+        merges.append((left, right))
     specials = [content for content, _, special, _, _ in listed if special]
     ordinary = [content for content, _, special, _, _ in listed if not special]
     token_options = {content: options for content, _, _, _, options in listed if options}
@@ -493,6 +509,38 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
         dropped_bytes, sentencepiece, decoder, {setting: data[setting] for setting in ("truncation", "padding") if data.get(setting)},
         aliases,
     )
+
+
+def _byte_level_vocab(model_vocab: dict[str, Any]) -> dict[str, bytes] | None:
+    """``model.vocab``'s tokens (text -> bytes, in its order), decoded in a few passes, if every
+    token is byte-level and every id an integer in range given once; None otherwise, for the loop
+    that takes the tokens one at a time (and names what is wrong)."""
+    ids = list(model_vocab.values())
+    if not ids or set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) > MAX_TOKEN_ID or len(set(ids)) != len(ids):
+        return None
+    texts = list(model_vocab)
+    tokens = byte_level_many(texts)
+    return None if tokens is None else dict(zip(texts, tokens))
+
+
+def _byte_level_merges(merges: list[Any], known: dict[str, bytes] | None) -> list[tuple[bytes, bytes]] | None:
+    """``model.merges`` all written ``"a b"`` or all ``["a", "b"]``, byte-level, decoded in a few
+    passes (see :func:`~bpestore.formats.gpt2.byte_level_merges`; ``known``: the vocab's tokens,
+    which the parts are); None otherwise, for the loop that names the first bad one."""
+    kinds = set(map(type, merges))
+    if kinds == {str}:
+        return byte_level_merges(merges, known)
+    if kinds == {list} and set(map(len, merges)) == {2}:
+        parts = list(chain.from_iterable(merges))
+        if set(map(type, parts)) == {str} and "" not in parts:
+            tokens = byte_level_many(parts, known)
+            return None if tokens is None else list(zip(tokens[0::2], tokens[1::2]))
+    return None
+
+
+def _is_text(part: object) -> bool:
+    """A merge's part: a string that is not empty."""
+    return isinstance(part, str) and part != ""
 
 
 def _add_missing_bytes(vocab: dict[int, bytes], aliases: dict[int, bytes]) -> list[int]:
@@ -730,16 +778,18 @@ def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, byte
     Hugging Face's BPE exactly when its merges come in the order of the ids of the tokens they make
     (as in Llama-3's, converted from tiktoken's ranks); FormatError otherwise, rather than other ids."""
     ids = {token: token_id for token_id, token in vocab.items()}
+    made = [-1 if token_id is None else token_id for token_id in map(ids.get, starmap(operator.add, merges))]
+    if -1 not in made and all(map(operator.le, made, made[1:])):  # (in C but the line above: Llama-3 has 280,000 merges)
+        return
     previous = -1
-    for rank, (left, right) in enumerate(merges):
-        made = ids.get(left + right)
-        if made is None or made < previous:
+    for rank, token_id in enumerate(made):
+        if token_id < previous or token_id == -1:
             raise _refuse(
                 path, f"model.merges[{rank}]",
                 f"ignore_merges with merges out of the order of their tokens' ids (merge {rank}): "
                 "bpestore's whole-token rule would encode differently",
             )
-        previous = made
+        previous = token_id
 
 
 def _first_merges(merges: list[tuple[bytes, bytes]], model: BPEModel) -> Merges:

@@ -9,10 +9,12 @@ all go through the registry, so a new format needs nothing else.
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import starmap
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +199,8 @@ def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str],
     truncated merges list."""
     if model.merge_rule != "pair":
         return []
-    made = {left + right for left, right in model.merges}
+    made = set(starmap(operator.add, model.merges))
+    unmade = {token for token in set(model.vocab.values()) - made if len(token) > 1}
     specials = set(model.whole_ids.values())
     def one_character(token: bytes) -> bool:
         # (a SentencePiece-style model starts from characters: one is reached without a merge)
@@ -207,8 +210,8 @@ def unreached_tokens_notes(model: BPEModel, merges_path: str | os.PathLike[str],
             return False
 
     unreached = [
-        token for token_id, token in sorted(model.vocab.items())
-        if len(token) > 1 and token not in made and token_id not in specials and not one_character(token)
+        token for token_id, token in sorted(item for item in model.vocab.items() if item[1] in unmade)
+        if token_id not in specials and not one_character(token)
     ]
     special_looking = [token.decode("utf-8") for token in unreached if looks_special(token)]
     others = len(unreached) - len(special_looking)

@@ -16,9 +16,9 @@ keeps a frozen copy of its first version, as migrations must).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Mapping, Sequence
 
+from ..collector import collector_paused
 from ..engine import pack_model, unpack_model
 from ..errors import DamagedStoreError
 from .checked import described
@@ -40,15 +40,11 @@ def unpack(data: bytes, vocab_size: int, ref: str, location: str) -> tuple[dict[
     # are made (a third of the time, in a fresh process) find nothing.
     if not isinstance(data, bytes):  # text or a number, written by hand into a table that is not STRICT
         raise damaged(ref, location, f"it holds {described(data)}, not a blob")
-    collecting = gc.isenabled()
-    gc.disable()
     try:
-        vocab, merges = unpack_model(data)
+        with collector_paused():
+            vocab, merges = unpack_model(data)
     except (ValueError, TypeError) as error:
         raise damaged(ref, location, str(error)) from None
-    finally:
-        if collecting:
-            gc.enable()
     if len(vocab) != vocab_size:
         raise damaged(ref, location, f"it holds {len(vocab)} tokens, the tokenizer has {vocab_size}")
     return vocab, merges

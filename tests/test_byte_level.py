@@ -1,0 +1,143 @@
+"""Decoding tokens written in GPT-2's byte-to-unicode alphabet, many at once (the readers of
+``vocab.json``, ``merges.txt`` and ``tokenizer.json`` take this way first), against the decoding of
+one character at a time: the same bytes whenever every character is in the alphabet, and None (the
+readers then go one token at a time and name the problem) whenever one is not."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bpestore import FormatError, formats
+from bpestore.collector import collector_paused
+from bpestore.formats.gpt2 import (
+    byte_level_bytes, byte_level_many, byte_level_merges, byte_to_unicode, read_merges, read_vocab, text_to_token, token_to_text,
+    unicode_to_byte,
+)
+
+ALPHABET = "".join(byte_to_unicode().values())
+# characters near the alphabet's that are not in it: the ASCII and Latin-1 ones GPT-2 writes
+# otherwise (space, controls, the soft hyphen), the first after its last (U+0144), and far ones
+FOREIGN = "".join(chr(code) for code in [*range(0, 0x21), *range(0x7F, 0xA1), 0xAD]) + "\u0144\u2581\U0001f600\uffff"
+
+tokens = st.binary(min_size=1, max_size=12)
+foreign_texts = st.builds(
+    lambda before, foreign, after: before + foreign + after,
+    st.text(ALPHABET, max_size=6), st.sampled_from(FOREIGN), st.text(ALPHABET, max_size=6),
+)
+
+
+def one_at_a_time(text: str) -> bytes | None:
+    """The reference: a character at a time through the alphabet's table."""
+    table = unicode_to_byte()
+    return bytes(table[c] for c in text) if all(c in table for c in text) else None
+
+
+@given(st.lists(tokens, max_size=40))
+def test_many_tokens_decode_as_one_at_a_time(spelt):
+    texts = [token_to_text(token) for token in spelt]
+    assert byte_level_many(texts) == spelt
+    assert [byte_level_bytes(text) for text in texts] == [one_at_a_time(text) for text in texts] == spelt
+
+
+@given(st.lists(st.text(ALPHABET, min_size=1, max_size=8), max_size=10), foreign_texts, st.integers(0, 10))
+def test_one_foreign_character_anywhere_is_none(texts, foreign, at):
+    texts.insert(min(at, len(texts)), foreign)
+    assert one_at_a_time(foreign) is None
+    assert byte_level_bytes(foreign) is None
+    assert byte_level_many(texts) is None
+    with pytest.raises(ValueError, match="is not in GPT-2's byte-to-unicode alphabet"):
+        text_to_token(foreign)
+
+
+@given(st.lists(st.tuples(tokens, tokens), max_size=30), st.booleans())
+def test_merges_decode_as_one_at_a_time(merges, with_known):
+    lines = [f"{token_to_text(left)} {token_to_text(right)}" for left, right in merges]
+    # a vocab that knows some of the parts (a merge's parts are tokens of the vocab)
+    known = {token_to_text(left): left for left, _ in merges[::2]} if with_known else None
+    assert byte_level_merges(lines, known) == merges
+
+
+def test_known_spellings_are_looked_up_not_decoded():
+    """A part the vocab knows takes the vocab's bytes (the reader passes the vocab's own)."""
+    assert byte_level_merges(["a b"], {"a": b"x", "b": b"y"}) == [(b"x", b"y")]
+    assert byte_level_merges(["a b"], {"a": b"x"}) == [(b"a", b"b")]  # (one unknown: all decoded)
+
+
+@pytest.mark.parametrize("line", ["ab", "a  b", "a b c", " ab", "ab ", "", "a\tb", "a b\r", "a \u2581"])
+def test_a_line_that_is_not_one_merge_is_none(line):
+    assert byte_level_merges(["Ġ t", line, "h e"]) is None
+
+
+def write(path, text):
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("#version: 0.2\nĠ t\nh e\n", [(b" ", b"t"), (b"h", b"e")]),
+    ("Ġ t\nh e", [(b" ", b"t"), (b"h", b"e")]),
+    ("#version: 0.2\r\nĠ t\r\nh e\r\n", [(b" ", b"t"), (b"h", b"e")]),  # (the way one at a time)
+    ("Ġ t\n\n  \nh e\n", [(b" ", b"t"), (b"h", b"e")]),
+    ("", []),
+])
+def test_merges_files_read_the_same_either_way(tmp_path, text, expected):
+    assert read_merges(write(tmp_path / "merges.txt", text)) == expected
+
+
+def test_a_bad_merges_line_is_named_by_its_number(tmp_path):
+    path = write(tmp_path / "merges.txt", "Ġ t\nh e\nx\u2581 y\n")
+    with pytest.raises(ValueError, match=r"line 3: character '\u2581' in 'x\u2581' is not in GPT-2's"):
+        read_merges(path)
+
+
+def test_vocab_files_read_the_same_either_way(tmp_path):
+    vocab = {token_to_text(bytes([b])): b for b in range(256)} | {"Ġt": 256, "<|endoftext|>": 257}
+    path = write(tmp_path / "vocab.json", json.dumps(vocab))
+    expected = {b: bytes([b]) for b in range(256)} | {256: b" t", 257: b"<|endoftext|>"}
+    assert read_vocab(path) == expected
+    # a special token in plain text (a space: not byte-level) goes the way one at a time
+    path = write(tmp_path / "vocab.json", json.dumps({**vocab, "<| sep |>": 258}))
+    assert read_vocab(path, literal_tokens=["<| sep |>"]) == expected | {258: b"<| sep |>"}
+    with pytest.raises(ValueError, match="character ' ' in '<| sep |>' is not in GPT-2's"):
+        read_vocab(path)
+    path = write(tmp_path / "vocab.json", json.dumps({**vocab, "Ġa": 256}))
+    with pytest.raises(ValueError, match="id 256 is given to two tokens"):
+        read_vocab(path)
+
+
+def test_hf_files_read_the_same_either_way(tmp_path):
+    """A tokenizer.json whose merges are written both ways, and one whose merge names a part no
+    token spells (decoded, not looked up), read as the same model."""
+    vocab = {token_to_text(bytes([b])): b for b in range(256)} | {"Ġt": 256, "he": 257, "Ġthe": 258}
+    document = {"model": {"type": "BPE", "vocab": vocab, "merges": ["Ġ t", "h e", "Ġt he"]},
+                "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}}
+    as_strings = formats.read("hf", write(tmp_path / "strings.json", json.dumps(document))).model
+    document["model"]["merges"] = [merge.split(" ") for merge in document["model"]["merges"]]
+    as_lists = formats.read("hf", write(tmp_path / "lists.json", json.dumps(document))).model
+    assert as_strings.merges == as_lists.merges == [(b" ", b"t"), (b"h", b"e"), (b" t", b"he")]
+    assert as_strings.vocab == as_lists.vocab
+    document["model"]["merges"].append(["\u2581", "t"])
+    with pytest.raises(FormatError, match=r"merge 3 \['\u2581', 't'\] is not byte-level"):
+        formats.read("hf", write(tmp_path / "bad.json", json.dumps(document)))
+
+
+def test_the_collector_is_paused_then_as_it_was():
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # (a caller that had turned it off keeps it off)
+    finally:
+        gc.enable()
+    with pytest.raises(KeyError), collector_paused():
+        raise KeyError("inside")
+    assert gc.isenabled()
