@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import chain, starmap
+from itertools import chain, repeat, starmap
 from pathlib import Path
 from typing import Any
 
@@ -778,8 +778,8 @@ def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, byte
     Hugging Face's BPE exactly when its merges come in the order of the ids of the tokens they make
     (as in Llama-3's, converted from tiktoken's ranks); FormatError otherwise, rather than other ids."""
     ids = {token: token_id for token_id, token in vocab.items()}
-    made = [-1 if token_id is None else token_id for token_id in map(ids.get, starmap(operator.add, merges))]
-    if -1 not in made and all(map(operator.le, made, made[1:])):  # (in C but the line above: Llama-3 has 280,000 merges)
+    made = list(map(ids.get, starmap(operator.add, merges), repeat(-1)))  # (-1: no token; in C: Llama-3 has 280,000 merges)
+    if -1 not in made and all(map(operator.le, made, made[1:])):
         return
     previous = -1
     for rank, token_id in enumerate(made):
