@@ -1,8 +1,9 @@
 """The ``peers`` section's measurements: bpestore, tiktoken, gigatoken, quicktok and fastokens
 encoding the same text with the same vocabulary, each in a fresh process.
 
-Params: ``tool``'s task is ``peers:TOOL`` (cold: a fresh tokenizer, built untimed) or
-``peers:TOOL-warm`` (the same text encoded once untimed, then timed again); ``encoding`` is
+Params: ``tool``'s task is ``peers:TOOL`` (cold: a fresh tokenizer, built untimed),
+``peers:TOOL-warm`` (the same text encoded once untimed, then timed again) or ``peers:TOOL-fresh``
+(the tokenizer's loading from the files and its first pass, timed together); ``encoding`` is
 ``gpt2`` (built from the fixture files) or ``cl100k_base`` / ``o200k_base`` (from the ``.tiktoken``
 files the ``bpe-openai`` package ships, tiktoken's own definitions of their patterns and special
 tokens); ``ranks`` is that vocabulary as a plain ``.tiktoken`` file (written untimed by
@@ -17,9 +18,11 @@ import base64
 import gzip
 import importlib.util
 from pathlib import Path
+from typing import Any, Callable
 
 import gpt2
-from encode_tasks import bpestore_from_files, bpestore_tokenizer_class, encode_job
+from corpus import read_text
+from encode_tasks import bpestore_tokenizer_class, encode_job, ids_facts
 from harness import Job, Skip
 from registry import task
 from train_tasks import import_or_skip
@@ -94,75 +97,113 @@ def prepare_peer_ranks(params: dict) -> Job:
 
 
 # ---------------------------------------------------------------- each tool's encode, special tokens recognised
+#
+# Each tool has a maker: what it needs from Python (the special tokens, the pattern) is prepared
+# when the maker is called, untimed; the maker returns ``build``, the tool's own loading from the
+# files, which returns its ``encode``. The cold and warm tasks call ``build`` untimed; the fresh
+# task times it with the first pass, as a new process pays both.
+
+Build = Callable[[], Callable[[str], Any]]
 
 
-def bpestore_encode(params: dict):
-    if params["encoding"] == "gpt2":
-        return bpestore_from_files(params).encode
-    tokenizer = bpestore_tokenizer_class().from_format("tiktoken", params["ranks"], params["encoding"])
-    return lambda text: tokenizer.encode(text, allowed_special="all")
+def bpestore_maker(params: dict, *, array: bool = False) -> Build:
+    """bpestore's ``encode`` or, with ``array``, its ``encode_to_array``: a NumPy array of uint32,
+    as gigatoken returns (the list of Python ints ``encode`` returns costs an object per id).
+    NumPy is imported untimed, as gigatoken imports it with itself."""
+    tokenizer_class = bpestore_tokenizer_class()
+    if array:
+        import_or_skip("numpy")
+
+    def build():
+        if params["encoding"] == "gpt2":
+            tokenizer = tokenizer_class.from_files(params["vocab"], params["merges"], special_tokens=[params["special"]])
+        else:
+            tokenizer = tokenizer_class.from_format("tiktoken", params["ranks"], params["encoding"])
+        encode = tokenizer.encode_to_array if array else tokenizer.encode
+        return lambda text: encode(text, allowed_special="all")
+
+    return build
 
 
-def bpestore_array_encode(params: dict):
-    """bpestore's ``encode_to_array``: a NumPy array of uint32, as gigatoken returns (the list
-    of Python ints ``encode`` returns costs an object per id). NumPy is imported untimed, as
-    gigatoken imports it with itself."""
-    import_or_skip("numpy")
-    if params["encoding"] == "gpt2":
-        return bpestore_from_files(params).encode_to_array
-    tokenizer = bpestore_tokenizer_class().from_format("tiktoken", params["ranks"], params["encoding"])
-    return lambda text: tokenizer.encode_to_array(text, allowed_special="all")
-
-
-def tiktoken_encode(params: dict):
+def tiktoken_maker(params: dict) -> Build:
+    """tiktoken's ``Encoding`` from the plain ranks file, read as tiktoken's ``load_tiktoken_bpe``
+    reads one (the same line-by-line decoding, here without its download cache)."""
     tiktoken = import_or_skip("tiktoken")
-    ranks, pattern, specials = vocabulary(params)
-    encoding = tiktoken.Encoding(name=params["encoding"], pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
-    return lambda text: encoding.encode(text, allowed_special="all")
+    _, pattern, specials = vocabulary(params)
+
+    def build():
+        ranks = read_tiktoken_ranks(Path(params["ranks"]))
+        encoding = tiktoken.Encoding(name=params["encoding"], pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+        return lambda text: encoding.encode(text, allowed_special="all")
+
+    return build
 
 
-def gigatoken_tokenizer(params: dict):
-    """gigatoken's ``Tokenizer`` for ``params["encoding"]``, from the plain ``.tiktoken`` ranks file.
-    NumPy is imported untimed, as for bpestore's array path: gigatoken imports it at its first
-    ``encode``, which made some 40 ms of its cold time (10 MB of English, cl100k_base: 90 MB/s
-    with the import timed, 145 without)."""
+def gigatoken_loader(params: dict) -> Callable[[], Any]:
+    """What builds gigatoken's ``Tokenizer`` for ``params["encoding"]`` from the plain
+    ``.tiktoken`` ranks file. NumPy is imported untimed, as for bpestore's array path: gigatoken
+    imports it at its first ``encode``, which made some 40 ms of its cold time (10 MB of English,
+    cl100k_base: 90 MB/s with the import timed, 145 without)."""
     gigatoken = import_or_skip("gigatoken")
     import_or_skip("numpy")
     _, _, specials = vocabulary(params)
-    return gigatoken.Tokenizer.from_tiktoken(params["ranks"], pretokenizer=GIGATOKEN_SCHEMES[params["encoding"]],
-                                             special_tokens=specials)
+    return lambda: gigatoken.Tokenizer.from_tiktoken(params["ranks"], pretokenizer=GIGATOKEN_SCHEMES[params["encoding"]],
+                                                     special_tokens=specials)
 
 
-def gigatoken_encode(params: dict):
-    return gigatoken_tokenizer(params).encode  # a numpy array of uint32
+def gigatoken_tokenizer(params: dict):
+    """gigatoken's tokenizer itself (for the ``.npy`` tasks)."""
+    return gigatoken_loader(params)()
 
 
-def quicktok_encode(params: dict):
+def gigatoken_maker(params: dict) -> Build:
+    """gigatoken's ``encode``, which returns a NumPy array of uint32."""
+    load = gigatoken_loader(params)
+    return lambda: load().encode
+
+
+def quicktok_maker(params: dict) -> Build:
     quicktok = import_or_skip("quicktok")
     if params["encoding"] == "gpt2":
         raise Skip("quicktok has no GPT-2 (r50k) pre-tokenizer: it compiles each grammar by hand "
                    "(cl100k, o200k, llama3, qwen, tekken) and its importer refuses other patterns")
-    encoding = quicktok.get_encoding(params["encoding"])  # its own bundled copy of the vocabulary
-    return lambda text: encoding.encode(text, allowed_special="all")
+
+    def build():
+        encoding = quicktok.get_encoding(params["encoding"])  # its own bundled copy of the vocabulary
+        return lambda text: encoding.encode(text, allowed_special="all")
+
+    return build
 
 
-def fastokens_encode(params: dict):
+def fastokens_maker(params: dict) -> Build:
     fastokens = import_or_skip("fastokens")
-    if params["encoding"] == "gpt2":
-        tokenizer = fastokens.Tokenizer.from_file(params["json"])  # GPT-2's HF tokenizer.json
-    else:
-        _, pattern, specials = vocabulary(params)
-        tokenizer = fastokens.Tokenizer.from_tiktoken(params["ranks"], pattern=pattern, special_tokens=specials)
-    return lambda text: tokenizer.encode(text).ids
+    _, pattern, specials = vocabulary(params)
+
+    def build():
+        if params["encoding"] == "gpt2":
+            tokenizer = fastokens.Tokenizer.from_file(params["json"])  # GPT-2's HF tokenizer.json
+        else:
+            tokenizer = fastokens.Tokenizer.from_tiktoken(params["ranks"], pattern=pattern, special_tokens=specials)
+        return lambda text: tokenizer.encode(text).ids
+
+    return build
 
 
-ENCODERS = {"bpestore": bpestore_encode, "bpestore-array": bpestore_array_encode, "tiktoken": tiktoken_encode, "gigatoken": gigatoken_encode,
-            "quicktok": quicktok_encode, "fastokens": fastokens_encode}
+MAKERS: dict[str, Callable[[dict], Build]] = {
+    "bpestore": bpestore_maker, "bpestore-array": lambda params: bpestore_maker(params, array=True),
+    "tiktoken": tiktoken_maker, "gigatoken": gigatoken_maker, "quicktok": quicktok_maker, "fastokens": fastokens_maker}
+
+
+def fresh_job(params: dict, build: Build) -> Job:
+    """The tool's loading from the files and its first pass, timed together."""
+    text = read_text(params["text"], params.get("max_bytes"))
+    return Job(lambda: build()(text), lambda ids: ids_facts(ids, text, params))
 
 
 def register(tool: str) -> None:
-    task(f"peers:{tool}")(lambda params: encode_job(params, ENCODERS[tool](params)))
-    task(f"peers:{tool}-warm")(lambda params: encode_job(params, ENCODERS[tool](params), second_pass=True))
+    task(f"peers:{tool}")(lambda params: encode_job(params, MAKERS[tool](params)()))
+    task(f"peers:{tool}-warm")(lambda params: encode_job(params, MAKERS[tool](params)(), second_pass=True))
+    task(f"peers:{tool}-fresh")(lambda params: fresh_job(params, MAKERS[tool](params)))
 
 
 for _tool in PEER_TOOLS:

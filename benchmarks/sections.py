@@ -475,12 +475,17 @@ def pick(rows: list[dict], tool: str, kind: str, n: int) -> list[dict]:
 
 
 PEER_TEXTS = ("en", "multilingual")
+# cold: a fresh tokenizer's first pass, its building untimed; warm: its second pass; fresh: its
+# building from the files and its first pass timed together, what a new process pays. The last
+# keeps the cold rows honest about work a tool moves into its loading (gigatoken fills its piece
+# cache with the whole vocabulary as it loads, so its cold pass starts partly warm).
+PEER_PASSES = ("cold", "warm", "fresh")
 
 
 def peers_section(settings: Settings) -> dict:
     """Every encoder that is installed (peer_tasks.PEER_TOOLS), on English (the corpus, --encode-mb)
     and on the multilingual sample, with GPT-2 and, where a vocabulary is at hand offline, cl100k_base
-    and o200k_base; cold (a fresh tokenizer) and warm (its second pass). A tool's first run saves its
+    and o200k_base; each pass of PEER_PASSES (cold, warm, fresh). A tool's first run saves its
     ids, which are compared with tiktoken's before its time is reported: a tool whose ids differ is
     a ``mismatch`` row, with no time (bpestore's mismatch fails the run)."""
     from peer_tasks import ENCODINGS, PEER_TOOLS
@@ -503,17 +508,18 @@ def peers_section(settings: Settings) -> dict:
             continue
         for text_name, (path, max_bytes) in texts.items():
             group = {"text": text_name, "encoding": encoding}
-            for warm in (False, True):
-                reference = settings.workdir / f"peers-{encoding}-{text_name}-tiktoken{'-warm' * warm}.npy"
+            for kind in PEER_PASSES:
+                suffix = "" if kind == "cold" else f"-{kind}"
+                reference = settings.workdir / f"peers-{encoding}-{text_name}-tiktoken{suffix}.npy"
                 kind_rows = []
                 for tool in ("tiktoken", *(tool for tool in PEER_TOOLS if tool != "tiktoken")):
-                    label = tool + "-warm" * warm
+                    label = tool + suffix
                     ids_out = settings.workdir / f"peers-{encoding}-{text_name}-{label}.npy"
                     params = lambda index, ids_out=ids_out: {**vocab, "text": str(path), "max_bytes": max_bytes,
                                                              "ids_out": str(ids_out) if index == 0 else None}
                     row = peer_measure(label, params, settings, reference if tool != "tiktoken" else None, group, checks)
-                    kind_rows.append({**row, **group, "pass": "warm" if warm else "cold"})
-                add_ratios(kind_rows, reference=BPESTORE + "-warm" * warm)
+                    kind_rows.append({**row, **group, "pass": kind})
+                add_ratios(kind_rows, reference=BPESTORE + suffix)
                 rows += kind_rows
     notes = [f"en: {describe_input(settings)}; multilingual: {(settings.encode_bytes or MULTILINGUAL_DEFAULT_BYTES) / 1e6:g} MB "
              "generated in eleven scripts (as encode-multilingual); single-threaded (RAYON_NUM_THREADS=1)",
@@ -522,7 +528,8 @@ def peers_section(settings: Settings) -> dict:
              "cl100k_base and o200k_base from the bpe-openai package's .tiktoken files with tiktoken's own patterns and "
              "special tokens (quicktok uses the copy it bundles); special tokens recognised in the text by every tool",
              "cold: a fresh process and tokenizer per run (built untimed); warm: the same tokenizer's second pass over the "
-             "text; bpestore/peer: bpestore's time over the peer's, cold against cold and warm against warm",
+             "text; fresh: the tokenizer's building from the files and its first pass, timed together; bpestore/peer: "
+             "bpestore's time over the peer's, in the same pass",
              "each tool's first run saves its ids, compared with tiktoken's before its time is reported: a tool whose ids "
              "differ is a MISMATCH row without a time",
              *(f"not run: {reason}" for reason in skipped)]
