@@ -44,6 +44,8 @@ __all__ = [
     "pair_merges_from_ranks",
     "read_tiktoken",
     "unpack_model",
+    "byte_level_tokens",
+    "byte_level_merges",
 ]
 
 __version__: str
@@ -476,7 +478,7 @@ class IdIterator(Iterator[int]):
     def __iter__(self) -> IdIterator: ...
     def __next__(self) -> int: ...
 
-# -- store: a stored tokenizer's packed copy (crates/encode/src/packed.rs, crates/python/src/store.rs) --
+# -- models: checked, made from ranks, read from a .tiktoken file (crates/python/src/encode.rs) --
 
 def check_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]], check_merges: bool = True) -> None:
     """ValueError, naming the first problem, unless ``vocab`` and (with ``check_merges``)
@@ -500,6 +502,18 @@ def read_tiktoken(data: bytes, source: str) -> dict[int, bytes]:
     ValueError for the first line that breaks a rule, naming ``source`` and the line
     (``"SOURCE, line 3: negative rank -1"``), or for a vocabulary that breaks one
     (``"SOURCE: the vocab lacks ..."``)."""
+
+# -- formats: byte-level tokens decoded for the readers (crates/python/src/formats.rs) --
+
+def byte_level_tokens(texts: list[str]) -> list[bytes] | None:
+    """The bytes of each string (a token written in GPT-2's byte-to-unicode alphabet), or None if
+    one is not a ``str`` or has a character outside the alphabet."""
+
+def byte_level_merges(lines: list[str]) -> list[tuple[bytes, bytes]] | None:
+    """Each ``"left right"`` (a merge, both parts non-empty and in GPT-2's alphabet) as a pair of
+    bytes, or None if one is not so."""
+
+# -- store: a stored tokenizer's packed copy (crates/encode/src/packed.rs, crates/python/src/store.rs) --
 
 def pack_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]]) -> bytes:
     """``vocab`` (``{id: token}``) and ``merges`` (in rank order) packed, ids ascending: what

@@ -54,18 +54,17 @@ def test_one_foreign_character_anywhere_is_none(texts, foreign, at):
         text_to_token(foreign)
 
 
-@given(st.lists(st.tuples(tokens, tokens), max_size=30), st.booleans())
-def test_merges_decode_as_one_at_a_time(merges, with_known):
+@given(st.lists(st.tuples(tokens, tokens), max_size=30))
+def test_merges_decode_as_one_at_a_time(merges):
     lines = [f"{token_to_text(left)} {token_to_text(right)}" for left, right in merges]
-    # a vocab that knows some of the parts (a merge's parts are tokens of the vocab)
-    known = {token_to_text(left): left for left, _ in merges[::2]} if with_known else None
-    assert byte_level_merges(lines, known) == merges
+    assert byte_level_merges(lines) == merges
+    assert byte_level_merges(iter(lines)) == merges  # (any iterable of strings)
 
 
-def test_known_spellings_are_looked_up_not_decoded():
-    """A part the vocab knows takes the vocab's bytes (the reader passes the vocab's own)."""
-    assert byte_level_merges(["a b"], {"a": b"x", "b": b"y"}) == [(b"x", b"y")]
-    assert byte_level_merges(["a b"], {"a": b"x"}) == [(b"a", b"b")]  # (one unknown: all decoded)
+@pytest.mark.parametrize("item", [None, b"ab", 1, ["a", "b"], "\ud800"])
+def test_what_is_not_a_byte_level_string_is_none(item):
+    assert byte_level_many(["Ġ", item]) is None
+    assert byte_level_merges(["Ġ t", item]) is None
 
 
 @pytest.mark.parametrize("line", ["ab", "a  b", "a b c", " ab", "ab ", "", "a\tb", "a b\r", "a \u2581"])

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
-from itertools import repeat
-from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ..engine import byte_level_merges as engine_byte_level_merges
+from ..engine import byte_level_tokens
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import GPT2_PATTERN
 from .registry import (
     Format, ImportCommand, Imported, ImportOption, added_tokens_note, build_model, register, resolved, unreached_tokens_notes,
 )
-
-if TYPE_CHECKING:
-    from _codecs import _EncodingMap
 
 
 @lru_cache(maxsize=1)
@@ -47,55 +42,27 @@ def token_to_text(token: bytes) -> str:
     return "".join(table[b] for b in token)
 
 
-@lru_cache(maxsize=1)
-def _alphabet_codec() -> "dict[int, int] | _EncodingMap":
-    """GPT-2's alphabet as a charmap codec's encoding table (what Python's single-byte codecs,
-    cp1252's and the like, encode with): each of its 256 characters to its byte, in C."""
-    return codecs.charmap_build("".join(byte_to_unicode()[byte] for byte in range(256)))
+# A real tokenizer's file (Llama-3's: 128,000 tokens, 280,000 merges) read a token at a time, a
+# character at a time, took most of a second in Python; the engine decodes them all at once. It
+# returns None at the first doubt, and the callers then go a token at a time, to name the problem.
 
 
 def byte_level_bytes(text: str) -> bytes | None:
     """The bytes of a token written in GPT-2's printable form, or None if a character is not in
     its alphabet."""
-    try:
-        return codecs.charmap_encode(text, "strict", _alphabet_codec())[0]
-    except UnicodeEncodeError:
-        return None
+    tokens = byte_level_tokens([text])
+    return None if tokens is None else tokens[0]
 
 
-# A real tokenizer's file (Llama-3's: 128,000 tokens, 280,000 merges) read a token at a time, a
-# character at a time, took most of a second; the two functions below decode them in passes that
-# run in C, and return None at the first doubt (the callers then go a token at a time, to name the
-# problem as they always did).
+def byte_level_many(texts: Iterable[str]) -> list[bytes] | None:
+    """:func:`byte_level_bytes` of each of ``texts``, or None if one is not a byte-level string."""
+    return byte_level_tokens(texts if isinstance(texts, list) else list(texts))
 
 
-def byte_level_many(texts: Sequence[str], known: Mapping[str, bytes] | None = None) -> list[bytes] | None:
-    """:func:`byte_level_bytes` of each of ``texts`` (strings), or None if one is not byte-level.
-    ``known``: tokens decoded already, looked up rather than decoded again (a merge's two parts
-    are tokens of the vocab)."""
-    if known:
-        found = list(map(known.get, texts))
-        if None not in found:
-            return found  # type: ignore[return-value]  # (no None in it)
-    try:
-        encoded = map(codecs.charmap_encode, texts, repeat("strict"), repeat(_alphabet_codec()))
-        return list(map(itemgetter(0), encoded))
-    except UnicodeEncodeError:
-        return None
-
-
-def byte_level_merges(lines: Sequence[str], known: Mapping[str, bytes] | None = None) -> list[tuple[bytes, bytes]] | None:
+def byte_level_merges(lines: Iterable[str]) -> list[tuple[bytes, bytes]] | None:
     """The merges written as ``"left right"`` strings, each part byte-level and not empty; or None
-    if one is not so. ``known``: as for :func:`byte_level_many`."""
-    if not lines:
-        return []
-    if list(map(str.count, lines, repeat(" "))).count(1) != len(lines):
-        return None
-    parts = " ".join(lines).split(" ")
-    if "" in parts:
-        return None
-    tokens = byte_level_many(parts, known)
-    return None if tokens is None else list(zip(tokens[0::2], tokens[1::2]))
+    if one is not so."""
+    return engine_byte_level_merges(lines if isinstance(lines, list) else list(lines))
 
 
 def text_to_token(text: str, *, where: str = "") -> bytes:
@@ -124,7 +91,7 @@ def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ())
         raise ValueError(f"{path}: expected a JSON object mapping tokens to ids")
     ids = list(data.values())
     if data and set(map(type, ids)) == {int} and 0 <= min(ids) and max(ids) <= MAX_TOKEN_ID and len(set(ids)) == len(ids):
-        tokens = byte_level_many(list(data))
+        tokens = byte_level_many(data)
         if tokens is not None:
             return dict(zip(ids, tokens))
     # a token at a time, to name what is wrong (or take a special token's text as it is)

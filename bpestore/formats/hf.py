@@ -392,7 +392,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     spellings = None if sentencepiece else _byte_level_vocab(model_vocab)
     if spellings is not None:
         # (every token decoded at once; those that are added tokens too go the way below)
-        vocab = dict(zip(model_vocab.values(), spellings.values()))
+        vocab = dict(zip(model_vocab.values(), spellings))
         shared = sorted(added_text.keys() & model_vocab.keys(), key=model_vocab.__getitem__)
         one_by_one = [(text, model_vocab[text]) for text in shared]
         for text in shared:
@@ -460,7 +460,7 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     if not isinstance(model_merges, list):
         raise FormatError(f"{path}: model.merges must be an array, not {_describe(model_merges)}")
     if not sentencepiece:
-        merges = _byte_level_merges(model_merges, spellings) or []
+        merges = _byte_level_merges(model_merges) or []
     for rank, merge in enumerate(model_merges if not merges else []):
         parts = merge.split(" ") if isinstance(merge, str) else merge
         if not isinstance(parts, list) or len(parts) != 2 or not _is_text(parts[0]) or not _is_text(parts[1]):
@@ -511,29 +511,26 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     )
 
 
-def _byte_level_vocab(model_vocab: dict[str, Any]) -> dict[str, bytes] | None:
-    """``model.vocab``'s tokens (text -> bytes, in its order), decoded in a few passes, if every
-    token is byte-level and every id an integer in range given once; None otherwise, for the loop
-    that takes the tokens one at a time (and names what is wrong)."""
+def _byte_level_vocab(model_vocab: dict[str, Any]) -> list[bytes] | None:
+    """``model.vocab``'s tokens (in its order) decoded at once, if every token is byte-level and
+    every id an integer in range given once; None otherwise, for the loop that takes the tokens
+    one at a time (and names what is wrong)."""
     ids = list(model_vocab.values())
     if not ids or set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) > MAX_TOKEN_ID or len(set(ids)) != len(ids):
         return None
-    texts = list(model_vocab)
-    tokens = byte_level_many(texts)
-    return None if tokens is None else dict(zip(texts, tokens))
+    return byte_level_many(model_vocab)
 
 
-def _byte_level_merges(merges: list[Any], known: dict[str, bytes] | None) -> list[tuple[bytes, bytes]] | None:
-    """``model.merges`` all written ``"a b"`` or all ``["a", "b"]``, byte-level, decoded in a few
-    passes (see :func:`~bpestore.formats.gpt2.byte_level_merges`; ``known``: the vocab's tokens,
-    which the parts are); None otherwise, for the loop that names the first bad one."""
-    kinds = set(map(type, merges))
-    if kinds == {str}:
-        return byte_level_merges(merges, known)
-    if kinds == {list} and set(map(len, merges)) == {2}:
+def _byte_level_merges(merges: list[Any]) -> list[tuple[bytes, bytes]] | None:
+    """``model.merges`` all written ``"a b"`` or all ``["a", "b"]``, byte-level, decoded at once
+    (see :func:`~bpestore.formats.gpt2.byte_level_merges`); None otherwise, for the loop that
+    names the first bad one."""
+    if all(map(str.__instancecheck__, merges)):
+        return byte_level_merges(merges)
+    if all(map(list.__instancecheck__, merges)) and set(map(len, merges)) == {2}:
         parts = list(chain.from_iterable(merges))
-        if set(map(type, parts)) == {str} and "" not in parts:
-            tokens = byte_level_many(parts, known)
+        if "" not in parts:
+            tokens = byte_level_many(parts)
             return None if tokens is None else list(zip(tokens[0::2], tokens[1::2]))
     return None
 

@@ -12,6 +12,7 @@
 //! two here). tests/test_engine_pretokenize.py checks that nothing else differs.
 
 mod block;
+mod byte_level;
 mod classes;
 mod cut;
 mod deepseek;
@@ -26,6 +27,7 @@ mod wide;
 use std::fmt;
 use std::sync::Arc;
 
+pub use byte_level::{decode_byte_level, ALPHABET as BYTE_LEVEL_ALPHABET};
 pub use cut::{
     cut_at, find_cut, is_newline_cut, is_regex_whitespace, is_space_cut, last_safe_cut,
     next_safe_cut, CUT_WINDOW_BYTES,

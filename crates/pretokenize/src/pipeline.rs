@@ -19,6 +19,7 @@
 //! as stage by stage; a test compares the two). A stage that surely finds nothing in a piece
 //! (no byte a match may start with) passes it on without its matcher.
 
+use crate::byte_level::ALPHABET;
 use crate::classes::is_unicode_punctuation;
 use crate::split_regex::SplitRegex;
 use crate::PretokenizeError;
@@ -583,8 +584,6 @@ fn made(
     );
 }
 
-/// GPT-2's byte alphabet: the character each byte is written as (printable Latin-1 as itself,
-/// the other bytes from U+0100 on, in order).
 /// Which of the alphabet's characters a predicate picks, by the byte each stands for.
 fn alphabet_picks(picks: fn(char) -> bool) -> [bool; 256] {
     let mut picked = [false; 256];
@@ -613,21 +612,6 @@ static PUNCTUATION_IN_ALPHABET: std::sync::LazyLock<[bool; 256]> = std::sync::La
 });
 static WHITESPACE_IN_ALPHABET: std::sync::LazyLock<[bool; 256]> =
     std::sync::LazyLock::new(|| alphabet_picks(char::is_whitespace));
-
-static ALPHABET: std::sync::LazyLock<[char; 256]> = std::sync::LazyLock::new(|| {
-    let mut alphabet = ['\0'; 256];
-    let mut next = 0u32;
-    for byte in 0..=255u8 {
-        let printable = matches!(byte, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
-        alphabet[byte as usize] = if printable {
-            char::from(byte)
-        } else {
-            next += 1;
-            char::from_u32(0x100 + next - 1).expect("a valid character")
-        };
-    }
-    alphabet
-});
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod encode;
 mod errors;
+mod formats;
 mod model;
 mod pretokenize;
 mod store;
@@ -21,5 +22,6 @@ fn _engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     train::register(module)?;
     encode::register(module)?;
     store::register(module)?;
+    formats::register(module)?;
     Ok(())
 }
