@@ -16,7 +16,9 @@ from contextlib import contextmanager
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """The collector off inside the block, and on again after it if it was on before (a caller
-    that had turned it off keeps it off).
+    that had turned it off keeps it off). The switch is the process's: threads reading at once
+    pause it together, and the first in turns it on again as it leaves, which only lets the
+    collector run during the others' reading; once all have left, it is as it was.
 
     >>> import gc
     >>> with collector_paused():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given
@@ -139,4 +140,22 @@ def test_the_collector_is_paused_then_as_it_was():
         gc.enable()
     with pytest.raises(KeyError), collector_paused():
         raise KeyError("inside")
+    assert gc.isenabled()
+
+
+def test_readers_on_many_threads_leave_the_collector_on(tmp_path):
+    """Eight threads reading GPT-2 files at once, each pausing the collector: every one reads the
+    same model, and the collector is on again after."""
+    vocab = {token_to_text(bytes([b])): b for b in range(256)} | {"Ġt": 256, "he": 257}
+    vocab_path = write(tmp_path / "vocab.json", json.dumps(vocab))
+    merges_path = write(tmp_path / "merges.txt", "#version: 0.2\nĠ t\nh e\n")
+
+    def read(_):  # (formats.read pauses the collector while it reads)
+        models = [formats.read("gpt2", vocab_path, merges_path).model for _ in range(20)]
+        return [(model.vocab, model.merges) for model in models]
+
+    expected = (read_vocab(vocab_path), read_merges(merges_path))
+    with ThreadPoolExecutor(8) as pool:
+        results = [model for models in pool.map(read, range(8)) for model in models]
+    assert len(results) == 160 and all(model == expected for model in results)
     assert gc.isenabled()
