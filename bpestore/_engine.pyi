@@ -46,6 +46,7 @@ __all__ = [
     "unpack_model",
     "byte_level_tokens",
     "byte_level_merges",
+    "first_merge_out_of_id_order",
 ]
 
 __version__: str
@@ -512,6 +513,10 @@ def byte_level_tokens(texts: list[str]) -> list[bytes] | None:
 def byte_level_merges(lines: list[str]) -> list[tuple[bytes, bytes]] | None:
     """Each ``"left right"`` (a merge, both parts non-empty and in GPT-2's alphabet) as a pair of
     bytes, or None if one is not so."""
+
+def first_merge_out_of_id_order(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> int | None:
+    """The rank of the first merge whose joined token is not in ``vocab`` or has an id below the
+    previous merge's (merges in the order of their tokens' ids, as Llama-3's are), or None."""
 
 # -- store: a stored tokenizer's packed copy (crates/encode/src/packed.rs, crates/python/src/store.rs) --
 

@@ -188,6 +188,20 @@ def test_ignore_merges_with_merges_out_of_id_order_is_refused(tmp_path):
     assert result.exit_code == 1 and "ignore_merges" in result.stderr and "merge 1" in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("merges, first_out_of_order", [
+    ([(b"a", b"b"), (b"b", b"b"), (b"ab", b"b")], None),
+    ([(b"a", b"b"), (b"a", b"b"), (b"b", b"b")], None),  # (a token made twice, as Llama-3's file lists some)
+    ([(b"b", b"b"), (b"a", b"b")], 1),  # "ab" (256) after "bb" (257)
+    ([(b"a", b"b"), (b"a", b"a")], 1),  # "aa" is no token
+    ([], None),
+])
+def test_the_merges_id_order_is_checked_merge_by_merge(merges, first_out_of_order):
+    from bpestore.engine import first_merge_out_of_id_order
+
+    vocab = {byte: bytes([byte]) for byte in range(256)} | {256: b"ab", 257: b"bb", 258: b"abb"}
+    assert first_merge_out_of_id_order(vocab, merges) == first_out_of_order
+
+
 def test_eval_and_diff_compare_a_trained_tokenizer_with_imported_ones(tmp_path):
     """A user's tokenizer beside the ones real models ship, on the same text: eval's token counts
     are Hugging Face's ids for the file, diff names what the vocabularies share."""

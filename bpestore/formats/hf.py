@@ -25,16 +25,16 @@ WordPiece and WordLevel models, dropout, subword prefixes and suffixes, an unkno
 from __future__ import annotations
 
 import json
-import operator
 import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import chain, repeat, starmap
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from ..engine import first_merge_out_of_id_order
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..normalizer import Normalizer, NormalizerError
@@ -545,8 +545,8 @@ def _add_missing_bytes(vocab: dict[int, bytes], aliases: dict[int, bytes]) -> li
     hold all 256), and returns those bytes: encoding leaves them out of the text, as Hugging Face's
     BPE leaves out a character its vocab lacks (GPT-NeoX's lacks the bytes UTF-8 never holds,
     Falcon's and SmolLM's some control characters)."""
-    present = {token[0] for token in vocab.values() if len(token) == 1}
-    missing = [byte for byte in range(256) if byte not in present]
+    tokens = set(vocab.values())
+    missing = [byte for byte in range(256) if bytes([byte]) not in tokens]
     next_id = max([*vocab, *aliases], default=-1) + 1
     for offset, byte in enumerate(missing):
         vocab[next_id + offset] = bytes([byte])
@@ -774,19 +774,13 @@ def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, byte
     if it is a token, else merging the adjacent pair whose joined token has the lowest id. That is
     Hugging Face's BPE exactly when its merges come in the order of the ids of the tokens they make
     (as in Llama-3's, converted from tiktoken's ranks); FormatError otherwise, rather than other ids."""
-    ids = {token: token_id for token_id, token in vocab.items()}
-    made = list(map(ids.get, starmap(operator.add, merges), repeat(-1)))  # (-1: no token; in C: Llama-3 has 280,000 merges)
-    if -1 not in made and all(map(operator.le, made, made[1:])):
-        return
-    previous = -1
-    for rank, token_id in enumerate(made):
-        if token_id < previous or token_id == -1:
-            raise _refuse(
-                path, f"model.merges[{rank}]",
-                f"ignore_merges with merges out of the order of their tokens' ids (merge {rank}): "
-                "bpestore's whole-token rule would encode differently",
-            )
-        previous = token_id
+    rank = first_merge_out_of_id_order(vocab, merges)
+    if rank is not None:
+        raise _refuse(
+            path, f"model.merges[{rank}]",
+            f"ignore_merges with merges out of the order of their tokens' ids (merge {rank}): "
+            "bpestore's whole-token rule would encode differently",
+        )
 
 
 def _first_merges(merges: list[tuple[bytes, bytes]], model: BPEModel) -> Merges:

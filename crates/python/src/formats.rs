@@ -8,11 +8,13 @@
 
 use bpestore_pretokenize::decode_byte_level;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rustc_hash::FxHashMap;
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(byte_level_tokens, module)?)?;
     module.add_function(wrap_pyfunction!(byte_level_merges, module)?)?;
+    module.add_function(wrap_pyfunction!(first_merge_out_of_id_order, module)?)?;
     Ok(())
 }
 
@@ -69,6 +71,36 @@ fn byte_level_merges<'py>(
         merges.push(PyTuple::new(py, pair)?);
     }
     PyList::new(py, merges).map(Some)
+}
+
+/// The rank of the first merge whose joined token is not in `vocab` (`{id: bytes}`) or has an id
+/// below the previous merge's, or `None`: whether a file's merges come in the order of the ids of
+/// the tokens they make, as Llama-3's do (`ignore_merges`: bpestore then encodes by the token rule).
+/// Llama-3 has 280,000 merges; joined and looked up in Python, they were a fifth of its load.
+#[pyfunction]
+fn first_merge_out_of_id_order(
+    vocab: &Bound<'_, PyDict>,
+    merges: &Bound<'_, PyList>,
+) -> PyResult<Option<usize>> {
+    let entries: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = vocab.iter().collect();
+    let mut ids: FxHashMap<&[u8], i64> = FxHashMap::default();
+    ids.reserve(entries.len());
+    for (id, token) in &entries {
+        ids.insert(token.cast::<PyBytes>()?.as_bytes(), id.extract()?);
+    }
+    let (mut previous, mut joined) = (-1i64, Vec::new());
+    for (rank, merge) in merges.iter().enumerate() {
+        let merge = merge.cast::<PyTuple>()?;
+        let (left, right) = (merge.get_borrowed_item(0)?, merge.get_borrowed_item(1)?);
+        joined.clear();
+        joined.extend_from_slice(left.cast::<PyBytes>()?.as_bytes());
+        joined.extend_from_slice(right.cast::<PyBytes>()?.as_bytes());
+        match ids.get(joined.as_slice()) {
+            Some(&id) if id >= previous => previous = id,
+            _ => return Ok(Some(rank)),
+        }
+    }
+    Ok(None)
 }
 
 /// The UTF-8 of a `str`, or `None` for another object or a string with a lone surrogate.
