@@ -1,8 +1,9 @@
-//! What the format readers (`bpestore/formats/`) ask of the engine: a byte-level tokenizer's
-//! tokens and merges decoded from GPT-2's alphabet, a file's hundreds of thousands at once (a
-//! character at a time in Python, that was most of reading Llama-3's `tokenizer.json`).
+//! What the format readers (`bpestore/formats/`) ask of the engine, for a file's hundreds of
+//! thousands of tokens and merges at once: a byte-level tokenizer's tokens and merges decoded from
+//! GPT-2's alphabet (a character at a time in Python, that was most of reading Llama-3's
+//! `tokenizer.json`), and whether its merges come in the order of their tokens' ids.
 //!
-//! Each returns `None` at the first doubt (an item that is not a `str`, a character outside the
+//! The decoders return `None` at the first doubt (an item that is not a `str`, a character outside the
 //! alphabet, a merge that is not two parts around one space): the reader then goes one item at
 //! a time, in Python, to name the problem.
 
