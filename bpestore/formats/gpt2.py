@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ..engine import byte_level_merges as engine_byte_level_merges
 from ..engine import byte_level_tokens
@@ -59,6 +60,16 @@ def byte_level_many(texts: Iterable[str]) -> list[bytes] | None:
     return byte_level_tokens(texts if isinstance(texts, list) else list(texts))
 
 
+def byte_level_vocab(data: dict[str, Any]) -> dict[int, bytes] | None:
+    """A vocab written ``{printable token: id}`` as ``{id: bytes}``, decoded at once, if every id
+    is an integer in range given once and every token byte-level; None otherwise."""
+    ids = list(data.values())
+    if not ids or set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) > MAX_TOKEN_ID or len(set(ids)) != len(ids):
+        return None
+    tokens = byte_level_many(data)
+    return None if tokens is None else dict(zip(ids, tokens))
+
+
 def byte_level_merges(lines: Iterable[str]) -> list[tuple[bytes, bytes]] | None:
     """The merges written as ``"left right"`` strings, each part byte-level and not empty; or None
     if one is not so."""
@@ -89,11 +100,9 @@ def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ())
         raise ValueError(f"{path}: not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object mapping tokens to ids")
-    ids = list(data.values())
-    if data and set(map(type, ids)) == {int} and 0 <= min(ids) and max(ids) <= MAX_TOKEN_ID and len(set(ids)) == len(ids):
-        tokens = byte_level_many(data)
-        if tokens is not None:
-            return dict(zip(ids, tokens))
+    fast = byte_level_vocab(data)
+    if fast is not None:
+        return fast
     # a token at a time, to name what is wrong (or take a special token's text as it is)
     vocab: dict[int, bytes] = {}
     for text, token_id in data.items():

@@ -44,7 +44,7 @@ from ..pre_tokenizer import PreTokenizer, PreTokenizerError, onig_regex
 from ..pretokenize.patterns import (
     CL100K_PATTERN, GPT2_DIGIT_RUNS_PATTERN, GPT2_DIGITS_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, QWEN2_PATTERN,
 )
-from .gpt2 import byte_level_bytes, byte_level_many, byte_level_merges, token_to_text, unicode_to_byte
+from .gpt2 import byte_level_bytes, byte_level_many, byte_level_merges, byte_level_vocab, token_to_text, unicode_to_byte
 from .hf_folder import CONFIG_FILE, SPECIAL_TOKENS_FILE, config_of_folder, folder_files
 from .registry import Format, ImportCommand, Imported, build_model, register, resolved, unreached_tokens_notes
 
@@ -389,10 +389,10 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     byte_twins: list[tuple[int, int]] = []
     aliases: dict[int, bytes] = {}
     one_by_one: Iterable[tuple[str, Any]] = model_vocab.items()
-    spellings = None if sentencepiece else _byte_level_vocab(model_vocab)
-    if spellings is not None:
+    decoded = None if sentencepiece else byte_level_vocab(model_vocab)
+    if decoded is not None:
         # (every token decoded at once; those that are added tokens too go the way below)
-        vocab = dict(zip(model_vocab.values(), spellings))
+        vocab = decoded
         shared = sorted(added_text.keys() & model_vocab.keys(), key=model_vocab.__getitem__)
         one_by_one = [(text, model_vocab[text]) for text in shared]
         for text in shared:
@@ -459,11 +459,12 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     model_merges = model.get("merges", [])
     if not isinstance(model_merges, list):
         raise FormatError(f"{path}: model.merges must be an array, not {_describe(model_merges)}")
-    if not sentencepiece:
-        merges = _byte_level_merges(model_merges) or []
-    for rank, merge in enumerate(model_merges if not merges else []):
+    fast = None if sentencepiece else _byte_level_merges(model_merges)
+    if fast is not None:
+        merges = fast
+    for rank, merge in enumerate(model_merges if fast is None else []):  # (one at a time: to name a bad one)
         parts = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(parts, list) or len(parts) != 2 or not _is_text(parts[0]) or not _is_text(parts[1]):
+        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
             raise FormatError(f"{path}: merge {rank} is {merge!r}, expected 'a b' or ['a', 'b']")
         if sentencepiece:
             merges.append((_sentencepiece_bytes(parts[0]), _sentencepiece_bytes(parts[1])))
@@ -511,16 +512,6 @@ def read_tokenizer_json(path: str | os.PathLike[str]) -> HFTokenizer:
     )
 
 
-def _byte_level_vocab(model_vocab: dict[str, Any]) -> list[bytes] | None:
-    """``model.vocab``'s tokens (in its order) decoded at once, if every token is byte-level and
-    every id an integer in range given once; None otherwise, for the loop that takes the tokens
-    one at a time (and names what is wrong)."""
-    ids = list(model_vocab.values())
-    if not ids or set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) > MAX_TOKEN_ID or len(set(ids)) != len(ids):
-        return None
-    return byte_level_many(model_vocab)
-
-
 def _byte_level_merges(merges: list[Any]) -> list[tuple[bytes, bytes]] | None:
     """``model.merges`` all written ``"a b"`` or all ``["a", "b"]``, byte-level, decoded at once
     (see :func:`~bpestore.formats.gpt2.byte_level_merges`); None otherwise, for the loop that
@@ -533,11 +524,6 @@ def _byte_level_merges(merges: list[Any]) -> list[tuple[bytes, bytes]] | None:
             tokens = byte_level_many(parts)
             return None if tokens is None else list(zip(tokens[0::2], tokens[1::2]))
     return None
-
-
-def _is_text(part: object) -> bool:
-    """A merge's part: a string that is not empty."""
-    return isinstance(part, str) and part != ""
 
 
 def _add_missing_bytes(vocab: dict[int, bytes], aliases: dict[int, bytes]) -> list[int]:

@@ -28,14 +28,10 @@ fn byte_level_tokens<'py>(
     let mut tokens = Vec::with_capacity(texts.len());
     let mut buffer = Vec::new();
     for text in texts.iter() {
-        let Some(text) = text_of(&text) else {
+        let Some(token) = text_of(&text).and_then(|text| decoded(py, &text, &mut buffer)) else {
             return Ok(None);
         };
-        buffer.clear();
-        if !decode_byte_level(&text, &mut buffer) {
-            return Ok(None);
-        }
-        tokens.push(PyBytes::new(py, &buffer));
+        tokens.push(token);
     }
     PyList::new(py, tokens).map(Some)
 }
@@ -48,30 +44,33 @@ fn byte_level_merges<'py>(
     lines: &Bound<'py, PyList>,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
     let mut merges = Vec::with_capacity(lines.len());
-    let (mut left_bytes, mut right_bytes) = (Vec::new(), Vec::new());
+    let mut buffer = Vec::new();
     for line in lines.iter() {
         let Some(line) = text_of(&line) else {
             return Ok(None);
         };
-        let Some((left, right)) = line.split_once(' ') else {
+        // (a second space is outside the alphabet, so the right part refuses it)
+        let parts = line
+            .split_once(' ')
+            .filter(|(left, right)| !left.is_empty() && !right.is_empty());
+        let Some((left, right)) = parts else {
             return Ok(None);
         };
-        left_bytes.clear();
-        right_bytes.clear();
-        if left.is_empty()
-            || right.is_empty()
-            || !decode_byte_level(left, &mut left_bytes)
-            || !decode_byte_level(right, &mut right_bytes)
-        {
-            return Ok(None); // (a second space is outside the alphabet)
-        }
-        let pair = [
-            PyBytes::new(py, &left_bytes),
-            PyBytes::new(py, &right_bytes),
-        ];
-        merges.push(PyTuple::new(py, pair)?);
+        let (Some(left), Some(right)) = (
+            decoded(py, left, &mut buffer),
+            decoded(py, right, &mut buffer),
+        ) else {
+            return Ok(None);
+        };
+        merges.push(PyTuple::new(py, [left, right])?);
     }
     PyList::new(py, merges).map(Some)
+}
+
+/// `text`'s bytes (written in GPT-2's alphabet) as a bytes object, or `None`; `buffer`: scratch.
+fn decoded<'py>(py: Python<'py>, text: &str, buffer: &mut Vec<u8>) -> Option<Bound<'py, PyBytes>> {
+    buffer.clear();
+    decode_byte_level(text, buffer).then(|| PyBytes::new(py, buffer))
 }
 
 /// The rank of the first merge whose joined token is not in `vocab` (`{id: bytes}`) or has an id
