@@ -11,6 +11,7 @@
 //! whitespace stays fast. Both paths give exactly the rule's result (the tests check each against
 //! a brute-force version of the rule on generated vocabularies).
 
+use crate::huge::HugeSlice;
 use crate::vocab::Vocab;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -75,7 +76,7 @@ enum PairTable {
 /// one cache line, where a map of `u64 -> u32` reads a control group and a bucket of twice the
 /// size; half full at most, a miss ends within a few slots.
 struct PackedPairs {
-    slots: Box<[u64]>,
+    slots: HugeSlice<u64>,
     /// One bit per `FILTER_BITS`-bit hash (set where a pair in the table has it), read before
     /// the slots: most pairs no merge joins stop at this small array.
     filter: Box<[u64]>,
@@ -135,7 +136,7 @@ impl PackedPairs {
         }
         let size = (2 * pairs.len()).next_power_of_two().max(2);
         let mut packed = PackedPairs {
-            slots: vec![0u64; size].into_boxed_slice(),
+            slots: HugeSlice::filled(size, 0u64),
             filter: vec![0u64; 1 << (FILTER_BITS - 6)].into_boxed_slice(),
             id_bits,
             rank_bits,

@@ -6,6 +6,7 @@
 //! and so is the pool.
 
 use crate::bpe::TokenId;
+use crate::huge::HugeSlice;
 use crate::mix::mix;
 use crate::shared::{Inserted, SharedCache, SharedTable, COUNT_EVERY};
 use crate::slots::{emit_inline, SlotsAt, INLINE_IDS};
@@ -164,7 +165,7 @@ struct Slot<K> {
 /// key and the ids: a lookup mostly costs one cache miss (two slots share a cache line).
 #[derive(Clone)]
 struct Table<K: Key> {
-    slots: Box<[Slot<K>]>,
+    slots: HugeSlice<Slot<K>>,
     len: usize,
 }
 
@@ -176,7 +177,7 @@ impl<K: Key> Table<K> {
     /// A table of `slots` slots (a power of two).
     fn with_slots(slots: usize) -> Table<K> {
         Table {
-            slots: vec![Self::empty_slot(); slots].into_boxed_slice(),
+            slots: HugeSlice::filled(slots, Self::empty_slot()),
             len: 0,
         }
     }
@@ -270,7 +271,7 @@ impl<K: Key> Table<K> {
     }
 
     fn grow(&mut self) {
-        let doubled = vec![Self::empty_slot(); 2 * self.slots.len()].into_boxed_slice();
+        let doubled = HugeSlice::filled(2 * self.slots.len(), Self::empty_slot());
         let old = std::mem::replace(&mut self.slots, doubled);
         for slot in old.iter().filter(|slot| slot.key != K::EMPTY) {
             let at = self.find(slot.key);

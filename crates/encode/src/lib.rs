@@ -17,6 +17,7 @@ mod bpe;
 mod cache;
 mod dropout;
 mod file;
+mod huge;
 mod mix;
 mod normalize;
 mod offsets;

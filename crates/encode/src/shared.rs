@@ -24,6 +24,7 @@
 //! their next refused insert.
 
 use crate::bpe::TokenId;
+use crate::huge::HugeSlice;
 use crate::mix::mix;
 use crate::slots::{emit_inline, SlotsAt, INLINE_IDS};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -130,7 +131,7 @@ struct Count(AtomicUsize);
 /// A fixed-size table of short pieces and their ids, shared by threads without locks (see the
 /// module's documentation).
 pub(crate) struct SharedTable {
-    slots: Box<[Slot]>,
+    slots: HugeSlice<Slot>,
     packing: Packing,
     /// Entries past which inserts are refused: three quarters of the slots (as the caches'
     /// tables, see `crate::cache`), or the encoder's capacity if that is fewer.
@@ -187,7 +188,7 @@ impl SharedTable {
     fn with_slots(slots: usize, packing: Packing, capacity: usize) -> SharedTable {
         debug_assert!(slots.is_power_of_two());
         SharedTable {
-            slots: (0..slots).map(|_| Slot::default()).collect(),
+            slots: HugeSlice::from_fn(slots, |_| Slot::default()),
             packing,
             limit: (slots / 4 * 3).min(capacity),
             len: Count(AtomicUsize::new(0)),

@@ -1,6 +1,7 @@
 //! The token table: id -> bytes (every id, special tokens included, for decoding and the token
 //! rule's concatenations) and bytes -> id (ordinary tokens only).
 
+use crate::huge::HugeSlice;
 use crate::EncodeError;
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
@@ -338,10 +339,10 @@ const ID_SHIFT: u32 = 88;
 /// o200k_base; English with cl100k_base), for a probe or two more on a lookup, mostly in the
 /// same cache line.
 struct SmallIds {
-    slots: Box<[u128]>,
+    slots: HugeSlice<u128>,
     len: usize,
     /// A bit set at each token's hash (its top bits): a lookup whose bit is clear finds nothing.
-    filter: Box<[u64]>,
+    filter: HugeSlice<u64>,
     /// `64 - log2(filter bits)`.
     filter_shift: u32,
 }
@@ -353,9 +354,9 @@ impl SmallIds {
         // eight or so. (At least 64 bits: one word.)
         let filter_bits = (8 * capacity).next_power_of_two().max(64);
         SmallIds {
-            slots: vec![0u128; slots].into_boxed_slice(),
+            slots: HugeSlice::filled(slots, 0u128),
             len: 0,
-            filter: vec![0u64; filter_bits / 64].into_boxed_slice(),
+            filter: HugeSlice::filled(filter_bits / 64, 0u64),
             filter_shift: 64 - filter_bits.trailing_zeros(),
         }
     }

@@ -1,0 +1,233 @@
+//! Tables of megabytes on the kernel's huge pages (2 MB) where it offers them, rather than 4 KB
+//! ones. The encoder's tables (the piece cache's slots, the vocabulary's, the pair rule's) are
+//! read at random, one cache line per lookup: on 4 KB pages nearly every lookup of a table of
+//! several megabytes also misses the TLB, and under a hypervisor each such miss walks two sets
+//! of page tables. Such a table is mapped on its own, aligned to 2 MB, and the kernel is asked
+//! for huge pages (`madvise(MADV_HUGEPAGE)`, which Linux honours when transparent huge pages are
+//! `always` or `madvise`, the usual settings) before its first write. Elsewhere, when the kernel
+//! says no, or for a smaller table, it is an ordinary allocation.
+//!
+//! Measured in fresh processes through Python, one core, 10 MB, medians of 10 alternating pairs:
+//! a cold pass 1.085x faster over 46 languages with o200k_base, 1.02-1.07x on the other texts
+//! and vocabularies, and warm passes 1.015-1.09x; loading unchanged.
+//!
+//! Its own mapping, not the allocator's: glibc serves a large allocation from the heap once a
+//! mapping of that size has been freed (its threshold rises), and a table that doubles frees one
+//! at each doubling, so most tables ended up in heap memory already touched on small pages.
+
+use std::ops::{Deref, DerefMut};
+
+/// Tables smaller than this are ordinary allocations: a huge page is 2 MB.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// A fixed-length slice of `T`, on huge pages where it is large enough and the kernel offers
+/// them (see the module's doc).
+pub(crate) struct HugeSlice<T> {
+    memory: Memory<T>,
+}
+
+enum Memory<T> {
+    Heap(Box<[T]>),
+    /// `len` elements at `start`, in a mapping of `mapped` bytes of its own.
+    #[cfg(target_os = "linux")]
+    Mapped {
+        start: *mut T,
+        len: usize,
+        mapped: usize,
+    },
+}
+
+// SAFETY: a Mapped slice is owned memory, as a Box<[T]> is: sent or shared as T is.
+unsafe impl<T: Send> Send for HugeSlice<T> {}
+unsafe impl<T: Sync> Sync for HugeSlice<T> {}
+
+impl<T: Clone> HugeSlice<T> {
+    /// `len` copies of `value`.
+    pub(crate) fn filled(len: usize, value: T) -> HugeSlice<T> {
+        HugeSlice::from_fn(len, |_| value.clone())
+    }
+}
+
+impl<T> HugeSlice<T> {
+    /// `len` elements, the element at `i` made by `make(i)`.
+    pub(crate) fn from_fn(len: usize, mut make: impl FnMut(usize) -> T) -> HugeSlice<T> {
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        #[cfg(target_os = "linux")]
+        if bytes >= HUGE_PAGE && std::mem::align_of::<T>() <= HUGE_PAGE {
+            if let Some((start, mapped)) = map_huge(bytes) {
+                let start = start.cast::<T>();
+                for i in 0..len {
+                    // SAFETY: the mapping holds `len` elements from `start`, aligned (2 MB).
+                    // (Should `make` panic, the mapping and what it holds leak: safe.)
+                    unsafe { start.add(i).write(make(i)) };
+                }
+                return HugeSlice {
+                    memory: Memory::Mapped { start, len, mapped },
+                };
+            }
+        }
+        HugeSlice {
+            memory: Memory::Heap((0..len).map(make).collect()),
+        }
+    }
+}
+
+/// A fresh anonymous mapping of at least `bytes`, starting on a 2 MB boundary, with huge pages
+/// asked for: its start and its length; None if the kernel refuses the mapping.
+#[cfg(target_os = "linux")]
+fn map_huge(bytes: usize) -> Option<(*mut u8, usize)> {
+    let mapped = bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
+    // (one huge page more than needed, so that a 2 MB boundary lies within the first)
+    let reserved = mapped + HUGE_PAGE;
+    // SAFETY: a new private anonymous mapping, touching no memory of the process.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            reserved,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return None;
+    }
+    let base = base as usize;
+    let start = base.next_multiple_of(HUGE_PAGE);
+    // SAFETY: the head and the tail unmapped are parts of the reservation just made, outside
+    // [start, start + mapped); MADV_HUGEPAGE changes how that range is backed, not its contents,
+    // and its failure (no transparent huge pages here) leaves it on small pages: ignored.
+    unsafe {
+        if start > base {
+            libc::munmap(base as *mut libc::c_void, start - base);
+        }
+        let tail = base + reserved - (start + mapped);
+        if tail > 0 {
+            libc::munmap((start + mapped) as *mut libc::c_void, tail);
+        }
+        libc::madvise(start as *mut libc::c_void, mapped, libc::MADV_HUGEPAGE);
+    }
+    Some((start as *mut u8, mapped))
+}
+
+impl<T> Drop for HugeSlice<T> {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Memory::Mapped { start, len, mapped } = self.memory {
+            // SAFETY: the mapping is this slice's own, its `len` elements initialised, and
+            // nothing borrows it any more: they are dropped, then the mapping goes.
+            unsafe {
+                std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(start, len));
+                libc::munmap(start.cast(), mapped);
+            }
+        }
+    }
+}
+
+impl<T> Deref for HugeSlice<T> {
+    type Target = [T];
+
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        match &self.memory {
+            Memory::Heap(slice) => slice,
+            // SAFETY: `len` initialised elements from `start`, owned by this slice.
+            #[cfg(target_os = "linux")]
+            Memory::Mapped { start, len, .. } => unsafe {
+                std::slice::from_raw_parts(*start, *len)
+            },
+        }
+    }
+}
+
+impl<T> DerefMut for HugeSlice<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.memory {
+            Memory::Heap(slice) => slice,
+            // SAFETY: as in `deref`, borrowed mutably through `self`.
+            #[cfg(target_os = "linux")]
+            Memory::Mapped { start, len, .. } => unsafe {
+                std::slice::from_raw_parts_mut(*start, *len)
+            },
+        }
+    }
+}
+
+impl<T: Clone> Clone for HugeSlice<T> {
+    fn clone(&self) -> HugeSlice<T> {
+        HugeSlice::from_fn(self.len(), |i| self[i].clone())
+    }
+}
+
+impl<T> Default for HugeSlice<T> {
+    fn default() -> HugeSlice<T> {
+        HugeSlice {
+            memory: Memory::Heap(Box::new([])),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_and_large_slices_hold_what_was_written() {
+        for len in [
+            0,
+            1,
+            1000,
+            (HUGE_PAGE / 8) - 1,
+            HUGE_PAGE / 8,
+            3 * HUGE_PAGE / 8 + 5,
+        ] {
+            let mut slice = HugeSlice::filled(len, 7u64);
+            assert_eq!(slice.len(), len);
+            assert!(slice.iter().all(|&x| x == 7));
+            for (i, x) in slice.iter_mut().enumerate() {
+                *x = i as u64;
+            }
+            let copy = slice.clone();
+            drop(slice);
+            assert!(
+                copy.iter().enumerate().all(|(i, &x)| x == i as u64),
+                "{len}"
+            );
+        }
+    }
+
+    #[test]
+    fn large_slices_start_on_a_huge_page() {
+        let slice = HugeSlice::filled(HUGE_PAGE / 16 * 3, 1u128);
+        if cfg!(target_os = "linux") {
+            assert_eq!(slice.as_ptr() as usize % HUGE_PAGE, 0);
+        }
+    }
+
+    #[test]
+    fn elements_are_made_in_order_and_dropped_once() {
+        use std::rc::Rc;
+        let counted = Rc::new(());
+        let len = HUGE_PAGE / std::mem::size_of::<(usize, Rc<()>)>() + 3;
+        let slice = HugeSlice::from_fn(len, |i| (i, Rc::clone(&counted)));
+        assert!(slice.iter().enumerate().all(|(i, (j, _))| i == *j));
+        assert_eq!(Rc::strong_count(&counted), len + 1);
+        let copy = slice.clone();
+        assert_eq!(Rc::strong_count(&counted), 2 * len + 1);
+        drop(slice);
+        drop(copy);
+        assert_eq!(Rc::strong_count(&counted), 1);
+    }
+
+    #[test]
+    fn aligned_elements_stay_aligned() {
+        #[derive(Clone, Copy)]
+        #[repr(align(64))]
+        struct Line([u8; 64]);
+        let slice = HugeSlice::filled(40_000, Line([3; 64]));
+        assert_eq!(slice.as_ptr() as usize % 64, 0);
+        assert!(slice.iter().all(|line| line.0 == [3; 64]));
+    }
+}
