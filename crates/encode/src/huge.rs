@@ -16,28 +16,22 @@
 //! at each doubling, so most tables ended up in heap memory already touched on small pages.
 
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 
 /// Tables smaller than this are ordinary allocations: a huge page is 2 MB.
 const HUGE_PAGE: usize = 2 << 20;
 
 /// A fixed-length slice of `T`, on huge pages where it is large enough and the kernel offers
-/// them (see the module's doc).
+/// them (see the module's doc). Its start and length are plain fields, so that reading an
+/// element costs what it costs in a `Box<[T]>`.
 pub(crate) struct HugeSlice<T> {
-    memory: Memory<T>,
+    start: NonNull<T>,
+    len: usize,
+    /// The bytes of its own mapping (from `start`), or 0 where it is a `Box<[T]>`'s memory.
+    mapped: usize,
 }
 
-enum Memory<T> {
-    Heap(Box<[T]>),
-    /// `len` elements at `start`, in a mapping of `mapped` bytes of its own.
-    #[cfg(target_os = "linux")]
-    Mapped {
-        start: *mut T,
-        len: usize,
-        mapped: usize,
-    },
-}
-
-// SAFETY: a Mapped slice is owned memory, as a Box<[T]> is: sent or shared as T is.
+// SAFETY: a HugeSlice owns its elements, as a Box<[T]> does: sent or shared as T is.
 unsafe impl<T: Send> Send for HugeSlice<T> {}
 unsafe impl<T: Sync> Sync for HugeSlice<T> {}
 
@@ -59,15 +53,17 @@ impl<T> HugeSlice<T> {
                 for i in 0..len {
                     // SAFETY: the mapping holds `len` elements from `start`, aligned (2 MB).
                     // (Should `make` panic, the mapping and what it holds leak: safe.)
-                    unsafe { start.add(i).write(make(i)) };
+                    unsafe { start.as_ptr().add(i).write(make(i)) };
                 }
-                return HugeSlice {
-                    memory: Memory::Mapped { start, len, mapped },
-                };
+                return HugeSlice { start, len, mapped };
             }
         }
+        let boxed: Box<[T]> = (0..len).map(make).collect();
+        let start = NonNull::from(Box::leak(boxed)).cast::<T>();
         HugeSlice {
-            memory: Memory::Heap((0..len).map(make).collect()),
+            start,
+            len,
+            mapped: 0,
         }
     }
 }
@@ -75,7 +71,7 @@ impl<T> HugeSlice<T> {
 /// A fresh anonymous mapping of at least `bytes`, starting on a 2 MB boundary, with huge pages
 /// asked for: its start and its length; None if the kernel refuses the mapping.
 #[cfg(target_os = "linux")]
-fn map_huge(bytes: usize) -> Option<(*mut u8, usize)> {
+fn map_huge(bytes: usize) -> Option<(NonNull<u8>, usize)> {
     let mapped = bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
     // (one huge page more than needed, so that a 2 MB boundary lies within the first)
     let reserved = mapped + HUGE_PAGE;
@@ -108,19 +104,23 @@ fn map_huge(bytes: usize) -> Option<(*mut u8, usize)> {
         }
         libc::madvise(start as *mut libc::c_void, mapped, libc::MADV_HUGEPAGE);
     }
-    Some((start as *mut u8, mapped))
+    NonNull::new(start as *mut u8).map(|start| (start, mapped))
 }
 
 impl<T> Drop for HugeSlice<T> {
     fn drop(&mut self) {
+        let elements = std::ptr::slice_from_raw_parts_mut(self.start.as_ptr(), self.len);
+        if self.mapped == 0 {
+            // SAFETY: the memory of the Box<[T]> leaked in `from_fn`, taken back once.
+            drop(unsafe { Box::from_raw(elements) });
+            return;
+        }
         #[cfg(target_os = "linux")]
-        if let Memory::Mapped { start, len, mapped } = self.memory {
-            // SAFETY: the mapping is this slice's own, its `len` elements initialised, and
-            // nothing borrows it any more: they are dropped, then the mapping goes.
-            unsafe {
-                std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(start, len));
-                libc::munmap(start.cast(), mapped);
-            }
+        // SAFETY: the mapping is this slice's own, its `len` elements initialised, and nothing
+        // borrows it any more: they are dropped, then the mapping goes.
+        unsafe {
+            std::ptr::drop_in_place(elements);
+            libc::munmap(self.start.as_ptr().cast(), self.mapped);
         }
     }
 }
@@ -130,28 +130,16 @@ impl<T> Deref for HugeSlice<T> {
 
     #[inline(always)]
     fn deref(&self) -> &[T] {
-        match &self.memory {
-            Memory::Heap(slice) => slice,
-            // SAFETY: `len` initialised elements from `start`, owned by this slice.
-            #[cfg(target_os = "linux")]
-            Memory::Mapped { start, len, .. } => unsafe {
-                std::slice::from_raw_parts(*start, *len)
-            },
-        }
+        // SAFETY: `len` initialised elements from `start`, owned by this slice.
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len) }
     }
 }
 
 impl<T> DerefMut for HugeSlice<T> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut [T] {
-        match &mut self.memory {
-            Memory::Heap(slice) => slice,
-            // SAFETY: as in `deref`, borrowed mutably through `self`.
-            #[cfg(target_os = "linux")]
-            Memory::Mapped { start, len, .. } => unsafe {
-                std::slice::from_raw_parts_mut(*start, *len)
-            },
-        }
+        // SAFETY: as in `deref`, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len) }
     }
 }
 
@@ -163,9 +151,7 @@ impl<T: Clone> Clone for HugeSlice<T> {
 
 impl<T> Default for HugeSlice<T> {
     fn default() -> HugeSlice<T> {
-        HugeSlice {
-            memory: Memory::Heap(Box::new([])),
-        }
+        HugeSlice::from_fn(0, |_| unreachable!("no elements"))
     }
 }
 
