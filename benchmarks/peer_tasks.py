@@ -9,7 +9,10 @@ files the ``bpe-openai`` package ships, tiktoken's own definitions of their patt
 tokens); ``ranks`` is that vocabulary as a plain ``.tiktoken`` file (written untimed by
 ``prepare:peer-ranks``), ``json`` GPT-2 as an HF ``tokenizer.json``; ``text``, ``max_bytes``,
 ``ids_out`` as for the encode tasks. Every tool encodes with the special tokens recognised in the
-text (tiktoken's ``allowed_special="all"``).
+text (tiktoken's ``allowed_special="all"``), and every tool that reads ``.tiktoken`` files, bpestore
+too, reads ``ranks``: the same file, so that the fresh pass times the same loading work for each
+(bpestore's ``Tokenizer.from_files`` of GPT-2's own ``vocab.json`` and ``merges.txt`` is timed in
+the ``encode`` and ``load`` sections).
 """
 
 from __future__ import annotations
@@ -115,10 +118,7 @@ def bpestore_maker(params: dict, *, array: bool = False) -> Build:
         import_or_skip("numpy")
 
     def build():
-        if params["encoding"] == "gpt2":
-            tokenizer = tokenizer_class.from_files(params["vocab"], params["merges"], special_tokens=[params["special"]])
-        else:
-            tokenizer = tokenizer_class.from_format("tiktoken", params["ranks"], params["encoding"])
+        tokenizer = tokenizer_class.from_format("tiktoken", params["ranks"], params["encoding"])
         encode = tokenizer.encode_to_array if array else tokenizer.encode
         return lambda text: encode(text, allowed_special="all")
 

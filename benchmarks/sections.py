@@ -524,7 +524,7 @@ def peers_section(settings: Settings) -> dict:
     notes = [f"en: {describe_input(settings)}; multilingual: {(settings.encode_bytes or MULTILINGUAL_DEFAULT_BYTES) / 1e6:g} MB "
              "generated in eleven scripts (as encode-multilingual); single-threaded (RAYON_NUM_THREADS=1)",
              *([f"world: {settings.world} (benchmarks/world_corpus.py: real running text in many languages)"] if settings.world else []),
-             "gpt2 from the fixtures (gigatoken from a .tiktoken file of its ranks, fastokens from HF's tokenizer.json); "
+             "gpt2 from the fixtures (bpestore and gigatoken from a .tiktoken file of its ranks, fastokens from HF's tokenizer.json); "
              "cl100k_base and o200k_base from the bpe-openai package's .tiktoken files with tiktoken's own patterns and "
              "special tokens (quicktok uses the copy it bundles); special tokens recognised in the text by every tool",
              "cold: a fresh process and tokenizer per run (built untimed); warm: the same tokenizer's second pass over the "
