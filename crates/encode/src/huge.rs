@@ -1,8 +1,8 @@
 //! Tables of megabytes on the kernel's huge pages (2 MB) where it offers them, rather than 4 KB
 //! ones. The encoder's tables (the piece cache's slots, the vocabulary's, the pair rule's) are
-//! read at random, one cache line per lookup: on 4 KB pages nearly every lookup of a table of
-//! several megabytes also misses the TLB, and under a hypervisor each such miss walks two sets
-//! of page tables. Such a table is mapped on its own, aligned to 2 MB, and the kernel is asked
+//! read at random, one cache line per lookup: on 4 KB pages a lookup in a table of several
+//! megabytes often misses the TLB as well, and under a hypervisor such a miss walks two sets of
+//! page tables. Such a table is mapped on its own, aligned to 2 MB, and the kernel is asked
 //! for huge pages (`madvise(MADV_HUGEPAGE)`, which Linux honours when transparent huge pages are
 //! `always` or `madvise`, the usual settings) before its first write. Elsewhere, when the kernel
 //! says no, or for a smaller table, it is an ordinary allocation.
