@@ -46,6 +46,7 @@ __all__ = [
     "unpack_model",
     "byte_level_tokens",
     "byte_level_merges",
+    "byte_level_vocab_json",
     "first_merge_out_of_id_order",
 ]
 
@@ -513,6 +514,11 @@ def byte_level_tokens(texts: list[str]) -> list[bytes] | None:
 def byte_level_merges(lines: list[str]) -> list[tuple[bytes, bytes]] | None:
     """Each ``"left right"`` (a merge, both parts non-empty and in GPT-2's alphabet) as a pair of
     bytes, or None if one is not so."""
+
+def byte_level_vocab_json(data: bytes, max_id: int) -> dict[int, bytes] | None:
+    """A whole ``vocab.json`` (``{token in GPT-2's alphabet: id}``) as ``{id: bytes}``, or None
+    unless it is exactly that: valid JSON, at least one token, each id an integer from 0 to
+    ``max_id`` given once, each token byte-level and given once."""
 
 def first_merge_out_of_id_order(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> int | None:
     """The rank of the first merge whose joined token is not in ``vocab`` or has an id below the

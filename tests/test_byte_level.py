@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from bpestore import FormatError, formats
 from bpestore.collector import collector_paused
+from bpestore.engine import byte_level_vocab_json
 from bpestore.formats.gpt2 import (
     byte_level_bytes, byte_level_many, byte_level_merges, byte_to_unicode, read_merges, read_vocab, text_to_token, token_to_text,
     unicode_to_byte,
@@ -108,6 +109,74 @@ def test_vocab_files_read_the_same_either_way(tmp_path):
     path = write(tmp_path / "vocab.json", json.dumps({**vocab, "Ġa": 256}))
     with pytest.raises(ValueError, match="id 256 is given to two tokens"):
         read_vocab(path)
+
+
+def vocab_one_at_a_time(data: bytes) -> dict[int, bytes] | None:
+    """The reference for a whole vocab.json: Python's json, then each token and id checked and
+    decoded a character at a time; None where the engine's reader must give way."""
+
+    class Entries(list):  # (an object's entries, in order, repeated keys kept)
+        pass
+
+    try:
+        entries = json.loads(data.decode("utf-8"), object_pairs_hook=Entries)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(entries, Entries) or not entries:
+        return None
+    texts = [text for text, _ in entries]
+    ids = [token_id for _, token_id in entries]
+    if not all(type(token_id) is int and 0 <= token_id <= 2**31 - 1 for token_id in ids):
+        return None
+    if len(set(texts)) != len(texts) or len(set(ids)) != len(ids):
+        return None
+    tokens = [one_at_a_time(text) for text in texts]
+    return None if None in tokens else dict(zip(ids, tokens))  # type: ignore[arg-type]
+
+
+@given(st.lists(st.tuples(tokens, st.integers(0, 40) | st.integers(0, 2**31 - 1)), min_size=1, max_size=30), st.booleans(), st.booleans())
+def test_a_vocab_file_reads_at_once_as_one_at_a_time(entries, ascii_only, spaced):
+    """Whole files, written by json.dumps (escaped or not, spaced or not): the same {id: bytes},
+    in the same order, or None exactly where a token or an id comes twice."""
+    document = {token_to_text(token): token_id for token, token_id in entries}
+    separators = (", ", ": ") if spaced else (",", ":")
+    data = json.dumps(document, ensure_ascii=ascii_only, separators=separators).encode()
+    expected = vocab_one_at_a_time(data)
+    got = byte_level_vocab_json(data, 2**31 - 1)
+    assert got == expected
+    if got is not None:
+        assert list(got) == list(document.values())
+
+
+@pytest.mark.parametrize("data", [
+    b"{}", b"[]", b"1", b"", b'{"a": 1, "a": 2}', b'{"a": 1, "b": 1}', b'{"a": -1}', b'{"a": 1.0}', b'{"a": 1e2}',
+    b'{"a": "1"}', b'{"a": null}', b'{"a": 1} x', b'{"a": 1,}', b'{"a b": 1}', b'{"c": 1, "a b": 2}',
+    b'{"c": 1, "a b": 2, "x": }', b'\xef\xbb\xbf{"a": 1}', b'{"\\ud800": 1}', b'{"a": 2147483648}', b'{"a": NaN}',
+    b'{"\xff": 1}', b'{"a": 1}\xff', b'{"a": {"b": 1}}',
+])
+def test_what_is_not_exactly_a_byte_level_vocab_is_none(data):
+    assert byte_level_vocab_json(data, 2**31 - 1) is None
+    assert vocab_one_at_a_time(data) is None
+
+
+def test_a_vocab_file_whose_reading_at_once_gives_way_is_read_as_before(tmp_path):
+    """Files the engine's reader refuses: read_vocab then names the problem as it always did."""
+    for data, problem in [
+        (b'{"a": 1, "b": 1}', "id 1 is given to two tokens"),
+        (b'{"a": 1.5}', "ids must be integers"),
+        (b'{"a": 1', "not valid JSON"),
+        (b'\xef\xbb\xbf{"a": 1}', "not valid JSON"),
+        (b'{"a\xff": 1}', "not UTF-8"),
+        (b'{"a b": 1}', "character ' ' in 'a b' is not in GPT-2's"),
+        (b"[1, 2]", "expected a JSON object"),
+    ]:
+        path = tmp_path / "vocab.json"
+        path.write_bytes(data)
+        with pytest.raises(ValueError, match=problem):
+            read_vocab(path)
+    # a token given twice: Python's json keeps the last, as before
+    path.write_bytes(b'{"a": 1, "b": 2, "a": 3}')
+    assert read_vocab(path) == {3: b"a", 2: b"b"}
 
 
 def test_hf_files_read_the_same_either_way(tmp_path):

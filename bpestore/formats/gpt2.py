@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import byte_level_merges as engine_byte_level_merges
-from ..engine import byte_level_tokens
+from ..engine import byte_level_tokens, byte_level_vocab_json
 from ..errors import FormatError
 from ..model import MAX_TOKEN_ID, BPEModel
 from ..pretokenize.patterns import GPT2_PATTERN
@@ -92,6 +92,10 @@ def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ())
     in the byte-to-unicode alphabet.
     """
     literal = set(literal_tokens)
+    # (at once in the engine, for a file that is exactly such a vocab; any other is read below)
+    fast = byte_level_vocab_json(Path(path).read_bytes(), MAX_TOKEN_ID)
+    if fast is not None:
+        return fast
     try:
         data = json.loads(read_utf8(path))
     except json.JSONDecodeError as error:

@@ -10,13 +10,123 @@
 use bpestore_pretokenize::decode_byte_level;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(byte_level_tokens, module)?)?;
     module.add_function(wrap_pyfunction!(byte_level_merges, module)?)?;
     module.add_function(wrap_pyfunction!(first_merge_out_of_id_order, module)?)?;
+    module.add_function(wrap_pyfunction!(byte_level_vocab_json, module)?)?;
     Ok(())
+}
+
+/// A whole `vocab.json` (a JSON object `{token in GPT-2's alphabet: id}`, as bytes) as `{id:
+/// bytes}` in the file's order, or `None` unless it is exactly such an object: valid JSON, at
+/// least one token, each id an integer from 0 to `max_id` given once, each token byte-level and
+/// given once. Python's `json` made 50,000 `str` keys of GPT-2's file only for them to be
+/// decoded and dropped (two fifths of `Tokenizer.from_files`).
+#[pyfunction]
+fn byte_level_vocab_json<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    max_id: u64,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Ok(ByteLevelVocab(Some(vocab))) = serde_json::from_slice::<ByteLevelVocab>(data) else {
+        return Ok(None);
+    };
+    if vocab.entries.is_empty() {
+        return Ok(None);
+    }
+    let mut ids = FxHashSet::default();
+    ids.reserve(vocab.entries.len());
+    let mut tokens = FxHashSet::default();
+    tokens.reserve(vocab.entries.len());
+    for &(token, id) in &vocab.entries {
+        if id > max_id || !ids.insert(id) || !tokens.insert(vocab.token(token)) {
+            return Ok(None);
+        }
+    }
+    let dict = PyDict::new(py);
+    for &(token, id) in &vocab.entries {
+        dict.set_item(id, PyBytes::new(py, vocab.token(token)))?;
+    }
+    Ok(Some(dict))
+}
+
+/// The entries of a JSON object of byte-level tokens and unsigned ids, in order, the tokens
+/// decoded into one buffer; `None` inside where a token is not byte-level (the JSON is still read
+/// to its end, so that what follows is checked too). Anything else is a deserialization error.
+struct ByteLevelVocab(Option<DecodedVocab>);
+
+struct DecodedVocab {
+    /// The tokens' bytes, one after another.
+    bytes: Vec<u8>,
+    /// Each entry's token (where it starts and ends in `bytes`) and id.
+    entries: Vec<((usize, usize), u64)>,
+}
+
+impl DecodedVocab {
+    fn token(&self, (start, end): (usize, usize)) -> &[u8] {
+        &self.bytes[start..end]
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ByteLevelVocab {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ByteLevelVocab(None))
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ByteLevelVocab {
+    type Value = ByteLevelVocab;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("an object of tokens and ids")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut vocab = DecodedVocab {
+            bytes: Vec::with_capacity(8 * map.size_hint().unwrap_or(0)),
+            entries: Vec::with_capacity(map.size_hint().unwrap_or(0)),
+        };
+        let mut byte_level = true;
+        loop {
+            let start = vocab.bytes.len();
+            let Some(decoded) = map.next_key_seed(DecodedKey(&mut vocab.bytes))? else {
+                break;
+            };
+            let id = map.next_value::<u64>()?;
+            byte_level &= decoded;
+            if byte_level {
+                vocab.entries.push(((start, vocab.bytes.len()), id));
+            }
+        }
+        Ok(ByteLevelVocab(byte_level.then_some(vocab)))
+    }
+}
+
+/// A key decoded from GPT-2's alphabet straight into the vocab's buffer (no `String` per key):
+/// whether it was byte-level.
+struct DecodedKey<'a>(&'a mut Vec<u8>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for DecodedKey<'_> {
+    type Value = bool;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for DecodedKey<'_> {
+    type Value = bool;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a token")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<bool, E> {
+        Ok(decode_byte_level(text, self.0))
+    }
 }
 
 /// The bytes of each string of `texts` (tokens written in GPT-2's alphabet), or `None`.
