@@ -1,7 +1,8 @@
 //! What the format readers (`bpestore/formats/`) ask of the engine, for a file's hundreds of
 //! thousands of tokens and merges at once: a byte-level tokenizer's tokens and merges decoded from
 //! GPT-2's alphabet (a character at a time in Python, that was most of reading Llama-3's
-//! `tokenizer.json`), and whether its merges come in the order of their tokens' ids.
+//! `tokenizer.json`), GPT-2's whole `vocab.json` read and decoded in one pass, and whether a
+//! tokenizer's merges come in the order of their tokens' ids.
 //!
 //! The decoders return `None` at the first doubt (an item that is not a `str`, a character outside the
 //! alphabet, a merge that is not two parts around one space): the reader then goes one item at
