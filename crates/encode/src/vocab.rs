@@ -66,12 +66,7 @@ impl Vocab {
         entries.dedup_by_key(|&mut (id, _)| id); // a special token listed twice
 
         let max_id = entries.last().map_or(0, |&(id, _)| id);
-        let total: usize = entries.iter().map(|(_, t)| t.len()).sum();
-        if total >= u32::MAX as usize {
-            return Err(EncodeError::InvalidVocab(
-                "the vocab's tokens hold more than 4 GB".into(),
-            ));
-        }
+        let total = check_arena_size(entries.iter().map(|&(_, token)| token))?;
         let mut arena = Vec::with_capacity(total);
         let dense_enough = (max_id as usize) < 2 * entries.len() + 65_536;
         let mut dense = Vec::new();
@@ -156,6 +151,19 @@ impl Vocab {
     pub(crate) fn id(&self, bytes: &[u8]) -> Option<TokenId> {
         self.ids.get(bytes)
     }
+}
+
+/// The bytes of `tokens` in all, if one arena with offsets of 32 bits can hold them.
+pub(crate) fn check_arena_size<'a>(
+    tokens: impl Iterator<Item = &'a [u8]>,
+) -> Result<usize, EncodeError> {
+    let total: usize = tokens.map(<[u8]>::len).sum();
+    if total >= u32::MAX as usize {
+        return Err(EncodeError::InvalidVocab(
+            "the vocab's tokens hold more than 4 GB".into(),
+        ));
+    }
+    Ok(total)
 }
 
 /// The rules of a vocabulary of ordinary tokens, for [`Vocab::new`] and `check_model`: no id
