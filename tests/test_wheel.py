@@ -12,6 +12,7 @@ Slow (~20-40 s, most of it building the wheel); deselect with ``-k "not wheel"``
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -53,8 +54,22 @@ def repo_head() -> str:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    dist = tmp_path_factory.mktemp("dist")
+def wheel(tmp_path_factory, worker_id: str) -> Path:
+    """The wheel, built once per test run. Under pytest-xdist each worker runs this fixture, and
+    two maturin builds at once in the repository's one target directory trample each other's
+    files (one read ``lib_engine.so`` as the other replaced it): the workers share a directory
+    (their base temps' parent, this run's own), and the first to take its lock builds there."""
+    if worker_id == "master":  # (no xdist: this process alone)
+        return build_wheel(tmp_path_factory.mktemp("dist"))
+    shared = tmp_path_factory.getbasetemp().parent / "bpestore-wheel"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (released when the file closes)
+        built = list(shared.glob("bpestore-*.whl"))
+        return built[0] if built else build_wheel(shared)
+
+
+def build_wheel(dist: Path) -> Path:
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist, REPO_ROOT], cwd=dist)
     wheels = list(dist.glob("bpestore-*.whl"))
     assert len(wheels) == 1, list(dist.iterdir())
