@@ -92,12 +92,13 @@ def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ())
     in the byte-to-unicode alphabet.
     """
     literal = set(literal_tokens)
+    raw = Path(path).read_bytes()
     # (at once in the engine, for a file that is exactly such a vocab; any other is read below)
-    fast = byte_level_vocab_json(Path(path).read_bytes(), MAX_TOKEN_ID)
+    fast = byte_level_vocab_json(raw, MAX_TOKEN_ID)
     if fast is not None:
         return fast
     try:
-        data = json.loads(read_utf8(path))
+        data = json.loads(utf8_text(path, raw))
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from None
     except RecursionError:
@@ -125,7 +126,11 @@ def read_vocab(path: str | os.PathLike[str], literal_tokens: Iterable[str] = ())
 
 def read_utf8(path: str | os.PathLike[str]) -> str:
     """The text of a file; ValueError naming the file and the first bad byte if it is not UTF-8."""
-    data = Path(path).read_bytes()
+    return utf8_text(path, Path(path).read_bytes())
+
+
+def utf8_text(path: str | os.PathLike[str], data: bytes) -> str:
+    """``data`` (the file at ``path``) as text; ValueError as :func:`read_utf8` gives."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

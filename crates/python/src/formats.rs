@@ -55,8 +55,8 @@ fn byte_level_vocab_json<'py>(
 }
 
 /// The entries of a JSON object of byte-level tokens and unsigned ids, in order, the tokens
-/// decoded into one buffer; `None` inside where a token is not byte-level (the JSON is still read
-/// to its end, so that what follows is checked too). Anything else is a deserialization error.
+/// decoded into one buffer; `None` inside at the first token that is not byte-level (the reader
+/// then gives way whatever follows). Anything else is a deserialization error.
 struct ByteLevelVocab(Option<DecodedVocab>);
 
 struct DecodedVocab {
@@ -90,19 +90,17 @@ impl<'de> serde::de::Visitor<'de> for ByteLevelVocab {
             bytes: Vec::with_capacity(8 * map.size_hint().unwrap_or(0)),
             entries: Vec::with_capacity(map.size_hint().unwrap_or(0)),
         };
-        let mut byte_level = true;
         loop {
             let start = vocab.bytes.len();
-            let Some(decoded) = map.next_key_seed(DecodedKey(&mut vocab.bytes))? else {
-                break;
+            let Some(byte_level) = map.next_key_seed(DecodedKey(&mut vocab.bytes))? else {
+                return Ok(ByteLevelVocab(Some(vocab)));
             };
-            let id = map.next_value::<u64>()?;
-            byte_level &= decoded;
-            if byte_level {
-                vocab.entries.push(((start, vocab.bytes.len()), id));
+            if !byte_level {
+                return Ok(ByteLevelVocab(None));
             }
+            let id = map.next_value::<u64>()?;
+            vocab.entries.push(((start, vocab.bytes.len()), id));
         }
-        Ok(ByteLevelVocab(byte_level.then_some(vocab)))
     }
 }
 
