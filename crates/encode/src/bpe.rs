@@ -27,6 +27,37 @@ pub(crate) const TOKEN_LONG_PIECE: usize = 128;
 
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// The lowest of `ranks[..len]` and the first position that holds it (`NONE` for the rank if
+/// none is below `NONE`), where every rank from `len` on is `NONE`: the next merge of the short
+/// paths, which keep their pairs' ranks in arrays of [`LONG_PIECE`] or [`TOKEN_LONG_PIECE`].
+///
+/// Each rank is keyed with its position below it, so that the lowest key is the leftmost of the
+/// lowest rank, and the keys are taken in four chains that the CPU runs side by side. One chain
+/// of compares, each waiting on the one before, took two to three cycles a rank. With four, the
+/// distinct pieces of 10 MB of text in 46 languages merged 1.11x (cl100k_base) and 1.13x
+/// (o200k_base) faster, and whole first passes over it ran 1.03-1.06x faster
+/// (`examples/merge_pieces.rs`, medians of paired runs). Two chains and eight were slower than
+/// one, as LLVM compiled them.
+#[inline(always)]
+fn leftmost_min<const N: usize>(ranks: &[u32; N], len: usize) -> (u32, usize) {
+    debug_assert!(N.is_multiple_of(4) && len <= N);
+    debug_assert!(ranks[len..].iter().all(|&rank| rank == NONE));
+    let key = |i: usize| (u64::from(ranks[i]) << 32) | i as u64;
+    let mut lowest = [u64::MAX; 4];
+    let mut i = 0;
+    while i < len {
+        for (chain, lowest) in lowest.iter_mut().enumerate() {
+            *lowest = (*lowest).min(key(i + chain));
+        }
+        i += 4;
+    }
+    let lowest = lowest[0].min(lowest[1]).min(lowest[2].min(lowest[3]));
+    ((lowest >> 32) as u32, lowest as u32 as usize)
+}
+
+// (the scan of `leftmost_min` reads the arrays in fours)
+const _: () = assert!(LONG_PIECE.is_multiple_of(4) && TOKEN_LONG_PIECE.is_multiple_of(4));
+
 pub use crate::vocab::TokenId;
 
 #[inline]
@@ -322,12 +353,7 @@ impl PairRanks {
         }
         loop {
             // The lowest rank present, at its leftmost pair.
-            let (mut best, mut at) = (NONE, 0);
-            for (i, &rank) in ranks[..n - 1].iter().enumerate() {
-                if rank < best {
-                    (best, at) = (rank, i);
-                }
-            }
+            let (best, mut at) = leftmost_min(&ranks, n - 1);
             if best == NONE {
                 break;
             }
@@ -497,12 +523,7 @@ impl TokenRanks<'_> {
         next[n - 1] = n as u8;
         loop {
             // The leftmost pair of lowest rank (positions keep the tokens' order).
-            let (mut best, mut at) = (NONE, 0);
-            for (i, &rank) in ranks[..n - 1].iter().enumerate() {
-                if rank < best {
-                    (best, at) = (rank, i);
-                }
-            }
+            let (best, at) = leftmost_min(&ranks, n - 1);
             if best == NONE {
                 break;
             }
@@ -1110,6 +1131,40 @@ pub(crate) mod tests {
             &BYTES,
         );
         assert!(!made_twice.well_ordered);
+    }
+
+    #[test]
+    fn the_leftmost_lowest_rank_is_found_in_four_chains() {
+        // Against one scan, on ranks from a small range (ties everywhere, NONE among them) and
+        // from the whole range, at every length of both arrays: the lowest rank, and the
+        // first position that holds it.
+        fn check<const N: usize>(rng: &mut Rng, spread: u64) {
+            for len in 0..=N {
+                let mut ranks = [NONE; N];
+                for rank in &mut ranks[..len] {
+                    let draw = rng.next() % spread;
+                    *rank = if draw == 0 { NONE } else { draw as u32 };
+                }
+                let mut expected = (NONE, 0);
+                for (i, &rank) in ranks[..len].iter().enumerate() {
+                    if rank < expected.0 {
+                        expected = (rank, i);
+                    }
+                }
+                let found = leftmost_min(&ranks, len);
+                assert_eq!(found.0, expected.0, "{:?}", &ranks[..len]);
+                if expected.0 != NONE {
+                    assert_eq!(found.1, expected.1, "{:?}", &ranks[..len]);
+                }
+            }
+        }
+        let mut rng = Rng(7);
+        for _ in 0..200 {
+            for spread in [2, 5, 40, 1 << 33] {
+                check::<LONG_PIECE>(&mut rng, spread);
+                check::<TOKEN_LONG_PIECE>(&mut rng, spread);
+            }
+        }
     }
 
     #[test]
