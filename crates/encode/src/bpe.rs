@@ -515,6 +515,14 @@ impl TokenRanks<'_> {
         let mut next = [0u8; N];
         let mut prev = [END; N];
         let mut ranks = [NONE; N];
+        // The piece again, with room for a word of 16 bytes from any position: a join's key is
+        // that word masked to its length ([`Vocab::id_in_window`]). The distinct pieces of 10 MB
+        // in 46 languages merged 1.02-1.05x faster so (`examples/merge_pieces.rs`), whole first
+        // passes about 1.01x.
+        let mut padded = [0u8; TOKEN_LONG_PIECE + 16];
+        padded[..n].copy_from_slice(piece);
+        let window =
+            |at: usize| u128::from_le_bytes(padded[at..at + 16].try_into().expect("16 bytes"));
         for i in 0..n - 1 {
             next[i] = (i + 1) as u8;
             prev[i + 1] = i as u8;
@@ -537,12 +545,18 @@ impl TokenRanks<'_> {
             if after < n {
                 prev[after] = at as u8;
                 let end = usize::from(next[after]);
-                ranks[at] = self.vocab.id(&piece[at..end]).unwrap_or(NONE);
+                ranks[at] = self
+                    .vocab
+                    .id_in_window(&piece[at..end], window(at))
+                    .unwrap_or(NONE);
             }
             let before = prev[at];
             if before != END {
                 let before = usize::from(before);
-                ranks[before] = self.vocab.id(&piece[before..after]).unwrap_or(NONE);
+                ranks[before] = self
+                    .vocab
+                    .id_in_window(&piece[before..after], window(before))
+                    .unwrap_or(NONE);
             }
         }
         // The live tokens, in order (position 0 is always live: a merge removes the right token).

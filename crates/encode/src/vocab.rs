@@ -151,6 +151,24 @@ impl Vocab {
     pub(crate) fn id(&self, bytes: &[u8]) -> Option<TokenId> {
         self.ids.get(bytes)
     }
+
+    /// [`Vocab::id`] of `bytes`, given `window`: the 16 bytes from their start, read as one
+    /// little-endian word (whatever follows them). A short token's key is the window masked to
+    /// its length: one load and a mask, where [`pack`] chooses between four ways by the length.
+    #[inline(always)]
+    pub(crate) fn id_in_window(&self, bytes: &[u8], window: u128) -> Option<TokenId> {
+        let len = bytes.len();
+        if !is_short(bytes) {
+            return self.ids.long.get(bytes).copied();
+        }
+        let key = (window & ((1u128 << (8 * len)) - 1)) | ((len as u128) << 120);
+        debug_assert_eq!(key, pack(bytes));
+        if (1..=SMALL_TOKEN).contains(&len) {
+            self.ids.small.get(key)
+        } else {
+            self.ids.short.get(&split(key)).copied()
+        }
+    }
 }
 
 /// The bytes of `tokens` in all, if one arena with offsets of 32 bits can hold them.
@@ -519,6 +537,42 @@ mod tests {
                 assert_eq!(pack(slice), u128::from_le_bytes(expected), "{slice:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_lookup_in_a_window_finds_what_a_lookup_of_the_bytes_finds() {
+        // Tokens of every length to 20 (small, short and long keys), looked up with whatever
+        // bytes follow them in the window: each token and each of its prefixes answer as `id`.
+        let mut rng = Rng(11);
+        let text: Vec<u8> = (0..400).map(|_| (rng.next() % 4) as u8 + b'a').collect();
+        let singles: Vec<[u8; 1]> = (0..=255u8).map(|b| [b]).collect();
+        let mut vocab: Vec<(TokenId, &[u8])> = singles
+            .iter()
+            .enumerate()
+            .map(|(id, b)| (id as TokenId, &b[..]))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        for start in (0..360).step_by(9) {
+            let token = &text[start..start + 2 + start % 19];
+            if seen.insert(token) {
+                vocab.push((vocab.len() as TokenId, token));
+            }
+        }
+        let made = Vocab::new(&vocab, &[], &[]).expect("a vocab");
+        let mut found = 0;
+        for start in 0..360 {
+            let mut window = [0xffu8; 16];
+            let visible = (text.len() - start).min(16);
+            window[..visible].copy_from_slice(&text[start..start + visible]);
+            let window = u128::from_le_bytes(window);
+            for len in 1..=20 {
+                let bytes = &text[start..start + len];
+                let id = made.id(bytes);
+                assert_eq!(made.id_in_window(bytes, window), id, "{bytes:?}");
+                found += usize::from(id.is_some() && len > 1);
+            }
+        }
+        assert!(found > 40, "the text holds the tokens: {found}");
     }
 
     #[test]
