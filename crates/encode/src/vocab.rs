@@ -499,14 +499,27 @@ mod tests {
     use crate::bpe::tests::Rng;
     use std::collections::HashMap;
 
+    /// The 256 single bytes, each its own id.
+    const SINGLE_BYTES: [u8; 256] = {
+        let mut bytes = [0u8; 256];
+        let mut b = 0;
+        while b < 256 {
+            bytes[b] = b as u8;
+            b += 1;
+        }
+        bytes
+    };
+
+    /// A vocab of the 256 single bytes, byte `b` with id `b`.
+    fn single_bytes() -> Vec<(TokenId, &'static [u8])> {
+        (0..256)
+            .map(|b| (b as TokenId, &SINGLE_BYTES[b..=b]))
+            .collect()
+    }
+
     #[test]
     fn extra_ids_are_decoded_and_never_looked_up_by_their_bytes() {
-        let bytes: Vec<[u8; 1]> = (0..=255u8).map(|b| [b]).collect();
-        let mut vocab: Vec<(TokenId, &[u8])> = bytes
-            .iter()
-            .enumerate()
-            .map(|(id, b)| (id as TokenId, &b[..]))
-            .collect();
+        let mut vocab = single_bytes();
         vocab.push((256, b"  ")); // the model's token of two spaces (a twin)
         let specials = vec![("  ".to_string(), 300)]; // an added token of the same bytes
         let extra: Vec<(TokenId, &[u8])> = vec![(300, b"  "), (301, "\u{4e2d}".as_bytes())];
@@ -545,12 +558,7 @@ mod tests {
         // bytes follow them in the window: each token and each of its prefixes answer as `id`.
         let mut rng = Rng(11);
         let text: Vec<u8> = (0..400).map(|_| (rng.next() % 4) as u8 + b'a').collect();
-        let singles: Vec<[u8; 1]> = (0..=255u8).map(|b| [b]).collect();
-        let mut vocab: Vec<(TokenId, &[u8])> = singles
-            .iter()
-            .enumerate()
-            .map(|(id, b)| (id as TokenId, &b[..]))
-            .collect();
+        let mut vocab: Vec<(TokenId, &[u8])> = single_bytes();
         let mut seen = std::collections::HashSet::new();
         for start in (0..360).step_by(9) {
             let token = &text[start..start + 2 + start % 19];
