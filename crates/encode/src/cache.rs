@@ -33,6 +33,16 @@ pub(crate) const SHORT_BYTES: usize = 15;
 /// Each table starts with this many slots and doubles when three quarters full (see [`Table`]).
 const FIRST_SLOTS: usize = 1 << 10;
 
+/// The distinct short pieces (at most [`SHORT_BYTES`]) and medium pieces (at most
+/// [`MEDIUM_BYTES`]) a cache makes room for before a text, per square root of its bytes (see
+/// [`PieceCache::reserve_for_text`]). A text's new words grow about as the square root of its
+/// length (Heaps' law): 10 MB of text in 46 languages brings some 120,000 short pieces and
+/// 25,000 medium ones (10 MB of English: 95,000 and 5,000), and a text twice as long not twice
+/// as many. Below [`RESERVE_FROM_BYTES`], the tables grow as they fill, as they always do.
+const SHORT_PIECES_PER_ROOT: f64 = 38.0;
+const MEDIUM_PIECES_PER_ROOT: f64 = 8.0;
+const RESERVE_FROM_BYTES: usize = 1 << 20;
+
 /// The short-table key of a piece, if it is short.
 #[inline]
 pub(crate) fn short_key(piece: &[u8]) -> Option<u128> {
@@ -271,8 +281,21 @@ impl<K: Key> Table<K> {
     }
 
     fn grow(&mut self) {
-        let doubled = HugeSlice::filled(2 * self.slots.len(), Self::empty_slot());
-        let old = std::mem::replace(&mut self.slots, doubled);
+        self.resize(2 * self.slots.len());
+    }
+
+    /// Room for `entries` entries in all, without growing on the way (a table never shrinks).
+    fn reserve(&mut self, entries: usize) {
+        let slots = Self::slots_for(entries);
+        if slots > self.slots.len() {
+            self.resize(slots);
+        }
+    }
+
+    /// The same entries in a table of `slots` slots (a power of two that takes them).
+    fn resize(&mut self, slots: usize) {
+        let bigger = HugeSlice::filled(slots, Self::empty_slot());
+        let old = std::mem::replace(&mut self.slots, bigger);
         for slot in old.iter().filter(|slot| slot.key != K::EMPTY) {
             let at = self.find(slot.key);
             self.slots[at] = *slot;
@@ -415,6 +438,26 @@ impl PieceCache {
         self.long = seed.long.clone();
         self.long_bytes = seed.long_bytes;
         self.ids = seed.ids.clone();
+    }
+
+    /// Makes room for the distinct pieces that a text of `bytes` bytes is expected to bring
+    /// (see [`SHORT_PIECES_PER_ROOT`]; at most the capacity), so that its tables do not double
+    /// their way there from a thousand slots: each doubling made a table anew, faulted its
+    /// memory in and put every piece back. A first pass over 10 MB ran 1.13-1.14x faster so
+    /// (English with cl100k_base, 46 languages with o200k_base). Not while threads share a
+    /// table (short pieces go there).
+    pub(crate) fn reserve_for_text(&mut self, bytes: usize) {
+        if self.table.is_some() || bytes < RESERVE_FROM_BYTES {
+            return;
+        }
+        let root = (bytes as f64).sqrt();
+        let expected = |per_root: f64| ((root * per_root) as usize).min(self.capacity);
+        let (short, medium) = (
+            expected(SHORT_PIECES_PER_ROOT),
+            expected(MEDIUM_PIECES_PER_ROOT),
+        );
+        self.short.reserve(short);
+        self.medium.reserve(medium);
     }
 
     /// A cache of `capacity` entries whose tables are made big enough for `short` short and
@@ -833,6 +876,50 @@ mod tests {
         assert_eq!(cache.len(), 1);
         assert_eq!(get(&cache, b"one more"), Some([9].as_slice()));
         assert_eq!(get(&cache, &piece(0)), None);
+    }
+
+    #[test]
+    fn room_made_for_a_text_keeps_the_entries_and_needs_no_growing() {
+        let short_piece = |i: usize| format!("r{i}").into_bytes();
+        let medium_piece = |i: usize| format!("medium piece {i:>10}").into_bytes();
+        let mut cache = PieceCache::new(DEFAULT_CACHE_ENTRIES);
+        for i in 0..1000 {
+            put(&mut cache, &short_piece(i), &[i as u32]);
+            put(&mut cache, &medium_piece(i), &[i as u32, 1]);
+        }
+        // A short text makes no room; a text of 10 MB, room for its expected pieces.
+        cache.reserve_for_text(RESERVE_FROM_BYTES - 1);
+        assert_eq!(cache.short.slots.len(), 2 * FIRST_SLOTS);
+        let bytes = 10_000_000;
+        cache.reserve_for_text(bytes);
+        let root = (bytes as f64).sqrt();
+        let short = (root * SHORT_PIECES_PER_ROOT) as usize;
+        let medium = (root * MEDIUM_PIECES_PER_ROOT) as usize;
+        let (short_slots, medium_slots) = (cache.short.slots.len(), cache.medium.slots.len());
+        assert!(Table::<u128>::full_at(short_slots) >= short && short > 100_000);
+        assert!(Table::<[u128; 2]>::full_at(medium_slots) >= medium && medium > 20_000);
+        // The entries are all still there, and the expected number more fit without growing.
+        for i in 0..1000 {
+            assert_eq!(get(&cache, &short_piece(i)), Some([i as u32].as_slice()));
+            assert_eq!(
+                get(&cache, &medium_piece(i)),
+                Some([i as u32, 1].as_slice())
+            );
+        }
+        for i in 1000..short {
+            put(&mut cache, &short_piece(i), &[i as u32]);
+        }
+        for i in 1000..medium {
+            put(&mut cache, &medium_piece(i), &[i as u32, 1]);
+        }
+        assert_eq!(cache.short.slots.len(), short_slots);
+        assert_eq!(cache.medium.slots.len(), medium_slots);
+        // A table never shrinks, and the capacity bounds the room made.
+        cache.reserve_for_text(RESERVE_FROM_BYTES);
+        assert_eq!(cache.short.slots.len(), short_slots);
+        let mut small = PieceCache::new(5000);
+        small.reserve_for_text(1 << 30);
+        assert_eq!(small.short.slots.len(), Table::<u128>::slots_for(5000));
     }
 
     #[test]

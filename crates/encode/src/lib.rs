@@ -815,6 +815,7 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
+        cache.reserve_for_text(text.len());
         self.split_specials_into(text, allowed, out, |part, _, out| {
             self.encode_ordinary_into(part, cache, out)
         })
