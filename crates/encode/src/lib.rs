@@ -619,6 +619,8 @@ impl Encoder {
         let threads = threads.clamp(1, texts.len().max(1));
         if threads == 1 {
             return self.caches.with(|cache| {
+                // (room for the batch's pieces at once: its texts may each be short)
+                cache.reserve_for_text(texts.iter().map(|text| text.len()).sum());
                 texts
                     .iter()
                     .enumerate()
