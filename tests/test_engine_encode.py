@@ -304,6 +304,35 @@ def test_openai_vocabularies_equal_tiktoken_on_words_of_every_script(name):
     check()
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_megabytes_of_new_words_equal_tiktoken(name):
+    """A text long enough that a fresh encoder makes room in its cache before it (a megabyte or
+    more), of more distinct words than the room it makes, so that its tables also grow past it:
+    words of letters from every script of tests/data/multilingual_scripts.txt, each new or drawn
+    again from those before, as words recur in running text."""
+    encoding, _ = openai_pair(name)
+    ranks = tiktoken_file_ranks(name)
+    fresh = _engine.Encoder({i: t for t, i in ranks.items()}, [], {ENDOFTEXT: max(ranks.values()) + 1},
+                            encoding._pat_str, "token")
+    sample_text = (Path(__file__).parent / "data" / "multilingual_scripts.txt").read_text(encoding="utf-8")
+    letters = sorted({c for c in sample_text if not c.isspace()})
+    rng = random.Random(42)
+    words: list[str] = []
+    parts: list[str] = []
+    size = 0
+    while size < 2_500_000:
+        if words and rng.random() < 0.3:
+            word = rng.choice(words)
+        else:
+            word = "".join(rng.choices(letters, k=rng.randint(1, 8)))
+            words.append(word)
+        parts.append(word + rng.choice(" \n, .  "))
+        size += len(parts[-1].encode())
+    text = "".join(parts)
+    assert len(text.encode()) > 2 * 2**20 and len(words) > 100_000
+    assert fresh.encode(text) == encoding.encode(text, allowed_special="all")
+
+
 @settings(max_examples=examples(150), deadline=None)
 @given(text=texts(assigned_only=True, max_pieces=40))
 def test_gpt2_equals_tiktoken_on_nasty_text(text):
