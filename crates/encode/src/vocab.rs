@@ -163,11 +163,7 @@ impl Vocab {
         }
         let key = (window & ((1u128 << (8 * len)) - 1)) | ((len as u128) << 120);
         debug_assert_eq!(key, pack(bytes));
-        if (1..=SMALL_TOKEN).contains(&len) {
-            self.ids.small.get(key)
-        } else {
-            self.ids.short.get(&split(key)).copied()
-        }
+        self.ids.get_short(len, key)
     }
 }
 
@@ -336,12 +332,21 @@ impl Ids {
 
     #[inline]
     fn get(&self, bytes: &[u8]) -> Option<TokenId> {
-        if (1..=SMALL_TOKEN).contains(&bytes.len()) {
-            self.small.get(pack(bytes))
-        } else if is_short(bytes) {
-            self.short.get(&split(pack(bytes))).copied()
+        if is_short(bytes) {
+            self.get_short(bytes.len(), pack(bytes))
         } else {
             self.long.get(bytes).copied()
+        }
+    }
+
+    /// The id of the token of `len` bytes (at most [`SHORT_TOKEN`]) whose [`pack`]ed key is
+    /// `key`, from the table that holds tokens of that length.
+    #[inline(always)]
+    fn get_short(&self, len: usize, key: u128) -> Option<TokenId> {
+        if (1..=SMALL_TOKEN).contains(&len) {
+            self.small.get(key)
+        } else {
+            self.short.get(&split(key)).copied()
         }
     }
 }
