@@ -44,6 +44,7 @@ __all__ = [
     "pair_merges_from_ranks",
     "read_tiktoken",
     "unpack_model",
+    "unpack_vocab",
     "byte_level_tokens",
     "byte_level_merges",
     "byte_level_vocab_json",
@@ -534,3 +535,7 @@ def unpack_model(data: bytes) -> tuple[dict[int, bytes], list[tuple[bytes, bytes
     """``(vocab, merges)`` from a packed copy (layout in ``bpestore/store/packed.py``): id -> token,
     and the merges in rank order. ValueError ("damaged packed data: ...") if it is not well formed
     or gives an id twice; whether the tokens make a usable vocabulary is not checked here."""
+
+def unpack_vocab(data: bytes) -> dict[int, bytes]:
+    """The vocab alone (id -> token) from a packed copy, all of which is checked as
+    :func:`unpack_model` checks it: a token-rule model encodes without its merges."""

@@ -45,6 +45,7 @@ from ._engine import (
     pair_merges_from_ranks,
     read_tiktoken,
     unpack_model,
+    unpack_vocab,
     utf8_error,
 )
 from .errors import CorpusDecodeError, PatternError
@@ -88,5 +89,6 @@ __all__ = [
     "pair_merges_from_ranks",
     "read_tiktoken",
     "unpack_model",
+    "unpack_vocab",
     "utf8_error",
 ]

@@ -258,7 +258,7 @@ class BPEModel:
     def stored(
         cls,
         vocab: Mapping[int, bytes],
-        merges: Iterable[tuple[bytes, bytes]],
+        merges: Iterable[tuple[bytes, bytes]] | Callable[[BPEModel], Merges],
         special_tokens: Iterable[str],
         pattern: str,
         merge_rule: MergeRule,
@@ -277,12 +277,19 @@ class BPEModel:
     ) -> BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
-        time for GPT-2); the cheap checks still run."""
+        time for GPT-2); the cheap checks still run. ``merges`` may be a function of the model
+        that reads them when first asked for, as :meth:`with_derived_merges` takes, for a
+        ``"token"`` model only (the pair rule encodes by its merges)."""
+        derive_merges = None
+        if callable(merges):
+            if merge_rule != "token":
+                raise ValueError(f"only a 'token' model reads its merges when asked for them, not a {merge_rule!r} one")
+            derive_merges, merges = merges, []
         return cls(
             vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
             normalizer=normalizer, normalized_tokens=normalized_tokens, post_processor=post_processor,
             token_options=token_options, pre_tokenizer=pre_tokenizer, dropped_bytes=dropped_bytes, byte_fallback=byte_fallback,
-            decoder=decoder, config=config, aliases=aliases, _checked=True,
+            decoder=decoder, config=config, aliases=aliases, _checked=True, _derive_merges=derive_merges,
         )
 
     @classmethod

@@ -7,6 +7,7 @@ The layout is read here by a small reader of its own (``read_layout``), not by t
 
 from __future__ import annotations
 
+import pickle
 import sqlite3
 import struct
 from pathlib import Path
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpestore import BPEModel, Store, Tokenizer
-from bpestore._engine import unpack_model
+from bpestore._engine import unpack_model, unpack_vocab
 from bpestore.errors import StoreError
 from bpestore.store.loader import load_model
 from bpestore.store.migrate import migrations_dir
@@ -61,6 +62,12 @@ def sample_model(extra: list[bytes] = ()) -> BPEModel:
     return BPEModel(vocab, merges, ["<|endoftext|>", "<pad>"])
 
 
+def sample_token_model() -> BPEModel:
+    """:func:`sample_model`'s tokens, merged by their ranks (tiktoken's rule)."""
+    model = sample_model()
+    return BPEModel(model.vocab, model.merges, model.special_tokens, merge_rule="token")
+
+
 def as_tuple(model: BPEModel) -> tuple:
     return model.vocab, model.merges, model.special_tokens, model.special_ids, model.pattern, model.merge_rule
 
@@ -94,6 +101,7 @@ def test_the_engine_reads_what_pack_writes_as_the_layout_says(vocab, merges):
     data = pack(vocab, merges)
     assert read_layout(data) == (vocab, merges)
     assert unpack_model(data) == (vocab, merges)
+    assert unpack_vocab(data) == vocab
 
 
 def test_packing_refuses_what_the_layout_cannot_hold_with_one_error():
@@ -109,15 +117,17 @@ def test_packing_refuses_what_the_layout_cannot_hold_with_one_error():
 
 def test_the_engine_refuses_every_damaged_or_cut_copy():
     data = pack(sample_model().vocab, sample_model().merges)
-    for end in range(0, len(data), 7):
-        with pytest.raises(ValueError, match="damaged packed data"):
-            unpack_model(data[:end])
-    with pytest.raises(ValueError, match="damaged packed data"):
-        unpack_model(data + b"\x00")
     twice = bytearray(pack({1: b"a", 2: b"b"}, []))
     twice[20:24] = struct.pack("<I", 1)  # the second id becomes 1 too
-    with pytest.raises(ValueError, match="more than one token"):
-        unpack_model(bytes(twice))
+    # (the vocab alone is read from a copy checked whole: a cut in its merges is refused too)
+    for unpack in (unpack_model, unpack_vocab):
+        for end in range(0, len(data), 7):
+            with pytest.raises(ValueError, match="damaged packed data"):
+                unpack(data[:end])
+        with pytest.raises(ValueError, match="damaged packed data"):
+            unpack(data + b"\x00")
+        with pytest.raises(ValueError, match="more than one token"):
+            unpack(bytes(twice))
 
 
 # -- saving and loading -----------------------------------------------------------------------------
@@ -140,6 +150,24 @@ def test_every_loader_reads_the_packed_copy_and_it_equals_the_rows(tmp_path):
     # Without the copy, the rows are read (and now say zzz).
     execute(db, "DELETE FROM packed_models")
     assert load_model(db, "t").vocab[max(model.vocab) - 2] == b"zzz"
+
+
+def test_a_token_rule_model_reads_its_merges_from_the_copy_when_first_asked(tmp_path):
+    db = tmp_path / "s.db"
+    model = sample_token_model()
+    with Store(db) as store:
+        store.save("t", model)
+        loaded = [load_model(db, "t"), Tokenizer.from_db(db, "t").model, store.load("t").model, store.load_model("t@1")]
+    for model_loaded in loaded:
+        assert model_loaded._merges is None  # not made while loading: the token rule encodes without them
+        assert as_tuple(model_loaded) == as_tuple(model)  # (reads them)
+    tokenizer = Tokenizer.from_db(db, "t")
+    again = pickle.loads(pickle.dumps(tokenizer))  # (a worker's copy: the deferred read pickles)
+    assert again.merges == model.merges and again.encode("the th") == tokenizer.encode("the th") == [257, 32, 256]
+    # A pair-rule model's merges are its encoder's: read with it.
+    with Store(db) as store:
+        store.save("p", sample_model())
+    assert load_model(db, "p")._merges == sample_model().merges
 
 
 def test_a_change_to_the_rows_deletes_the_packed_copy(tmp_path):
@@ -169,10 +197,11 @@ def test_a_change_to_the_rows_deletes_the_packed_copy(tmp_path):
         ("UPDATE tokenizers SET vocab_size = vocab_size + 1", "it holds 262 tokens, the tokenizer has 263"),
     ],
 )
-def test_a_damaged_packed_copy_is_one_clear_store_error(tmp_path, damage, reason):
+@pytest.mark.parametrize("rule", ["pair", "token"])
+def test_a_damaged_packed_copy_is_one_clear_store_error(tmp_path, damage, reason, rule):
     db = tmp_path / "s.db"
     with Store(db) as store:
-        store.save("t", sample_model())
+        store.save("t", sample_model() if rule == "pair" else sample_token_model())
     execute(db, damage)
     for load in (lambda: Tokenizer.from_db(db, "t"), lambda: Store(db).load("t")):
         with pytest.raises(StoreError, match="the packed copy of t@1.s vocab and merges, cannot be used") as raised:

@@ -25,7 +25,7 @@ from ..errors import StoreNotFoundError
 from ..model import BPEModel
 from .checked import Row, checked_merge_rows, checked_vocab_rows
 from .refs import parse_ref
-from .packed import unpack
+from .packed import DeferredMerges, unpack
 from .rows import MERGES_SQL, VOCAB_SQL, WARM_SQL, StoredWarm, checked_warm, model_from_rows
 from .schema_revision import is_current
 from .sqlite_uri import connect_sqlite
@@ -147,7 +147,7 @@ def _read_current_sqlite(
             return None
         tokenizer_id, found_version, special_tokens, pattern, merge_rule, vocab_size, packed, added_tokens, pipeline = row
         vocab_rows: Mapping[int, bytes] | Iterable[tuple[int, bytes]]
-        merge_rows: Iterable[tuple[bytes, bytes]]
+        merge_rows: Iterable[tuple[bytes, bytes]] | DeferredMerges
         if packed is None:  # saved without a packed copy, or its rows changed since
             ref_found = f"{name}@{found_version}"
             vocab_rows = checked_vocab_rows(
@@ -165,7 +165,8 @@ def _read_current_sqlite(
                 pass
     Row(location, f"{name}@{found_version}", "tokenizers", f"id {tokenizer_id}").integer("vocab_size", vocab_size)
     if packed is not None:
-        vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location)
+        # (a token-rule model encodes without its merges: they are read when first asked for)
+        vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location, merges_now=merge_rule != "token")
     model = model_from_rows(
         special_tokens, pattern, merge_rule, vocab_rows, merge_rows, f"{name}@{found_version}", location, added_tokens, pipeline
     )

@@ -16,6 +16,7 @@ from ..normalizer import Normalizer, NormalizerError
 from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError
 from .checked import Row, described
+from .packed import DeferredMerges
 
 @dataclass(frozen=True)
 class StoredWarm:
@@ -54,14 +55,14 @@ def model_from_rows(
     pattern: str,
     merge_rule: str,
     vocab_rows: Mapping[int, bytes] | Iterable[tuple[int, bytes]],
-    merge_rows: Iterable[tuple[bytes, bytes]],
+    merge_rows: Iterable[tuple[bytes, bytes]] | DeferredMerges,
     ref: str = "",
     location: str = "",
     added_tokens_json: str = "[]",
     pipeline_json: str | None = None,
 ) -> BPEModel:
     """A model from a ``tokenizers`` row's columns (``added_tokens_json``: since 0010) and its ``vocab`` and ``merges`` rows (in rank
-    order). What the model's checks refuse (a pattern a damaged or crafted store holds, say) is a
+    order, or read when first asked for: :func:`.packed.unpack`). What the model's checks refuse (a pattern a damaged or crafted store holds, say) is a
     DamagedStoreError naming ``ref`` in ``location``."""
     row = Row(location, ref, "tokenizers", "its row")
     specials = row.json_list_of_text("special_tokens", special_tokens_json)
@@ -71,7 +72,9 @@ def model_from_rows(
     rule = cast(MergeRule, row.text("merge_rule", merge_rule))
     pipeline = pipeline_from_json(row, pipeline_json)
     try:
-        return BPEModel.stored(dict(vocab_rows), merge_rows, specials, pattern, rule, added, **pipeline)
+        # (the model copies the vocab: a dict already, as a packed copy's is, needs no copy of its own first)
+        vocab = vocab_rows if isinstance(vocab_rows, dict) else dict(vocab_rows)
+        return BPEModel.stored(vocab, merge_rows, specials, pattern, rule, added, **pipeline)
     except (ValueError, TypeError) as error:
         try:  # (asked only once the model is refused: is the pattern the reason? then the column is named)
             check_pattern(pattern)

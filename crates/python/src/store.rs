@@ -10,6 +10,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(pack_model, module)?)?;
     module.add_function(wrap_pyfunction!(unpack_model, module)?)?;
+    module.add_function(wrap_pyfunction!(unpack_vocab, module)?)?;
     Ok(())
 }
 
@@ -38,22 +39,45 @@ fn unpack_model<'py>(
     py: Python<'py>,
     data: &[u8],
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
-    let packed = Packed::parse(data)
-        .map_err(|reason| PyValueError::new_err(format!("damaged packed data: {reason}")))?;
-    let vocab = PyDict::new(py);
+    let packed = parse(data)?;
     // Each merge's parts are tokens of the vocab (always, with the pair rule): they share the
     // vocab's bytes objects.
     let mut objects = SharedBytes::with_capacity(py, packed.vocab.len());
+    let vocab = vocab_dict(py, &packed, |token, object| objects.insert(token, object))?;
+    let merges = objects.merge_list(packed.merges.iter().copied())?;
+    Ok((vocab, merges))
+}
+
+/// The vocab alone from packed data, all of which is checked as [`unpack_model`] checks it: what
+/// a token-rule model needs to encode (its merges are only read to be shown or exported, and
+/// making their Python objects was a third of loading cl100k_base from a store).
+#[pyfunction]
+fn unpack_vocab<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    vocab_dict(py, &parse(data)?, |_, _| {})
+}
+
+fn parse(data: &[u8]) -> PyResult<Packed<'_>> {
+    Packed::parse(data)
+        .map_err(|reason| PyValueError::new_err(format!("damaged packed data: {reason}")))
+}
+
+/// `{id: token}` of `packed`, each token's object also handed to `made`; ValueError if an id is
+/// given twice.
+fn vocab_dict<'a, 'py>(
+    py: Python<'py>,
+    packed: &Packed<'a>,
+    mut made: impl FnMut(&'a [u8], Bound<'py, PyBytes>),
+) -> PyResult<Bound<'py, PyDict>> {
+    let vocab = PyDict::new(py);
     for &(id, token) in &packed.vocab {
         let object = PyBytes::new(py, token);
         vocab.set_item(id, &object)?;
-        objects.insert(token, object);
+        made(token, object);
     }
     if vocab.len() != packed.vocab.len() {
         return Err(PyValueError::new_err(
             "damaged packed data: an id is given to more than one token",
         ));
     }
-    let merges = objects.merge_list(packed.merges.iter().copied())?;
-    Ok((vocab, merges))
+    Ok(vocab)
 }
