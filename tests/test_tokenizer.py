@@ -557,3 +557,23 @@ def test_decode_split_multibyte_character():
             expected = b"".join(vocab[i] for i in part).decode("utf-8", errors="replace")
             assert "\ufffd" in expected
             assert tokenizer.decode(part) == expected
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    size=st.sampled_from([3, 40, 5000]),  # (5,000: past the last 4,096 entries searched first)
+    wanted=st.lists(st.integers(0, 4999), max_size=24),
+    absent=st.integers(0, 2),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_special_tokens_are_found_in_the_vocab_wherever_they_are(size, wanted, absent, seed):
+    """``ids_of`` (the ids of a model's special and added tokens) searches from the vocab's end
+    first: its answer is the reverse map's, for tokens anywhere in it, in any order of ids."""
+    from bpestore.model import ids_of
+
+    shuffled = random.Random(seed)
+    ids = shuffled.sample(range(10 * size), size)  # (sparse ids, in no order)
+    vocab = {token_id: f"<t{position}>".encode() for position, token_id in enumerate(ids)}
+    tokens = [f"<t{position % size}>".encode() for position in wanted] + [f"<absent{n}>".encode() for n in range(absent)]
+    shuffled.shuffle(tokens)
+    assert ids_of(vocab, tokens) == {token: token_id for token_id, token in vocab.items() if token in set(tokens)}
