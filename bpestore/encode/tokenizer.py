@@ -17,7 +17,6 @@ from ..collector import collector_paused
 from ..engine import DEFAULT_CACHE_ENTRIES, Encoder
 from ..decoder import fallback_spellings
 from ..errors import DisallowedSpecialTokenError
-from ..formats.gpt2 import byte_level_bytes
 from ..model import BPEModel, MergeRule
 from ..pretokenize.patterns import GPT2_PATTERN
 from .engine import EncoderEngine
@@ -559,6 +558,9 @@ class Tokenizer:
         as its UTF-8."""
         spellings: dict[int, bytes] | None = getattr(self, "_byte_spellings", None)
         if spellings is None:
+            # (here, not at the top: importing the formats costs a fresh process's load 20 ms)
+            from ..formats.gpt2 import byte_level_bytes
+
             spellings = {}
             for token_id, data in self._normalized_spellings().items():
                 spelt = byte_level_bytes(data.decode("utf-8")) or data

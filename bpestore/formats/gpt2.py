@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +183,9 @@ def read(vocab_path: str | os.PathLike[str], merges_path: str | os.PathLike[str]
     except ValueError as error:
         raise FormatError(str(error)) from None
     model = build_model(f"{vocab_path} + {merges_path}", vocab, merges, special_tokens)
-    return Imported(model, "gpt2", resolved(vocab_path, merges_path), unreached_tokens_notes(model, merges_path, "--special-token"))
+    return Imported(
+        model, "gpt2", resolved(vocab_path, merges_path), later_notes=partial(unreached_tokens_notes, model, merges_path, "--special-token")
+    )
 
 
 def write(model: BPEModel, output: Path) -> list[str]:

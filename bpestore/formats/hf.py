@@ -752,7 +752,9 @@ def read(path: str | os.PathLike[str]) -> Imported:
             dropped_bytes=document.dropped_bytes, decoder=document.decoder, config=config, aliases=document.aliases,
             **({"byte_fallback": True} if document.byte_fallback else {}),
         )
-    return Imported(model, "hf", resolved(path), [*document.notes, *unreached_tokens_notes(model, path)])
+    # (the notes on unreached tokens pass over every merge: made only if read, which loading a
+    # tokenizer with Tokenizer.from_format never does)
+    return Imported(model, "hf", resolved(path), document.notes, later_notes=partial(unreached_tokens_notes, model, path))
 
 
 def _check_merges_follow_ids(path: str | os.PathLike[str], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> None:
