@@ -37,6 +37,7 @@ __all__ = [
     "NpyWriter",
     "IdBuffer",
     "check_model",
+    "token_ids",
     "PARTIAL_NPY_MARK",
     "DEFAULT_CACHE_ENTRIES",
     "IdIterator",
@@ -482,6 +483,10 @@ class IdIterator(Iterator[int]):
     def __next__(self) -> int: ...
 
 # -- models: checked, made from ranks, read from a .tiktoken file (crates/python/src/encode.rs) --
+
+def token_ids(vocab: Mapping[int, bytes], tokens: list[bytes]) -> dict[bytes, int]:
+    """``{token: id}`` for each of ``tokens`` that ``vocab`` holds, with the id of its first entry
+    in the dict's order (one pass over the vocab)."""
 
 def check_model(vocab: Mapping[int, bytes], merges: Iterable[tuple[bytes, bytes]], check_merges: bool = True) -> None:
     """ValueError, naming the first problem, unless ``vocab`` and (with ``check_merges``)

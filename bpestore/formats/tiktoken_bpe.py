@@ -21,7 +21,7 @@ from pathlib import Path
 from ..engine import pair_merges_from_ranks as pair_merges_from_ranks_in_engine
 from ..engine import read_tiktoken
 from ..errors import FormatError
-from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern, ids_of
+from ..model import MAX_TOKEN_ID, BPEModel, Merges, check_pattern
 from ..pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, pattern_named
 from ..progress import progress_bar
 from .registry import Format, ImportCommand, Imported, ImportOption, added_tokens_note, build_model, register, resolved
@@ -181,20 +181,15 @@ def read(
     _check_special_ids(specials, path)
     # The ids the file does not hold; every other id of the model is a token of the file.
     not_in_file = frozenset(token_id for token_id in specials.values() if token_id not in vocab)
-    # (the file holds each token once: a special token's bytes that it gives another id would
-    # make a token twice, which the model, not checked again below, would not see)
-    held = ids_of(vocab, [text.encode("utf-8") for text in specials])
     for text, token_id in specials.items():
-        held_as = held.get(text.encode("utf-8"))
-        if held_as is not None and held_as != token_id:
-            raise FormatError(f"{path}: special token {text!r} has id {token_id}, but the file gives its bytes the id {held_as}")
         if token_id in vocab and vocab[token_id] != text.encode("utf-8"):
             raise FormatError(f"{path}: special token {text!r} has id {token_id}, which the file gives to {vocab[token_id]!r}")
         vocab[token_id] = text.encode("utf-8")
     ordered_specials = sorted(specials, key=specials.__getitem__)
     # The engine has checked the file's tokens (read_vocab), so the model is not checked again
-    # (a third of the time left); the special tokens keep them a vocab the engine accepts (one
-    # whose bytes are a token of the file under another id was refused above).
+    # (a third of the time left); the special tokens keep them a vocab the engine accepts unless
+    # one's bytes are a token of the file under another id: the model then finds that id for it
+    # (the file's tokens come first), and is refused below.
     if progress:
         ranks = {token: token_id for token_id, token in vocab.items() if token_id not in not_in_file}
         with progress_bar(progress, len(ranks), "reconstructing merges", unit="tokens", unit_scale=True) as bar:
@@ -205,6 +200,9 @@ def read(
         derive = partial(_reconstructed_merges, not_in_file=not_in_file)
         model = build_model(path, vocab, derive, ordered_specials, pattern=regex_pattern, _checked=True)
         imported = Imported(model, "tiktoken", resolved(path), later_notes=partial(_later_notes, model, not_in_file))
+    for text, token_id in model.special_ids.items():
+        if token_id != specials[text]:
+            raise FormatError(f"{path}: special token {text!r} has id {specials[text]}, but the file gives its bytes the id {token_id}")
     return imported
 
 

@@ -29,6 +29,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyNpyWriter>()?;
     module.add_class::<IdBuffer>()?;
     module.add_function(wrap_pyfunction!(check_model, module)?)?;
+    module.add_function(wrap_pyfunction!(token_ids, module)?)?;
     module.add_function(wrap_pyfunction!(pair_merges_from_ranks, module)?)?;
     module.add_function(wrap_pyfunction!(read_tiktoken, module)?)?;
     // The first bytes of a `.npy` still being written (or left by a writer that was stopped).
@@ -219,6 +220,44 @@ fn check_model(
     let model = ModelObjects::new(vocab, check_merges.then_some(merges))?;
     let (vocab, merges) = (model.vocab(), model.merges());
     bpestore_encode::check_model(&vocab, &merges, check_merges).map_err(value_error)
+}
+
+/// `{token: id}` for each of `tokens` (bytes) that `vocab` (`{id: token}`) holds, with the id of
+/// its first entry in the dict's order: how `BPEModel` finds its special and added tokens' ids.
+/// One pass over the vocab, a token's bytes compared only where its length is one of theirs:
+/// a search in Python, one pass per token, cost 13 ms of loading cl100k_base.
+#[pyfunction]
+fn token_ids<'py>(
+    py: Python<'py>,
+    vocab: &Bound<'py, PyDict>,
+    tokens: Vec<PyBackedBytes>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let found = PyDict::new(py);
+    let mut wanted: rustc_hash::FxHashMap<&[u8], usize> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, token)| (token.as_ref(), i))
+        .collect();
+    let mut lengths = [false; 256]; // (lengths of 256 or more: looked up whatever their length)
+    for token in &tokens {
+        lengths[token.len().min(255)] = true;
+    }
+    for (id, token) in vocab.iter() {
+        if wanted.is_empty() {
+            break;
+        }
+        let Ok(token) = token.cast::<PyBytes>() else {
+            continue; // (not bytes: equal to none of them)
+        };
+        let bytes = token.as_bytes();
+        if !lengths[bytes.len().min(255)] {
+            continue;
+        }
+        if let Some(i) = wanted.remove(bytes) {
+            found.set_item(PyBytes::new(py, &tokens[i]), id)?;
+        }
+    }
+    Ok(found)
 }
 
 /// A merges list from token ranks (a tiktoken vocabulary: `{token: rank}`): for each multi-byte
