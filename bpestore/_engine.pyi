@@ -311,7 +311,8 @@ class Encoder:
     """A byte-level BPE encoder: ids from text and bytes from ids, thread-safe, GIL released.
 
     ``vocab``: id -> bytes, every single byte among them, no token twice (special tokens that have
-    ids of their own left out); ``merges`` in rank order (unused by the token rule);
+    ids of their own left out); ``merges`` in rank order (unused by the token rule), or a store's
+    packed copy of the model (``pack_model``'s bytes), whose merges are read there;
     ``special_tokens``: token -> id; ``merge_rule``: ``"pair"`` (GPT-2, CS336, Hugging Face) or
     ``"token"`` (tiktoken). Bad input raises ValueError with bpestore's messages.
 
@@ -326,7 +327,7 @@ class Encoder:
     def __new__(
         cls,
         vocab: dict[int, bytes],
-        merges: Iterable[tuple[bytes, bytes]],
+        merges: Iterable[tuple[bytes, bytes]] | bytes,
         special_tokens: dict[str, int],
         pattern: str,
         merge_rule: str = "pair",

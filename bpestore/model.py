@@ -21,6 +21,7 @@ from functools import lru_cache
 from itertools import chain
 from typing import Any, Literal
 
+from .collector import collector_paused
 from .normalizer import Normalizer
 from .decoder import Decoder
 from .post_processor import PostProcessor
@@ -278,12 +279,10 @@ class BPEModel:
         """A model read back from the store, which only ever saves models that passed the checks:
         the vocab and merges are not checked a second time (a tenth of ``Tokenizer.from_db``'s
         time for GPT-2); the cheap checks still run. ``merges`` may be a function of the model
-        that reads them when first asked for, as :meth:`with_derived_merges` takes, for a
-        ``"token"`` model only (the pair rule encodes by its merges)."""
+        that reads them when first asked for, as :meth:`with_derived_merges` takes (such as
+        :class:`PackedMerges`, which the encoder reads without making the list)."""
         derive_merges = None
         if callable(merges):
-            if merge_rule != "token":
-                raise ValueError(f"only a 'token' model reads its merges when asked for them, not a {merge_rule!r} one")
             derive_merges, merges = merges, []
         return cls(
             vocab, merges, special_tokens, pattern, merge_rule, added_tokens,
@@ -325,6 +324,11 @@ class BPEModel:
             _checked=_checked,
             _derive_merges=derive_merges,
         )
+
+    def deferred_merges(self) -> Callable[[BPEModel], Merges] | None:
+        """What makes the merges when they are first asked for (a model read from a store holds a
+        :class:`PackedMerges`), or None: a model given them, or one that has made them."""
+        return self._derive_merges if self._merges is None else None
 
     @property
     def merges(self) -> Merges:
@@ -401,6 +405,24 @@ class BPEModel:
             f"BPEModel(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
             f"special_tokens={self.special_tokens!r}{added}, merge_rule={self.merge_rule!r})"
         )
+
+
+@dataclass(frozen=True, eq=False)
+class PackedMerges:
+    """The merges of a model packed by the engine (a store's packed copy of its vocab and merges,
+    ``bpestore.engine.pack_model``'s bytes, checked whole when the model was read from it), made
+    into a list only when first asked for (:meth:`BPEModel.merges`): a tokenizer's encoder reads
+    them in ``data`` itself, and making 50,000 to 200,000 merge tuples that encoding never reads
+    was a third of loading a tokenizer from a store. Picklable, as a model's merges function must
+    be."""
+
+    data: bytes
+
+    def __call__(self, model: BPEModel) -> Merges:
+        from .engine import unpack_model  # (here: `import bpestore` loads no engine)
+
+        with collector_paused():  # (acyclic objects: see bpestore.store.packed)
+            return unpack_model(self.data)[1]
 
 
 def _checked_aliases(aliases: Mapping[int, bytes] | None, vocab: Mapping[int, bytes]) -> dict[int, bytes]:

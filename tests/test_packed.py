@@ -164,10 +164,30 @@ def test_a_token_rule_model_reads_its_merges_from_the_copy_when_first_asked(tmp_
     tokenizer = Tokenizer.from_db(db, "t")
     again = pickle.loads(pickle.dumps(tokenizer))  # (a worker's copy: the deferred read pickles)
     assert again.merges == model.merges and again.encode("the th") == tokenizer.encode("the th") == [257, 32, 256]
-    # A pair-rule model's merges are its encoder's: read with it.
+
+
+
+def test_a_pair_rule_tokenizer_from_a_store_encodes_with_the_merges_in_its_copy(tmp_path):
+    """Its encoder reads the merges in the packed copy; its model makes their list only when
+    asked for it; both give what the model saved gives."""
+    db = tmp_path / "s.db"
+    model = sample_model([b"\xe2\x82", b"zz"])
     with Store(db) as store:
-        store.save("p", sample_model())
-    assert load_model(db, "p")._merges == sample_model().merges
+        store.save("p", model)
+    text = "the then\x00\xff thee the"
+    loaded = Tokenizer.from_db(db, "p")
+    assert loaded.model._merges is None
+    assert loaded.encode(text) == Tokenizer.from_model(model).encode(text)
+    assert len(loaded.encode(text)) < len(text.encode())  # (merged)
+    assert loaded.model._merges is None  # (encoding never made them)
+    assert loaded.merges == model.merges and pickle.loads(pickle.dumps(loaded)).encode(text) == loaded.encode(text)
+    # The engine refuses a damaged copy given for merges, as the loaders do.
+    from bpestore.engine import Encoder
+
+    data = pack(model.vocab, model.merges)
+    with pytest.raises(ValueError, match="damaged packed data"):
+        Encoder(model.vocab, data[:-1], {}, model.pattern)
+    assert Encoder(model.vocab, data, {}, model.pattern).encode("the then", "all") == Encoder(model.vocab, model.merges, {}, model.pattern).encode("the then", "all")
 
 
 def test_a_change_to_the_rows_deletes_the_packed_copy(tmp_path):

@@ -17,7 +17,7 @@ from ..collector import collector_paused
 from ..engine import DEFAULT_CACHE_ENTRIES, Encoder
 from ..decoder import fallback_spellings
 from ..errors import DisallowedSpecialTokenError
-from ..model import BPEModel, MergeRule
+from ..model import BPEModel, MergeRule, PackedMerges
 from ..pretokenize.patterns import GPT2_PATTERN
 from .engine import EncoderEngine
 
@@ -107,7 +107,12 @@ class Tokenizer:
         # The seam of the encoder's BPE (see bpestore.encode.engine for its contract).
         # The token rule merges by the tokens' ranks alone: its merges are not the engine's to read
         # (nor, for a model that derives them, worth computing here).
-        merges = model.merges if model.merge_rule == "pair" else []
+        merges: list[tuple[bytes, bytes]] | bytes = []
+        if model.merge_rule == "pair":
+            # (a model read from a store's packed copy has not made its merges' list: the engine
+            # reads them in the copy, with no Python object per merge)
+            deferred = model.deferred_merges()
+            merges = deferred.data if isinstance(deferred, PackedMerges) else model.merges
         # A normalizer runs in the engine on the text between special tokens; the added tokens
         # marked normalized are found in its output, the others (and the special tokens) before it.
         whole = model.whole_ids

@@ -46,11 +46,11 @@ from ..errors import (
     StoreUnavailableError,
     TokenizerNotFoundError,
 )
-from ..model import BPEModel
+from ..model import BPEModel, PackedMerges
 from ..pretokenize.patterns import name_of_pattern
 from .checked import Row, checked_merge_rows, checked_vocab_rows, described
 from .rows import StoredWarm, MERGES_SQL, VOCAB_SQL, checked_warm, model_from_rows, pipeline_from_json, pipeline_json, pipeline_lines
-from .packed import PACKED_SQL, DeferredMerges, pack, unpack
+from .packed import PACKED_SQL, pack, unpack
 from .migrate import database_state, sqlite_file_state, upgrade_to_head
 from ..progress import progress_bar
 from .refs import check_name, parse_ref
@@ -742,12 +742,12 @@ class ModelStore:
 
     def _vocab_and_merges(
         self, connection: Connection, row: Any
-    ) -> tuple[Mapping[int, bytes] | Iterable[tuple[int, bytes]], Iterable[tuple[bytes, bytes]] | DeferredMerges]:
+    ) -> tuple[Mapping[int, bytes] | Iterable[tuple[int, bytes]], Iterable[tuple[bytes, bytes]] | PackedMerges]:
         tokenizer_id = row.id
         if self.is_sqlite:  # plain SQL: no per-row type processing on the hot path
             packed = connection.exec_driver_sql(PACKED_SQL, (tokenizer_id,)).scalar()
             if packed is not None:  # the packed copy (bpestore/store/packed.py), else the rows
-                return unpack(packed, row.vocab_size, f"{row.name}@{row.version}", self.location, merges_now=row.merge_rule != "token")
+                return unpack(packed, row.vocab_size, f"{row.name}@{row.version}", self.location, merges_now=False)
             ref = f"{row.name}@{row.version}"
             vocab = checked_vocab_rows(
                 connection.exec_driver_sql(VOCAB_SQL, (tokenizer_id,)).fetchall(), self.location, ref, tokenizer_id, row.vocab_size
@@ -755,7 +755,7 @@ class ModelStore:
             return vocab, checked_merge_rows(connection.exec_driver_sql(MERGES_SQL, (tokenizer_id,)).fetchall(), self.location, ref)
         packed = connection.execute(select(schema.packed_models.c.data).where(schema.packed_models.c.tokenizer_id == tokenizer_id)).scalar()
         if packed is not None:
-            return unpack(bytes(packed), row.vocab_size, f"{row.name}@{row.version}", self.location, merges_now=row.merge_rule != "token")
+            return unpack(bytes(packed), row.vocab_size, f"{row.name}@{row.version}", self.location, merges_now=False)
         v, m = schema.vocab, schema.merges
         vocab = connection.execute(select(v.c.token_id, v.c.token).where(v.c.tokenizer_id == tokenizer_id)).all()
         merges = connection.execute(

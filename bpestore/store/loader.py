@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import StoreNotFoundError
-from ..model import BPEModel
+from ..model import BPEModel, PackedMerges
 from .checked import Row, checked_merge_rows, checked_vocab_rows
 from .refs import parse_ref
-from .packed import DeferredMerges, unpack
+from .packed import unpack
 from .rows import MERGES_SQL, VOCAB_SQL, WARM_SQL, StoredWarm, checked_warm, model_from_rows
 from .schema_revision import is_current
 from .sqlite_uri import connect_sqlite
@@ -147,7 +147,7 @@ def _read_current_sqlite(
             return None
         tokenizer_id, found_version, special_tokens, pattern, merge_rule, vocab_size, packed, added_tokens, pipeline = row
         vocab_rows: Mapping[int, bytes] | Iterable[tuple[int, bytes]]
-        merge_rows: Iterable[tuple[bytes, bytes]] | DeferredMerges
+        merge_rows: Iterable[tuple[bytes, bytes]] | PackedMerges
         if packed is None:  # saved without a packed copy, or its rows changed since
             ref_found = f"{name}@{found_version}"
             vocab_rows = checked_vocab_rows(
@@ -165,8 +165,8 @@ def _read_current_sqlite(
                 pass
     Row(location, f"{name}@{found_version}", "tokenizers", f"id {tokenizer_id}").integer("vocab_size", vocab_size)
     if packed is not None:
-        # (a token-rule model encodes without its merges: they are read when first asked for)
-        vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location, merges_now=merge_rule != "token")
+        # (the merges' list is made when first asked for: a tokenizer's encoder reads them in the copy)
+        vocab_rows, merge_rows = unpack(packed, vocab_size, f"{name}@{found_version}", location, merges_now=False)
     model = model_from_rows(
         special_tokens, pattern, merge_rule, vocab_rows, merge_rows, f"{name}@{found_version}", location, added_tokens, pipeline
     )

@@ -16,20 +16,14 @@ keeps a frozen copy of its first version, as migrations must).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Literal, overload
+from collections.abc import Mapping, Sequence
+from typing import Literal, overload
 
 from ..collector import collector_paused
 from ..engine import pack_model, unpack_model, unpack_vocab
 from ..errors import DamagedStoreError
+from ..model import PackedMerges
 from .checked import described
-
-if TYPE_CHECKING:
-    from ..model import BPEModel, Merges
-
-DeferredMerges = Callable[["BPEModel"], "Merges"]
-"""Merges read from a packed copy when first asked for (see :func:`unpack`'s ``merges_now``)."""
 
 PACKED_SQL = "SELECT data FROM packed_models WHERE tokenizer_id = ?"
 
@@ -47,42 +41,35 @@ def unpack(
 @overload
 def unpack(
     data: bytes, vocab_size: int, ref: str, location: str, *, merges_now: bool
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]] | DeferredMerges]: ...
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]] | PackedMerges]: ...
 def unpack(
     data: bytes, vocab_size: int, ref: str, location: str, *, merges_now: bool = True
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]] | DeferredMerges]:
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]] | PackedMerges]:
     """The vocab and merges packed in ``data``, the packed copy of ``ref`` in ``location`` whose
     ``tokenizers`` row says it has ``vocab_size`` tokens; StoreError, saying how to recover, if
     the copy is not well formed or does not hold that many tokens.
 
-    Without ``merges_now`` (for a token-rule model, which encodes by its tokens' ranks alone),
-    the merges come as a function of the model that reads them from ``data`` when called
-    (:meth:`BPEModel.with_derived_merges`): the whole copy is checked now all the same, and making
-    200,000 merge tuples that only ``show``, ``diff`` and ``export`` read was a third of loading
+    Without ``merges_now`` (a model to load), the merges come as a :class:`~bpestore.model.PackedMerges`
+    of ``data``, which makes their list when the model is first asked for it, and which a
+    tokenizer's encoder reads itself: the whole copy is checked now all the same, and making
+    100,000 merge tuples that only ``show``, ``diff`` and ``export`` read was a third of loading
     cl100k_base from a store."""
     # The 150,000 objects made are acyclic: the cyclic collector's passes over them while they
     # are made (a third of the time, in a fresh process) find nothing.
     if not isinstance(data, bytes):  # text or a number, written by hand into a table that is not STRICT
         raise damaged(ref, location, f"it holds {described(data)}, not a blob")
-    merges: list[tuple[bytes, bytes]] | DeferredMerges
+    merges: list[tuple[bytes, bytes]] | PackedMerges
     try:
         with collector_paused():
             if merges_now:
                 vocab, merges = unpack_model(data)
             else:
-                vocab, merges = unpack_vocab(data), partial(_merges_of, data)
+                vocab, merges = unpack_vocab(data), PackedMerges(data)
     except (ValueError, TypeError) as error:
         raise damaged(ref, location, str(error)) from None
     if len(vocab) != vocab_size:
         raise damaged(ref, location, f"it holds {len(vocab)} tokens, the tokenizer has {vocab_size}")
     return vocab, merges
-
-
-def _merges_of(data: bytes, model: BPEModel) -> Merges:
-    """The merges of ``data``, a packed copy :func:`unpack` has checked (a module's function: a
-    model holding it pickles)."""
-    with collector_paused():
-        return unpack_model(data)[1]
 
 
 def damaged(ref: str, location: str, reason: str) -> DamagedStoreError:

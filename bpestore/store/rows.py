@@ -11,12 +11,12 @@ from typing import Any, cast
 
 from ..decoder import Decoder, DecoderError
 from ..errors import DamagedStoreError
-from ..model import BPEModel, MergeRule, check_pattern
+from ..model import BPEModel, MergeRule, PackedMerges, check_pattern
 from ..normalizer import Normalizer, NormalizerError
 from ..post_processor import PostProcessor, PostProcessorError
 from ..pre_tokenizer import PreTokenizer, PreTokenizerError
 from .checked import Row, described
-from .packed import DeferredMerges
+
 
 @dataclass(frozen=True)
 class StoredWarm:
@@ -55,7 +55,7 @@ def model_from_rows(
     pattern: str,
     merge_rule: str,
     vocab_rows: Mapping[int, bytes] | Iterable[tuple[int, bytes]],
-    merge_rows: Iterable[tuple[bytes, bytes]] | DeferredMerges,
+    merge_rows: Iterable[tuple[bytes, bytes]] | PackedMerges,
     ref: str = "",
     location: str = "",
     added_tokens_json: str = "[]",

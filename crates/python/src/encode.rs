@@ -9,6 +9,7 @@
 use crate::errors::{corpus_decode_error, os_error, pattern_error, repr, type_name};
 use crate::model::{ModelObjects, SharedBytes};
 use crate::text::Utf8Text;
+use bpestore_encode::packed::Packed;
 use bpestore_encode::ranks::TiktokenError;
 use bpestore_encode::{
     AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, Normalizer,
@@ -492,8 +493,17 @@ impl PyEncoder {
                 )))
             }
         };
+        // `merges` may be a store's packed copy of the model (bytes): its merges are read there,
+        // borrowed, with no Python object made for each (a stored tokenizer's model makes its
+        // list only when asked for it); the vocab is still the dict's, which the model holds.
+        let packed = match merges.cast::<PyBytes>() {
+            Ok(data) => Some(Packed::parse(data.as_bytes()).map_err(|reason| {
+                PyValueError::new_err(format!("damaged packed data: {reason}"))
+            })?),
+            Err(_) => None,
+        };
         // The bytes objects are kept (one reference each) and borrowed, not copied.
-        let model = ModelObjects::new(vocab, Some(merges))?;
+        let model = ModelObjects::new(vocab, packed.is_none().then_some(merges))?;
         let mut specials = Vec::with_capacity(special_tokens.len());
         for (token, id) in special_tokens.iter() {
             specials.push((token.extract::<String>()?, id.extract::<TokenId>()?));
@@ -502,7 +512,11 @@ impl PyEncoder {
             .map(|extra| ModelObjects::new(extra, None))
             .transpose()?;
         let extra = extra.as_ref().map(ModelObjects::vocab).unwrap_or_default();
-        let (vocab, merges) = (model.vocab(), model.merges());
+        let vocab = model.vocab();
+        let merges = match packed {
+            Some(packed) => packed.merges,
+            None => model.merges(),
+        };
         // (With the GIL held: the slices borrow Python objects. It takes milliseconds.)
         let mut encoder = Encoder::from_parts(
             &vocab,
