@@ -25,7 +25,7 @@ mod utf8;
 mod wide;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use byte_level::{decode_byte_level, ALPHABET as BYTE_LEVEL_ALPHABET};
 pub use cut::{
@@ -406,7 +406,12 @@ struct Inner {
     /// A pipeline of pre-tokenizers that makes the pieces instead of the pattern (see
     /// [`Pretokenizer::with_pipeline`]).
     pipeline: Option<Pipeline>,
-    regex: fancy_regex::Regex,
+    /// The pattern on fancy_regex, compiled when first needed for a known pattern (its scanner
+    /// runs instead: compiling cl100k_base's pattern was 4% of loading a tokenizer), at once for
+    /// any other (so that a bad one is refused then).
+    regex: OnceLock<fancy_regex::Regex>,
+    /// The backtracking limit `regex` is compiled with.
+    limit: usize,
     /// The pattern on regex-automata, for a pattern with no scanner that it runs (no look-around
     /// but the usual `\s+(?!\S)|\s+` ending; see `split_regex.rs`): the same pieces as `regex`
     /// without its backtracking VM.
@@ -467,15 +472,6 @@ impl Pretokenizer {
                 .build()
                 .map_err(|error| compile_error(pattern, error))
         };
-        let regex = compile(limit)?;
-        // captures_len counts the whole match as group 0.
-        let groups = regex.captures_len().saturating_sub(1);
-        if groups > 0 {
-            return Err(PretokenizeError::CaptureGroups {
-                pattern: pattern.to_string(),
-                groups,
-            });
-        }
         let known = match pattern {
             GPT2_PATTERN => Some(Known::Gpt2),
             CL100K_PATTERN => Some(Known::Cl100k),
@@ -487,6 +483,19 @@ impl Pretokenizer {
             SUPERBPE_PATTERN => Some(Known::Superbpe),
             _ => None,
         };
+        let regex = OnceLock::new();
+        if known.is_none() || !scanner {
+            let compiled = compile(limit)?;
+            // captures_len counts the whole match as group 0 (the known patterns have none).
+            let groups = compiled.captures_len().saturating_sub(1);
+            if groups > 0 {
+                return Err(PretokenizeError::CaptureGroups {
+                    pattern: pattern.to_string(),
+                    groups,
+                });
+            }
+            regex.set(compiled).expect("a new cell");
+        }
         if known.is_none() {
             probe(pattern, &compile(PROBE_BACKTRACK_LIMIT)?)?;
         }
@@ -500,6 +509,7 @@ impl Pretokenizer {
                 space_cuts: known.is_some_and(|known| known != Known::Superbpe),
                 pipeline: None,
                 regex,
+                limit,
                 // (with a lower backtracking limit than the default, the regex engine is what
                 // is being tested: the automaton never gives up)
                 automaton: if scanner && known.is_none() && limit == BACKTRACK_LIMIT {
@@ -527,6 +537,18 @@ impl Pretokenizer {
     /// then may text be cut at such spaces.
     pub fn is_split_safe(&self) -> bool {
         self.inner.space_cuts
+    }
+
+    /// The pattern on fancy_regex (compiled here the first time for a known pattern, which
+    /// compiles: its scanner is tested against it).
+    fn regex(&self) -> &fancy_regex::Regex {
+        self.inner.regex.get_or_init(|| {
+            fancy_regex::RegexBuilder::new(&self.inner.pattern)
+                .backtrack_limit(self.inner.limit)
+                .delegate_size_limit(SIZE_LIMIT)
+                .build()
+                .expect("a known pattern compiles")
+        })
     }
 
     /// A pre-tokenizer whose pieces `pipeline` makes (Hugging Face's pre-tokenizers in a
@@ -649,7 +671,7 @@ impl Pretokenizer {
         }
         let tiled = match &self.inner.automaton {
             Some(automaton) => tile_automaton(automaton, text, f),
-            None => tile(&self.inner.regex, text, f),
+            None => tile(self.regex(), text, f),
         };
         tiled.map_err(|(failure, offset)| PretokenizeError::MatchFailed {
             pattern: self.inner.pattern.clone(),
