@@ -2,7 +2,8 @@
 
 For each byte-level ``tokenizer.json`` bpestore imports (``../shared/tokenizers``): the time to
 load it in each library (the file to a tokenizer that has encoded one word: bpestore's
-``Tokenizer.from_format("hf", path)``, HF's ``Tokenizer.from_file``), then the time to encode the same text
+``Tokenizer.from_format("hf", path)`` and, from a store it was imported into, ``Tokenizer.from_db``;
+HF's ``Tokenizer.from_file``; gigatoken's ``Tokenizer(path)``), then the time to encode the same text
 with a fresh tokenizer (cold) in each library, after checking that the ids are identical; then
 bpestore's ``encode_to_array`` against gigatoken (both give a NumPy array), cold and warm (the
 second pass), where gigatoken loads the file and its ids are HF's. "deepseek-v3-pre" is Llama-3.2's file with DeepSeek-V3's pre-tokenizer written in (three
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", action="store_true", help="encode the text's lines as a batch (HF's usual use), not one string")
     args = parser.parse_args(argv)
 
-    from bpestore import Tokenizer, formats
+    from bpestore import Store, Tokenizer, formats
 
     data = args.text.read_bytes()[: int(args.mb * 1e6)]
     text = data.decode("utf-8", errors="ignore")
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         builtin_seconds = median_seconds(lambda tokenizer: tokenizer.encode(text), args.repeat, lambda: Tokenizer.from_model(builtin.model))
     print(f"built-in {builtin_name} path (bpestore, cold): {len(data) / 1e6 / builtin_seconds:.1f} MB/s")
-    print(f"{'tokenizer':<16} {'load s':>9} {'HF load s':>9} {'bpestore MB/s':>14} {'HF MB/s':>9} {'bpestore/HF':>12} {'/built-in':>10}  ids"
+    print(f"{'tokenizer':<16} {'load s':>9} {'from_db s':>9} {'HF load s':>9} {'giga load':>9} {'bpestore MB/s':>14} {'HF MB/s':>9} {'bpestore/HF':>12} {'/built-in':>10}  ids"
           f"{'':>8} array: {'bpestore':>9} {'gigatoken':>10} {'warm: bpestore':>15} {'gigatoken':>10}")
     import tempfile
 
@@ -131,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         import_seconds = median_seconds(lambda _: Tokenizer.from_format("hf", path).encode("a"), args.repeat)
         hf_import_seconds = median_seconds(lambda _: hf_tokenizer(path).encode("a"), args.repeat)
         model = formats.read("hf", path).model
+        with Store(scratch / "store.db") as store:
+            store.save(family, model)
+        db_seconds = median_seconds(lambda _: Tokenizer.from_db(scratch / "store.db", family).encode("a"), args.repeat)
+        giga_load = "—"
+        if gigatoken_tokenizer(path) is not None:
+            giga_load = f"{median_seconds(lambda _: gigatoken_tokenizer(path).encode('a'), args.repeat):.3f}"
         oracle = hf_tokenizer(path)
         same = Tokenizer.from_model(model).encode(text) == oracle.encode(text, add_special_tokens=False).ids
         if args.lines:
@@ -154,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             if giga is not None and list(giga.encode(text)) == oracle.encode(text, add_special_tokens=False).ids:
                 giga_cold = f"{mb / median_seconds(lambda tokenizer: tokenizer.encode(text), args.repeat, lambda: gigatoken_tokenizer(path)):.1f}"
                 giga_warm = f"{mb / median_seconds(lambda _: giga.encode(text), args.repeat):.1f}"
-        print(f"{family:<16} {import_seconds:>9.3f} {hf_import_seconds:>9.3f} {mb / ours:>14.1f} {mb / theirs:>9.1f} {theirs / ours:>11.2f}x "
+        print(f"{family:<16} {import_seconds:>9.3f} {db_seconds:>9.3f} {hf_import_seconds:>9.3f} {giga_load:>9} {mb / ours:>14.1f} {mb / theirs:>9.1f} {theirs / ours:>11.2f}x "
               f"{builtin_seconds / ours:>9.2f}x  {'identical' if same else 'DIFFERENT':<9} {ours_array:>15} {giga_cold:>10} {ours_warm:>15} {giga_warm:>10}")
     return 0
 
