@@ -465,13 +465,6 @@ impl Pretokenizer {
     }
 
     fn build(pattern: &str, scanner: bool, limit: usize) -> Result<Pretokenizer, PretokenizeError> {
-        let compile = |limit: usize| {
-            fancy_regex::RegexBuilder::new(pattern)
-                .backtrack_limit(limit)
-                .delegate_size_limit(SIZE_LIMIT)
-                .build()
-                .map_err(|error| compile_error(pattern, error))
-        };
         let known = match pattern {
             GPT2_PATTERN => Some(Known::Gpt2),
             CL100K_PATTERN => Some(Known::Cl100k),
@@ -485,7 +478,7 @@ impl Pretokenizer {
         };
         let regex = OnceLock::new();
         if known.is_none() || !scanner {
-            let compiled = compile(limit)?;
+            let compiled = compile(pattern, limit)?;
             // captures_len counts the whole match as group 0 (the known patterns have none).
             let groups = compiled.captures_len().saturating_sub(1);
             if groups > 0 {
@@ -497,7 +490,7 @@ impl Pretokenizer {
             regex.set(compiled).expect("a new cell");
         }
         if known.is_none() {
-            probe(pattern, &compile(PROBE_BACKTRACK_LIMIT)?)?;
+            probe(pattern, &compile(pattern, PROBE_BACKTRACK_LIMIT)?)?;
         }
         Ok(Pretokenizer {
             inner: Arc::new(Inner {
@@ -543,11 +536,7 @@ impl Pretokenizer {
     /// compiles: its scanner is tested against it).
     fn regex(&self) -> &fancy_regex::Regex {
         self.inner.regex.get_or_init(|| {
-            fancy_regex::RegexBuilder::new(&self.inner.pattern)
-                .backtrack_limit(self.inner.limit)
-                .delegate_size_limit(SIZE_LIMIT)
-                .build()
-                .expect("a known pattern compiles")
+            compile(&self.inner.pattern, self.inner.limit).expect("a known pattern compiles")
         })
     }
 
@@ -750,6 +739,15 @@ fn uncovered(text: &str, at: usize) -> (MatchFailure, usize) {
 }
 
 /// `error` from compiling `pattern`: [`PretokenizeError::TooBig`] if it went over the size limit.
+/// `pattern` on fancy_regex, its matches giving up after `limit` backtracking steps.
+fn compile(pattern: &str, limit: usize) -> Result<fancy_regex::Regex, PretokenizeError> {
+    fancy_regex::RegexBuilder::new(pattern)
+        .backtrack_limit(limit)
+        .delegate_size_limit(SIZE_LIMIT)
+        .build()
+        .map_err(|error| compile_error(pattern, error))
+}
+
 fn compile_error(pattern: &str, error: fancy_regex::Error) -> PretokenizeError {
     if let fancy_regex::Error::CompileError(ref compile) = error {
         if let fancy_regex::CompileError::InnerError(ref inner) = **compile {
