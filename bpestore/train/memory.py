@@ -12,15 +12,21 @@ process held before it (``VmHWM`` after resetting it, Linux), measured on the fo
     estimate = BYTES_PER_PRETOKEN_BYTE * L + BYTES_PER_MERGE * M + FIXED_BYTES
 
 Measured, it is within :data:`MARGIN` of the peak, give or take :data:`SLACK_BYTES` (the
-allocator's noise, which dominates small corpora): from -16% (wiki_en_57M, 20,000 merges: 65.8 MiB
-estimated, 78.5 MiB measured) to +20% (wiki_en_57M, 2,000 merges: 55.5 MiB estimated, 46.4 MiB
-measured) on those corpora, +70% only on sotu_11M at 2,000 merges, where the slack dominates (8.8
-MiB estimated, 5.2 MiB measured); from -28% to +16% on generated text shaped like a natural
-language's (tests/test_training_inputs.py's). (Refitted when the pair table shrank to 16-byte buckets with
-the word lists in a slab, crates/train/src/pairs.rs; it had been 26 bytes a pre-token byte and
-660 a merge.) tests/test_training_inputs.py checks the margin on generated text and on sotu_11M,
-reuters_17M and wiki_en_57M (when ../shared/corpora is there). A corpus that runs out of pairs
-before ``M`` merges is overestimated (tinystories_800K: 14.1 MiB estimated for 20,000 merges, 5.1
+allocator's noise, which dominates small corpora): from -19% (wiki_en_57M, 20,000 merges: 62.9 MiB
+estimated, 78.0 MiB measured) to +23% (reuters_17M, 8,000 merges: 18.5 MiB estimated, 15.0 MiB
+measured) on those corpora, +57% only on reuters_17M at 2,000 merges, where the slack dominates
+(15.9 MiB estimated, 10.1 MiB measured); and within the margin on generated text shaped like a
+natural language's (tests/test_training_inputs.py's). The peak depends on the allocator's state
+as well: glibc raises its threshold for serving a request from mmap to the size of the largest
+such block freed, and above it the merge loop's growing vectors are copied within the heap
+instead of remapped. Counting once compiled the pattern's regex even for a known pattern, whose
+freed caches raised that threshold: sotu_11M at 50,000 merges then peaked at 33.8 MiB, against
+22.3 with the threshold fixed (``MALLOC_MMAP_THRESHOLD_=131072``) and 23.7-26.3 since counting no
+longer compiles it. (Refitted then: it had been 600 bytes a merge; and 26 bytes a pre-token byte
+and 660 a merge before the pair table shrank to 16-byte buckets with the word lists in a slab,
+crates/train/src/pairs.rs.) tests/test_training_inputs.py checks the margin on generated text and
+on sotu_11M, reuters_17M and wiki_en_57M (when ../shared/corpora is there). A corpus that runs out of pairs
+before ``M`` merges is overestimated (tinystories_800K: 11.3 MiB estimated for 20,000 merges, 5.2
 MiB measured). The number of distinct pre-tokens adds nothing measurable beyond their length on
 such text, but is reported. Text unlike any language (random letters, whose pairs are far more
 varied) can need up to twice the estimate.
@@ -36,7 +42,7 @@ from ..engine import PretokenCounts
 __all__ = ["MemoryEstimate", "MemoryLimitError", "estimate_merge_memory", "format_bytes", "parse_bytes"]
 
 BYTES_PER_PRETOKEN_BYTE = 22
-BYTES_PER_MERGE = 600
+BYTES_PER_MERGE = 450
 FIXED_BYTES = 2 << 20
 MARGIN = 0.3
 """The estimate is within this fraction of the measured peak (above or below)..."""
