@@ -8,8 +8,8 @@
 
 use crate::errors::{corpus_decode_error, os_error, pattern_error, repr, type_name};
 use crate::model::{ModelObjects, SharedBytes};
+use crate::store;
 use crate::text::Utf8Text;
-use bpestore_encode::packed::Packed;
 use bpestore_encode::ranks::TiktokenError;
 use bpestore_encode::{
     AllowedSpecial, BatchError, Dropout, EncodeError, Encoder, FileError, MergeRule, Normalizer,
@@ -497,9 +497,7 @@ impl PyEncoder {
         // borrowed, with no Python object made for each (a stored tokenizer's model makes its
         // list only when asked for it); the vocab is still the dict's, which the model holds.
         let packed = match merges.cast::<PyBytes>() {
-            Ok(data) => Some(Packed::parse(data.as_bytes()).map_err(|reason| {
-                PyValueError::new_err(format!("damaged packed data: {reason}"))
-            })?),
+            Ok(data) => Some(store::parse(data.as_bytes())?),
             Err(_) => None,
         };
         // The bytes objects are kept (one reference each) and borrowed, not copied.

@@ -56,7 +56,9 @@ fn unpack_vocab<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict
     vocab_dict(py, &parse(data)?, |_, _| {})
 }
 
-fn parse(data: &[u8]) -> PyResult<Packed<'_>> {
+/// The vocabulary and merges packed in `data`; ValueError ("damaged packed data: ...", saying
+/// where) if it is not well formed. For every binding that reads a packed copy.
+pub(crate) fn parse(data: &[u8]) -> PyResult<Packed<'_>> {
     Packed::parse(data)
         .map_err(|reason| PyValueError::new_err(format!("damaged packed data: {reason}")))
 }
