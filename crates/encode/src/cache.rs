@@ -370,6 +370,70 @@ pub(crate) struct ShortSlots<'c> {
 }
 
 impl ShortSlots<'_> {
+    /// Appends the ids of the pieces of a batch from `index` on while they are short, known and
+    /// their ids inline (most pieces of a warm pass); the index of the first that is not (or the
+    /// batch's length). `words`, `spans`, `hashes`: the batch's keys, spans `(start, length)`
+    /// and hashes (see [`crate::Encoder`]'s batch loop).
+    ///
+    /// A loop of its own, its state in registers: room for four ids per piece left is reserved
+    /// first, and each piece's slot's ids and their count are copied whole, as one value of four
+    /// words (those past its ids are written over by the next piece, or lie past the end); the
+    /// count then moves the cursor. In the batch's loop, through the vector, each piece reloaded
+    /// its length and capacity and spilled its state (a fifth more instructions per piece).
+    #[inline(always)]
+    pub(crate) fn emit_run(
+        &self,
+        words: &[[u128; 2]],
+        spans: &[(usize, usize)],
+        hashes: &[u64],
+        mut index: usize,
+        out: &mut Vec<TokenId>,
+    ) -> usize {
+        const WRITTEN: usize = INLINE_IDS + 1;
+        const _: () = assert!(INLINE_IDS == 3, "a slot's ids are copied as three");
+        let pieces = words.len().min(spans.len()).min(hashes.len());
+        out.reserve((pieces - index.min(pieces)) * WRITTEN);
+        let mask = self.slots.len() - 1;
+        let base = out.as_mut_ptr();
+        let mut len = out.len();
+        while index < pieces {
+            // (short: a length of 1 to 15)
+            if spans[index].1.wrapping_sub(1) >= SHORT_BYTES {
+                break;
+            }
+            let key = words[index][0];
+            let mut at = hashes[index] as usize & mask;
+            let slot = loop {
+                let slot = &self.slots[at];
+                if slot.key == key {
+                    break Some(slot);
+                }
+                if slot.key == 0 {
+                    break None; // (the table has no such key)
+                }
+                at = (at + 1) & mask;
+            };
+            let Some(slot) = slot.filter(|slot| slot.count as usize <= INLINE_IDS) else {
+                break;
+            };
+            let ids: [TokenId; WRITTEN] = [slot.ids[0], slot.ids[1], slot.ids[2], slot.count];
+            // SAFETY: room for WRITTEN ids per piece from `index` on was reserved past the
+            // length, and `len` grows by at most WRITTEN per piece, so the ids written at `len`
+            // are inside the allocation; the length then covers only the `count` (at most
+            // INLINE_IDS, just checked) of them that are ids, all initialized.
+            unsafe {
+                base.add(len)
+                    .cast::<[TokenId; WRITTEN]>()
+                    .write_unaligned(ids)
+            };
+            len += slot.count as usize;
+            index += 1;
+        }
+        // SAFETY: see above; the ids before `len` are initialized.
+        unsafe { out.set_len(len) };
+        index
+    }
+
     /// Appends the ids of the short piece with key `key` (whose [`mix`] is `hash`) to `out`, if
     /// known; whether they were. The warm encoder's hot path: the hash is the one computed for
     /// the prefetch, and a piece's ids, when inline, are copied without a branch on their count.

@@ -567,10 +567,14 @@ impl Pretokenizer {
             return pipeline.try_for_each_span(text, f);
         }
         let base = text.as_ptr() as usize;
-        self.try_for_each_piece(text, |piece| {
-            let start = piece.as_ptr() as usize - base;
-            f(start, start + piece.len());
-        })
+        self.try_for_each_piece(
+            text,
+            #[inline(always)] // (into the scanner's loop, with the caller's `f`)
+            |piece| {
+                let start = piece.as_ptr() as usize - base;
+                f(start, start + piece.len());
+            },
+        )
     }
 
     /// This pre-tokenizer, the same pieces, but text is no longer cut at spaces or newlines (for
