@@ -309,7 +309,8 @@ def test_megabytes_of_new_words_equal_tiktoken(name):
     """A text long enough that a fresh encoder makes room in its cache before it (a megabyte or
     more), of more distinct words than the room it makes, so that its tables also grow past it:
     words of letters from every script of tests/data/multilingual_scripts.txt, each new or drawn
-    again from those before, as words recur in running text."""
+    again from those before, as words recur in running text; then encoded again, from the
+    cache."""
     encoding, _ = openai_pair(name)
     ranks = tiktoken_file_ranks(name)
     fresh = _engine.Encoder({i: t for t, i in ranks.items()}, [], {ENDOFTEXT: max(ranks.values()) + 1},
@@ -330,7 +331,12 @@ def test_megabytes_of_new_words_equal_tiktoken(name):
         size += len(parts[-1].encode())
     text = "".join(parts)
     assert len(text.encode()) > 2 * 2**20 and len(words) > 100_000
-    assert fresh.encode(text) == encoding.encode(text, allowed_special="all")
+    expected = encoding.encode(text, allowed_special="all")
+    assert fresh.encode(text) == expected
+    # Again, every piece from the cache: most with more ids than a slot holds, between others
+    # with theirs in the slot, in the same batches.
+    assert fresh.encode(text) == expected
+    assert np.frombuffer(fresh.encode_to_buffer(text), dtype=np.uint32).tolist() == expected
 
 
 @settings(max_examples=examples(150), deadline=None)

@@ -370,9 +370,8 @@ pub(crate) struct ShortSlots<'c> {
 }
 
 impl ShortSlots<'_> {
-    /// Appends the ids of the pieces of a batch from `index` on while they are short, known and
-    /// their ids inline (most pieces of a warm pass); the index of the first that is not (or the
-    /// batch's length). `words`, `spans`, `hashes`: the batch's keys, spans `(start, length)`
+    /// Appends the ids of the pieces of a batch from `index` on while they are short and known
+    /// (most pieces of a warm pass); the index of the first that is not (or the batch's length). `words`, `spans`, `hashes`: the batch's keys, spans `(start, length)`
     /// and hashes (see [`crate::Encoder`]'s batch loop).
     ///
     /// A loop of its own, its state in registers: room for four ids per piece left is reserved
@@ -394,7 +393,7 @@ impl ShortSlots<'_> {
         let pieces = words.len().min(spans.len()).min(hashes.len());
         out.reserve((pieces - index.min(pieces)) * WRITTEN);
         let mask = self.slots.len() - 1;
-        let base = out.as_mut_ptr();
+        let mut base = out.as_mut_ptr();
         let mut len = out.len();
         while index < pieces {
             // (short: a length of 1 to 15)
@@ -413,9 +412,18 @@ impl ShortSlots<'_> {
                 }
                 at = (at + 1) & mask;
             };
-            let Some(slot) = slot.filter(|slot| slot.count as usize <= INLINE_IDS) else {
+            let Some(slot) = slot else {
                 break;
             };
+            if slot.count as usize > INLINE_IDS {
+                // (more ids than a slot holds: words of scripts the vocabulary has few tokens
+                // for, or long words; not a reason to leave this loop)
+                // SAFETY: see below; the ids before `len` are initialized.
+                unsafe { out.set_len(len) };
+                index += 1;
+                (base, len) = Self::emit_stored_then_room(out, self.ids, slot, pieces - index);
+                continue;
+            }
             let ids: [TokenId; WRITTEN] = [slot.ids[0], slot.ids[1], slot.ids[2], slot.count];
             // SAFETY: room for WRITTEN ids per piece from `index` on was reserved past the
             // length, and `len` grows by at most WRITTEN per piece, so the ids written at `len`
@@ -432,6 +440,21 @@ impl ShortSlots<'_> {
         // SAFETY: see above; the ids before `len` are initialized.
         unsafe { out.set_len(len) };
         index
+    }
+
+    /// For [`ShortSlots::emit_run`]: appends the ids of `slot`, kept in `ids` (more than
+    /// [`INLINE_IDS`]), to `out`, then makes room for the [`INLINE_IDS`] + 1 ids of each of the
+    /// `pieces` pieces left; where `out`'s ids start and its length.
+    #[inline(never)]
+    fn emit_stored_then_room(
+        out: &mut Vec<TokenId>,
+        ids: &[TokenId],
+        slot: &Slot<u128>,
+        pieces: usize,
+    ) -> (*mut TokenId, usize) {
+        emit_stored(out, ids, slot.ids[0] as usize, slot.ids[1] as usize);
+        out.reserve(pieces * (INLINE_IDS + 1));
+        (out.as_mut_ptr(), out.len())
     }
 
     /// Appends the ids of the short piece with key `key` (whose [`mix`] is `hash`) to `out`, if
