@@ -1,29 +1,16 @@
 //! The character classes the scanners need, one byte per code point, looked up in two levels.
 //!
-//! The table is built once, from regex-syntax's Unicode tables: the very data fancy_regex uses
-//! for `\p{L}`, `\p{N}`, `\s` and friends, so the scanners and the regex path cannot disagree.
+//! The table is made from regex-syntax's Unicode tables (see [`crate::class_data`]) by the build
+//! script, and its bytes are part of the library: made at run time, it had cost every process
+//! 15 million instructions (some 4 ms) at its first scan.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
+pub(crate) use crate::class_data::{
+    flat_table, ranges, LETTER, LOWER, NUMBER, OTHER, SPACE, UPPER,
+};
+use crate::class_data::{BLOCK, BLOCK_BITS};
 
-/// `\p{L}`.
-pub(crate) const LETTER: u8 = 1;
-/// `\p{N}`.
-pub(crate) const NUMBER: u8 = 2;
-/// `\s` (Unicode White_Space).
-pub(crate) const SPACE: u8 = 4;
-/// o200k's "upper" class `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
-pub(crate) const UPPER: u8 = 8;
-/// o200k's "lower" class `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
-pub(crate) const LOWER: u8 = 16;
-/// `[^\s\p{L}\p{N}]`: neither whitespace, nor a letter, nor a number.
-pub(crate) const OTHER: u8 = 32;
 /// In [`BYTES`] only: a byte of a multi-byte character, to be decoded.
 pub(crate) const NON_ASCII: u8 = 128;
-
-/// Code points per block of the second level.
-const BLOCK_BITS: u32 = 7;
-const BLOCK: usize = 1 << BLOCK_BITS;
 
 /// The classes of ASCII characters, known by heart (a test checks them against the Unicode-built
 /// table), and `NON_ASCII` for the other bytes: the scanners' fast path needs no table lookup.
@@ -50,11 +37,11 @@ pub(crate) struct Table {
     /// running text in common use (Latin, Greek, Cyrillic, Arabic, Hebrew, the Indic scripts,
     /// Thai, CJK, Hangul, ...) is found with one load, where the two levels below take two
     /// dependent ones; 64 KiB, of which a text touches only its scripts' lines.
-    bmp: Box<[u8; 0x10000]>,
-    /// Block number of each run of `BLOCK` code points.
-    index: Vec<u16>,
+    bmp: &'static [u8; 0x10000],
+    /// Block number of each run of `BLOCK` code points (little-endian `u16`s).
+    index: &'static [u8],
     /// The distinct blocks, back to back.
-    blocks: Vec<u8>,
+    blocks: &'static [u8],
 }
 
 impl Table {
@@ -76,78 +63,20 @@ impl Table {
     /// The classes of `c` from the two levels (any code point).
     #[inline]
     fn get_two_level(&self, c: u32) -> u8 {
-        let block = self.index[(c >> BLOCK_BITS) as usize] as usize;
+        let at = 2 * (c >> BLOCK_BITS) as usize;
+        let block = u16::from_le_bytes([self.index[at], self.index[at + 1]]) as usize;
         self.blocks[block * BLOCK + (c as usize & (BLOCK - 1))]
     }
 }
 
-/// The table, built on first use.
+/// The table (see the module's documentation).
 pub(crate) fn table() -> &'static Table {
-    static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(build)
-}
-
-/// The code point ranges of a regex class such as `\p{Lu}`, as regex-syntax defines it.
-pub(crate) fn ranges(class: &str) -> Vec<(u32, u32)> {
-    let hir = regex_syntax::parse(class).expect("a valid Unicode class");
-    match hir.kind() {
-        regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(class)) => class
-            .ranges()
-            .iter()
-            .map(|range| (range.start() as u32, range.end() as u32))
-            .collect(),
-        other => panic!("{class} is not a Unicode class: {other:?}"),
-    }
-}
-
-/// A byte for every code point, with the bits of each regex class (`\p{L}`, `[a-z]`, ...) that
-/// holds it.
-pub(crate) fn flat_table(classes: &[(&str, u8)]) -> Vec<u8> {
-    let mut flat = vec![0u8; 0x110000];
-    for &(class, bits) in classes {
-        for (start, end) in ranges(class) {
-            flat[start as usize..=end as usize]
-                .iter_mut()
-                .for_each(|classes| *classes |= bits);
-        }
-    }
-    flat
-}
-
-fn build() -> Table {
-    let mut flat = flat_table(&[
-        (r"\p{L}", LETTER),
-        (r"\p{N}", NUMBER),
-        (r"\s", SPACE),
-        (r"\p{Lu}", UPPER),
-        (r"\p{Lt}", UPPER),
-        (r"\p{Lm}", UPPER | LOWER),
-        (r"\p{Lo}", UPPER | LOWER),
-        (r"\p{M}", UPPER | LOWER),
-        (r"\p{Ll}", LOWER),
-    ]);
-    for classes in flat.iter_mut() {
-        if *classes & (LETTER | NUMBER | SPACE) == 0 {
-            *classes |= OTHER;
-        }
-    }
-    let mut index = Vec::with_capacity(flat.len() / BLOCK);
-    let mut blocks = Vec::new();
-    let mut seen: HashMap<&[u8], u16> = HashMap::new();
-    for block in flat.chunks(BLOCK) {
-        let next = seen.len() as u16;
-        let number = *seen.entry(block).or_insert_with(|| {
-            blocks.extend_from_slice(block);
-            next
-        });
-        index.push(number);
-    }
-    let bmp: Box<[u8; 0x10000]> = flat[..0x10000]
-        .to_vec()
-        .into_boxed_slice()
-        .try_into()
-        .expect("65536 classes");
-    Table { bmp, index, blocks }
+    static TABLE: Table = Table {
+        bmp: include_bytes!(concat!(env!("OUT_DIR"), "/class_bmp.bin")),
+        index: include_bytes!(concat!(env!("OUT_DIR"), "/class_index.bin")),
+        blocks: include_bytes!(concat!(env!("OUT_DIR"), "/class_blocks.bin")),
+    };
+    &TABLE
 }
 
 /// The high bit of each of eight bytes.
@@ -215,6 +144,21 @@ mod tests {
                 assert_eq!(flat & bit != 0, expected, "{regex:?} {c:?}");
             }
         }
+    }
+
+    /// The bytes the build script wrote are the table made now from regex-syntax's data.
+    #[test]
+    fn built_table_is_the_one_made_now() {
+        let (bmp, index, blocks) = crate::class_data::two_levels();
+        let table = table();
+        assert_eq!(&table.bmp[..], &bmp[..]);
+        let index: Vec<u8> = index
+            .iter()
+            .flat_map(|number| number.to_le_bytes())
+            .collect();
+        assert_eq!(table.index, &index[..]);
+        assert_eq!(table.blocks, &blocks[..]);
+        assert_eq!(index.len(), 2 * (0x110000 / BLOCK));
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 mod block;
 mod byte_level;
+mod class_data;
 mod classes;
 mod cut;
 mod deepseek;
