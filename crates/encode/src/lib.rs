@@ -903,7 +903,7 @@ impl Encoder {
                 if plain_is_the_walk {
                     let before = out.len();
                     let key = cache::short_key_in(whole, at, bytes.len());
-                    self.encode_piece(bytes, key, warm, cache, &mut scratch, out);
+                    self.encode_piece(bytes, key, false, warm, cache, &mut scratch, out);
                     let made = out.len() - before;
                     // The draws of the walk that drops nothing: one per merge (the token rule
                     // takes a whole-token piece in one).
@@ -1333,17 +1333,23 @@ impl Encoder {
             }
         }
         // (the piece's bytes, only now: a piece found above needs none, nor their bounds check)
-        self.encode_piece(&text[start..start + len], key, warm, cache, scratch, out);
+        let bytes = &text[start..start + len];
+        self.encode_piece(bytes, key, true, warm, cache, scratch, out);
     }
 
     /// Appends the ids of one pre-token to `out`: from the warm table (`warm`: this encoder's,
     /// read once per text by the caller), from the cache, or merged and cached (a piece of
-    /// one byte too: its merge is its byte's id).
+    /// one byte too: its merge is its byte's id). `looked_up`: the batch's loop has looked the
+    /// piece up in this thread's cache if it is short or medium (see [`Encoder::emit_piece`]),
+    /// and it was not there: it is not looked up there again (a third of the lookups of a cold
+    /// pass, each a probe of a table mostly out of the CPU's caches).
     #[inline(never)] // (kept out of the scanner's loop, which the hot cases above stay in)
+    #[allow(clippy::too_many_arguments)] // (the encoder's state for one piece, passed as it is)
     fn encode_piece(
         &self,
         bytes: &[u8],
         key: Option<u128>,
+        looked_up: bool,
         warm: Option<&WarmCache>,
         cache: &mut PieceCache,
         scratch: &mut Vec<TokenId>,
@@ -1372,9 +1378,14 @@ impl Encoder {
             append(out, scratch);
             return;
         }
-        if let Some(ids) = cache.get(bytes, key) {
-            append(out, ids);
-            return;
+        // (here a short piece is one the loop looked up in this thread's cache, as it has no
+        // shared table, and a medium one was looked up there by `emit_piece`)
+        let missing = looked_up && bytes.len() <= cache::MEDIUM_BYTES;
+        if !missing {
+            if let Some(ids) = cache.get(bytes, key) {
+                append(out, ids);
+                return;
+            }
         }
         let cacheable = bytes.len() <= MAX_CACHED_PIECE;
         let from_shared = match &cache.shared {
