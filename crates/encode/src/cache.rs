@@ -308,6 +308,24 @@ impl<K: Key> Table<K> {
     }
 }
 
+/// The slot of `key` (whose hash is `hash`) among a table's slots, if the table has it: the
+/// probe of [`Table::find_hashed`], but a found key is told from an empty slot once.
+#[inline(always)]
+fn slot_of<K: Key>(slots: &[Slot<K>], key: K, hash: u64) -> Option<&Slot<K>> {
+    let mask = slots.len() - 1;
+    let mut at = hash as usize & mask;
+    loop {
+        let slot = &slots[at];
+        if slot.key == key {
+            return Some(slot);
+        }
+        if slot.key == K::EMPTY {
+            return None; // (the table has no such key)
+        }
+        at = (at + 1) & mask;
+    }
+}
+
 /// [`Table::emit`] over a table's slots (see [`ShortSlots`]).
 #[inline(always)]
 fn emit_from<K: Key>(
@@ -317,18 +335,8 @@ fn emit_from<K: Key>(
     ids: &[TokenId],
     out: &mut Vec<TokenId>,
 ) -> bool {
-    // (the probe of `find_hashed`, but a found key is told from an empty slot once)
-    let mask = slots.len() - 1;
-    let mut at = hash as usize & mask;
-    let slot = loop {
-        let slot = &slots[at];
-        if slot.key == key {
-            break slot;
-        }
-        if slot.key == K::EMPTY {
-            return false; // (the table has no such key)
-        }
-        at = (at + 1) & mask;
+    let Some(slot) = slot_of(slots, key, hash) else {
+        return false;
     };
     let count = slot.count as usize;
     if count <= INLINE_IDS {
@@ -371,8 +379,9 @@ pub(crate) struct ShortSlots<'c> {
 
 impl ShortSlots<'_> {
     /// Appends the ids of the pieces of a batch from `index` on while they are short and known
-    /// (most pieces of a warm pass); the index of the first that is not (or the batch's length). `words`, `spans`, `hashes`: the batch's keys, spans `(start, length)`
-    /// and hashes (see [`crate::Encoder`]'s batch loop).
+    /// (most pieces of a warm pass); the index of the first that is not (or the batch's
+    /// length). `words`, `spans`, `hashes`: the batch's keys, spans `(start, length)` and
+    /// hashes (see [`crate::Encoder`]'s batch loop).
     ///
     /// A loop of its own, its state in registers: room for four ids per piece left is reserved
     /// first, and each piece's slot's ids and their count are copied whole, as one value of four
@@ -392,7 +401,6 @@ impl ShortSlots<'_> {
         const _: () = assert!(INLINE_IDS == 3, "a slot's ids are copied as three");
         let pieces = words.len().min(spans.len()).min(hashes.len());
         out.reserve((pieces - index.min(pieces)) * WRITTEN);
-        let mask = self.slots.len() - 1;
         let mut base = out.as_mut_ptr();
         let mut len = out.len();
         while index < pieces {
@@ -400,19 +408,7 @@ impl ShortSlots<'_> {
             if spans[index].1.wrapping_sub(1) >= SHORT_BYTES {
                 break;
             }
-            let key = words[index][0];
-            let mut at = hashes[index] as usize & mask;
-            let slot = loop {
-                let slot = &self.slots[at];
-                if slot.key == key {
-                    break Some(slot);
-                }
-                if slot.key == 0 {
-                    break None; // (the table has no such key)
-                }
-                at = (at + 1) & mask;
-            };
-            let Some(slot) = slot else {
+            let Some(slot) = slot_of(self.slots, words[index][0], hashes[index]) else {
                 break;
             };
             if slot.count as usize > INLINE_IDS {

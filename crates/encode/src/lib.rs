@@ -1250,8 +1250,8 @@ impl Encoder {
         let mut index = 0;
         while index < count {
             if !WARM && !SHARED {
-                // The run of pieces from `index` found in this thread's cache with their ids
-                // inline (most of a warm pass's pieces), in a loop of their own.
+                // The run of short pieces from `index` found in this thread's cache (most of a
+                // warm pass's pieces), in a loop of their own.
                 index = own.emit_run(
                     &batch.words[..count],
                     &batch.spans[..count],
