@@ -2,7 +2,7 @@
 //!
 //! The table is made from regex-syntax's Unicode tables (see [`crate::class_data`]) by the build
 //! script, and its bytes are part of the library: made at run time, it had cost every process
-//! 15 million instructions (some 4 ms) at its first scan.
+//! 15 million instructions at its first scan.
 
 pub(crate) use crate::class_data::{
     flat_table, ranges, LETTER, LOWER, NUMBER, OTHER, SPACE, UPPER,
