@@ -188,6 +188,42 @@ def _report_interrupts_once() -> None:
         handler.addFilter(_InterruptReportedOnce())
 
 
+_ctrl_c_pending = False
+"""Whether a Ctrl-C came while this process's command ran (see :func:`_ctrl_c`)."""
+
+
+def _ctrl_c(signum: int, frame: object) -> None:
+    """A command's Ctrl-C: a KeyboardInterrupt, as Python's own handler raises, and remembered.
+
+    CPython drops an exception raised where it cannot propagate one: in a weak reference's
+    callback (its import machinery runs one when a module's import lock is freed), a finalizer,
+    a ``__del__``. A Ctrl-C landing there was printed as "Exception ignored ... KeyboardInterrupt"
+    and lost: the command ran on and ended with status 0. Remembered, it still ends the command
+    (:func:`_run`), and :func:`_unreported_interrupts` keeps CPython from printing it."""
+    global _ctrl_c_pending
+    _ctrl_c_pending = True
+    raise KeyboardInterrupt
+
+
+def _ctrl_c_handled() -> None:
+    """A command that ends on Ctrl-C by design (``serve``) has handled it: it is not lost."""
+    global _ctrl_c_pending
+    _ctrl_c_pending = False
+
+
+def _unreported_interrupts(report: Callable[[Any], object]) -> Callable[[Any], object]:
+    """``sys.unraisablehook`` that does not print a KeyboardInterrupt CPython dropped (the
+    interrupt is remembered by :func:`_ctrl_c`, and reported by :func:`_run` in one line); any
+    other dropped exception is ``report``ed as before."""
+
+    def hook(unraisable: Any) -> object:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return None
+        return report(unraisable)
+
+    return hook
+
+
 def _run(command: Callable[[], object], *, owns_process: bool) -> int:
     """Runs ``command`` (click's ``main``, not standalone: what it raises comes here) and returns
     the exit status, once everything written to stdout is flushed: here, where a failure is still
@@ -204,6 +240,9 @@ def _run(command: Callable[[], object], *, owns_process: bool) -> int:
         try:
             if owns_process:
                 _end_of_loading()  # from here a Ctrl-C is a KeyboardInterrupt, ended below in one line
+                if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                    signal.signal(signal.SIGINT, _ctrl_c)
+                    sys.unraisablehook = _unreported_interrupts(sys.unraisablehook)
             result = command()
             status = result if isinstance(result, int) else 0  # click returns an Exit's code (--help: 0)
         except SystemExit as exit:  # our own endings: errors, Ctrl-C, closed pipes
@@ -213,6 +252,8 @@ def _run(command: Callable[[], object], *, owns_process: bool) -> int:
             status = error.exit_code
         except click.Abort:  # Ctrl-C in click's own code, outside the commands
             raise KeyboardInterrupt from None
+        if status == 0 and _ctrl_c_pending:
+            raise KeyboardInterrupt  # one CPython dropped (see _ctrl_c): the command was interrupted all the same
         sys.stdout.flush()
     except BrokenPipeError:
         _settle(owns_process)
@@ -2382,6 +2423,7 @@ def serve(host: str, port: int, allow_remote: bool, corpora: tuple[Path, ...], d
     except KeyboardInterrupt:
         pass  # a Ctrl-C just outside the loop
     finally:
+        _ctrl_c_handled()  # the way to stop it: its status is 0
         server.server_close()
         web.close_app(cast("Flask", server.app))  # (the app make_server made, which Werkzeug types as any WSGI app)
     click.echo("stopped", err=True)

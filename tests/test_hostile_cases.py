@@ -381,6 +381,52 @@ def test_ctrl_c_at_any_moment_is_one_line_and_status_130(bpestore, data, mid_inp
     assert 130 in outcomes, f"{case}: no moment interrupted it ({outcomes})"
 
 
+# A Ctrl-C that CPython drops: raised in a weak reference's callback (as its import machinery runs
+# one when a module's import lock is freed), it cannot propagate, and CPython used to print
+# "Exception ignored ... KeyboardInterrupt" and run the command on to status 0. The command here
+# is ``list``; the signal comes while the store opens, from inside such a callback.
+DROPPED_CTRL_C = """
+import os, signal, sys, weakref
+import bpestore.cli as cli
+import bpestore.workflow as workflow
+
+opened = workflow.Store.__init__
+
+class Dropped:
+    pass
+
+def open_with_ctrl_c_in_a_callback(self, *args, **kwargs):
+    def callback(reference):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10_000):  # the handler runs between these bytecodes, inside the callback
+            pass
+        sys.stderr.write("the callback went on after the signal\\n")
+    thing = Dropped()
+    kept = weakref.ref(thing, callback)
+    del thing  # the callback runs here; what it raises, CPython drops
+    opened(self, *args, **kwargs)
+
+workflow.Store.__init__ = open_with_ctrl_c_in_a_callback
+sys.argv = ["bpestore", "list", "--db", sys.argv[1]]
+cli.main()
+"""
+
+
+def test_ctrl_c_dropped_by_cpython_still_ends_the_command(data, tmp_path):
+    """A Ctrl-C raised where CPython cannot propagate it is not lost: one line, status 130, no
+    "Exception ignored" report. The same script with the callback's signal replaced by nothing
+    lists the store (status 0), so the 130 is the signal's."""
+    script = tmp_path / "dropped.py"
+    script.write_text(DROPPED_CTRL_C)
+    run = subprocess.run([sys.executable, str(script), str(data / "store.db")], capture_output=True, env=subprocess_env(), timeout=120)
+    said = run.stderr.decode()
+    assert run.returncode == 130, (run.returncode, said)
+    assert said.splitlines() == ["Interrupted; nothing half-written was kept."], said
+    script.write_text(DROPPED_CTRL_C.replace("os.kill(os.getpid(), signal.SIGINT)", "pass"))
+    quiet = subprocess.run([sys.executable, str(script), str(data / "store.db")], capture_output=True, env=subprocess_env(), timeout=120)
+    assert quiet.returncode == 0 and b"ts" in quiet.stdout, quiet.stderr.decode()
+
+
 # -- kill -9 at any moment: the next write cleans up ------------------------------------------------
 
 # (case, arguments, the output in {out}): each is killed while it writes (its temporary file is
