@@ -1,8 +1,8 @@
 """Python strings reach the engine as their UTF-8 (``crates/python/src/text.rs``).
 
-A string that is not ASCII but mostly in runs of it is converted by the engine's own transcoder,
-which leaves the UTF-8 beside the string as CPython's conversion does (other strings are left to
-CPython). These tests use a vocabulary of the 256 single
+A string that is not ASCII is converted by the engine (with simdutf), which leaves the UTF-8
+beside the string as CPython's conversion does (a string with a surrogate is left to CPython,
+which raises). These tests use a vocabulary of the 256 single
 bytes and no merges, whose ids are the text's UTF-8 bytes, so each encode shows exactly what the
 engine read; and they ask CPython for the string's UTF-8 afterwards, which must be the string's.
 (The expected bytes come from an equal string of their own: CPython's ``str.encode`` reads the
@@ -58,8 +58,8 @@ WIDTHS = {
 
 
 def mostly_ascii(chars: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-    """Runs of ASCII of every length (the transcoder takes them sixteen at a time) between
-    characters of ``chars``."""
+    """Runs of ASCII of every length (transcoders take them in blocks) between characters of
+    ``chars``."""
     run = st.text(st.characters(max_codepoint=0x7F), max_size=40)
     return st.lists(st.one_of(run, st.text(chars, max_size=3)), max_size=12).map("".join)
 
@@ -86,7 +86,9 @@ def test_long_and_short_strings_of_each_width(bytes_only: Tokenizer, width: str,
         assert pythons_utf8(text) == expected
 
 
-@pytest.mark.parametrize("text", ["\ud800", "abc\udfff", "é" * 20 + "\ud83d", "a" * 40 + "\udc00" + "😀", "😀\ud800"])
+# (the fourth: two surrogates in a row, which UTF-16 would read as one character; the last two:
+# surrogates in strings of four bytes a character)
+@pytest.mark.parametrize("text", ["\ud800", "abc\udfff", "é" * 20 + "\ud83d", "жёлтый \ud83d\ude00", "a" * 40 + "\udc00" + "😀", "😀\ud800"])
 def test_a_lone_surrogate_raises_pythons_own_error(text: str) -> None:
     # (CPython's conversion is the one that raises: the same error and message as ever)
     with pytest.raises(UnicodeEncodeError) as raised:

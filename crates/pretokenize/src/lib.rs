@@ -23,7 +23,6 @@ mod scan;
 mod special;
 mod split_regex;
 mod utf8;
-mod wide;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -36,7 +35,6 @@ pub use cut::{
 pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
 pub use special::{Part, SpecialTokens, Split, TokenOptions};
 pub use utf8::{check_utf8, decode_at, Utf8Error};
-pub use wide::{mostly_ascii, utf8_room, wide_to_utf8, Surrogate, WideUnit};
 
 /// The GPT-2 pre-tokenizer pattern (CS336; r50k_base and p50k_base use the same), byte for byte
 /// the string in `bpestore/pretokenize.py`.

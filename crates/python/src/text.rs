@@ -3,15 +3,14 @@
 //! A `str` that is not ASCII has no UTF-8 of its own. Asked for it (`PyUnicode_AsUTF8AndSize`,
 //! what pyo3's `&str` and `PyBackedStr` call), CPython encodes it a character at a time into
 //! one buffer, copies that into another of the exact size, and keeps the copy beside the string
-//! for the string's life, where later calls find it. On 10 MB of English whose few accented
-//! letters make CPython keep it two bytes a character, that took 9-13 ms, a tenth of a first
-//! pass over it. Here, for text mostly in runs of ASCII
-//! ([`bpestore_pretokenize::mostly_ascii`]), the same copy is written by
-//! [`bpestore_pretokenize::wide_to_utf8`] (sixteen ASCII characters at a time) and kept as
-//! CPython keeps it: 2-5 ms there. Text mostly in other scripts is left to CPython, whose
-//! conversion is as fast there. Later calls, here or anywhere, find the UTF-8 as before.
-//! Where the layout of this Python's strings is not pyo3's to describe (the limited API, PyPy,
-//! GraalPy, 3.14 on, a free-threaded build), CPython's own conversion is used.
+//! for the string's life, where later calls find it. Here the same copy is written by simdutf
+//! (vectors of characters, whatever their width) and kept as CPython keeps it: 10 MB of text in
+//! 46 languages, stored two bytes a character, in 4 ms where CPython took 13 to 25 ms (a tenth
+//! of a first pass over it with o200k_base), 10 MB of English with a few accented letters in
+//! 3 ms. Later calls, here or anywhere, find the UTF-8 as before. A string holding a surrogate
+//! (which UTF-8 cannot hold) is left to CPython, which raises its error. Where the layout of
+//! this Python's strings is not pyo3's to describe (the limited API, PyPy, GraalPy, 3.14 on, a
+//! free-threaded build), CPython's own conversion is used.
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
@@ -48,7 +47,6 @@ impl FromPyObject<'_, '_> for Utf8Text {
 /// holds no surrogate (see the module's doc).
 #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14, Py_GIL_DISABLED)))]
 fn fill_utf8(string: &Bound<'_, PyString>) {
-    use bpestore_pretokenize::{mostly_ascii, utf8_room, wide_to_utf8, WideUnit};
     use pyo3::ffi;
     use pyo3::types::string::PyStringData;
     use pyo3::types::PyStringMethods;
@@ -65,23 +63,58 @@ fn fill_utf8(string: &Bound<'_, PyString>) {
         }
     }
     /// The text in a buffer of CPython's allocator of its exact size, with the terminating NUL
-    /// CPython's buffer has (null if that fails, if there is a surrogate, or if the text is not
-    /// mostly ASCII); and its length.
+    /// CPython's buffer has (null if that fails or if there is a surrogate); and its length.
     ///
     /// It is written into a scratch buffer of the most room it may take and then copied, as
     /// CPython's own conversion does. Written straight into a buffer of that room and shrunk,
     /// nothing big was freed: glibc then kept mapping fresh memory for the next big
     /// allocations (the next pass's ids), and a second pass over 10 MB of 46 languages ran
     /// 1.2x slower for the page faults.
-    fn written<U: WideUnit>(units: &[U]) -> (*mut u8, usize) {
-        if !mostly_ascii(units) {
-            return (std::ptr::null_mut(), 0); // (CPython's conversion is as fast there)
-        }
-        let mut scratch: Vec<u8> = Vec::with_capacity(utf8_room::<U>(units.len()));
-        let Ok(len) = wide_to_utf8(units, scratch.spare_capacity_mut()) else {
-            return (std::ptr::null_mut(), 0);
+    fn written(data: PyStringData<'_>) -> (*mut u8, usize) {
+        let room = match data {
+            PyStringData::Ucs1(units) => 2 * units.len(),
+            PyStringData::Ucs2(units) => 3 * units.len(),
+            PyStringData::Ucs4(units) => 4 * units.len(),
         };
-        // SAFETY: wide_to_utf8 wrote the first `len` bytes.
+        let mut scratch: Vec<u8> = Vec::with_capacity(room);
+        let out = scratch.as_mut_ptr();
+        // SAFETY: each conversion reads its units and writes at most `room` bytes from `out`.
+        let len = unsafe {
+            match data {
+                PyStringData::Ucs1(units) => {
+                    simdutf::convert_latin1_to_utf8(units.as_ptr(), units.len(), out)
+                }
+                PyStringData::Ucs2(units) => {
+                    // A surrogate in a two-byte string is a character of its own, which UTF-8
+                    // cannot hold (CPython raises), even two in a row, which simdutf's UTF-16
+                    // would read as one character: each chunk is looked through for one first,
+                    // while it is in the CPU's cache for its conversion.
+                    let mut len = 0;
+                    for chunk in units.chunks(SURROGATE_CHUNK) {
+                        let surrogates = chunk
+                            .iter()
+                            .fold(0u16, |any, &unit| any | u16::from(unit & 0xF800 == 0xD800));
+                        if surrogates != 0 {
+                            return (std::ptr::null_mut(), 0);
+                        }
+                        len += simdutf::convert_valid_utf16_to_utf8(
+                            chunk.as_ptr(),
+                            chunk.len(),
+                            out.add(len),
+                        );
+                    }
+                    len
+                }
+                PyStringData::Ucs4(units) => {
+                    // (0 for a surrogate: a string that is not ASCII is not empty)
+                    simdutf::convert_utf32_to_utf8(units.as_ptr(), units.len(), out)
+                }
+            }
+        };
+        if len == 0 {
+            return (std::ptr::null_mut(), 0);
+        }
+        // SAFETY: the conversion wrote the first `len` bytes.
         unsafe { scratch.set_len(len) };
         // SAFETY: the GIL is held (`fill_utf8`'s caller holds a `Bound`); the buffer has room
         // for the text and its NUL.
@@ -98,11 +131,7 @@ fn fill_utf8(string: &Bound<'_, PyString>) {
     let Ok(data) = (unsafe { string.data() }) else {
         return;
     };
-    let (buffer, len) = match data {
-        PyStringData::Ucs1(units) => written(units),
-        PyStringData::Ucs2(units) => written(units),
-        PyStringData::Ucs4(units) => written(units),
-    };
+    let (buffer, len) = written(data);
     if buffer.is_null() {
         return;
     }
@@ -115,6 +144,10 @@ fn fill_utf8(string: &Bound<'_, PyString>) {
         (*compact).utf8 = buffer.cast();
     }
 }
+
+/// Units of a two-byte string looked through for a surrogate and then converted together: 32 KB.
+#[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14, Py_GIL_DISABLED)))]
+const SURROGATE_CHUNK: usize = 1 << 14;
 
 #[cfg(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14, Py_GIL_DISABLED))]
 fn fill_utf8(_string: &Bound<'_, PyString>) {}
