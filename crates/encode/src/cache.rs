@@ -73,20 +73,8 @@ pub(crate) fn short_key_in(text: &[u8], start: usize, len: usize) -> Option<u128
 pub(crate) fn short_key_of_window(window: &[u8], len: usize) -> u128 {
     let mut word = [0u8; 16];
     word.copy_from_slice(window);
-    (u128::from_le_bytes(word) & LOW_BYTES[len]) | ((len as u128) << 120)
+    crate::mix::key_of_window(u128::from_le_bytes(word), len)
 }
-
-/// `LOW_BYTES[n]`: the mask of a `u128`'s low `n` bytes. Read from a table: computed, a 128-bit
-/// shift by a length known only at run time is a dozen instructions, for every piece.
-const LOW_BYTES: [u128; 17] = {
-    let mut masks = [u128::MAX; 17];
-    let mut n = 0;
-    while n < 16 {
-        masks[n] = (1u128 << (8 * n)) - 1;
-        n += 1;
-    }
-    masks
-};
 
 /// Pieces of 16 to this many bytes are keyed by their bytes packed in two `u128`s.
 pub(crate) const MEDIUM_BYTES: usize = 31;
@@ -126,7 +114,7 @@ pub(crate) fn medium_key_in(text: &[u8], start: usize, len: usize) -> Option<[u1
             };
             Some([
                 word(&window[..16]),
-                (word(&window[16..]) & LOW_BYTES[len - 16]) | ((len as u128) << 120),
+                (word(&window[16..]) & crate::mix::LOW_BYTES[len - 16]) | ((len as u128) << 120),
             ])
         }
         None => medium_key(&text[start..start + len]),

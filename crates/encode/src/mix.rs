@@ -1,5 +1,28 @@
-//! The hash of the engine's packed keys (the piece caches, the shared table, the vocabulary's
-//! table of short tokens): one place, so that those modules need not import each other for it.
+//! The engine's packed keys of short byte strings and their hash (the piece caches, the shared
+//! table, the vocabulary's table of short tokens): one place, so that those modules need not
+//! import each other for them.
+
+/// The key of the first `len` bytes (at most 15) of `window`, 16 bytes read as one little-endian
+/// word: those bytes, zeros, and `len` in the top byte, so that byte strings that differ in
+/// length or content differ as keys.
+#[inline(always)]
+pub(crate) fn key_of_window(window: u128, len: usize) -> u128 {
+    (window & LOW_BYTES[len]) | ((len as u128) << 120)
+}
+
+/// `LOW_BYTES[n]`: the mask of a `u128`'s low `n` bytes. Read from a table: computed, a 128-bit
+/// shift by a length known only at run time is a dozen instructions of shifts and selects, for
+/// every piece and every join the token rule looks up (3 MB of text in 46 languages, first pass
+/// with o200k_base: 1.7% of the instructions).
+pub(crate) const LOW_BYTES: [u128; 17] = {
+    let mut masks = [u128::MAX; 17];
+    let mut n = 0;
+    while n < 16 {
+        masks[n] = (1u128 << (8 * n)) - 1;
+        n += 1;
+    }
+    masks
+};
 
 /// The hash of a key, whose low bits index the tables: the key's two halves, each xored with a
 /// constant, multiplied into 128 bits, and the product's halves xored (a "folded multiply", as
