@@ -62,15 +62,16 @@ def outcome_line(outcome: dict) -> str:
 
 
 def measure(section: str, tool: str, params: dict | Callable[[int], dict], runs: int, *,
-            timeout: float, env: dict | None = None) -> dict:
+            timeout: float, env: dict | None = None, first: int = 0, of: int | None = None) -> dict:
     """Run ``section:tool`` ``runs`` times, each in a fresh process; stop at the first run that does
-    not succeed. ``params`` may be a function of the run's index (to save outputs on run 0 only)."""
+    not succeed. ``params`` may be a function of the run's index (to save outputs on run 0 only).
+    The runs are numbered from ``first``, of ``of`` in all (default: ``runs``), in the log."""
     task = f"{section}:{tool}"
     outcomes = []
-    for index in range(runs):
+    for index in range(first, first + runs):
         outcome = run_task(task, params(index) if callable(params) else params, timeout=timeout, env=env)
         outcomes.append(outcome)
-        log(f"  {task} run {index + 1}/{runs}: {outcome_line(outcome)}")
+        log(f"  {task} run {index + 1}/{of or runs}: {outcome_line(outcome)}")
         if outcome["status"] != "ok":
             break
     return summarize(tool, outcomes)
@@ -511,14 +512,28 @@ def peers_section(settings: Settings) -> dict:
             for kind in PEER_PASSES:
                 suffix = "" if kind == "cold" else f"-{kind}"
                 reference = settings.workdir / f"peers-{encoding}-{text_name}-tiktoken{suffix}.npy"
-                kind_rows = []
-                for tool in ("tiktoken", *(tool for tool in PEER_TOOLS if tool != "tiktoken")):
-                    label = tool + suffix
+                tools = [tool + suffix for tool in ("tiktoken", *(tool for tool in PEER_TOOLS if tool != "tiktoken"))]
+
+                def params_of(label: str) -> Callable[[int], dict]:
                     ids_out = settings.workdir / f"peers-{encoding}-{text_name}-{label}.npy"
-                    params = lambda index, ids_out=ids_out: {**vocab, "text": str(path), "max_bytes": max_bytes,
-                                                             "ids_out": str(ids_out) if index == 0 else None}
-                    row = peer_measure(label, params, settings, reference if tool != "tiktoken" else None, group, checks)
-                    kind_rows.append({**row, **group, "pass": kind})
+                    return lambda index: {**vocab, "text": str(path), "max_bytes": max_bytes,
+                                          "ids_out": str(ids_out) if index == 0 else None}
+
+                firsts = {label: peer_first_run(label, params_of(label), settings, None if label.startswith("tiktoken") else reference,
+                                                group, checks) for label in tools}
+                # The other runs in rounds, one run of each tool per round: on a host whose speed
+                # drifts (a shared virtual machine), every tool then meets the same drift, and
+                # their ratios hold where a tool's runs one after another did not.
+                runs = {label: first["runs"] for label, first in firsts.items() if first["status"] == "continue"}
+                for index in range(1, settings.runs("peers")):
+                    for label in [label for label in tools if label in runs]:
+                        outcome = measure("peers", label, params_of(label), 1, timeout=settings.timeout, env=SINGLE_THREAD_ENV,
+                                          first=index, of=settings.runs("peers"))
+                        runs[label] += outcome["runs"]
+                        if outcome["status"] != "ok":  # (no more rounds for it: its row is its failure)
+                            firsts[label] = summarize(label, runs.pop(label))
+                kind_rows = [{**(summarize(label, runs[label]) if label in runs else firsts[label]), **group, "pass": kind}
+                             for label in tools]
                 add_ratios(kind_rows, reference=BPESTORE + suffix)
                 rows += kind_rows
     notes = [f"en: {describe_input(settings)}; multilingual: {(settings.encode_bytes or MULTILINGUAL_DEFAULT_BYTES) / 1e6:g} MB "
@@ -532,6 +547,7 @@ def peers_section(settings: Settings) -> dict:
              "bpestore's time over the peer's, in the same pass",
              "each tool's first run saves its ids, compared with tiktoken's before its time is reported: a tool whose ids "
              "differ is a MISMATCH row without a time",
+             "after the first runs, one run of each tool per round: a drift of the machine's speed meets every tool alike",
              *(f"not run: {reason}" for reason in skipped)]
     same = [item for item in checks if item["ok"]]
     summary = [check(f"ids identical to tiktoken's: {len(same)} of {len(checks)} rows", len(same) == len(checks),
@@ -539,11 +555,12 @@ def peers_section(settings: Settings) -> dict:
     return {"name": "peers", "rows": rows, "checks": summary + [item for item in checks if not item["ok"]], "notes": notes}
 
 
-def peer_measure(tool: str, params: Callable[[int], dict], settings: Settings, reference: Path | None,
-                 group: dict, checks: list[dict]) -> dict:
+def peer_first_run(tool: str, params: Callable[[int], dict], settings: Settings, reference: Path | None,
+                   group: dict, checks: list[dict]) -> dict:
     """``peers:TOOL``'s first run, its ids checked against ``reference`` (None: it is the
-    reference), then the rest of its runs; a mismatch keeps no time."""
-    first = measure("peers", tool, params, 1, timeout=settings.timeout, env=SINGLE_THREAD_ENV)
+    reference): status ``continue`` with its ``runs`` if its other runs are to follow, else the
+    tool's row (a failure, or a mismatch, which keeps no time)."""
+    first = measure("peers", tool, params, 1, timeout=settings.timeout, env=SINGLE_THREAD_ENV, of=settings.runs("peers"))
     if first["status"] != "ok":
         return first
     if reference is not None:
@@ -554,9 +571,7 @@ def peer_measure(tool: str, params: Callable[[int], dict], settings: Settings, r
         checks.append(verdict)
         if not verdict["ok"]:
             return {"tool": tool, "status": "mismatch", "reason": verdict["detail"], "runs": first["runs"], "info": first["info"]}
-    rest = measure("peers", tool, lambda index: params(index + 1), settings.runs("peers") - 1, timeout=settings.timeout,
-                   env=SINGLE_THREAD_ENV) if settings.runs("peers") > 1 else {"runs": []}
-    return summarize(tool, first["runs"] + rest["runs"])
+    return {"tool": tool, "status": "continue", "runs": first["runs"]}
 
 
 RUNNERS = {"train": train_section, "train-small": train_small_section, "train-patterns": train_patterns_section, "encode": encode_section,
