@@ -118,3 +118,16 @@ def test_strings_are_freed_with_their_utf8(bytes_only: Tokenizer) -> None:
     batch = [fresh(f"жёлтый {i} 中文") for i in range(500)]
     expected = [fresh(text).encode() for text in batch]
     assert [bytes(ids) for ids in bytes_only.encode_batch(batch, num_threads=2)] == expected
+
+
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_strings_of_megabytes_of_each_width(bytes_only: Tokenizer, width: str) -> None:
+    # (past a few megabytes the engine asks for huge pages behind the UTF-8 it writes and the
+    # ids: the bytes must not change for it)
+    widest = {"latin1": "\xff", "bmp": "\uffff", "astral": "\U0010ffff"}[width]
+    text = fresh(("a" * 15 + widest + " ") * 300_000)
+    expected = fresh(text).encode("utf-8")
+    assert len(expected) > 4 << 20
+    ids = bytes_only.encode_to_array(text, allowed_special=set())
+    assert ids.astype("uint8").tobytes() == expected
+    assert pythons_utf8(text) == expected

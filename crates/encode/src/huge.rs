@@ -107,6 +107,39 @@ fn map_huge(bytes: usize) -> Option<(NonNull<u8>, usize)> {
     NonNull::new(start as *mut u8).map(|start| (start, mapped))
 }
 
+/// Asks the kernel for huge pages behind the part of `memory` (memory of the caller's, not yet
+/// written: a vector's spare capacity, a buffer just allocated) that holds whole 2 MB pages, so
+/// that writing it faults a page in per 2 MB rather than per 4 KB; a no-op for less, or where
+/// the kernel has no transparent huge pages. For the buffers of megabytes a first pass writes
+/// once, front to back (a text's UTF-8, its ids): in a fresh process each 4 KB fault cost some
+/// 2.4 microseconds of system time on a virtual machine, 6,400 of them in a first pass over 10 MB
+/// of English (15.7 ms, a sixth of the pass).
+pub fn advise_huge_pages<T>(memory: &mut [std::mem::MaybeUninit<T>]) {
+    #[cfg(target_os = "linux")]
+    {
+        let begin = memory.as_mut_ptr() as usize;
+        let end = begin + std::mem::size_of_val(memory);
+        let (first, last) = (
+            begin.next_multiple_of(HUGE_PAGE),
+            end / HUGE_PAGE * HUGE_PAGE,
+        );
+        if last > first {
+            // SAFETY: [first, last) lies within `memory`, which the caller owns (borrowed
+            // mutably); MADV_HUGEPAGE changes how that range is backed, not its contents, and
+            // its failure (no transparent huge pages here) leaves it on small pages: ignored.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    last - first,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = memory;
+}
+
 impl<T> Drop for HugeSlice<T> {
     fn drop(&mut self) {
         let elements = std::ptr::slice_from_raw_parts_mut(self.start.as_ptr(), self.len);
