@@ -41,7 +41,7 @@ use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
 pub use dropout::Dropout;
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, NpyWriter, PARTIAL_HEADER_START};
-pub use huge::advise_huge_pages;
+pub use huge::{advise_huge_pages, let_the_heap_serve_big_blocks};
 pub use normalize::{Normalizer, NormalizerStep};
 pub use offsets::IdsAndOffsets;
 use rustc_hash::FxHashMap;
@@ -587,11 +587,7 @@ impl Encoder {
         text: &str,
         allowed: AllowedSpecial<'_>,
     ) -> Result<Vec<TokenId>, EncodeError> {
-        // Room for an id per two bytes (English takes one per four or five, text in many
-        // languages up to one per three): a vector that outgrows its room moves to memory
-        // mapped afresh, on 4 KB pages, copying what it holds. Room not written is address
-        // space, never memory.
-        let mut out = Vec::with_capacity(text.len() / 2 + 1);
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
         advise_huge_pages(out.spare_capacity_mut());
         self.caches
             .with(|cache| self.encode_into(text, allowed, cache, &mut out))

@@ -17,6 +17,8 @@ mod train;
 #[pymodule]
 fn _engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // (the ids of a long text, and its UTF-8, are blocks of megabytes: see the function's doc)
+    bpestore_encode::let_the_heap_serve_big_blocks();
     errors::register(module)?;
     pretokenize::register(module)?;
     train::register(module)?;
