@@ -647,3 +647,21 @@ def test_ctrl_c_while_the_command_line_loads_ends_the_process_even_where_errors_
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "Interrupted; nothing half-written was kept.\n")
+
+
+ENGINE_IN_LITTLE_ADDRESS_SPACE = r"""
+import resource, sys
+# (room for the engine's library and its first allocations, less than the block of 32 MB the
+# engine asks glibc for at import, to be freed at once: that ask must be one it can go without)
+size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + (24 << 20), resource.RLIM_INFINITY))
+import bpestore._engine
+print("imported")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="an address-space limit as Linux sets one")
+def test_the_engine_imports_where_address_space_is_short():
+    result = subprocess.run([sys.executable, "-c", ENGINE_IN_LITTLE_ADDRESS_SPACE], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "imported"
