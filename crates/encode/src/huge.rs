@@ -147,7 +147,7 @@ pub fn advise_huge_pages<T>(memory: &mut [std::mem::MaybeUninit<T>]) {
 /// big a block does. The ids of a text of megabytes are such a block: without this, the first
 /// passes of a fresh process mapped their vectors afresh, and a second pass over 10 MB of
 /// English with o200k_base, the first's ids freed, took 265 page faults and ran 0.93x as fast
-/// as it did once the threshold had risen. Nothing where the allocator is not glibc's.
+/// as with the threshold raised (0 faults). Nothing where the allocator is not glibc's.
 pub fn let_the_heap_serve_big_blocks() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

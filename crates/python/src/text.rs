@@ -66,14 +66,14 @@ fn fill_utf8(string: &Bound<'_, PyString>) {
     /// The text in a buffer of CPython's allocator of its exact size, with the terminating NUL
     /// CPython's buffer has (null if that fails or if there is a surrogate); and its length.
     ///
-    /// The UTF-8's length is counted first (simdutf, a pass over the characters much faster than
-    /// the conversion), then the buffer is allocated at that size, with huge pages asked for
-    /// behind it, and the text converted into it. Converted into a scratch buffer of the most
-    /// room it may take and copied, as CPython's own conversion does, a first pass over 10 MB of
-    /// English in a fresh process wrote 20 MB on 4 KB pages, 5,000 page faults (a tenth of the
-    /// pass); written into a buffer of that room and shrunk, nothing big was freed, glibc kept
-    /// mapping fresh memory for the next big allocations (the next pass's ids), and a second
-    /// pass over 10 MB of 46 languages ran 1.2x slower for the page faults.
+    /// The UTF-8's length is counted first (simdutf, a pass over the characters that writes
+    /// nothing), then the buffer is allocated at that size, with huge pages asked for behind
+    /// it, and the text converted into it. Converted into a scratch buffer of the most room it
+    /// may take and copied, as CPython's own conversion does, a first pass over 10 MB of English
+    /// in a fresh process wrote 20 MB on 4 KB pages, 5,000 page faults (a tenth of the pass).
+    /// (That scratch buffer, freed, also raised glibc's threshold for mapping big blocks, which
+    /// the next big allocations, the ids, then took from its heap: the engine now raises it at
+    /// import, see `bpestore_encode::let_the_heap_serve_big_blocks`.)
     fn written(data: PyStringData<'_>) -> (*mut u8, usize) {
         // A surrogate is a character of its own in a Python string, which UTF-8 cannot hold
         // (CPython raises), even two in a row, which simdutf's UTF-16 would read as one
