@@ -31,7 +31,7 @@ pub const DEFAULT_CACHE_ENTRIES: usize = 3 << 18;
 /// Pre-tokens of at most this many bytes are keyed by their bytes packed in a `u128`.
 pub(crate) const SHORT_BYTES: usize = 15;
 /// Each table starts with this many slots and doubles when three quarters full (see [`Table`]).
-const FIRST_SLOTS: usize = 1 << 10;
+pub(crate) const FIRST_SLOTS: usize = 1 << 10;
 
 /// The distinct short pieces (at most [`SHORT_BYTES`]) and medium pieces (at most
 /// [`MEDIUM_BYTES`]) a cache makes room for before a text, per square root of its bytes (see
@@ -76,25 +76,30 @@ pub(crate) fn short_key_of_window(window: &[u8], len: usize) -> u128 {
     crate::mix::key_of_window(u128::from_le_bytes(word), len)
 }
 
+/// The first key word the batch's loop gives a piece of more than [`MEDIUM_BYTES`]: its top
+/// byte is no short key's length, so no short slot holds it (see [`ShortSlots::emit_run`]).
+pub(crate) const NOT_SHORT: u128 = u128::MAX;
+
 /// Pieces of 16 to this many bytes are keyed by their bytes packed in two `u128`s.
 pub(crate) const MEDIUM_BYTES: usize = 31;
 
-/// The medium-table key of a piece of 16 to 31 bytes.
+/// The medium-table key of a piece of 16 to 31 bytes: its first 15 bytes with its length in the
+/// top byte, then its other bytes and zeros. The first word's top byte, 16 to 31, is never a
+/// short key's (1 to 15): a medium piece's first word never matches a short slot, so the batch's
+/// loop compares a piece's first word with its slot's key without first asking how long the
+/// piece is (see [`ShortSlots::emit_run`]).
 #[inline]
 pub(crate) fn medium_key(piece: &[u8]) -> Option<[u128; 2]> {
-    if piece.len() <= SHORT_BYTES || piece.len() > MEDIUM_BYTES {
+    let len = piece.len();
+    if len <= SHORT_BYTES || len > MEDIUM_BYTES {
         return None;
     }
-    let mut key = [0u8; 32];
-    key[..piece.len()].copy_from_slice(piece);
-    key[31] = piece.len() as u8;
-    let (low, high) = key.split_at(16);
-    let word = |bytes: &[u8]| {
-        let mut word = [0u8; 16];
-        word.copy_from_slice(bytes);
-        u128::from_le_bytes(word)
-    };
-    Some([word(low), word(high)])
+    let mut low = [0u8; 16];
+    low[..SHORT_BYTES].copy_from_slice(&piece[..SHORT_BYTES]);
+    low[15] = len as u8;
+    let mut high = [0u8; 16];
+    high[..len - SHORT_BYTES].copy_from_slice(&piece[SHORT_BYTES..]);
+    Some([u128::from_le_bytes(low), u128::from_le_bytes(high)])
 }
 
 /// [`medium_key`] of the piece `text[start..start + len]`, read as two 16-byte loads where the
@@ -112,9 +117,11 @@ pub(crate) fn medium_key_in(text: &[u8], start: usize, len: usize) -> Option<[u1
                 word.copy_from_slice(bytes);
                 u128::from_le_bytes(word)
             };
+            let low = word(&window[..16]) & crate::mix::LOW_BYTES[SHORT_BYTES];
             Some([
-                word(&window[..16]),
-                (word(&window[16..]) & crate::mix::LOW_BYTES[len - 16]) | ((len as u128) << 120),
+                low | ((len as u128) << 120),
+                word(&window[SHORT_BYTES..SHORT_BYTES + 16])
+                    & crate::mix::LOW_BYTES[len - SHORT_BYTES],
             ])
         }
         None => medium_key(&text[start..start + len]),
@@ -391,13 +398,24 @@ impl ShortSlots<'_> {
         out.reserve((pieces - index.min(pieces)) * WRITTEN);
         let mut base = out.as_mut_ptr();
         let mut len = out.len();
+        let mask = self.slots.len().wrapping_sub(1);
         while index < pieces {
-            // (short: a length of 1 to 15)
-            if spans[index].1.wrapping_sub(1) >= SHORT_BYTES {
-                break;
-            }
-            let Some(slot) = slot_of(self.slots, words[index][0], hashes[index]) else {
-                break;
+            // The piece's first slot holds its key, most often. Only a short piece's first key
+            // word can match a short slot (a medium piece's never does, see `medium_key`, nor
+            // `NOT_SHORT`), so its length is looked at only when it does not.
+            let key = words[index][0];
+            let first = &self.slots[hashes[index] as usize & mask];
+            let slot = if first.key == key {
+                first
+            } else {
+                // (short: a length of 1 to 15)
+                if spans[index].1.wrapping_sub(1) >= SHORT_BYTES {
+                    break;
+                }
+                let Some(slot) = slot_of(self.slots, key, hashes[index]) else {
+                    break;
+                };
+                slot
             };
             if slot.count as usize > INLINE_IDS {
                 // (more ids than a slot holds: words of scripts the vocabulary has few tokens
@@ -797,6 +815,27 @@ mod tests {
                 let key = medium_key_in(&text, start, len);
                 assert_eq!(key, medium_key(piece), "{start} {len}");
                 assert_eq!(key.is_some(), (16..=31).contains(&len), "{start} {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn medium_keys_tell_pieces_apart_and_never_look_short() {
+        // Pieces of zeros and of a byte between 1 and 15 (what a short key's length byte is):
+        // pieces that differ only in trailing zeros, or whose 16th byte looks like a length.
+        let text: Vec<u8> = (0..64u8)
+            .map(|b| [0, 0, 3, 15, 0, 16][b as usize % 6])
+            .collect();
+        let mut seen = std::collections::HashMap::new();
+        for start in 0..text.len() {
+            for len in 16..=(text.len() - start).min(31) {
+                let piece = &text[start..start + len];
+                let key = medium_key(piece).expect("medium");
+                assert_eq!((key[0] >> 120) as usize, len, "{piece:?}");
+                assert!(short_key(&piece[..15]) != Some(key[0]), "{piece:?}");
+                if let Some(other) = seen.insert(key, piece) {
+                    assert_eq!(other, piece, "two pieces, one key");
+                }
             }
         }
     }

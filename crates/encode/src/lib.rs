@@ -37,7 +37,7 @@ use bpestore_pretokenize::{
     Part, Pipeline, PretokenizeError, Pretokenizer, SpecialTokens, TokenOptions,
 };
 pub use cache::DEFAULT_CACHE_ENTRIES;
-use cache::{CachePool, PieceCache, MAX_CACHED_PIECE};
+use cache::{CachePool, PieceCache, MAX_CACHED_PIECE, NOT_SHORT};
 pub use dropout::Dropout;
 pub use file::DEFAULT_CHUNK_BYTES;
 pub use file::{partial_path, FileError, NpyDtype, NpyWriter, PARTIAL_HEADER_START};
@@ -46,6 +46,7 @@ pub use normalize::{Normalizer, NormalizerStep};
 pub use offsets::IdsAndOffsets;
 use rustc_hash::FxHashMap;
 use shared::SharedCache;
+use slots::SlotsAt;
 use std::fmt;
 use std::sync::OnceLock;
 pub use stream::{StreamEncoder, StreamState, DEFAULT_STREAM_BLOCK};
@@ -1100,6 +1101,30 @@ impl Encoder {
         cache: &mut PieceCache,
         out: &mut Vec<TokenId>,
     ) -> Result<(), PretokenizeError> {
+        // (one look at the whole text first: the dropped bytes are rare, control characters or
+        // bytes UTF-8 never holds, and most texts have none, so their pieces need no look, and
+        // the scanner's loop no test for them: 3 instructions a piece of a warm pass)
+        let bytes = text.as_bytes();
+        match self
+            .dropped_bytes
+            .as_deref()
+            .filter(|dropped| bytes.iter().any(|&byte| dropped[byte as usize]))
+        {
+            Some(dropped) => self.scan_into::<true>(text, dropped, cache, out),
+            None => self.scan_into::<false>(text, &[false; 256], cache, out),
+        }
+    }
+
+    /// [`Encoder::encode_ordinary_into`], for a text whose pieces may hold bytes of `dropped`
+    /// (`DROPS`) or that holds none.
+    #[inline(always)]
+    fn scan_into<const DROPS: bool>(
+        &self,
+        text: &str,
+        dropped: &[bool; 256],
+        cache: &mut PieceCache,
+        out: &mut Vec<TokenId>,
+    ) -> Result<(), PretokenizeError> {
         // (a cache that started as the warm table holds its pieces: no need to look there)
         let warm = self.warm.get().filter(|_| cache.seed.is_none());
         // The scanner only collects pieces, a batch at a time (a callback that small stays in
@@ -1111,12 +1136,6 @@ impl Encoder {
         let emit_batch = Encoder::batch_loop(warm.is_some(), cache.table.is_some());
         let bytes = text.as_bytes();
         let mut batched = 0usize;
-        // (one look at the whole text first: the dropped bytes are rare, control characters or
-        // bytes UTF-8 never holds, and most texts have none, so their pieces need no look)
-        let dropped = self
-            .dropped_bytes
-            .as_deref()
-            .filter(|dropped| bytes.iter().any(|&byte| dropped[byte as usize]));
         // The scanner calls this for every piece: it is kept small and inlined into the scanner's
         // loop (a call per piece, saving and restoring six registers, had cost 30 instructions a
         // piece, a fifth of a warm pass's); what it seldom does is out of line.
@@ -1124,8 +1143,8 @@ impl Encoder {
             text,
             #[inline(always)]
             |start, end| {
-                if let Some(dropped) = dropped {
-                    if self.emit_dropped(
+                if DROPS
+                    && self.emit_dropped(
                         bytes,
                         (start, end),
                         dropped,
@@ -1134,12 +1153,13 @@ impl Encoder {
                         warm,
                         cache,
                         out,
-                    ) {
-                        batched = 0;
-                        return;
-                    }
+                    )
+                {
+                    batched = 0;
+                    return;
                 }
-                batch.spans[batched] = (start, end - start);
+                // SAFETY: `batched < BATCH`: it is reset to 0 whenever it reaches BATCH.
+                unsafe { *batch.spans.get_unchecked_mut(batched) = (start, end - start) };
                 batched += 1;
                 if batched == BATCH {
                     emit_batch(self, bytes, &mut batch, BATCH, warm, cache, out);
@@ -1221,29 +1241,29 @@ impl Encoder {
         let medium = cache.medium_slots_at();
         // (a piece starting before this has 16 bytes of text from its start, read as one load)
         let windows_end = text.len().saturating_sub(15);
-        let slots = batch.words.iter_mut().zip(batch.hashes.iter_mut());
-        for ((words, hash), &(start, len)) in slots.zip(spans) {
+        let keyed = batch.words.iter_mut().zip(batch.hashes.iter_mut());
+        for ((words, hash), &(start, len)) in keyed.zip(spans) {
             // (the hash is computed once, for the prefetch and for the lookup)
-            if len <= cache::SHORT_BYTES {
-                let key = if start < windows_end {
-                    cache::short_key_of_window(&text[start..start + 16], len)
-                } else {
-                    // (within 15 bytes of the text's end: no window of 16 after the start)
-                    cache::short_key(&text[start..start + len]).unwrap_or(0) // (never empty)
-                };
+            if len.wrapping_sub(1) < cache::SHORT_BYTES && start < windows_end {
+                // Most pieces: short, with 16 bytes of text from their start (the others are
+                // keyed out of the loop; inlined there, they made no difference).
+                // SAFETY: `start < text.len() - 15`, so `start + 16 <= text.len()`.
+                let window =
+                    unsafe { text.as_ptr().add(start).cast::<[u8; 16]>().read_unaligned() };
+                let key = mix::key_of_window(u128::from_le_bytes(window), len);
                 words[0] = key;
                 *hash = mix::mix(key);
                 if let Some(warm_short) = warm_short {
                     warm_short.prefetch(*hash);
                 }
                 short.prefetch(*hash);
-            } else if len <= cache::MEDIUM_BYTES {
-                *words = cache::medium_key_in(text, start, len).unwrap_or([0, 0]);
-                *hash = cache::medium_hash(*words);
-                if let Some(warm_medium) = warm_medium {
-                    warm_medium.prefetch(*hash);
-                }
-                medium.prefetch(*hash);
+            } else {
+                (*words, *hash) = Encoder::other_key(
+                    text,
+                    (start, len),
+                    (warm_short, warm_medium),
+                    (short, medium),
+                );
             }
         }
         // (read once, and again only after a piece that may have changed the cache)
@@ -1286,7 +1306,6 @@ impl Encoder {
                 text,
                 (start, len),
                 words,
-                hash,
                 warm,
                 cache,
                 &mut batch.merged,
@@ -1296,13 +1315,45 @@ impl Encoder {
         }
     }
 
+    /// The key words and hash of a piece the batch's loop does not key itself, its slots
+    /// prefetched (the warm table's short and medium slots, if there is one, and the cache's): a short piece within 15 bytes of the text's end, a medium piece, or a
+    /// longer one. The hash is what [`cache::ShortSlots::emit_run`] reads a short slot at, so a
+    /// piece that is not short is given 0, a slot that all of them read and that stays in the
+    /// CPU's cache, and a first word that no short slot holds: [`NOT_SHORT`] for a longer
+    /// piece, its medium key's (see [`cache::medium_key`]) for a medium one, whose lookup
+    /// hashes its words again ([`Encoder::emit_piece`]).
+    #[inline(never)]
+    fn other_key(
+        text: &[u8],
+        (start, len): (usize, usize),
+        (warm_short, warm_medium): (Option<SlotsAt>, Option<SlotsAt>),
+        (own_short, own_medium): (SlotsAt, SlotsAt),
+    ) -> ([u128; 2], u64) {
+        if let Some(key) = cache::short_key_in(text, start, len) {
+            let hash = mix::mix(key);
+            if let Some(warm_short) = warm_short {
+                warm_short.prefetch(hash);
+            }
+            own_short.prefetch(hash);
+            return ([key, 0], hash);
+        }
+        if let Some(words) = cache::medium_key_in(text, start, len) {
+            let hash = cache::medium_hash(words);
+            if let Some(warm_medium) = warm_medium {
+                warm_medium.prefetch(hash);
+            }
+            own_medium.prefetch(hash);
+            return (words, 0);
+        }
+        ([NOT_SHORT, NOT_SHORT], 0)
+    }
+
     /// Appends the ids of one pre-token, `text[start..start + len]`, that the batch's loop did
-    /// not find, to `out`, given its key words and their hash as that loop made them: a short
-    /// piece's key is `words[0]`, a medium piece's both (see [`cache::short_key`],
-    /// [`cache::medium_key`]); a longer piece has none. The loop has looked a short piece up
-    /// already (in the warm table, and in the shared table or this thread's cache); a medium
-    /// piece is looked up here, by the hash computed for its prefetch. The rest go to
-    /// [`Encoder::encode_piece`].
+    /// not find, to `out`, given its key words as that loop made them: a short piece's key is
+    /// `words[0]`, a medium piece's both (see [`cache::short_key`], [`cache::medium_key`]); a
+    /// longer piece has none. The loop has looked a short piece up already (in the warm table,
+    /// and in the shared table or this thread's cache); a medium piece is looked up here. The
+    /// rest go to [`Encoder::encode_piece`].
     ///
     /// A piece of one byte is looked up like the others (after its first time, it is in the
     /// cache, and a warm table holds all 256). Its id is the byte's, but the branches that took
@@ -1318,7 +1369,6 @@ impl Encoder {
         text: &[u8],
         (start, len): (usize, usize),
         words: [u128; 2],
-        hash: u64,
         warm: Option<&WarmCache>,
         cache: &mut PieceCache,
         scratch: &mut Vec<TokenId>,
@@ -1327,7 +1377,9 @@ impl Encoder {
         let key = (1..=cache::SHORT_BYTES).contains(&len).then_some(words[0]);
         let medium = (cache::SHORT_BYTES < len && len <= cache::MEDIUM_BYTES).then_some(words);
         if let Some(medium) = medium {
-            // (pieces of 16 to 31 bytes: most words of text that is not English, or not Latin)
+            // (pieces of 16 to 31 bytes: most words of text that is not English, or not Latin;
+            // the batch's hash of such a piece is not its medium key's, see `other_key`)
+            let hash = cache::medium_hash(medium);
             if warm.is_some_and(|warm| warm.pieces.emit_medium(medium, hash, out))
                 || cache.emit_medium(medium, hash, out)
             {

@@ -992,3 +992,58 @@ fn the_fingerprint_is_the_model_and_nothing_else() {
         a.fingerprint()
     );
 }
+
+#[test]
+fn a_medium_piece_is_never_taken_for_the_short_piece_its_first_bytes_spell() {
+    // The batch's loop compares a piece's first key word with the short slot its hash names
+    // before it asks how long the piece is: a medium piece's first word must then never be a
+    // short key. Here a medium piece starts with the bytes of a short key (a short piece, zeros,
+    // its length), that short piece is cached in the very slot the medium piece's lookup reads
+    // first (slot 0 of a fresh cache's table), and every id must still be its byte's.
+    let encoder = Encoder::new(
+        (0..=255u8).map(|b| (u32::from(b), vec![b])).collect(),
+        Vec::new(),
+        Vec::new(),
+        bpestore_pretokenize::GPT2_PATTERN,
+        MergeRule::Pair,
+    )
+    .unwrap();
+    let punctuation: Vec<u8> = (b'!'..=b'/').chain(b':'..=b'@').collect();
+    let at_slot_0 = |piece: &[u8]| {
+        let key = cache::short_key(piece).unwrap();
+        crate::mix::mix(key) as usize & (cache::FIRST_SLOTS - 1) == 0
+    };
+    let mut threes = Vec::new();
+    for &a in &punctuation {
+        for &b in &punctuation {
+            for &c in &punctuation {
+                threes.push(vec![a, b, c]);
+            }
+        }
+    }
+    let short = threes
+        .into_iter()
+        .find(|piece| at_slot_0(piece))
+        .expect("one of 3,375 pieces hashes to slot 0");
+    let mut medium = short.clone();
+    medium.extend([0u8; 12]);
+    medium.push(short.len() as u8);
+    medium.extend(b"!!");
+    let text = [
+        &short[..],
+        b"\n",
+        &medium,
+        b"\n",
+        &short,
+        b"\n",
+        &medium,
+        b" and some words after it",
+    ]
+    .concat();
+    let text = String::from_utf8(text).unwrap();
+    let bytes: Vec<u32> = text.bytes().map(u32::from).collect();
+    for _ in 0..2 {
+        // (the second time from the cache)
+        assert_eq!(encoder.encode(&text, AllowedSpecial::None).unwrap(), bytes);
+    }
+}
