@@ -34,7 +34,7 @@ mod warm;
 pub use bpe::TokenId;
 use bpe::{BytePairs, PairRanks};
 use bpestore_pretokenize::{
-    Part, Pipeline, PretokenizeError, Pretokenizer, SpecialTokens, TokenOptions,
+    Part, Pipeline, PretokenizeError, Pretokenizer, Spans, SpecialTokens, TokenOptions,
 };
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE, NOT_SHORT};
@@ -1127,48 +1127,26 @@ impl Encoder {
     ) -> Result<(), PretokenizeError> {
         // (a cache that started as the warm table holds its pieces: no need to look there)
         let warm = self.warm.get().filter(|_| cache.seed.is_none());
-        // The scanner only collects pieces, a batch at a time (a callback that small stays in
-        // its loop); each batch is then looked up in a loop of its own: all its cache slots are
-        // prefetched first, so that the waits for memory overlap instead of following each
-        // other (they would otherwise be most of a warm encode's time).
+        // The scanner only collects pieces, a batch at a time; each batch is then looked up in
+        // a loop of its own: all its cache slots are prefetched first, so that the waits for
+        // memory overlap instead of following each other (they would otherwise be most of a
+        // warm encode's time).
         let mut batch = cache.batch.take().unwrap_or_default();
-        // (a cache keeps its shared table, or its lack of one, for the whole call)
-        let emit_batch = Encoder::batch_loop(warm.is_some(), cache.table.is_some());
-        let bytes = text.as_bytes();
-        let mut batched = 0usize;
-        // The scanner calls this for every piece: it is kept small and inlined into the scanner's
-        // loop (a call per piece, saving and restoring six registers, had cost 30 instructions a
-        // piece, a fifth of a warm pass's); what it seldom does is out of line.
-        let scanned = self.pretokenizer.try_for_each_span(
-            text,
-            #[inline(always)]
-            |start, end| {
-                if DROPS
-                    && self.emit_dropped(
-                        bytes,
-                        (start, end),
-                        dropped,
-                        &mut batch,
-                        batched,
-                        warm,
-                        cache,
-                        out,
-                    )
-                {
-                    batched = 0;
-                    return;
-                }
-                // SAFETY: `batched < BATCH`: it is reset to 0 whenever it reaches BATCH.
-                unsafe { *batch.spans.get_unchecked_mut(batched) = (start, end - start) };
-                batched += 1;
-                if batched == BATCH {
-                    emit_batch(self, bytes, &mut batch, BATCH, warm, cache, out);
-                    batched = 0;
-                }
-            },
-        );
+        let mut batcher = Batcher::<DROPS> {
+            encoder: self,
+            text: text.as_bytes(),
+            dropped,
+            batch: &mut batch,
+            batched: 0,
+            warm,
+            // (a cache keeps its shared table, or its lack of one, for the whole call)
+            emit_batch: Encoder::batch_loop(warm.is_some(), cache.table.is_some()),
+            cache,
+            out,
+        };
+        let scanned = self.pretokenizer.try_spans_into(text, &mut batcher);
         // The pieces still batched (also after a failed match: those before it are encoded).
-        emit_batch(self, bytes, &mut batch, batched, warm, cache, out);
+        batcher.emit();
         cache.batch = Some(batch);
         scanned
     }
@@ -1546,20 +1524,119 @@ const BATCH: usize = 96;
 /// its next text: made anew for every text, its 3.5 KB (at 64 pieces) were zeroed for each (4%
 /// of a warm pass's instructions over wiki_en_57M's documents, more for a batch of short lines).
 pub(crate) struct Batch {
-    spans: [(usize, usize); BATCH],
-    words: [[u128; 2]; BATCH],
-    hashes: [u64; BATCH],
+    spans: [(usize, usize); BATCH_ROOM],
+    words: [[u128; 2]; BATCH_ROOM],
+    hashes: [u64; BATCH_ROOM],
     merged: Vec<TokenId>,
 }
+
+/// The most pieces a batch holds: [`BATCH`], less one, then the 64 pieces at most of one window
+/// of the scanner's (see [`Batcher`]).
+const BATCH_ROOM: usize = BATCH + 64;
 
 impl Default for Batch {
     fn default() -> Batch {
         Batch {
-            spans: [(0, 0); BATCH],
-            words: [[0; 2]; BATCH],
-            hashes: [0; BATCH],
+            spans: [(0, 0); BATCH_ROOM],
+            words: [[0; 2]; BATCH_ROOM],
+            hashes: [0; BATCH_ROOM],
             merged: Vec::with_capacity(64),
         }
+    }
+}
+
+/// What the scanner gives the pieces of one text to (see [`Encoder::scan_into`]): it collects
+/// their spans in `batch` and, once it holds [`BATCH`] or more, has them looked up and their ids
+/// appended to `out`. `DROPS`: the text may hold bytes of `dropped`, which no piece keeps.
+struct Batcher<'e, 'c, const DROPS: bool> {
+    encoder: &'e Encoder,
+    text: &'e [u8],
+    dropped: &'e [bool; 256],
+    batch: &'c mut Batch,
+    /// How many pieces `batch` holds (fewer than [`BATCH`] between two calls).
+    batched: usize,
+    warm: Option<&'e WarmCache>,
+    emit_batch: BatchLoop,
+    cache: &'c mut PieceCache,
+    out: &'c mut Vec<TokenId>,
+}
+
+impl<const DROPS: bool> Batcher<'_, '_, DROPS> {
+    /// Appends the ids of the pieces batched, which are then none.
+    #[inline(never)]
+    fn emit(&mut self) {
+        let batched = std::mem::take(&mut self.batched);
+        (self.emit_batch)(
+            self.encoder,
+            self.text,
+            self.batch,
+            batched,
+            self.warm,
+            self.cache,
+            self.out,
+        );
+    }
+}
+
+impl<const DROPS: bool> Spans for &mut Batcher<'_, '_, DROPS> {
+    /// A piece the scanner found on its own (it is inlined into the scanner's loop: a call per
+    /// piece, saving and restoring six registers, had cost 30 instructions a piece, a fifth of a
+    /// warm pass's; what it seldom does is out of line).
+    #[inline(always)]
+    fn span(&mut self, start: usize, end: usize) {
+        if DROPS
+            && self.encoder.emit_dropped(
+                self.text,
+                (start, end),
+                self.dropped,
+                self.batch,
+                self.batched,
+                self.warm,
+                self.cache,
+                self.out,
+            )
+        {
+            self.batched = 0;
+            return;
+        }
+        // SAFETY: `batched < BATCH` between calls, and BATCH < BATCH_ROOM.
+        unsafe { *self.batch.spans.get_unchecked_mut(self.batched) = (start, end - start) };
+        self.batched += 1;
+        if self.batched == BATCH {
+            self.emit();
+        }
+    }
+
+    /// The pieces of a window of 64 bytes (most of them), in a loop whose count stays in a
+    /// register; looked up once the batch holds [`BATCH`] or more.
+    #[inline(always)]
+    fn run(&mut self, start: usize, base: usize, mut ends: u64) -> usize {
+        let mut i = start;
+        if DROPS {
+            while ends != 0 {
+                let end = base + ends.trailing_zeros() as usize;
+                self.span(i, end);
+                i = end;
+                ends &= ends - 1;
+            }
+            return i;
+        }
+        let mut batched = self.batched;
+        let spans = &mut self.batch.spans;
+        while ends != 0 {
+            let end = base + ends.trailing_zeros() as usize;
+            // SAFETY: `batched` starts below BATCH and grows by one for each of the (at most 64)
+            // bits of `ends`, so it stays below BATCH + 64 = BATCH_ROOM.
+            unsafe { *spans.get_unchecked_mut(batched) = (i, end - i) };
+            batched += 1;
+            i = end;
+            ends &= ends - 1;
+        }
+        self.batched = batched;
+        if batched >= BATCH {
+            self.emit();
+        }
+        i
     }
 }
 

@@ -20,6 +20,7 @@ mod deepseek;
 mod falcon;
 mod pipeline;
 mod scan;
+mod sink;
 mod special;
 mod split_regex;
 mod utf8;
@@ -33,6 +34,7 @@ pub use cut::{
     next_safe_cut, CUT_WINDOW_BYTES,
 };
 pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
+pub use sink::{Pieces, Spans};
 pub use special::{Part, SpecialTokens, Split, TokenOptions};
 pub use utf8::{check_utf8, decode_at, Utf8Error};
 
@@ -560,18 +562,26 @@ impl Pretokenizer {
     pub fn try_for_each_span(
         &self,
         text: &str,
-        mut f: impl FnMut(usize, usize),
+        f: impl FnMut(usize, usize),
     ) -> Result<(), PretokenizeError> {
+        self.try_spans_into(text, f)
+    }
+
+    /// [`Pretokenizer::try_for_each_span`] into any [`Spans`] (one that takes the pieces a
+    /// scanner finds in a window at once, say).
+    ///
+    /// # Errors
+    /// As [`Pretokenizer::try_for_each_piece`]'s.
+    pub fn try_spans_into(&self, text: &str, mut f: impl Spans) -> Result<(), PretokenizeError> {
         if let Some(pipeline) = &self.inner.pipeline {
-            return pipeline.try_for_each_span(text, f);
+            return pipeline.try_for_each_span(text, |start, end| f.span(start, end));
         }
         let base = text.as_ptr() as usize;
-        self.try_for_each_piece(
+        self.try_pieces_into(
             text,
-            #[inline(always)] // (into the scanner's loop, with the caller's `f`)
-            |piece| {
-                let start = piece.as_ptr() as usize - base;
-                f(start, start + piece.len());
+            sink::SpansOf {
+                spans: &mut f,
+                base,
             },
         )
     }
@@ -604,7 +614,7 @@ impl Pretokenizer {
     /// punctuation after it (`Known::word_then_punctuation`): most of the distinct segments a
     /// counter pre-tokenizes. False: nothing was given (and nothing is said of `text`).
     #[inline]
-    fn split_by_shortcut<'t>(&self, text: &'t str, f: &mut impl FnMut(&'t str)) -> bool {
+    fn split_by_shortcut<'t>(&self, text: &'t str, f: &mut impl Pieces<'t>) -> bool {
         let Some(known) = self.inner.known.filter(|_| self.inner.scanner) else {
             return false;
         };
@@ -615,7 +625,7 @@ impl Pretokenizer {
             .is_some_and(|&last| last == b'\n' || last.is_ascii_punctuation())
         {
             if known.one_word(text) {
-                f(text);
+                f.piece(text);
                 return true;
             }
             return false;
@@ -623,12 +633,12 @@ impl Pretokenizer {
         let Some((punctuation, newline)) = known.word_then_punctuation(text) else {
             return false;
         };
-        f(&text[..punctuation]);
+        f.piece(&text[..punctuation]);
         if known.punctuation_takes_newlines() || newline == text.len() {
-            f(&text[punctuation..]);
+            f.piece(&text[punctuation..]);
         } else {
-            f(&text[punctuation..newline]);
-            f(&text[newline..]);
+            f.piece(&text[punctuation..newline]);
+            f.piece(&text[newline..]);
         }
         true
     }
@@ -641,7 +651,16 @@ impl Pretokenizer {
     pub fn try_for_each_piece<'t>(
         &self,
         text: &'t str,
-        mut f: impl FnMut(&'t str),
+        f: impl FnMut(&'t str),
+    ) -> Result<(), PretokenizeError> {
+        self.try_pieces_into(text, f)
+    }
+
+    /// [`Pretokenizer::try_for_each_piece`] into any [`Pieces`].
+    fn try_pieces_into<'t>(
+        &self,
+        text: &'t str,
+        mut f: impl Pieces<'t>,
     ) -> Result<(), PretokenizeError> {
         if self.split_by_shortcut(text, &mut f) {
             return Ok(());
@@ -688,7 +707,7 @@ impl Pretokenizer {
 fn tile<'t>(
     regex: &fancy_regex::Regex,
     text: &'t str,
-    mut f: impl FnMut(&'t str),
+    mut f: impl Pieces<'t>,
 ) -> Result<(), (MatchFailure, usize)> {
     let uncovered = |at: usize| uncovered(text, at);
     // Where the next match is searched from, and where the text covered so far ends.
@@ -706,7 +725,7 @@ fn tile<'t>(
             return Err(uncovered(covered));
         }
         covered = piece.end();
-        f(piece.as_str());
+        f.piece(piece.as_str());
     }
     if covered != text.len() {
         return Err(uncovered(covered));
@@ -718,7 +737,7 @@ fn tile<'t>(
 fn tile_automaton<'t>(
     automaton: &split_regex::SplitRegex,
     text: &'t str,
-    mut f: impl FnMut(&'t str),
+    mut f: impl Pieces<'t>,
 ) -> Result<(), (MatchFailure, usize)> {
     let mut covered = 0;
     automaton.for_each_match(text, |start, end| {
@@ -726,7 +745,7 @@ fn tile_automaton<'t>(
             return false; // (a gap: named below)
         }
         covered = end;
-        f(&text[start..end]);
+        f.piece(&text[start..end]);
         true
     });
     if covered != text.len() {

@@ -15,6 +15,7 @@
 
 use crate::block::{self, classify, Classes, Rules};
 use crate::classes::{table, Table, BYTES, LETTER, LOWER, NON_ASCII, NUMBER, OTHER, SPACE, UPPER};
+use crate::sink::Pieces;
 
 /// A text and its classifier.
 struct Scan<'t> {
@@ -226,7 +227,7 @@ fn scan(text: &str) -> Scan<'_> {
 #[inline(always)]
 fn tile<'t, R: Rules>(
     text: &'t str,
-    f: impl FnMut(&'t str),
+    f: impl Pieces<'t>,
     blocks: bool,
     rules: R,
     end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
@@ -248,7 +249,7 @@ fn tile<'t, R: Rules>(
 #[target_feature(enable = "avx2")]
 unsafe fn tile_avx2<'t, R: Rules>(
     text: &'t str,
-    f: impl FnMut(&'t str),
+    f: impl Pieces<'t>,
     rules: R,
     end_of_piece: impl Fn(&Scan<'t>, usize) -> usize,
 ) {
@@ -262,7 +263,7 @@ unsafe fn tile_avx2<'t, R: Rules>(
 #[inline(always)]
 fn tile_with<'t, R: Rules>(
     text: &'t str,
-    mut f: impl FnMut(&'t str),
+    mut f: impl Pieces<'t>,
     blocks: bool,
     classify: impl Fn(&[u8; 64]) -> Classes,
     _rules: R,
@@ -285,7 +286,7 @@ fn tile_with<'t, R: Rules>(
                 }
             };
             let mut classes = classify(window);
-            let mut starts = if classes.non_ascii == 0 {
+            let starts = if classes.non_ascii == 0 {
                 // All ASCII (most windows of English): every byte is known and starts a
                 // character.
                 R::starts(window, &classes, false) & !1
@@ -302,24 +303,13 @@ fn tile_with<'t, R: Rules>(
             if starts != 0 {
                 skip = 0;
                 let base = i;
-                let end = base + starts.trailing_zeros() as usize;
-                f(&text[i..end]);
-                i = end;
-                starts &= starts - 1;
-                while starts != 0 {
-                    let end = base + starts.trailing_zeros() as usize;
-                    // SAFETY: `i` and `end` are starts in the window (bits of `starts`, in
-                    // increasing order) before its first byte that is unknown (all of them in a
-                    // window of ASCII, else bits of `known`), so in the text (the padding is
-                    // unknown), `i < end`; neither is on a continuation byte (none in ASCII,
-                    // else `!cont`), so both are on character boundaries, and `text[i..end]` is
-                    // valid UTF-8.
-                    let piece =
-                        unsafe { std::str::from_utf8_unchecked(bytes.get_unchecked(i..end)) };
-                    f(piece);
-                    i = end;
-                    starts &= starts - 1;
-                }
+                // SAFETY: `i` is a piece's start, so a character boundary; the ends are starts in
+                // the window (bits of `starts`, in increasing order, past bit 0) before its first
+                // byte that is unknown (all of them in a window of ASCII, else bits of `known`),
+                // so in the text (the padding is unknown) and after `i`; none is on a
+                // continuation byte (none in ASCII, else `!cont`), so each is a character
+                // boundary.
+                i = unsafe { f.run(text, i, base, starts) };
                 // Trusted starts that end well before the window's end stopped at something the
                 // masks do not follow (a contraction, o200k's mark or capital after a letter of
                 // both cases): the next window would start there and trust nothing, so the
@@ -337,7 +327,7 @@ fn tile_with<'t, R: Rules>(
                 skip = (2 * skip).clamp(64, 4096);
                 while i < past.min(text.len()) {
                     let end = end_of_piece(&scan, i);
-                    f(&text[i..end]);
+                    f.piece(&text[i..end]);
                     i = end;
                 }
                 continue;
@@ -345,14 +335,14 @@ fn tile_with<'t, R: Rules>(
         }
         let end = end_of_piece(&scan, i);
         debug_assert!(end > i && text.is_char_boundary(end));
-        f(&text[i..end]);
+        f.piece(&text[i..end]);
         i = end;
     }
 }
 
 /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
-pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+pub(crate) fn gpt2<'t>(text: &'t str, f: impl Pieces<'t>, blocks: bool) {
     tile(text, f, blocks, block::Gpt2, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
@@ -389,11 +379,7 @@ pub(crate) fn gpt2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
 /// GPT-2's pattern after Hugging Face's `Digits`: `\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+`
 /// `| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+` (`RUNS`: `\p{N}+` first). A number is never led
 /// by a space, and whitespace before one is a piece of its own, whole.
-pub(crate) fn gpt2_digits<'t, const RUNS: bool>(
-    text: &'t str,
-    f: impl FnMut(&'t str),
-    blocks: bool,
-) {
+pub(crate) fn gpt2_digits<'t, const RUNS: bool>(text: &'t str, f: impl Pieces<'t>, blocks: bool) {
     tile(text, f, blocks, block::Gpt2Digits::<RUNS>, |scan, i| {
         let lead = scan.bytes[i];
         if let Some(end) = scan.ascii_word(i) {
@@ -435,19 +421,19 @@ pub(crate) fn gpt2_digits<'t, const RUNS: bool>(
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+`
 /// `|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
-pub(crate) fn cl100k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+pub(crate) fn cl100k<'t>(text: &'t str, f: impl Pieces<'t>, blocks: bool) {
     cl100k_family::<true, 3, _>(text, f, blocks, block::Cl100k)
 }
 
 /// Llama-3's pattern: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}`
 /// `| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, cl100k's but at the end of the text
 /// (see [`cl100k_family`]).
-pub(crate) fn llama3<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+pub(crate) fn llama3<'t>(text: &'t str, f: impl Pieces<'t>, blocks: bool) {
     cl100k_family::<false, 3, _>(text, f, blocks, block::Cl100k)
 }
 
 /// Qwen2's pattern: Llama-3's with `\p{N}` for `\p{N}{1,3}`.
-pub(crate) fn qwen2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+pub(crate) fn qwen2<'t>(text: &'t str, f: impl Pieces<'t>, blocks: bool) {
     cl100k_family::<false, 1, _>(text, f, blocks, block::Qwen2)
 }
 
@@ -460,7 +446,7 @@ pub(crate) fn qwen2<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
 #[inline(always)]
 fn cl100k_family<'t, const END_RUN: bool, const DIGITS: usize, R: block::Rules>(
     text: &'t str,
-    f: impl FnMut(&'t str),
+    f: impl Pieces<'t>,
     blocks: bool,
     rules: R,
 ) {
@@ -516,13 +502,13 @@ fn cl100k_family<'t, const END_RUN: bool, const DIGITS: usize, R: block::Rules>(
 /// `blocks`: whether to find pieces 64 bytes at a time where it can (see [`crate::block`]).
 /// SuperBPE's stage-2 pieces ([`crate::SUPERBPE_PATTERN`]): the piece starting at `i` is the
 /// first of its alternatives that matches there, in the pattern's order.
-pub(crate) fn superbpe<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
+pub(crate) fn superbpe<'t>(text: &'t str, mut f: impl Pieces<'t>) {
     let scan = scan(text);
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
         let end = superbpe_piece(&scan, i);
-        f(&text[i..end]);
+        f.piece(&text[i..end]);
         i = end;
     }
 }
@@ -613,7 +599,7 @@ fn two_or_more_other(scan: &Scan<'_>, i: usize) -> Option<usize> {
     Some(end)
 }
 
-pub(crate) fn o200k<'t>(text: &'t str, f: impl FnMut(&'t str), blocks: bool) {
+pub(crate) fn o200k<'t>(text: &'t str, f: impl Pieces<'t>, blocks: bool) {
     tile(text, f, blocks, block::O200k, |scan, i| {
         if let Some(end) = o200k_ascii_word(scan, i) {
             return scan.contraction(end).unwrap_or(end);
