@@ -1293,13 +1293,14 @@ impl Encoder {
         }
     }
 
-    /// The key words and hash of a piece the batch's loop does not key itself, its slots
-    /// prefetched (the warm table's short and medium slots, if there is one, and the cache's): a short piece within 15 bytes of the text's end, a medium piece, or a
-    /// longer one. The hash is what [`cache::ShortSlots::emit_run`] reads a short slot at, so a
-    /// piece that is not short is given 0, a slot that all of them read and that stays in the
-    /// CPU's cache, and a first word that no short slot holds: [`NOT_SHORT`] for a longer
-    /// piece, its medium key's (see [`cache::medium_key`]) for a medium one, whose lookup
-    /// hashes its words again ([`Encoder::emit_piece`]).
+    /// The key words and hash of a piece the batch's loop does not key itself (a short piece
+    /// within 15 bytes of the text's end, a medium piece, or a longer one), its slots prefetched
+    /// (the warm table's, if there is one, and the cache's). The hash is where
+    /// [`cache::ShortSlots::emit_run`] reads a short slot, so a piece that is not short is given
+    /// 0, a slot that all of them read and that stays in the CPU's cache, and a first word that
+    /// no short slot holds: [`NOT_SHORT`] for a longer piece, its medium key's (see
+    /// [`cache::medium_key`]) for a medium one, whose lookup hashes its words again
+    /// ([`Encoder::emit_piece`]).
     #[inline(never)]
     fn other_key(
         text: &[u8],
@@ -1511,8 +1512,9 @@ fn short_lookups<const SHARED: bool>(
 type BatchLoop =
     fn(&Encoder, &[u8], &mut Batch, usize, Option<&WarmCache>, &mut PieceCache, &mut Vec<TokenId>);
 
-/// How many pieces the encoder takes from the scanner before it looks them up (and so how many
-/// pieces ahead of its lookup a piece's cache slots are prefetched, at most). 96 rather than 64:
+/// How many pieces the encoder takes from the scanner, at least, before it looks them up (and so
+/// about how many pieces ahead of its lookup a piece's cache slots are prefetched: up to 63 more
+/// where the last window's pieces came at once, see [`Batcher`]). 96 rather than 64:
 /// warm English 1.04-1.055x (GPT-2, o200k_base), text in eleven scripts 1.01-1.03x, cold 1.01x
 /// (`benchmarks/ab_engine.py`, both orders, on an AMD EPYC); 128 had cost text in eleven scripts
 /// 2% on another VM, 32 cost everything 6%.
@@ -1579,9 +1581,10 @@ impl<const DROPS: bool> Batcher<'_, '_, DROPS> {
 }
 
 impl<const DROPS: bool> Spans for &mut Batcher<'_, '_, DROPS> {
-    /// A piece the scanner found on its own (it is inlined into the scanner's loop: a call per
-    /// piece, saving and restoring six registers, had cost 30 instructions a piece, a fifth of a
-    /// warm pass's; what it seldom does is out of line).
+    /// A piece given on its own: by the scanner's piece-at-a-time way, or by a pre-tokenizer
+    /// without a scanner. Inlined into the scanner's loop (a call per piece, saving and
+    /// restoring six registers, had cost 30 instructions a piece, a fifth of a warm pass's);
+    /// what it seldom does is out of line.
     #[inline(always)]
     fn span(&mut self, start: usize, end: usize) {
         if DROPS

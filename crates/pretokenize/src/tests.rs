@@ -1487,3 +1487,73 @@ fn a_pattern_without_a_scanner_gives_the_regex_engines_pieces_on_the_automaton()
         assert_eq!(by_automaton, by_engine, "{text:?}");
     }
 }
+
+/// A sink that takes a window's pieces in a loop of its own, as the encoder's does, and counts
+/// how many came that way.
+#[derive(Default)]
+struct Runs {
+    spans: Vec<(usize, usize)>,
+    by_window: usize,
+}
+
+impl Spans for &mut Runs {
+    fn span(&mut self, start: usize, end: usize) {
+        self.spans.push((start, end));
+    }
+
+    fn run(&mut self, start: usize, base: usize, mut ends: u64) -> usize {
+        let mut i = start;
+        while ends != 0 {
+            let end = base + ends.trailing_zeros() as usize;
+            self.spans.push((i, end));
+            self.by_window += 1;
+            i = end;
+            ends &= ends - 1;
+        }
+        i
+    }
+}
+
+/// The spans a sink gets, a window's at once or one by one, are the pieces, in any text (and
+/// most come by the window, where the pattern has a way to find them so).
+#[test]
+fn a_sink_taking_windows_whole_gets_the_same_spans() {
+    let mut nasty = Nasty::new(5);
+    let english =
+        "The quick brown fox jumps over the lazy dog, doesn't it? 1234 times.\n".repeat(20);
+    for pattern in KNOWN_PATTERNS {
+        let scanner = Pretokenizer::new(pattern).unwrap();
+        let mut by_window = 0;
+        for round in 0..2_000 {
+            let text = if round == 0 {
+                english.clone()
+            } else {
+                nasty.text(40)
+            };
+            let mut closure = Vec::new();
+            scanner
+                .try_for_each_span(&text, |start, end| closure.push((start, end)))
+                .unwrap();
+            let expected: Vec<(usize, usize)> = scanner
+                .pieces(&text)
+                .iter()
+                .map(|piece| {
+                    let start = piece.as_ptr() as usize - text.as_ptr() as usize;
+                    (start, start + piece.len())
+                })
+                .collect();
+            let mut runs = Runs::default();
+            scanner.try_spans_into(&text, &mut runs).unwrap();
+            assert_eq!(closure, expected, "{pattern}: {text:?}");
+            assert_eq!(runs.spans, expected, "{pattern}: {text:?}");
+            by_window += runs.by_window;
+        }
+        // (SuperBPE's second stage has no window of its own: every piece comes by itself)
+        if pattern != crate::SUPERBPE_PATTERN {
+            assert!(
+                by_window > 1000,
+                "{pattern}: {by_window} pieces came by window"
+            );
+        }
+    }
+}
