@@ -34,7 +34,7 @@ mod warm;
 pub use bpe::TokenId;
 use bpe::{BytePairs, PairRanks};
 use bpestore_pretokenize::{
-    Part, Pipeline, PretokenizeError, Pretokenizer, Spans, SpecialTokens, TokenOptions,
+    each_end, Part, Pipeline, PretokenizeError, Pretokenizer, Spans, SpecialTokens, TokenOptions,
 };
 pub use cache::DEFAULT_CACHE_ENTRIES;
 use cache::{CachePool, PieceCache, MAX_CACHED_PIECE, NOT_SHORT};
@@ -1613,28 +1613,18 @@ impl<const DROPS: bool> Spans for &mut Batcher<'_, '_, DROPS> {
     /// The pieces of a window of 64 bytes (most of them), in a loop whose count stays in a
     /// register; looked up once the batch holds [`BATCH`] or more.
     #[inline(always)]
-    fn run(&mut self, start: usize, base: usize, mut ends: u64) -> usize {
-        let mut i = start;
+    fn run(&mut self, start: usize, base: usize, ends: u64) -> usize {
         if DROPS {
-            while ends != 0 {
-                let end = base + ends.trailing_zeros() as usize;
-                self.span(i, end);
-                i = end;
-                ends &= ends - 1;
-            }
-            return i;
+            return each_end(start, base, ends, |i, end| self.span(i, end));
         }
         let mut batched = self.batched;
         let spans = &mut self.batch.spans;
-        while ends != 0 {
-            let end = base + ends.trailing_zeros() as usize;
+        let i = each_end(start, base, ends, |i, end| {
             // SAFETY: `batched` starts below BATCH and grows by one for each of the (at most 64)
             // bits of `ends`, so it stays below BATCH + 64 = BATCH_ROOM.
             unsafe { *spans.get_unchecked_mut(batched) = (i, end - i) };
             batched += 1;
-            i = end;
-            ends &= ends - 1;
-        }
+        });
         self.batched = batched;
         if batched >= BATCH {
             self.emit();

@@ -34,7 +34,7 @@ pub use cut::{
     next_safe_cut, CUT_WINDOW_BYTES,
 };
 pub use pipeline::{Behavior, Matcher, Pipeline, Stage};
-pub use sink::{Pieces, Spans};
+pub use sink::{each_end, Pieces, Spans};
 pub use special::{Part, SpecialTokens, Split, TokenOptions};
 pub use utf8::{check_utf8, decode_at, Utf8Error};
 

@@ -21,16 +21,11 @@ pub trait Pieces<'t> {
     /// `start` and each such end are character boundaries of `text`, and each end is after the
     /// one before (the first after `start`).
     #[inline(always)]
-    unsafe fn run(&mut self, text: &'t str, start: usize, base: usize, mut ends: u64) -> usize {
-        let mut i = start;
-        while ends != 0 {
-            let end = base + ends.trailing_zeros() as usize;
+    unsafe fn run(&mut self, text: &'t str, start: usize, base: usize, ends: u64) -> usize {
+        each_end(start, base, ends, |i, end| {
             // SAFETY: `i < end` are character boundaries of `text` (this function's contract).
-            self.piece(unsafe { text.get_unchecked(i..end) });
-            i = end;
-            ends &= ends - 1;
-        }
-        i
+            self.piece(unsafe { text.get_unchecked(i..end) })
+        })
     }
 }
 
@@ -50,15 +45,8 @@ pub trait Spans {
     /// starting where the one before ended; the last one's end (`start` if `ends` is 0). See
     /// [`Pieces::run`], whose caller vouches for the ends.
     #[inline(always)]
-    fn run(&mut self, start: usize, base: usize, mut ends: u64) -> usize {
-        let mut i = start;
-        while ends != 0 {
-            let end = base + ends.trailing_zeros() as usize;
-            self.span(i, end);
-            i = end;
-            ends &= ends - 1;
-        }
-        i
+    fn run(&mut self, start: usize, base: usize, ends: u64) -> usize {
+        each_end(start, base, ends, |i, end| self.span(i, end))
     }
 }
 
@@ -67,6 +55,26 @@ impl<F: FnMut(usize, usize)> Spans for F {
     fn span(&mut self, start: usize, end: usize) {
         self(start, end)
     }
+}
+
+/// Calls `f(start, end)` for each piece of a run: from `start` to `base + k` for each set bit
+/// `k` of `ends`, lowest first, each starting where the one before ended; the last one's end
+/// (`start` if `ends` is 0). The loop of every `run`.
+#[inline(always)]
+pub fn each_end(
+    start: usize,
+    base: usize,
+    mut ends: u64,
+    mut f: impl FnMut(usize, usize),
+) -> usize {
+    let mut i = start;
+    while ends != 0 {
+        let end = base + ends.trailing_zeros() as usize;
+        f(i, end);
+        i = end;
+        ends &= ends - 1;
+    }
+    i
 }
 
 /// The [`Pieces`] of a part of a text given to `spans` as spans of the whole text, which starts
