@@ -169,6 +169,51 @@ struct Slot<K> {
     count: u32,
 }
 
+impl Slot<u128> {
+    /// Writes the slot's inline ids and their count at `to`, as one 16-byte move: a run of
+    /// found pieces copies them whole. (Built as an array of four ids, the value was taken apart
+    /// into three loads and stores, and the count read again after them.)
+    ///
+    /// # Safety
+    /// `to` is valid for writing 16 bytes (any alignment).
+    #[inline(always)]
+    unsafe fn copy_ids_and_count(&self, to: *mut TokenId) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
+            // SAFETY: SSE2 is part of x86-64; 16 bytes are read from the slot (see
+            // `ids_and_count_at`) and written at `to` (the caller's promise).
+            unsafe {
+                let value = _mm_loadu_si128(self.ids_and_count_at().cast::<__m128i>());
+                _mm_storeu_si128(to.cast::<__m128i>(), value);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: the caller's promise.
+        unsafe {
+            to.cast::<[TokenId; INLINE_IDS + 1]>()
+                .write_unaligned(self.ids_and_count_at().read())
+        };
+    }
+
+    /// Where the slot's ids, then its count, are: 16 bytes, readable as
+    /// `[TokenId; INLINE_IDS + 1]`.
+    #[inline(always)]
+    fn ids_and_count_at(&self) -> *const [TokenId; INLINE_IDS + 1] {
+        const IDS: usize = std::mem::offset_of!(Slot<u128>, ids);
+        const _: () = assert!(
+            std::mem::offset_of!(Slot<u128>, count) == IDS + INLINE_IDS * 4,
+            "the count follows the ids"
+        );
+        // The slot is `repr(C)`: its ids and then its count are the 16 bytes from `IDS`
+        // (asserted above), all initialized `u32`s, aligned for `TokenId`.
+        std::ptr::from_ref(self)
+            .cast::<u8>()
+            .wrapping_add(IDS)
+            .cast::<[TokenId; INLINE_IDS + 1]>()
+    }
+}
+
 /// An open-addressing table (linear probing, at most three quarters full) whose slots hold the
 /// key and the ids: a lookup mostly costs one cache miss (two slots share a cache line).
 #[derive(Clone)]
@@ -420,7 +465,8 @@ impl ShortSlots<'_> {
                 };
                 slot
             };
-            if slot.count as usize > INLINE_IDS {
+            let count = slot.count as usize;
+            if count > INLINE_IDS {
                 // (more ids than a slot holds: words of scripts the vocabulary has few tokens
                 // for, or long words; not a reason to leave this loop)
                 // SAFETY: see below; the ids before `len` are initialized.
@@ -429,17 +475,12 @@ impl ShortSlots<'_> {
                 (base, len) = Self::emit_stored_then_room(out, self.ids, slot, pieces - index);
                 continue;
             }
-            let ids: [TokenId; WRITTEN] = [slot.ids[0], slot.ids[1], slot.ids[2], slot.count];
             // SAFETY: room for WRITTEN ids per piece from `index` on was reserved past the
             // length, and `len` grows by at most WRITTEN per piece, so the ids written at `len`
             // are inside the allocation; the length then covers only the `count` (at most
             // INLINE_IDS, just checked) of them that are ids, all initialized.
-            unsafe {
-                base.add(len)
-                    .cast::<[TokenId; WRITTEN]>()
-                    .write_unaligned(ids)
-            };
-            len += slot.count as usize;
+            unsafe { slot.copy_ids_and_count(base.add(len)) };
+            len += count;
             index += 1;
         }
         // SAFETY: see above; the ids before `len` are initialized.

@@ -1219,13 +1219,21 @@ impl Encoder {
         let medium = cache.medium_slots_at();
         // (a piece starting before this has 16 bytes of text from its start, read as one load)
         let windows_end = text.len().saturating_sub(15);
+        // The pieces that start before it: a batch's spans are in the text's order, so they
+        // are the batch's first ones, all of them but near the text's end (tested once for the
+        // batch, not for each piece).
+        let windowed = match spans.last() {
+            Some(&(last, _)) if last < windows_end => count,
+            _ => spans.partition_point(|&(start, _)| start < windows_end),
+        };
         let keyed = batch.words.iter_mut().zip(batch.hashes.iter_mut());
-        for ((words, hash), &(start, len)) in keyed.zip(spans) {
+        for (index, ((words, hash), &(start, len))) in keyed.zip(spans).enumerate() {
             // (the hash is computed once, for the prefetch and for the lookup)
-            if len.wrapping_sub(1) < cache::SHORT_BYTES && start < windows_end {
+            if len.wrapping_sub(1) < cache::SHORT_BYTES && index < windowed {
                 // Most pieces: short, with 16 bytes of text from their start (the others are
                 // keyed out of the loop; inlined there, they made no difference).
-                // SAFETY: `start < text.len() - 15`, so `start + 16 <= text.len()`.
+                // SAFETY: the piece is one of the first `windowed`, which start before
+                // `text.len() - 15`, so `start + 16 <= text.len()`.
                 let window =
                     unsafe { text.as_ptr().add(start).cast::<[u8; 16]>().read_unaligned() };
                 let key = mix::key_of_window(u128::from_le_bytes(window), len);
