@@ -1544,6 +1544,10 @@ pub(crate) struct Batch {
 /// of the scanner's (see [`Batcher`]).
 const BATCH_ROOM: usize = BATCH + 64;
 
+/// How many spans [`Batcher`]'s `run` writes at a time (a divisor of 64; see there).
+const SPANS_AT_ONCE: usize = 4;
+const _: () = assert!(64 % SPANS_AT_ONCE == 0);
+
 impl Default for Batch {
     fn default() -> Batch {
         Batch {
@@ -1625,19 +1629,43 @@ impl<const DROPS: bool> Spans for &mut Batcher<'_, '_, DROPS> {
         if DROPS {
             return each_end(start, base, ends, |i, end| self.span(i, end));
         }
-        let mut batched = self.batched;
+        // The spans are written SPANS_AT_ONCE at a time, whether there are that many or not,
+        // until all are: the loop tests for its end once per four pieces, not for each, and
+        // the spans past the last (ending at `base + 64`, as `trailing_zeros` of 0 is 64) lie
+        // in the batch's room past its count, written over by the next run. One at a time,
+        // the loop took 12 instructions a piece and its exit, after a number of pieces the CPU
+        // could not foresee, was mispredicted in most windows. (Warm, 4 MB, against one at a
+        // time: State of the Union with GPT-2 1.070x, 46 languages 1.032x with cl100k_base;
+        // eight at a time gave 0.95x of four, sixteen 0.98x of eight, two 0.98x of four.)
+        let batched = self.batched;
+        let pieces = ends.count_ones() as usize;
         let spans = &mut self.batch.spans;
-        let i = each_end(start, base, ends, |i, end| {
-            // SAFETY: `batched` starts below BATCH and grows by one for each of the (at most 64)
-            // bits of `ends`, so it stays below BATCH + 64 = BATCH_ROOM.
-            unsafe { *spans.get_unchecked_mut(batched) = (i, end - i) };
-            batched += 1;
-        });
-        self.batched = batched;
-        if batched >= BATCH {
+        let (mut at, mut i, mut rest) = (batched, start, ends);
+        loop {
+            for _ in 0..SPANS_AT_ONCE {
+                // (`trailing_zeros` of 0 is 64)
+                let end = base + rest.trailing_zeros() as usize;
+                // SAFETY: `batched < BATCH`, and `at` stays below `batched` plus the least
+                // positive multiple of SPANS_AT_ONCE at or above `pieces` (at most 64, itself
+                // a multiple), so below BATCH + 64 = BATCH_ROOM.
+                unsafe { *spans.get_unchecked_mut(at) = (i, end.wrapping_sub(i)) };
+                i = end;
+                rest &= rest.wrapping_sub(1);
+                at += 1;
+            }
+            if at >= batched + pieces {
+                break;
+            }
+        }
+        self.batched = batched + pieces;
+        if self.batched >= BATCH {
             self.emit();
         }
-        i
+        // (where the run's last piece ends)
+        match ends {
+            0 => start,
+            _ => base + 63 - ends.leading_zeros() as usize,
+        }
     }
 }
 

@@ -156,6 +156,37 @@ fn encode_matches_brute_force_with_each_special_token_policy() {
 }
 
 #[test]
+fn windows_of_any_number_of_pieces_give_the_brute_force_ids() {
+    // The scanner hands the encoder a 64-byte window's pieces at once (written some at a time,
+    // past the last piece too): runs of one-byte pieces ("a\n": 64 ends in a window), words
+    // longer than a window (none), and everything between, at every offset.
+    let fixture = fixture(5);
+    for rule in [MergeRule::Pair, MergeRule::Token] {
+        let encoder = encoder(&fixture, rule);
+        let mut rng = Rng(31);
+        for _ in 0..40 {
+            let mut text = String::new();
+            while text.len() < 3000 {
+                match rng.below(4) {
+                    0 => text.push_str(&"a\n".repeat(1 + rng.below(80))),
+                    1 => text.push_str(&"b".repeat(1 + rng.below(200))),
+                    2 => text.push_str(&" ab".repeat(1 + rng.below(40))),
+                    _ => {
+                        let pieces = 1 + rng.below(20);
+                        text.push_str(&random_text(&mut rng, pieces));
+                    }
+                }
+            }
+            let want = expected(&fixture, rule, &text, &[EOT, "<a>"]);
+            for pass in ["cold", "warm"] {
+                let ids = encoder.encode(&text, AllowedSpecial::All).unwrap();
+                assert!(ids == want, "{pass}, {rule:?}: {text:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn a_stream_gives_the_same_ids_however_it_is_cut() {
     let fixture = fixture(99);
     let encoder = encoder(&fixture, MergeRule::Pair);
