@@ -426,10 +426,10 @@ impl ShortSlots<'_> {
     /// length). `words`, `spans`, `hashes`: the batch's keys, spans `(start, length)` and
     /// hashes (see [`crate::Encoder`]'s batch loop).
     ///
-    /// A loop of its own, its state in registers: room for four ids per piece left is reserved
-    /// first, and each piece's slot's ids and their count are copied whole, as one value of four
-    /// words (those past its ids are written over by the next piece, or lie past the end); the
-    /// count then moves the cursor. In the batch's loop, through the vector, each piece reloaded
+    /// A loop of its own, its state in registers: room for a block of stored ids
+    /// ([`STORED_BLOCK`]) per piece left is reserved first, and each piece's slot's ids and
+    /// their count are copied whole, as one value of four words (those past its ids are written
+    /// over by the next piece, or lie past the end); the count then moves the cursor. In the batch's loop, through the vector, each piece reloaded
     /// its length and capacity and spilled its state (a fifth more instructions per piece).
     #[inline(always)]
     pub(crate) fn emit_run(
@@ -440,7 +440,8 @@ impl ShortSlots<'_> {
         mut index: usize,
         out: &mut Vec<TokenId>,
     ) -> usize {
-        const WRITTEN: usize = INLINE_IDS + 1;
+        // (the most ids a piece writes: a stored block's)
+        const WRITTEN: usize = STORED_BLOCK;
         const _: () = assert!(INLINE_IDS == 3, "a slot's ids are copied as three");
         let pieces = words.len().min(spans.len()).min(hashes.len());
         out.reserve((pieces - index.min(pieces)) * WRITTEN);
@@ -467,8 +468,26 @@ impl ShortSlots<'_> {
             };
             let count = slot.count as usize;
             if count > INLINE_IDS {
-                // (more ids than a slot holds: words of scripts the vocabulary has few tokens
-                // for, or long words; not a reason to leave this loop)
+                // More ids than a slot holds (words of scripts the vocabulary has few tokens
+                // for, or long words; 13% of the pieces of 46 languages with cl100k_base):
+                // up to a block of them are copied as one, here, from the store. (Out of line,
+                // a call for each such piece took 6% of a warm pass over those languages.)
+                let stored = slot.ids[0] as usize;
+                if let Some(block) = self.ids.get(stored..stored + STORED_BLOCK) {
+                    if count <= STORED_BLOCK {
+                        // SAFETY: as below (a block is WRITTEN ids); the length then covers
+                        // only the `count` ids that are the piece's.
+                        unsafe {
+                            base.add(len)
+                                .cast::<[TokenId; STORED_BLOCK]>()
+                                .write_unaligned(block.try_into().expect("a block's length"))
+                        };
+                        len += count;
+                        index += 1;
+                        continue;
+                    }
+                }
+                // (more than a block, or too near the store's end for one)
                 // SAFETY: see below; the ids before `len` are initialized.
                 unsafe { out.set_len(len) };
                 index += 1;
@@ -489,7 +508,7 @@ impl ShortSlots<'_> {
     }
 
     /// For [`ShortSlots::emit_run`]: appends the ids of `slot`, kept in `ids` (more than
-    /// [`INLINE_IDS`]), to `out`, then makes room for the [`INLINE_IDS`] + 1 ids of each of the
+    /// [`INLINE_IDS`]), to `out`, then makes room for the [`STORED_BLOCK`] ids of each of the
     /// `pieces` pieces left; where `out`'s ids start and its length.
     #[inline(never)]
     fn emit_stored_then_room(
@@ -499,7 +518,7 @@ impl ShortSlots<'_> {
         pieces: usize,
     ) -> (*mut TokenId, usize) {
         emit_stored(out, ids, slot.ids[0] as usize, slot.ids[1] as usize);
-        out.reserve(pieces * (INLINE_IDS + 1));
+        out.reserve(pieces * STORED_BLOCK);
         (out.as_mut_ptr(), out.len())
     }
 
