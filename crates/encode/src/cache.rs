@@ -429,8 +429,9 @@ impl ShortSlots<'_> {
     /// A loop of its own, its state in registers: room for a block of stored ids
     /// ([`STORED_BLOCK`]) per piece left is reserved first, and each piece's slot's ids and
     /// their count are copied whole, as one value of four words (those past its ids are written
-    /// over by the next piece, or lie past the end); the count then moves the cursor. In the batch's loop, through the vector, each piece reloaded
-    /// its length and capacity and spilled its state (a fifth more instructions per piece).
+    /// over by the next piece, or lie past the end); the count then moves the cursor. In the
+    /// batch's loop, through the vector, each piece reloaded its length and capacity and spilled
+    /// its state (a fifth more instructions per piece).
     #[inline(always)]
     pub(crate) fn emit_run(
         &self,

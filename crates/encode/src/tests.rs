@@ -158,7 +158,7 @@ fn encode_matches_brute_force_with_each_special_token_policy() {
 #[test]
 fn windows_of_any_number_of_pieces_give_the_brute_force_ids() {
     // The scanner hands the encoder a 64-byte window's pieces at once (written some at a time,
-    // past the last piece too): runs of one-byte pieces ("a\n": 64 ends in a window), words
+    // past the last piece too): runs of one-byte pieces ("a\n": 60 and more in a window), words
     // longer than a window (none), and everything between, at every offset.
     let fixture = fixture(5);
     for rule in [MergeRule::Pair, MergeRule::Token] {
