@@ -400,16 +400,23 @@ const STORED_BLOCK: usize = 16;
 /// over text in eleven scripts (o200k_base, whose words there are often 4-16 ids).
 #[inline(always)]
 fn emit_stored(out: &mut Vec<TokenId>, ids: &[TokenId], start: usize, count: usize) {
-    match ids.get(start..start + STORED_BLOCK) {
-        Some(block) if count <= STORED_BLOCK => {
-            let block: &[TokenId; STORED_BLOCK] = block.try_into().expect("a block's length");
+    match stored_block(ids, start, count) {
+        Some(block) => {
             let len = out.len();
             out.extend_from_slice(block);
             out.truncate(len + count);
         }
         // (a longer piece, or one at the store's end: fewer than a block's ids after it)
-        _ => out.extend_from_slice(&ids[start..start + count]),
+        None => out.extend_from_slice(&ids[start..start + count]),
     }
+}
+
+/// The block of [`STORED_BLOCK`] ids from `start` in a store, if the `count` ids of a piece
+/// there fit in it and the store has that many ids from `start`.
+#[inline(always)]
+fn stored_block(ids: &[TokenId], start: usize, count: usize) -> Option<&[TokenId; STORED_BLOCK]> {
+    let block = ids.get(start..start + STORED_BLOCK)?;
+    (count <= STORED_BLOCK).then(|| block.try_into().expect("a block's length"))
 }
 
 /// A cache's table of short pieces, borrowed for a run of lookups: its fields are read once,
@@ -473,20 +480,17 @@ impl ShortSlots<'_> {
                 // for, or long words; 13% of the pieces of 46 languages with cl100k_base):
                 // up to a block of them are copied as one, here, from the store. (Out of line,
                 // a call for each such piece took 6% of a warm pass over those languages.)
-                let stored = slot.ids[0] as usize;
-                if let Some(block) = self.ids.get(stored..stored + STORED_BLOCK) {
-                    if count <= STORED_BLOCK {
-                        // SAFETY: as below (a block is WRITTEN ids); the length then covers
-                        // only the `count` ids that are the piece's.
-                        unsafe {
-                            base.add(len)
-                                .cast::<[TokenId; STORED_BLOCK]>()
-                                .write_unaligned(block.try_into().expect("a block's length"))
-                        };
-                        len += count;
-                        index += 1;
-                        continue;
-                    }
+                if let Some(block) = stored_block(self.ids, slot.ids[0] as usize, count) {
+                    // SAFETY: as below (a block is WRITTEN ids); the length then covers only
+                    // the `count` ids that are the piece's.
+                    unsafe {
+                        base.add(len)
+                            .cast::<[TokenId; STORED_BLOCK]>()
+                            .write_unaligned(*block)
+                    };
+                    len += count;
+                    index += 1;
+                    continue;
                 }
                 // (more than a block, or too near the store's end for one)
                 // SAFETY: see below; the ids before `len` are initialized.
